@@ -1,0 +1,148 @@
+//! Where kernels run: a GPU through wgpu, or the CPU with rayon.
+
+use crate::error::Error;
+use crate::spec::KernelSpec;
+
+/// The environment variable that turns the CPU fallback of [`Device::auto`] into an error.
+pub const REQUIRE_GPU_ENV: &str = "GRADFUSE_REQUIRE_GPU";
+
+/// A device that runs batched kernels.
+pub struct Device {
+    backend: Backend,
+}
+
+enum Backend {
+    Cpu,
+    #[cfg(feature = "gpu")]
+    Gpu(Box<crate::gpu::Gpu>),
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Device").field(&self.describe()).finish()
+    }
+}
+
+fn gpu_required() -> bool {
+    std::env::var(REQUIRE_GPU_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+impl Device {
+    /// The first GPU adapter (high-performance preferred), or an error if there is none.
+    pub fn gpu() -> Result<Device, Error> {
+        #[cfg(feature = "gpu")]
+        {
+            Ok(Device {
+                backend: Backend::Gpu(Box::new(crate::gpu::Gpu::open()?)),
+            })
+        }
+        #[cfg(not(feature = "gpu"))]
+        {
+            Err(Error::GpuNotCompiled)
+        }
+    }
+
+    /// The CPU: each kernel's CPU version over the batch, in parallel with rayon.
+    pub fn cpu() -> Device {
+        Device {
+            backend: Backend::Cpu,
+        }
+    }
+
+    /// A GPU if there is one; otherwise the CPU, with a log line saying so. With
+    /// `GRADFUSE_REQUIRE_GPU=1` in the environment, no GPU is an error instead.
+    pub fn auto() -> Result<Device, Error> {
+        match Device::gpu() {
+            Ok(d) => Ok(d),
+            Err(e) if gpu_required() => Err(Error::GpuRequired(e.to_string())),
+            Err(e) => {
+                let msg = format!(
+                    "gradfuse: no GPU ({e}); running kernels on the CPU with {} threads \
+                     (set {REQUIRE_GPU_ENV}=1 to make this an error)",
+                    rayon::current_num_threads()
+                );
+                // Without a logger installed, `log` drops everything: say it on stderr.
+                if log::max_level() >= log::LevelFilter::Warn {
+                    log::warn!("{msg}");
+                } else {
+                    eprintln!("{msg}");
+                }
+                Ok(Device::cpu())
+            }
+        }
+    }
+
+    /// Which adapter or CPU this is.
+    pub fn describe(&self) -> String {
+        match &self.backend {
+            Backend::Cpu => format!("CPU ({} rayon threads)", rayon::current_num_threads()),
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(g) => g.describe(),
+        }
+    }
+
+    /// Whether kernels run on a GPU adapter (lavapipe included).
+    pub fn is_gpu(&self) -> bool {
+        !matches!(self.backend, Backend::Cpu)
+    }
+
+    /// Whether this is a GPU adapter implemented on the CPU (lavapipe and the like).
+    pub fn is_software_gpu(&self) -> bool {
+        match &self.backend {
+            Backend::Cpu => false,
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(g) => g.is_software(),
+        }
+    }
+
+    /// Runs a kernel over a batch: `input` holds `n * spec.input_words` words, output `k`
+    /// receives `n * spec.outputs[k].words` words. Generated launchers call this; it checks
+    /// every length and returns [`Error::ShapeMismatch`] rather than panicking.
+    pub fn launch(
+        &self,
+        spec: &'static KernelSpec,
+        input: &[f32],
+        outputs: &mut [&mut [f32]],
+    ) -> Result<(), Error> {
+        let in_words = spec.input_words as usize;
+        if in_words == 0 || input.len() % in_words != 0 {
+            return Err(Error::ShapeMismatch {
+                what: format!("{}: input words (a multiple of {in_words})", spec.label),
+                expected: input.len().div_ceil(in_words.max(1)) * in_words,
+                got: input.len(),
+            });
+        }
+        let n = input.len() / in_words;
+        if outputs.len() != spec.outputs.len() {
+            return Err(Error::ShapeMismatch {
+                what: format!("{}: number of output buffers", spec.label),
+                expected: spec.outputs.len(),
+                got: outputs.len(),
+            });
+        }
+        for (k, (out, o)) in outputs.iter().zip(spec.outputs).enumerate() {
+            let expected = n * o.words as usize;
+            if out.len() != expected {
+                return Err(Error::ShapeMismatch {
+                    what: format!(
+                        "{}: output {k} words ({n} elements × {})",
+                        spec.label, o.words
+                    ),
+                    expected,
+                    got: out.len(),
+                });
+            }
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        match &self.backend {
+            Backend::Cpu => {
+                crate::cpu::launch(spec, input, n, outputs);
+                Ok(())
+            }
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(g) => g.launch(spec, input, n, outputs),
+        }
+    }
+}

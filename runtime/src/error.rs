@@ -1,0 +1,48 @@
+//! Run-time errors: every failure of the runtime is one of these values, never a panic.
+
+/// What can go wrong when running gradfuse kernels.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No GPU adapter could be found.
+    #[error("no GPU adapter found: {0}")]
+    NoAdapter(String),
+    /// `GRADFUSE_REQUIRE_GPU=1` is set and no GPU could be used.
+    #[error(
+        "GRADFUSE_REQUIRE_GPU=1 is set but the GPU cannot be used ({0}); unset it to allow the CPU fallback"
+    )]
+    GpuRequired(String),
+    /// gradfuse was compiled without its `gpu` feature.
+    #[error("gradfuse was built without the `gpu` feature: only Device::cpu() is available")]
+    GpuNotCompiled,
+    /// The adapter refused to open a device.
+    #[error("could not open the GPU device: {0}")]
+    RequestDevice(String),
+    /// The device was lost (driver reset, GPU removed, ...).
+    #[error("the GPU device was lost: {0}")]
+    DeviceLost(String),
+    /// An allocation on the device failed.
+    #[error("out of GPU memory: {0}")]
+    OutOfMemory(String),
+    /// A buffer had the wrong length.
+    #[error("{what}: expected {expected}, got {got}")]
+    ShapeMismatch {
+        /// Which buffer.
+        what: String,
+        /// The length it must have.
+        expected: usize,
+        /// The length it has.
+        got: usize,
+    },
+    /// The GPU rejected a kernel or a launch (a bug in gradfuse: please report it).
+    #[error("kernel `{label}` was rejected by the GPU: {message}")]
+    Validation {
+        /// The kernel's label.
+        label: String,
+        /// The driver's or wgpu's message.
+        message: String,
+    },
+    /// Reading results back from the device failed.
+    #[error("reading results back from the GPU failed: {0}")]
+    Readback(String),
+}

@@ -1,0 +1,124 @@
+//! How arguments, results and gradients map to buffers: the one place both emitters (and,
+//! through the `KernelSpec` the Rust emitter writes, the runtime) read.
+//!
+//! Each batch element's arguments are its parameters' f32 words in declaration order, with
+//! no padding (`f::Args` is `#[repr(C)]` of f32 and `[f32; N]` fields, so this is also its
+//! memory layout). A batch is one `array<f32>` of `n * words` floats: thread `i` reads the
+//! contiguous words `i * words ..`, so a warp reads one contiguous range and every fetched
+//! cache line is used. Gradients use the same layout as the arguments (`f::Grad`).
+
+use crate::lower::{ParamKind, Signature};
+
+/// Threads per workgroup of every generated kernel.
+pub const WORKGROUP_SIZE: u32 = 64;
+/// Workgroups per dispatch dimension that WebGPU guarantees; dispatches wider than this
+/// use the second dimension.
+pub const MAX_WORKGROUPS_PER_DIM: u32 = 65535;
+/// Binding of the uniform `Params { n }` (the element count of this launch).
+pub const PARAMS_BINDING: u32 = 0;
+/// Binding of the arguments (`array<f32>`, read only).
+pub const ARGS_BINDING: u32 = 1;
+/// Binding of the values (`array<f32>`, one per element).
+pub const VALUE_BINDING: u32 = 2;
+/// Binding of the gradients (`array<f32>`, `words` per element).
+pub const GRAD_BINDING: u32 = 3;
+/// Size in bytes of the uniform `Params` block (one u32 used, padded to 16).
+pub const PARAMS_BYTES: u64 = 16;
+
+/// Where one parameter's words sit in an element's argument words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamSlot {
+    /// The parameter's name.
+    pub name: String,
+    /// `None` for an `f32`, `Some(n)` for `[f32; n]`.
+    pub len: Option<usize>,
+    /// Index of its first word.
+    pub offset: u32,
+}
+
+/// The argument words of one batch element.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArgLayout {
+    /// One slot per parameter, in declaration order.
+    pub slots: Vec<ParamSlot>,
+    /// Words per element.
+    pub words: u32,
+}
+
+impl ArgLayout {
+    /// The layout of a signature's parameters.
+    pub fn of(sig: &Signature) -> Self {
+        let mut offset = 0u32;
+        let slots = sig
+            .params
+            .iter()
+            .map(|p| {
+                let len = match p.kind {
+                    ParamKind::Scalar => None,
+                    ParamKind::Array(n) => Some(n),
+                };
+                let slot = ParamSlot {
+                    name: p.name.to_string(),
+                    len,
+                    offset,
+                };
+                offset += len.unwrap_or(1) as u32;
+                slot
+            })
+            .collect();
+        ArgLayout {
+            slots,
+            words: offset,
+        }
+    }
+
+    /// For each word: its parameter slot and the element index (`None` for a scalar).
+    pub fn words(&self) -> Vec<(&ParamSlot, Option<usize>)> {
+        self.slots
+            .iter()
+            .flat_map(|s| match s.len {
+                None => vec![(s, None)],
+                Some(n) => (0..n).map(|j| (s, Some(j))).collect(),
+            })
+            .collect()
+    }
+
+    /// A readable name for a word: `x` or `p_2`.
+    pub fn word_name(&self, word: u32) -> String {
+        let (slot, elem) = self.words()[word as usize];
+        match elem {
+            None => slot.name.clone(),
+            Some(j) => format!("{}_{j}", slot.name),
+        }
+    }
+}
+
+/// Which generated kernel a module is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelKind {
+    /// Values only: outputs `values`.
+    Forward,
+    /// Value and full gradient from one pass: outputs `values` and `grads`.
+    Adjoint,
+}
+
+impl KernelKind {
+    /// The output buffers: `(binding, words per element, WGSL name)`.
+    pub fn outputs(self, layout: &ArgLayout) -> Vec<(u32, u32, &'static str)> {
+        match self {
+            KernelKind::Forward => vec![(VALUE_BINDING, 1, "values")],
+            KernelKind::Adjoint => vec![
+                (VALUE_BINDING, 1, "values"),
+                (GRAD_BINDING, layout.words, "grads"),
+            ],
+        }
+    }
+
+    /// The WGSL entry point.
+    pub fn entry_point(self) -> &'static str {
+        match self {
+            KernelKind::Forward => "forward",
+            KernelKind::Adjoint => "adjoint",
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! IR to WGSL: one compute kernel per [`KernelKind`], one thread per batch element.
+//!
+//! The output is meant to be read in review: a header says which function and which buffers,
+//! every value is a `let` named after the Rust binding it came from (`d_x` is the adjoint
+//! of `x`), and the names match the CPU versions emitted by [`crate::emit_rust`].
+
+use crate::abi::{self, ArgLayout, KernelKind};
+use crate::ir::{Function, Op, ValueId};
+use crate::names::local_names;
+use crate::ops::{Func, WGSL_HELPERS, WgslForm, wgsl_helper};
+use std::collections::BTreeSet;
+use std::fmt::Write;
+
+/// A WGSL f32 literal (non-finite values as bit casts: WGSL has no literal for them).
+pub fn f32_literal(v: f64) -> String {
+    let x = v as f32;
+    if x.is_nan() {
+        "bitcast<f32>(0x7fc00000u)".into()
+    } else if x.is_infinite() {
+        if x > 0.0 {
+            "bitcast<f32>(0x7f800000u)".into()
+        } else {
+            "bitcast<f32>(0xff800000u)".into()
+        }
+    } else if x.is_sign_negative() {
+        format!("({x:?}f)")
+    } else {
+        format!("{x:?}f")
+    }
+}
+
+struct Ctx<'a> {
+    f: &'a Function,
+    names: Vec<String>,
+}
+
+impl Ctx<'_> {
+    fn operand(&self, v: ValueId) -> String {
+        match self.f.node(v).op {
+            Op::Const(c) => f32_literal(c),
+            _ => self.names[v.index()].clone(),
+        }
+    }
+
+    fn expr(&self, op: &Op, helpers: &mut BTreeSet<&'static str>) -> String {
+        match op {
+            Op::Input(_) | Op::Const(_) => unreachable!("inputs and constants are not lets"),
+            Op::Cmp(c, a, b) => format!("{} {} {}", self.operand(*a), c.symbol(), self.operand(*b)),
+            Op::Select {
+                cond,
+                then,
+                otherwise,
+            } => format!(
+                "select({}, {}, {})",
+                self.operand(*otherwise),
+                self.operand(*then),
+                self.operand(*cond)
+            ),
+            Op::Call(func, args) => {
+                let a: Vec<String> = args.iter().map(|v| self.operand(*v)).collect();
+                if let Func::Powi(n) = func {
+                    return powi(&a[0], *n, helpers);
+                }
+                match func.wgsl() {
+                    WgslForm::Infix(op) => format!("{} {op} {}", a[0], a[1]),
+                    WgslForm::Prefix(op) => format!("{op}{}", a[0]),
+                    WgslForm::Builtin(name) => format!("{name}({})", a.join(", ")),
+                    WgslForm::Helper(name) => {
+                        helpers.insert(name);
+                        format!("{name}({})", a.join(", "))
+                    }
+                    WgslForm::Template(t) => {
+                        let mut s = t.to_string();
+                        for (i, x) in a.iter().enumerate() {
+                            s = s.replace(&format!("{{{i}}}"), x);
+                        }
+                        s
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `x.powi(n)`: small exponents as products (exact, like Rust's), others by the helper.
+fn powi(x: &str, n: i32, helpers: &mut BTreeSet<&'static str>) -> String {
+    match n {
+        0 => "1.0f".into(),
+        1 => x.into(),
+        2 => format!("{x} * {x}"),
+        3 => format!("{x} * {x} * {x}"),
+        -1 => format!("1.0f / {x}"),
+        _ => {
+            helpers.insert("gf_powi");
+            format!("gf_powi({x}, {n})")
+        }
+    }
+}
+
+/// Emits the WGSL module of one kernel of a function.
+///
+/// `signature` is the Rust signature for the header comment; `f` is the (optimized) IR
+/// whose outputs are, for [`KernelKind::Forward`], the value, and for
+/// [`KernelKind::Adjoint`] the value followed by one gradient word per argument word.
+pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Function) -> String {
+    let ctx = Ctx {
+        f,
+        names: local_names(f),
+    };
+    let words = layout.words;
+    let outputs = kind.outputs(layout);
+    let wg = abi::WORKGROUP_SIZE;
+    let mut helpers = BTreeSet::new();
+    let mut body = String::new();
+
+    // Loads: one per argument word used.
+    let word_list = layout.words();
+    let mut loads = vec![None; words as usize];
+    for (i, node) in f.nodes.iter().enumerate() {
+        if let Op::Input(w) = node.op {
+            loads[w as usize] = Some(i);
+        }
+    }
+    for (w, node) in loads.iter().enumerate() {
+        if let Some(i) = node {
+            let idx = if w == 0 {
+                "in_base".to_string()
+            } else {
+                format!("in_base + {w}u")
+            };
+            let _ = writeln!(body, "    let {} = args[{idx}];", ctx.names[*i]);
+        }
+    }
+    for (i, node) in f.nodes.iter().enumerate() {
+        if matches!(node.op, Op::Input(_) | Op::Const(_)) {
+            continue;
+        }
+        let e = ctx.expr(&node.op, &mut helpers);
+        let _ = writeln!(body, "    let {} = {e};", ctx.names[i]);
+    }
+    // Stores.
+    let mut out_idx = 0usize;
+    for (_, w, name) in &outputs {
+        if *w == 1 {
+            let _ = writeln!(body, "    {name}[i] = {};", ctx.operand(f.outputs[out_idx]));
+            out_idx += 1;
+        } else {
+            let _ = writeln!(body, "    let out_base = i * {w}u;");
+            for k in 0..*w {
+                let idx = if k == 0 {
+                    "out_base".to_string()
+                } else {
+                    format!("out_base + {k}u")
+                };
+                let _ = writeln!(
+                    body,
+                    "    {name}[{idx}] = {};",
+                    ctx.operand(f.outputs[out_idx])
+                );
+                out_idx += 1;
+            }
+        }
+    }
+
+    let mut s = String::new();
+    let what = match kind {
+        KernelKind::Forward => "forward (value) kernel",
+        KernelKind::Adjoint => "adjoint (value and gradient) kernel",
+    };
+    let _ = writeln!(s, "// gradfuse {what} of `{signature}`.");
+    let _ = writeln!(s, "// One thread per batch element i. Element i's words:");
+    let arg_names: Vec<String> = word_list
+        .iter()
+        .map(|(slot, j)| match j {
+            None => slot.name.clone(),
+            Some(j) => format!("{}[{j}]", slot.name),
+        })
+        .collect();
+    let _ = writeln!(s, "//   args[{words}i ..]: {}", arg_names.join(", "));
+    for (_, w, name) in &outputs {
+        if *w == 1 {
+            let _ = writeln!(s, "//   {name}[i]: the value");
+        } else {
+            let _ = writeln!(
+                s,
+                "//   {name}[{w}i ..]: its derivative in each argument word, in the same order"
+            );
+        }
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "struct Params {{\n    n: u32,\n}}\n");
+    let _ = writeln!(
+        s,
+        "@group(0) @binding({}) var<uniform> params: Params;",
+        abi::PARAMS_BINDING
+    );
+    let _ = writeln!(
+        s,
+        "@group(0) @binding({}) var<storage, read> args: array<f32>;",
+        abi::ARGS_BINDING
+    );
+    for (binding, _, name) in &outputs {
+        let _ = writeln!(
+            s,
+            "@group(0) @binding({binding}) var<storage, read_write> {name}: array<f32>;"
+        );
+    }
+    for (name, src) in WGSL_HELPERS {
+        if helpers.contains(name) {
+            let _ = write!(s, "\n{src}\n");
+        }
+    }
+    debug_assert!(helpers.iter().all(|h| wgsl_helper(h).is_some()));
+    let _ = writeln!(s);
+    let _ = writeln!(s, "@compute @workgroup_size({wg})");
+    let _ = writeln!(
+        s,
+        "fn {}(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {{",
+        kind.entry_point()
+    );
+    let _ = writeln!(
+        s,
+        "    // Wide batches use the second dispatch dimension (at most {} groups per dimension).",
+        abi::MAX_WORKGROUPS_PER_DIM
+    );
+    let _ = writeln!(s, "    let i = gid.x + gid.y * groups.x * {wg}u;");
+    let _ = writeln!(s, "    if (i >= params.n) {{\n        return;\n    }}");
+    let _ = writeln!(s, "    let in_base = i * {words}u;");
+    s.push_str(&body);
+    s.push_str("}\n");
+    s
+}

@@ -1,0 +1,296 @@
+//! The intermediate representation: an arena of typed SSA nodes with source spans.
+//!
+//! A [`Function`] maps a fixed number of scalar inputs (the flattened argument words, see
+//! [`crate::abi`]) to a list of scalar outputs. Arrays never reach the IR: lowering
+//! scalarizes them, because every array index in the straight-line language is a
+//! compile-time constant. Nodes are kept in definition order, so the arena order is a valid
+//! evaluation order and the reverse pass can walk it backwards. Control flow (issue: the
+//! whole language) will add region nodes that own nested node lists; every pass already
+//! goes through [`Function::nodes`] in order and through [`Op::operands`], so they extend by
+//! handling the new variants.
+
+use crate::ops::Func;
+use proc_macro2::Span;
+use std::collections::HashMap;
+
+/// Index of a node in [`Function::nodes`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ValueId(pub u32);
+
+impl ValueId {
+    /// The arena index as `usize`.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// The type of an IR value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Ty {
+    /// A 32-bit float on the device, evaluated in f64 by the interpreter.
+    F32,
+    /// The result of a comparison.
+    Bool,
+}
+
+/// A comparison between two floats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+}
+
+impl CmpOp {
+    /// The operator as written in both Rust and WGSL.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+        }
+    }
+
+    /// Applies the comparison (IEEE semantics: every comparison with NaN but `!=` is false).
+    pub fn apply(self, a: f64, b: f64) -> bool {
+        match self {
+            CmpOp::Lt => a < b,
+            CmpOp::Le => a <= b,
+            CmpOp::Gt => a > b,
+            CmpOp::Ge => a >= b,
+            CmpOp::Eq => a == b,
+            CmpOp::Ne => a != b,
+        }
+    }
+}
+
+/// What a node computes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// The scalar input word with this index.
+    Input(u32),
+    /// A float constant. Stored in f64; emitters print it as the nearest f32.
+    Const(f64),
+    /// A function from the table in [`crate::ops`] (arithmetic included).
+    Call(Func, Vec<ValueId>),
+    /// A comparison, of type [`Ty::Bool`].
+    Cmp(CmpOp, ValueId, ValueId),
+    /// `if cond { a } else { b }` without a branch: both operands are already computed.
+    Select {
+        /// A [`Ty::Bool`] value.
+        cond: ValueId,
+        /// The value when `cond` holds.
+        then: ValueId,
+        /// The value otherwise.
+        otherwise: ValueId,
+    },
+}
+
+impl Op {
+    /// The values this operation reads, in order.
+    pub fn operands(&self) -> Vec<ValueId> {
+        match self {
+            Op::Input(_) | Op::Const(_) => Vec::new(),
+            Op::Call(_, args) => args.clone(),
+            Op::Cmp(_, a, b) => vec![*a, *b],
+            Op::Select {
+                cond,
+                then,
+                otherwise,
+            } => vec![*cond, *then, *otherwise],
+        }
+    }
+}
+
+/// One SSA value.
+#[derive(Clone, Debug)]
+pub struct Node {
+    /// What it computes.
+    pub op: Op,
+    /// Its type.
+    pub ty: Ty,
+    /// The source token it came from; derivative nodes carry the span of their primal.
+    pub span: Span,
+    /// A name for emitted code: the `let` binding or parameter it came from, if any.
+    pub name: Option<String>,
+}
+
+/// A straight-line function of scalar inputs.
+#[derive(Clone, Debug)]
+pub struct Function {
+    /// Number of scalar inputs ([`Op::Input`] indices are below this).
+    pub num_inputs: u32,
+    /// The arena, in evaluation order.
+    pub nodes: Vec<Node>,
+    /// The results, in order.
+    pub outputs: Vec<ValueId>,
+}
+
+impl Function {
+    /// The node behind a value.
+    pub fn node(&self, id: ValueId) -> &Node {
+        &self.nodes[id.index()]
+    }
+
+    /// How many nodes are not inputs or constants: a size measure for tests and benches.
+    pub fn op_count(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| !matches!(n.op, Op::Input(_) | Op::Const(_)))
+            .count()
+    }
+}
+
+/// Hashable identity of an operation, for common-subexpression elimination.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum OpKey {
+    Input(u32),
+    Const(u64),
+    Call(Func, Vec<ValueId>),
+    Cmp(CmpOp, ValueId, ValueId),
+    Select(ValueId, ValueId, ValueId),
+}
+
+fn op_key(op: &Op) -> OpKey {
+    match op {
+        Op::Input(i) => OpKey::Input(*i),
+        Op::Const(c) => OpKey::Const(c.to_bits()),
+        Op::Call(f, args) => OpKey::Call(*f, args.clone()),
+        Op::Cmp(c, a, b) => OpKey::Cmp(*c, *a, *b),
+        Op::Select {
+            cond,
+            then,
+            otherwise,
+        } => OpKey::Select(*cond, *then, *otherwise),
+    }
+}
+
+/// Appends nodes to a [`Function`], sharing identical nodes (hash-consing) as it goes.
+///
+/// Every pass builds its output through a `Builder`, so common subexpressions never
+/// survive a pass, and [`crate::opt`] only has to fold and prune.
+pub struct Builder {
+    func: Function,
+    dedup: HashMap<OpKey, ValueId>,
+}
+
+impl Builder {
+    /// An empty function with `num_inputs` scalar inputs.
+    pub fn new(num_inputs: u32) -> Self {
+        Builder {
+            func: Function {
+                num_inputs,
+                nodes: Vec::new(),
+                outputs: Vec::new(),
+            },
+            dedup: HashMap::new(),
+        }
+    }
+
+    /// Adds `op` (or finds the identical node already there) and returns its value.
+    pub fn push(&mut self, op: Op, span: Span, name: Option<String>) -> ValueId {
+        // `+` and `*` are commutative in IEEE arithmetic: one operand order, so that
+        // `100 * b` and `b * 100` are one node.
+        let op = match op {
+            Op::Call(f @ (Func::Add | Func::Mul), mut args) => {
+                args.sort();
+                Op::Call(f, args)
+            }
+            op => op,
+        };
+        let key = op_key(&op);
+        if let Some(&id) = self.dedup.get(&key) {
+            let node = &mut self.func.nodes[id.index()];
+            if node.name.is_none() {
+                node.name = name;
+            }
+            return id;
+        }
+        let ty = match &op {
+            Op::Cmp(..) => Ty::Bool,
+            _ => Ty::F32,
+        };
+        let id = ValueId(self.func.nodes.len() as u32);
+        self.func.nodes.push(Node { op, ty, span, name });
+        self.dedup.insert(key, id);
+        id
+    }
+
+    /// The input word `index`.
+    pub fn input(&mut self, index: u32, span: Span, name: Option<String>) -> ValueId {
+        self.push(Op::Input(index), span, name)
+    }
+
+    /// A constant.
+    pub fn constant(&mut self, value: f64, span: Span) -> ValueId {
+        self.push(Op::Const(value), span, None)
+    }
+
+    /// A call of a table function.
+    pub fn call(&mut self, func: Func, args: Vec<ValueId>, span: Span) -> ValueId {
+        self.push(Op::Call(func, args), span, None)
+    }
+
+    /// A comparison.
+    pub fn cmp(&mut self, op: CmpOp, a: ValueId, b: ValueId, span: Span) -> ValueId {
+        self.push(Op::Cmp(op, a, b), span, None)
+    }
+
+    /// `if cond { then } else { otherwise }`.
+    pub fn select(
+        &mut self,
+        cond: ValueId,
+        then: ValueId,
+        otherwise: ValueId,
+        span: Span,
+    ) -> ValueId {
+        self.push(
+            Op::Select {
+                cond,
+                then,
+                otherwise,
+            },
+            span,
+            None,
+        )
+    }
+
+    /// The node behind a value built so far.
+    pub fn node(&self, id: ValueId) -> &Node {
+        &self.func.nodes[id.index()]
+    }
+
+    /// Gives `id` a name for emitted code if it has none.
+    pub fn name(&mut self, id: ValueId, name: &str) {
+        let node = &mut self.func.nodes[id.index()];
+        if node.name.is_none() && !matches!(node.op, Op::Const(_)) {
+            node.name = Some(name.to_string());
+        }
+    }
+
+    /// The constant value of `id`, if it is a constant.
+    pub fn const_value(&self, id: ValueId) -> Option<f64> {
+        match self.func.nodes[id.index()].op {
+            Op::Const(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Finishes the function with these outputs.
+    pub fn finish(mut self, outputs: Vec<ValueId>) -> Function {
+        self.func.outputs = outputs;
+        self.func
+    }
+}

@@ -1,0 +1,117 @@
+//! The gradfuse compiler: a restricted Rust function to an SSA IR, forward and reverse
+//! automatic differentiation on that IR, optimization, and emitters for WGSL and Rust.
+//!
+//! Everything that is compilation lives here, testable without a proc macro; the
+//! `gradfuse-macros` crate only calls [`expand`].
+#![warn(missing_docs)]
+
+pub mod abi;
+pub mod ad;
+pub mod emit_rust;
+pub mod emit_wgsl;
+pub mod interp;
+pub mod ir;
+pub mod lower;
+pub mod names;
+pub mod ops;
+pub mod opt;
+
+use abi::KernelKind;
+use ir::Function;
+use lower::Lowered;
+use proc_macro2::TokenStream;
+use quote::ToTokens;
+
+/// Everything generated for one function.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    /// The lowered function (signature, layout, unoptimized IR).
+    pub lowered: Lowered,
+    /// The optimized value.
+    pub primal: Function,
+    /// The optimized reverse mode: outputs `[value, gradient words...]`.
+    pub adjoint: Function,
+    /// The optimized forward mode: inputs `[args, tangent]`, outputs `[value, derivative]`.
+    pub tangent: Function,
+    /// The forward (value) kernel.
+    pub wgsl_forward: String,
+    /// The adjoint (value and gradient) kernel.
+    pub wgsl_adjoint: String,
+}
+
+/// The signature as written, for comments in generated code.
+fn signature_text(item: &syn::ItemFn) -> String {
+    let sig = &item.sig;
+    let s = sig.to_token_stream().to_string();
+    // Token printing spaces every token; tighten the common cases for the header.
+    s.replace(" :", ":")
+        .replace(" ,", ",")
+        .replace(" (", "(")
+        .replace("( ", "(")
+        .replace(" )", ")")
+        .replace("[ ", "[")
+        .replace(" ]", "]")
+        .replace(" ;", ";")
+}
+
+/// Compiles a function: lowering, AD, optimization and WGSL emission.
+pub fn compile(item: &syn::ItemFn) -> Result<Compiled, Vec<syn::Error>> {
+    let lowered = lower::lower_fn(item)?;
+    let primal = opt::optimize(&lowered.primal);
+    let adjoint = opt::optimize(&ad::reverse(&primal));
+    let tangent = opt::optimize(&ad::forward(&primal));
+    let sig = signature_text(item);
+    let wgsl_forward = emit_wgsl::emit_kernel(&sig, &lowered.layout, KernelKind::Forward, &primal);
+    let wgsl_adjoint = emit_wgsl::emit_kernel(&sig, &lowered.layout, KernelKind::Adjoint, &adjoint);
+    Ok(Compiled {
+        lowered,
+        primal,
+        adjoint,
+        tangent,
+        wgsl_forward,
+        wgsl_adjoint,
+    })
+}
+
+/// Compiles a function given as source text (for tests, benches and tools).
+pub fn compile_str(src: &str) -> Result<Compiled, Vec<syn::Error>> {
+    let item: syn::ItemFn = syn::parse_str(src).map_err(|e| vec![e])?;
+    compile(&item)
+}
+
+/// The expansion of `#[differentiable]`: the function unchanged plus its generated module,
+/// or the function unchanged plus every compile error found in it.
+pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let mut errors = Vec::new();
+    if !attr.is_empty() {
+        errors.push(syn::Error::new_spanned(
+            &attr,
+            "#[differentiable] takes no arguments yet",
+        ));
+    }
+    let func: syn::ItemFn = match syn::parse2(item.clone()) {
+        Ok(f) => f,
+        Err(e) => {
+            let msg = syn::Error::new(
+                e.span(),
+                "#[differentiable] applies to a free function (`fn f(x: f32) -> f32 { ... }`)",
+            );
+            let mut out = item;
+            out.extend(msg.to_compile_error());
+            return out;
+        }
+    };
+    match compile(&func) {
+        Ok(c) if errors.is_empty() => emit_rust::emit(&func, &c),
+        result => {
+            if let Err(errs) = result {
+                errors.extend(errs);
+            }
+            let mut out = func.to_token_stream();
+            for e in errors {
+                out.extend(e.to_compile_error());
+            }
+            out
+        }
+    }
+}

@@ -1,0 +1,968 @@
+//! Lowering: a `syn::ItemFn` to the IR, and every "not supported" diagnostic.
+//!
+//! Errors are collected, not returned at the first: a user sees every unsupported construct
+//! of a function in one build. A sub-expression that failed lowers to `None`, and its
+//! parents stay silent about it, so one mistake gives one message.
+
+use crate::abi::ArgLayout;
+use crate::ir::{Builder, Function, ValueId};
+use crate::ops::{self, Func};
+use proc_macro2::Span;
+use std::collections::HashMap;
+use syn::spanned::Spanned;
+
+/// The shape of a parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamKind {
+    /// `f32`.
+    Scalar,
+    /// `[f32; N]`.
+    Array(usize),
+}
+
+/// One parameter of a differentiable function.
+#[derive(Clone, Debug)]
+pub struct Param {
+    /// Its name.
+    pub name: syn::Ident,
+    /// Its shape.
+    pub kind: ParamKind,
+}
+
+/// What the emitters need to know of the user's signature.
+#[derive(Clone, Debug)]
+pub struct Signature {
+    /// The function's name.
+    pub name: syn::Ident,
+    /// Its visibility, given to the generated module too.
+    pub vis: syn::Visibility,
+    /// Its parameters, in order.
+    pub params: Vec<Param>,
+}
+
+/// A lowered function: its signature and its value as IR over the argument words.
+#[derive(Clone, Debug)]
+pub struct Lowered {
+    /// The signature.
+    pub sig: Signature,
+    /// The argument layout (see [`crate::abi`]).
+    pub layout: ArgLayout,
+    /// The function's value, one output.
+    pub primal: Function,
+}
+
+/// A value during lowering: the language's arrays are scalarized here.
+#[derive(Clone, Debug)]
+enum Value {
+    Scalar(ValueId),
+    Array(Vec<ValueId>),
+}
+
+/// Named constants a body may use, as `std::f32::consts::PI`, `core::f32::consts::PI` or
+/// `f32::consts::PI`.
+const CONSTS: &[(&str, f64)] = &[
+    ("PI", std::f64::consts::PI),
+    ("TAU", std::f64::consts::TAU),
+    ("E", std::f64::consts::E),
+    ("LN_2", std::f64::consts::LN_2),
+    ("LN_10", std::f64::consts::LN_10),
+    ("LOG2_E", std::f64::consts::LOG2_E),
+    ("LOG10_E", std::f64::consts::LOG10_E),
+    ("SQRT_2", std::f64::consts::SQRT_2),
+    ("FRAC_1_SQRT_2", std::f64::consts::FRAC_1_SQRT_2),
+    ("FRAC_PI_2", std::f64::consts::FRAC_PI_2),
+    ("FRAC_PI_3", std::f64::consts::FRAC_PI_3),
+    ("FRAC_PI_4", std::f64::consts::FRAC_PI_4),
+    ("FRAC_PI_6", std::f64::consts::FRAC_PI_6),
+    ("FRAC_1_PI", std::f64::consts::FRAC_1_PI),
+    ("FRAC_2_PI", std::f64::consts::FRAC_2_PI),
+];
+
+/// What a body may contain, appended to messages about what it may not.
+const SUPPORTED: &str = "supported: `let` bindings, `+ - * /`, unary `-`, float literals, \
+                         array literals, indexing with integer literals, and f32 methods";
+
+struct Lowerer {
+    b: Builder,
+    env: HashMap<String, Value>,
+    errors: Vec<syn::Error>,
+}
+
+/// Lowers a function, or returns every error found in it.
+pub fn lower_fn(item: &syn::ItemFn) -> Result<Lowered, Vec<syn::Error>> {
+    let mut errors = Vec::new();
+    let mut sig = lower_signature(&item.sig, &mut errors);
+    sig.vis = item.vis.clone();
+    let layout = ArgLayout::of(&sig);
+    let mut l = Lowerer {
+        b: Builder::new(layout.words),
+        env: HashMap::new(),
+        errors,
+    };
+    let mut word = 0u32;
+    for p in &sig.params {
+        let name = p.name.to_string();
+        let span = p.name.span();
+        let value = match p.kind {
+            ParamKind::Scalar => {
+                let v = l.b.input(word, span, Some(layout.word_name(word)));
+                word += 1;
+                Value::Scalar(v)
+            }
+            ParamKind::Array(n) => Value::Array(
+                (0..n)
+                    .map(|_| {
+                        let v = l.b.input(word, span, Some(layout.word_name(word)));
+                        word += 1;
+                        v
+                    })
+                    .collect(),
+            ),
+        };
+        l.env.insert(name, value);
+    }
+    let result = l.lower_body(&item.block);
+    match (result, l.errors.is_empty()) {
+        (Some(out), true) => Ok(Lowered {
+            sig,
+            layout,
+            primal: l.b.finish(vec![out]),
+        }),
+        _ => Err(l.errors),
+    }
+}
+
+fn err(errors: &mut Vec<syn::Error>, span: Span, msg: impl std::fmt::Display) {
+    errors.push(syn::Error::new(span, msg));
+}
+
+fn lower_signature(sig: &syn::Signature, errors: &mut Vec<syn::Error>) -> Signature {
+    if let Some(t) = &sig.constness {
+        err(
+            errors,
+            t.span,
+            "a differentiable function cannot be `const`",
+        );
+    }
+    if let Some(t) = &sig.asyncness {
+        err(
+            errors,
+            t.span,
+            "a differentiable function cannot be `async`",
+        );
+    }
+    if let Some(t) = &sig.unsafety {
+        err(
+            errors,
+            t.span,
+            "a differentiable function cannot be `unsafe`",
+        );
+    }
+    if let Some(abi) = &sig.abi {
+        err(
+            errors,
+            abi.span(),
+            "a differentiable function cannot have an `extern` ABI",
+        );
+    }
+    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        err(
+            errors,
+            sig.generics.span(),
+            "a differentiable function cannot be generic: write it for f32; \
+             `f::eval` is the generic version gradfuse generates",
+        );
+    }
+    if let Some(v) = &sig.variadic {
+        err(errors, v.span(), "variadic arguments are not supported");
+    }
+    let mut params = Vec::new();
+    for arg in &sig.inputs {
+        match arg {
+            syn::FnArg::Receiver(r) => err(
+                errors,
+                r.span(),
+                "a differentiable function cannot take `self`: write a free function",
+            ),
+            syn::FnArg::Typed(pt) => {
+                if let Some(a) = pt.attrs.first() {
+                    err(
+                        errors,
+                        a.span(),
+                        "argument attributes (such as #[constant] or #[shared]) are not \
+                         supported yet: every argument is differentiable",
+                    );
+                }
+                let name = match &*pt.pat {
+                    syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                        if let Some(m) = &pi.mutability {
+                            err(
+                                errors,
+                                m.span,
+                                "`mut` arguments are not supported: bind a new name with \
+                                 `let` instead",
+                            );
+                        }
+                        Some(pi.ident.clone())
+                    }
+                    other => {
+                        err(
+                            errors,
+                            other.span(),
+                            "argument patterns are not supported: name the argument \
+                             (`x: f32`)",
+                        );
+                        None
+                    }
+                };
+                let kind = param_type(&pt.ty, errors);
+                if let (Some(name), Some(kind)) = (name, kind) {
+                    params.push(Param { name, kind });
+                }
+            }
+        }
+    }
+    match &sig.output {
+        syn::ReturnType::Default => err(
+            errors,
+            sig.ident.span(),
+            "a differentiable function must return `f32`: add `-> f32`",
+        ),
+        syn::ReturnType::Type(_, ty) => {
+            if !is_f32(ty) {
+                err(
+                    errors,
+                    ty.span(),
+                    format!(
+                        "a differentiable function must return `f32` (found `{}`); \
+                         array and tuple results are not supported yet",
+                        quote::quote!(#ty)
+                    ),
+                );
+            }
+        }
+    }
+    Signature {
+        name: sig.ident.clone(),
+        vis: syn::Visibility::Inherited,
+        params,
+    }
+}
+
+fn is_f32(ty: &syn::Type) -> bool {
+    match ty {
+        syn::Type::Path(p) => p.qself.is_none() && p.path.is_ident("f32"),
+        syn::Type::Paren(p) => is_f32(&p.elem),
+        syn::Type::Group(g) => is_f32(&g.elem),
+        _ => false,
+    }
+}
+
+/// The shape of an argument type, or an error saying what is supported.
+fn param_type(ty: &syn::Type, errors: &mut Vec<syn::Error>) -> Option<ParamKind> {
+    if is_f32(ty) {
+        return Some(ParamKind::Scalar);
+    }
+    match ty {
+        syn::Type::Array(arr) => {
+            if !is_f32(&arr.elem) {
+                err(
+                    errors,
+                    arr.elem.span(),
+                    "array arguments must be `[f32; N]`: nested arrays and other element \
+                     types are not supported",
+                );
+                return None;
+            }
+            let n = array_len(&arr.len, errors)?;
+            Some(ParamKind::Array(n))
+        }
+        syn::Type::Reference(r) => {
+            err(
+                errors,
+                r.span(),
+                "references are not supported: take the argument by value (`x: f32` or \
+                 `p: [f32; N]`)",
+            );
+            None
+        }
+        other => {
+            err(
+                errors,
+                other.span(),
+                format!(
+                    "unsupported argument type `{}`: arguments are `f32` or `[f32; N]`",
+                    quote::quote!(#other)
+                ),
+            );
+            None
+        }
+    }
+}
+
+fn array_len(len: &syn::Expr, errors: &mut Vec<syn::Error>) -> Option<usize> {
+    match len {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(i),
+            ..
+        }) => match i.base10_parse::<usize>() {
+            Ok(0) => {
+                err(errors, i.span(), "arrays must have at least one element");
+                None
+            }
+            Ok(n) => Some(n),
+            Err(e) => {
+                errors.push(e);
+                None
+            }
+        },
+        other => {
+            err(
+                errors,
+                other.span(),
+                "array lengths must be integer literals (`[f32; 3]`)",
+            );
+            None
+        }
+    }
+}
+
+impl Lowerer {
+    fn error(&mut self, span: Span, msg: impl std::fmt::Display) {
+        err(&mut self.errors, span, msg);
+    }
+
+    fn lower_body(&mut self, block: &syn::Block) -> Option<ValueId> {
+        let n = block.stmts.len();
+        let mut tail = None;
+        for (i, stmt) in block.stmts.iter().enumerate() {
+            match stmt {
+                syn::Stmt::Local(local) => self.lower_let(local),
+                syn::Stmt::Expr(e, None) if i + 1 == n => tail = Some(e),
+                syn::Stmt::Expr(e, _) => self.statement_error(e),
+                syn::Stmt::Item(item) => self.error(
+                    item.span(),
+                    "items (functions, structs, uses, ...) inside a differentiable body are \
+                     not supported: define them outside",
+                ),
+                syn::Stmt::Macro(m) => self.error(
+                    m.mac.path.span(),
+                    "macros are not supported inside a differentiable body",
+                ),
+            }
+        }
+        let Some(tail) = tail else {
+            let span = block.brace_token.span.close();
+            self.error(
+                span,
+                "the body must end with the result: an `f32` expression without a `;`",
+            );
+            return None;
+        };
+        match self.lower_expr(tail)? {
+            Value::Scalar(v) => Some(v),
+            Value::Array(_) => {
+                self.error(
+                    tail.span(),
+                    "the result must be an `f32`; array results are not supported yet",
+                );
+                None
+            }
+        }
+    }
+
+    fn statement_error(&mut self, e: &syn::Expr) {
+        match e {
+            syn::Expr::Assign(_) => self.error(
+                e.span(),
+                "assignment is not supported yet: bind a new name with `let` instead",
+            ),
+            syn::Expr::Binary(b) if is_compound_assign(&b.op) => self.error(
+                b.op.span(),
+                "compound assignment is not supported yet: bind a new name with `let` \
+                 instead (`let y = x + 1.0;`)",
+            ),
+            _ => {
+                // Lower it for its own diagnostics; a supported expression here is useless.
+                if self.lower_expr(e).is_some() {
+                    self.error(
+                        e.span(),
+                        "an expression statement has no effect: bind it with `let`, or make \
+                         it the final expression (without `;`)",
+                    );
+                }
+            }
+        }
+    }
+
+    fn lower_let(&mut self, local: &syn::Local) {
+        let (pat, ty) = match &local.pat {
+            syn::Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
+            p => (p, None),
+        };
+        let name = match pat {
+            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                if let Some(m) = &pi.mutability {
+                    self.error(
+                        m.span,
+                        "`let mut` is not supported yet: bind a new name with `let` instead",
+                    );
+                }
+                Some(pi.ident.to_string())
+            }
+            syn::Pat::Wild(_) => None,
+            other => {
+                self.error(
+                    other.span(),
+                    "only simple `let name = ...;` bindings are supported (no tuple or \
+                     struct patterns)",
+                );
+                None
+            }
+        };
+        let expected = ty.and_then(|t| param_type(t, &mut self.errors));
+        let Some(init) = &local.init else {
+            self.error(
+                local.span(),
+                "a `let` needs a value: `let name = expression;`",
+            );
+            return;
+        };
+        if let Some((else_tok, _)) = &init.diverge {
+            self.error(else_tok.span, "`let ... else` is not supported");
+        }
+        let Some(value) = self.lower_expr(&init.expr) else {
+            return;
+        };
+        if let Some(expected) = expected {
+            let got = match &value {
+                Value::Scalar(_) => ParamKind::Scalar,
+                Value::Array(v) => ParamKind::Array(v.len()),
+            };
+            if got != expected {
+                self.error(
+                    init.expr.span(),
+                    format!(
+                        "type mismatch: the binding is declared {} but the value is {}",
+                        kind_name(expected),
+                        kind_name(got)
+                    ),
+                );
+                return;
+            }
+        }
+        if let Some(name) = name {
+            match &value {
+                Value::Scalar(v) => self.b.name(*v, &name),
+                Value::Array(vs) => {
+                    for (j, v) in vs.iter().enumerate() {
+                        self.b.name(*v, &format!("{name}_{j}"));
+                    }
+                }
+            }
+            self.env.insert(name, value);
+        }
+    }
+
+    fn scalar(&mut self, e: &syn::Expr) -> Option<ValueId> {
+        match self.lower_expr(e)? {
+            Value::Scalar(v) => Some(v),
+            Value::Array(_) => {
+                self.error(
+                    e.span(),
+                    "expected an `f32`, found an array: index it (`p[0]`); arithmetic on \
+                     whole arrays is not supported",
+                );
+                None
+            }
+        }
+    }
+
+    fn lower_expr(&mut self, e: &syn::Expr) -> Option<Value> {
+        use syn::Expr as E;
+        let span = e.span();
+        match e {
+            E::Lit(lit) => self.lower_lit(&lit.lit).map(Value::Scalar),
+            E::Paren(p) => self.lower_expr(&p.expr),
+            E::Group(g) => self.lower_expr(&g.expr),
+            E::Unary(u) => match u.op {
+                syn::UnOp::Neg(_) => {
+                    let a = self.scalar(&u.expr)?;
+                    Some(Value::Scalar(self.b.call(Func::Neg, vec![a], span)))
+                }
+                syn::UnOp::Not(t) => {
+                    self.error(t.span, "`!` is not supported yet (booleans come with `if`)");
+                    None
+                }
+                _ => {
+                    self.error(
+                        span,
+                        "dereference is not supported: the language has no references",
+                    );
+                    None
+                }
+            },
+            E::Binary(bin) => self.lower_binary(bin),
+            E::Path(p) => self.lower_path(p),
+            E::Index(ix) => self.lower_index(ix),
+            E::Array(arr) => {
+                let mut elems = Vec::new();
+                let mut ok = true;
+                for el in &arr.elems {
+                    match self.scalar(el) {
+                        Some(v) => elems.push(v),
+                        None => ok = false,
+                    }
+                }
+                if arr.elems.is_empty() {
+                    self.error(span, "empty arrays are not supported");
+                    return None;
+                }
+                ok.then_some(Value::Array(elems))
+            }
+            E::Repeat(r) => {
+                let v = self.scalar(&r.expr);
+                let n = array_len(&r.len, &mut self.errors)?;
+                Some(Value::Array(vec![v?; n]))
+            }
+            E::MethodCall(mc) => self.lower_method(mc),
+            E::Call(call) => self.lower_call(call),
+            E::Cast(c) => {
+                self.error(
+                    c.as_token.span,
+                    "`as` casts are not supported: every value is already an `f32`",
+                );
+                None
+            }
+            E::If(i) => {
+                self.error(
+                    i.if_token.span,
+                    "`if`/`else` is not supported yet: for now use `min`, `max`, `clamp`, \
+                     `abs` or `signum`",
+                );
+                None
+            }
+            E::ForLoop(f) => {
+                self.error(f.for_token.span, "`for` loops are not supported yet");
+                None
+            }
+            E::While(w) => {
+                self.error(w.while_token.span, "`while` loops are not supported");
+                None
+            }
+            E::Loop(l) => {
+                self.error(l.loop_token.span, "`loop` is not supported");
+                None
+            }
+            E::Match(m) => {
+                self.error(m.match_token.span, "`match` is not supported");
+                None
+            }
+            E::Closure(c) => {
+                self.error(
+                    c.or1_token.span,
+                    "closures are not supported: write a separate #[differentiable] function",
+                );
+                None
+            }
+            E::Reference(r) => {
+                self.error(
+                    r.and_token.span,
+                    "references are not supported: the language works with values",
+                );
+                None
+            }
+            E::Field(f) => {
+                self.error(
+                    f.dot_token.span,
+                    "field access is not supported: structs and tuples are not part of the \
+                     language",
+                );
+                None
+            }
+            E::Tuple(_) => {
+                self.error(span, "tuples are not supported");
+                None
+            }
+            E::Macro(m) => {
+                self.error(
+                    m.mac.path.span(),
+                    "macros are not supported inside a differentiable body",
+                );
+                None
+            }
+            E::Unsafe(u) => {
+                self.error(
+                    u.unsafe_token.span,
+                    "`unsafe` is not allowed in a differentiable function",
+                );
+                None
+            }
+            E::Block(_) => {
+                self.error(
+                    span,
+                    "nested blocks are not supported: use `let` bindings in the body",
+                );
+                None
+            }
+            E::Return(r) => {
+                self.error(
+                    r.return_token.span,
+                    "`return` is not supported: end the body with the result expression",
+                );
+                None
+            }
+            E::Assign(_) => {
+                self.error(
+                    span,
+                    "assignment is not supported yet: bind a new name with `let` instead",
+                );
+                None
+            }
+            _ => {
+                self.error(
+                    span,
+                    format!("this expression is not supported; {SUPPORTED}"),
+                );
+                None
+            }
+        }
+    }
+
+    fn lower_lit(&mut self, lit: &syn::Lit) -> Option<ValueId> {
+        match lit {
+            syn::Lit::Float(f) => {
+                if !matches!(f.suffix(), "" | "f32") {
+                    self.error(
+                        f.span(),
+                        format!(
+                            "`{}` literals are not supported: the language is f32 (write `1.0` \
+                             or `1.0f32`)",
+                            f.suffix()
+                        ),
+                    );
+                    return None;
+                }
+                // The exact decimal value, so the f64 interpreter sees the number the user
+                // wrote; f32 code rounds it the way rustc does.
+                match f.base10_digits().parse::<f64>() {
+                    Ok(v) => Some(self.b.constant(v, f.span())),
+                    Err(e) => {
+                        self.error(f.span(), format!("invalid float literal: {e}"));
+                        None
+                    }
+                }
+            }
+            syn::Lit::Int(i) => {
+                self.error(
+                    i.span(),
+                    format!(
+                        "integer literal where an `f32` is expected: write `{}.0`",
+                        i.base10_digits()
+                    ),
+                );
+                None
+            }
+            other => {
+                self.error(
+                    other.span(),
+                    "only float literals are supported in arithmetic",
+                );
+                None
+            }
+        }
+    }
+
+    fn lower_binary(&mut self, bin: &syn::ExprBinary) -> Option<Value> {
+        use syn::BinOp as B;
+        let func = match bin.op {
+            B::Add(_) => Func::Add,
+            B::Sub(_) => Func::Sub,
+            B::Mul(_) => Func::Mul,
+            B::Div(_) => Func::Div,
+            op if is_compound_assign(&op) => {
+                self.error(
+                    op.span(),
+                    "compound assignment is not supported yet: bind a new name with `let` \
+                     instead (`let y = x + 1.0;`)",
+                );
+                return None;
+            }
+            B::Rem(t) => {
+                self.error(
+                    t.span,
+                    "`%` is not supported; use `x - (x / m).floor() * m`",
+                );
+                return None;
+            }
+            B::Lt(_)
+            | B::Le(_)
+            | B::Gt(_)
+            | B::Ge(_)
+            | B::Eq(_)
+            | B::Ne(_)
+            | B::And(_)
+            | B::Or(_) => {
+                self.error(
+                    bin.op.span(),
+                    "comparisons and boolean operators are not supported yet (they come with \
+                     `if`); use `min`, `max`, `clamp`, `abs` or `signum`",
+                );
+                return None;
+            }
+            op => {
+                self.error(
+                    op.span(),
+                    "bitwise and shift operators are not supported: the language is f32 \
+                     arithmetic",
+                );
+                return None;
+            }
+        };
+        let a = self.scalar(&bin.left);
+        let b = self.scalar(&bin.right);
+        Some(Value::Scalar(self.b.call(
+            func,
+            vec![a?, b?],
+            bin.op.span(),
+        )))
+    }
+
+    fn lower_path(&mut self, p: &syn::ExprPath) -> Option<Value> {
+        let span = p.span();
+        if p.qself.is_none()
+            && let Some(ident) = p.path.get_ident()
+        {
+            let name = ident.to_string();
+            if let Some(v) = self.env.get(&name) {
+                return Some(v.clone());
+            }
+            self.error(
+                span,
+                format!(
+                    "cannot find `{name}` here: a differentiable body sees its arguments and \
+                     its own `let` bindings (and `std::f32::consts`)"
+                ),
+            );
+            return None;
+        }
+        let segs: Vec<String> = p
+            .path
+            .segments
+            .iter()
+            .map(|s| s.ident.to_string())
+            .collect();
+        let last = segs.last().cloned().unwrap_or_default();
+        let prefix: Vec<&str> = segs[..segs.len().saturating_sub(1)]
+            .iter()
+            .map(String::as_str)
+            .collect();
+        let is_consts = matches!(
+            prefix.as_slice(),
+            ["std", "f32", "consts"] | ["core", "f32", "consts"] | ["f32", "consts"]
+        );
+        if is_consts && let Some((_, v)) = CONSTS.iter().find(|(n, _)| *n == last) {
+            return Some(Value::Scalar(self.b.constant(*v, span)));
+        }
+        self.error(
+            span,
+            "paths other than local names and `std::f32::consts::*` are not supported; \
+             constants and statics from outside the function cannot be differentiated \
+             through: pass them as arguments",
+        );
+        None
+    }
+
+    fn lower_index(&mut self, ix: &syn::ExprIndex) -> Option<Value> {
+        let base = self.lower_expr(&ix.expr);
+        let index = self.literal_index(&ix.index);
+        let base = base?;
+        let index = index?;
+        match base {
+            Value::Array(elems) => match elems.get(index) {
+                Some(v) => Some(Value::Scalar(*v)),
+                None => {
+                    self.error(
+                        ix.index.span(),
+                        format!(
+                            "index {index} is out of range for an array of length {}",
+                            elems.len()
+                        ),
+                    );
+                    None
+                }
+            },
+            Value::Scalar(_) => {
+                self.error(ix.expr.span(), "only arrays can be indexed");
+                None
+            }
+        }
+    }
+
+    fn literal_index(&mut self, e: &syn::Expr) -> Option<usize> {
+        match e {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(i),
+                ..
+            }) => match i.base10_parse::<usize>() {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    self.errors.push(e);
+                    None
+                }
+            },
+            syn::Expr::Paren(p) => self.literal_index(&p.expr),
+            other => {
+                self.error(
+                    other.span(),
+                    "array indices must be integer literals (`p[0]`); loop indices are not \
+                     supported yet",
+                );
+                None
+            }
+        }
+    }
+
+    fn lower_method(&mut self, mc: &syn::ExprMethodCall) -> Option<Value> {
+        let name = mc.method.to_string();
+        let mspan = mc.method.span();
+        if let Some(t) = &mc.turbofish {
+            self.error(t.span(), "generic arguments on methods are not supported");
+            return None;
+        }
+        let Some(info) = ops::method(&name) else {
+            // Still check the receiver, for its own errors.
+            let _ = self.lower_expr(&mc.receiver);
+            self.error(
+                mspan,
+                format!(
+                    "unsupported method `{name}`; the supported f32 methods are: {}",
+                    ops::method_names()
+                ),
+            );
+            return None;
+        };
+        let args: Vec<&syn::Expr> = std::iter::once(&*mc.receiver).chain(&mc.args).collect();
+        self.lower_known_call(info, &args, mspan, mc.paren_token.span.join())
+    }
+
+    fn lower_call(&mut self, call: &syn::ExprCall) -> Option<Value> {
+        // `f32::sin(x)` is the same as `x.sin()`.
+        if let syn::Expr::Path(p) = &*call.func
+            && p.qself.is_none()
+            && p.path.segments.len() == 2
+            && p.path.segments[0].ident == "f32"
+        {
+            let name = p.path.segments[1].ident.to_string();
+            let span = p.path.segments[1].ident.span();
+            let Some(info) = ops::method(&name) else {
+                self.error(
+                    span,
+                    format!(
+                        "unsupported function `f32::{name}`; the supported f32 methods are: {}",
+                        ops::method_names()
+                    ),
+                );
+                return None;
+            };
+            let args: Vec<&syn::Expr> = call.args.iter().collect();
+            return self.lower_known_call(info, &args, span, call.paren_token.span.join());
+        }
+        self.error(
+            call.func.span(),
+            "calls to other functions are not supported yet: inline the function's body, or \
+             use an f32 method",
+        );
+        None
+    }
+
+    fn lower_known_call(
+        &mut self,
+        info: &ops::MethodInfo,
+        args: &[&syn::Expr],
+        span: Span,
+        args_span: Span,
+    ) -> Option<Value> {
+        if args.len() != info.arity {
+            let n = info.arity - 1;
+            self.error(
+                args_span,
+                format!(
+                    "`{}` takes {n} argument{} besides its receiver, found {}",
+                    info.name,
+                    if n == 1 { "" } else { "s" },
+                    args.len().saturating_sub(1)
+                ),
+            );
+            return None;
+        }
+        if let Func::Powi(_) = info.func {
+            let x = self.scalar(args[0]);
+            let n = self.int_literal(args[1]);
+            return Some(Value::Scalar(self.b.call(Func::Powi(n?), vec![x?], span)));
+        }
+        let mut vals = Vec::new();
+        let mut ok = true;
+        for a in args {
+            match self.scalar(a) {
+                Some(v) => vals.push(v),
+                None => ok = false,
+            }
+        }
+        ok.then(|| Value::Scalar(self.b.call(info.func, vals, span)))
+    }
+
+    /// The exponent of `powi`: an integer literal, maybe negated.
+    fn int_literal(&mut self, e: &syn::Expr) -> Option<i32> {
+        match e {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(i),
+                ..
+            }) => match i.base10_parse::<i32>() {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    self.errors.push(e);
+                    None
+                }
+            },
+            syn::Expr::Unary(syn::ExprUnary {
+                op: syn::UnOp::Neg(_),
+                expr,
+                ..
+            }) => self.int_literal(expr).map(|v| -v),
+            syn::Expr::Paren(p) => self.int_literal(&p.expr),
+            other => {
+                self.error(
+                    other.span(),
+                    "the exponent of `powi` must be an integer literal; use `powf` for a \
+                     computed exponent",
+                );
+                None
+            }
+        }
+    }
+}
+
+fn is_compound_assign(op: &syn::BinOp) -> bool {
+    use syn::BinOp as B;
+    matches!(
+        op,
+        B::AddAssign(_)
+            | B::SubAssign(_)
+            | B::MulAssign(_)
+            | B::DivAssign(_)
+            | B::RemAssign(_)
+            | B::BitXorAssign(_)
+            | B::BitAndAssign(_)
+            | B::BitOrAssign(_)
+            | B::ShlAssign(_)
+            | B::ShrAssign(_)
+    )
+}
+
+fn kind_name(k: ParamKind) -> String {
+    match k {
+        ParamKind::Scalar => "`f32`".into(),
+        ParamKind::Array(n) => format!("`[f32; {n}]`"),
+    }
+}

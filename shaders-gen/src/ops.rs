@@ -1,0 +1,521 @@
+//! The one table of supported functions: what each computes, how each is written in Rust
+//! and WGSL, and its partial derivatives. Lowering, both AD transforms, the optimizer, the
+//! interpreter and both emitters read this file and nothing else about functions.
+//!
+//! # Conventions where a derivative does not exist
+//! - `abs`: derivative `signum(x)` away from zero and `0` at zero (a subgradient).
+//! - `min`, `max`: the gradient goes to the smaller (larger) argument; on a tie it is split
+//!   `0.5 / 0.5`, as JAX does. A NaN argument receives no gradient.
+//! - `clamp(x, lo, hi)` is `if x < lo { lo } else if x > hi { hi } else { x }` (Rust's
+//!   definition without its panic on `lo > hi`); the gradient is that of the branch taken,
+//!   so at `x == lo` or `x == hi` it goes to `x`.
+//! - `floor`, `ceil`, `round`, `signum`: derivative `0` everywhere (also at the jumps).
+//! - `powf(x, y)`: the derivative in `y` is `0` where `x <= 0` (there `ln x` is not real).
+//! - `hypot(x, y)`: gradient `0` at the origin.
+//! - `sqrt` at `0`, `ln` at `0`, `asin`/`acos` at `±1`: the infinite derivative is kept
+//!   (`inf`), not hidden.
+
+use crate::ir::{Builder, CmpOp, ValueId};
+use proc_macro2::Span;
+
+/// A supported function, arithmetic included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(missing_docs)] // each variant is the Rust method of the same name
+pub enum Func {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Neg,
+    Sin,
+    Cos,
+    Tan,
+    Asin,
+    Acos,
+    Atan,
+    Atan2,
+    Sinh,
+    Cosh,
+    Tanh,
+    Exp,
+    Exp2,
+    Ln,
+    Log2,
+    Log10,
+    Sqrt,
+    Recip,
+    /// `x.powi(n)` with `n` an integer literal.
+    Powi(i32),
+    Powf,
+    Abs,
+    Signum,
+    Min,
+    Max,
+    Clamp,
+    Floor,
+    Ceil,
+    Round,
+    MulAdd,
+    Hypot,
+}
+
+/// How a function is written in WGSL.
+#[derive(Clone, Copy, Debug)]
+pub enum WgslForm {
+    /// `a op b`.
+    Infix(&'static str),
+    /// `op a`.
+    Prefix(&'static str),
+    /// A WGSL builtin of this name, arguments in Rust order (`atan2(y, x)` included).
+    Builtin(&'static str),
+    /// A helper function from [`WGSL_HELPERS`], used where the WGSL builtin's semantics
+    /// differ from Rust's (NaN handling, rounding of ties, negative bases).
+    Helper(&'static str),
+    /// An expression with `{0}`, `{1}` for the arguments.
+    Template(&'static str),
+}
+
+/// How a function is written in Rust.
+#[derive(Clone, Copy, Debug)]
+pub enum RustForm {
+    /// `a op b`.
+    Infix(&'static str),
+    /// `op a`.
+    Prefix(&'static str),
+    /// `a.name(b, ...)`: the f32 method, or `gradfuse::Real`'s method of the same name.
+    Method(&'static str),
+    /// `::gradfuse::Real::name(a, b, ...)`: used where the f32 method can panic.
+    Real(&'static str),
+}
+
+/// One row of the table for a method a user can call.
+#[derive(Clone, Copy, Debug)]
+pub struct MethodInfo {
+    /// The f32 method name.
+    pub name: &'static str,
+    /// Number of arguments, the receiver included.
+    pub arity: usize,
+    /// The function (for `powi`, with exponent 0 as a placeholder: the lowering reads the
+    /// literal exponent).
+    pub func: Func,
+    /// The derivative, for documentation and error messages.
+    pub derivative: &'static str,
+}
+
+/// Every method a user can call on an `f32`, in the order the README lists them.
+pub const METHODS: &[MethodInfo] = &[
+    m("sin", 1, Func::Sin, "cos x"),
+    m("cos", 1, Func::Cos, "-sin x"),
+    m("tan", 1, Func::Tan, "1 + tan² x"),
+    m("asin", 1, Func::Asin, "1 / sqrt(1 - x²)"),
+    m("acos", 1, Func::Acos, "-1 / sqrt(1 - x²)"),
+    m("atan", 1, Func::Atan, "1 / (1 + x²)"),
+    m(
+        "atan2",
+        2,
+        Func::Atan2,
+        "(x, -y) / (x² + y²) for y.atan2(x)",
+    ),
+    m("sinh", 1, Func::Sinh, "cosh x"),
+    m("cosh", 1, Func::Cosh, "sinh x"),
+    m("tanh", 1, Func::Tanh, "1 - tanh² x"),
+    m("exp", 1, Func::Exp, "exp x"),
+    m("exp2", 1, Func::Exp2, "ln 2 · exp2 x"),
+    m("ln", 1, Func::Ln, "1 / x"),
+    m("log2", 1, Func::Log2, "1 / (x ln 2)"),
+    m("log10", 1, Func::Log10, "1 / (x ln 10)"),
+    m("sqrt", 1, Func::Sqrt, "1 / (2 sqrt x)"),
+    m("recip", 1, Func::Recip, "-1 / x²"),
+    m("powi", 2, Func::Powi(0), "n x^(n-1); n an integer literal"),
+    m(
+        "powf",
+        2,
+        Func::Powf,
+        "(y x^(y-1), ln x · x^y); 0 in y where x <= 0",
+    ),
+    m("abs", 1, Func::Abs, "signum x; 0 at 0"),
+    m("signum", 1, Func::Signum, "0"),
+    m("min", 2, Func::Min, "1 to the smaller; 0.5 each on a tie"),
+    m("max", 2, Func::Max, "1 to the larger; 0.5 each on a tie"),
+    m(
+        "clamp",
+        3,
+        Func::Clamp,
+        "that of the branch taken; x on a tie",
+    ),
+    m("floor", 1, Func::Floor, "0"),
+    m("ceil", 1, Func::Ceil, "0"),
+    m("round", 1, Func::Round, "0"),
+    m("mul_add", 3, Func::MulAdd, "(b, a, 1) for a.mul_add(b, c)"),
+    m(
+        "hypot",
+        2,
+        Func::Hypot,
+        "(x, y) / hypot(x, y); 0 at the origin",
+    ),
+];
+
+const fn m(name: &'static str, arity: usize, func: Func, derivative: &'static str) -> MethodInfo {
+    MethodInfo {
+        name,
+        arity,
+        func,
+        derivative,
+    }
+}
+
+/// The method called `name`, if it is supported.
+pub fn method(name: &str) -> Option<&'static MethodInfo> {
+    METHODS.iter().find(|m| m.name == name)
+}
+
+/// The supported method names, comma-separated, for error messages.
+pub fn method_names() -> String {
+    METHODS.iter().map(|m| m.name).collect::<Vec<_>>().join(" ")
+}
+
+/// WGSL helper functions, emitted into a module when one of its nodes uses them.
+/// Each is `(name, source)`; all take and return f32 and reproduce Rust's f32 semantics.
+pub const WGSL_HELPERS: &[(&str, &str)] = &[
+    (
+        "gf_min",
+        "// Rust's f32::min: a NaN argument yields the other one.\n\
+         fn gf_min(a: f32, b: f32) -> f32 {\n    return select(select(min(a, b), a, b != b), b, a != a);\n}",
+    ),
+    (
+        "gf_max",
+        "// Rust's f32::max: a NaN argument yields the other one.\n\
+         fn gf_max(a: f32, b: f32) -> f32 {\n    return select(select(max(a, b), a, b != b), b, a != a);\n}",
+    ),
+    (
+        "gf_clamp",
+        "// Rust's f32::clamp (without its panic when lo > hi): NaN stays NaN.\n\
+         fn gf_clamp(x: f32, lo: f32, hi: f32) -> f32 {\n    return select(select(x, hi, x > hi), lo, x < lo);\n}",
+    ),
+    (
+        "gf_round",
+        "// Rust's f32::round: ties away from zero (WGSL's round() takes ties to even).\n\
+         fn gf_round(x: f32) -> f32 {\n    let t = trunc(x);\n    return select(t, t + sign(x), abs(x - t) >= 0.5);\n}",
+    ),
+    (
+        "gf_signum",
+        "// Rust's f32::signum: ±1 by the sign bit (also for ±0), NaN stays NaN.\n\
+         fn gf_signum(x: f32) -> f32 {\n    let s = select(1.0, -1.0, (bitcast<u32>(x) & 0x80000000u) != 0u);\n    return select(s, x, x != x);\n}",
+    ),
+    (
+        "gf_powf",
+        "// Rust's f32::powf: WGSL's pow() is undefined for x < 0 and for pow(0, 0).\n\
+         fn gf_powf(x: f32, y: f32) -> f32 {\n    if (y == 0.0) {\n        return 1.0;\n    }\n    let m = pow(abs(x), y);\n    if (!(x < 0.0)) {\n        return m;\n    }\n    if (fract(y) != 0.0) {\n        return bitcast<f32>(0x7fc00000u);\n    }\n    return select(m, -m, fract(y * 0.5) != 0.0);\n}",
+    ),
+    (
+        "gf_powi",
+        "// Rust's f32::powi: repeated squaring; exact for small integer exponents.\n\
+         fn gf_powi(x: f32, n: i32) -> f32 {\n    var base = select(x, 1.0 / x, n < 0);\n    var e = u32(abs(n));\n    var acc = 1.0;\n    loop {\n        if (e == 0u) {\n            break;\n        }\n        if ((e & 1u) == 1u) {\n            acc = acc * base;\n        }\n        base = base * base;\n        e = e >> 1u;\n    }\n    return acc;\n}",
+    ),
+];
+
+/// The source of the WGSL helper `name`.
+pub fn wgsl_helper(name: &str) -> Option<&'static str> {
+    WGSL_HELPERS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, src)| *src)
+}
+
+impl Func {
+    /// Number of arguments (the exponent of `powi` is part of the function, not an argument).
+    pub fn arity(self) -> usize {
+        use Func::*;
+        match self {
+            Add | Sub | Mul | Div | Atan2 | Powf | Min | Max | Hypot => 2,
+            Clamp | MulAdd => 3,
+            _ => 1,
+        }
+    }
+
+    /// How it is written in WGSL.
+    pub fn wgsl(self) -> WgslForm {
+        use Func::*;
+        use WgslForm as W;
+        match self {
+            Add => W::Infix("+"),
+            Sub => W::Infix("-"),
+            Mul => W::Infix("*"),
+            Div => W::Infix("/"),
+            Neg => W::Prefix("-"),
+            Sin => W::Builtin("sin"),
+            Cos => W::Builtin("cos"),
+            Tan => W::Builtin("tan"),
+            Asin => W::Builtin("asin"),
+            Acos => W::Builtin("acos"),
+            Atan => W::Builtin("atan"),
+            Atan2 => W::Builtin("atan2"),
+            Sinh => W::Builtin("sinh"),
+            Cosh => W::Builtin("cosh"),
+            Tanh => W::Builtin("tanh"),
+            Exp => W::Builtin("exp"),
+            Exp2 => W::Builtin("exp2"),
+            Ln => W::Builtin("log"),
+            Log2 => W::Builtin("log2"),
+            // WGSL has no log10: log10(x) = log2(x) * log10(2).
+            Log10 => W::Template("(log2({0}) * 0.30102999566398120)"),
+            Sqrt => W::Builtin("sqrt"),
+            Recip => W::Template("(1.0 / {0})"),
+            Powi(_) => W::Helper("gf_powi"),
+            Powf => W::Helper("gf_powf"),
+            Abs => W::Builtin("abs"),
+            Signum => W::Helper("gf_signum"),
+            Min => W::Helper("gf_min"),
+            Max => W::Helper("gf_max"),
+            Clamp => W::Helper("gf_clamp"),
+            Floor => W::Builtin("floor"),
+            Ceil => W::Builtin("ceil"),
+            Round => W::Helper("gf_round"),
+            MulAdd => W::Builtin("fma"),
+            Hypot => W::Template("length(vec2<f32>({0}, {1}))"),
+        }
+    }
+
+    /// How it is written in Rust (f32 code and generic `S: Real` code alike).
+    pub fn rust(self) -> RustForm {
+        use Func::*;
+        use RustForm as R;
+        match self {
+            Add => R::Infix("+"),
+            Sub => R::Infix("-"),
+            Mul => R::Infix("*"),
+            Div => R::Infix("/"),
+            Neg => R::Prefix("-"),
+            // f32::clamp panics when lo > hi or either is NaN; Real::clamp never does.
+            Clamp => R::Real("clamp"),
+            Powi(_) => R::Method("powi"),
+            other => R::Method(
+                METHODS
+                    .iter()
+                    .find(|m| m.func == other)
+                    .map(|m| m.name)
+                    .unwrap_or("unreachable"),
+            ),
+        }
+    }
+
+    /// The value in f64: the interpreter's semantics, which are Rust's f32 semantics
+    /// carried out in f64.
+    pub fn eval(self, a: &[f64]) -> f64 {
+        use Func::*;
+        match self {
+            Add => a[0] + a[1],
+            Sub => a[0] - a[1],
+            Mul => a[0] * a[1],
+            Div => a[0] / a[1],
+            Neg => -a[0],
+            Sin => a[0].sin(),
+            Cos => a[0].cos(),
+            Tan => a[0].tan(),
+            Asin => a[0].asin(),
+            Acos => a[0].acos(),
+            Atan => a[0].atan(),
+            Atan2 => a[0].atan2(a[1]),
+            Sinh => a[0].sinh(),
+            Cosh => a[0].cosh(),
+            Tanh => a[0].tanh(),
+            Exp => a[0].exp(),
+            Exp2 => a[0].exp2(),
+            Ln => a[0].ln(),
+            Log2 => a[0].log2(),
+            Log10 => a[0].log10(),
+            Sqrt => a[0].sqrt(),
+            Recip => a[0].recip(),
+            Powi(n) => a[0].powi(n),
+            Powf => a[0].powf(a[1]),
+            Abs => a[0].abs(),
+            Signum => a[0].signum(),
+            Min => a[0].min(a[1]),
+            Max => a[0].max(a[1]),
+            Clamp => clamp(a[0], a[1], a[2]),
+            Floor => a[0].floor(),
+            Ceil => a[0].ceil(),
+            Round => a[0].round(),
+            MulAdd => a[0].mul_add(a[1], a[2]),
+            Hypot => a[0].hypot(a[1]),
+        }
+    }
+
+    /// Builds the partial derivative of `result = self(args)` in each argument, as IR.
+    ///
+    /// Both the forward (tangent) and the reverse (adjoint) transform call this, so the
+    /// two modes cannot disagree on a convention.
+    pub fn partials(
+        self,
+        b: &mut Builder,
+        args: &[ValueId],
+        result: ValueId,
+        span: Span,
+    ) -> Vec<ValueId> {
+        use Func::*;
+        let c = |b: &mut Builder, v: f64| b.constant(v, span);
+        let call = |b: &mut Builder, f: Func, a: Vec<ValueId>| b.call(f, a, span);
+        let x = args[0];
+        match self {
+            Add => vec![c(b, 1.0), c(b, 1.0)],
+            Sub => vec![c(b, 1.0), c(b, -1.0)],
+            Mul => vec![args[1], x],
+            Div => {
+                let inv = call(b, Recip, vec![args[1]]);
+                let q = call(b, Mul, vec![result, inv]);
+                vec![inv, call(b, Neg, vec![q])]
+            }
+            Neg => vec![c(b, -1.0)],
+            Sin => vec![call(b, Cos, vec![x])],
+            Cos => {
+                let s = call(b, Sin, vec![x]);
+                vec![call(b, Neg, vec![s])]
+            }
+            Tan => {
+                let one = c(b, 1.0);
+                let sq = call(b, Mul, vec![result, result]);
+                vec![call(b, Add, vec![one, sq])]
+            }
+            Asin | Acos => {
+                let one = c(b, 1.0);
+                let sq = call(b, Mul, vec![x, x]);
+                let d = call(b, Sub, vec![one, sq]);
+                let r = call(b, Sqrt, vec![d]);
+                let inv = call(b, Recip, vec![r]);
+                if self == Asin {
+                    vec![inv]
+                } else {
+                    vec![call(b, Neg, vec![inv])]
+                }
+            }
+            Atan => {
+                let one = c(b, 1.0);
+                let sq = call(b, Mul, vec![x, x]);
+                let d = call(b, Add, vec![one, sq]);
+                vec![call(b, Recip, vec![d])]
+            }
+            Atan2 => {
+                // result = atan2(y, x): d/dy = x / (x² + y²), d/dx = -y / (x² + y²).
+                let (y, xx) = (args[0], args[1]);
+                let y2 = call(b, Mul, vec![y, y]);
+                let x2 = call(b, Mul, vec![xx, xx]);
+                let r2 = call(b, Add, vec![x2, y2]);
+                let inv = call(b, Recip, vec![r2]);
+                let dy = call(b, Mul, vec![xx, inv]);
+                let ny = call(b, Mul, vec![y, inv]);
+                vec![dy, call(b, Neg, vec![ny])]
+            }
+            Sinh => vec![call(b, Cosh, vec![x])],
+            Cosh => vec![call(b, Sinh, vec![x])],
+            Tanh => {
+                let one = c(b, 1.0);
+                let sq = call(b, Mul, vec![result, result]);
+                vec![call(b, Sub, vec![one, sq])]
+            }
+            Exp => vec![result],
+            Exp2 => {
+                let ln2 = c(b, std::f64::consts::LN_2);
+                vec![call(b, Mul, vec![result, ln2])]
+            }
+            Ln => vec![call(b, Recip, vec![x])],
+            Log2 | Log10 => {
+                let k = c(
+                    b,
+                    if self == Log2 {
+                        std::f64::consts::LN_2
+                    } else {
+                        std::f64::consts::LN_10
+                    },
+                );
+                let d = call(b, Mul, vec![x, k]);
+                vec![call(b, Recip, vec![d])]
+            }
+            Sqrt => {
+                let half = c(b, 0.5);
+                let inv = call(b, Recip, vec![result]);
+                vec![call(b, Mul, vec![half, inv])]
+            }
+            Recip => {
+                let sq = call(b, Mul, vec![result, result]);
+                vec![call(b, Neg, vec![sq])]
+            }
+            Powi(n) => {
+                if n == 0 {
+                    vec![c(b, 0.0)]
+                } else {
+                    let k = c(b, n as f64);
+                    let p = call(b, Powi(n - 1), vec![x]);
+                    vec![call(b, Mul, vec![k, p])]
+                }
+            }
+            Powf => {
+                let y = args[1];
+                let one = c(b, 1.0);
+                let zero = c(b, 0.0);
+                let ym1 = call(b, Sub, vec![y, one]);
+                let p = call(b, Powf, vec![x, ym1]);
+                let dx = call(b, Mul, vec![y, p]);
+                let lnx = call(b, Ln, vec![x]);
+                let dy_raw = call(b, Mul, vec![lnx, result]);
+                let pos = b.cmp(CmpOp::Gt, x, zero, span);
+                vec![dx, b.select(pos, dy_raw, zero, span)]
+            }
+            Abs => {
+                let zero = c(b, 0.0);
+                let one = c(b, 1.0);
+                let minus = c(b, -1.0);
+                let pos = b.cmp(CmpOp::Gt, x, zero, span);
+                let neg = b.cmp(CmpOp::Lt, x, zero, span);
+                let inner = b.select(neg, minus, zero, span);
+                vec![b.select(pos, one, inner, span)]
+            }
+            Signum | Floor | Ceil | Round => vec![c(b, 0.0)],
+            Min | Max => {
+                let (p, q) = (args[0], args[1]);
+                let (one, half, zero) = (c(b, 1.0), c(b, 0.5), c(b, 0.0));
+                let wins = if self == Min { CmpOp::Lt } else { CmpOp::Gt };
+                let tie = b.cmp(CmpOp::Eq, p, q, span);
+                let tied = b.select(tie, half, zero, span);
+                let p_wins = b.cmp(wins, p, q, span);
+                let q_wins = b.cmp(wins, q, p, span);
+                vec![
+                    b.select(p_wins, one, tied, span),
+                    b.select(q_wins, one, tied, span),
+                ]
+            }
+            Clamp => {
+                let (lo, hi) = (args[1], args[2]);
+                let (one, zero) = (c(b, 1.0), c(b, 0.0));
+                let below = b.cmp(CmpOp::Lt, x, lo, span);
+                let above = b.cmp(CmpOp::Gt, x, hi, span);
+                let inside = b.select(above, zero, one, span);
+                let dhi = b.select(above, one, zero, span);
+                vec![
+                    b.select(below, zero, inside, span),
+                    b.select(below, one, zero, span),
+                    b.select(below, zero, dhi, span),
+                ]
+            }
+            MulAdd => vec![args[1], x, c(b, 1.0)],
+            Hypot => {
+                let zero = c(b, 0.0);
+                let inv = call(b, Recip, vec![result]);
+                let pos = b.cmp(CmpOp::Gt, result, zero, span);
+                let dx = call(b, Mul, vec![x, inv]);
+                let dy = call(b, Mul, vec![args[1], inv]);
+                vec![b.select(pos, dx, zero, span), b.select(pos, dy, zero, span)]
+            }
+        }
+    }
+}
+
+/// `clamp` as every gradfuse version computes it.
+pub fn clamp(x: f64, lo: f64, hi: f64) -> f64 {
+    if x < lo {
+        lo
+    } else if x > hi {
+        hi
+    } else {
+        x
+    }
+}

@@ -1,0 +1,156 @@
+//! Optimization: constant folding, algebraic identities that hold in IEEE arithmetic,
+//! common-subexpression elimination (by rebuilding through a hash-consing [`Builder`]) and
+//! dead-code elimination.
+//!
+//! Identities that change IEEE results are not applied: `x * 0` stays (it is NaN for an
+//! infinite `x`), `x - x` stays. The AD transforms never create a term for a derivative that
+//! is zero by definition, so those products do not arise from differentiation.
+
+use crate::ir::{Builder, Function, Op, ValueId};
+use crate::ops::Func;
+
+/// Folds, simplifies, shares and prunes `f`. The result computes the same outputs.
+pub fn optimize(f: &Function) -> Function {
+    prune(&simplify(f))
+}
+
+fn simplify(f: &Function) -> Function {
+    let mut b = Builder::new(f.num_inputs);
+    let mut map: Vec<ValueId> = Vec::with_capacity(f.nodes.len());
+    for node in &f.nodes {
+        let m = |v: &ValueId| map[v.index()];
+        let span = node.span;
+        let id = match &node.op {
+            Op::Input(w) => b.input(*w, span, node.name.clone()),
+            Op::Const(c) => b.constant(*c, span),
+            Op::Call(func, args) => {
+                let args: Vec<ValueId> = args.iter().map(m).collect();
+                let id = fold_call(&mut b, *func, args, span);
+                if let Some(name) = &node.name {
+                    b.name(id, name);
+                }
+                id
+            }
+            Op::Cmp(c, x, y) => b.cmp(*c, m(x), m(y), span),
+            Op::Select {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let (t, o) = (m(then), m(otherwise));
+                if t == o {
+                    t
+                } else {
+                    b.select(m(cond), t, o, span)
+                }
+            }
+        };
+        map.push(id);
+    }
+    let outputs = f.outputs.iter().map(|o| map[o.index()]).collect();
+    b.finish(outputs)
+}
+
+fn fold_call(b: &mut Builder, func: Func, args: Vec<ValueId>, span: proc_macro2::Span) -> ValueId {
+    let consts: Option<Vec<f64>> = args.iter().map(|a| b.const_value(*a)).collect();
+    if let Some(vals) = consts {
+        return b.constant(func.eval(&vals), span);
+    }
+    let c = |i: usize| b.const_value(args[i]);
+    let neg_arg = |b: &Builder, v: ValueId| match &b.node(v).op {
+        Op::Call(Func::Neg, inner) => Some(inner[0]),
+        _ => None,
+    };
+    match func {
+        Func::Add if c(1) == Some(0.0) => return args[0],
+        Func::Add if c(0) == Some(0.0) => return args[1],
+        Func::Add => {
+            if let Some(y) = neg_arg(b, args[1]) {
+                return b.call(Func::Sub, vec![args[0], y], span);
+            }
+            if let Some(x) = neg_arg(b, args[0]) {
+                return b.call(Func::Sub, vec![args[1], x], span);
+            }
+        }
+        Func::Sub if c(1) == Some(0.0) => return args[0],
+        Func::Sub if c(0) == Some(0.0) => return b.call(Func::Neg, vec![args[1]], span),
+        Func::Sub => {
+            if let Some(y) = neg_arg(b, args[1]) {
+                return b.call(Func::Add, vec![args[0], y], span);
+            }
+        }
+        Func::Mul if c(1) == Some(1.0) => return args[0],
+        Func::Mul if c(0) == Some(1.0) => return args[1],
+        Func::Mul if c(1) == Some(-1.0) => return b.call(Func::Neg, vec![args[0]], span),
+        Func::Mul if c(0) == Some(-1.0) => return b.call(Func::Neg, vec![args[1]], span),
+        Func::Mul => {
+            // (-x) * (-y) = x * y; (-x) * y = -(x * y): keeps negations outermost, where
+            // they fold into a subtraction.
+            match (neg_arg(b, args[0]), neg_arg(b, args[1])) {
+                (Some(x), Some(y)) => return b.call(Func::Mul, vec![x, y], span),
+                (Some(x), None) => {
+                    let p = b.call(Func::Mul, vec![x, args[1]], span);
+                    return b.call(Func::Neg, vec![p], span);
+                }
+                (None, Some(y)) => {
+                    let p = b.call(Func::Mul, vec![args[0], y], span);
+                    return b.call(Func::Neg, vec![p], span);
+                }
+                (None, None) => {}
+            }
+        }
+        Func::Div if c(1) == Some(1.0) => return args[0],
+        Func::Neg => {
+            if let Some(x) = neg_arg(b, args[0]) {
+                return x;
+            }
+        }
+        _ => {}
+    }
+    b.call(func, args, span)
+}
+
+/// Drops nodes no output depends on.
+fn prune(f: &Function) -> Function {
+    let mut live = vec![false; f.nodes.len()];
+    for o in &f.outputs {
+        live[o.index()] = true;
+    }
+    for i in (0..f.nodes.len()).rev() {
+        if live[i] {
+            for v in f.nodes[i].op.operands() {
+                live[v.index()] = true;
+            }
+        }
+    }
+    let mut b = Builder::new(f.num_inputs);
+    let mut map: Vec<Option<ValueId>> = vec![None; f.nodes.len()];
+    for (i, node) in f.nodes.iter().enumerate() {
+        if !live[i] {
+            continue;
+        }
+        let m = |v: &ValueId| map[v.index()].expect("operands of live nodes are live");
+        let op = match &node.op {
+            Op::Input(w) => Op::Input(*w),
+            Op::Const(c) => Op::Const(*c),
+            Op::Call(func, args) => Op::Call(*func, args.iter().map(m).collect()),
+            Op::Cmp(c, x, y) => Op::Cmp(*c, m(x), m(y)),
+            Op::Select {
+                cond,
+                then,
+                otherwise,
+            } => Op::Select {
+                cond: m(cond),
+                then: m(then),
+                otherwise: m(otherwise),
+            },
+        };
+        map[i] = Some(b.push(op, node.span, node.name.clone()));
+    }
+    let outputs = f
+        .outputs
+        .iter()
+        .map(|o| map[o.index()].expect("outputs are live"))
+        .collect();
+    b.finish(outputs)
+}
