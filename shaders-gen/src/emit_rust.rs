@@ -177,9 +177,16 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
         .collect();
     let word_list = layout.words();
     // How to read word w from a struct value `base` (args.x, args.p[1]) or eval's params.
+    // Parameters are referred to by the user's own identifiers: their spans carry the
+    // hygiene of the code that wrote them (a macro_rules! caller, say).
     let access = |base: Option<&TokenStream>, w: u32| -> TokenStream {
         let (slot, j) = word_list[w as usize];
-        let field = format_ident!("{}", slot.name);
+        let field = &sig
+            .params
+            .iter()
+            .find(|p| p.name == slot.name)
+            .expect("every slot is a parameter")
+            .name;
         let head = match base {
             Some(b) => quote!(#b.#field),
             None => quote!(#field),

@@ -7,7 +7,7 @@
 use crate::abi::{self, ArgLayout, KernelKind};
 use crate::ir::{Function, Op, ValueId};
 use crate::names::local_names;
-use crate::ops::{Func, WGSL_HELPERS, WgslForm, wgsl_helper};
+use crate::ops::{Func, WGSL_HELPERS, WgslForm, wgsl_helper, wgsl_helper_deps};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
@@ -67,6 +67,7 @@ impl Ctx<'_> {
                     WgslForm::Builtin(name) => format!("{name}({})", a.join(", ")),
                     WgslForm::Helper(name) => {
                         helpers.insert(name);
+                        helpers.extend(wgsl_helper_deps(name));
                         format!("{name}({})", a.join(", "))
                     }
                     WgslForm::Template(t) => {
@@ -152,9 +153,14 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
                 } else {
                     format!("out_base + {k}u")
                 };
+                let (slot, j) = word_list[k as usize];
+                let arg = match j {
+                    None => slot.name.clone(),
+                    Some(j) => format!("{}[{j}]", slot.name),
+                };
                 let _ = writeln!(
                     body,
-                    "    {name}[{idx}] = {};",
+                    "    {name}[{idx}] = {}; // d/d {arg}",
                     ctx.operand(f.outputs[out_idx])
                 );
                 out_idx += 1;
@@ -205,7 +211,7 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
             "@group(0) @binding({binding}) var<storage, read_write> {name}: array<f32>;"
         );
     }
-    for (name, src) in WGSL_HELPERS {
+    for (name, _, src) in WGSL_HELPERS {
         if helpers.contains(name) {
             let _ = write!(s, "\n{src}\n");
         }

@@ -58,8 +58,7 @@ enum Value {
     Array(Vec<ValueId>),
 }
 
-/// Named constants a body may use, as `std::f32::consts::PI`, `core::f32::consts::PI` or
-/// `f32::consts::PI`.
+/// Named constants a body may use, as `std::f32::consts::PI` or `core::f32::consts::PI`.
 const CONSTS: &[(&str, f64)] = &[
     ("PI", std::f64::consts::PI),
     ("TAU", std::f64::consts::TAU),
@@ -759,7 +758,7 @@ impl Lowerer {
             .collect();
         let is_consts = matches!(
             prefix.as_slice(),
-            ["std", "f32", "consts"] | ["core", "f32", "consts"] | ["f32", "consts"]
+            ["std", "f32", "consts"] | ["core", "f32", "consts"]
         );
         if is_consts && let Some((_, v)) = CONSTS.iter().find(|(n, _)| *n == last) {
             return Some(Value::Scalar(self.b.constant(*v, span)));

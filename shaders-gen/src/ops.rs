@@ -66,12 +66,13 @@ pub enum WgslForm {
     Infix(&'static str),
     /// `op a`.
     Prefix(&'static str),
-    /// A WGSL builtin of this name, arguments in Rust order (`atan2(y, x)` included).
+    /// A WGSL builtin of this name, arguments in Rust order.
     Builtin(&'static str),
     /// A helper function from [`WGSL_HELPERS`], used where the WGSL builtin's semantics
     /// differ from Rust's (NaN handling, rounding of ties, negative bases).
     Helper(&'static str),
-    /// An expression with `{0}`, `{1}` for the arguments.
+    /// An expression with `{0}`, `{1}` for the arguments (operands are always names or
+    /// literals, and the expression is always a whole `let`, so it needs no parentheses).
     Template(&'static str),
 }
 
@@ -175,42 +176,78 @@ pub fn method_names() -> String {
 }
 
 /// WGSL helper functions, emitted into a module when one of its nodes uses them.
-/// Each is `(name, source)`; all take and return f32 and reproduce Rust's f32 semantics.
-pub const WGSL_HELPERS: &[(&str, &str)] = &[
+///
+/// Each is `(name, helpers it calls, source)`; all reproduce Rust's f32 semantics where a
+/// WGSL builtin differs (NaN handling, ties, negative bases) or is too imprecise: Vulkan
+/// lets a driver's `atan` be off by 4096 ulp (lavapipe's is off by 3e-4 relative), so the
+/// inverse trigonometric functions are computed here to about 2 ulp, the same on every GPU.
+pub const WGSL_HELPERS: &[(&str, &[&str], &str)] = &[
     (
         "gf_min",
+        &[],
         "// Rust's f32::min: a NaN argument yields the other one.\n\
          fn gf_min(a: f32, b: f32) -> f32 {\n    return select(select(min(a, b), a, b != b), b, a != a);\n}",
     ),
     (
         "gf_max",
+        &[],
         "// Rust's f32::max: a NaN argument yields the other one.\n\
          fn gf_max(a: f32, b: f32) -> f32 {\n    return select(select(max(a, b), a, b != b), b, a != a);\n}",
     ),
     (
         "gf_clamp",
+        &[],
         "// Rust's f32::clamp (without its panic when lo > hi): NaN stays NaN.\n\
          fn gf_clamp(x: f32, lo: f32, hi: f32) -> f32 {\n    return select(select(x, hi, x > hi), lo, x < lo);\n}",
     ),
     (
         "gf_round",
+        &[],
         "// Rust's f32::round: ties away from zero (WGSL's round() takes ties to even).\n\
          fn gf_round(x: f32) -> f32 {\n    let t = trunc(x);\n    return select(t, t + sign(x), abs(x - t) >= 0.5);\n}",
     ),
     (
         "gf_signum",
+        &[],
         "// Rust's f32::signum: ±1 by the sign bit (also for ±0), NaN stays NaN.\n\
          fn gf_signum(x: f32) -> f32 {\n    let s = select(1.0, -1.0, (bitcast<u32>(x) & 0x80000000u) != 0u);\n    return select(s, x, x != x);\n}",
     ),
     (
         "gf_powf",
+        &[],
         "// Rust's f32::powf: WGSL's pow() is undefined for x < 0 and for pow(0, 0).\n\
          fn gf_powf(x: f32, y: f32) -> f32 {\n    if (y == 0.0) {\n        return 1.0;\n    }\n    let m = pow(abs(x), y);\n    if (!(x < 0.0)) {\n        return m;\n    }\n    if (fract(y) != 0.0) {\n        return bitcast<f32>(0x7fc00000u);\n    }\n    return select(m, -m, fract(y * 0.5) != 0.0);\n}",
     ),
     (
         "gf_powi",
-        "// Rust's f32::powi: repeated squaring; exact for small integer exponents.\n\
+        &[],
+        "// Rust's f32::powi: repeated squaring.\n\
          fn gf_powi(x: f32, n: i32) -> f32 {\n    var base = select(x, 1.0 / x, n < 0);\n    var e = u32(abs(n));\n    var acc = 1.0;\n    loop {\n        if (e == 0u) {\n            break;\n        }\n        if ((e & 1u) == 1u) {\n            acc = acc * base;\n        }\n        base = base * base;\n        e = e >> 1u;\n    }\n    return acc;\n}",
+    ),
+    (
+        "gf_atan",
+        &[],
+        "// atan to about 2 ulp (Cephes' atanf): range reduction to |z| <= tan(pi/8), then a\n\
+         // minimax polynomial.\n\
+         fn gf_atan(x: f32) -> f32 {\n    let t = abs(x);\n    var base = 0.0;\n    var z = t;\n    if (t > 2.4142135) {\n        base = 1.5707964;\n        z = -1.0 / t;\n    } else if (t > 0.41421357) {\n        base = 0.7853982;\n        z = (t - 1.0) / (t + 1.0);\n    }\n    let zz = z * z;\n    let p = (((0.0805374449538 * zz - 0.138776856032) * zz + 0.199777106478) * zz - 0.333329491539) * zz;\n    let r = base + (p * z + z);\n    return select(r, -r, x < 0.0);\n}",
+    ),
+    (
+        "gf_atan2",
+        &["gf_atan"],
+        "// Rust's f32::atan2(y, x), quadrants and signed zeros included.\n\
+         fn gf_atan2(y: f32, x: f32) -> f32 {\n    let y_neg = (bitcast<u32>(y) & 0x80000000u) != 0u;\n    let x_neg = (bitcast<u32>(x) & 0x80000000u) != 0u;\n    if (x == 0.0) {\n        if (y == 0.0) {\n            return select(select(0.0, 3.1415927, x_neg), select(-0.0, -3.1415927, x_neg), y_neg);\n        }\n        return select(1.5707964, -1.5707964, y < 0.0);\n    }\n    let a = gf_atan(y / x);\n    if (!x_neg) {\n        return a;\n    }\n    return select(a + 3.1415927, a - 3.1415927, y_neg);\n}",
+    ),
+    (
+        "gf_asin",
+        &["gf_atan2", "gf_atan"],
+        "// asin(x) = atan2(x, sqrt((1 - x)(1 + x))): accurate up to |x| = 1.\n\
+         fn gf_asin(x: f32) -> f32 {\n    return gf_atan2(x, sqrt((1.0 - x) * (1.0 + x)));\n}",
+    ),
+    (
+        "gf_acos",
+        &["gf_atan2", "gf_atan"],
+        "// acos(x) = atan2(sqrt((1 - x)(1 + x)), x): accurate up to |x| = 1.\n\
+         fn gf_acos(x: f32) -> f32 {\n    return gf_atan2(sqrt((1.0 - x) * (1.0 + x)), x);\n}",
     ),
 ];
 
@@ -218,8 +255,17 @@ pub const WGSL_HELPERS: &[(&str, &str)] = &[
 pub fn wgsl_helper(name: &str) -> Option<&'static str> {
     WGSL_HELPERS
         .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, src)| *src)
+        .find(|(n, _, _)| *n == name)
+        .map(|(_, _, src)| *src)
+}
+
+/// The helpers `name` calls, directly or not.
+pub fn wgsl_helper_deps(name: &str) -> &'static [&'static str] {
+    WGSL_HELPERS
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|(_, deps, _)| *deps)
+        .unwrap_or(&[])
 }
 
 impl Func {
@@ -246,10 +292,10 @@ impl Func {
             Sin => W::Builtin("sin"),
             Cos => W::Builtin("cos"),
             Tan => W::Builtin("tan"),
-            Asin => W::Builtin("asin"),
-            Acos => W::Builtin("acos"),
-            Atan => W::Builtin("atan"),
-            Atan2 => W::Builtin("atan2"),
+            Asin => W::Helper("gf_asin"),
+            Acos => W::Helper("gf_acos"),
+            Atan => W::Helper("gf_atan"),
+            Atan2 => W::Helper("gf_atan2"),
             Sinh => W::Builtin("sinh"),
             Cosh => W::Builtin("cosh"),
             Tanh => W::Builtin("tanh"),
@@ -258,9 +304,9 @@ impl Func {
             Ln => W::Builtin("log"),
             Log2 => W::Builtin("log2"),
             // WGSL has no log10: log10(x) = log2(x) * log10(2).
-            Log10 => W::Template("(log2({0}) * 0.30102999566398120)"),
+            Log10 => W::Template("log2({0}) * 0.30102999566398120"),
             Sqrt => W::Builtin("sqrt"),
-            Recip => W::Template("(1.0 / {0})"),
+            Recip => W::Template("1.0 / {0}"),
             Powi(_) => W::Helper("gf_powi"),
             Powf => W::Helper("gf_powf"),
             Abs => W::Builtin("abs"),

@@ -1,0 +1,52 @@
+//! Helpers shared by the end-to-end tests.
+#![allow(dead_code)]
+
+use gradfuse::Device;
+use std::sync::OnceLock;
+
+/// One device for the whole test binary: the GPU when there is one (lavapipe in CI, where
+/// `GRADFUSE_REQUIRE_GPU=1` makes a missing GPU a failure), else the CPU fallback.
+pub fn device() -> &'static Device {
+    static DEVICE: OnceLock<Device> = OnceLock::new();
+    DEVICE.get_or_init(|| match Device::auto() {
+        Ok(d) => d,
+        Err(e) => panic!("no device for the GPU tests: {e}"),
+    })
+}
+
+/// A small deterministic generator (SplitMix64), so failures reproduce.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[lo, hi)`, rounded to f32 (inputs are f32, the oracle sees the same).
+    pub fn uniform(&mut self, lo: f64, hi: f64) -> f32 {
+        let u = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        (lo + (hi - lo) * u) as f32
+    }
+}
+
+/// The largest error of `got` against `want`, relative to the larger of each component
+/// and the largest component of `want` scaled by `floor`: a gradient component that is
+/// tiny next to the others is held to the precision the others allow, not to its own.
+pub fn rel_error(got: &[f64], want: &[f64], floor: f64) -> f64 {
+    assert_eq!(got.len(), want.len());
+    let scale = want.iter().fold(0.0f64, |m, w| m.max(w.abs())) * floor;
+    got.iter()
+        .zip(want)
+        .map(|(g, w)| {
+            if g == w {
+                0.0
+            } else {
+                (g - w).abs() / w.abs().max(scale).max(1e-30)
+            }
+        })
+        .fold(0.0, f64::max)
+}
