@@ -83,8 +83,14 @@ const SUPPORTED: &str = "supported: `let` bindings, `+ - * /`, unary `-`, float 
 
 struct Lowerer {
     b: Builder,
-    env: HashMap<String, Value>,
+    /// Names in scope; `None` for a binding whose value failed to lower (already reported),
+    /// so that its uses stay silent.
+    env: HashMap<String, Option<Value>>,
     errors: Vec<syn::Error>,
+    /// The signature's return type was `f32`: only then is a wrong tail worth a message.
+    returns_f32: bool,
+    /// A `return` was reported: a missing tail is the same mistake, not a second one.
+    saw_return: bool,
 }
 
 /// Lowers a function, or returns every error found in it.
@@ -93,10 +99,13 @@ pub fn lower_fn(item: &syn::ItemFn) -> Result<Lowered, Vec<syn::Error>> {
     let mut sig = lower_signature(&item.sig, &mut errors);
     sig.vis = item.vis.clone();
     let layout = ArgLayout::of(&sig);
+    let returns_f32 = matches!(&item.sig.output, syn::ReturnType::Type(_, t) if is_f32(t));
     let mut l = Lowerer {
         b: Builder::new(layout.words),
         env: HashMap::new(),
         errors,
+        returns_f32,
+        saw_return: false,
     };
     let mut word = 0u32;
     for p in &sig.params {
@@ -118,7 +127,7 @@ pub fn lower_fn(item: &syn::ItemFn) -> Result<Lowered, Vec<syn::Error>> {
                     .collect(),
             ),
         };
-        l.env.insert(name, value);
+        l.env.insert(name, Some(value));
     }
     let result = l.lower_body(&item.block);
     match (result, l.errors.is_empty()) {
@@ -351,15 +360,18 @@ impl Lowerer {
             }
         }
         let Some(tail) = tail else {
-            let span = block.brace_token.span.close();
-            self.error(
-                span,
-                "the body must end with the result: an `f32` expression without a `;`",
-            );
+            if self.returns_f32 && !self.saw_return {
+                let span = block.brace_token.span.close();
+                self.error(
+                    span,
+                    "the body must end with the result: an `f32` expression without a `;`",
+                );
+            }
             return None;
         };
         match self.lower_expr(tail)? {
             Value::Scalar(v) => Some(v),
+            Value::Array(_) if !self.returns_f32 => None,
             Value::Array(_) => {
                 self.error(
                     tail.span(),
@@ -431,6 +443,9 @@ impl Lowerer {
             self.error(else_tok.span, "`let ... else` is not supported");
         }
         let Some(value) = self.lower_expr(&init.expr) else {
+            if let Some(name) = name {
+                self.env.insert(name, None);
+            }
             return;
         };
         if let Some(expected) = expected {
@@ -459,7 +474,7 @@ impl Lowerer {
                     }
                 }
             }
-            self.env.insert(name, value);
+            self.env.insert(name, Some(value));
         }
     }
 
@@ -605,6 +620,7 @@ impl Lowerer {
                 None
             }
             E::Return(r) => {
+                self.saw_return = true;
                 self.error(
                     r.return_token.span,
                     "`return` is not supported: end the body with the result expression",
@@ -734,7 +750,7 @@ impl Lowerer {
         {
             let name = ident.to_string();
             if let Some(v) = self.env.get(&name) {
-                return Some(v.clone());
+                return v.clone();
             }
             self.error(
                 span,

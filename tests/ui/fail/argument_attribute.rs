@@ -1,0 +1,8 @@
+use gradfuse::differentiable;
+
+#[differentiable]
+fn f(#[shared] w: f32, x: f32) -> f32 {
+    w * x
+}
+
+fn main() {}

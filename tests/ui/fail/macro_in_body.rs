@@ -1,0 +1,9 @@
+use gradfuse::differentiable;
+
+#[differentiable]
+fn f(x: f32) -> f32 {
+    println!("{x}");
+    x
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+use gradfuse::differentiable;
+
+#[differentiable]
+struct S {
+    x: f32,
+}
+
+fn main() {}
