@@ -95,6 +95,17 @@ impl Device {
         }
     }
 
+    /// How many elements of `spec` one launch takes at most: a batch larger than this is
+    /// split into several launches (by the storage binding size, the buffer size and the
+    /// dispatch limits of the device). Unlimited on the CPU.
+    pub fn chunk_elements(&self, spec: &KernelSpec) -> usize {
+        match &self.backend {
+            Backend::Cpu => usize::MAX,
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(g) => g.max_chunk_elements(spec),
+        }
+    }
+
     /// Runs a kernel over a batch: `input` holds `n * spec.input_words` words, output `k`
     /// receives `n * spec.outputs[k].words` words. Generated launchers call this; it checks
     /// every length and returns [`Error::ShapeMismatch`] rather than panicking.

@@ -177,7 +177,7 @@ impl Gpu {
     }
 
     /// Most elements one chunk may hold, from the binding and buffer limits.
-    fn max_chunk_elements(&self, spec: &KernelSpec) -> usize {
+    pub(crate) fn max_chunk_elements(&self, spec: &KernelSpec) -> usize {
         let per_binding = (self.limits.max_storage_buffer_binding_size as u64)
             .min(self.limits.max_buffer_size)
             .min(MAX_CHUNK_BYTES);
