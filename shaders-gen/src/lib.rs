@@ -15,6 +15,7 @@ pub mod lower;
 pub mod names;
 pub mod ops;
 pub mod opt;
+pub mod random;
 
 use abi::KernelKind;
 use ir::Function;

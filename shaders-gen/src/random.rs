@@ -1,0 +1,173 @@
+//! Random straight-line programs over the IR, for property tests and compile-time benches.
+//!
+//! A program is described by a list of [`Step`]s (plain numbers, so a property-testing
+//! framework can generate and shrink them); [`build`] turns it into a [`Function`] whose every
+//! operation is applied inside its domain: arguments of `ln`, `sqrt` and division are made
+//! positive, those of `asin`/`acos` are squashed into (-0.9, 0.9), those of `exp`, `sinh`,
+//! `cosh` and `tan` are bounded, so that values and derivatives stay finite.
+
+use crate::abi::{ArgLayout, ParamSlot};
+use crate::ir::{Builder, Function, ValueId};
+use crate::ops::Func;
+use proc_macro2::Span;
+
+/// One operation of a random program: which function, and which earlier values it reads
+/// (each index is taken modulo the number of values so far).
+#[derive(Clone, Copy, Debug)]
+pub struct Step {
+    /// Selects the function (modulo the number of candidates).
+    pub op: u8,
+    /// First operand.
+    pub a: u16,
+    /// Second operand.
+    pub b: u16,
+    /// Third operand.
+    pub c: u16,
+}
+
+/// Functions that are smooth everywhere in the domains [`build`] keeps them in.
+const SMOOTH: &[Func] = &[
+    Func::Add,
+    Func::Sub,
+    Func::Mul,
+    Func::Div,
+    Func::Neg,
+    Func::Sin,
+    Func::Cos,
+    Func::Tan,
+    Func::Asin,
+    Func::Acos,
+    Func::Atan,
+    Func::Atan2,
+    Func::Sinh,
+    Func::Cosh,
+    Func::Tanh,
+    Func::Exp,
+    Func::Exp2,
+    Func::Ln,
+    Func::Log2,
+    Func::Log10,
+    Func::Sqrt,
+    Func::Recip,
+    Func::Powi(3),
+    Func::Powi(-2),
+    Func::Powf,
+    Func::MulAdd,
+    Func::Hypot,
+];
+
+/// Functions with kinks or jumps, where finite differences are not an oracle.
+const NONSMOOTH: &[Func] = &[
+    Func::Abs,
+    Func::Signum,
+    Func::Min,
+    Func::Max,
+    Func::Clamp,
+    Func::Floor,
+    Func::Ceil,
+    Func::Round,
+];
+
+/// The layout of `n` scalar arguments named `x0`, `x1`, ...
+pub fn scalar_layout(n: u32) -> ArgLayout {
+    ArgLayout {
+        slots: (0..n)
+            .map(|i| ParamSlot {
+                name: format!("x{i}"),
+                len: None,
+                offset: i,
+            })
+            .collect(),
+        words: n,
+    }
+}
+
+/// Builds the program: `inputs` scalar inputs, one node (plus domain guards) per step, and
+/// as output the sum of the last three values (so that most of the program is live).
+/// With `smooth_only`, only functions without kinks are used.
+pub fn build(inputs: u32, steps: &[Step], smooth_only: bool) -> Function {
+    let span = Span::call_site();
+    let mut b = Builder::new(inputs.max(1));
+    let mut vals: Vec<ValueId> = (0..inputs.max(1))
+        .map(|i| b.input(i, span, Some(format!("x{i}"))))
+        .collect();
+    let candidates: Vec<Func> = if smooth_only {
+        SMOOTH.to_vec()
+    } else {
+        SMOOTH.iter().chain(NONSMOOTH).copied().collect()
+    };
+    for s in steps {
+        let pick = |i: u16| vals[i as usize % vals.len()];
+        let (x, y, z) = (pick(s.a), pick(s.b), pick(s.c));
+        let func = candidates[s.op as usize % candidates.len()];
+        let v = apply(&mut b, func, x, y, z, span);
+        vals.push(v);
+    }
+    let n = vals.len();
+    let last = &vals[n.saturating_sub(3)..];
+    let mut out = last[0];
+    for v in &last[1..] {
+        out = b.call(Func::Add, vec![out, *v], span);
+    }
+    b.finish(vec![out])
+}
+
+fn apply(b: &mut Builder, f: Func, x: ValueId, y: ValueId, z: ValueId, span: Span) -> ValueId {
+    let c = |b: &mut Builder, v: f64| b.constant(v, span);
+    // x² + 0.5: positive, for logarithms, roots and denominators.
+    let positive = |b: &mut Builder, v: ValueId| {
+        let sq = b.call(Func::Mul, vec![v, v], span);
+        let half = b.constant(0.5, span);
+        b.call(Func::Add, vec![sq, half], span)
+    };
+    // k·tanh(v): bounded.
+    let bounded = |b: &mut Builder, v: ValueId, k: f64| {
+        let t = b.call(Func::Tanh, vec![v], span);
+        let k = b.constant(k, span);
+        b.call(Func::Mul, vec![t, k], span)
+    };
+    match f {
+        Func::Div => {
+            let d = positive(b, y);
+            b.call(Func::Div, vec![x, d], span)
+        }
+        Func::Ln | Func::Log2 | Func::Log10 | Func::Sqrt | Func::Recip => {
+            let p = positive(b, x);
+            b.call(f, vec![p], span)
+        }
+        Func::Powi(n) if n < 0 => {
+            let p = positive(b, x);
+            b.call(f, vec![p], span)
+        }
+        Func::Powf => {
+            let p = positive(b, x);
+            let e = bounded(b, y, 2.0);
+            b.call(Func::Powf, vec![p, e], span)
+        }
+        Func::Asin | Func::Acos => {
+            let s = bounded(b, x, 0.9);
+            b.call(f, vec![s], span)
+        }
+        Func::Tan => {
+            let s = bounded(b, x, 1.2);
+            b.call(f, vec![s], span)
+        }
+        Func::Exp | Func::Exp2 | Func::Sinh | Func::Cosh => {
+            let s = bounded(b, x, 3.0);
+            b.call(f, vec![s], span)
+        }
+        Func::Clamp => {
+            let lo = c(b, -0.5);
+            let hi = c(b, 0.75);
+            b.call(Func::Clamp, vec![x, lo, hi], span)
+        }
+        f => {
+            let args = match f.arity() {
+                1 => vec![x],
+                2 => vec![x, y],
+                _ => vec![x, y, z],
+            };
+            b.call(f, args, span)
+        }
+    }
+}
