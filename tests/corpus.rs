@@ -10,6 +10,9 @@ use common::{Rng, device, rel_error};
 use gradfuse::{Device, Dual, Error, differentiable};
 use gradfuse_shaders_gen::{ad, compile_str, interp, ops};
 
+/// Values and flattened gradient words of a batch.
+type ValuesAndGrads = (Vec<f32>, Vec<f32>);
+
 /// Everything generated for one corpus function, as functions over argument words.
 struct Case {
     name: &'static str,
@@ -25,7 +28,7 @@ struct Case {
     value_and_grad: fn(&[f32]) -> (f32, Vec<f32>),
     jvp: fn(&[f32], &[f32]) -> (f32, f32),
     gpu_value: fn(&Device, &[f32]) -> Result<Vec<f32>, Error>,
-    gpu_grad: fn(&Device, &[f32]) -> Result<(Vec<f32>, Vec<f32>), Error>,
+    gpu_grad: fn(&Device, &[f32]) -> Result<ValuesAndGrads, Error>,
 }
 
 /// Takes one argument of type `f32` or `[f32; N]` from an iterator of scalars.
@@ -274,7 +277,7 @@ fn numerics_agree_with_the_oracle() {
         let reverse = ad::reverse(primal);
         let forward = ad::forward(primal);
         let words = primal.num_inputs as usize;
-        let mut rng = Rng(0x5eed ^ c.name.len() as u64 * 7919);
+        let mut rng = Rng(0x5eed ^ (c.name.len() as u64 * 7919));
         let points = 48;
         let mut batch: Vec<f32> = Vec::new();
         let mut want_values = Vec::new();

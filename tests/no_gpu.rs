@@ -5,7 +5,7 @@
 use gradfuse::{Device, Error, differentiable};
 
 #[differentiable]
-fn square(x: f32) -> f32 {
+pub fn square(x: f32) -> f32 {
     x * x
 }
 

@@ -116,7 +116,7 @@ impl Device {
         outputs: &mut [&mut [f32]],
     ) -> Result<(), Error> {
         let in_words = spec.input_words as usize;
-        if in_words == 0 || input.len() % in_words != 0 {
+        if in_words == 0 || !input.len().is_multiple_of(in_words) {
             return Err(Error::ShapeMismatch {
                 what: format!("{}: input words (a multiple of {in_words})", spec.label),
                 expected: input.len().div_ceil(in_words.max(1)) * in_words,

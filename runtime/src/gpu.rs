@@ -26,13 +26,17 @@ struct BufferPool {
 /// How many idle buffers of one usage and size the pool keeps.
 const POOL_DEPTH: usize = 4;
 
+/// Pipelines by the address and length of their WGSL and their entry point: generated
+/// specs are statics, so a module's text is one allocation for the program's lifetime.
+type PipelineCache = HashMap<(usize, usize, &'static str), Arc<Pipeline>>;
+
 /// An open GPU.
 pub(crate) struct Gpu {
     device: wgpu::Device,
     queue: wgpu::Queue,
     info: wgpu::AdapterInfo,
     limits: wgpu::Limits,
-    pipelines: Mutex<HashMap<(usize, usize, &'static str), Arc<Pipeline>>>,
+    pipelines: Mutex<PipelineCache>,
     pool: Mutex<BufferPool>,
     lost: Arc<Mutex<Option<String>>>,
 }
@@ -178,7 +182,9 @@ impl Gpu {
 
     /// Most elements one chunk may hold, from the binding and buffer limits.
     pub(crate) fn max_chunk_elements(&self, spec: &KernelSpec) -> usize {
-        let per_binding = (self.limits.max_storage_buffer_binding_size as u64)
+        let per_binding = self
+            .limits
+            .max_storage_buffer_binding_size
             .min(self.limits.max_buffer_size)
             .min(MAX_CHUNK_BYTES);
         let widest = spec
