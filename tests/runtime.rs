@@ -233,3 +233,25 @@ fn describe_names_the_device() {
         );
     }
 }
+
+#[test]
+fn devices_and_results_can_be_shared_across_threads() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<Device>();
+    shareable::<Error>();
+    shareable::<wide::Args>();
+    shareable::<wide::Grad>();
+    // One device, used from several threads at once.
+    let d = device();
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            s.spawn(move || {
+                let args = wide_args(1000, t);
+                let (v, _) = wide::kernel(d).value_and_grad(&args).unwrap();
+                for (a, v) in args.iter().zip(v) {
+                    assert!(close(v, wide::value_and_grad(a).0));
+                }
+            });
+        }
+    });
+}

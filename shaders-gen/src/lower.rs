@@ -159,7 +159,7 @@ fn lower_signature(sig: &syn::Signature, errors: &mut Vec<syn::Error>) -> Signat
             "a differentiable function cannot be `async`",
         );
     }
-    if let Some(t) = &sig.unsafety {
+    if let syn::Safety::Unsafe(t) = &sig.safety {
         err(
             errors,
             t.span,
@@ -574,7 +574,7 @@ impl Lowerer {
             }
             E::Closure(c) => {
                 self.error(
-                    c.or1_token.span,
+                    c.inputs_begin.span,
                     "closures are not supported: write a separate #[differentiable] function",
                 );
                 None
