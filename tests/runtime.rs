@@ -255,3 +255,20 @@ fn devices_and_results_can_be_shared_across_threads() {
         }
     });
 }
+
+#[test]
+fn measurement_entry_points_return_samples() {
+    let d = device();
+    let args = wide_args(4096, 11);
+    let times = d
+        .time_kernel(&wide::ADJOINT_KERNEL, bytemuck::cast_slice(&args), 5)
+        .unwrap();
+    assert_eq!(times.len(), 5);
+    let (up, down) = d.time_transfers(1 << 16, 3).unwrap();
+    assert_eq!((up.len(), down.len()), (3, 3));
+    assert_eq!(d.time_roundtrip(4).unwrap().len(), 4);
+    if d.is_gpu() && !d.has_timestamps() {
+        // Wall-clock timing of a submit and wait is never zero.
+        assert!(times.iter().all(|t| !t.is_zero()));
+    }
+}

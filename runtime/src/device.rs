@@ -2,6 +2,7 @@
 
 use crate::error::Error;
 use crate::spec::KernelSpec;
+use std::time::{Duration, Instant};
 
 /// The environment variable that turns the CPU fallback of [`Device::auto`] into an error.
 pub const REQUIRE_GPU_ENV: &str = "GRADFUSE_REQUIRE_GPU";
@@ -154,6 +155,73 @@ impl Device {
             }
             #[cfg(feature = "gpu")]
             Backend::Gpu(g) => g.launch(spec, input, n, outputs),
+        }
+    }
+
+    /// Whether [`Device::time_kernel`] reads GPU timestamps (else it uses the wall clock).
+    pub fn has_timestamps(&self) -> bool {
+        match &self.backend {
+            Backend::Cpu => false,
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(g) => g.has_timestamps(),
+        }
+    }
+
+    /// Measurement, for benchmarks: runs `spec` `launches` times over `input` with the data
+    /// already on the device, and returns each launch's kernel time (GPU timestamps where
+    /// the adapter has them, else the wall clock of submit and wait; on the CPU device, the
+    /// wall clock of the rayon launch). The batch must fit one storage binding.
+    pub fn time_kernel(
+        &self,
+        spec: &'static KernelSpec,
+        input: &[f32],
+        launches: usize,
+    ) -> Result<Vec<Duration>, Error> {
+        match &self.backend {
+            Backend::Cpu => {
+                let n = input.len() / (spec.input_words.max(1) as usize);
+                let mut outs: Vec<Vec<f32>> = spec
+                    .outputs
+                    .iter()
+                    .map(|o| vec![0.0; n * o.words as usize])
+                    .collect();
+                let mut times = Vec::new();
+                for _ in 0..launches.max(1) {
+                    let mut views: Vec<&mut [f32]> = outs.iter_mut().map(|v| &mut v[..]).collect();
+                    let t = Instant::now();
+                    self.launch(spec, input, &mut views)?;
+                    times.push(t.elapsed());
+                }
+                Ok(times)
+            }
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(g) => g.time_kernel(spec, input, launches),
+        }
+    }
+
+    /// Measurement, for benchmarks: `repeats` samples of uploading `bytes` (write, submit,
+    /// wait) and of reading them back (copy, submit, map, copy to host memory). Zero on the
+    /// CPU device.
+    pub fn time_transfers(
+        &self,
+        bytes: usize,
+        repeats: usize,
+    ) -> Result<(Vec<Duration>, Vec<Duration>), Error> {
+        match &self.backend {
+            Backend::Cpu => Ok((vec![Duration::ZERO; repeats], vec![Duration::ZERO; repeats])),
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(g) => g.time_transfers(bytes, repeats),
+        }
+    }
+
+    /// Measurement, for benchmarks: `repeats` samples of the cheapest possible round trip,
+    /// one submit of a 4-byte copy and one map: the floor of any launch's latency. Zero on
+    /// the CPU device.
+    pub fn time_roundtrip(&self, repeats: usize) -> Result<Vec<Duration>, Error> {
+        match &self.backend {
+            Backend::Cpu => Ok(vec![Duration::ZERO; repeats]),
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(g) => g.time_roundtrip(repeats),
         }
     }
 }

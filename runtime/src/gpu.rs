@@ -5,10 +5,17 @@ use crate::error::Error;
 use crate::spec::KernelSpec;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 /// Largest buffer the runtime allocates for one chunk, whatever the device allows: keeps
 /// staging memory bounded and lets a huge batch stream through in pieces.
 const MAX_CHUNK_BYTES: u64 = 256 << 20;
+
+/// Smallest launch set, in elements: small batches of different sizes share one.
+const MIN_CAPACITY: usize = 1024;
+
+/// How many idle launch sets of one kernel and capacity are kept.
+const SETS_PER_KEY: usize = 2;
 
 /// A compiled pipeline and its bind group layout.
 struct Pipeline {
@@ -16,19 +23,21 @@ struct Pipeline {
     layout: wgpu::BindGroupLayout,
 }
 
-/// Buffers kept for reuse, by usage and size (sizes are rounded up to powers of two, so a
-/// batch of similar size finds the buffers of the previous one).
-#[derive(Default)]
-struct BufferPool {
-    free: HashMap<(u32, u64), Vec<wgpu::Buffer>>,
-}
-
-/// How many idle buffers of one usage and size the pool keeps.
-const POOL_DEPTH: usize = 4;
-
 /// Pipelines by the address and length of their WGSL and their entry point: generated
 /// specs are statics, so a module's text is one allocation for the program's lifetime.
-type PipelineCache = HashMap<(usize, usize, &'static str), Arc<Pipeline>>;
+type PipelineKey = (usize, usize, &'static str);
+
+/// Everything one launch of up to `capacity` elements needs, created once and reused: the
+/// buffers, the bind group over them, and one staging buffer that receives every output,
+/// so that a launch is two writes, one submit and one map.
+struct LaunchSet {
+    capacity: usize,
+    input: wgpu::Buffer,
+    params: wgpu::Buffer,
+    outputs: Vec<wgpu::Buffer>,
+    staging: wgpu::Buffer,
+    bind_group: wgpu::BindGroup,
+}
 
 /// An open GPU.
 pub(crate) struct Gpu {
@@ -36,8 +45,9 @@ pub(crate) struct Gpu {
     queue: wgpu::Queue,
     info: wgpu::AdapterInfo,
     limits: wgpu::Limits,
-    pipelines: Mutex<PipelineCache>,
-    pool: Mutex<BufferPool>,
+    timestamps: bool,
+    pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
+    sets: Mutex<HashMap<(PipelineKey, usize), Vec<LaunchSet>>>,
     lost: Arc<Mutex<Option<String>>>,
 }
 
@@ -45,6 +55,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A panic elsewhere while holding the lock leaves the data consistent (we only insert
     // and remove whole entries), so poisoning is not an error here.
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn key(spec: &'static KernelSpec) -> PipelineKey {
+    (
+        spec.wgsl.as_ptr() as usize,
+        spec.wgsl.len(),
+        spec.entry_point,
+    )
 }
 
 impl Gpu {
@@ -59,9 +77,16 @@ impl Gpu {
         .map_err(|e| Error::NoAdapter(e.to_string()))?;
         let info = adapter.get_info();
         let limits = adapter.limits();
+        // Timestamp queries, where the adapter has them, time kernels for benchmarks.
+        let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
+        let required_features = if timestamps {
+            wgpu::Features::TIMESTAMP_QUERY
+        } else {
+            wgpu::Features::empty()
+        };
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("gradfuse"),
-            required_features: wgpu::Features::empty(),
+            required_features,
             required_limits: limits.clone(),
             ..Default::default()
         }))
@@ -81,8 +106,9 @@ impl Gpu {
             queue,
             info,
             limits,
+            timestamps,
             pipelines: Mutex::new(HashMap::new()),
-            pool: Mutex::new(BufferPool::default()),
+            sets: Mutex::new(HashMap::new()),
             lost,
         })
     }
@@ -150,52 +176,33 @@ impl Gpu {
         Ok(p)
     }
 
-    fn take_buffer(&self, usage: wgpu::BufferUsages, bytes: u64) -> wgpu::Buffer {
-        let size = bytes
-            .max(256)
-            .next_power_of_two()
-            .min(self.limits.max_buffer_size.max(bytes));
-        if let Some(b) = lock(&self.pool)
-            .free
-            .get_mut(&(usage.bits(), size))
-            .and_then(Vec::pop)
-        {
-            return b;
-        }
-        self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("gradfuse batch"),
-            size,
-            usage,
-            mapped_at_creation: false,
-        })
+    /// Most elements whose every buffer fits one storage binding and one dispatch.
+    pub(crate) fn max_binding_elements(&self, spec: &KernelSpec) -> usize {
+        self.elements_within(
+            spec,
+            self.limits
+                .max_storage_buffer_binding_size
+                .min(self.limits.max_buffer_size),
+        )
     }
 
-    fn give_back(&self, buffers: Vec<wgpu::Buffer>) {
-        let mut pool = lock(&self.pool);
-        for b in buffers {
-            let list = pool.free.entry((b.usage().bits(), b.size())).or_default();
-            if list.len() < POOL_DEPTH {
-                list.push(b);
-            }
-        }
-    }
-
-    /// Most elements one chunk may hold, from the binding and buffer limits.
+    /// Most elements one streamed chunk holds: also bounded by [`MAX_CHUNK_BYTES`].
     pub(crate) fn max_chunk_elements(&self, spec: &KernelSpec) -> usize {
-        let per_binding = self
-            .limits
-            .max_storage_buffer_binding_size
-            .min(self.limits.max_buffer_size)
-            .min(MAX_CHUNK_BYTES);
-        let widest = spec
-            .outputs
-            .iter()
-            .map(|o| o.words)
-            .chain([spec.input_words])
-            .max()
-            .unwrap_or(1)
-            .max(1) as u64;
-        let by_bytes = per_binding / (widest * 4);
+        self.elements_within(
+            spec,
+            self.limits
+                .max_storage_buffer_binding_size
+                .min(self.limits.max_buffer_size)
+                .min(MAX_CHUNK_BYTES),
+        )
+    }
+
+    fn elements_within(&self, spec: &KernelSpec, bytes_per_buffer: u64) -> usize {
+        // The staging buffer holds every output together, so it is the widest buffer.
+        let widest = (spec.output_words() as u64)
+            .max(spec.input_words as u64)
+            .max(1);
+        let by_bytes = bytes_per_buffer / (widest * 4);
         let by_dispatch = spec.max_workgroups_per_dim as u64
             * spec.max_workgroups_per_dim as u64
             * spec.workgroup_size as u64;
@@ -230,68 +237,59 @@ impl Gpu {
         Ok(())
     }
 
-    fn launch_chunk(
-        &self,
-        spec: &'static KernelSpec,
-        pipeline: &Pipeline,
-        input: &[f32],
-        m: usize,
-        start: usize,
-        outputs: &mut [&mut [f32]],
-    ) -> Result<(), Error> {
-        use wgpu::BufferUsages as U;
-        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+    fn buffer(&self, label: &str, usage: wgpu::BufferUsages, bytes: u64) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: bytes.max(16),
+            usage,
+            mapped_at_creation: false,
+        })
+    }
 
-        let in_bytes = (input.len() * 4) as u64;
-        let input_buf = self.take_buffer(U::STORAGE | U::COPY_DST, in_bytes);
-        let params = self.take_buffer(U::UNIFORM | U::COPY_DST, 16);
-        let out_bytes: Vec<u64> = spec
+    /// A launch set for at least `m` elements: a cached one, or a new one.
+    fn take_set(&self, spec: &'static KernelSpec, pipeline: &Pipeline, m: usize) -> LaunchSet {
+        use wgpu::BufferUsages as U;
+        let capacity = m
+            .next_power_of_two()
+            .max(MIN_CAPACITY)
+            .min(self.max_chunk_elements(spec).max(m));
+        if let Some(set) = lock(&self.sets)
+            .get_mut(&(key(spec), capacity))
+            .and_then(Vec::pop)
+        {
+            return set;
+        }
+        let words = |w: u32| (capacity * w as usize * 4) as u64;
+        let input = self.buffer(
+            spec.label,
+            U::STORAGE | U::COPY_DST,
+            words(spec.input_words),
+        );
+        let params = self.buffer(spec.label, U::UNIFORM | U::COPY_DST, 16);
+        let outputs: Vec<wgpu::Buffer> = spec
             .outputs
             .iter()
-            .map(|o| (m * o.words as usize * 4) as u64)
+            .map(|o| self.buffer(spec.label, U::STORAGE | U::COPY_SRC, words(o.words)))
             .collect();
-        let out_bufs: Vec<wgpu::Buffer> = out_bytes
-            .iter()
-            .map(|b| self.take_buffer(U::STORAGE | U::COPY_SRC, *b))
-            .collect();
-        let staging: Vec<wgpu::Buffer> = out_bytes
-            .iter()
-            .map(|b| self.take_buffer(U::MAP_READ | U::COPY_DST, *b))
-            .collect();
-
-        self.queue
-            .write_buffer(&input_buf, 0, bytemuck::cast_slice(input));
-        let count = [m as u32, 0, 0, 0];
-        self.queue
-            .write_buffer(&params, 0, bytemuck::cast_slice(&count));
-
+        let staging = self.buffer(
+            spec.label,
+            U::MAP_READ | U::COPY_DST,
+            words(spec.output_words() as u32),
+        );
         let mut entries = vec![
             wgpu::BindGroupEntry {
                 binding: spec.params_binding,
-                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: &params,
-                    offset: 0,
-                    size: wgpu::BufferSize::new(16),
-                }),
+                resource: params.as_entire_binding(),
             },
             wgpu::BindGroupEntry {
                 binding: spec.input_binding,
-                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: &input_buf,
-                    offset: 0,
-                    size: wgpu::BufferSize::new(in_bytes),
-                }),
+                resource: input.as_entire_binding(),
             },
         ];
-        for ((o, buf), bytes) in spec.outputs.iter().zip(&out_bufs).zip(&out_bytes) {
+        for (o, buf) in spec.outputs.iter().zip(&outputs) {
             entries.push(wgpu::BindGroupEntry {
                 binding: o.binding,
-                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: buf,
-                    offset: 0,
-                    size: wgpu::BufferSize::new(*bytes),
-                }),
+                resource: buf.as_entire_binding(),
             });
         }
         let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
@@ -299,36 +297,38 @@ impl Gpu {
             layout: &pipeline.layout,
             entries: &entries,
         });
-        let groups = (m as u64).div_ceil(spec.workgroup_size as u64);
-        let x = groups.min(spec.max_workgroups_per_dim as u64) as u32;
-        let y = groups.div_ceil(x as u64) as u32;
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some(spec.label),
-            });
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some(spec.label),
-                timestamp_writes: None,
-            });
-            pass.set_pipeline(&pipeline.pipeline);
-            pass.set_bind_group(0, &bind_group, &[]);
-            pass.dispatch_workgroups(x, y, 1);
+        LaunchSet {
+            capacity,
+            input,
+            params,
+            outputs,
+            staging,
+            bind_group,
         }
-        for ((buf, st), bytes) in out_bufs.iter().zip(&staging).zip(&out_bytes) {
-            encoder.copy_buffer_to_buffer(buf, 0, st, 0, *bytes);
-        }
-        self.queue.submit([encoder.finish()]);
+    }
 
-        let (tx, rx) = std::sync::mpsc::channel();
-        for (k, (st, bytes)) in staging.iter().zip(&out_bytes).enumerate() {
-            let tx = tx.clone();
-            st.slice(..*bytes).map_async(wgpu::MapMode::Read, move |r| {
-                let _ = tx.send((k, r));
-            });
+    fn return_set(&self, spec: &'static KernelSpec, set: LaunchSet) {
+        let mut sets = lock(&self.sets);
+        let list = sets.entry((key(spec), set.capacity)).or_default();
+        if list.len() < SETS_PER_KEY {
+            list.push(set);
         }
-        drop(tx);
+    }
+
+    /// Workgroups in x and y for `m` elements.
+    fn dispatch_size(spec: &KernelSpec, m: usize) -> (u32, u32) {
+        let groups = (m as u64).div_ceil(spec.workgroup_size as u64).max(1);
+        let x = groups.min(spec.max_workgroups_per_dim as u64);
+        (x as u32, groups.div_ceil(x) as u32)
+    }
+
+    /// Waits for the queue, turning error scopes and device loss into errors.
+    fn finish(
+        &self,
+        spec: &KernelSpec,
+        oom: wgpu::ErrorScopeGuard,
+        validation: wgpu::ErrorScopeGuard,
+    ) -> Result<(), Error> {
         let polled = self.device.poll(wgpu::PollType::wait_indefinitely());
         let validation_err = pollster::block_on(validation.pop());
         let oom_err = pollster::block_on(oom.pop());
@@ -341,34 +341,327 @@ impl Gpu {
                 message: e.to_string(),
             });
         }
-        polled.map_err(|e| {
+        polled.map(|_| ()).map_err(|e| {
             self.check_lost()
                 .err()
                 .unwrap_or_else(|| Error::Readback(e.to_string()))
-        })?;
-        for (k, r) in rx.iter() {
-            r.map_err(|e| Error::Readback(format!("{e} (output {k})")))?;
-        }
-        for (((st, bytes), out), o) in staging
-            .iter()
-            .zip(&out_bytes)
-            .zip(outputs.iter_mut())
-            .zip(spec.outputs)
+        })
+    }
+
+    fn launch_chunk(
+        &self,
+        spec: &'static KernelSpec,
+        pipeline: &Pipeline,
+        input: &[f32],
+        m: usize,
+        start: usize,
+        outputs: &mut [&mut [f32]],
+    ) -> Result<(), Error> {
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let set = self.take_set(spec, pipeline, m);
+        self.queue
+            .write_buffer(&set.input, 0, bytemuck::cast_slice(input));
+        self.queue
+            .write_buffer(&set.params, 0, bytemuck::cast_slice(&[m as u32, 0, 0, 0]));
+        let (x, y) = Self::dispatch_size(spec, m);
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some(spec.label),
+            });
         {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(spec.label),
+                timestamp_writes: None,
+            });
+            pass.set_pipeline(&pipeline.pipeline);
+            pass.set_bind_group(0, &set.bind_group, &[]);
+            pass.dispatch_workgroups(x, y, 1);
+        }
+        // Every output into one staging buffer, densely: one map reads them all.
+        let mut offset = 0u64;
+        for (buf, o) in set.outputs.iter().zip(spec.outputs) {
+            let bytes = (m * o.words as usize * 4) as u64;
+            encoder.copy_buffer_to_buffer(buf, 0, &set.staging, offset, bytes);
+            offset += bytes;
+        }
+        self.queue.submit([encoder.finish()]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        set.staging
+            .slice(..offset)
+            .map_async(wgpu::MapMode::Read, move |r| {
+                let _ = tx.send(r);
+            });
+        let finished = self.finish(spec, oom, validation);
+        let mapped = rx
+            .try_recv()
+            .map_err(|e| Error::Readback(e.to_string()))
+            .and_then(|r| r.map_err(|e| Error::Readback(e.to_string())));
+        if let Err(e) = finished.and(mapped) {
+            // The set may be in any state: let it go rather than reuse it.
+            return Err(e);
+        }
+        {
+            let view = set
+                .staging
+                .slice(..offset)
+                .get_mapped_range()
+                .map_err(|e| Error::Readback(e.to_string()))?;
+            let words: &[f32] = bytemuck::cast_slice(&view);
+            let mut at = 0usize;
+            for (out, o) in outputs.iter_mut().zip(spec.outputs) {
+                let w = o.words as usize;
+                out[start * w..(start + m) * w].copy_from_slice(&words[at..at + m * w]);
+                at += m * w;
+            }
+        }
+        set.staging.unmap();
+        self.return_set(spec, set);
+        Ok(())
+    }
+
+    /// Whether kernel times come from timestamp queries (else from the wall clock).
+    pub(crate) fn has_timestamps(&self) -> bool {
+        self.timestamps
+    }
+
+    /// Times `launches` launches of `spec` over `input`, resident on the device: returns the
+    /// GPU time of each (timestamp queries), or the wall-clock time of submit and wait.
+    pub(crate) fn time_kernel(
+        &self,
+        spec: &'static KernelSpec,
+        input: &[f32],
+        launches: usize,
+    ) -> Result<Vec<Duration>, Error> {
+        let pipeline = self.pipeline(spec)?;
+        let n = input.len() / spec.input_words as usize;
+        let max = self.max_binding_elements(spec);
+        if n > max {
+            return Err(Error::ShapeMismatch {
+                what: format!("{}: elements that fit one binding for timing", spec.label),
+                expected: max,
+                got: n,
+            });
+        }
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let set = self.take_set_exact(spec, &pipeline, n.max(1));
+        self.queue
+            .write_buffer(&set.input, 0, bytemuck::cast_slice(input));
+        self.queue
+            .write_buffer(&set.params, 0, bytemuck::cast_slice(&[n as u32, 0, 0, 0]));
+        let (x, y) = Self::dispatch_size(spec, n);
+        let launches = launches.max(1) as u32;
+        let mut times = Vec::with_capacity(launches as usize);
+        if self.timestamps {
+            use wgpu::BufferUsages as U;
+            let queries = self.device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("gradfuse timing"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2 * launches,
+            });
+            let resolve = self.buffer(
+                "gradfuse timing",
+                U::QUERY_RESOLVE | U::COPY_SRC,
+                16 * launches as u64,
+            );
+            let readback = self.buffer(
+                "gradfuse timing",
+                U::MAP_READ | U::COPY_DST,
+                16 * launches as u64,
+            );
+            let mut encoder = self
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some(spec.label),
+                });
+            for l in 0..launches {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some(spec.label),
+                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                        query_set: &queries,
+                        beginning_of_pass_write_index: Some(2 * l),
+                        end_of_pass_write_index: Some(2 * l + 1),
+                    }),
+                });
+                pass.set_pipeline(&pipeline.pipeline);
+                pass.set_bind_group(0, &set.bind_group, &[]);
+                pass.dispatch_workgroups(x, y, 1);
+            }
+            encoder.resolve_query_set(&queries, 0..2 * launches, &resolve, 0);
+            encoder.copy_buffer_to_buffer(&resolve, 0, &readback, 0, 16 * launches as u64);
+            self.queue.submit([encoder.finish()]);
+            readback.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+            self.finish(spec, oom, validation)?;
+            let period = self.queue.get_timestamp_period() as f64;
             {
-                let view = st
-                    .slice(..*bytes)
+                let view = readback
+                    .slice(..)
                     .get_mapped_range()
                     .map_err(|e| Error::Readback(e.to_string()))?;
-                let w = o.words as usize;
-                out[start * w..(start + m) * w].copy_from_slice(bytemuck::cast_slice(&view));
+                let ticks: &[u64] = bytemuck::cast_slice(&view);
+                for l in 0..launches as usize {
+                    let ns = ticks[2 * l + 1].saturating_sub(ticks[2 * l]) as f64 * period;
+                    times.push(Duration::from_nanos(ns as u64));
+                }
             }
-            st.unmap();
+            readback.unmap();
+        } else {
+            for _ in 0..launches {
+                let t = Instant::now();
+                let mut encoder =
+                    self.device
+                        .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                            label: Some(spec.label),
+                        });
+                {
+                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: Some(spec.label),
+                        timestamp_writes: None,
+                    });
+                    pass.set_pipeline(&pipeline.pipeline);
+                    pass.set_bind_group(0, &set.bind_group, &[]);
+                    pass.dispatch_workgroups(x, y, 1);
+                }
+                self.queue.submit([encoder.finish()]);
+                self.device
+                    .poll(wgpu::PollType::wait_indefinitely())
+                    .map_err(|e| Error::Readback(e.to_string()))?;
+                times.push(t.elapsed());
+            }
+            self.finish(spec, oom, validation)?;
         }
-        let mut used = vec![input_buf, params];
-        used.extend(out_bufs);
-        used.extend(staging);
-        self.give_back(used);
-        Ok(())
+        Ok(times)
+    }
+
+    /// A launch set of exactly `n` elements (timing wants no spare capacity), not cached.
+    fn take_set_exact(
+        &self,
+        spec: &'static KernelSpec,
+        pipeline: &Pipeline,
+        n: usize,
+    ) -> LaunchSet {
+        use wgpu::BufferUsages as U;
+        let words = |w: u32| (n * w as usize * 4) as u64;
+        let input = self.buffer(
+            spec.label,
+            U::STORAGE | U::COPY_DST,
+            words(spec.input_words),
+        );
+        let params = self.buffer(spec.label, U::UNIFORM | U::COPY_DST, 16);
+        let outputs: Vec<wgpu::Buffer> = spec
+            .outputs
+            .iter()
+            .map(|o| self.buffer(spec.label, U::STORAGE | U::COPY_SRC, words(o.words)))
+            .collect();
+        let staging = self.buffer(spec.label, U::MAP_READ | U::COPY_DST, 16);
+        let mut entries = vec![
+            wgpu::BindGroupEntry {
+                binding: spec.params_binding,
+                resource: params.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: spec.input_binding,
+                resource: input.as_entire_binding(),
+            },
+        ];
+        for (o, buf) in spec.outputs.iter().zip(&outputs) {
+            entries.push(wgpu::BindGroupEntry {
+                binding: o.binding,
+                resource: buf.as_entire_binding(),
+            });
+        }
+        let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(spec.label),
+            layout: &pipeline.layout,
+            entries: &entries,
+        });
+        LaunchSet {
+            capacity: n,
+            input,
+            params,
+            outputs,
+            staging,
+            bind_group,
+        }
+    }
+
+    /// Median-free raw samples of moving `bytes` to the device (write, submit, wait) and back
+    /// (copy, submit, map, copy out): the transfers every end-to-end launch pays.
+    pub(crate) fn time_transfers(
+        &self,
+        bytes: usize,
+        repeats: usize,
+    ) -> Result<(Vec<Duration>, Vec<Duration>), Error> {
+        use wgpu::BufferUsages as U;
+        let bytes = bytes.max(4).next_multiple_of(4);
+        let data = vec![0u8; bytes];
+        let mut host = vec![0u8; bytes];
+        let device_buf = self.buffer(
+            "gradfuse transfer",
+            U::STORAGE | U::COPY_DST | U::COPY_SRC,
+            bytes as u64,
+        );
+        let staging = self.buffer("gradfuse transfer", U::MAP_READ | U::COPY_DST, bytes as u64);
+        let mut up = Vec::new();
+        let mut down = Vec::new();
+        let wait = || {
+            self.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map(|_| ())
+                .map_err(|e| Error::Readback(e.to_string()))
+        };
+        for _ in 0..repeats.max(1) {
+            let t = Instant::now();
+            self.queue.write_buffer(&device_buf, 0, &data);
+            self.queue.submit([]);
+            wait()?;
+            up.push(t.elapsed());
+            let t = Instant::now();
+            let mut encoder = self
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+            encoder.copy_buffer_to_buffer(&device_buf, 0, &staging, 0, bytes as u64);
+            self.queue.submit([encoder.finish()]);
+            staging.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+            wait()?;
+            host.copy_from_slice(
+                &staging
+                    .slice(..)
+                    .get_mapped_range()
+                    .map_err(|e| Error::Readback(e.to_string()))?,
+            );
+            staging.unmap();
+            down.push(t.elapsed());
+        }
+        Ok((up, down))
+    }
+
+    /// Samples of the smallest round trip: one submit of a 4-byte copy and one map.
+    pub(crate) fn time_roundtrip(&self, repeats: usize) -> Result<Vec<Duration>, Error> {
+        use wgpu::BufferUsages as U;
+        let src = self.buffer("gradfuse roundtrip", U::COPY_SRC | U::COPY_DST, 16);
+        let staging = self.buffer("gradfuse roundtrip", U::MAP_READ | U::COPY_DST, 16);
+        let mut times = Vec::new();
+        for _ in 0..repeats.max(1) {
+            let t = Instant::now();
+            let mut encoder = self
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+            encoder.copy_buffer_to_buffer(&src, 0, &staging, 0, 4);
+            self.queue.submit([encoder.finish()]);
+            staging.slice(..4).map_async(wgpu::MapMode::Read, |_| {});
+            self.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| Error::Readback(e.to_string()))?;
+            let _ = staging
+                .slice(..4)
+                .get_mapped_range()
+                .map_err(|e| Error::Readback(e.to_string()))?[0];
+            staging.unmap();
+            times.push(t.elapsed());
+        }
+        Ok(times)
     }
 }
