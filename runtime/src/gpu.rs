@@ -398,10 +398,8 @@ impl Gpu {
             .try_recv()
             .map_err(|e| Error::Readback(e.to_string()))
             .and_then(|r| r.map_err(|e| Error::Readback(e.to_string())));
-        if let Err(e) = finished.and(mapped) {
-            // The set may be in any state: let it go rather than reuse it.
-            return Err(e);
-        }
+        // On an error the set may be in any state: it is dropped rather than reused.
+        finished.and(mapped)?;
         {
             let view = set
                 .staging
