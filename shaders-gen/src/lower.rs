@@ -268,6 +268,13 @@ fn is_f32(ty: &syn::Type) -> bool {
 
 /// The shape of an argument type, or an error saying what is supported.
 fn param_type(ty: &syn::Type, errors: &mut Vec<syn::Error>) -> Option<ParamKind> {
+    // A type passed through a `macro_rules!` `$t:ty` arrives in an invisible group.
+    if let syn::Type::Group(g) = ty {
+        return param_type(&g.elem, errors);
+    }
+    if let syn::Type::Paren(p) = ty {
+        return param_type(&p.elem, errors);
+    }
     if is_f32(ty) {
         return Some(ParamKind::Scalar);
     }
