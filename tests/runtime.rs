@@ -83,9 +83,10 @@ fn batch_of_one_and_around_workgroup_edges() {
 fn batch_larger_than_a_storage_binding_is_split() {
     let d = device();
     let chunk = d.chunk_elements(&wide::ADJOINT_KERNEL);
-    // 4.5M elements of 32 bytes: 144 MB of arguments and as much of gradients, over
-    // lavapipe's 128 MiB binding limit, and over 65535 workgroups per dispatch dimension.
-    let n = 4_500_000;
+    // 8M elements of 32 bytes: 256 MB of arguments and as much of gradients. Over lavapipe's
+    // 128 MiB binding limit, over the runtime's 256 MiB streaming chunk on any GPU, and over
+    // 65535 workgroups per dispatch dimension.
+    let n = 8_000_000;
     assert!(n * std::mem::size_of::<wide::Args>() > 128 << 20);
     if d.is_gpu() {
         assert!(

@@ -138,16 +138,52 @@ impl Gpu {
     }
 
     /// The pipeline of `spec`, compiled on first use.
+    ///
+    /// Compiled under the cache's lock, so that concurrent first launches of one kernel make
+    /// one pipeline; its bind group layout is explicit (from the spec's bindings), not derived
+    /// from the shader, so launch sets are valid for it whatever pipeline made them.
     fn pipeline(&self, spec: &'static KernelSpec) -> Result<Arc<Pipeline>, Error> {
-        let key = (
-            spec.wgsl.as_ptr() as usize,
-            spec.wgsl.len(),
-            spec.entry_point,
-        );
-        if let Some(p) = lock(&self.pipelines).get(&key) {
+        let mut cache = lock(&self.pipelines);
+        if let Some(p) = cache.get(&key(spec)) {
             return Ok(p.clone());
         }
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let buffer = |binding: u32, ty: wgpu::BufferBindingType| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty,
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        };
+        let mut entries = vec![
+            buffer(spec.params_binding, wgpu::BufferBindingType::Uniform),
+            buffer(
+                spec.input_binding,
+                wgpu::BufferBindingType::Storage { read_only: true },
+            ),
+        ];
+        for o in spec.outputs {
+            entries.push(buffer(
+                o.binding,
+                wgpu::BufferBindingType::Storage { read_only: false },
+            ));
+        }
+        let layout = self
+            .device
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some(spec.label),
+                entries: &entries,
+            });
+        let pipeline_layout = self
+            .device
+            .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some(spec.label),
+                bind_group_layouts: &[Some(&layout)],
+                immediate_size: 0,
+            });
         let module = self
             .device
             .create_shader_module(wgpu::ShaderModuleDescriptor {
@@ -158,7 +194,7 @@ impl Gpu {
             .device
             .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(spec.label),
-                layout: None,
+                layout: Some(&pipeline_layout),
                 module: &module,
                 entry_point: Some(spec.entry_point),
                 compilation_options: Default::default(),
@@ -170,39 +206,38 @@ impl Gpu {
                 message: e.to_string(),
             });
         }
-        let layout = pipeline.get_bind_group_layout(0);
         let p = Arc::new(Pipeline { pipeline, layout });
-        lock(&self.pipelines).insert(key, p.clone());
+        cache.insert(key(spec), p.clone());
         Ok(p)
     }
 
-    /// Most elements whose every buffer fits one storage binding and one dispatch.
+    /// Most elements whose every bound buffer fits one storage binding, and one dispatch.
     pub(crate) fn max_binding_elements(&self, spec: &KernelSpec) -> usize {
-        self.elements_within(
-            spec,
-            self.limits
-                .max_storage_buffer_binding_size
-                .min(self.limits.max_buffer_size),
-        )
+        let widest = spec
+            .outputs
+            .iter()
+            .map(|o| o.words)
+            .chain([spec.input_words])
+            .max()
+            .unwrap_or(1);
+        self.elements_within(spec, widest, self.binding_bytes())
     }
 
-    /// Most elements one streamed chunk holds: also bounded by [`MAX_CHUNK_BYTES`].
+    /// Most elements one streamed chunk holds: its staging buffer holds every output
+    /// together, and no buffer exceeds [`MAX_CHUNK_BYTES`].
     pub(crate) fn max_chunk_elements(&self, spec: &KernelSpec) -> usize {
-        self.elements_within(
-            spec,
-            self.limits
-                .max_storage_buffer_binding_size
-                .min(self.limits.max_buffer_size)
-                .min(MAX_CHUNK_BYTES),
-        )
+        let widest = (spec.output_words() as u32).max(spec.input_words);
+        self.elements_within(spec, widest, self.binding_bytes().min(MAX_CHUNK_BYTES))
     }
 
-    fn elements_within(&self, spec: &KernelSpec, bytes_per_buffer: u64) -> usize {
-        // The staging buffer holds every output together, so it is the widest buffer.
-        let widest = (spec.output_words() as u64)
-            .max(spec.input_words as u64)
-            .max(1);
-        let by_bytes = bytes_per_buffer / (widest * 4);
+    fn binding_bytes(&self) -> u64 {
+        self.limits
+            .max_storage_buffer_binding_size
+            .min(self.limits.max_buffer_size)
+    }
+
+    fn elements_within(&self, spec: &KernelSpec, widest_words: u32, bytes: u64) -> usize {
+        let by_bytes = bytes / (widest_words.max(1) as u64 * 4);
         let by_dispatch = spec.max_workgroups_per_dim as u64
             * spec.max_workgroups_per_dim as u64
             * spec.workgroup_size as u64;

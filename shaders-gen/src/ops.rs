@@ -178,21 +178,31 @@ pub fn method_names() -> String {
 /// WGSL helper functions, emitted into a module when one of its nodes uses them.
 ///
 /// Each is `(name, helpers it calls, source)`; all reproduce Rust's f32 semantics where a
-/// WGSL builtin differs (NaN handling, ties, negative bases) or is too imprecise: Vulkan
-/// lets a driver's `atan` be off by 4096 ulp (lavapipe's is off by 3e-4 relative), so the
-/// inverse trigonometric functions are computed here to about 2 ulp, the same on every GPU.
+/// WGSL builtin differs (NaN handling, ties, negative bases) or is too imprecise. Vulkan
+/// lets a driver's `sin`/`cos` be off by 2^-11 absolute and its `atan` by 4096 ulp, and
+/// NVIDIA's driver uses hardware approximations (3e-4 relative error on the corpus, where
+/// the CPU is within 1e-7): `sin cos tan tanh sinh ln log2 log10 asin acos atan atan2` are
+/// computed here with Cephes' f32 algorithms, to 1-2 ulp on every GPU. `exp`, `exp2`,
+/// `sqrt` and `pow` stay builtins: their Vulkan bounds are a few ulp.
 pub const WGSL_HELPERS: &[(&str, &[&str], &str)] = &[
     (
-        "gf_min",
+        "gf_is_nan",
         &[],
+        "// NaN by its bits: WGSL lets an implementation assume there are no NaNs, so x != x\n\
+         // may be folded to false.\n\
+         fn gf_is_nan(x: f32) -> bool {\n    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;\n}",
+    ),
+    (
+        "gf_min",
+        &["gf_is_nan"],
         "// Rust's f32::min: a NaN argument yields the other one.\n\
-         fn gf_min(a: f32, b: f32) -> f32 {\n    return select(select(min(a, b), a, b != b), b, a != a);\n}",
+         fn gf_min(a: f32, b: f32) -> f32 {\n    return select(select(min(a, b), a, gf_is_nan(b)), b, gf_is_nan(a));\n}",
     ),
     (
         "gf_max",
-        &[],
+        &["gf_is_nan"],
         "// Rust's f32::max: a NaN argument yields the other one.\n\
-         fn gf_max(a: f32, b: f32) -> f32 {\n    return select(select(max(a, b), a, b != b), b, a != a);\n}",
+         fn gf_max(a: f32, b: f32) -> f32 {\n    return select(select(max(a, b), a, gf_is_nan(b)), b, gf_is_nan(a));\n}",
     ),
     (
         "gf_clamp",
@@ -208,21 +218,94 @@ pub const WGSL_HELPERS: &[(&str, &[&str], &str)] = &[
     ),
     (
         "gf_signum",
-        &[],
+        &["gf_is_nan"],
         "// Rust's f32::signum: ±1 by the sign bit (also for ±0), NaN stays NaN.\n\
-         fn gf_signum(x: f32) -> f32 {\n    let s = select(1.0, -1.0, (bitcast<u32>(x) & 0x80000000u) != 0u);\n    return select(s, x, x != x);\n}",
+         fn gf_signum(x: f32) -> f32 {\n    let s = select(1.0, -1.0, (bitcast<u32>(x) & 0x80000000u) != 0u);\n    return select(s, x, gf_is_nan(x));\n}",
     ),
     (
         "gf_powf",
-        &[],
-        "// Rust's f32::powf: WGSL's pow() is undefined for x < 0 and for pow(0, 0).\n\
-         fn gf_powf(x: f32, y: f32) -> f32 {\n    if (y == 0.0) {\n        return 1.0;\n    }\n    let m = pow(abs(x), y);\n    if (!(x < 0.0)) {\n        return m;\n    }\n    if (fract(y) != 0.0) {\n        return bitcast<f32>(0x7fc00000u);\n    }\n    return select(m, -m, fract(y * 0.5) != 0.0);\n}",
+        &["gf_is_nan"],
+        "// Rust's f32::powf (C99 Annex F): 1 for y = 0 or x = 1, NaN for a negative base and a\n\
+         // non-integer exponent, signed zeros and infinities at the edges. WGSL's pow() is\n\
+         // exp2(y * log2(x)), undefined for x < 0 and for x = 0.\n\
+         fn gf_powf(x: f32, y: f32) -> f32 {\n    if (y == 0.0 || x == 1.0) {\n        return 1.0;\n    }\n    if (gf_is_nan(x) || gf_is_nan(y)) {\n        return bitcast<f32>(0x7fc00000u);\n    }\n    let inf = bitcast<f32>(0x7f800000u);\n    let ax = abs(x);\n    let x_neg = (bitcast<u32>(x) & 0x80000000u) != 0u;\n    if (abs(y) == inf) {\n        if (ax == 1.0) {\n            return 1.0;\n        }\n        return select(0.0, inf, (ax > 1.0) == (y > 0.0));\n    }\n    let y_int = fract(y) == 0.0;\n    let y_odd = y_int && abs(y) < 16777216.0 && fract(y * 0.5) != 0.0;\n    var m = 0.0;\n    if (ax == 0.0) {\n        m = select(0.0, inf, y < 0.0);\n    } else if (ax == inf) {\n        m = select(0.0, inf, y > 0.0);\n    } else {\n        if (x_neg && !y_int) {\n            return bitcast<f32>(0x7fc00000u);\n        }\n        m = pow(ax, y);\n    }\n    return select(m, -m, x_neg && y_odd);\n}",
+    ),
+    (
+        "gf_hypot",
+        &["gf_is_nan"],
+        "// Rust's f32::hypot: infinite if either argument is (even with a NaN), scaled by the\n\
+         // larger argument so that it overflows only when the result does.\n\
+         fn gf_hypot(x: f32, y: f32) -> f32 {\n    let inf = bitcast<f32>(0x7f800000u);\n    let ax = abs(x);\n    let ay = abs(y);\n    if (ax == inf || ay == inf) {\n        return inf;\n    }\n    if (gf_is_nan(x) || gf_is_nan(y)) {\n        return bitcast<f32>(0x7fc00000u);\n    }\n    let hi = max(ax, ay);\n    if (hi == 0.0) {\n        return 0.0;\n    }\n    let r = min(ax, ay) / hi;\n    return hi * sqrt(1.0 + r * r);\n}",
     ),
     (
         "gf_powi",
         &[],
         "// Rust's f32::powi: repeated squaring.\n\
          fn gf_powi(x: f32, n: i32) -> f32 {\n    var base = select(x, 1.0 / x, n < 0);\n    var e = u32(abs(n));\n    var acc = 1.0;\n    loop {\n        if (e == 0u) {\n            break;\n        }\n        if ((e & 1u) == 1u) {\n            acc = acc * base;\n        }\n        base = base * base;\n        e = e >> 1u;\n    }\n    return acc;\n}",
+    ),
+    (
+        "gf_sin",
+        &[],
+        "// sin to about 1 ulp for |x| <= 8192 (Cephes' sinf): reduction by pi/4 in three parts,\n\
+         // then a polynomial. Beyond 8192 the driver's sin (whose reduction is its own).\n\
+         fn gf_sin(x: f32) -> f32 {\n    let ax = abs(x);\n    if (!(ax <= 8192.0)) {\n        return sin(x);\n    }\n    var j = u32(ax * 1.2732395);\n    var y = f32(j);\n    if ((j & 1u) == 1u) {\n        j = j + 1u;\n        y = y + 1.0;\n    }\n    j = j & 7u;\n    var neg = (bitcast<u32>(x) & 0x80000000u) != 0u;\n    if (j > 3u) {\n        neg = !neg;\n        j = j - 4u;\n    }\n    let r = ((ax - y * 0.78515625) - y * 2.4187564849853515625e-4) - y * 3.77489497744594108e-8;\n    let z = r * r;\n    var s = ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;\n    if (j == 1u || j == 2u) {\n        s = ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0;\n    }\n    return select(s, -s, neg);\n}",
+    ),
+    (
+        "gf_cos",
+        &[],
+        "// cos to about 1 ulp for |x| <= 8192 (Cephes' cosf); beyond, the driver's cos.\n\
+         fn gf_cos(x: f32) -> f32 {\n    let ax = abs(x);\n    if (!(ax <= 8192.0)) {\n        return cos(x);\n    }\n    var j = u32(ax * 1.2732395);\n    var y = f32(j);\n    if ((j & 1u) == 1u) {\n        j = j + 1u;\n        y = y + 1.0;\n    }\n    j = j & 7u;\n    var neg = false;\n    if (j > 3u) {\n        neg = true;\n        j = j - 4u;\n    }\n    if (j > 1u) {\n        neg = !neg;\n    }\n    let r = ((ax - y * 0.78515625) - y * 2.4187564849853515625e-4) - y * 3.77489497744594108e-8;\n    let z = r * r;\n    var c = ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0;\n    if (j == 1u || j == 2u) {\n        c = ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;\n    }\n    return select(c, -c, neg);\n}",
+    ),
+    (
+        "gf_tan",
+        &["gf_sin", "gf_cos"],
+        "// tan as the ratio of the accurate sin and cos (about 2 ulp).\n\
+         fn gf_tan(x: f32) -> f32 {\n    return gf_sin(x) / gf_cos(x);\n}",
+    ),
+    (
+        "gf_tanh",
+        &[],
+        "// tanh to about 2 ulp (Cephes' tanhf): a polynomial below 0.625, where\n\
+         // 1 - 2 / (exp(2|x|) + 1) would cancel; drivers may use a 2^-11 approximation.\n\
+         fn gf_tanh(x: f32) -> f32 {\n    let ax = abs(x);\n    if (ax >= 0.625) {\n        if (!(ax < 9.0)) {\n            return select(1.0, -1.0, x < 0.0);\n        }\n        let t = 1.0 - 2.0 / (exp(2.0 * ax) + 1.0);\n        return select(t, -t, x < 0.0);\n    }\n    let z = x * x;\n    return ((((-5.70498872745e-3 * z + 2.06390887954e-2) * z - 5.37397155531e-2) * z + 1.33314422036e-1) * z - 3.33332819422e-1) * z * x + x;\n}",
+    ),
+    (
+        "gf_sinh",
+        &[],
+        "// sinh to about 2 ulp (Cephes' sinhf): a polynomial below 1, where (e^x - e^-x) / 2\n\
+         // (Vulkan's definition) cancels.\n\
+         fn gf_sinh(x: f32) -> f32 {\n    let ax = abs(x);\n    if (ax > 1.0) {\n        let e = exp(ax);\n        let s = 0.5 * e - 0.5 / e;\n        return select(s, -s, x < 0.0);\n    }\n    let z = x * x;\n    return ((2.03721912945e-4 * z + 8.33028376239e-3) * z + 1.66667160211e-1) * z * x + x;\n}",
+    ),
+    (
+        "gf_log_parts",
+        &[],
+        "// ln(x) = e ln 2 + r for finite x > 0 (Cephes' logf): returns (e, r). Drivers' log\n\
+         // may be accurate only in absolute terms, which loses every digit near x = 1.\n\
+         fn gf_log_parts(x: f32) -> vec2<f32> {\n    let fr = frexp(x);\n    var m = fr.fract;\n    var e = f32(fr.exp);\n    if (m < 0.70710678) {\n        e = e - 1.0;\n        m = m + m - 1.0;\n    } else {\n        m = m - 1.0;\n    }\n    let z = m * m;\n    let p = ((((((((7.0376836292e-2 * m - 1.1514610310e-1) * m + 1.1676998740e-1) * m - 1.2420140846e-1) * m + 1.4249322787e-1) * m - 1.6668057665e-1) * m + 2.0000714765e-1) * m - 2.4999993993e-1) * m + 3.3333331174e-1) * m * z;\n    return vec2<f32>(e, m + (p - 0.5 * z));\n}",
+    ),
+    (
+        "gf_log_special",
+        &[],
+        "// The logarithm where it is not finite: NaN below 0 and for NaN, -inf at 0, +inf at +inf.\n\
+         fn gf_log_special(x: f32) -> f32 {\n    if (x == 0.0) {\n        return bitcast<f32>(0xff800000u);\n    }\n    if (x > 0.0) {\n        return x;\n    }\n    return bitcast<f32>(0x7fc00000u);\n}",
+    ),
+    (
+        "gf_ln",
+        &["gf_log_parts", "gf_log_special"],
+        "// Natural logarithm to about 1 ulp.\n\
+         fn gf_ln(x: f32) -> f32 {\n    if (!(x > 0.0) || x == bitcast<f32>(0x7f800000u)) {\n        return gf_log_special(x);\n    }\n    let er = gf_log_parts(x);\n    return er.y + er.x * -2.12194440e-4 + er.x * 0.693359375;\n}",
+    ),
+    (
+        "gf_log2",
+        &["gf_log_parts", "gf_log_special"],
+        "// log2 to about 1 ulp, exact at powers of two.\n\
+         fn gf_log2(x: f32) -> f32 {\n    if (!(x > 0.0) || x == bitcast<f32>(0x7f800000u)) {\n        return gf_log_special(x);\n    }\n    let er = gf_log_parts(x);\n    return er.y * 1.4426950408889634 + er.x;\n}",
+    ),
+    (
+        "gf_log10",
+        &["gf_log_parts", "gf_log_special"],
+        "// log10 to about 2 ulp.\n\
+         fn gf_log10(x: f32) -> f32 {\n    if (!(x > 0.0) || x == bitcast<f32>(0x7f800000u)) {\n        return gf_log_special(x);\n    }\n    let er = gf_log_parts(x);\n    return er.y * 0.4342944819032518 + er.x * 0.30102999566398120;\n}",
     ),
     (
         "gf_atan",
@@ -233,19 +316,19 @@ pub const WGSL_HELPERS: &[(&str, &[&str], &str)] = &[
     ),
     (
         "gf_atan2",
-        &["gf_atan"],
-        "// Rust's f32::atan2(y, x), quadrants and signed zeros included.\n\
-         fn gf_atan2(y: f32, x: f32) -> f32 {\n    let y_neg = (bitcast<u32>(y) & 0x80000000u) != 0u;\n    let x_neg = (bitcast<u32>(x) & 0x80000000u) != 0u;\n    if (x == 0.0) {\n        if (y == 0.0) {\n            return select(select(0.0, 3.1415927, x_neg), select(-0.0, -3.1415927, x_neg), y_neg);\n        }\n        return select(1.5707964, -1.5707964, y < 0.0);\n    }\n    let a = gf_atan(y / x);\n    if (!x_neg) {\n        return a;\n    }\n    return select(a + 3.1415927, a - 3.1415927, y_neg);\n}",
+        &["gf_atan", "gf_is_nan"],
+        "// Rust's f32::atan2(y, x) (C99 Annex F): quadrants, signed zeros, infinities, NaN.\n\
+         fn gf_atan2(y: f32, x: f32) -> f32 {\n    if (gf_is_nan(x) || gf_is_nan(y)) {\n        return bitcast<f32>(0x7fc00000u);\n    }\n    let y_neg = (bitcast<u32>(y) & 0x80000000u) != 0u;\n    let x_neg = (bitcast<u32>(x) & 0x80000000u) != 0u;\n    let inf = bitcast<f32>(0x7f800000u);\n    if (abs(x) == inf && abs(y) == inf) {\n        let a = select(0.7853982, 2.3561945, x_neg);\n        return select(a, -a, y_neg);\n    }\n    if (x == 0.0) {\n        if (y == 0.0) {\n            return select(select(0.0, 3.1415927, x_neg), select(-0.0, -3.1415927, x_neg), y_neg);\n        }\n        return select(1.5707964, -1.5707964, y_neg);\n    }\n    let a = gf_atan(y / x);\n    if (!x_neg) {\n        return a;\n    }\n    return select(a + 3.1415927, a - 3.1415927, y_neg);\n}",
     ),
     (
         "gf_asin",
-        &["gf_atan2", "gf_atan"],
+        &["gf_atan2", "gf_atan", "gf_is_nan"],
         "// asin(x) = atan2(x, sqrt((1 - x)(1 + x))): accurate up to |x| = 1.\n\
          fn gf_asin(x: f32) -> f32 {\n    return gf_atan2(x, sqrt((1.0 - x) * (1.0 + x)));\n}",
     ),
     (
         "gf_acos",
-        &["gf_atan2", "gf_atan"],
+        &["gf_atan2", "gf_atan", "gf_is_nan"],
         "// acos(x) = atan2(sqrt((1 - x)(1 + x)), x): accurate up to |x| = 1.\n\
          fn gf_acos(x: f32) -> f32 {\n    return gf_atan2(sqrt((1.0 - x) * (1.0 + x)), x);\n}",
     ),
@@ -289,22 +372,21 @@ impl Func {
             Mul => W::Infix("*"),
             Div => W::Infix("/"),
             Neg => W::Prefix("-"),
-            Sin => W::Builtin("sin"),
-            Cos => W::Builtin("cos"),
-            Tan => W::Builtin("tan"),
+            Sin => W::Helper("gf_sin"),
+            Cos => W::Helper("gf_cos"),
+            Tan => W::Helper("gf_tan"),
             Asin => W::Helper("gf_asin"),
             Acos => W::Helper("gf_acos"),
             Atan => W::Helper("gf_atan"),
             Atan2 => W::Helper("gf_atan2"),
-            Sinh => W::Builtin("sinh"),
+            Sinh => W::Helper("gf_sinh"),
             Cosh => W::Builtin("cosh"),
-            Tanh => W::Builtin("tanh"),
+            Tanh => W::Helper("gf_tanh"),
             Exp => W::Builtin("exp"),
             Exp2 => W::Builtin("exp2"),
-            Ln => W::Builtin("log"),
-            Log2 => W::Builtin("log2"),
-            // WGSL has no log10: log10(x) = log2(x) * log10(2).
-            Log10 => W::Template("log2({0}) * 0.30102999566398120"),
+            Ln => W::Helper("gf_ln"),
+            Log2 => W::Helper("gf_log2"),
+            Log10 => W::Helper("gf_log10"),
             Sqrt => W::Builtin("sqrt"),
             Recip => W::Template("1.0 / {0}"),
             Powi(_) => W::Helper("gf_powi"),
@@ -318,7 +400,7 @@ impl Func {
             Ceil => W::Builtin("ceil"),
             Round => W::Helper("gf_round"),
             MulAdd => W::Builtin("fma"),
-            Hypot => W::Template("length(vec2<f32>({0}, {1}))"),
+            Hypot => W::Helper("gf_hypot"),
         }
     }
 

@@ -1,0 +1,470 @@
+//! GPU benchmark: generated kernels against hand-written WGSL and the device's measured
+//! ceilings (a coalesced copy of the same bytes, a chain of FMAs), in one process on one
+//! device; then where end-to-end time goes, and small-batch latency.
+//!
+//! `cargo bench --bench gpu` (full: n = 2^16 .. 2^26) or `cargo bench --bench gpu -- --quick`
+//! (small n, a few seconds on lavapipe: CI runs it so the bench cannot rot; its numbers only
+//! show that it runs). Real numbers come from an H100: see BENCHMARKS.md for the command.
+//! Set GRADFUSE_BENCH_OUT=path to also write the tables to a file.
+
+use gradfuse::{Device, Error, KernelSpec, OutputSpec, differentiable};
+use gradfuse_shaders_gen::compile_str;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+/// Defines a benchmarked function and keeps its source, for the IR's operation count.
+macro_rules! bench_fn {
+    ($src:ident; fn $name:ident($($arg:ident: $ty:ty),*) -> f32 $body:block) => {
+        #[differentiable]
+        pub fn $name($($arg: $ty),*) -> f32 $body
+        const $src: &str = stringify!(fn $name($($arg: $ty),*) -> f32 $body);
+    };
+}
+
+bench_fn! { TRANSCENDENTAL4; fn transcendental4(x: [f32; 4]) -> f32 {
+    x[0].sin() * x[1].exp() + x[2].ln() * x[3].sqrt()
+}}
+
+bench_fn! { ROSENBROCK4; fn rosenbrock4(x: [f32; 4]) -> f32 {
+    let a0 = x[1] - x[0] * x[0];
+    let a1 = x[2] - x[1] * x[1];
+    let a2 = x[3] - x[2] * x[2];
+    let b0 = 1.0 - x[0];
+    let b1 = 1.0 - x[1];
+    let b2 = 1.0 - x[2];
+    100.0 * (a0 * a0 + a1 * a1 + a2 * a2) + b0 * b0 + b1 * b1 + b2 * b2
+}}
+
+bench_fn! { EDGE_RESIDUAL; fn edge_residual(p: [f32; 3], q: [f32; 3], rest: f32) -> f32 {
+    let dx = q[0] - p[0];
+    let dy = q[1] - p[1];
+    let dz = q[2] - p[2];
+    (dx * dx + dy * dy + dz * dz).sqrt() - rest
+}}
+
+/// A kernel spec for a hand-written or reference kernel (specs are `'static`: leaked, once).
+fn spec(
+    label: &'static str,
+    wgsl: String,
+    entry: &'static str,
+    wg: u32,
+    input_words: u32,
+    outputs: &[(u32, u32)],
+    cpu: fn(&[f32], &mut [f32]),
+) -> &'static KernelSpec {
+    let outputs: &'static [OutputSpec] = Box::leak(
+        outputs
+            .iter()
+            .map(|(binding, words)| OutputSpec {
+                binding: *binding,
+                words: *words,
+            })
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+    );
+    Box::leak(Box::new(KernelSpec {
+        label,
+        wgsl: Box::leak(wgsl.into_boxed_str()),
+        entry_point: entry,
+        workgroup_size: wg,
+        max_workgroups_per_dim: 65535,
+        params_binding: 0,
+        input_binding: 1,
+        input_words,
+        outputs,
+        cpu,
+    }))
+}
+
+fn no_cpu(_: &[f32], _: &mut [f32]) {
+    unreachable!("reference kernels run on the GPU only")
+}
+
+/// Reads `inp` words and writes `out` words per element, each word index `k * n + i`, so
+/// every access of a warp is one contiguous range: the bandwidth ceiling for those bytes.
+fn copy_spec(inp: u32, out: u32) -> &'static KernelSpec {
+    let wgsl = format!(
+        "struct Params {{\n    n: u32,\n}}\n\
+         @group(0) @binding(0) var<uniform> params: Params;\n\
+         @group(0) @binding(1) var<storage, read> args: array<f32>;\n\
+         @group(0) @binding(2) var<storage, read_write> values: array<f32>;\n\
+         @compute @workgroup_size(256)\n\
+         fn copy(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {{\n\
+             let i = gid.x + gid.y * groups.x * 256u;\n    let n = params.n;\n    if (i >= n) {{\n        return;\n    }}\n\
+             var acc = 0.0;\n    for (var k = 0u; k < {inp}u; k++) {{\n        acc += args[k * n + i];\n    }}\n\
+             for (var k = 0u; k < {out}u; k++) {{\n        values[k * n + i] = acc + f32(k);\n    }}\n}}\n"
+    );
+    spec("copy", wgsl, "copy", 256, inp, &[(2, out)], no_cpu)
+}
+
+/// 8 independent chains of 256 FMAs per thread: the arithmetic ceiling.
+const FMA_PER_THREAD: f64 = 8.0 * 256.0;
+fn fma_spec() -> &'static KernelSpec {
+    let wgsl = "struct Params {\n    n: u32,\n}\n\
+        @group(0) @binding(0) var<uniform> params: Params;\n\
+        @group(0) @binding(1) var<storage, read> args: array<f32>;\n\
+        @group(0) @binding(2) var<storage, read_write> values: array<f32>;\n\
+        @compute @workgroup_size(256)\n\
+        fn fma_peak(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {\n\
+            let i = gid.x + gid.y * groups.x * 256u;\n    if (i >= params.n) {\n        return;\n    }\n\
+            let x = args[i];\n    var a = array<f32, 8>(x, x + 1.0, x + 2.0, x + 3.0, x + 4.0, x + 5.0, x + 6.0, x + 7.0);\n\
+            for (var k = 0u; k < 256u; k++) {\n        for (var j = 0u; j < 8u; j++) {\n            a[j] = fma(a[j], 0.9999, 0.0001);\n        }\n    }\n\
+            values[i] = a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];\n}\n"
+        .to_string();
+    spec("fma", wgsl, "fma_peak", 256, 1, &[(2, 1)], no_cpu)
+}
+
+struct Case {
+    name: &'static str,
+    src: &'static str,
+    words: u32,
+    generated: [&'static KernelSpec; 2],
+    hand: [&'static KernelSpec; 2],
+    /// End to end: `kernel.value_and_grad(&[Args])` from host memory to host memory.
+    end_to_end: fn(&Device, &[f32]) -> Result<(), Error>,
+}
+
+fn cases() -> Vec<Case> {
+    let vg = |w: u32| [(2u32, 1u32), (3, w)];
+    vec![
+        Case {
+            name: "transcendental4",
+            src: TRANSCENDENTAL4,
+            words: 4,
+            generated: [
+                &transcendental4::FORWARD_KERNEL,
+                &transcendental4::ADJOINT_KERNEL,
+            ],
+            hand: [
+                spec(
+                    "hand transcendental4 value",
+                    include_str!("hand/transcendental4_value.wgsl").into(),
+                    "forward",
+                    256,
+                    4,
+                    &[(2, 1)],
+                    no_cpu,
+                ),
+                spec(
+                    "hand transcendental4",
+                    include_str!("hand/transcendental4.wgsl").into(),
+                    "adjoint",
+                    256,
+                    4,
+                    &vg(4),
+                    no_cpu,
+                ),
+            ],
+            end_to_end: |d, w| {
+                transcendental4::kernel(d)
+                    .value_and_grad(bytemuck::cast_slice(w))
+                    .map(|_| ())
+            },
+        },
+        Case {
+            name: "rosenbrock4",
+            src: ROSENBROCK4,
+            words: 4,
+            generated: [&rosenbrock4::FORWARD_KERNEL, &rosenbrock4::ADJOINT_KERNEL],
+            hand: [
+                spec(
+                    "hand rosenbrock4 value",
+                    include_str!("hand/rosenbrock4_value.wgsl").into(),
+                    "forward",
+                    256,
+                    4,
+                    &[(2, 1)],
+                    no_cpu,
+                ),
+                spec(
+                    "hand rosenbrock4",
+                    include_str!("hand/rosenbrock4.wgsl").into(),
+                    "adjoint",
+                    256,
+                    4,
+                    &vg(4),
+                    no_cpu,
+                ),
+            ],
+            end_to_end: |d, w| {
+                rosenbrock4::kernel(d)
+                    .value_and_grad(bytemuck::cast_slice(w))
+                    .map(|_| ())
+            },
+        },
+        Case {
+            name: "edge_residual",
+            src: EDGE_RESIDUAL,
+            words: 7,
+            generated: [
+                &edge_residual::FORWARD_KERNEL,
+                &edge_residual::ADJOINT_KERNEL,
+            ],
+            hand: [
+                spec(
+                    "hand edge_residual value",
+                    include_str!("hand/edge_residual_value.wgsl").into(),
+                    "forward",
+                    256,
+                    7,
+                    &[(2, 1)],
+                    no_cpu,
+                ),
+                spec(
+                    "hand edge_residual",
+                    include_str!("hand/edge_residual.wgsl").into(),
+                    "adjoint",
+                    256,
+                    7,
+                    &vg(7),
+                    no_cpu,
+                ),
+            ],
+            end_to_end: |d, w| {
+                edge_residual::kernel(d)
+                    .value_and_grad(bytemuck::cast_slice(w))
+                    .map(|_| ())
+            },
+        },
+    ]
+}
+
+/// Reproducible arguments in (0.5, 2): inside every case's domain.
+fn inputs(n: usize, words: u32) -> Vec<f32> {
+    let mut s = 0x2545_F491_4F6C_DD1Du64;
+    (0..n * words as usize)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            0.5 + 1.5 * ((s >> 40) as f32 / (1u64 << 24) as f32)
+        })
+        .collect()
+}
+
+fn median(mut v: Vec<Duration>) -> f64 {
+    v.sort();
+    v[v.len() / 2].as_secs_f64()
+}
+
+/// Median kernel time after `warmup` discarded launches.
+fn kernel_time(
+    d: &Device,
+    spec: &'static KernelSpec,
+    input: &[f32],
+    warmup: usize,
+    launches: usize,
+) -> Result<f64, Error> {
+    d.time_kernel(spec, input, warmup)?;
+    Ok(median(d.time_kernel(spec, input, launches)?))
+}
+
+/// The hand-written kernel computes what the generated one does (else the comparison is void).
+fn check_hand(
+    d: &Device,
+    gen_spec: &'static KernelSpec,
+    hand: &'static KernelSpec,
+    input: &[f32],
+) -> Result<(), Error> {
+    let n = input.len() / gen_spec.input_words as usize;
+    let run = |s: &'static KernelSpec| -> Result<Vec<Vec<f32>>, Error> {
+        let mut outs: Vec<Vec<f32>> = s
+            .outputs
+            .iter()
+            .map(|o| vec![0.0; n * o.words as usize])
+            .collect();
+        let mut views: Vec<&mut [f32]> = outs.iter_mut().map(|v| &mut v[..]).collect();
+        d.launch(s, input, &mut views)?;
+        Ok(outs)
+    };
+    let (g, h) = (run(gen_spec)?, run(hand)?);
+    for (a, b) in g.iter().flatten().zip(h.iter().flatten()) {
+        assert!(
+            (a - b).abs() <= 1e-4 * a.abs().max(1.0),
+            "{}: hand-written kernel disagrees: {a} vs {b}",
+            hand.label
+        );
+    }
+    Ok(())
+}
+
+fn main() -> Result<(), Error> {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let device = Device::auto()?;
+    let sizes: Vec<u32> = if quick {
+        vec![12, 14]
+    } else {
+        vec![16, 20, 24, 26]
+    };
+    let (warmup, launches, e2e_repeats) = if quick { (1, 5, 3) } else { (3, 30, 7) };
+    let mut out = String::new();
+    let clock = if device.has_timestamps() {
+        "GPU timestamp queries"
+    } else {
+        "wall clock (no timestamp queries)"
+    };
+    let _ = writeln!(
+        out,
+        "device: {}\nkernel times: median of {launches} launches after {warmup} warm-up, {clock}\n",
+        device.describe()
+    );
+
+    let fma_n = if quick { 1 << 12 } else { 1 << 22 };
+    let fma_time = kernel_time(&device, fma_spec(), &vec![0.5f32; fma_n], warmup, launches)?;
+    let fma_rate = fma_n as f64 * FMA_PER_THREAD / fma_time;
+    let _ = writeln!(
+        out,
+        "arithmetic ceiling: {:.0} GFMA/s ({:.0} GFLOP/s) from {fma_n} threads × {FMA_PER_THREAD} FMAs\n",
+        fma_rate / 1e9,
+        2.0 * fma_rate / 1e9
+    );
+
+    let _ = writeln!(
+        out,
+        "| case | kernel | n | generated ms | hand ms | generated/hand | GB/s | copy GB/s | % of roofline |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
+    let mut e2e_rows = String::new();
+    for case in cases() {
+        let compiled = compile_str(case.src).map_err(|e| Error::Validation {
+            label: case.name.into(),
+            message: format!("{e:?}"),
+        })?;
+        let ops = [compiled.primal.op_count(), compiled.adjoint.op_count()];
+        check_hand(
+            &device,
+            case.generated[0],
+            case.hand[0],
+            &inputs(4096, case.words),
+        )?;
+        check_hand(
+            &device,
+            case.generated[1],
+            case.hand[1],
+            &inputs(4096, case.words),
+        )?;
+        for &log_n in &sizes {
+            let n = 1usize << log_n;
+            let input = inputs(n, case.words);
+            for (k, kind) in ["value", "value_and_grad"].iter().enumerate() {
+                let out_words = case.generated[k].output_words() as u32;
+                let times = (|| -> Result<(f64, f64, f64), Error> {
+                    Ok((
+                        kernel_time(&device, case.generated[k], &input, warmup, launches)?,
+                        kernel_time(&device, case.hand[k], &input, warmup, launches)?,
+                        kernel_time(
+                            &device,
+                            copy_spec(case.words, out_words),
+                            &input,
+                            warmup,
+                            launches,
+                        )?,
+                    ))
+                })();
+                let (gen_t, hand_t, copy_t) = match times {
+                    Ok(t) => t,
+                    Err(e) => {
+                        let _ = writeln!(
+                            out,
+                            "| {} | {kind} | 2^{log_n} | skipped: {e} | | | | | |",
+                            case.name
+                        );
+                        continue;
+                    }
+                };
+                let bytes = (n * (case.words + out_words) as usize * 4) as f64;
+                let bandwidth = bytes / copy_t;
+                let roofline = (bytes / bandwidth).max(n as f64 * ops[k] as f64 / fma_rate);
+                let _ = writeln!(
+                    out,
+                    "| {} | {kind} | 2^{log_n} | {:.4} | {:.4} | {:.2} | {:.0} | {:.0} | {:.0}% |",
+                    case.name,
+                    gen_t * 1e3,
+                    hand_t * 1e3,
+                    gen_t / hand_t,
+                    bytes / gen_t / 1e9,
+                    bandwidth / 1e9,
+                    100.0 * roofline / gen_t
+                );
+                if k == 1 {
+                    let kernel = gen_t;
+                    let mut samples = Vec::new();
+                    (case.end_to_end)(&device, &input)?;
+                    for _ in 0..e2e_repeats {
+                        let t = Instant::now();
+                        (case.end_to_end)(&device, &input)?;
+                        samples.push(t.elapsed());
+                    }
+                    let e2e = median(samples);
+                    let (up, _) =
+                        device.time_transfers(n * case.words as usize * 4, e2e_repeats)?;
+                    let (_, down) =
+                        device.time_transfers(n * out_words as usize * 4, e2e_repeats)?;
+                    let (up, down) = (median(up), median(down));
+                    let floor = up + kernel + down;
+                    let _ = writeln!(
+                        e2e_rows,
+                        "| {} | 2^{log_n} | {:.3} | {:.3} | {:.4} | {:.3} | {:.3} | {:.2} |",
+                        case.name,
+                        e2e * 1e3,
+                        up * 1e3,
+                        kernel * 1e3,
+                        down * 1e3,
+                        floor * 1e3,
+                        e2e / floor
+                    );
+                }
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\nGB/s: bytes the kernel must move (arguments in, results out) per second. copy: a coalesced kernel moving the same bytes. Roofline: the larger of bytes / copy bandwidth and IR operations / FMA rate (one IR operation counted as one FMA).\n"
+    );
+    let _ = writeln!(
+        out,
+        "End to end: `kernel.value_and_grad(&[Args])` from host memory to host memory, median of {e2e_repeats}, against the unavoidable: uploading the arguments, the kernel, reading back the results (each measured alone).\n"
+    );
+    let _ = writeln!(
+        out,
+        "| case | n | end to end ms | upload ms | kernel ms | readback ms | sum ms | end to end / sum |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+    out.push_str(&e2e_rows);
+
+    let _ = writeln!(
+        out,
+        "\nSmall batches: median latency of `value_and_grad` (edge_residual) against an empty submit-and-map round trip on the same device.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| n | value_and_grad µs | empty round trip µs | ratio |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|");
+    let repeats = if quick { 10 } else { 200 };
+    let trip = median(device.time_roundtrip(repeats)?);
+    for n in [1usize, 1024] {
+        let input = inputs(n, 7);
+        let f = cases()[2].end_to_end;
+        f(&device, &input)?;
+        let mut samples = Vec::new();
+        for _ in 0..repeats {
+            let t = Instant::now();
+            f(&device, &input)?;
+            samples.push(t.elapsed());
+        }
+        let lat = median(samples);
+        let _ = writeln!(
+            out,
+            "| {n} | {:.1} | {:.1} | {:.2} |",
+            lat * 1e6,
+            trip * 1e6,
+            lat / trip
+        );
+    }
+    print!("{out}");
+    if let Ok(path) = std::env::var("GRADFUSE_BENCH_OUT") {
+        std::fs::write(&path, &out).map_err(|e| Error::Readback(format!("writing {path}: {e}")))?;
+    }
+    Ok(())
+}
