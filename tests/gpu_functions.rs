@@ -239,7 +239,9 @@ fn two_argument_functions_match_rust_at_special_values() {
             3,
         ),
         // powf is WGSL's pow (exp2(y log2 x)) away from the special values: its error grows
-        // with |y log2 x|, 27 ulp at 0.001^7.5 on lavapipe.
+        // with |y log2 x| (27 ulp at 0.001^7.5 on lavapipe, 44 at (2e-38)^-1 on the H100),
+        // so finite results are checked against 4 + |y log2 x| / 2 ulp below; the special
+        // values must be exact.
         (
             "powf",
             |a| {
@@ -252,7 +254,7 @@ fn two_argument_functions_match_rust_at_special_values() {
                     .unwrap()
             },
             f_powf,
-            32,
+            0,
         ),
         (
             "hypot",
@@ -307,6 +309,11 @@ fn two_argument_functions_match_rust_at_special_values() {
                 continue;
             }
             let d = ulps(g, want);
+            let bound = if name == "powf" && want.is_finite() && want != 0.0 {
+                4 + ((y as f64) * (x as f64).abs().log2()).abs() as u64 / 2
+            } else {
+                bound
+            };
             if d > bound {
                 failures.push(format!(
                     "{name}({x:e}, {y:e}) = {g:e} on the GPU, {want:e} in Rust: {d} ulp"

@@ -206,9 +206,10 @@ pub const WGSL_HELPERS: &[(&str, &[&str], &str)] = &[
     ),
     (
         "gf_clamp",
-        &[],
-        "// Rust's f32::clamp (without its panic when lo > hi): NaN stays NaN.\n\
-         fn gf_clamp(x: f32, lo: f32, hi: f32) -> f32 {\n    return select(select(x, hi, x > hi), lo, x < lo);\n}",
+        &["gf_is_nan"],
+        "// Rust's f32::clamp (without its panic when lo > hi): NaN stays NaN, tested by its bits\n\
+         // because a driver may treat comparisons with NaN as true.\n\
+         fn gf_clamp(x: f32, lo: f32, hi: f32) -> f32 {\n    if (gf_is_nan(x)) {\n        return x;\n    }\n    return select(select(x, hi, x > hi), lo, x < lo);\n}",
     ),
     (
         "gf_round",
@@ -228,14 +229,14 @@ pub const WGSL_HELPERS: &[(&str, &[&str], &str)] = &[
         "// Rust's f32::powf (C99 Annex F): 1 for y = 0 or x = 1, NaN for a negative base and a\n\
          // non-integer exponent, signed zeros and infinities at the edges. WGSL's pow() is\n\
          // exp2(y * log2(x)), undefined for x < 0 and for x = 0.\n\
-         fn gf_powf(x: f32, y: f32) -> f32 {\n    if (y == 0.0 || x == 1.0) {\n        return 1.0;\n    }\n    if (gf_is_nan(x) || gf_is_nan(y)) {\n        return bitcast<f32>(0x7fc00000u);\n    }\n    let inf = bitcast<f32>(0x7f800000u);\n    let ax = abs(x);\n    let x_neg = (bitcast<u32>(x) & 0x80000000u) != 0u;\n    if (abs(y) == inf) {\n        if (ax == 1.0) {\n            return 1.0;\n        }\n        return select(0.0, inf, (ax > 1.0) == (y > 0.0));\n    }\n    let y_int = fract(y) == 0.0;\n    let y_odd = y_int && abs(y) < 16777216.0 && fract(y * 0.5) != 0.0;\n    var m = 0.0;\n    if (ax == 0.0) {\n        m = select(0.0, inf, y < 0.0);\n    } else if (ax == inf) {\n        m = select(0.0, inf, y > 0.0);\n    } else {\n        if (x_neg && !y_int) {\n            return bitcast<f32>(0x7fc00000u);\n        }\n        m = pow(ax, y);\n    }\n    return select(m, -m, x_neg && y_odd);\n}",
+         fn gf_powf(x: f32, y: f32) -> f32 {\n    if (y == 0.0 || x == 1.0) {\n        return 1.0;\n    }\n    if (y == 1.0) {\n        return x;\n    }\n    if (gf_is_nan(x) || gf_is_nan(y)) {\n        return bitcast<f32>(0x7fc00000u);\n    }\n    let inf = bitcast<f32>(0x7f800000u);\n    let ax = abs(x);\n    let x_neg = (bitcast<u32>(x) & 0x80000000u) != 0u;\n    if (abs(y) == inf) {\n        if (ax == 1.0) {\n            return 1.0;\n        }\n        return select(0.0, inf, (ax > 1.0) == (y > 0.0));\n    }\n    let y_int = fract(y) == 0.0;\n    let y_odd = y_int && abs(y) < 16777216.0 && fract(y * 0.5) != 0.0;\n    var m = 0.0;\n    if (ax == 0.0) {\n        m = select(0.0, inf, y < 0.0);\n    } else if (ax == inf) {\n        m = select(0.0, inf, y > 0.0);\n    } else {\n        if (x_neg && !y_int) {\n            return bitcast<f32>(0x7fc00000u);\n        }\n        m = pow(ax, y);\n    }\n    return select(m, -m, x_neg && y_odd);\n}",
     ),
     (
         "gf_hypot",
         &["gf_is_nan"],
         "// Rust's f32::hypot: infinite if either argument is (even with a NaN), scaled by the\n\
          // larger argument so that it overflows only when the result does.\n\
-         fn gf_hypot(x: f32, y: f32) -> f32 {\n    let inf = bitcast<f32>(0x7f800000u);\n    let ax = abs(x);\n    let ay = abs(y);\n    if (ax == inf || ay == inf) {\n        return inf;\n    }\n    if (gf_is_nan(x) || gf_is_nan(y)) {\n        return bitcast<f32>(0x7fc00000u);\n    }\n    let hi = max(ax, ay);\n    if (hi == 0.0) {\n        return 0.0;\n    }\n    let r = min(ax, ay) / hi;\n    return hi * sqrt(1.0 + r * r);\n}",
+         fn gf_hypot(x: f32, y: f32) -> f32 {\n    let inf = bitcast<f32>(0x7f800000u);\n    let ax = abs(x);\n    let ay = abs(y);\n    if (ax == inf || ay == inf) {\n        return inf;\n    }\n    if (gf_is_nan(x) || gf_is_nan(y)) {\n        return bitcast<f32>(0x7fc00000u);\n    }\n    let hi = max(ax, ay);\n    if (hi == 0.0) {\n        return 0.0;\n    }\n    // Scaled by 2^-64 (exactly) for the division: drivers divide through a reciprocal that\n    // flushes below 2^-126.\n    let s = select(1.0, 5.421010862427522e-20, hi > 1.8446744e19);\n    let r = (min(ax, ay) * s) / (hi * s);\n    return hi * sqrt(1.0 + r * r);\n}",
     ),
     (
         "gf_powi",
@@ -318,7 +319,7 @@ pub const WGSL_HELPERS: &[(&str, &[&str], &str)] = &[
         "gf_atan2",
         &["gf_atan", "gf_is_nan"],
         "// Rust's f32::atan2(y, x) (C99 Annex F): quadrants, signed zeros, infinities, NaN.\n\
-         fn gf_atan2(y: f32, x: f32) -> f32 {\n    if (gf_is_nan(x) || gf_is_nan(y)) {\n        return bitcast<f32>(0x7fc00000u);\n    }\n    let y_neg = (bitcast<u32>(y) & 0x80000000u) != 0u;\n    let x_neg = (bitcast<u32>(x) & 0x80000000u) != 0u;\n    let inf = bitcast<f32>(0x7f800000u);\n    if (abs(x) == inf && abs(y) == inf) {\n        let a = select(0.7853982, 2.3561945, x_neg);\n        return select(a, -a, y_neg);\n    }\n    if (x == 0.0) {\n        if (y == 0.0) {\n            return select(select(0.0, 3.1415927, x_neg), select(-0.0, -3.1415927, x_neg), y_neg);\n        }\n        return select(1.5707964, -1.5707964, y_neg);\n    }\n    let a = gf_atan(y / x);\n    if (!x_neg) {\n        return a;\n    }\n    return select(a + 3.1415927, a - 3.1415927, y_neg);\n}",
+         fn gf_atan2(y: f32, x: f32) -> f32 {\n    if (gf_is_nan(x) || gf_is_nan(y)) {\n        return bitcast<f32>(0x7fc00000u);\n    }\n    let y_neg = (bitcast<u32>(y) & 0x80000000u) != 0u;\n    let x_neg = (bitcast<u32>(x) & 0x80000000u) != 0u;\n    let inf = bitcast<f32>(0x7f800000u);\n    if (abs(x) == inf && abs(y) == inf) {\n        let a = select(0.7853982, 2.3561945, x_neg);\n        return select(a, -a, y_neg);\n    }\n    if (abs(y) == inf || x == 0.0) {\n        if (y == 0.0) {\n            return select(select(0.0, 3.1415927, x_neg), select(-0.0, -3.1415927, x_neg), y_neg);\n        }\n        return select(1.5707964, -1.5707964, y_neg);\n    }\n    if (abs(x) == inf) {\n        return select(select(0.0, -0.0, y_neg), select(3.1415927, -3.1415927, y_neg), x_neg);\n    }\n    // Drivers divide through a reciprocal that flushes below 2^-126: scale huge arguments\n    // by 2^-64 (exactly) first.\n    let s = select(1.0, 5.421010862427522e-20, max(abs(x), abs(y)) > 1.8446744e19);\n    let a = gf_atan((y * s) / (x * s));\n    if (!x_neg) {\n        return a;\n    }\n    return select(a + 3.1415927, a - 3.1415927, y_neg);\n}",
     ),
     (
         "gf_asin",
