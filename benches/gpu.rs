@@ -80,37 +80,46 @@ fn no_cpu(_: &[f32], _: &mut [f32]) {
     unreachable!("reference kernels run on the GPU only")
 }
 
-/// Reads `inp` words and writes `out` words per element, each word index `k * n + i`, so
-/// every access of a warp is one contiguous range: the bandwidth ceiling for those bytes.
+/// The bandwidth ceiling for a case's bytes: reads `n * inp` words and writes `n * out`
+/// words, through buffers of exactly the generated kernel's sizes, as vec4s in a grid-stride
+/// loop, so that every warp access is one contiguous 512-byte range. Needs `n * inp` and
+/// `n * out` to be multiples of 4 (n is a power of two here).
 fn copy_spec(inp: u32, out: u32) -> &'static KernelSpec {
+    let wgsl = format!(
+        "struct Params {{\n    n: u32,\n}}\n\
+         @group(0) @binding(0) var<uniform> params: Params;\n\
+         @group(0) @binding(1) var<storage, read> args: array<vec4<f32>>;\n\
+         @group(0) @binding(2) var<storage, read_write> values: array<vec4<f32>>;\n\
+         @compute @workgroup_size(256)\n\
+         fn copy(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {{\n\
+             let i = gid.x + gid.y * groups.x * 256u;\n    let n = params.n;\n    if (i >= n) {{\n        return;\n    }}\n\
+             var acc = vec4<f32>(0.0);\n    for (var s = i; s < n * {inp}u / 4u; s += n) {{\n        acc += args[s];\n    }}\n\
+             for (var s = i; s < n * {out}u / 4u; s += n) {{\n        values[s] = acc;\n    }}\n}}\n"
+    );
+    spec("copy", wgsl, "copy", 256, inp, &[(2, out)], no_cpu)
+}
+
+/// 8 independent chains of 256 FMAs per thread (named registers: an indexed private array
+/// would live in local memory): the arithmetic ceiling.
+const FMA_PER_THREAD: f64 = 8.0 * 256.0;
+fn fma_spec() -> &'static KernelSpec {
+    let chains: String = (0..8)
+        .map(|j| format!("        a{j} = fma(a{j}, 0.9999, 0.0001);\n"))
+        .collect();
+    let inits: String = (0..8)
+        .map(|j| format!("    var a{j} = x + {j}.0;\n"))
+        .collect();
     let wgsl = format!(
         "struct Params {{\n    n: u32,\n}}\n\
          @group(0) @binding(0) var<uniform> params: Params;\n\
          @group(0) @binding(1) var<storage, read> args: array<f32>;\n\
          @group(0) @binding(2) var<storage, read_write> values: array<f32>;\n\
          @compute @workgroup_size(256)\n\
-         fn copy(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {{\n\
-             let i = gid.x + gid.y * groups.x * 256u;\n    let n = params.n;\n    if (i >= n) {{\n        return;\n    }}\n\
-             var acc = 0.0;\n    for (var k = 0u; k < {inp}u; k++) {{\n        acc += args[k * n + i];\n    }}\n\
-             for (var k = 0u; k < {out}u; k++) {{\n        values[k * n + i] = acc + f32(k);\n    }}\n}}\n"
+         fn fma_peak(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {{\n\
+             let i = gid.x + gid.y * groups.x * 256u;\n    if (i >= params.n) {{\n        return;\n    }}\n\
+             let x = args[i];\n{inits}    for (var k = 0u; k < 256u; k++) {{\n{chains}    }}\n\
+             values[i] = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;\n}}\n"
     );
-    spec("copy", wgsl, "copy", 256, inp, &[(2, out)], no_cpu)
-}
-
-/// 8 independent chains of 256 FMAs per thread: the arithmetic ceiling.
-const FMA_PER_THREAD: f64 = 8.0 * 256.0;
-fn fma_spec() -> &'static KernelSpec {
-    let wgsl = "struct Params {\n    n: u32,\n}\n\
-        @group(0) @binding(0) var<uniform> params: Params;\n\
-        @group(0) @binding(1) var<storage, read> args: array<f32>;\n\
-        @group(0) @binding(2) var<storage, read_write> values: array<f32>;\n\
-        @compute @workgroup_size(256)\n\
-        fn fma_peak(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {\n\
-            let i = gid.x + gid.y * groups.x * 256u;\n    if (i >= params.n) {\n        return;\n    }\n\
-            let x = args[i];\n    var a = array<f32, 8>(x, x + 1.0, x + 2.0, x + 3.0, x + 4.0, x + 5.0, x + 6.0, x + 7.0);\n\
-            for (var k = 0u; k < 256u; k++) {\n        for (var j = 0u; j < 8u; j++) {\n            a[j] = fma(a[j], 0.9999, 0.0001);\n        }\n    }\n\
-            values[i] = a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];\n}\n"
-        .to_string();
     spec("fma", wgsl, "fma_peak", 256, 1, &[(2, 1)], no_cpu)
 }
 

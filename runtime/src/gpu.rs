@@ -14,8 +14,12 @@ const MAX_CHUNK_BYTES: u64 = 256 << 20;
 /// Smallest launch set, in elements: small batches of different sizes share one.
 const MIN_CAPACITY: usize = 1024;
 
-/// How many idle launch sets of one kernel and capacity are kept.
+/// How many idle launch sets of one kernel and capacity are kept: two, the depth of the
+/// chunk pipeline.
 const SETS_PER_KEY: usize = 2;
+
+/// Bytes at the start of an upload buffer for the uniform `Params` (the element count).
+const PARAMS_BYTES: u64 = 16;
 
 /// A compiled pipeline and its bind group layout.
 struct Pipeline {
@@ -28,15 +32,29 @@ struct Pipeline {
 type PipelineKey = (usize, usize, &'static str);
 
 /// Everything one launch of up to `capacity` elements needs, created once and reused: the
-/// buffers, the bind group over them, and one staging buffer that receives every output,
-/// so that a launch is two writes, one submit and one map.
+/// buffers, the bind group over them, an upload buffer (the element count, then the
+/// arguments) that stays mapped between uses, and one staging buffer that receives every
+/// output. A launch is two memcpys, one submit and one wait, with no allocation.
 struct LaunchSet {
     capacity: usize,
+    upload: wgpu::Buffer,
     input: wgpu::Buffer,
     params: wgpu::Buffer,
     outputs: Vec<wgpu::Buffer>,
     staging: wgpu::Buffer,
     bind_group: wgpu::BindGroup,
+}
+
+/// A submitted chunk: its launch set, where its results go, and the two map requests
+/// (results to read, upload buffer to re-arm) that complete with its submission.
+struct InFlight {
+    set: LaunchSet,
+    start: usize,
+    m: usize,
+    out_bytes: u64,
+    submission: wgpu::SubmissionIndex,
+    read: std::sync::mpsc::Receiver<Result<(), wgpu::BufferAsyncError>>,
+    rearm: std::sync::mpsc::Receiver<Result<(), wgpu::BufferAsyncError>>,
 }
 
 /// An open GPU.
@@ -244,7 +262,9 @@ impl Gpu {
         by_bytes.min(by_dispatch).max(1) as usize
     }
 
-    /// Runs `spec` over `n` elements (lengths already checked), chunk by chunk.
+    /// Runs `spec` over `n` elements (lengths already checked), chunk by chunk, two chunks
+    /// in flight: while the GPU works on one, the CPU copies the next one's arguments in and
+    /// the previous one's results out.
     pub(crate) fn launch(
         &self,
         spec: &'static KernelSpec,
@@ -256,18 +276,170 @@ impl Gpu {
         let pipeline = self.pipeline(spec)?;
         let chunk = self.max_chunk_elements(spec);
         let in_words = spec.input_words as usize;
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let mut in_flight: std::collections::VecDeque<InFlight> = Default::default();
+        let mut result = Ok(());
         let mut start = 0;
-        while start < n {
+        while start < n && result.is_ok() {
             let m = chunk.min(n - start);
-            self.launch_chunk(
-                spec,
-                &pipeline,
-                &input[start * in_words..(start + m) * in_words],
-                m,
-                start,
-                outputs,
-            )?;
+            let chunk_input = &input[start * in_words..(start + m) * in_words];
+            match self.submit_chunk(spec, &pipeline, chunk_input, m, start) {
+                Ok(f) => in_flight.push_back(f),
+                Err(e) => result = Err(e),
+            }
             start += m;
+            if in_flight.len() == 2
+                && let Some(f) = in_flight.pop_front()
+            {
+                result = result.and(self.complete_chunk(spec, f, outputs));
+            }
+        }
+        while let Some(f) = in_flight.pop_front() {
+            let done = self.complete_chunk(spec, f, outputs);
+            result = result.and(done);
+        }
+        let scopes = self.pop_scopes(spec, oom, validation);
+        scopes.and(result)
+    }
+
+    /// Copies a chunk's arguments into a launch set's upload buffer and submits the copy,
+    /// the dispatch and the copy of the results into the staging buffer.
+    fn submit_chunk(
+        &self,
+        spec: &'static KernelSpec,
+        pipeline: &Pipeline,
+        input: &[f32],
+        m: usize,
+        start: usize,
+    ) -> Result<InFlight, Error> {
+        let set = self.take_set(spec, pipeline, m);
+        let in_bytes = std::mem::size_of_val(input) as u64;
+        {
+            let map_err = |e: wgpu::MapRangeError| Error::Readback(e.to_string());
+            let mut params = set
+                .upload
+                .get_mapped_range_mut(..PARAMS_BYTES)
+                .map_err(map_err)?;
+            params.copy_from_slice(bytemuck::cast_slice(&[m as u32, 0, 0, 0]));
+            let mut args = set
+                .upload
+                .get_mapped_range_mut(PARAMS_BYTES..PARAMS_BYTES + in_bytes)
+                .map_err(map_err)?;
+            args.copy_from_slice(bytemuck::cast_slice(input));
+        }
+        set.upload.unmap();
+        let (x, y) = Self::dispatch_size(spec, m);
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some(spec.label),
+            });
+        encoder.copy_buffer_to_buffer(&set.upload, 0, &set.params, 0, PARAMS_BYTES);
+        encoder.copy_buffer_to_buffer(&set.upload, PARAMS_BYTES, &set.input, 0, in_bytes);
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(spec.label),
+                timestamp_writes: None,
+            });
+            pass.set_pipeline(&pipeline.pipeline);
+            pass.set_bind_group(0, &set.bind_group, &[]);
+            pass.dispatch_workgroups(x, y, 1);
+        }
+        // Every output into one staging buffer, densely: one map reads them all.
+        let mut out_bytes = 0u64;
+        for (buf, o) in set.outputs.iter().zip(spec.outputs) {
+            let bytes = (m * o.words as usize * 4) as u64;
+            encoder.copy_buffer_to_buffer(buf, 0, &set.staging, out_bytes, bytes);
+            out_bytes += bytes;
+        }
+        let submission = self.queue.submit([encoder.finish()]);
+        let (tx, read) = std::sync::mpsc::channel();
+        set.staging
+            .slice(..out_bytes)
+            .map_async(wgpu::MapMode::Read, move |r| {
+                let _ = tx.send(r);
+            });
+        // Re-arm the upload buffer for the next use; it maps once this submission is done.
+        let (tx, rearm) = std::sync::mpsc::channel();
+        set.upload
+            .slice(..)
+            .map_async(wgpu::MapMode::Write, move |r| {
+                let _ = tx.send(r);
+            });
+        Ok(InFlight {
+            set,
+            start,
+            m,
+            out_bytes,
+            submission,
+            read,
+            rearm,
+        })
+    }
+
+    /// Waits for a chunk, copies its results out, and gives its launch set back.
+    fn complete_chunk(
+        &self,
+        spec: &'static KernelSpec,
+        f: InFlight,
+        outputs: &mut [&mut [f32]],
+    ) -> Result<(), Error> {
+        self.device
+            .poll(wgpu::PollType::Wait {
+                submission_index: Some(f.submission),
+                timeout: None,
+            })
+            .map_err(|e| {
+                self.check_lost()
+                    .err()
+                    .unwrap_or_else(|| Error::Readback(e.to_string()))
+            })?;
+        let mapped = f
+            .read
+            .try_recv()
+            .map_err(|e| Error::Readback(e.to_string()))?;
+        // On an error the set may be in any state: it is dropped rather than reused.
+        mapped.map_err(|e| Error::Readback(e.to_string()))?;
+        {
+            let view = f
+                .set
+                .staging
+                .slice(..f.out_bytes)
+                .get_mapped_range()
+                .map_err(|e| Error::Readback(e.to_string()))?;
+            let words: &[f32] = bytemuck::cast_slice(&view);
+            let mut at = 0usize;
+            for (out, o) in outputs.iter_mut().zip(spec.outputs) {
+                let w = o.words as usize;
+                out[f.start * w..(f.start + f.m) * w].copy_from_slice(&words[at..at + f.m * w]);
+                at += f.m * w;
+            }
+        }
+        f.set.staging.unmap();
+        if matches!(f.rearm.try_recv(), Ok(Ok(()))) {
+            self.return_set(spec, f.set);
+        }
+        Ok(())
+    }
+
+    /// Pops the error scopes of a launch, turning what they caught into errors.
+    fn pop_scopes(
+        &self,
+        spec: &KernelSpec,
+        oom: wgpu::ErrorScopeGuard,
+        validation: wgpu::ErrorScopeGuard,
+    ) -> Result<(), Error> {
+        let validation_err = pollster::block_on(validation.pop());
+        let oom_err = pollster::block_on(oom.pop());
+        if let Some(e) = oom_err {
+            return Err(Error::OutOfMemory(e.to_string()));
+        }
+        if let Some(e) = validation_err {
+            return Err(Error::Validation {
+                label: spec.label.to_string(),
+                message: e.to_string(),
+            });
         }
         Ok(())
     }
@@ -295,6 +467,12 @@ impl Gpu {
             return set;
         }
         let words = |w: u32| (capacity * w as usize * 4) as u64;
+        let upload = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(spec.label),
+            size: PARAMS_BYTES + words(spec.input_words),
+            usage: U::MAP_WRITE | U::COPY_SRC,
+            mapped_at_creation: true,
+        });
         let input = self.buffer(
             spec.label,
             U::STORAGE | U::COPY_DST,
@@ -334,6 +512,7 @@ impl Gpu {
         });
         LaunchSet {
             capacity,
+            upload,
             input,
             params,
             outputs,
@@ -381,77 +560,6 @@ impl Gpu {
                 .err()
                 .unwrap_or_else(|| Error::Readback(e.to_string()))
         })
-    }
-
-    fn launch_chunk(
-        &self,
-        spec: &'static KernelSpec,
-        pipeline: &Pipeline,
-        input: &[f32],
-        m: usize,
-        start: usize,
-        outputs: &mut [&mut [f32]],
-    ) -> Result<(), Error> {
-        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let set = self.take_set(spec, pipeline, m);
-        self.queue
-            .write_buffer(&set.input, 0, bytemuck::cast_slice(input));
-        self.queue
-            .write_buffer(&set.params, 0, bytemuck::cast_slice(&[m as u32, 0, 0, 0]));
-        let (x, y) = Self::dispatch_size(spec, m);
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some(spec.label),
-            });
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some(spec.label),
-                timestamp_writes: None,
-            });
-            pass.set_pipeline(&pipeline.pipeline);
-            pass.set_bind_group(0, &set.bind_group, &[]);
-            pass.dispatch_workgroups(x, y, 1);
-        }
-        // Every output into one staging buffer, densely: one map reads them all.
-        let mut offset = 0u64;
-        for (buf, o) in set.outputs.iter().zip(spec.outputs) {
-            let bytes = (m * o.words as usize * 4) as u64;
-            encoder.copy_buffer_to_buffer(buf, 0, &set.staging, offset, bytes);
-            offset += bytes;
-        }
-        self.queue.submit([encoder.finish()]);
-        let (tx, rx) = std::sync::mpsc::channel();
-        set.staging
-            .slice(..offset)
-            .map_async(wgpu::MapMode::Read, move |r| {
-                let _ = tx.send(r);
-            });
-        let finished = self.finish(spec, oom, validation);
-        let mapped = rx
-            .try_recv()
-            .map_err(|e| Error::Readback(e.to_string()))
-            .and_then(|r| r.map_err(|e| Error::Readback(e.to_string())));
-        // On an error the set may be in any state: it is dropped rather than reused.
-        finished.and(mapped)?;
-        {
-            let view = set
-                .staging
-                .slice(..offset)
-                .get_mapped_range()
-                .map_err(|e| Error::Readback(e.to_string()))?;
-            let words: &[f32] = bytemuck::cast_slice(&view);
-            let mut at = 0usize;
-            for (out, o) in outputs.iter_mut().zip(spec.outputs) {
-                let w = o.words as usize;
-                out[start * w..(start + m) * w].copy_from_slice(&words[at..at + m * w]);
-                at += m * w;
-            }
-        }
-        set.staging.unmap();
-        self.return_set(spec, set);
-        Ok(())
     }
 
     /// Whether kernel times come from timestamp queries (else from the wall clock).
@@ -612,6 +720,12 @@ impl Gpu {
         });
         LaunchSet {
             capacity: n,
+            // Timing uploads once, with write_buffer: no upload buffer of its own.
+            upload: self.buffer(
+                spec.label,
+                wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+                16,
+            ),
             input,
             params,
             outputs,

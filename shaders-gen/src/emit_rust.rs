@@ -419,8 +419,9 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
                     args: &[Args],
                 ) -> ::core::result::Result<(::std::vec::Vec<f32>, ::std::vec::Vec<Grad>), ::gradfuse::Error> {
                     let mut values = ::std::vec![0.0f32; args.len()];
-                    let mut grads: ::std::vec::Vec<Grad> =
-                        ::std::vec![<Grad as ::gradfuse::bytemuck::Zeroable>::zeroed(); args.len()];
+                    // Zeroed pages from the allocator, not a pass of writes: the launch
+                    // overwrites every word.
+                    let mut grads: ::std::vec::Vec<Grad> = ::gradfuse::bytemuck::zeroed_vec(args.len());
                     self.device.launch(
                         &ADJOINT_KERNEL,
                         ::gradfuse::bytemuck::cast_slice(args),

@@ -83,6 +83,15 @@ impl Ctx<'_> {
     }
 }
 
+/// `i * k` for the first vector of element `i`, or just `i`.
+fn scaled_index(k: u32) -> String {
+    if k == 1 {
+        "i".to_string()
+    } else {
+        format!("i * {k}u")
+    }
+}
+
 /// `x.powi(n)`: small exponents as products (exact, like Rust's), others by the helper.
 fn powi(x: &str, n: i32, helpers: &mut BTreeSet<&'static str>) -> String {
     match n {
@@ -122,14 +131,28 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
             loads[w as usize] = Some(i);
         }
     }
-    for (w, node) in loads.iter().enumerate() {
-        if let Some(i) = node {
-            let idx = if w == 0 {
-                "in_base".to_string()
-            } else {
-                format!("in_base + {w}u")
-            };
-            let _ = writeln!(body, "    let {} = args[{idx}];", ctx.names[*i]);
+    let lanes = abi::vector_lanes(words);
+    const COMPONENTS: [&str; 4] = ["x", "y", "z", "w"];
+    for chunk in 0..words / lanes {
+        let used: Vec<(u32, usize)> = (chunk * lanes..(chunk + 1) * lanes)
+            .filter_map(|w| loads[w as usize].map(|i| (w, i)))
+            .collect();
+        if used.is_empty() {
+            continue;
+        }
+        let idx = if chunk == 0 {
+            "in_base".to_string()
+        } else {
+            format!("in_base + {chunk}u")
+        };
+        if lanes == 1 {
+            let _ = writeln!(body, "    let {} = args[{idx}];", ctx.names[used[0].1]);
+        } else {
+            let _ = writeln!(body, "    let args_{chunk} = args[{idx}];");
+            for (w, i) in used {
+                let c = COMPONENTS[(w % lanes) as usize];
+                let _ = writeln!(body, "    let {} = args_{chunk}.{c};", ctx.names[i]);
+            }
         }
     }
     for (i, node) in f.nodes.iter().enumerate() {
@@ -146,25 +169,40 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
             let _ = writeln!(body, "    {name}[i] = {};", ctx.operand(f.outputs[out_idx]));
             out_idx += 1;
         } else {
-            let _ = writeln!(body, "    let out_base = i * {w}u;");
-            for k in 0..*w {
-                let idx = if k == 0 {
+            let glanes = abi::vector_lanes(*w);
+            let _ = writeln!(body, "    let out_base = {};", scaled_index(w / glanes));
+            for chunk in 0..w / glanes {
+                let idx = if chunk == 0 {
                     "out_base".to_string()
                 } else {
-                    format!("out_base + {k}u")
+                    format!("out_base + {chunk}u")
                 };
-                let (slot, j) = word_list[k as usize];
-                let arg = match j {
-                    None => slot.name.clone(),
-                    Some(j) => format!("{}[{j}]", slot.name),
+                let words_here = chunk * glanes..(chunk + 1) * glanes;
+                let args: Vec<String> = words_here
+                    .clone()
+                    .map(|k| {
+                        let (slot, j) = word_list[k as usize];
+                        match j {
+                            None => slot.name.clone(),
+                            Some(j) => format!("{}[{j}]", slot.name),
+                        }
+                    })
+                    .collect();
+                let vals: Vec<String> = words_here
+                    .map(|k| ctx.operand(f.outputs[out_idx + k as usize]))
+                    .collect();
+                let value = if glanes == 1 {
+                    vals[0].clone()
+                } else {
+                    format!("{}({})", abi::vector_type(glanes), vals.join(", "))
                 };
                 let _ = writeln!(
                     body,
-                    "    {name}[{idx}] = {}; // d/d {arg}",
-                    ctx.operand(f.outputs[out_idx])
+                    "    {name}[{idx}] = {value}; // d/d {}",
+                    args.join(", ")
                 );
-                out_idx += 1;
             }
+            out_idx += *w as usize;
         }
     }
 
@@ -202,13 +240,15 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     );
     let _ = writeln!(
         s,
-        "@group(0) @binding({}) var<storage, read> args: array<f32>;",
-        abi::ARGS_BINDING
+        "@group(0) @binding({}) var<storage, read> args: array<{}>;",
+        abi::ARGS_BINDING,
+        abi::vector_type(lanes)
     );
-    for (binding, _, name) in &outputs {
+    for (binding, w, name) in &outputs {
         let _ = writeln!(
             s,
-            "@group(0) @binding({binding}) var<storage, read_write> {name}: array<f32>;"
+            "@group(0) @binding({binding}) var<storage, read_write> {name}: array<{}>;",
+            abi::vector_type(abi::vector_lanes(*w))
         );
     }
     for (name, _, src) in WGSL_HELPERS {
@@ -231,7 +271,7 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     );
     let _ = writeln!(s, "    let i = gid.x + gid.y * groups.x * {wg}u;");
     let _ = writeln!(s, "    if (i >= params.n) {{\n        return;\n    }}");
-    let _ = writeln!(s, "    let in_base = i * {words}u;");
+    let _ = writeln!(s, "    let in_base = {};", scaled_index(words / lanes));
     s.push_str(&body);
     s.push_str("}\n");
     s
