@@ -45,6 +45,9 @@ struct LaunchSet {
     bind_group: wgpu::BindGroup,
 }
 
+/// Where a map request's callback sends its result.
+type MapReceiver = std::sync::mpsc::Receiver<Result<(), wgpu::BufferAsyncError>>;
+
 /// A submitted chunk: its launch set, where its results go, and the two map requests
 /// (results to read, upload buffer to re-arm) that complete with its submission.
 struct InFlight {
@@ -53,8 +56,8 @@ struct InFlight {
     m: usize,
     out_bytes: u64,
     submission: wgpu::SubmissionIndex,
-    read: std::sync::mpsc::Receiver<Result<(), wgpu::BufferAsyncError>>,
-    rearm: std::sync::mpsc::Receiver<Result<(), wgpu::BufferAsyncError>>,
+    read: MapReceiver,
+    rearm: MapReceiver,
 }
 
 /// An open GPU.
@@ -395,12 +398,8 @@ impl Gpu {
                     .err()
                     .unwrap_or_else(|| Error::Readback(e.to_string()))
             })?;
-        let mapped = f
-            .read
-            .try_recv()
-            .map_err(|e| Error::Readback(e.to_string()))?;
         // On an error the set may be in any state: it is dropped rather than reused.
-        mapped.map_err(|e| Error::Readback(e.to_string()))?;
+        self.await_map(&f.read)?;
         {
             let view = f
                 .set
@@ -417,10 +416,35 @@ impl Gpu {
             }
         }
         f.set.staging.unmap();
-        if matches!(f.rearm.try_recv(), Ok(Ok(()))) {
+        if self.await_map(&f.rearm).is_ok() {
             self.return_set(spec, f.set);
         }
         Ok(())
+    }
+
+    /// Waits for a map request's callback. Another thread's poll may be delivering it just
+    /// as this thread's wait for the submission returns, so the callback is awaited itself.
+    fn await_map(&self, rx: &MapReceiver) -> Result<(), Error> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match rx.try_recv() {
+                Ok(r) => return r.map_err(|e| Error::Readback(e.to_string())),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    return Err(Error::Readback("a map request was dropped".into()));
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) if Instant::now() > deadline => {
+                    return Err(Error::Readback(
+                        "a map request did not complete in 60 s".into(),
+                    ));
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) => {
+                    self.device
+                        .poll(wgpu::PollType::Poll)
+                        .map_err(|e| Error::Readback(e.to_string()))?;
+                    std::thread::yield_now();
+                }
+            }
+        }
     }
 
     /// Pops the error scopes of a launch, turning what they caught into errors.
@@ -633,8 +657,12 @@ impl Gpu {
             encoder.resolve_query_set(&queries, 0..2 * launches, &resolve, 0);
             encoder.copy_buffer_to_buffer(&resolve, 0, &readback, 0, 16 * launches as u64);
             self.queue.submit([encoder.finish()]);
-            readback.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+            let (tx, mapped) = std::sync::mpsc::channel();
+            readback.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+                let _ = tx.send(r);
+            });
             self.finish(spec, oom, validation)?;
+            self.await_map(&mapped)?;
             let period = self.queue.get_timestamp_period() as f64;
             {
                 let view = readback
@@ -771,8 +799,12 @@ impl Gpu {
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
             encoder.copy_buffer_to_buffer(&device_buf, 0, &staging, 0, bytes as u64);
             self.queue.submit([encoder.finish()]);
-            staging.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+            let (tx, mapped) = std::sync::mpsc::channel();
+            staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+                let _ = tx.send(r);
+            });
             wait()?;
+            self.await_map(&mapped)?;
             host.copy_from_slice(
                 &staging
                     .slice(..)
@@ -798,10 +830,14 @@ impl Gpu {
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
             encoder.copy_buffer_to_buffer(&src, 0, &staging, 0, 4);
             self.queue.submit([encoder.finish()]);
-            staging.slice(..4).map_async(wgpu::MapMode::Read, |_| {});
+            let (tx, mapped) = std::sync::mpsc::channel();
+            staging.slice(..4).map_async(wgpu::MapMode::Read, move |r| {
+                let _ = tx.send(r);
+            });
             self.device
                 .poll(wgpu::PollType::wait_indefinitely())
                 .map_err(|e| Error::Readback(e.to_string()))?;
+            self.await_map(&mapped)?;
             let _ = staging
                 .slice(..4)
                 .get_mapped_range()

@@ -163,11 +163,49 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
         let _ = writeln!(body, "    let {} = {e};", ctx.names[i]);
     }
     // Stores.
+    let staged = kind == KernelKind::Adjoint && abi::stage_gradients(words);
     let mut out_idx = 0usize;
     for (_, w, name) in &outputs {
         if *w == 1 {
-            let _ = writeln!(body, "    {name}[i] = {};", ctx.operand(f.outputs[out_idx]));
+            let v = ctx.operand(f.outputs[out_idx]);
+            if staged {
+                let _ = writeln!(
+                    body,
+                    "    if (in_batch) {{\n        {name}[i] = {v};\n    }}"
+                );
+            } else {
+                let _ = writeln!(body, "    {name}[i] = {v};");
+            }
             out_idx += 1;
+        } else if staged {
+            for k in 0..*w {
+                let (slot, j) = word_list[k as usize];
+                let arg = match j {
+                    None => slot.name.clone(),
+                    Some(j) => format!("{}[{j}]", slot.name),
+                };
+                let v = ctx.operand(f.outputs[out_idx + k as usize]);
+                let _ = writeln!(
+                    body,
+                    "    grad_stage[lid * {w}u + {k}u] = {v}; // d/d {arg}"
+                );
+            }
+            let _ = writeln!(body, "    workgroupBarrier();");
+            let _ = writeln!(
+                body,
+                "    // The group's gradients are contiguous in {name}: consecutive threads store\n    \
+                 // consecutive words."
+            );
+            let _ = writeln!(body, "    let group_base = (i - lid) * {w}u;");
+            let _ = writeln!(body, "    for (var part = 0u; part < {w}u; part++) {{");
+            let _ = writeln!(body, "        let word = part * {wg}u + lid;");
+            let _ = writeln!(body, "        if (group_base + word < params.n * {w}u) {{");
+            let _ = writeln!(
+                body,
+                "            {name}[group_base + word] = grad_stage[word];"
+            );
+            let _ = writeln!(body, "        }}\n    }}");
+            out_idx += *w as usize;
         } else {
             let glanes = abi::vector_lanes(*w);
             let _ = writeln!(body, "    let out_base = {};", scaled_index(w / glanes));
@@ -251,6 +289,9 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
             abi::vector_type(abi::vector_lanes(*w))
         );
     }
+    if staged {
+        let _ = writeln!(s, "var<workgroup> grad_stage: array<f32, {}>;", wg * words);
+    }
     for (name, _, src) in WGSL_HELPERS {
         if helpers.contains(name) {
             let _ = write!(s, "\n{src}\n");
@@ -261,8 +302,13 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     let _ = writeln!(s, "@compute @workgroup_size({wg})");
     let _ = writeln!(
         s,
-        "fn {}(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {{",
-        kind.entry_point()
+        "fn {}(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>{}) {{",
+        kind.entry_point(),
+        if staged {
+            ", @builtin(local_invocation_index) lid: u32"
+        } else {
+            ""
+        }
     );
     let _ = writeln!(
         s,
@@ -270,8 +316,19 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
         abi::MAX_WORKGROUPS_PER_DIM
     );
     let _ = writeln!(s, "    let i = gid.x + gid.y * groups.x * {wg}u;");
-    let _ = writeln!(s, "    if (i >= params.n) {{\n        return;\n    }}");
-    let _ = writeln!(s, "    let in_base = {};", scaled_index(words / lanes));
+    if staged {
+        let _ = writeln!(
+            s,
+            "    // Every thread reaches the barrier: threads past the end compute on the last\n    \
+             // element and store nothing.\n    \
+             let in_batch = i < params.n;\n    \
+             let elem = min(i, params.n - 1u);"
+        );
+        let _ = writeln!(s, "    let in_base = elem * {}u;", words / lanes);
+    } else {
+        let _ = writeln!(s, "    if (i >= params.n) {{\n        return;\n    }}");
+        let _ = writeln!(s, "    let in_base = {};", scaled_index(words / lanes));
+    }
     s.push_str(&body);
     s.push_str("}\n");
     s
