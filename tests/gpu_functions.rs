@@ -240,8 +240,9 @@ fn two_argument_functions_match_rust_at_special_values() {
         ),
         // powf is WGSL's pow (exp2(y log2 x)) away from the special values: its error grows
         // with |y log2 x| (27 ulp at 0.001^7.5 on lavapipe, 44 at (2e-38)^-1 on the H100),
-        // so finite results are checked against 4 + |y log2 x| / 2 ulp below; the special
-        // values must be exact.
+        // so finite results are checked against 4 + |y log2 x| ulp below (NVIDIA's is about
+        // twice lavapipe's error); integer exponents up to 8 are gradfuse's repeated squaring;
+        // the special values must be exact.
         (
             "powf",
             |a| {
@@ -310,7 +311,7 @@ fn two_argument_functions_match_rust_at_special_values() {
             }
             let d = ulps(g, want);
             let bound = if name == "powf" && want.is_finite() && want != 0.0 {
-                4 + ((y as f64) * (x as f64).abs().log2()).abs() as u64 / 2
+                4 + ((y as f64) * (x as f64).abs().log2()).abs() as u64
             } else {
                 bound
             };

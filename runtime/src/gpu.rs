@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Largest buffer the runtime allocates for one chunk, whatever the device allows: keeps
-/// staging memory bounded and lets a huge batch stream through in pieces.
-const MAX_CHUNK_BYTES: u64 = 256 << 20;
+/// staging memory bounded, and makes a large batch a stream of chunks whose copies in and
+/// out overlap the GPU's work on their neighbours.
+const MAX_CHUNK_BYTES: u64 = 64 << 20;
 
 /// Smallest launch set, in elements: small batches of different sizes share one.
 const MIN_CAPACITY: usize = 1024;
@@ -70,6 +71,7 @@ pub(crate) struct Gpu {
     pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
     sets: Mutex<HashMap<(PipelineKey, usize), Vec<LaunchSet>>>,
     lost: Arc<Mutex<Option<String>>>,
+    uncaptured: Arc<Mutex<Option<String>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -119,8 +121,16 @@ impl Gpu {
         });
         // Errors are caught by scopes around every operation; an uncaptured one (which
         // would be a gradfuse bug) is logged instead of aborting the user's program.
-        device.on_uncaptured_error(Arc::new(|e: wgpu::Error| {
-            log::error!("gradfuse: uncaptured wgpu error: {e}");
+        // Launches push no error scopes (they cost a quarter of a small launch's latency):
+        // an error there is caught here and returned by the launch that sees it.
+        let uncaptured = Arc::new(Mutex::new(None));
+        let slot = uncaptured.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            log::error!("gradfuse: wgpu error: {e}");
+            let mut slot = lock(&slot);
+            if slot.is_none() {
+                *slot = Some(e.to_string());
+            }
         }));
         Ok(Gpu {
             device,
@@ -131,6 +141,7 @@ impl Gpu {
             pipelines: Mutex::new(HashMap::new()),
             sets: Mutex::new(HashMap::new()),
             lost,
+            uncaptured,
         })
     }
 
@@ -279,8 +290,6 @@ impl Gpu {
         let pipeline = self.pipeline(spec)?;
         let chunk = self.max_chunk_elements(spec);
         let in_words = spec.input_words as usize;
-        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let mut in_flight: std::collections::VecDeque<InFlight> = Default::default();
         let mut result = Ok(());
         let mut start = 0;
@@ -302,8 +311,13 @@ impl Gpu {
             let done = self.complete_chunk(spec, f, outputs);
             result = result.and(done);
         }
-        let scopes = self.pop_scopes(spec, oom, validation);
-        scopes.and(result)
+        if let Some(message) = lock(&self.uncaptured).take() {
+            return Err(Error::Validation {
+                label: spec.label.to_string(),
+                message,
+            });
+        }
+        result
     }
 
     /// Copies a chunk's arguments into a launch set's upload buffer and submits the copy,
@@ -316,7 +330,7 @@ impl Gpu {
         m: usize,
         start: usize,
     ) -> Result<InFlight, Error> {
-        let set = self.take_set(spec, pipeline, m);
+        let set = self.take_set(spec, pipeline, m)?;
         let in_bytes = std::mem::size_of_val(input) as u64;
         {
             let map_err = |e: wgpu::MapRangeError| Error::Readback(e.to_string());
@@ -478,8 +492,12 @@ impl Gpu {
     }
 
     /// A launch set for at least `m` elements: a cached one, or a new one.
-    fn take_set(&self, spec: &'static KernelSpec, pipeline: &Pipeline, m: usize) -> LaunchSet {
-        use wgpu::BufferUsages as U;
+    fn take_set(
+        &self,
+        spec: &'static KernelSpec,
+        pipeline: &Pipeline,
+        m: usize,
+    ) -> Result<LaunchSet, Error> {
         let capacity = m
             .next_power_of_two()
             .max(MIN_CAPACITY)
@@ -488,8 +506,24 @@ impl Gpu {
             .get_mut(&(key(spec), capacity))
             .and_then(Vec::pop)
         {
-            return set;
+            return Ok(set);
         }
+        // Creating buffers is where memory runs out: the only error scopes of a launch.
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let set = self.create_set(spec, pipeline, capacity);
+        self.pop_scopes(spec, oom, validation)?;
+        Ok(set)
+    }
+
+    /// A new launch set for `capacity` elements, the upload buffer mapped.
+    fn create_set(
+        &self,
+        spec: &'static KernelSpec,
+        pipeline: &Pipeline,
+        capacity: usize,
+    ) -> LaunchSet {
+        use wgpu::BufferUsages as U;
         let words = |w: u32| (capacity * w as usize * 4) as u64;
         let upload = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(spec.label),
@@ -641,6 +675,16 @@ impl Gpu {
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                     label: Some(spec.label),
                 });
+            // Warm-up on the same buffers: first touches of fresh memory are not timed.
+            for _ in 0..3 {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some(spec.label),
+                    timestamp_writes: None,
+                });
+                pass.set_pipeline(&pipeline.pipeline);
+                pass.set_bind_group(0, &set.bind_group, &[]);
+                pass.dispatch_workgroups(x, y, 1);
+            }
             for l in 0..launches {
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some(spec.label),
