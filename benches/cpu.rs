@@ -6,34 +6,13 @@
 //! `cargo bench --bench cpu` (criterion prints each group's entries side by side).
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use gradfuse::{Dual, differentiable};
+use gradfuse::Dual;
 use nalgebra::SVector;
 use num_dual::{DualNum, gradient};
 use std::hint::black_box;
 
-#[differentiable]
-pub fn transcendental4(x: [f32; 4]) -> f32 {
-    x[0].sin() * x[1].exp() + x[2].ln() * x[3].sqrt()
-}
-
-#[differentiable]
-pub fn rosenbrock4(x: [f32; 4]) -> f32 {
-    let a0 = x[1] - x[0] * x[0];
-    let a1 = x[2] - x[1] * x[1];
-    let a2 = x[3] - x[2] * x[2];
-    let b0 = 1.0 - x[0];
-    let b1 = 1.0 - x[1];
-    let b2 = 1.0 - x[2];
-    100.0 * (a0 * a0 + a1 * a1 + a2 * a2) + b0 * b0 + b1 * b1 + b2 * b2
-}
-
-#[differentiable]
-pub fn edge_residual(p: [f32; 3], q: [f32; 3], rest: f32) -> f32 {
-    let dx = q[0] - p[0];
-    let dy = q[1] - p[1];
-    let dz = q[2] - p[2];
-    (dx * dx + dy * dy + dz * dz).sqrt() - rest
-}
+mod common;
+use common::{edge_residual, rosenbrock4, transcendental4};
 
 // Hand-written analytic gradients: the bar for value_and_grad.
 fn transcendental4_hand(x: &[f32; 4]) -> (f32, [f32; 4]) {

@@ -195,110 +195,38 @@ fn two_argument_functions_match_rust_at_special_values() {
     }
     type Kernel = fn(&[(f32, f32)]) -> Vec<f32>;
     type Case = (&'static str, Kernel, fn(f32, f32) -> f32, u64);
+    /// `(name, GPU kernel of the function $f over a batch of pairs, the function in Rust, ulp bound)`.
+    macro_rules! case {
+        ($name:literal, $f:ident, $cpu:expr, $bound:expr) => {
+            (
+                $name,
+                |a: &[(f32, f32)]| {
+                    let args: Vec<$f::Args> = a.iter().map(|&(x, y)| $f::Args { x, y }).collect();
+                    $f::kernel(device()).value(&args).unwrap()
+                },
+                $cpu,
+                $bound,
+            )
+        };
+    }
     let cases: Vec<Case> = vec![
-        (
-            "min",
-            |a| {
-                f_min::kernel(device())
-                    .value(
-                        &a.iter()
-                            .map(|&(x, y)| f_min::Args { x, y })
-                            .collect::<Vec<_>>(),
-                    )
-                    .unwrap()
-            },
-            f_min,
-            0,
-        ),
-        (
-            "max",
-            |a| {
-                f_max::kernel(device())
-                    .value(
-                        &a.iter()
-                            .map(|&(x, y)| f_max::Args { x, y })
-                            .collect::<Vec<_>>(),
-                    )
-                    .unwrap()
-            },
-            f_max,
-            0,
-        ),
-        (
-            "atan2",
-            |a| {
-                f_atan2::kernel(device())
-                    .value(
-                        &a.iter()
-                            .map(|&(x, y)| f_atan2::Args { x, y })
-                            .collect::<Vec<_>>(),
-                    )
-                    .unwrap()
-            },
-            f_atan2,
-            3,
-        ),
+        case!("min", f_min, f_min, 0),
+        case!("max", f_max, f_max, 0),
+        case!("atan2", f_atan2, f_atan2, 3),
         // powf is WGSL's pow (exp2(y log2 x)) away from the special values: its error grows
         // with |y log2 x| (27 ulp at 0.001^7.5 on lavapipe, 44 at (2e-38)^-1 on the H100),
         // so finite results are checked against 4 + |y log2 x| ulp below (NVIDIA's is about
         // twice lavapipe's error); integer exponents up to 8 are gradfuse's repeated squaring;
         // the special values must be exact.
-        (
-            "powf",
-            |a| {
-                f_powf::kernel(device())
-                    .value(
-                        &a.iter()
-                            .map(|&(x, y)| f_powf::Args { x, y })
-                            .collect::<Vec<_>>(),
-                    )
-                    .unwrap()
-            },
-            f_powf,
-            0,
-        ),
-        (
-            "hypot",
-            |a| {
-                f_hypot::kernel(device())
-                    .value(
-                        &a.iter()
-                            .map(|&(x, y)| f_hypot::Args { x, y })
-                            .collect::<Vec<_>>(),
-                    )
-                    .unwrap()
-            },
-            f_hypot,
-            3,
-        ),
-        (
+        case!("powf", f_powf, f_powf, 0),
+        case!("hypot", f_hypot, f_hypot, 3),
+        case!(
             "clamp",
-            |a| {
-                f_clamp::kernel(device())
-                    .value(
-                        &a.iter()
-                            .map(|&(x, y)| f_clamp::Args { x, y })
-                            .collect::<Vec<_>>(),
-                    )
-                    .unwrap()
-            },
+            f_clamp,
             |x, y| gradfuse::Real::clamp(x, -1.0, y.abs()),
-            0,
+            0
         ),
-        (
-            "powi",
-            |a| {
-                f_powi::kernel(device())
-                    .value(
-                        &a.iter()
-                            .map(|&(x, y)| f_powi::Args { x, y })
-                            .collect::<Vec<_>>(),
-                    )
-                    .unwrap()
-            },
-            f_powi,
-            3,
-        ),
+        case!("powi", f_powi, f_powi, 3),
     ];
     let mut failures = Vec::new();
     for (name, gpu, cpu, bound) in cases {

@@ -523,30 +523,40 @@ impl Gpu {
         pipeline: &Pipeline,
         capacity: usize,
     ) -> LaunchSet {
-        use wgpu::BufferUsages as U;
-        let words = |w: u32| (capacity * w as usize * 4) as u64;
+        let bytes = (capacity * spec.input_words as usize * 4) as u64;
         let upload = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(spec.label),
-            size: PARAMS_BYTES + words(spec.input_words),
-            usage: U::MAP_WRITE | U::COPY_SRC,
+            size: PARAMS_BYTES + bytes,
+            usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
             mapped_at_creation: true,
         });
+        let staging = (capacity * spec.output_words() * 4) as u64;
+        self.build_set(spec, pipeline, capacity, upload, staging)
+    }
+
+    /// The device buffers and bind group of a launch set around a given upload buffer.
+    fn build_set(
+        &self,
+        spec: &'static KernelSpec,
+        pipeline: &Pipeline,
+        capacity: usize,
+        upload: wgpu::Buffer,
+        staging_bytes: u64,
+    ) -> LaunchSet {
+        use wgpu::BufferUsages as U;
+        let words = |w: u32| (capacity * w as usize * 4) as u64;
         let input = self.buffer(
             spec.label,
             U::STORAGE | U::COPY_DST,
             words(spec.input_words),
         );
-        let params = self.buffer(spec.label, U::UNIFORM | U::COPY_DST, 16);
+        let params = self.buffer(spec.label, U::UNIFORM | U::COPY_DST, PARAMS_BYTES);
         let outputs: Vec<wgpu::Buffer> = spec
             .outputs
             .iter()
             .map(|o| self.buffer(spec.label, U::STORAGE | U::COPY_SRC, words(o.words)))
             .collect();
-        let staging = self.buffer(
-            spec.label,
-            U::MAP_READ | U::COPY_DST,
-            words(spec.output_words() as u32),
-        );
+        let staging = self.buffer(spec.label, U::MAP_READ | U::COPY_DST, staging_bytes);
         let mut entries = vec![
             wgpu::BindGroupEntry {
                 binding: spec.params_binding,
@@ -749,64 +759,23 @@ impl Gpu {
     }
 
     /// A launch set of exactly `n` elements (timing wants no spare capacity), not cached.
+    /// Timing uploads once, with `write_buffer`, and reads nothing back: its upload and
+    /// staging buffers are placeholders.
     fn take_set_exact(
         &self,
         spec: &'static KernelSpec,
         pipeline: &Pipeline,
         n: usize,
     ) -> LaunchSet {
-        use wgpu::BufferUsages as U;
-        let words = |w: u32| (n * w as usize * 4) as u64;
-        let input = self.buffer(
+        let upload = self.buffer(
             spec.label,
-            U::STORAGE | U::COPY_DST,
-            words(spec.input_words),
+            wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+            16,
         );
-        let params = self.buffer(spec.label, U::UNIFORM | U::COPY_DST, 16);
-        let outputs: Vec<wgpu::Buffer> = spec
-            .outputs
-            .iter()
-            .map(|o| self.buffer(spec.label, U::STORAGE | U::COPY_SRC, words(o.words)))
-            .collect();
-        let staging = self.buffer(spec.label, U::MAP_READ | U::COPY_DST, 16);
-        let mut entries = vec![
-            wgpu::BindGroupEntry {
-                binding: spec.params_binding,
-                resource: params.as_entire_binding(),
-            },
-            wgpu::BindGroupEntry {
-                binding: spec.input_binding,
-                resource: input.as_entire_binding(),
-            },
-        ];
-        for (o, buf) in spec.outputs.iter().zip(&outputs) {
-            entries.push(wgpu::BindGroupEntry {
-                binding: o.binding,
-                resource: buf.as_entire_binding(),
-            });
-        }
-        let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(spec.label),
-            layout: &pipeline.layout,
-            entries: &entries,
-        });
-        LaunchSet {
-            capacity: n,
-            // Timing uploads once, with write_buffer: no upload buffer of its own.
-            upload: self.buffer(
-                spec.label,
-                wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
-                16,
-            ),
-            input,
-            params,
-            outputs,
-            staging,
-            bind_group,
-        }
+        self.build_set(spec, pipeline, n, upload, 16)
     }
 
-    /// Median-free raw samples of moving `bytes` to the device (write, submit, wait) and back
+    /// Samples of moving `bytes` to the device (write, submit, wait) and back
     /// (copy, submit, map, copy out): the transfers every end-to-end launch pays.
     pub(crate) fn time_transfers(
         &self,
