@@ -4,6 +4,14 @@
 //! compared with the f64 interpreter of the IR, whose derivatives are in turn checked by
 //! central finite differences.
 
+// `piecewise` spells conditions the way a user might (`!(y < 1.5)`, `y == y`, which differ
+// from `y >= 1.5` and `true` exactly at NaN): that is what it tests.
+#![allow(
+    clippy::neg_cmp_op_on_partial_ord,
+    clippy::eq_op,
+    clippy::assign_op_pattern
+)]
+
 mod common;
 
 use common::{Rng, device, rel_error};
@@ -207,6 +215,46 @@ corpus! {
     domain = (0.5, 2.0);
     fn transcendental4(x: [f32; 4]) -> f32 {
         x[0].sin() * x[1].exp() + x[2].ln() * x[3].sqrt()
+    }
+
+    // `if`/`else` as expression and statement, `else if`, `&& || !` and comparisons. The
+    // branch not taken is NaN on half the domain (`x.sqrt()` for x < 0, `(-x).ln()` for
+    // x > 0): the gradient must still be that of the branch taken.
+    domain = (-2.0, 2.0);
+    fn piecewise(x: f32, y: f32) -> f32 {
+        let r = if x > 0.0 { x.sqrt() * y } else { (-x).ln() + y * y };
+        let inside = x.abs() <= 1.0;
+        let mut s = r;
+        if inside && y > -1.0 || !(y < 1.5) {
+            s *= 2.0;
+            s += x.exp();
+        } else if x >= 1.0 {
+            s -= y;
+        } else if x != y && y == y {
+            s = s * y;
+        }
+        s
+    }
+
+    // `let mut`, assignment and `+= -= *= /=` to locals and to array elements, nested blocks
+    // with their own scope.
+    domain = (0.5, 2.0);
+    fn mutation(p: [f32; 3], w: f32) -> f32 {
+        let mut acc = [0.0; 3];
+        acc[0] = p[0] * w;
+        acc[1] += p[1] * p[1];
+        acc[2] -= p[2] / w;
+        let mut t = acc[0] + acc[1];
+        t /= w;
+        {
+            let t = t * t;
+            acc[2] *= t;
+        }
+        let v = {
+            let q = acc[2] + 1.0;
+            q * q
+        };
+        t + acc[2] + v
     }
 
     domain = (-2.0, 2.0);

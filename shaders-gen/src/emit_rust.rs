@@ -91,6 +91,18 @@ fn body(f: &Function, scalar: Scalar) -> Body {
                 let (a, b) = (o(a), o(b));
                 quote!(#a #op #b)
             }
+            Op::Not(a) => {
+                let a = o(a);
+                quote!(!#a)
+            }
+            Op::And(a, b) => {
+                let (a, b) = (o(a), o(b));
+                quote!(#a && #b)
+            }
+            Op::Or(a, b) => {
+                let (a, b) = (o(a), o(b));
+                quote!(#a || #b)
+            }
             Op::Select {
                 cond,
                 then,

@@ -46,6 +46,9 @@ impl Ctx<'_> {
         match op {
             Op::Input(_) | Op::Const(_) => unreachable!("inputs and constants are not lets"),
             Op::Cmp(c, a, b) => format!("{} {} {}", self.operand(*a), c.symbol(), self.operand(*b)),
+            Op::Not(a) => format!("!{}", self.operand(*a)),
+            Op::And(a, b) => format!("{} && {}", self.operand(*a), self.operand(*b)),
+            Op::Or(a, b) => format!("{} || {}", self.operand(*a), self.operand(*b)),
             Op::Select {
                 cond,
                 then,

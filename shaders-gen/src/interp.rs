@@ -27,6 +27,9 @@ pub fn eval(f: &Function, inputs: &[f64]) -> Vec<f64> {
                     0.0
                 }
             }
+            Op::Not(a) => f64::from(vals[a.index()] == 0.0),
+            Op::And(a, b) => f64::from(vals[a.index()] != 0.0 && vals[b.index()] != 0.0),
+            Op::Or(a, b) => f64::from(vals[a.index()] != 0.0 || vals[b.index()] != 0.0),
             Op::Select {
                 cond,
                 then,

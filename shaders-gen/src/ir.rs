@@ -2,12 +2,13 @@
 //!
 //! A [`Function`] maps a fixed number of scalar inputs (the flattened argument words, see
 //! [`crate::abi`]) to a list of scalar outputs. Arrays never reach the IR: lowering
-//! scalarizes them, because every array index in the straight-line language is a
-//! compile-time constant. Nodes are kept in definition order, so the arena order is a valid
-//! evaluation order and the reverse pass can walk it backwards. Control flow (issue: the
-//! whole language) will add region nodes that own nested node lists; every pass already
-//! goes through [`Function::nodes`] in order and through [`Op::operands`], so they extend by
-//! handling the new variants.
+//! scalarizes them, because every array index is a compile-time constant. Nodes are kept in
+//! definition order, so the arena order is a valid evaluation order and the reverse pass can
+//! walk it backwards. `if`/`else` and mutation need no control flow here: lowering renames
+//! assigned variables (SSA) and merges branches with [`Op::Select`]. Loops that stay loops
+//! will add region nodes owning nested node lists; every pass goes through
+//! [`Function::nodes`] in order and copies nodes with [`Op::map_operands`], so they extend
+//! by handling the new variants.
 
 use crate::ops::Func;
 use proc_macro2::Span;
@@ -87,7 +88,17 @@ pub enum Op {
     Call(Func, Vec<ValueId>),
     /// A comparison, of type [`Ty::Bool`].
     Cmp(CmpOp, ValueId, ValueId),
+    /// `!a` of a [`Ty::Bool`].
+    Not(ValueId),
+    /// `a && b` of two [`Ty::Bool`] values (both are computed: nothing has side effects).
+    And(ValueId, ValueId),
+    /// `a || b` of two [`Ty::Bool`] values.
+    Or(ValueId, ValueId),
     /// `if cond { a } else { b }` without a branch: both operands are already computed.
+    ///
+    /// Of the type of its operands. Lowering turns `if`/`else` into selects; the reverse
+    /// transform masks the adjoints of the branch not taken (see [`crate::ad::reverse`]), so
+    /// the derivative is that of the branch taken even where the other one is NaN.
     Select {
         /// A [`Ty::Bool`] value.
         cond: ValueId,
@@ -104,12 +115,36 @@ impl Op {
         match self {
             Op::Input(_) | Op::Const(_) => Vec::new(),
             Op::Call(_, args) => args.clone(),
-            Op::Cmp(_, a, b) => vec![*a, *b],
+            Op::Cmp(_, a, b) | Op::And(a, b) | Op::Or(a, b) => vec![*a, *b],
+            Op::Not(a) => vec![*a],
             Op::Select {
                 cond,
                 then,
                 otherwise,
             } => vec![*cond, *then, *otherwise],
+        }
+    }
+
+    /// The same operation reading `m(v)` for every operand `v`: how passes copy a node
+    /// from one function into another.
+    pub fn map_operands(&self, mut m: impl FnMut(ValueId) -> ValueId) -> Op {
+        match self {
+            Op::Input(w) => Op::Input(*w),
+            Op::Const(c) => Op::Const(*c),
+            Op::Call(func, args) => Op::Call(*func, args.iter().map(|v| m(*v)).collect()),
+            Op::Cmp(c, a, b) => Op::Cmp(*c, m(*a), m(*b)),
+            Op::Not(a) => Op::Not(m(*a)),
+            Op::And(a, b) => Op::And(m(*a), m(*b)),
+            Op::Or(a, b) => Op::Or(m(*a), m(*b)),
+            Op::Select {
+                cond,
+                then,
+                otherwise,
+            } => Op::Select {
+                cond: m(*cond),
+                then: m(*then),
+                otherwise: m(*otherwise),
+            },
         }
     }
 }
@@ -160,6 +195,9 @@ enum OpKey {
     Const(u64),
     Call(Func, Vec<ValueId>),
     Cmp(CmpOp, ValueId, ValueId),
+    Not(ValueId),
+    And(ValueId, ValueId),
+    Or(ValueId, ValueId),
     Select(ValueId, ValueId, ValueId),
 }
 
@@ -169,6 +207,9 @@ fn op_key(op: &Op) -> OpKey {
         Op::Const(c) => OpKey::Const(c.to_bits()),
         Op::Call(f, args) => OpKey::Call(*f, args.clone()),
         Op::Cmp(c, a, b) => OpKey::Cmp(*c, *a, *b),
+        Op::Not(a) => OpKey::Not(*a),
+        Op::And(a, b) => OpKey::And(*a, *b),
+        Op::Or(a, b) => OpKey::Or(*a, *b),
         Op::Select {
             cond,
             then,
@@ -201,13 +242,15 @@ impl Builder {
 
     /// Adds `op` (or finds the identical node already there) and returns its value.
     pub fn push(&mut self, op: Op, span: Span, name: Option<String>) -> ValueId {
-        // `+` and `*` are commutative in IEEE arithmetic: one operand order, so that
-        // `100 * b` and `b * 100` are one node.
+        // `+`, `*`, `&&` and `||` are commutative (IEEE arithmetic included): one operand
+        // order, so that `100 * b` and `b * 100` are one node.
         let op = match op {
             Op::Call(f @ (Func::Add | Func::Mul), mut args) => {
                 args.sort();
                 Op::Call(f, args)
             }
+            Op::And(a, b) => Op::And(a.min(b), a.max(b)),
+            Op::Or(a, b) => Op::Or(a.min(b), a.max(b)),
             op => op,
         };
         let key = op_key(&op);
@@ -219,7 +262,8 @@ impl Builder {
             return id;
         }
         let ty = match &op {
-            Op::Cmp(..) => Ty::Bool,
+            Op::Cmp(..) | Op::Not(_) | Op::And(..) | Op::Or(..) => Ty::Bool,
+            Op::Select { then, .. } => self.func.nodes[then.index()].ty,
             _ => Ty::F32,
         };
         let id = ValueId(self.func.nodes.len() as u32);
@@ -246,6 +290,21 @@ impl Builder {
     /// A comparison.
     pub fn cmp(&mut self, op: CmpOp, a: ValueId, b: ValueId, span: Span) -> ValueId {
         self.push(Op::Cmp(op, a, b), span, None)
+    }
+
+    /// `!a`.
+    pub fn not(&mut self, a: ValueId, span: Span) -> ValueId {
+        self.push(Op::Not(a), span, None)
+    }
+
+    /// `a && b`.
+    pub fn and(&mut self, a: ValueId, b: ValueId, span: Span) -> ValueId {
+        self.push(Op::And(a, b), span, None)
+    }
+
+    /// `a || b`.
+    pub fn or(&mut self, a: ValueId, b: ValueId, span: Span) -> ValueId {
+        self.push(Op::Or(a, b), span, None)
     }
 
     /// `if cond { then } else { otherwise }`.

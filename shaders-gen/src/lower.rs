@@ -5,7 +5,7 @@
 //! parents stay silent about it, so one mistake gives one message.
 
 use crate::abi::ArgLayout;
-use crate::ir::{Builder, Function, ValueId};
+use crate::ir::{Builder, CmpOp, Function, ValueId};
 use crate::ops::{self, Func};
 use proc_macro2::Span;
 use std::collections::HashMap;
@@ -27,6 +27,8 @@ pub struct Param {
     pub name: syn::Ident,
     /// Its shape.
     pub kind: ParamKind,
+    /// Declared `mut x: f32`: the body may assign to it.
+    pub mutable: bool,
 }
 
 /// What the emitters need to know of the user's signature.
@@ -52,10 +54,61 @@ pub struct Lowered {
 }
 
 /// A value during lowering: the language's arrays are scalarized here.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 enum Value {
     Scalar(ValueId),
     Array(Vec<ValueId>),
+    /// A condition: the result of a comparison or of `&& || !`.
+    Bool(ValueId),
+}
+
+/// The type of a [`Value`], for messages and checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    Scalar,
+    Array(usize),
+    Bool,
+}
+
+impl Value {
+    fn shape(&self) -> Shape {
+        match self {
+            Value::Scalar(_) => Shape::Scalar,
+            Value::Array(v) => Shape::Array(v.len()),
+            Value::Bool(_) => Shape::Bool,
+        }
+    }
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Shape::Scalar => write!(f, "`f32`"),
+            Shape::Array(n) => write!(f, "`[f32; {n}]`"),
+            Shape::Bool => write!(f, "`bool`"),
+        }
+    }
+}
+
+/// What a block or an `if` evaluates to.
+enum Tail {
+    /// Nothing: the block ends with a statement.
+    Unit,
+    /// A value.
+    Value(Value),
+    /// Something in it failed to lower (and was reported).
+    Failed,
+}
+
+/// A local variable or argument in scope.
+struct Var {
+    /// Its current value; `None` when it failed to lower (already reported), so that its
+    /// uses stay silent.
+    value: Option<Value>,
+    mutable: bool,
+    /// A parameter of the function (made mutable in the signature, not with `let`).
+    argument: bool,
+    name: String,
 }
 
 /// Named constants a body may use, as `std::f32::consts::PI` or `core::f32::consts::PI`.
@@ -78,14 +131,17 @@ const CONSTS: &[(&str, f64)] = &[
 ];
 
 /// What a body may contain, appended to messages about what it may not.
-const SUPPORTED: &str = "supported: `let` bindings, `+ - * /`, unary `-`, float literals, \
-                         array literals, indexing with integer literals, and f32 methods";
+const SUPPORTED: &str = "supported: `let` and `let mut` bindings, assignment and `+= -= *= /=`, \
+                         `if`/`else`, comparisons and `&& || !`, `+ - * /`, unary `-`, float \
+                         literals, array literals, indexing with integer literals, and f32 \
+                         methods";
 
 struct Lowerer {
     b: Builder,
-    /// Names in scope; `None` for a binding whose value failed to lower (already reported),
-    /// so that its uses stay silent.
-    env: HashMap<String, Option<Value>>,
+    /// Every variable declared so far, in declaration order.
+    vars: Vec<Var>,
+    /// Names in scope, innermost block last.
+    scopes: Vec<HashMap<String, usize>>,
     errors: Vec<syn::Error>,
     /// The signature's return type was `f32`: only then is a wrong tail worth a message.
     returns_f32: bool,
@@ -102,7 +158,8 @@ pub fn lower_fn(item: &syn::ItemFn) -> Result<Lowered, Vec<syn::Error>> {
     let returns_f32 = matches!(&item.sig.output, syn::ReturnType::Type(_, t) if is_f32(t));
     let mut l = Lowerer {
         b: Builder::new(layout.words),
-        env: HashMap::new(),
+        vars: Vec::new(),
+        scopes: vec![HashMap::new()],
         errors,
         returns_f32,
         saw_return: false,
@@ -127,7 +184,7 @@ pub fn lower_fn(item: &syn::ItemFn) -> Result<Lowered, Vec<syn::Error>> {
                     .collect(),
             ),
         };
-        l.env.insert(name, Some(value));
+        l.declare(name, Some(value), p.mutable);
     }
     let result = l.lower_body(&item.block);
     match (result, l.errors.is_empty()) {
@@ -201,16 +258,10 @@ fn lower_signature(sig: &syn::Signature, errors: &mut Vec<syn::Error>) -> Signat
                          supported yet: every argument is differentiable",
                     );
                 }
+                let mut mutable = false;
                 let name = match &*pt.pat {
                     syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
-                        if let Some(m) = &pi.mutability {
-                            err(
-                                errors,
-                                m.span,
-                                "`mut` arguments are not supported: bind a new name with \
-                                 `let` instead",
-                            );
-                        }
+                        mutable = pi.mutability.is_some();
                         Some(pi.ident.clone())
                     }
                     other => {
@@ -225,7 +276,11 @@ fn lower_signature(sig: &syn::Signature, errors: &mut Vec<syn::Error>) -> Signat
                 };
                 let kind = param_type(&pt.ty, errors);
                 if let (Some(name), Some(kind)) = (name, kind) {
-                    params.push(Param { name, kind });
+                    params.push(Param {
+                        name,
+                        kind,
+                        mutable,
+                    });
                 }
             }
         }
@@ -347,14 +402,77 @@ impl Lowerer {
         err(&mut self.errors, span, msg);
     }
 
+    fn declare(&mut self, name: String, value: Option<Value>, mutable: bool) {
+        let id = self.vars.len();
+        self.vars.push(Var {
+            value,
+            mutable,
+            argument: self.scopes.len() == 1,
+            name: name.clone(),
+        });
+        self.scopes
+            .last_mut()
+            .expect("there is always a scope")
+            .insert(name, id);
+    }
+
+    fn lookup(&self, name: &str) -> Option<usize> {
+        self.scopes.iter().rev().find_map(|s| s.get(name).copied())
+    }
+
     fn lower_body(&mut self, block: &syn::Block) -> Option<ValueId> {
-        let n = block.stmts.len();
-        let mut tail = None;
-        for (i, stmt) in block.stmts.iter().enumerate() {
+        // The body is a scope of its own: scope 0 holds the arguments.
+        let tail = self.lower_block(block);
+        match tail {
+            Tail::Value(Value::Scalar(v)) => Some(v),
+            Tail::Failed => None,
+            Tail::Unit => {
+                if self.returns_f32 && !self.saw_return {
+                    let span = block.brace_token.span.close();
+                    self.error(
+                        span,
+                        "the body must end with the result: an `f32` expression without a `;`",
+                    );
+                }
+                None
+            }
+            Tail::Value(v) => {
+                if self.returns_f32 {
+                    let span = block
+                        .stmts
+                        .last()
+                        .map_or(block.brace_token.span.close(), |s| s.span());
+                    self.error(
+                        span,
+                        format!(
+                            "the result must be an `f32`, found {}; array and tuple results \
+                             are not supported yet",
+                            v.shape()
+                        ),
+                    );
+                }
+                None
+            }
+        }
+    }
+
+    /// A `{ ... }` block in its own scope: names it declares end with it, assignments to
+    /// variables from outside stay.
+    fn lower_block(&mut self, block: &syn::Block) -> Tail {
+        self.scopes.push(HashMap::new());
+        let tail = self.lower_stmts(&block.stmts);
+        self.scopes.pop();
+        tail
+    }
+
+    fn lower_stmts(&mut self, stmts: &[syn::Stmt]) -> Tail {
+        let n = stmts.len();
+        for (i, stmt) in stmts.iter().enumerate() {
+            let last = i + 1 == n;
             match stmt {
                 syn::Stmt::Local(local) => self.lower_let(local),
-                syn::Stmt::Expr(e, None) if i + 1 == n => tail = Some(e),
-                syn::Stmt::Expr(e, _) => self.statement_error(e),
+                syn::Stmt::Expr(e, None) if last => return self.lower_tail(e),
+                syn::Stmt::Expr(e, semi) => self.lower_statement(e, semi.is_some()),
                 syn::Stmt::Item(item) => self.error(
                     item.span(),
                     "items (functions, structs, uses, ...) inside a differentiable body are \
@@ -366,51 +484,331 @@ impl Lowerer {
                 ),
             }
         }
-        let Some(tail) = tail else {
-            if self.returns_f32 && !self.saw_return {
-                let span = block.brace_token.span.close();
+        Tail::Unit
+    }
+
+    /// The last line of a block, without `;`: a value, or a statement that has none.
+    fn lower_tail(&mut self, e: &syn::Expr) -> Tail {
+        match e {
+            syn::Expr::If(i) => self.lower_if(i),
+            syn::Expr::Block(b) if b.label.is_none() => self.lower_block(&b.block),
+            syn::Expr::Assign(_) => {
+                self.lower_statement(e, false);
+                Tail::Unit
+            }
+            syn::Expr::Binary(b) if is_compound_assign(&b.op) => {
+                self.lower_statement(e, false);
+                Tail::Unit
+            }
+            _ => match self.lower_expr(e) {
+                Some(v) => Tail::Value(v),
+                None => Tail::Failed,
+            },
+        }
+    }
+
+    fn lower_statement(&mut self, e: &syn::Expr, _semi: bool) {
+        match e {
+            syn::Expr::Assign(a) => self.lower_assign(&a.left, &a.right, None, a.eq_token.span),
+            syn::Expr::Binary(b) if is_compound_assign(&b.op) => {
+                use syn::BinOp as B;
+                let func = match b.op {
+                    B::AddAssign(_) => Func::Add,
+                    B::SubAssign(_) => Func::Sub,
+                    B::MulAssign(_) => Func::Mul,
+                    B::DivAssign(_) => Func::Div,
+                    op => {
+                        self.error(
+                            op.span(),
+                            "only `+= -= *= /=` are supported among compound assignments",
+                        );
+                        return;
+                    }
+                };
+                self.lower_assign(&b.left, &b.right, Some(func), b.op.span());
+            }
+            syn::Expr::If(i) => {
+                let tail = self.lower_if(i);
+                self.statement_value(e, tail)
+            }
+            syn::Expr::Block(b) if b.label.is_none() => {
+                let tail = self.lower_block(&b.block);
+                self.statement_value(e, tail)
+            }
+            _ => {
+                // Lower it for its own diagnostics; a supported expression here is useless.
+                if self.lower_expr(e).is_some() {
+                    self.useless_value(e);
+                }
+            }
+        }
+    }
+
+    fn statement_value(&mut self, e: &syn::Expr, tail: Tail) {
+        if let Tail::Value(_) = tail {
+            self.useless_value(e);
+        }
+    }
+
+    fn useless_value(&mut self, e: &syn::Expr) {
+        self.error(
+            e.span(),
+            "this value is not used: bind it with `let`, assign it, or make it the final \
+             expression (without `;`)",
+        );
+    }
+
+    /// `if`/`else`: both branches are lowered, and every variable they assign, and the
+    /// value, becomes a select on the condition.
+    fn lower_if(&mut self, i: &syn::ExprIf) -> Tail {
+        let span = i.if_token.span;
+        let cond = self.condition(&i.cond);
+        let before: Vec<Option<Value>> = self.vars.iter().map(|v| v.value.clone()).collect();
+        let then_tail = self.lower_block(&i.then_branch);
+        let then_vals: Vec<Option<Value>> = self.vars[..before.len()]
+            .iter()
+            .map(|v| v.value.clone())
+            .collect();
+        self.vars.truncate(before.len());
+        for (var, v) in self.vars.iter_mut().zip(&before) {
+            var.value = v.clone();
+        }
+        let else_tail = match &i.else_branch {
+            None => Tail::Unit,
+            Some((_, e)) => match &**e {
+                syn::Expr::If(inner) => self.lower_if(inner),
+                syn::Expr::Block(b) => self.lower_block(&b.block),
+                other => self.lower_tail(other),
+            },
+        };
+        self.vars.truncate(before.len());
+        for (k, then_val) in then_vals.into_iter().enumerate() {
+            if then_val == self.vars[k].value {
+                continue;
+            }
+            let merged = match (cond, then_val, self.vars[k].value.take()) {
+                (Some(c), Some(t), Some(e)) => self.merge(c, t, e, span),
+                _ => None,
+            };
+            if let Some(v) = &merged {
+                let name = self.vars[k].name.clone();
+                self.name_value(v, &name);
+            }
+            self.vars[k].value = merged;
+        }
+        match (then_tail, else_tail) {
+            (Tail::Failed, _) | (_, Tail::Failed) => Tail::Failed,
+            (Tail::Unit, Tail::Unit) => Tail::Unit,
+            (Tail::Value(t), Tail::Value(e)) => {
+                if t.shape() != e.shape() {
+                    self.error(
+                        span,
+                        format!(
+                            "the branches of this `if` have different types: {} and {}",
+                            t.shape(),
+                            e.shape()
+                        ),
+                    );
+                    return Tail::Failed;
+                }
+                match cond.and_then(|c| self.merge(c, t, e, span)) {
+                    Some(v) => Tail::Value(v),
+                    None => Tail::Failed,
+                }
+            }
+            (Tail::Value(_), Tail::Unit) if i.else_branch.is_none() => {
+                self.error(
+                    i.then_branch.span(),
+                    "an `if` without `else` has no value: add an `else` branch, or end this \
+                     branch with a statement (`;`)",
+                );
+                Tail::Failed
+            }
+            (t, _) => {
+                let (with, without) = if matches!(t, Tail::Value(_)) {
+                    ("the first", "the other")
+                } else {
+                    ("the other", "the first")
+                };
                 self.error(
                     span,
-                    "the body must end with the result: an `f32` expression without a `;`",
+                    format!(
+                        "{with} branch of this `if` has a value and {without} does not: end \
+                         both with a value, or both with a statement (`;`)"
+                    ),
                 );
+                Tail::Failed
             }
-            return None;
-        };
-        match self.lower_expr(tail)? {
-            Value::Scalar(v) => Some(v),
-            Value::Array(_) if !self.returns_f32 => None,
-            Value::Array(_) => {
+        }
+    }
+
+    /// `if c { t } else { e }` of two values of the same shape.
+    fn merge(&mut self, c: ValueId, t: Value, e: Value, span: Span) -> Option<Value> {
+        Some(match (t, e) {
+            (Value::Scalar(t), Value::Scalar(e)) => Value::Scalar(self.b.select(c, t, e, span)),
+            (Value::Bool(t), Value::Bool(e)) => Value::Bool(self.b.select(c, t, e, span)),
+            (Value::Array(t), Value::Array(e)) if t.len() == e.len() => Value::Array(
+                t.iter()
+                    .zip(&e)
+                    .map(|(t, e)| self.b.select(c, *t, *e, span))
+                    .collect(),
+            ),
+            // Assignments keep a variable's shape, so branches cannot disagree on it.
+            _ => return None,
+        })
+    }
+
+    fn name_value(&mut self, v: &Value, name: &str) {
+        match v {
+            Value::Scalar(v) | Value::Bool(v) => self.b.name(*v, name),
+            Value::Array(vs) => {
+                for (j, v) in vs.iter().enumerate() {
+                    self.b.name(*v, &format!("{name}_{j}"));
+                }
+            }
+        }
+    }
+
+    /// The condition of an `if`.
+    fn condition(&mut self, e: &syn::Expr) -> Option<ValueId> {
+        match self.lower_expr(e)? {
+            Value::Bool(v) => Some(v),
+            other => {
                 self.error(
-                    tail.span(),
-                    "the result must be an `f32`; array results are not supported yet",
+                    e.span(),
+                    format!(
+                        "expected a condition (`bool`), found {}: compare it (`x > 0.0`)",
+                        other.shape()
+                    ),
                 );
                 None
             }
         }
     }
 
-    fn statement_error(&mut self, e: &syn::Expr) {
-        match e {
-            syn::Expr::Assign(_) => self.error(
-                e.span(),
-                "assignment is not supported yet: bind a new name with `let` instead",
-            ),
-            syn::Expr::Binary(b) if is_compound_assign(&b.op) => self.error(
-                b.op.span(),
-                "compound assignment is not supported yet: bind a new name with `let` \
-                 instead (`let y = x + 1.0;`)",
-            ),
-            _ => {
-                // Lower it for its own diagnostics; a supported expression here is useless.
-                if self.lower_expr(e).is_some() {
-                    self.error(
-                        e.span(),
-                        "an expression statement has no effect: bind it with `let`, or make \
-                         it the final expression (without `;`)",
-                    );
+    /// `target = rhs` or, with `op`, `target op= rhs`; `target` is a variable or an
+    /// element of an array variable with a literal index.
+    fn lower_assign(&mut self, target: &syn::Expr, rhs: &syn::Expr, op: Option<Func>, span: Span) {
+        let (var_expr, index) = match target {
+            syn::Expr::Index(ix) => (&*ix.expr, Some(&*ix.index)),
+            other => (other, None),
+        };
+        let var = match var_expr {
+            syn::Expr::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => {
+                let name = p
+                    .path
+                    .get_ident()
+                    .map(|i| i.to_string())
+                    .unwrap_or_default();
+                match self.lookup(&name) {
+                    Some(id) => Some(id),
+                    None => {
+                        self.error(p.span(), format!("cannot find `{name}` here"));
+                        None
+                    }
                 }
             }
+            other => {
+                self.error(
+                    other.span(),
+                    "only a variable (`x = ...`) or an element of an array variable \
+                     (`a[0] = ...`) can be assigned",
+                );
+                None
+            }
+        };
+        let index = index.and_then(|e| self.literal_index(e).map(|k| (k, e.span())));
+        let value = self.lower_expr(rhs);
+        let Some(var) = var else { return };
+        if !self.vars[var].mutable {
+            let name = self.vars[var].name.clone();
+            let fix = if self.vars[var].argument {
+                format!("declare the argument `mut {name}` in the signature")
+            } else {
+                format!("declare it `let mut {name}`")
+            };
+            self.error(
+                var_expr.span(),
+                format!("cannot assign to `{name}`: it is not mutable ({fix})"),
+            );
+            return;
         }
+        if target_has_index(target) && index.is_none() {
+            return;
+        }
+        let (Some(current), Some(value)) = (self.vars[var].value.clone(), value) else {
+            // Something already failed: keep quiet and make later uses quiet too.
+            self.vars[var].value = None;
+            return;
+        };
+        let name = self.vars[var].name.clone();
+        let new = match (index, current) {
+            (None, current) => match (op, &current, &value) {
+                (None, c, v) if c.shape() == v.shape() => value,
+                (None, c, v) => {
+                    self.error(
+                        rhs.span(),
+                        format!(
+                            "type mismatch: `{name}` is {} but the value is {}",
+                            c.shape(),
+                            v.shape()
+                        ),
+                    );
+                    return;
+                }
+                (Some(f), Value::Scalar(c), Value::Scalar(v)) => {
+                    Value::Scalar(self.b.call(f, vec![*c, *v], span))
+                }
+                (Some(_), c, v) => {
+                    self.error(
+                        span,
+                        format!(
+                            "compound assignment needs two `f32` values, found {} and {}; \
+                             for arrays, assign each element (`a[0] += ...`)",
+                            c.shape(),
+                            v.shape()
+                        ),
+                    );
+                    return;
+                }
+            },
+            (Some((k, kspan)), Value::Array(mut elems)) => {
+                let Value::Scalar(v) = value else {
+                    self.error(
+                        rhs.span(),
+                        format!(
+                            "an array element is an `f32`, but the value is {}",
+                            value.shape()
+                        ),
+                    );
+                    return;
+                };
+                let Some(slot) = elems.get_mut(k) else {
+                    self.error(
+                        kspan,
+                        format!(
+                            "index {k} is out of range for `{name}` of length {}",
+                            elems.len()
+                        ),
+                    );
+                    return;
+                };
+                *slot = match op {
+                    None => v,
+                    Some(f) => self.b.call(f, vec![*slot, v], span),
+                };
+                Value::Array(elems)
+            }
+            (Some(_), other) => {
+                self.error(
+                    var_expr.span(),
+                    format!("only arrays can be indexed; `{name}` is {}", other.shape()),
+                );
+                return;
+            }
+        };
+        self.name_value(&new, &name);
+        self.vars[var].value = Some(new);
     }
 
     fn lower_let(&mut self, local: &syn::Local) {
@@ -418,27 +816,21 @@ impl Lowerer {
             syn::Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
             p => (p, None),
         };
-        let name = match pat {
+        let (name, mutable) = match pat {
             syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
-                if let Some(m) = &pi.mutability {
-                    self.error(
-                        m.span,
-                        "`let mut` is not supported yet: bind a new name with `let` instead",
-                    );
-                }
-                Some(pi.ident.to_string())
+                (Some(pi.ident.to_string()), pi.mutability.is_some())
             }
-            syn::Pat::Wild(_) => None,
+            syn::Pat::Wild(_) => (None, false),
             other => {
                 self.error(
                     other.span(),
                     "only simple `let name = ...;` bindings are supported (no tuple or \
                      struct patterns)",
                 );
-                None
+                (None, false)
             }
         };
-        let expected = ty.and_then(|t| param_type(t, &mut self.errors));
+        let expected = ty.and_then(|t| self.binding_type(t));
         let Some(init) = &local.init else {
             self.error(
                 local.span(),
@@ -449,40 +841,42 @@ impl Lowerer {
         if let Some((else_tok, _)) = &init.diverge {
             self.error(else_tok.span, "`let ... else` is not supported");
         }
-        let Some(value) = self.lower_expr(&init.expr) else {
+        let value = self.lower_expr(&init.expr);
+        if let (Some(expected), Some(v)) = (expected, &value)
+            && v.shape() != expected
+        {
+            self.error(
+                init.expr.span(),
+                format!(
+                    "type mismatch: the binding is declared {expected} but the value is {}",
+                    v.shape()
+                ),
+            );
             if let Some(name) = name {
-                self.env.insert(name, None);
+                self.declare(name, None, mutable);
             }
             return;
-        };
-        if let Some(expected) = expected {
-            let got = match &value {
-                Value::Scalar(_) => ParamKind::Scalar,
-                Value::Array(v) => ParamKind::Array(v.len()),
-            };
-            if got != expected {
-                self.error(
-                    init.expr.span(),
-                    format!(
-                        "type mismatch: the binding is declared {} but the value is {}",
-                        kind_name(expected),
-                        kind_name(got)
-                    ),
-                );
-                return;
-            }
         }
         if let Some(name) = name {
-            match &value {
-                Value::Scalar(v) => self.b.name(*v, &name),
-                Value::Array(vs) => {
-                    for (j, v) in vs.iter().enumerate() {
-                        self.b.name(*v, &format!("{name}_{j}"));
-                    }
-                }
+            if let Some(v) = &value {
+                self.name_value(v, &name);
             }
-            self.env.insert(name, Some(value));
+            self.declare(name, value, mutable);
         }
+    }
+
+    /// The declared type of a `let`: what arguments may be, or `bool`.
+    fn binding_type(&mut self, ty: &syn::Type) -> Option<Shape> {
+        if let syn::Type::Path(p) = ty
+            && p.qself.is_none()
+            && p.path.is_ident("bool")
+        {
+            return Some(Shape::Bool);
+        }
+        param_type(ty, &mut self.errors).map(|k| match k {
+            ParamKind::Scalar => Shape::Scalar,
+            ParamKind::Array(n) => Shape::Array(n),
+        })
     }
 
     fn scalar(&mut self, e: &syn::Expr) -> Option<ValueId> {
@@ -493,6 +887,30 @@ impl Lowerer {
                     e.span(),
                     "expected an `f32`, found an array: index it (`p[0]`); arithmetic on \
                      whole arrays is not supported",
+                );
+                None
+            }
+            Value::Bool(_) => {
+                self.error(
+                    e.span(),
+                    "expected an `f32`, found a condition (`bool`): use it in an `if` \
+                     (`if c { 1.0 } else { 0.0 }`)",
+                );
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, e: &syn::Expr) -> Option<ValueId> {
+        match self.lower_expr(e)? {
+            Value::Bool(v) => Some(v),
+            other => {
+                self.error(
+                    e.span(),
+                    format!(
+                        "expected a condition (`bool`), found {}: compare it (`x > 0.0`)",
+                        other.shape()
+                    ),
                 );
                 None
             }
@@ -511,9 +929,9 @@ impl Lowerer {
                     let a = self.scalar(&u.expr)?;
                     Some(Value::Scalar(self.b.call(Func::Neg, vec![a], span)))
                 }
-                syn::UnOp::Not(t) => {
-                    self.error(t.span, "`!` is not supported yet (booleans come with `if`)");
-                    None
+                syn::UnOp::Not(_) => {
+                    let a = self.boolean(&u.expr)?;
+                    Some(Value::Bool(self.b.not(a, span)))
                 }
                 _ => {
                     self.error(
@@ -555,14 +973,18 @@ impl Lowerer {
                 );
                 None
             }
-            E::If(i) => {
-                self.error(
-                    i.if_token.span,
-                    "`if`/`else` is not supported yet: for now use `min`, `max`, `clamp`, \
-                     `abs` or `signum`",
-                );
-                None
-            }
+            E::If(i) => match self.lower_if(i) {
+                Tail::Value(v) => Some(v),
+                Tail::Failed => None,
+                Tail::Unit => {
+                    self.error(
+                        i.if_token.span,
+                        "this `if` has no value where one is needed: give it an `else` and \
+                         end both branches with a value (without `;`)",
+                    );
+                    None
+                }
+            },
             E::ForLoop(f) => {
                 self.error(f.for_token.span, "`for` loops are not supported yet");
                 None
@@ -619,13 +1041,18 @@ impl Lowerer {
                 );
                 None
             }
-            E::Block(_) => {
-                self.error(
-                    span,
-                    "nested blocks are not supported: use `let` bindings in the body",
-                );
-                None
-            }
+            E::Block(b) if b.label.is_none() => match self.lower_block(&b.block) {
+                Tail::Value(v) => Some(v),
+                Tail::Failed => None,
+                Tail::Unit => {
+                    self.error(
+                        span,
+                        "this block has no value where one is needed: end it with a value \
+                         (without `;`)",
+                    );
+                    None
+                }
+            },
             E::Return(r) => {
                 self.saw_return = true;
                 self.error(
@@ -637,7 +1064,7 @@ impl Lowerer {
             E::Assign(_) => {
                 self.error(
                     span,
-                    "assignment is not supported yet: bind a new name with `let` instead",
+                    "an assignment has no value: write it as a statement (`x = ...;`)",
                 );
                 None
             }
@@ -685,6 +1112,14 @@ impl Lowerer {
                 );
                 None
             }
+            syn::Lit::Bool(b) => {
+                self.error(
+                    b.span,
+                    "`true`/`false` literals are not supported: write the condition itself \
+                     (`x > 0.0`)",
+                );
+                None
+            }
             other => {
                 self.error(
                     other.span(),
@@ -705,8 +1140,8 @@ impl Lowerer {
             op if is_compound_assign(&op) => {
                 self.error(
                     op.span(),
-                    "compound assignment is not supported yet: bind a new name with `let` \
-                     instead (`let y = x + 1.0;`)",
+                    "a compound assignment has no value: write it as a statement \
+                     (`x += ...;`)",
                 );
                 return None;
             }
@@ -717,20 +1152,29 @@ impl Lowerer {
                 );
                 return None;
             }
-            B::Lt(_)
-            | B::Le(_)
-            | B::Gt(_)
-            | B::Ge(_)
-            | B::Eq(_)
-            | B::Ne(_)
-            | B::And(_)
-            | B::Or(_) => {
-                self.error(
-                    bin.op.span(),
-                    "comparisons and boolean operators are not supported yet (they come with \
-                     `if`); use `min`, `max`, `clamp`, `abs` or `signum`",
-                );
-                return None;
+            B::Lt(_) | B::Le(_) | B::Gt(_) | B::Ge(_) | B::Eq(_) | B::Ne(_) => {
+                let cmp = match bin.op {
+                    B::Lt(_) => CmpOp::Lt,
+                    B::Le(_) => CmpOp::Le,
+                    B::Gt(_) => CmpOp::Gt,
+                    B::Ge(_) => CmpOp::Ge,
+                    B::Eq(_) => CmpOp::Eq,
+                    _ => CmpOp::Ne,
+                };
+                let a = self.scalar(&bin.left);
+                let b = self.scalar(&bin.right);
+                return Some(Value::Bool(self.b.cmp(cmp, a?, b?, bin.op.span())));
+            }
+            B::And(_) | B::Or(_) => {
+                let a = self.boolean(&bin.left);
+                let b = self.boolean(&bin.right);
+                let (a, b) = (a?, b?);
+                let span = bin.op.span();
+                return Some(Value::Bool(if matches!(bin.op, B::And(_)) {
+                    self.b.and(a, b, span)
+                } else {
+                    self.b.or(a, b, span)
+                }));
             }
             op => {
                 self.error(
@@ -756,8 +1200,8 @@ impl Lowerer {
             && let Some(ident) = p.path.get_ident()
         {
             let name = ident.to_string();
-            if let Some(v) = self.env.get(&name) {
-                return v.clone();
+            if let Some(id) = self.lookup(&name) {
+                return self.vars[id].value.clone();
             }
             self.error(
                 span,
@@ -814,8 +1258,11 @@ impl Lowerer {
                     None
                 }
             },
-            Value::Scalar(_) => {
-                self.error(ix.expr.span(), "only arrays can be indexed");
+            other => {
+                self.error(
+                    ix.expr.span(),
+                    format!("only arrays can be indexed; this is {}", other.shape()),
+                );
                 None
             }
         }
@@ -982,9 +1429,6 @@ fn is_compound_assign(op: &syn::BinOp) -> bool {
     )
 }
 
-fn kind_name(k: ParamKind) -> String {
-    match k {
-        ParamKind::Scalar => "`f32`".into(),
-        ParamKind::Array(n) => format!("`[f32; {n}]`"),
-    }
+fn target_has_index(target: &syn::Expr) -> bool {
+    matches!(target, syn::Expr::Index(_))
 }

@@ -32,16 +32,40 @@ fn simplify(f: &Function) -> Function {
                 id
             }
             Op::Cmp(c, x, y) => b.cmp(*c, m(x), m(y), span),
+            Op::Not(x) => match b.node(m(x)).op {
+                Op::Not(inner) => inner,
+                _ => b.not(m(x), span),
+            },
+            Op::And(x, y) if m(x) == m(y) => m(x),
+            Op::Or(x, y) if m(x) == m(y) => m(x),
+            Op::And(x, y) => b.and(m(x), m(y), span),
+            Op::Or(x, y) => b.or(m(x), m(y), span),
             Op::Select {
                 cond,
                 then,
                 otherwise,
             } => {
-                let (t, o) = (m(then), m(otherwise));
+                let (c, mut t, mut o) = (m(cond), m(then), m(otherwise));
+                // Under `c`, `select(c, a, _)` is `a`; under `!c` it is the other one.
+                if let Op::Select { cond, then, .. } = b.node(t).op
+                    && cond == c
+                {
+                    t = then;
+                }
+                if let Op::Select {
+                    cond, otherwise, ..
+                } = b.node(o).op
+                    && cond == c
+                {
+                    o = otherwise;
+                }
                 if t == o {
                     t
+                } else if let Op::Not(inner) = b.node(c).op {
+                    // `select(!c, t, o)` is `select(c, o, t)`: one node for both spellings.
+                    b.select(inner, o, t, span)
                 } else {
-                    b.select(m(cond), t, o, span)
+                    b.select(c, t, o, span)
                 }
             }
         };
@@ -129,22 +153,9 @@ fn prune(f: &Function) -> Function {
         if !live[i] {
             continue;
         }
-        let m = |v: &ValueId| map[v.index()].expect("operands of live nodes are live");
-        let op = match &node.op {
-            Op::Input(w) => Op::Input(*w),
-            Op::Const(c) => Op::Const(*c),
-            Op::Call(func, args) => Op::Call(*func, args.iter().map(m).collect()),
-            Op::Cmp(c, x, y) => Op::Cmp(*c, m(x), m(y)),
-            Op::Select {
-                cond,
-                then,
-                otherwise,
-            } => Op::Select {
-                cond: m(cond),
-                then: m(then),
-                otherwise: m(otherwise),
-            },
-        };
+        let op = node
+            .op
+            .map_operands(|v| map[v.index()].expect("operands of live nodes are live"));
         map[i] = Some(b.push(op, node.span, node.name.clone()));
     }
     let outputs = f

@@ -1,4 +1,4 @@
-//! Random straight-line programs over the IR, for property tests and compile-time benches.
+//! Random programs (straight-line code and `if`/`else` as selects) over the IR, for property tests and compile-time benches.
 //!
 //! A program is described by a list of [`Step`]s (plain numbers, so a property-testing
 //! framework can generate and shrink them); [`build`] turns it into a [`Function`] whose every
@@ -7,7 +7,7 @@
 //! `cosh` and `tan` are bounded, so that values and derivatives stay finite.
 
 use crate::abi::{ArgLayout, ParamSlot};
-use crate::ir::{Builder, Function, ValueId};
+use crate::ir::{Builder, CmpOp, Function, ValueId};
 use crate::ops::Func;
 use proc_macro2::Span;
 
@@ -99,8 +99,11 @@ pub fn build(inputs: u32, steps: &[Step], smooth_only: bool) -> Function {
     for s in steps {
         let pick = |i: u16| vals[i as usize % vals.len()];
         let (x, y, z) = (pick(s.a), pick(s.b), pick(s.c));
-        let func = candidates[s.op as usize % candidates.len()];
-        let v = apply(&mut b, func, x, y, z, span);
+        let k = s.op as usize % (candidates.len() + BRANCHES);
+        let v = match candidates.get(k) {
+            Some(func) => apply(&mut b, *func, x, y, z, span),
+            None => branch(&mut b, k - candidates.len(), x, y, z, span),
+        };
         vals.push(v);
     }
     let n = vals.len();
@@ -110,6 +113,41 @@ pub fn build(inputs: u32, steps: &[Step], smooth_only: bool) -> Function {
         out = b.call(Func::Add, vec![out, *v], span);
     }
     b.finish(vec![out])
+}
+
+/// How many kinds of `if`/`else` [`branch`] builds.
+const BRANCHES: usize = 2;
+
+/// An `if`/`else` whose branch not taken is NaN (the square root or logarithm of a negative
+/// number): its derivative must be that of the branch taken all the same. Both kinds are
+/// smooth away from the boundary, where finite differences still apply.
+fn branch(b: &mut Builder, kind: usize, x: ValueId, y: ValueId, z: ValueId, span: Span) -> ValueId {
+    let zero = b.constant(0.0, span);
+    let half = b.constant(0.5, span);
+    if kind == 0 {
+        // if x > 0 { x.sqrt() + y } else { (-x).ln() * z }
+        let c = b.cmp(CmpOp::Gt, x, zero, span);
+        let r = b.call(Func::Sqrt, vec![x], span);
+        let t = b.call(Func::Add, vec![r, y], span);
+        let nx = b.call(Func::Neg, vec![x], span);
+        let l = b.call(Func::Ln, vec![nx], span);
+        let e = b.call(Func::Mul, vec![l, z], span);
+        b.select(c, t, e, span)
+    } else {
+        // if (x < y && !(z > 0.5)) || y.sqrt() > 0.5 { y.sqrt() * x } else { x - z }
+        let c1 = b.cmp(CmpOp::Lt, x, y, span);
+        let c2 = b.cmp(CmpOp::Gt, z, half, span);
+        let n2 = b.not(c2, span);
+        let both = b.and(c1, n2, span);
+        let r = b.call(Func::Sqrt, vec![y], span);
+        let c3 = b.cmp(CmpOp::Gt, r, half, span);
+        let c = b.or(both, c3, span);
+        let t = b.call(Func::Mul, vec![r, x], span);
+        let c4 = b.cmp(CmpOp::Ge, y, zero, span);
+        let t = b.select(c4, t, x, span);
+        let e = b.call(Func::Sub, vec![x, z], span);
+        b.select(c, t, e, span)
+    }
 }
 
 fn apply(b: &mut Builder, f: Func, x: ValueId, y: ValueId, z: ValueId, span: Span) -> ValueId {
