@@ -5,7 +5,8 @@
 //! no padding (`f::Args` is `#[repr(C)]` of f32 and `[f32; N]` fields, so this is also its
 //! memory layout). A batch is one `array<f32>` of `n * words` floats: thread `i` reads the
 //! contiguous words `i * words ..`, so a warp reads one contiguous range and every fetched
-//! cache line is used. Gradients use the same layout as the arguments (`f::Grad`).
+//! cache line is used. Gradients use the same layout as the arguments without the words of
+//! `#[constant]` arguments (`f::Grad`).
 
 use crate::lower::{ParamKind, Signature};
 
@@ -21,7 +22,7 @@ pub const PARAMS_BINDING: u32 = 0;
 pub const ARGS_BINDING: u32 = 1;
 /// Binding of the values (`array<f32>`, one per element).
 pub const VALUE_BINDING: u32 = 2;
-/// Binding of the gradients (`array<f32>`, `words` per element).
+/// Binding of the gradients (`array<f32>`, one per differentiable argument word per element).
 pub const GRAD_BINDING: u32 = 3;
 /// Size in bytes of the uniform `Params` block (one u32 used, padded to 16).
 pub const PARAMS_BYTES: u64 = 16;
@@ -35,6 +36,8 @@ pub struct ParamSlot {
     pub len: Option<usize>,
     /// Index of its first word.
     pub offset: u32,
+    /// Whether it has a gradient (`false` for a `#[constant]` argument).
+    pub differentiable: bool,
 }
 
 /// The argument words of one batch element.
@@ -62,6 +65,7 @@ impl ArgLayout {
                     name: p.name.to_string(),
                     len,
                     offset,
+                    differentiable: !p.constant,
                 };
                 offset += len.unwrap_or(1) as u32;
                 slot
@@ -82,6 +86,21 @@ impl ArgLayout {
                 Some(n) => (0..n).map(|j| (s, Some(j))).collect(),
             })
             .collect()
+    }
+
+    /// The argument words that have a gradient, in order: the words of `f::Grad`, of the
+    /// adjoint kernel's `grads` and of `jvp`'s tangent (`#[constant]` arguments have none).
+    pub fn grad_words(&self) -> Vec<u32> {
+        self.slots
+            .iter()
+            .filter(|s| s.differentiable)
+            .flat_map(|s| s.offset..s.offset + s.len.unwrap_or(1) as u32)
+            .collect()
+    }
+
+    /// Whether argument word `w` has a gradient.
+    pub fn is_differentiable(&self, w: u32) -> bool {
+        self.words()[w as usize].0.differentiable
     }
 
     /// A readable name for a word: `x` or `p_2`.
@@ -142,7 +161,7 @@ impl KernelKind {
             KernelKind::Forward => vec![(VALUE_BINDING, 1, "values")],
             KernelKind::Adjoint => vec![
                 (VALUE_BINDING, 1, "values"),
-                (GRAD_BINDING, layout.words, "grads"),
+                (GRAD_BINDING, layout.grad_words().len() as u32, "grads"),
             ],
         }
     }

@@ -186,17 +186,32 @@ pub fn reverse(f: &Function) -> Function {
 /// Forward mode: the result takes `2 * n` inputs (the primal words, then one tangent word
 /// per primal word) and has the outputs `[outputs..., tangent of each output...]`.
 pub fn forward(f: &Function) -> Function {
+    forward_active(f, &vec![true; f.num_inputs as usize])
+}
+
+/// Forward mode with tangents only for the inputs marked in `active` (the others, such as
+/// `#[constant]` arguments, have tangent zero): the result takes the primal words, then one
+/// tangent word per active input, in order.
+pub fn forward_active(f: &Function, active: &[bool]) -> Function {
     let n = f.num_inputs;
-    let mut b = Builder::new(2 * n);
+    let mut tangent_input = Vec::with_capacity(active.len());
+    let mut k = n;
+    for &a in active {
+        tangent_input.push(a.then(|| {
+            k += 1;
+            k - 1
+        }));
+    }
+    let mut b = Builder::new(k);
     let map = copy_primal(f, &mut b, 0);
     let mut tan: Vec<Option<ValueId>> = vec![None; f.nodes.len()];
     for (i, node) in f.nodes.iter().enumerate() {
         let span = node.span;
         let t = match &node.op {
-            Op::Input(w) => {
+            Op::Input(w) => tangent_input[*w as usize].map(|t| {
                 let name = node.name.as_ref().map(|s| format!("t_{s}"));
-                Some(b.input(n + w, span, name))
-            }
+                b.input(t, span, name)
+            }),
             Op::Const(_) | Op::Cmp(..) | Op::Not(_) | Op::And(..) | Op::Or(..) => None,
             Op::Call(func, args) => {
                 let margs: Vec<ValueId> = args.iter().map(|v| map[v.index()]).collect();

@@ -188,6 +188,15 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
         })
         .collect();
     let word_list = layout.words();
+    let grad_list = layout.grad_words();
+    // Grad's fields: the arguments that are not #[constant].
+    let (grad_fields, grad_types): (Vec<&syn::Ident>, Vec<TokenStream>) = sig
+        .params
+        .iter()
+        .zip(&f32_types)
+        .filter(|(p, _)| !p.constant)
+        .map(|(p, t)| (&p.name, t.clone()))
+        .unzip();
     // How to read word w from a struct value `base` (args.x, args.p[1]) or eval's params.
     // Parameters are referred to by the user's own identifiers: their spans carry the
     // hygiene of the code that wrote them (a macro_rules! caller, say).
@@ -214,6 +223,7 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
         let inits: Vec<TokenStream> = layout
             .slots
             .iter()
+            .filter(|slot| slot.differentiable)
             .map(|slot| {
                 let field = format_ident!("{}", slot.name);
                 match slot.len {
@@ -257,7 +267,7 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
         if w < n_words {
             access(Some(&args_ref), w)
         } else {
-            access(Some(&tangent_ref), w - n_words)
+            access(Some(&tangent_ref), grad_list[(w - n_words) as usize])
         }
     });
     let tan_stmts = &tan.stmts;
@@ -315,8 +325,10 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
     let args_doc = format!(
         "The arguments of `{fname}` for one batch element ({words} f32 words, no padding)."
     );
-    let grad_doc =
-        format!("The gradient of `{fname}`: one field per argument, with the argument's type.");
+    let grad_doc = format!(
+        "The gradient of `{fname}`: one field per argument (but `#[constant]` ones), with \
+         the argument's type."
+    );
     let _ = span;
 
     quote! {
@@ -347,7 +359,7 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
             #[repr(C)]
             #[derive(Clone, Copy, Debug, PartialEq)]
             pub struct Grad {
-                #(#[doc = "Derivative in the argument of the same name."] pub #fields: #f32_types,)*
+                #(#[doc = "Derivative in the argument of the same name."] pub #grad_fields: #grad_types,)*
             }
             // SAFETY: as for Args.
             unsafe impl ::gradfuse::bytemuck::Zeroable for Grad {}

@@ -166,7 +166,16 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
         let _ = writeln!(body, "    let {} = {e};", ctx.names[i]);
     }
     // Stores.
-    let staged = kind == KernelKind::Adjoint && abi::stage_gradients(words);
+    let grad_list = layout.grad_words();
+    let grad_count = grad_list.len() as u32;
+    let staged = kind == KernelKind::Adjoint && abi::stage_gradients(grad_count);
+    let grad_name = |k: u32| {
+        let (slot, j) = word_list[grad_list[k as usize] as usize];
+        match j {
+            None => slot.name.clone(),
+            Some(j) => format!("{}[{j}]", slot.name),
+        }
+    };
     let mut out_idx = 0usize;
     for (_, w, name) in &outputs {
         if *w == 1 {
@@ -182,11 +191,7 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
             out_idx += 1;
         } else if staged {
             for k in 0..*w {
-                let (slot, j) = word_list[k as usize];
-                let arg = match j {
-                    None => slot.name.clone(),
-                    Some(j) => format!("{}[{j}]", slot.name),
-                };
+                let arg = grad_name(k);
                 let v = ctx.operand(f.outputs[out_idx + k as usize]);
                 let _ = writeln!(
                     body,
@@ -219,16 +224,7 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
                     format!("out_base + {chunk}u")
                 };
                 let words_here = chunk * glanes..(chunk + 1) * glanes;
-                let args: Vec<String> = words_here
-                    .clone()
-                    .map(|k| {
-                        let (slot, j) = word_list[k as usize];
-                        match j {
-                            None => slot.name.clone(),
-                            Some(j) => format!("{}[{j}]", slot.name),
-                        }
-                    })
-                    .collect();
+                let args: Vec<String> = words_here.clone().map(grad_name).collect();
                 let vals: Vec<String> = words_here
                     .map(|k| ctx.operand(f.outputs[out_idx + k as usize]))
                     .collect();
@@ -265,10 +261,17 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     for (_, w, name) in &outputs {
         if *w == 1 {
             let _ = writeln!(s, "//   {name}[i]: the value");
-        } else {
+        } else if *w == words {
             let _ = writeln!(
                 s,
                 "//   {name}[{w}i ..]: its derivative in each argument word, in the same order"
+            );
+        } else {
+            let names: Vec<String> = (0..*w).map(grad_name).collect();
+            let _ = writeln!(
+                s,
+                "//   {name}[{w}i ..]: its derivative in {} (#[constant] words have none)",
+                names.join(", ")
             );
         }
     }
@@ -293,7 +296,11 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
         );
     }
     if staged {
-        let _ = writeln!(s, "var<workgroup> grad_stage: array<f32, {}>;", wg * words);
+        let _ = writeln!(
+            s,
+            "var<workgroup> grad_stage: array<f32, {}>;",
+            wg * grad_count
+        );
     }
     for (name, _, src) in WGSL_HELPERS {
         if helpers.contains(name) {

@@ -30,9 +30,11 @@ pub struct Compiled {
     pub lowered: Lowered,
     /// The optimized value.
     pub primal: Function,
-    /// The optimized reverse mode: outputs `[value, gradient words...]`.
+    /// The optimized reverse mode: outputs `[value, gradient words...]` (the words of
+    /// [`abi::ArgLayout::grad_words`]).
     pub adjoint: Function,
-    /// The optimized forward mode: inputs `[args, tangent]`, outputs `[value, derivative]`.
+    /// The optimized forward mode: inputs `[args, tangent of each gradient word]`, outputs
+    /// `[value, derivative]`.
     pub tangent: Function,
     /// The forward (value) kernel.
     pub wgsl_forward: String,
@@ -44,6 +46,8 @@ pub struct Compiled {
 fn signature_text(item: &syn::ItemFn) -> String {
     let sig = &item.sig;
     let s = sig.to_token_stream().to_string();
+    // The printer may break long token lists over lines; the header is one comment line.
+    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
     // Token printing spaces every token; tighten the common cases for the header.
     s.replace(" :", ":")
         .replace(" ,", ",")
@@ -59,8 +63,23 @@ fn signature_text(item: &syn::ItemFn) -> String {
 pub fn compile(item: &syn::ItemFn) -> Result<Compiled, Vec<syn::Error>> {
     let lowered = lower::lower_fn(item)?;
     let primal = opt::optimize(&lowered.primal);
-    let adjoint = opt::optimize(&ad::reverse(&primal));
-    let tangent = opt::optimize(&ad::forward(&primal));
+    // Reverse mode gives every word's gradient; `#[constant]` words' are dropped (and their
+    // computation pruned by the optimizer).
+    let mut adjoint = ad::reverse(&primal);
+    let layout = &lowered.layout;
+    adjoint.outputs = std::iter::once(adjoint.outputs[0])
+        .chain(
+            layout
+                .grad_words()
+                .iter()
+                .map(|w| adjoint.outputs[1 + *w as usize]),
+        )
+        .collect();
+    let adjoint = opt::optimize(&adjoint);
+    let active: Vec<bool> = (0..layout.words)
+        .map(|w| layout.is_differentiable(w))
+        .collect();
+    let tangent = opt::optimize(&ad::forward_active(&primal, &active));
     let sig = signature_text(item);
     let wgsl_forward = emit_wgsl::emit_kernel(&sig, &lowered.layout, KernelKind::Forward, &primal);
     let wgsl_adjoint = emit_wgsl::emit_kernel(&sig, &lowered.layout, KernelKind::Adjoint, &adjoint);
@@ -72,6 +91,18 @@ pub fn compile(item: &syn::ItemFn) -> Result<Compiled, Vec<syn::Error>> {
         wgsl_forward,
         wgsl_adjoint,
     })
+}
+
+/// The function as rustc should see it: `#[constant]` on an argument is gradfuse's, and
+/// means nothing to rustc.
+fn without_argument_attributes(mut func: syn::ItemFn) -> syn::ItemFn {
+    for arg in &mut func.sig.inputs {
+        if let syn::FnArg::Typed(pt) = arg {
+            pt.attrs
+                .retain(|a| !a.path().is_ident("constant") && !a.path().is_ident("shared"));
+        }
+    }
+    func
 }
 
 /// Compiles a function given as source text (for tests, benches and tools).
@@ -102,7 +133,9 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             return out;
         }
     };
-    match compile(&func) {
+    let compiled = compile(&func);
+    let func = without_argument_attributes(func);
+    match compiled {
         Ok(c) if errors.is_empty() => emit_rust::emit(&func, &c),
         result => {
             if let Err(errs) = result {

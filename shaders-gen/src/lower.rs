@@ -29,6 +29,8 @@ pub struct Param {
     pub kind: ParamKind,
     /// Declared `mut x: f32`: the body may assign to it.
     pub mutable: bool,
+    /// Marked `#[constant]`: per-element data without a gradient.
+    pub constant: bool,
 }
 
 /// What the emitters need to know of the user's signature.
@@ -250,13 +252,36 @@ fn lower_signature(sig: &syn::Signature, errors: &mut Vec<syn::Error>) -> Signat
                 "a differentiable function cannot take `self`: write a free function",
             ),
             syn::FnArg::Typed(pt) => {
-                if let Some(a) = pt.attrs.first() {
-                    err(
-                        errors,
-                        a.span(),
-                        "argument attributes (such as #[constant] or #[shared]) are not \
-                         supported yet: every argument is differentiable",
-                    );
+                let mut constant = false;
+                for a in &pt.attrs {
+                    let path = a.path();
+                    if path.is_ident("constant") && matches!(a.meta, syn::Meta::Path(_)) {
+                        if constant {
+                            err(errors, a.span(), "`#[constant]` is given twice");
+                        }
+                        constant = true;
+                    } else if path.is_ident("constant") {
+                        err(errors, a.span(), "`#[constant]` takes no arguments");
+                    } else if ["allow", "warn", "deny", "forbid", "expect"]
+                        .iter()
+                        .any(|lint| path.is_ident(lint))
+                    {
+                        // Lint levels mean nothing to gradfuse; rustc sees them.
+                    } else if path.is_ident("shared") {
+                        err(
+                            errors,
+                            a.span(),
+                            "`#[shared]` arguments are not supported yet: pass the value in \
+                             every element's arguments for now",
+                        );
+                    } else {
+                        err(
+                            errors,
+                            a.span(),
+                            "unsupported argument attribute: an argument may be marked \
+                             `#[constant]` (per-element data without a gradient)",
+                        );
+                    }
                 }
                 let mut mutable = false;
                 let name = match &*pt.pat {
@@ -280,10 +305,18 @@ fn lower_signature(sig: &syn::Signature, errors: &mut Vec<syn::Error>) -> Signat
                         name,
                         kind,
                         mutable,
+                        constant,
                     });
                 }
             }
         }
+    }
+    if !params.is_empty() && params.iter().all(|p| p.constant) {
+        err(
+            errors,
+            sig.inputs.span(),
+            "every argument is `#[constant]`: there is nothing to differentiate",
+        );
     }
     match &sig.output {
         syn::ReturnType::Default => err(

@@ -76,6 +76,7 @@ pub fn scalar_layout(n: u32) -> ArgLayout {
                 name: format!("x{i}"),
                 len: None,
                 offset: i,
+                differentiable: true,
             })
             .collect(),
         words: n,
