@@ -47,6 +47,7 @@ fn spec(
         input_binding: 1,
         input_words,
         outputs,
+        shared: None,
         cpu,
     }))
 }

@@ -37,7 +37,9 @@
 extern crate self as gradfuse;
 
 pub use gradfuse_macros::differentiable;
-pub use gradfuse_runtime::{Device, Dual, Error, KernelSpec, OutputSpec, REQUIRE_GPU_ENV, Real};
+pub use gradfuse_runtime::{
+    Device, Dual, Error, KernelSpec, OutputSpec, REQUIRE_GPU_ENV, Real, ReductionSpec, SharedSpec,
+};
 
 /// Re-exported for generated code (`Args` and `Grad` are `bytemuck::Pod`) and for users who
 /// cast batches to and from bytes.

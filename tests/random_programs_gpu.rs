@@ -39,6 +39,7 @@ fn adjoint_spec(inputs: u32, src: String) -> &'static KernelSpec {
         input_binding: abi::ARGS_BINDING,
         input_words: inputs,
         outputs,
+        shared: None,
         cpu: gpu_only,
     }))
 }

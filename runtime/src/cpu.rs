@@ -4,10 +4,21 @@ use crate::spec::KernelSpec;
 use rayon::prelude::*;
 
 /// Elements per rayon task: large enough to amortize scheduling, small enough to balance.
+/// Fixed (not derived from the thread count), so that shared-gradient sums, taken block by
+/// block in order, are the same bits on every machine and run.
 const BLOCK: usize = 2048;
 
 /// Runs `spec.cpu` for each of the `n` elements of `input`; lengths are already checked.
-pub(crate) fn launch(spec: &KernelSpec, input: &[f32], n: usize, outputs: &mut [&mut [f32]]) {
+/// Shared gradients are summed within each block in element order, then over blocks in
+/// block order, into `shared_grad`.
+pub(crate) fn launch(
+    spec: &KernelSpec,
+    input: &[f32],
+    shared: &[f32],
+    n: usize,
+    outputs: &mut [&mut [f32]],
+    shared_grad: &mut [f32],
+) {
     let in_words = spec.input_words as usize;
     let blocks = n.div_ceil(BLOCK);
     let mut per_block: Vec<Vec<&mut [f32]>> = (0..blocks).map(|_| Vec::new()).collect();
@@ -18,22 +29,38 @@ pub(crate) fn launch(spec: &KernelSpec, input: &[f32], n: usize, outputs: &mut [
         }
     }
     let total = spec.output_words();
-    per_block
+    let sg_words = spec.shared_grad_words();
+    let sums: Vec<Vec<f32>> = per_block
         .into_par_iter()
         .enumerate()
-        .for_each(|(b, mut outs)| {
-            let mut scratch = vec![0.0f32; total];
+        .map(|(b, mut outs)| {
+            let mut scratch = vec![0.0f32; total + sg_words];
+            let mut sum = vec![0.0f32; sg_words];
+            let mut args = vec![0.0f32; in_words + shared.len()];
+            args[in_words..].copy_from_slice(shared);
             let start = b * BLOCK;
             let len = BLOCK.min(n - start);
             for j in 0..len {
                 let e = start + j;
-                (spec.cpu)(&input[e * in_words..(e + 1) * in_words], &mut scratch);
+                args[..in_words].copy_from_slice(&input[e * in_words..(e + 1) * in_words]);
+                (spec.cpu)(&args, &mut scratch);
                 let mut off = 0;
                 for (out, o) in outs.iter_mut().zip(spec.outputs) {
                     let w = o.words as usize;
                     out[j * w..(j + 1) * w].copy_from_slice(&scratch[off..off + w]);
                     off += w;
                 }
+                for (s, g) in sum.iter_mut().zip(&scratch[total..]) {
+                    *s += g;
+                }
             }
-        });
+            sum
+        })
+        .collect();
+    shared_grad.fill(0.0);
+    for block in sums {
+        for (s, g) in shared_grad.iter_mut().zip(block) {
+            *s += g;
+        }
+    }
 }

@@ -116,6 +116,35 @@ impl Device {
         input: &[f32],
         outputs: &mut [&mut [f32]],
     ) -> Result<(), Error> {
+        self.launch_shared(spec, input, &[], outputs, &mut [])
+    }
+
+    /// [`Device::launch`] for a kernel with `#[shared]` arguments: `shared` holds their
+    /// `spec.shared_words()` words, and `shared_grad` receives the
+    /// `spec.shared_grad_words()` words of the gradient of the sum over the batch (reduced
+    /// deterministically: the same inputs give the same bits on every run).
+    pub fn launch_shared(
+        &self,
+        spec: &'static KernelSpec,
+        input: &[f32],
+        shared: &[f32],
+        outputs: &mut [&mut [f32]],
+        shared_grad: &mut [f32],
+    ) -> Result<(), Error> {
+        if shared.len() != spec.shared_words() {
+            return Err(Error::ShapeMismatch {
+                what: format!("{}: shared argument words", spec.label),
+                expected: spec.shared_words(),
+                got: shared.len(),
+            });
+        }
+        if shared_grad.len() != spec.shared_grad_words() {
+            return Err(Error::ShapeMismatch {
+                what: format!("{}: shared gradient words", spec.label),
+                expected: spec.shared_grad_words(),
+                got: shared_grad.len(),
+            });
+        }
         let in_words = spec.input_words as usize;
         if in_words == 0 || !input.len().is_multiple_of(in_words) {
             return Err(Error::ShapeMismatch {
@@ -145,16 +174,17 @@ impl Device {
                 });
             }
         }
+        shared_grad.fill(0.0);
         if n == 0 {
             return Ok(());
         }
         match &self.backend {
             Backend::Cpu => {
-                crate::cpu::launch(spec, input, n, outputs);
+                crate::cpu::launch(spec, input, shared, n, outputs, shared_grad);
                 Ok(())
             }
             #[cfg(feature = "gpu")]
-            Backend::Gpu(g) => g.launch(spec, input, n, outputs),
+            Backend::Gpu(g) => g.launch(spec, input, shared, n, outputs, shared_grad),
         }
     }
 

@@ -28,6 +28,12 @@ struct Pipeline {
     layout: wgpu::BindGroupLayout,
 }
 
+/// The pipelines of one launch: the kernel and the second pass of its reduction.
+struct Pipelines<'a> {
+    main: &'a Pipeline,
+    reduce: Option<&'a Pipeline>,
+}
+
 /// Pipelines by the address and length of their WGSL and their entry point: generated
 /// specs are statics, so a module's text is one allocation for the program's lifetime.
 type PipelineKey = (usize, usize, &'static str);
@@ -44,6 +50,33 @@ struct LaunchSet {
     outputs: Vec<wgpu::Buffer>,
     staging: wgpu::Buffer,
     bind_group: wgpu::BindGroup,
+    shared: Option<SharedSet>,
+}
+
+/// The buffers of a kernel's `#[shared]` arguments: their words, and for an adjoint kernel
+/// the per-workgroup partial sums, the second pass's uniform, its sums and its bind group.
+struct SharedSet {
+    values: wgpu::Buffer,
+    reduction: Option<ReductionSet>,
+}
+
+struct ReductionSet {
+    params: wgpu::Buffer,
+    sums: wgpu::Buffer,
+    bind_group: wgpu::BindGroup,
+}
+
+/// Byte offsets in a launch set's upload buffer of the second pass's uniform, of the
+/// shared words and of the arguments; the element count's uniform is at 0.
+fn upload_offsets(spec: &KernelSpec) -> (u64, u64, u64) {
+    match spec.shared {
+        None => (0, 0, PARAMS_BYTES),
+        Some(sh) => {
+            let shared_at = 2 * PARAMS_BYTES;
+            let args_at = shared_at + (sh.words as u64 * 4).next_multiple_of(16);
+            (PARAMS_BYTES, shared_at, args_at)
+        }
+    }
 }
 
 /// Where a map request's callback sends its result.
@@ -170,76 +203,108 @@ impl Gpu {
     }
 
     /// The pipeline of `spec`, compiled on first use.
+    fn pipeline(&self, spec: &'static KernelSpec) -> Result<Arc<Pipeline>, Error> {
+        use wgpu::BufferBindingType as B;
+        let mut entries = vec![
+            (spec.params_binding, B::Uniform),
+            (spec.input_binding, B::Storage { read_only: true }),
+        ];
+        for o in spec.outputs {
+            entries.push((o.binding, B::Storage { read_only: false }));
+        }
+        if let Some(sh) = spec.shared {
+            entries.push((sh.binding, B::Storage { read_only: true }));
+            if let Some(r) = &sh.reduction {
+                entries.push((r.partials_binding, B::Storage { read_only: false }));
+            }
+        }
+        self.compile(key(spec), spec.label, spec.wgsl, spec.entry_point, &entries)
+    }
+
+    /// The second pass of `spec`'s shared-gradient reduction, if it has one.
+    fn reduce_pipeline(&self, spec: &'static KernelSpec) -> Result<Option<Arc<Pipeline>>, Error> {
+        use wgpu::BufferBindingType as B;
+        let Some(r) = spec.shared.and_then(|sh| sh.reduction.as_ref()) else {
+            return Ok(None);
+        };
+        let entries = [
+            (r.params_binding, B::Uniform),
+            (r.input_binding, B::Storage { read_only: true }),
+            (r.output_binding, B::Storage { read_only: false }),
+        ];
+        let key = (r.wgsl.as_ptr() as usize, r.wgsl.len(), r.entry_point);
+        self.compile(key, r.label, r.wgsl, r.entry_point, &entries)
+            .map(Some)
+    }
+
+    /// A pipeline compiled on first use.
     ///
     /// Compiled under the cache's lock, so that concurrent first launches of one kernel make
     /// one pipeline; its bind group layout is explicit (from the spec's bindings), not derived
     /// from the shader, so launch sets are valid for it whatever pipeline made them.
-    fn pipeline(&self, spec: &'static KernelSpec) -> Result<Arc<Pipeline>, Error> {
+    fn compile(
+        &self,
+        key: PipelineKey,
+        label: &'static str,
+        wgsl: &'static str,
+        entry_point: &'static str,
+        bindings: &[(u32, wgpu::BufferBindingType)],
+    ) -> Result<Arc<Pipeline>, Error> {
         let mut cache = lock(&self.pipelines);
-        if let Some(p) = cache.get(&key(spec)) {
+        if let Some(p) = cache.get(&key) {
             return Ok(p.clone());
         }
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let buffer = |binding: u32, ty: wgpu::BufferBindingType| wgpu::BindGroupLayoutEntry {
-            binding,
-            visibility: wgpu::ShaderStages::COMPUTE,
-            ty: wgpu::BindingType::Buffer {
-                ty,
-                has_dynamic_offset: false,
-                min_binding_size: None,
-            },
-            count: None,
-        };
-        let mut entries = vec![
-            buffer(spec.params_binding, wgpu::BufferBindingType::Uniform),
-            buffer(
-                spec.input_binding,
-                wgpu::BufferBindingType::Storage { read_only: true },
-            ),
-        ];
-        for o in spec.outputs {
-            entries.push(buffer(
-                o.binding,
-                wgpu::BufferBindingType::Storage { read_only: false },
-            ));
-        }
+        let entries: Vec<wgpu::BindGroupLayoutEntry> = bindings
+            .iter()
+            .map(|(binding, ty)| wgpu::BindGroupLayoutEntry {
+                binding: *binding,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty: *ty,
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
+                count: None,
+            })
+            .collect();
         let layout = self
             .device
             .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                label: Some(spec.label),
+                label: Some(label),
                 entries: &entries,
             });
         let pipeline_layout = self
             .device
             .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some(spec.label),
+                label: Some(label),
                 bind_group_layouts: &[Some(&layout)],
                 immediate_size: 0,
             });
         let module = self
             .device
             .create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(spec.label),
-                source: wgpu::ShaderSource::Wgsl(spec.wgsl.into()),
+                label: Some(label),
+                source: wgpu::ShaderSource::Wgsl(wgsl.into()),
             });
         let pipeline = self
             .device
             .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(spec.label),
+                label: Some(label),
                 layout: Some(&pipeline_layout),
                 module: &module,
-                entry_point: Some(spec.entry_point),
+                entry_point: Some(entry_point),
                 compilation_options: Default::default(),
                 cache: None,
             });
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Validation {
-                label: spec.label.to_string(),
+                label: label.to_string(),
                 message: e.to_string(),
             });
         }
         let p = Arc::new(Pipeline { pipeline, layout });
-        cache.insert(key(spec), p.clone());
+        cache.insert(key, p.clone());
         Ok(p)
     }
 
@@ -283,11 +348,25 @@ impl Gpu {
         &self,
         spec: &'static KernelSpec,
         input: &[f32],
+        shared: &[f32],
         n: usize,
         outputs: &mut [&mut [f32]],
+        shared_grad: &mut [f32],
     ) -> Result<(), Error> {
         self.check_lost()?;
+        if spec.shared_grad_words() > spec.max_workgroups_per_dim as usize {
+            return Err(Error::ShapeMismatch {
+                what: format!("{}: shared gradient words (one workgroup each)", spec.label),
+                expected: spec.max_workgroups_per_dim as usize,
+                got: spec.shared_grad_words(),
+            });
+        }
         let pipeline = self.pipeline(spec)?;
+        let reduce = self.reduce_pipeline(spec)?;
+        let pipelines = Pipelines {
+            main: &pipeline,
+            reduce: reduce.as_deref(),
+        };
         let chunk = self.max_chunk_elements(spec);
         let in_words = spec.input_words as usize;
         let mut in_flight: std::collections::VecDeque<InFlight> = Default::default();
@@ -296,7 +375,7 @@ impl Gpu {
         while start < n && result.is_ok() {
             let m = chunk.min(n - start);
             let chunk_input = &input[start * in_words..(start + m) * in_words];
-            match self.submit_chunk(spec, &pipeline, chunk_input, m, start) {
+            match self.submit_chunk(spec, &pipelines, chunk_input, shared, m, start) {
                 Ok(f) => in_flight.push_back(f),
                 Err(e) => result = Err(e),
             }
@@ -304,11 +383,11 @@ impl Gpu {
             if in_flight.len() == 2
                 && let Some(f) = in_flight.pop_front()
             {
-                result = result.and(self.complete_chunk(spec, f, outputs));
+                result = result.and(self.complete_chunk(spec, f, outputs, shared_grad));
             }
         }
         while let Some(f) = in_flight.pop_front() {
-            let done = self.complete_chunk(spec, f, outputs);
+            let done = self.complete_chunk(spec, f, outputs, shared_grad);
             result = result.and(done);
         }
         if let Some(message) = lock(&self.uncaptured).take() {
@@ -325,13 +404,17 @@ impl Gpu {
     fn submit_chunk(
         &self,
         spec: &'static KernelSpec,
-        pipeline: &Pipeline,
+        pipelines: &Pipelines<'_>,
         input: &[f32],
+        shared: &[f32],
         m: usize,
         start: usize,
     ) -> Result<InFlight, Error> {
-        let set = self.take_set(spec, pipeline, m)?;
+        let set = self.take_set(spec, pipelines, m)?;
         let in_bytes = std::mem::size_of_val(input) as u64;
+        let shared_bytes = std::mem::size_of_val(shared) as u64;
+        let (reduce_at, shared_at, args_at) = upload_offsets(spec);
+        let (x, y) = Self::dispatch_size(spec, m);
         {
             let map_err = |e: wgpu::MapRangeError| Error::Readback(e.to_string());
             let mut params = set
@@ -339,35 +422,62 @@ impl Gpu {
                 .get_mapped_range_mut(..PARAMS_BYTES)
                 .map_err(map_err)?;
             params.copy_from_slice(bytemuck::cast_slice(&[m as u32, 0, 0, 0]));
+            drop(params);
+            if set.shared.is_some() {
+                // The second pass sums one partial per dispatched workgroup.
+                let mut reduce = set
+                    .upload
+                    .get_mapped_range_mut(reduce_at..reduce_at + PARAMS_BYTES)
+                    .map_err(map_err)?;
+                reduce.copy_from_slice(bytemuck::cast_slice(&[x * y, 0, 0, 0]));
+                drop(reduce);
+                if shared_bytes > 0 {
+                    let mut words = set
+                        .upload
+                        .get_mapped_range_mut(shared_at..shared_at + shared_bytes)
+                        .map_err(map_err)?;
+                    words.copy_from_slice(bytemuck::cast_slice(shared));
+                }
+            }
             let mut args = set
                 .upload
-                .get_mapped_range_mut(PARAMS_BYTES..PARAMS_BYTES + in_bytes)
+                .get_mapped_range_mut(args_at..args_at + in_bytes)
                 .map_err(map_err)?;
             args.copy_from_slice(bytemuck::cast_slice(input));
         }
         set.upload.unmap();
-        let (x, y) = Self::dispatch_size(spec, m);
         let mut encoder = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some(spec.label),
             });
         encoder.copy_buffer_to_buffer(&set.upload, 0, &set.params, 0, PARAMS_BYTES);
-        encoder.copy_buffer_to_buffer(&set.upload, PARAMS_BYTES, &set.input, 0, in_bytes);
+        if let Some(sh) = &set.shared {
+            if shared_bytes > 0 {
+                encoder.copy_buffer_to_buffer(&set.upload, shared_at, &sh.values, 0, shared_bytes);
+            }
+            if let Some(r) = &sh.reduction {
+                encoder.copy_buffer_to_buffer(&set.upload, reduce_at, &r.params, 0, PARAMS_BYTES);
+            }
+        }
+        encoder.copy_buffer_to_buffer(&set.upload, args_at, &set.input, 0, in_bytes);
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some(spec.label),
                 timestamp_writes: None,
             });
-            pass.set_pipeline(&pipeline.pipeline);
-            pass.set_bind_group(0, &set.bind_group, &[]);
-            pass.dispatch_workgroups(x, y, 1);
+            Self::record(&mut pass, spec, pipelines, &set, (x, y));
         }
         // Every output into one staging buffer, densely: one map reads them all.
         let mut out_bytes = 0u64;
         for (buf, o) in set.outputs.iter().zip(spec.outputs) {
             let bytes = (m * o.words as usize * 4) as u64;
             encoder.copy_buffer_to_buffer(buf, 0, &set.staging, out_bytes, bytes);
+            out_bytes += bytes;
+        }
+        if let Some(r) = set.shared.as_ref().and_then(|sh| sh.reduction.as_ref()) {
+            let bytes = spec.shared_grad_words() as u64 * 4;
+            encoder.copy_buffer_to_buffer(&r.sums, 0, &set.staging, out_bytes, bytes);
             out_bytes += bytes;
         }
         let submission = self.queue.submit([encoder.finish()]);
@@ -401,6 +511,7 @@ impl Gpu {
         spec: &'static KernelSpec,
         f: InFlight,
         outputs: &mut [&mut [f32]],
+        shared_grad: &mut [f32],
     ) -> Result<(), Error> {
         self.device
             .poll(wgpu::PollType::Wait {
@@ -427,6 +538,10 @@ impl Gpu {
                 let w = o.words as usize;
                 out[f.start * w..(f.start + f.m) * w].copy_from_slice(&words[at..at + f.m * w]);
                 at += f.m * w;
+            }
+            // Chunks complete in order: their sums are added in a fixed order too.
+            for (g, partial) in shared_grad.iter_mut().zip(&words[at..]) {
+                *g += partial;
             }
         }
         f.set.staging.unmap();
@@ -495,7 +610,7 @@ impl Gpu {
     fn take_set(
         &self,
         spec: &'static KernelSpec,
-        pipeline: &Pipeline,
+        pipelines: &Pipelines<'_>,
         m: usize,
     ) -> Result<LaunchSet, Error> {
         let capacity = m
@@ -511,7 +626,7 @@ impl Gpu {
         // Creating buffers is where memory runs out: the only error scopes of a launch.
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let set = self.create_set(spec, pipeline, capacity);
+        let set = self.create_set(spec, pipelines, capacity);
         self.pop_scopes(spec, oom, validation)?;
         Ok(set)
     }
@@ -520,25 +635,26 @@ impl Gpu {
     fn create_set(
         &self,
         spec: &'static KernelSpec,
-        pipeline: &Pipeline,
+        pipelines: &Pipelines<'_>,
         capacity: usize,
     ) -> LaunchSet {
         let bytes = (capacity * spec.input_words as usize * 4) as u64;
+        let (_, _, args_at) = upload_offsets(spec);
         let upload = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(spec.label),
-            size: PARAMS_BYTES + bytes,
+            size: args_at + bytes,
             usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
             mapped_at_creation: true,
         });
-        let staging = (capacity * spec.output_words() * 4) as u64;
-        self.build_set(spec, pipeline, capacity, upload, staging)
+        let staging = ((capacity * spec.output_words() + spec.shared_grad_words()) * 4) as u64;
+        self.build_set(spec, pipelines, capacity, upload, staging)
     }
 
     /// The device buffers and bind group of a launch set around a given upload buffer.
     fn build_set(
         &self,
         spec: &'static KernelSpec,
-        pipeline: &Pipeline,
+        pipelines: &Pipelines<'_>,
         capacity: usize,
         upload: wgpu::Buffer,
         staging_bytes: u64,
@@ -573,9 +689,62 @@ impl Gpu {
                 resource: buf.as_entire_binding(),
             });
         }
+        let mut partials = None;
+        let shared = spec.shared.map(|sh| {
+            let values = self.buffer(spec.label, U::STORAGE | U::COPY_DST, sh.words as u64 * 4);
+            let reduction = sh.reduction.as_ref().zip(pipelines.reduce).map(|(r, p)| {
+                // One partial per dispatched workgroup and word, for any launch this set
+                // takes (the dispatch of its full capacity has the most workgroups).
+                let (x, y) = Self::dispatch_size(spec, capacity);
+                let buf = self.buffer(
+                    spec.label,
+                    U::STORAGE,
+                    x as u64 * y as u64 * sh.words as u64 * 4,
+                );
+                let params = self.buffer(r.label, U::UNIFORM | U::COPY_DST, PARAMS_BYTES);
+                let sums = self.buffer(r.label, U::STORAGE | U::COPY_SRC, sh.words as u64 * 4);
+                let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some(r.label),
+                    layout: &p.layout,
+                    entries: &[
+                        wgpu::BindGroupEntry {
+                            binding: r.params_binding,
+                            resource: params.as_entire_binding(),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: r.input_binding,
+                            resource: buf.as_entire_binding(),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: r.output_binding,
+                            resource: sums.as_entire_binding(),
+                        },
+                    ],
+                });
+                partials = Some((r.partials_binding, buf));
+                ReductionSet {
+                    params,
+                    sums,
+                    bind_group,
+                }
+            });
+            SharedSet { values, reduction }
+        });
+        if let (Some(sh), Some(set)) = (spec.shared, &shared) {
+            entries.push(wgpu::BindGroupEntry {
+                binding: sh.binding,
+                resource: set.values.as_entire_binding(),
+            });
+        }
+        if let Some((binding, buf)) = &partials {
+            entries.push(wgpu::BindGroupEntry {
+                binding: *binding,
+                resource: buf.as_entire_binding(),
+            });
+        }
         let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(spec.label),
-            layout: &pipeline.layout,
+            layout: &pipelines.main.layout,
             entries: &entries,
         });
         LaunchSet {
@@ -586,6 +755,27 @@ impl Gpu {
             outputs,
             staging,
             bind_group,
+            shared,
+        }
+    }
+
+    /// Records a launch's dispatches into a compute pass: the kernel, then the second pass
+    /// of its shared-gradient reduction, if any (one workgroup per shared word).
+    fn record(
+        pass: &mut wgpu::ComputePass<'_>,
+        spec: &KernelSpec,
+        pipelines: &Pipelines<'_>,
+        set: &LaunchSet,
+        (x, y): (u32, u32),
+    ) {
+        pass.set_pipeline(&pipelines.main.pipeline);
+        pass.set_bind_group(0, &set.bind_group, &[]);
+        pass.dispatch_workgroups(x, y, 1);
+        let reduction = set.shared.as_ref().and_then(|sh| sh.reduction.as_ref());
+        if let (Some(r), Some(p)) = (reduction, pipelines.reduce) {
+            pass.set_pipeline(&p.pipeline);
+            pass.set_bind_group(0, &r.bind_group, &[]);
+            pass.dispatch_workgroups(spec.shared_grad_words() as u32, 1, 1);
         }
     }
 
@@ -644,6 +834,11 @@ impl Gpu {
         launches: usize,
     ) -> Result<Vec<Duration>, Error> {
         let pipeline = self.pipeline(spec)?;
+        let reduce = self.reduce_pipeline(spec)?;
+        let pipelines = Pipelines {
+            main: &pipeline,
+            reduce: reduce.as_deref(),
+        };
         let n = input.len() / spec.input_words as usize;
         let max = self.max_binding_elements(spec);
         if n > max {
@@ -655,12 +850,17 @@ impl Gpu {
         }
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let set = self.take_set_exact(spec, &pipeline, n.max(1));
+        let set = self.take_set_exact(spec, &pipelines, n.max(1));
         self.queue
             .write_buffer(&set.input, 0, bytemuck::cast_slice(input));
         self.queue
             .write_buffer(&set.params, 0, bytemuck::cast_slice(&[n as u32, 0, 0, 0]));
         let (x, y) = Self::dispatch_size(spec, n);
+        // Shared words stay zero (buffers start zeroed); the reduction runs as in a launch.
+        if let Some(r) = set.shared.as_ref().and_then(|sh| sh.reduction.as_ref()) {
+            self.queue
+                .write_buffer(&r.params, 0, bytemuck::cast_slice(&[x * y, 0, 0, 0]));
+        }
         let launches = launches.max(1) as u32;
         let mut times = Vec::with_capacity(launches as usize);
         if self.timestamps {
@@ -691,9 +891,7 @@ impl Gpu {
                     label: Some(spec.label),
                     timestamp_writes: None,
                 });
-                pass.set_pipeline(&pipeline.pipeline);
-                pass.set_bind_group(0, &set.bind_group, &[]);
-                pass.dispatch_workgroups(x, y, 1);
+                Self::record(&mut pass, spec, &pipelines, &set, (x, y));
             }
             for l in 0..launches {
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -704,9 +902,7 @@ impl Gpu {
                         end_of_pass_write_index: Some(2 * l + 1),
                     }),
                 });
-                pass.set_pipeline(&pipeline.pipeline);
-                pass.set_bind_group(0, &set.bind_group, &[]);
-                pass.dispatch_workgroups(x, y, 1);
+                Self::record(&mut pass, spec, &pipelines, &set, (x, y));
             }
             encoder.resolve_query_set(&queries, 0..2 * launches, &resolve, 0);
             encoder.copy_buffer_to_buffer(&resolve, 0, &readback, 0, 16 * launches as u64);
@@ -743,9 +939,7 @@ impl Gpu {
                         label: Some(spec.label),
                         timestamp_writes: None,
                     });
-                    pass.set_pipeline(&pipeline.pipeline);
-                    pass.set_bind_group(0, &set.bind_group, &[]);
-                    pass.dispatch_workgroups(x, y, 1);
+                    Self::record(&mut pass, spec, &pipelines, &set, (x, y));
                 }
                 self.queue.submit([encoder.finish()]);
                 self.device
@@ -764,7 +958,7 @@ impl Gpu {
     fn take_set_exact(
         &self,
         spec: &'static KernelSpec,
-        pipeline: &Pipeline,
+        pipelines: &Pipelines<'_>,
         n: usize,
     ) -> LaunchSet {
         let upload = self.buffer(
@@ -772,7 +966,7 @@ impl Gpu {
             wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
             16,
         );
-        self.build_set(spec, pipeline, n, upload, 16)
+        self.build_set(spec, pipelines, n, upload, 16)
     }
 
     /// Samples of moving `bytes` to the device (write, submit, wait) and back

@@ -13,6 +13,40 @@ pub struct OutputSpec {
     pub words: u32,
 }
 
+/// Batch-uniform (`#[shared]`) arguments of a kernel: one copy for the whole launch.
+#[derive(Debug)]
+pub struct SharedSpec {
+    /// Binding of the shared words (`array<f32>`, read only) in the kernel.
+    pub binding: u32,
+    /// How many f32 words.
+    pub words: u32,
+    /// For an adjoint kernel: how the gradient of the sum over the batch is reduced.
+    pub reduction: Option<ReductionSpec>,
+}
+
+/// The deterministic two-pass reduction of shared gradients: the kernel writes one partial
+/// sum per workgroup and shared word (a workgroup tree, fixed order), then a second kernel
+/// sums the partials of each word (again in a fixed order). No float atomics: the same
+/// inputs give the same bits on every run.
+#[derive(Debug)]
+pub struct ReductionSpec {
+    /// Binding, in the main kernel, of the partial sums (`groups * words` f32).
+    pub partials_binding: u32,
+    /// The second pass: its label, WGSL module and entry point. One workgroup per shared
+    /// word; its uniform holds the number of groups.
+    pub label: &'static str,
+    /// The second pass's WGSL module.
+    pub wgsl: &'static str,
+    /// Its entry point.
+    pub entry_point: &'static str,
+    /// Binding of its uniform `Params { n }` (`n`: partial sums per word).
+    pub params_binding: u32,
+    /// Binding of the partial sums it reads.
+    pub input_binding: u32,
+    /// Binding of the sums it writes (`words` f32).
+    pub output_binding: u32,
+}
+
 /// A compiled kernel: its WGSL, its buffers, and its CPU version.
 ///
 /// Thread `i` of a launch of `n` elements reads the `input_words` words of element `i` from
@@ -38,8 +72,12 @@ pub struct KernelSpec {
     pub input_words: u32,
     /// The output buffers.
     pub outputs: &'static [OutputSpec],
-    /// The same computation for one element on the CPU: reads `input_words` words and
-    /// writes every output's words, concatenated in the order of `outputs`.
+    /// Batch-uniform arguments, if the function has `#[shared]` ones.
+    pub shared: Option<&'static SharedSpec>,
+    /// The same computation for one element on the CPU: reads `input_words` words (then
+    /// the shared words, if any) and writes every output's words, concatenated in the
+    /// order of `outputs` (then this element's shared gradient words, if the kernel
+    /// reduces them).
     pub cpu: fn(&[f32], &mut [f32]),
 }
 
@@ -47,5 +85,17 @@ impl KernelSpec {
     /// Output words per element, all outputs together.
     pub fn output_words(&self) -> usize {
         self.outputs.iter().map(|o| o.words as usize).sum()
+    }
+
+    /// Shared argument words (0 without `#[shared]` arguments).
+    pub fn shared_words(&self) -> usize {
+        self.shared.map_or(0, |s| s.words as usize)
+    }
+
+    /// Shared gradient words the kernel reduces over the batch (0 if none).
+    pub fn shared_grad_words(&self) -> usize {
+        self.shared
+            .filter(|s| s.reduction.is_some())
+            .map_or(0, |s| s.words as usize)
     }
 }

@@ -24,6 +24,22 @@ pub const ARGS_BINDING: u32 = 1;
 pub const VALUE_BINDING: u32 = 2;
 /// Binding of the gradients (`array<f32>`, one per differentiable argument word per element).
 pub const GRAD_BINDING: u32 = 3;
+/// Binding of the `#[shared]` words (`array<f32>`, read only), where there are any.
+pub const SHARED_BINDING: u32 = 4;
+/// Binding, in an adjoint kernel with `#[shared]` arguments, of the per-workgroup partial
+/// sums of their gradients (`array<f32>`, `shared_words` per workgroup).
+pub const PARTIALS_BINDING: u32 = 5;
+/// Shared gradient words a workgroup reduces at once (its stage is `WORKGROUP_SIZE * 8`
+/// f32, 8 KiB): fewer barriers than one word at a time, room left for staged gradients.
+pub const REDUCE_LANES: u32 = 8;
+/// Bindings of the second pass of the reduction: its `Params { n }` (partials per word),
+/// the partial sums, the sums.
+pub const REDUCE_PARAMS_BINDING: u32 = 0;
+/// See [`REDUCE_PARAMS_BINDING`].
+pub const REDUCE_INPUT_BINDING: u32 = 1;
+/// See [`REDUCE_PARAMS_BINDING`].
+pub const REDUCE_OUTPUT_BINDING: u32 = 2;
+
 /// Size in bytes of the uniform `Params` block (one u32 used, padded to 16).
 pub const PARAMS_BYTES: u64 = 16;
 
@@ -34,25 +50,32 @@ pub struct ParamSlot {
     pub name: String,
     /// `None` for an `f32`, `Some(n)` for `[f32; n]`.
     pub len: Option<usize>,
-    /// Index of its first word.
+    /// Index of its first word (among the element's words, or among the shared words).
     pub offset: u32,
     /// Whether it has a gradient (`false` for a `#[constant]` argument).
     pub differentiable: bool,
+    /// A `#[shared]` argument: one value for the whole batch.
+    pub shared: bool,
 }
 
-/// The argument words of one batch element.
+/// The argument words of one batch element, and the shared words of the batch.
+///
+/// The IR's inputs are the element's words (`0..words`), then the shared words
+/// (`words..words + shared_words`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ArgLayout {
     /// One slot per parameter, in declaration order.
     pub slots: Vec<ParamSlot>,
-    /// Words per element.
+    /// Words per element (the `f::Args` struct).
     pub words: u32,
+    /// Words of the `#[shared]` arguments (the `f::Shared` struct).
+    pub shared_words: u32,
 }
 
 impl ArgLayout {
     /// The layout of a signature's parameters.
     pub fn of(sig: &Signature) -> Self {
-        let mut offset = 0u32;
+        let (mut element, mut shared) = (0u32, 0u32);
         let slots = sig
             .params
             .iter()
@@ -61,26 +84,29 @@ impl ArgLayout {
                     ParamKind::Scalar => None,
                     ParamKind::Array(n) => Some(n),
                 };
+                let offset = if p.shared { &mut shared } else { &mut element };
                 let slot = ParamSlot {
                     name: p.name.to_string(),
                     len,
-                    offset,
+                    offset: *offset,
                     differentiable: !p.constant,
+                    shared: p.shared,
                 };
-                offset += len.unwrap_or(1) as u32;
+                *offset += len.unwrap_or(1) as u32;
                 slot
             })
             .collect();
         ArgLayout {
             slots,
-            words: offset,
+            words: element,
+            shared_words: shared,
         }
     }
 
-    /// For each word: its parameter slot and the element index (`None` for a scalar).
-    pub fn words(&self) -> Vec<(&ParamSlot, Option<usize>)> {
+    fn slot_words(&self, shared: bool) -> Vec<(&ParamSlot, Option<usize>)> {
         self.slots
             .iter()
+            .filter(|s| s.shared == shared)
             .flat_map(|s| match s.len {
                 None => vec![(s, None)],
                 Some(n) => (0..n).map(|j| (s, Some(j))).collect(),
@@ -88,24 +114,53 @@ impl ArgLayout {
             .collect()
     }
 
+    /// For each element word: its parameter slot and the element index (`None` for a
+    /// scalar).
+    pub fn words(&self) -> Vec<(&ParamSlot, Option<usize>)> {
+        self.slot_words(false)
+    }
+
+    /// For each shared word: its parameter slot and the element index.
+    pub fn shared_word_list(&self) -> Vec<(&ParamSlot, Option<usize>)> {
+        self.slot_words(true)
+    }
+
+    /// The slot and element index of IR input `input` (element words, then shared words).
+    pub fn input_slot(&self, input: u32) -> (&ParamSlot, Option<usize>) {
+        if input < self.words {
+            self.words()[input as usize]
+        } else {
+            self.shared_word_list()[(input - self.words) as usize]
+        }
+    }
+
+    /// The IR input of a slot's first word.
+    pub fn first_input(&self, slot: &ParamSlot) -> u32 {
+        if slot.shared {
+            self.words + slot.offset
+        } else {
+            slot.offset
+        }
+    }
+
     /// The argument words that have a gradient, in order: the words of `f::Grad`, of the
     /// adjoint kernel's `grads` and of `jvp`'s tangent (`#[constant]` arguments have none).
     pub fn grad_words(&self) -> Vec<u32> {
         self.slots
             .iter()
-            .filter(|s| s.differentiable)
+            .filter(|s| s.differentiable && !s.shared)
             .flat_map(|s| s.offset..s.offset + s.len.unwrap_or(1) as u32)
             .collect()
     }
 
-    /// Whether argument word `w` has a gradient.
-    pub fn is_differentiable(&self, w: u32) -> bool {
-        self.words()[w as usize].0.differentiable
+    /// Whether IR input `input` has a gradient (shared words always do).
+    pub fn is_differentiable(&self, input: u32) -> bool {
+        self.input_slot(input).0.differentiable
     }
 
-    /// A readable name for a word: `x` or `p_2`.
+    /// A readable name for an IR input: `x` or `p_2`.
     pub fn word_name(&self, word: u32) -> String {
-        let (slot, elem) = self.words()[word as usize];
+        let (slot, elem) = self.input_slot(word);
         match elem {
             None => slot.name.clone(),
             Some(j) => format!("{}_{j}", slot.name),
@@ -132,8 +187,11 @@ pub fn vector_lanes(words: u32) -> u32 {
 /// odd count) the per-thread stores would be strided 4-byte writes (34% of the copy
 /// bandwidth on the H100 for 7 words). Up to 16 words, so that the stage
 /// (`WORKGROUP_SIZE * words` f32) fits the 16 KiB of workgroup memory WebGPU guarantees.
-pub fn stage_gradients(words: u32) -> bool {
-    vector_lanes(words) == 1 && words > 1 && WORKGROUP_SIZE * words * 4 <= 16384
+///
+/// With shared gradients to reduce, the reduction's stage takes half of that memory.
+pub fn stage_gradients(words: u32, reduces_shared: bool) -> bool {
+    let budget = if reduces_shared { 8192 } else { 16384 };
+    vector_lanes(words) == 1 && words > 1 && WORKGROUP_SIZE * words * 4 <= budget
 }
 
 /// The WGSL type of `lanes` f32 words.
@@ -159,10 +217,16 @@ impl KernelKind {
     pub fn outputs(self, layout: &ArgLayout) -> Vec<(u32, u32, &'static str)> {
         match self {
             KernelKind::Forward => vec![(VALUE_BINDING, 1, "values")],
-            KernelKind::Adjoint => vec![
-                (VALUE_BINDING, 1, "values"),
-                (GRAD_BINDING, layout.grad_words().len() as u32, "grads"),
-            ],
+            KernelKind::Adjoint => {
+                let grads = layout.grad_words().len() as u32;
+                let mut outs = vec![(VALUE_BINDING, 1, "values")];
+                // Every per-element argument may be #[constant] (a network's inputs, with
+                // #[shared] weights): then there are no per-element gradients.
+                if grads > 0 {
+                    outs.push((GRAD_BINDING, grads, "grads"));
+                }
+                outs
+            }
         }
     }
 

@@ -8,7 +8,7 @@ use crate::ir::{Function, Op, ValueId};
 use crate::lower::ParamKind;
 use crate::names::local_names;
 use crate::ops::{Func, RustForm};
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
 /// Whether code is emitted for `f32` or for a generic `S: gradfuse::Real`.
@@ -159,6 +159,21 @@ fn loads(f: &Function, names: &[String], access: impl Fn(u32) -> TokenStream) ->
     ts
 }
 
+/// The fields of one generated struct: names and f32 types.
+fn struct_fields<'a>(
+    params: impl Iterator<Item = &'a crate::lower::Param>,
+) -> (Vec<&'a syn::Ident>, Vec<TokenStream>) {
+    params
+        .map(|p| {
+            let ty = match p.kind {
+                ParamKind::Scalar => quote!(f32),
+                ParamKind::Array(n) => quote!([f32; #n]),
+            };
+            (&p.name, ty)
+        })
+        .unzip()
+}
+
 /// Emits the whole expansion of `#[differentiable]` for a compiled function.
 pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
     let sig = &c.lowered.sig;
@@ -167,18 +182,10 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
     let vis = &sig.vis;
     let fname = name.to_string();
     let words = layout.words as usize;
-    let span = Span::call_site();
+    let has_shared = layout.shared_words > 0;
 
-    // `x`, `p` and their types, for Args/Grad and eval.
+    // eval's parameters: every argument in order.
     let fields: Vec<&syn::Ident> = sig.params.iter().map(|p| &p.name).collect();
-    let f32_types: Vec<TokenStream> = sig
-        .params
-        .iter()
-        .map(|p| match p.kind {
-            ParamKind::Scalar => quote!(f32),
-            ParamKind::Array(n) => quote!([f32; #n]),
-        })
-        .collect();
     let s_types: Vec<TokenStream> = sig
         .params
         .iter()
@@ -187,27 +194,27 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
             ParamKind::Array(n) => quote!([S; #n]),
         })
         .collect();
-    let word_list = layout.words();
+    // Args: per-element arguments; Grad: those that are not #[constant]; Shared and
+    // SharedGrad: the #[shared] ones.
+    let (arg_fields, arg_types) = struct_fields(sig.params.iter().filter(|p| !p.shared));
+    let (grad_fields, grad_types) =
+        struct_fields(sig.params.iter().filter(|p| !p.shared && !p.constant));
+    let (shared_fields, shared_types) = struct_fields(sig.params.iter().filter(|p| p.shared));
     let grad_list = layout.grad_words();
-    // Grad's fields: the arguments that are not #[constant].
-    let (grad_fields, grad_types): (Vec<&syn::Ident>, Vec<TokenStream>) = sig
-        .params
-        .iter()
-        .zip(&f32_types)
-        .filter(|(p, _)| !p.constant)
-        .map(|(p, t)| (&p.name, t.clone()))
-        .unzip();
-    // How to read word w from a struct value `base` (args.x, args.p[1]) or eval's params.
+    let grad_count = grad_list.len();
+
+    // How to read IR input w from struct values (args.x, shared.w[1]) or eval's params.
     // Parameters are referred to by the user's own identifiers: their spans carry the
     // hygiene of the code that wrote them (a macro_rules! caller, say).
-    let access = |base: Option<&TokenStream>, w: u32| -> TokenStream {
-        let (slot, j) = word_list[w as usize];
+    let access = |args: Option<&TokenStream>, shared: Option<&TokenStream>, w: u32| {
+        let (slot, j) = layout.input_slot(w);
         let field = &sig
             .params
             .iter()
             .find(|p| p.name == slot.name)
             .expect("every slot is a parameter")
             .name;
+        let base = if slot.shared { shared } else { args };
         let head = match base {
             Some(b) => quote!(#b.#field),
             None => quote!(#field),
@@ -217,13 +224,13 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
             Some(j) => quote!(#head[#j]),
         }
     };
-    // Builds a Grad-shaped struct literal from one output per word.
-    let struct_from = |f: &Function, names: &[String], first: usize| -> TokenStream {
+    // Builds a Grad (or SharedGrad) literal from consecutive outputs starting at `first`.
+    let struct_from = |f: &Function, names: &[String], first: usize, shared: bool| {
         let mut k = first;
         let inits: Vec<TokenStream> = layout
             .slots
             .iter()
-            .filter(|slot| slot.differentiable)
+            .filter(|slot| slot.shared == shared && (shared || slot.differentiable))
             .map(|slot| {
                 let field = format_ident!("{}", slot.name);
                 match slot.len {
@@ -242,32 +249,45 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
                 }
             })
             .collect();
-        quote!(Grad { #(#inits),* })
+        if shared {
+            quote!(SharedGrad { #(#inits),* })
+        } else {
+            quote!(Grad { #(#inits),* })
+        }
     };
+    let args_ref = quote!(args);
+    let shared_ref = quote!(shared);
 
     // eval<S>: the primal.
     let ev = body(&c.primal, Scalar::Generic);
-    let ev_loads = loads(&c.primal, &ev.names, |w| access(None, w));
+    let ev_loads = loads(&c.primal, &ev.names, |w| access(None, None, w));
     let ev_stmts = &ev.stmts;
     let ev_out = operand(&c.primal, &ev.names, c.primal.outputs[0], Scalar::Generic);
 
     // value_and_grad: the adjoint.
     let adj = body(&c.adjoint, Scalar::F32);
-    let args_ref = quote!(args);
-    let adj_loads = loads(&c.adjoint, &adj.names, |w| access(Some(&args_ref), w));
+    let adj_loads = loads(&c.adjoint, &adj.names, |w| {
+        access(Some(&args_ref), Some(&shared_ref), w)
+    });
     let adj_stmts = &adj.stmts;
     let adj_value = operand(&c.adjoint, &adj.names, c.adjoint.outputs[0], Scalar::F32);
-    let adj_grad = struct_from(&c.adjoint, &adj.names, 1);
+    let adj_grad = struct_from(&c.adjoint, &adj.names, 1, false);
+    let adj_shared_grad = struct_from(&c.adjoint, &adj.names, 1 + grad_count, true);
 
-    // jvp: the tangent.
+    // jvp: the tangent. Its inputs: the arguments, then one tangent word per gradient
+    // word (the element's, then the shared ones).
     let tan = body(&c.tangent, Scalar::F32);
     let tangent_ref = quote!(tangent);
-    let n_words = layout.words;
+    let shared_tangent_ref = quote!(shared_tangent);
+    let n_inputs = layout.words + layout.shared_words;
     let tan_loads = loads(&c.tangent, &tan.names, |w| {
-        if w < n_words {
-            access(Some(&args_ref), w)
+        if w < n_inputs {
+            access(Some(&args_ref), Some(&shared_ref), w)
+        } else if ((w - n_inputs) as usize) < grad_count {
+            access(Some(&tangent_ref), None, grad_list[(w - n_inputs) as usize])
         } else {
-            access(Some(&tangent_ref), grad_list[(w - n_words) as usize])
+            let k = w - n_inputs - grad_count as u32;
+            access(None, Some(&shared_tangent_ref), layout.words + k)
         }
     });
     let tan_stmts = &tan.stmts;
@@ -276,7 +296,15 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
 
     let wgsl_forward = &c.wgsl_forward;
     let wgsl_adjoint = &c.wgsl_adjoint;
-    let eval_args: Vec<TokenStream> = fields.iter().map(|f| quote!(a.#f)).collect();
+    // eval's arguments from `a: &Args` and `s: &Shared`, in the user's order.
+    let eval_args: Vec<TokenStream> = sig
+        .params
+        .iter()
+        .map(|p| {
+            let f = &p.name;
+            if p.shared { quote!(s.#f) } else { quote!(a.#f) }
+        })
+        .collect();
 
     let spec = |kind: KernelKind, cpu: &syn::Ident| -> TokenStream {
         let label = format!("{fname}::{}", kind.entry_point());
@@ -299,6 +327,36 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
             abi::ARGS_BINDING,
         );
         let input_words = layout.words;
+        let shared = if has_shared {
+            let (sb, sw) = (abi::SHARED_BINDING, layout.shared_words);
+            let reduction = if kind == KernelKind::Adjoint {
+                let (partials, rp, ri, ro) = (
+                    abi::PARTIALS_BINDING,
+                    abi::REDUCE_PARAMS_BINDING,
+                    abi::REDUCE_INPUT_BINDING,
+                    abi::REDUCE_OUTPUT_BINDING,
+                );
+                let rlabel = format!("{fname}::reduce");
+                quote!(Some(::gradfuse::ReductionSpec {
+                    partials_binding: #partials,
+                    label: #rlabel,
+                    wgsl: WGSL_REDUCE,
+                    entry_point: "reduce",
+                    params_binding: #rp,
+                    input_binding: #ri,
+                    output_binding: #ro,
+                }))
+            } else {
+                quote!(None)
+            };
+            quote!(Some(&::gradfuse::SharedSpec {
+                binding: #sb,
+                words: #sw,
+                reduction: #reduction,
+            }))
+        } else {
+            quote!(None)
+        };
         quote! {
             ::gradfuse::KernelSpec {
                 label: #label,
@@ -310,6 +368,7 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
                 input_binding: #ab,
                 input_words: #input_words,
                 outputs: &[#(#outs),*],
+                shared: #shared,
                 cpu: #cpu,
             }
         }
@@ -323,13 +382,92 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
          version, CPU reverse and forward mode, WGSL kernels and their batched launcher."
     );
     let args_doc = format!(
-        "The arguments of `{fname}` for one batch element ({words} f32 words, no padding)."
+        "The per-element arguments of `{fname}` ({words} f32 words, no padding){}.",
+        if has_shared {
+            "; `#[shared]` ones are in [`Shared`]"
+        } else {
+            ""
+        }
     );
     let grad_doc = format!(
-        "The gradient of `{fname}`: one field per argument (but `#[constant]` ones), with \
-         the argument's type."
+        "The gradient of `{fname}` in the per-element arguments: one field per argument \
+         (but `#[constant]` ones), with the argument's type."
     );
-    let _ = span;
+
+    // The parts that differ with #[shared] arguments.
+    let shared_items = has_shared.then(|| {
+        let wgsl_reduce = c.wgsl_reduce.as_deref().unwrap_or_default();
+        let sw = layout.shared_words as usize;
+        let shared_doc = format!(
+            "The `#[shared]` arguments of `{fname}`: one value for the whole batch ({sw} f32 \
+             words)."
+        );
+        let shared_grad_doc = format!(
+            "The gradient in the `#[shared]` arguments of `{fname}`; from a batch launch, the \
+             gradient of the sum of the batch's values."
+        );
+        quote! {
+            #[doc = #shared_doc]
+            #[repr(C)]
+            #[derive(Clone, Copy, Debug, PartialEq)]
+            pub struct Shared {
+                #(#[doc = "Argument of the same name."] pub #shared_fields: #shared_types,)*
+            }
+            // SAFETY: #[repr(C)] of f32 and [f32; N] fields only.
+            unsafe impl ::gradfuse::bytemuck::Zeroable for Shared {}
+            unsafe impl ::gradfuse::bytemuck::Pod for Shared {}
+
+            #[doc = #shared_grad_doc]
+            #[repr(C)]
+            #[derive(Clone, Copy, Debug, PartialEq)]
+            pub struct SharedGrad {
+                #(#[doc = "Derivative in the argument of the same name."] pub #shared_fields: #shared_types,)*
+            }
+            // SAFETY: as for Shared.
+            unsafe impl ::gradfuse::bytemuck::Zeroable for SharedGrad {}
+            unsafe impl ::gradfuse::bytemuck::Pod for SharedGrad {}
+
+            /// The WGSL module of the second pass of the shared-gradient reduction.
+            pub const WGSL_REDUCE: &str = #wgsl_reduce;
+        }
+    });
+    let (vg_sig, vg_ret) = if has_shared {
+        (
+            quote!(pub fn value_and_grad(args: &Args, shared: &Shared) -> (f32, Grad, SharedGrad)),
+            quote!((#adj_value, #adj_grad, #adj_shared_grad)),
+        )
+    } else {
+        (
+            quote!(pub fn value_and_grad(args: &Args) -> (f32, Grad)),
+            quote!((#adj_value, #adj_grad)),
+        )
+    };
+    let jvp_sig = if has_shared {
+        quote!(pub fn jvp(args: &Args, shared: &Shared, tangent: &Grad, shared_tangent: &SharedGrad) -> (f32, f32))
+    } else {
+        quote!(pub fn jvp(args: &Args, tangent: &Grad) -> (f32, f32))
+    };
+    // The CPU versions for the runtime: element words, then shared words in; value, the
+    // element's gradient words, then its shared gradient words out.
+    let read_shared = if has_shared {
+        quote!(let s: &Shared = &::gradfuse::bytemuck::cast_slice::<f32, Shared>(&words[#words..])[0];)
+    } else {
+        quote!()
+    };
+    let call_vg = if has_shared {
+        quote!(let (v, g, sg) = value_and_grad(a, s);)
+    } else {
+        quote!(let (v, g) = value_and_grad(a);)
+    };
+    let copy_grads = if grad_count > 0 {
+        quote!(out[1..1 + #grad_count].copy_from_slice(::gradfuse::bytemuck::cast_slice(::core::slice::from_ref(&g)));)
+    } else {
+        quote!(let _ = g;)
+    };
+    let copy_shared_grads = has_shared.then(|| {
+        quote!(out[1 + #grad_count..].copy_from_slice(::gradfuse::bytemuck::cast_slice(::core::slice::from_ref(&sg)));)
+    });
+    let launcher = launcher(has_shared, grad_count > 0);
 
     quote! {
         #item
@@ -348,7 +486,7 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
             #[repr(C)]
             #[derive(Clone, Copy, Debug, PartialEq)]
             pub struct Args {
-                #(#[doc = "Argument of the same name."] pub #fields: #f32_types,)*
+                #(#[doc = "Argument of the same name."] pub #arg_fields: #arg_types,)*
             }
             // SAFETY: #[repr(C)] of f32 and [f32; N] fields only: no padding, every bit
             // pattern is valid, zero is valid.
@@ -365,6 +503,8 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
             unsafe impl ::gradfuse::bytemuck::Zeroable for Grad {}
             unsafe impl ::gradfuse::bytemuck::Pod for Grad {}
 
+            #shared_items
+
             /// The function for any [`gradfuse::Real`](::gradfuse::Real): `f32`, `f64`, or
             /// `gradfuse::Dual` for forward-mode derivatives.
             #[inline]
@@ -378,15 +518,15 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
 
             /// The value and the full gradient, by reverse mode on the CPU.
             #[inline]
-            pub fn value_and_grad(args: &Args) -> (f32, Grad) {
+            #vg_sig {
                 #adj_loads
                 #adj_stmts
-                (#adj_value, #adj_grad)
+                #vg_ret
             }
 
-            /// The value and the directional derivative along `tangent`, by forward mode.
+            /// The value and the directional derivative along the tangent, by forward mode.
             #[inline]
-            pub fn jvp(args: &Args, tangent: &Grad) -> (f32, f32) {
+            #jvp_sig {
                 #tan_loads
                 #tan_stmts
                 (#tan_value, #tan_dir)
@@ -398,15 +538,18 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
             pub const WGSL_ADJOINT: &str = #wgsl_adjoint;
 
             fn cpu_forward(words: &[f32], out: &mut [f32]) {
-                let a: &Args = &::gradfuse::bytemuck::cast_slice::<f32, Args>(words)[0];
+                let a: &Args = &::gradfuse::bytemuck::cast_slice::<f32, Args>(&words[..#words])[0];
+                #read_shared
                 out[0] = eval::<f32>(#(#eval_args),*);
             }
 
             fn cpu_adjoint(words: &[f32], out: &mut [f32]) {
-                let a: &Args = &::gradfuse::bytemuck::cast_slice::<f32, Args>(words)[0];
-                let (v, g) = value_and_grad(a);
+                let a: &Args = &::gradfuse::bytemuck::cast_slice::<f32, Args>(&words[..#words])[0];
+                #read_shared
+                #call_vg
                 out[0] = v;
-                out[1..].copy_from_slice(::gradfuse::bytemuck::cast_slice(::core::slice::from_ref(&g)));
+                #copy_grads
+                #copy_shared_grads
             }
 
             /// The forward kernel's launch description.
@@ -425,9 +568,35 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
                 Kernel { device }
             }
 
+            #launcher
+        }
+    }
+}
+
+/// The `impl Kernel` of the batched launches.
+fn launcher(has_shared: bool, has_grads: bool) -> TokenStream {
+    let vec = quote!(::std::vec::Vec);
+    let err = quote!(::gradfuse::Error);
+    let grads_alloc = if has_grads {
+        // Zeroed pages from the allocator, not a pass of writes: the launch overwrites
+        // every word.
+        quote!(let mut grads: #vec<Grad> = ::gradfuse::bytemuck::zeroed_vec(args.len());)
+    } else {
+        quote!(let grads: #vec<Grad> = ::std::vec![Grad {}; args.len()];)
+    };
+    let outputs = if has_grads {
+        quote!(&mut [
+            &mut values[..],
+            ::gradfuse::bytemuck::cast_slice_mut(&mut grads[..])
+        ])
+    } else {
+        quote!(&mut [&mut values[..]])
+    };
+    if !has_shared {
+        return quote! {
             impl Kernel<'_> {
                 /// The value of every element: one thread per element.
-                pub fn value(&self, args: &[Args]) -> ::core::result::Result<::std::vec::Vec<f32>, ::gradfuse::Error> {
+                pub fn value(&self, args: &[Args]) -> ::core::result::Result<#vec<f32>, #err> {
                     let mut values = ::std::vec![0.0f32; args.len()];
                     self.device.launch(
                         &FORWARD_KERNEL,
@@ -441,18 +610,59 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
                 pub fn value_and_grad(
                     &self,
                     args: &[Args],
-                ) -> ::core::result::Result<(::std::vec::Vec<f32>, ::std::vec::Vec<Grad>), ::gradfuse::Error> {
+                ) -> ::core::result::Result<(#vec<f32>, #vec<Grad>), #err> {
                     let mut values = ::std::vec![0.0f32; args.len()];
-                    // Zeroed pages from the allocator, not a pass of writes: the launch
-                    // overwrites every word.
-                    let mut grads: ::std::vec::Vec<Grad> = ::gradfuse::bytemuck::zeroed_vec(args.len());
+                    #grads_alloc
                     self.device.launch(
                         &ADJOINT_KERNEL,
                         ::gradfuse::bytemuck::cast_slice(args),
-                        &mut [&mut values[..], ::gradfuse::bytemuck::cast_slice_mut(&mut grads[..])],
+                        #outputs,
                     )?;
                     Ok((values, grads))
                 }
+            }
+        };
+    }
+    quote! {
+        impl Kernel<'_> {
+            /// The value of every element, with the batch's `shared` arguments: one thread
+            /// per element.
+            pub fn value(
+                &self,
+                args: &[Args],
+                shared: &Shared,
+            ) -> ::core::result::Result<#vec<f32>, #err> {
+                let mut values = ::std::vec![0.0f32; args.len()];
+                self.device.launch_shared(
+                    &FORWARD_KERNEL,
+                    ::gradfuse::bytemuck::cast_slice(args),
+                    ::gradfuse::bytemuck::cast_slice(::core::slice::from_ref(shared)),
+                    &mut [&mut values[..]],
+                    &mut [],
+                )?;
+                Ok(values)
+            }
+
+            /// The value and the gradient of every element, and the gradient of the sum of
+            /// the values in the shared arguments: one fused kernel, whose workgroups reduce
+            /// the shared gradients in a fixed order, and a second pass over their partial
+            /// sums (no atomics: the same inputs give the same bits on every run).
+            pub fn value_and_grad(
+                &self,
+                args: &[Args],
+                shared: &Shared,
+            ) -> ::core::result::Result<(#vec<f32>, #vec<Grad>, SharedGrad), #err> {
+                let mut values = ::std::vec![0.0f32; args.len()];
+                #grads_alloc
+                let mut shared_grad: SharedGrad = ::gradfuse::bytemuck::Zeroable::zeroed();
+                self.device.launch_shared(
+                    &ADJOINT_KERNEL,
+                    ::gradfuse::bytemuck::cast_slice(args),
+                    ::gradfuse::bytemuck::cast_slice(::core::slice::from_ref(shared)),
+                    #outputs,
+                    ::gradfuse::bytemuck::cast_slice_mut(::core::slice::from_mut(&mut shared_grad)),
+                )?;
+                Ok((values, grads, shared_grad))
             }
         }
     }

@@ -126,9 +126,10 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     let mut helpers = BTreeSet::new();
     let mut body = String::new();
 
-    // Loads: one per argument word used.
+    // Loads: one per argument word used; shared words after the element's.
     let word_list = layout.words();
-    let mut loads = vec![None; words as usize];
+    let shared_list = layout.shared_word_list();
+    let mut loads = vec![None; (words + layout.shared_words) as usize];
     for (i, node) in f.nodes.iter().enumerate() {
         if let Op::Input(w) = node.op {
             loads[w as usize] = Some(i);
@@ -158,6 +159,11 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
             }
         }
     }
+    for (k, load) in loads[words as usize..].iter().enumerate() {
+        if let Some(i) = load {
+            let _ = writeln!(body, "    let {} = shared_args[{k}u];", ctx.names[*i]);
+        }
+    }
     for (i, node) in f.nodes.iter().enumerate() {
         if matches!(node.op, Op::Input(_) | Op::Const(_)) {
             continue;
@@ -168,7 +174,12 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     // Stores.
     let grad_list = layout.grad_words();
     let grad_count = grad_list.len() as u32;
-    let staged = kind == KernelKind::Adjoint && abi::stage_gradients(grad_count);
+    let shared_words = layout.shared_words;
+    let reduces = kind == KernelKind::Adjoint && shared_words > 0;
+    let staged = kind == KernelKind::Adjoint && abi::stage_gradients(grad_count, reduces);
+    // Barriers need every thread: threads past the end compute on the last element and
+    // store nothing, instead of returning early.
+    let guarded = staged || reduces;
     let grad_name = |k: u32| {
         let (slot, j) = word_list[grad_list[k as usize] as usize];
         match j {
@@ -180,7 +191,7 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     for (_, w, name) in &outputs {
         if *w == 1 {
             let v = ctx.operand(f.outputs[out_idx]);
-            if staged {
+            if guarded {
                 let _ = writeln!(
                     body,
                     "    if (in_batch) {{\n        {name}[i] = {v};\n    }}"
@@ -216,7 +227,13 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
             out_idx += *w as usize;
         } else {
             let glanes = abi::vector_lanes(*w);
-            let _ = writeln!(body, "    let out_base = {};", scaled_index(w / glanes));
+            let indent = if guarded {
+                let _ = writeln!(body, "    if (in_batch) {{");
+                "        "
+            } else {
+                "    "
+            };
+            let _ = writeln!(body, "{indent}let out_base = {};", scaled_index(w / glanes));
             for chunk in 0..w / glanes {
                 let idx = if chunk == 0 {
                     "out_base".to_string()
@@ -235,12 +252,61 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
                 };
                 let _ = writeln!(
                     body,
-                    "    {name}[{idx}] = {value}; // d/d {}",
+                    "{indent}{name}[{idx}] = {value}; // d/d {}",
                     args.join(", ")
                 );
             }
+            if guarded {
+                let _ = writeln!(body, "    }}");
+            }
             out_idx += *w as usize;
         }
+    }
+    if reduces {
+        let lanes = abi::REDUCE_LANES.min(shared_words);
+        let _ = writeln!(
+            body,
+            "    // The gradient of the batch's sum in the shared words: this workgroup's \
+             partial sums,\n    \
+             // {lanes} words at a time, by a tree in a fixed order (deterministic, no atomics).\n    \
+             // Threads past the end add zero. A second kernel sums the workgroups' partials."
+        );
+        let _ = writeln!(body, "    var shared_grad: array<f32, {shared_words}>;");
+        for k in 0..shared_words {
+            let (slot, j) = shared_list[k as usize];
+            let arg = match j {
+                None => slot.name.clone(),
+                Some(j) => format!("{}[{j}]", slot.name),
+            };
+            let v = ctx.operand(f.outputs[out_idx + k as usize]);
+            let _ = writeln!(body, "    shared_grad[{k}] = {v}; // d/d {arg}");
+        }
+        let _ = write!(
+            body,
+            "    let group = i / {wg}u;
+    for (var base = 0u; base < {shared_words}u; base += {lanes}u) {{
+        for (var k = 0u; k < {lanes}u; k++) {{
+            let word = min(base + k, {last}u);
+            reduce_stage[k * {wg}u + lid] = select(0.0f, shared_grad[word], in_batch && base + k < {shared_words}u);
+        }}
+        workgroupBarrier();
+        for (var stride = {half}u; stride > 0u; stride = stride / 2u) {{
+            if (lid < stride) {{
+                for (var k = 0u; k < {lanes}u; k++) {{
+                    reduce_stage[k * {wg}u + lid] += reduce_stage[k * {wg}u + lid + stride];
+                }}
+            }}
+            workgroupBarrier();
+        }}
+        if (lid < {lanes}u && base + lid < {shared_words}u) {{
+            shared_partials[group * {shared_words}u + base + lid] = reduce_stage[lid * {wg}u];
+        }}
+        workgroupBarrier();
+    }}
+",
+            last = shared_words - 1,
+            half = wg / 2,
+        );
     }
 
     let mut s = String::new();
@@ -258,6 +324,26 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
         })
         .collect();
     let _ = writeln!(s, "//   args[{words}i ..]: {}", arg_names.join(", "));
+    if shared_words > 0 {
+        let names: Vec<String> = shared_list
+            .iter()
+            .map(|(slot, j)| match j {
+                None => slot.name.clone(),
+                Some(j) => format!("{}[{j}]", slot.name),
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "// and the whole batch's shared_args[..{shared_words}]: {}",
+            names.join(", ")
+        );
+        if reduces {
+            let _ = writeln!(
+                s,
+                "//   shared_partials[{shared_words}g ..]: workgroup g's sum of d/d shared_args"
+            );
+        }
+    }
     for (_, w, name) in &outputs {
         if *w == 1 {
             let _ = writeln!(s, "//   {name}[i]: the value");
@@ -295,11 +381,32 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
             abi::vector_type(abi::vector_lanes(*w))
         );
     }
+    if shared_words > 0 {
+        let _ = writeln!(
+            s,
+            "@group(0) @binding({}) var<storage, read> shared_args: array<f32>;",
+            abi::SHARED_BINDING
+        );
+    }
+    if reduces {
+        let _ = writeln!(
+            s,
+            "@group(0) @binding({}) var<storage, read_write> shared_partials: array<f32>;",
+            abi::PARTIALS_BINDING
+        );
+    }
     if staged {
         let _ = writeln!(
             s,
             "var<workgroup> grad_stage: array<f32, {}>;",
             wg * grad_count
+        );
+    }
+    if reduces {
+        let _ = writeln!(
+            s,
+            "var<workgroup> reduce_stage: array<f32, {}>;",
+            wg * abi::REDUCE_LANES.min(shared_words)
         );
     }
     for (name, _, src) in WGSL_HELPERS {
@@ -314,7 +421,7 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
         s,
         "fn {}(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>{}) {{",
         kind.entry_point(),
-        if staged {
+        if guarded {
             ", @builtin(local_invocation_index) lid: u32"
         } else {
             ""
@@ -326,7 +433,7 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
         abi::MAX_WORKGROUPS_PER_DIM
     );
     let _ = writeln!(s, "    let i = gid.x + gid.y * groups.x * {wg}u;");
-    if staged {
+    if guarded {
         let _ = writeln!(
             s,
             "    // Every thread reaches the barrier: threads past the end compute on the last\n    \
@@ -342,4 +449,49 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     s.push_str(&body);
     s.push_str("}\n");
     s
+}
+
+/// The second pass of the shared-gradient reduction of a function with `shared_words`
+/// shared words: one workgroup per word sums the first pass's per-workgroup partials, each
+/// thread a fixed stride of them, then a tree; the same order on every run.
+pub fn emit_reduce_kernel(signature: &str, shared_words: u32) -> String {
+    let wg = abi::WORKGROUP_SIZE;
+    format!(
+        "// gradfuse reduction (second pass) of the shared gradients of `{signature}`.
+// Workgroup w sums word w of every first-pass workgroup's partial sums.
+
+struct Params {{
+    n: u32,
+}}
+
+@group(0) @binding({pb}) var<uniform> params: Params;
+@group(0) @binding({ib}) var<storage, read> partials: array<f32>;
+@group(0) @binding({ob}) var<storage, read_write> sums: array<f32>;
+var<workgroup> stage: array<f32, {wg}>;
+
+@compute @workgroup_size({wg})
+fn reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+    let word = wid.x;
+    var acc = 0.0f;
+    for (var g = lid; g < params.n; g += {wg}u) {{
+        acc += partials[g * {shared_words}u + word];
+    }}
+    stage[lid] = acc;
+    workgroupBarrier();
+    for (var stride = {half}u; stride > 0u; stride = stride / 2u) {{
+        if (lid < stride) {{
+            stage[lid] += stage[lid + stride];
+        }}
+        workgroupBarrier();
+    }}
+    if (lid == 0u) {{
+        sums[word] = stage[0];
+    }}
+}}
+",
+        pb = abi::REDUCE_PARAMS_BINDING,
+        ib = abi::REDUCE_INPUT_BINDING,
+        ob = abi::REDUCE_OUTPUT_BINDING,
+        half = wg / 2,
+    )
 }

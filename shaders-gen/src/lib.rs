@@ -40,6 +40,9 @@ pub struct Compiled {
     pub wgsl_forward: String,
     /// The adjoint (value and gradient) kernel.
     pub wgsl_adjoint: String,
+    /// The second pass of the shared-gradient reduction (functions with `#[shared]`
+    /// arguments).
+    pub wgsl_reduce: Option<String>,
 }
 
 /// The signature as written, for comments in generated code.
@@ -67,23 +70,29 @@ pub fn compile(item: &syn::ItemFn) -> Result<Compiled, Vec<syn::Error>> {
     // computation pruned by the optimizer).
     let mut adjoint = ad::reverse(&primal);
     let layout = &lowered.layout;
+    // Outputs: the value, the element's gradient words, the shared gradient words.
+    let shared_inputs = layout.words..layout.words + layout.shared_words;
     adjoint.outputs = std::iter::once(adjoint.outputs[0])
         .chain(
             layout
                 .grad_words()
-                .iter()
-                .map(|w| adjoint.outputs[1 + *w as usize]),
+                .into_iter()
+                .chain(shared_inputs)
+                .map(|w| adjoint.outputs[1 + w as usize]),
         )
         .collect();
     let adjoint = opt::optimize(&adjoint);
-    let active: Vec<bool> = (0..layout.words)
+    let active: Vec<bool> = (0..layout.words + layout.shared_words)
         .map(|w| layout.is_differentiable(w))
         .collect();
     let tangent = opt::optimize(&ad::forward_active(&primal, &active));
     let sig = signature_text(item);
     let wgsl_forward = emit_wgsl::emit_kernel(&sig, &lowered.layout, KernelKind::Forward, &primal);
     let wgsl_adjoint = emit_wgsl::emit_kernel(&sig, &lowered.layout, KernelKind::Adjoint, &adjoint);
+    let wgsl_reduce = (lowered.layout.shared_words > 0)
+        .then(|| emit_wgsl::emit_reduce_kernel(&sig, lowered.layout.shared_words));
     Ok(Compiled {
+        wgsl_reduce,
         lowered,
         primal,
         adjoint,

@@ -31,6 +31,8 @@ pub struct Param {
     pub mutable: bool,
     /// Marked `#[constant]`: per-element data without a gradient.
     pub constant: bool,
+    /// Marked `#[shared]`: one value for the whole batch, its gradient summed over it.
+    pub shared: bool,
 }
 
 /// What the emitters need to know of the user's signature.
@@ -159,30 +161,24 @@ pub fn lower_fn(item: &syn::ItemFn) -> Result<Lowered, Vec<syn::Error>> {
     let layout = ArgLayout::of(&sig);
     let returns_f32 = matches!(&item.sig.output, syn::ReturnType::Type(_, t) if is_f32(t));
     let mut l = Lowerer {
-        b: Builder::new(layout.words),
+        b: Builder::new(layout.words + layout.shared_words),
         vars: Vec::new(),
         scopes: vec![HashMap::new()],
         errors,
         returns_f32,
         saw_return: false,
     };
-    let mut word = 0u32;
-    for p in &sig.params {
+    for (p, slot) in sig.params.iter().zip(&layout.slots) {
         let name = p.name.to_string();
         let span = p.name.span();
+        let first = layout.first_input(slot);
         let value = match p.kind {
             ParamKind::Scalar => {
-                let v = l.b.input(word, span, Some(layout.word_name(word)));
-                word += 1;
-                Value::Scalar(v)
+                Value::Scalar(l.b.input(first, span, Some(layout.word_name(first))))
             }
             ParamKind::Array(n) => Value::Array(
-                (0..n)
-                    .map(|_| {
-                        let v = l.b.input(word, span, Some(layout.word_name(word)));
-                        word += 1;
-                        v
-                    })
+                (first..first + n as u32)
+                    .map(|w| l.b.input(w, span, Some(layout.word_name(w))))
                     .collect(),
             ),
         };
@@ -252,36 +248,48 @@ fn lower_signature(sig: &syn::Signature, errors: &mut Vec<syn::Error>) -> Signat
                 "a differentiable function cannot take `self`: write a free function",
             ),
             syn::FnArg::Typed(pt) => {
-                let mut constant = false;
+                let (mut constant, mut shared) = (false, false);
                 for a in &pt.attrs {
                     let path = a.path();
-                    if path.is_ident("constant") && matches!(a.meta, syn::Meta::Path(_)) {
-                        if constant {
-                            err(errors, a.span(), "`#[constant]` is given twice");
+                    let flag = if path.is_ident("constant") {
+                        Some(("constant", &mut constant))
+                    } else if path.is_ident("shared") {
+                        Some(("shared", &mut shared))
+                    } else {
+                        None
+                    };
+                    if let Some((name, set)) = flag {
+                        if !matches!(a.meta, syn::Meta::Path(_)) {
+                            err(errors, a.span(), format!("`#[{name}]` takes no arguments"));
+                        } else if *set {
+                            err(errors, a.span(), format!("`#[{name}]` is given twice"));
                         }
-                        constant = true;
-                    } else if path.is_ident("constant") {
-                        err(errors, a.span(), "`#[constant]` takes no arguments");
+                        *set = true;
                     } else if ["allow", "warn", "deny", "forbid", "expect"]
                         .iter()
                         .any(|lint| path.is_ident(lint))
                     {
                         // Lint levels mean nothing to gradfuse; rustc sees them.
-                    } else if path.is_ident("shared") {
-                        err(
-                            errors,
-                            a.span(),
-                            "`#[shared]` arguments are not supported yet: pass the value in \
-                             every element's arguments for now",
-                        );
                     } else {
                         err(
                             errors,
                             a.span(),
                             "unsupported argument attribute: an argument may be marked \
-                             `#[constant]` (per-element data without a gradient)",
+                             `#[constant]` (per-element data without a gradient) or \
+                             `#[shared]` (one value for the whole batch, its gradient summed)",
                         );
                     }
+                }
+                if constant
+                    && shared
+                    && let Some(a) = pt.attrs.iter().find(|a| a.path().is_ident("shared"))
+                {
+                    err(
+                        errors,
+                        a.span(),
+                        "an argument cannot be both `#[shared]` and `#[constant]` yet: a \
+                         shared argument has a gradient (summed over the batch)",
+                    );
                 }
                 let mut mutable = false;
                 let name = match &*pt.pat {
@@ -306,6 +314,7 @@ fn lower_signature(sig: &syn::Signature, errors: &mut Vec<syn::Error>) -> Signat
                         kind,
                         mutable,
                         constant,
+                        shared,
                     });
                 }
             }
@@ -316,6 +325,13 @@ fn lower_signature(sig: &syn::Signature, errors: &mut Vec<syn::Error>) -> Signat
             errors,
             sig.inputs.span(),
             "every argument is `#[constant]`: there is nothing to differentiate",
+        );
+    }
+    if !params.is_empty() && params.iter().all(|p| p.shared) {
+        err(
+            errors,
+            sig.inputs.span(),
+            "every argument is `#[shared]`: a batch needs at least one per-element argument",
         );
     }
     match &sig.output {

@@ -77,9 +77,11 @@ pub fn scalar_layout(n: u32) -> ArgLayout {
                 len: None,
                 offset: i,
                 differentiable: true,
+                shared: false,
             })
             .collect(),
         words: n,
+        shared_words: 0,
     }
 }
 

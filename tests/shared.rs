@@ -1,0 +1,345 @@
+//! `#[shared]` arguments: one value for the whole batch, and from a batch launch the
+//! gradient of the sum of the values in them, reduced on the GPU in a fixed order. Checked
+//! against the f64 interpreter, finite differences, duals and the CPU's own sums; the
+//! reduction is checked for bit-identical results over runs and over chunked batches.
+
+mod common;
+
+use common::{Rng, device, rel_error};
+use gradfuse::{Device, Dual, differentiable};
+use gradfuse_shaders_gen::{ad, compile_str, interp};
+
+/// Defines a function and keeps its source, for the oracle.
+macro_rules! with_source {
+    ($src:ident, $($item:tt)*) => {
+        $($item)*
+        const $src: &str = stringify!($($item)*);
+    };
+}
+
+with_source! {
+    AFFINE_SRC,
+    #[differentiable]
+    pub fn affine_loss(x: [f32; 2], #[shared] w: [f32; 3]) -> f32 {
+        let y = w[0] * x[0] + w[1] * x[1] + w[2];
+        (y - 1.0) * (y - 1.0)
+    }
+}
+
+with_source! {
+    NET_SRC,
+    // A 2-2-1 tanh network: inputs and target are data, the weights are shared; there
+    // is no per-element gradient at all.
+    #[differentiable]
+    pub fn tiny_net(#[constant] x: [f32; 2], #[constant] target: f32, #[shared] w: [f32; 9]) -> f32 {
+        let h0 = (w[0] * x[0] + w[1] * x[1] + w[2]).tanh();
+        let h1 = (w[3] * x[0] + w[4] * x[1] + w[5]).tanh();
+        let y = w[6] * h0 + w[7] * h1 + w[8];
+        (y - target) * (y - target)
+    }
+}
+
+with_source! {
+    MIXED_SRC,
+    // Three gradient words (staged stores) next to the reduction, a branch on a shared
+    // value, and a shared argument declared between per-element ones.
+    #[differentiable]
+    pub fn mixed(p: [f32; 3], #[shared] s: f32, #[constant] c: f32) -> f32 {
+        let scale = if s > 0.0 { s.sqrt() } else { -s };
+        scale * (p[0] * p[1] + c * p[2].sin())
+    }
+}
+
+with_source! {
+    WIDE_SRC,
+    // 32 words per element: a batch of a million is several chunks on every device.
+    #[differentiable]
+    pub fn wide(#[constant] x: [f32; 32], #[shared] w: [f32; 2]) -> f32 {
+        let mut s = 0.0;
+        s += x[0] * w[0] + x[31] * w[1];
+        s += x[7] * x[8] * w[0] * w[1];
+        s * s
+    }
+}
+
+/// Value, element gradient words and shared gradient words of the oracle, with finite
+/// differences of the same words; `words` are the element's words then the shared words.
+struct Oracle {
+    value: f64,
+    grad: Vec<f64>,
+    fd: Vec<f64>,
+}
+
+fn oracle(src: &str, words: &[f64]) -> Oracle {
+    let c = compile_str(src).expect("the source compiles");
+    let primal = &c.lowered.primal;
+    let layout = &c.lowered.layout;
+    let all = interp::eval(&ad::reverse(primal), words);
+    let fd = interp::finite_difference_gradient(primal, words, 1e-6);
+    let keep: Vec<u32> = layout
+        .grad_words()
+        .into_iter()
+        .chain(layout.words..layout.words + layout.shared_words)
+        .collect();
+    Oracle {
+        value: all[0],
+        grad: keep.iter().map(|w| all[1 + *w as usize]).collect(),
+        fd: keep.iter().map(|w| fd[*w as usize]).collect(),
+    }
+}
+
+fn words_of<A: bytemuck::Pod, S: bytemuck::Pod>(a: &A, s: &S) -> Vec<f64> {
+    bytemuck::cast_slice::<_, f32>(std::slice::from_ref(a))
+        .iter()
+        .chain(bytemuck::cast_slice::<_, f32>(std::slice::from_ref(s)))
+        .map(|v| *v as f64)
+        .collect()
+}
+
+fn f32s<T: bytemuck::Pod>(t: &T) -> Vec<f64> {
+    bytemuck::cast_slice::<_, f32>(std::slice::from_ref(t))
+        .iter()
+        .map(|v| *v as f64)
+        .collect()
+}
+
+/// The largest error relative to the larger of the largest gradient word and one.
+fn scaled_error(got: &[f64], want: &[f64]) -> f64 {
+    let scale = want.iter().fold(1.0f64, |m, w| m.max(w.abs()));
+    got.iter()
+        .zip(want)
+        .map(|(g, w)| (g - w).abs() / scale)
+        .fold(0.0, f64::max)
+}
+
+/// Error of a batch sum, relative to the sum of the magnitudes of its terms (the scale of
+/// its rounding error in any order).
+fn sum_error(got: &[f32], want: &[f64], magnitude: &[f64]) -> f64 {
+    got.iter()
+        .zip(want)
+        .zip(magnitude)
+        .map(|((g, w), m)| (*g as f64 - w).abs() / m.max(1e-30))
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn cpu_versions_match_the_oracle() {
+    let mut rng = Rng(3);
+    for _ in 0..50 {
+        let mut u = || rng.uniform(-1.5, 1.5);
+        let a = affine_loss::Args { x: [u(), u()] };
+        let s = affine_loss::Shared { w: [u(), u(), u()] };
+        let o = oracle(AFFINE_SRC, &words_of(&a, &s));
+        assert!(rel_error(&o.fd, &o.grad, 1e-3) < 1e-5);
+        let (v, g, sg) = affine_loss::value_and_grad(&a, &s);
+        let got: Vec<f64> = f32s(&g).into_iter().chain(f32s(&sg)).collect();
+        assert!((v as f64 - o.value).abs() <= 1e-5 * o.value.abs().max(1.0));
+        // `y - 1.0` cancels where y is near 1: every gradient word carries that factor, so
+        // errors are judged against gradients of the inputs' size (one), not their own.
+        assert!(
+            scaled_error(&got, &o.grad) < 1e-5,
+            "{got:?} vs {:?}",
+            o.grad
+        );
+        // jvp along every gradient word at once.
+        let (jv, jd) = affine_loss::jvp(
+            &a,
+            &s,
+            &affine_loss::Grad { x: [1.0, -0.5] },
+            &affine_loss::SharedGrad {
+                w: [0.25, 2.0, -1.0],
+            },
+        );
+        let dir: f64 = [1.0, -0.5, 0.25, 2.0, -1.0]
+            .iter()
+            .zip(&o.grad)
+            .map(|(t, g)| t * g)
+            .sum();
+        assert_eq!(jv, v);
+        assert!((jd as f64 - dir).abs() <= 1e-5 * o.grad.iter().map(|g| g.abs()).sum::<f64>());
+        // Duals through eval, shared arguments in the user's order.
+        let var = |x: f32, k: usize| Dual::<f64, 5>::variable(x as f64, k);
+        let d = affine_loss::eval(
+            [var(a.x[0], 0), var(a.x[1], 1)],
+            [var(s.w[0], 2), var(s.w[1], 3), var(s.w[2], 4)],
+        );
+        assert!(rel_error(&d.tangent(), &o.grad, 1.0) < 1e-10);
+
+        let m = mixed::Args {
+            p: [u(), u(), u()],
+            c: u(),
+        };
+        let ms = mixed::Shared { s: u() };
+        let o = oracle(MIXED_SRC, &words_of(&m, &ms));
+        assert!(rel_error(&o.fd, &o.grad, 1e-3) < 1e-5);
+        let (_, g, sg) = mixed::value_and_grad(&m, &ms);
+        let got: Vec<f64> = f32s(&g).into_iter().chain(f32s(&sg)).collect();
+        assert!(scaled_error(&got, &o.grad) < 1e-5);
+    }
+}
+
+/// Runs `value_and_grad` of `tiny_net` on `device` and checks it against the oracle:
+/// values element by element, the shared gradient against the f64 sum of the oracle's.
+fn check_net(device: &Device, n: usize) -> tiny_net::SharedGrad {
+    let mut rng = Rng(n as u64);
+    let shared = tiny_net::Shared {
+        w: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
+    };
+    let batch: Vec<tiny_net::Args> = (0..n)
+        .map(|_| tiny_net::Args {
+            x: [rng.uniform(-1.0, 1.0), rng.uniform(-1.0, 1.0)],
+            target: rng.uniform(-0.5, 0.5),
+        })
+        .collect();
+    let (values, grads, sg) = tiny_net::kernel(device)
+        .value_and_grad(&batch, &shared)
+        .expect("launch");
+    assert_eq!((values.len(), grads.len()), (n, n));
+    let mut want = [0.0f64; 9];
+    let mut magnitude = [0.0f64; 9];
+    let c = compile_str(NET_SRC).expect("compiles");
+    let reverse = ad::reverse(&c.lowered.primal);
+    for (i, a) in batch.iter().enumerate() {
+        let all = interp::eval(&reverse, &words_of(a, &shared));
+        assert!((values[i] as f64 - all[0]).abs() <= 2e-5 * all[0].abs().max(1.0));
+        // Words: x (2), target, then the 9 shared ones.
+        for k in 0..9 {
+            want[k] += all[1 + 3 + k];
+            magnitude[k] += all[1 + 3 + k].abs();
+        }
+    }
+    let got = f32s(&sg).iter().map(|v| *v as f32).collect::<Vec<_>>();
+    let e = sum_error(&got, &want, &magnitude);
+    assert!(
+        e < 1e-5,
+        "{n}: shared gradient off by {e:e}: {got:?} vs {want:?}"
+    );
+    sg
+}
+
+#[test]
+fn shared_gradients_are_the_batch_sums() {
+    let d = device();
+    for n in [1, 255, 256, 257, 10_000, 100_003] {
+        check_net(d, n);
+    }
+    // The CPU fallback sums the same gradients (in another order).
+    check_net(&Device::cpu(), 10_000);
+}
+
+#[test]
+fn shared_reduction_is_bit_identical_across_runs() {
+    let d = device();
+    let first = check_net(d, 100_003);
+    for _ in 0..3 {
+        let again = check_net(d, 100_003);
+        assert_eq!(
+            bytemuck::cast::<_, [u32; 9]>(first),
+            bytemuck::cast::<_, [u32; 9]>(again)
+        );
+    }
+    let cpu = Device::cpu();
+    assert_eq!(
+        bytemuck::cast::<_, [u32; 9]>(check_net(&cpu, 5000)),
+        bytemuck::cast::<_, [u32; 9]>(check_net(&cpu, 5000))
+    );
+}
+
+#[test]
+fn empty_batch_has_zero_shared_gradient() {
+    let (v, g, sg) = tiny_net::kernel(device())
+        .value_and_grad(&[], &tiny_net::Shared { w: [1.0; 9] })
+        .expect("launch");
+    assert!(v.is_empty() && g.is_empty());
+    assert_eq!(sg.w, [0.0; 9]);
+}
+
+#[test]
+fn staged_gradients_and_reduction_together() {
+    let mut rng = Rng(5);
+    let shared = mixed::Shared { s: 0.8 };
+    let batch: Vec<mixed::Args> = (0..3000)
+        .map(|_| mixed::Args {
+            p: [
+                rng.uniform(-1.0, 1.0),
+                rng.uniform(-1.0, 1.0),
+                rng.uniform(-1.0, 1.0),
+            ],
+            c: rng.uniform(-1.0, 1.0),
+        })
+        .collect();
+    let (values, grads, sg) = mixed::kernel(device())
+        .value_and_grad(&batch, &shared)
+        .expect("launch");
+    let (mut want, mut magnitude) = (0.0f64, 0.0f64);
+    for (i, a) in batch.iter().enumerate() {
+        let o = oracle(MIXED_SRC, &words_of(a, &shared));
+        assert!((values[i] as f64 - o.value).abs() <= 2e-5 * o.value.abs().max(1.0));
+        let got = f32s(&grads[i]);
+        assert!(rel_error(&got, &o.grad[..3], 1.0) < 2e-5);
+        want += o.grad[3];
+        magnitude += o.grad[3].abs();
+    }
+    assert!(sum_error(&[sg.s], &[want], &[magnitude]) < 1e-5);
+    // Forward kernel with shared arguments.
+    let v = mixed::kernel(device())
+        .value(&batch, &shared)
+        .expect("launch");
+    assert_eq!(v, values);
+}
+
+#[test]
+fn chunked_batches_sum_their_chunks_in_order() {
+    let d = device();
+    let n = 1_100_000;
+    assert!(n > d.chunk_elements(&wide::ADJOINT_KERNEL) || !d.is_gpu());
+    let shared = wide::Shared { w: [0.5, -0.25] };
+    let batch: Vec<wide::Args> = (0..n)
+        .map(|i| wide::Args {
+            x: std::array::from_fn(|k| ((i * 7 + k * 13) % 17) as f32 / 17.0 - 0.5),
+        })
+        .collect();
+    let (_, _, sg) = wide::kernel(d)
+        .value_and_grad(&batch, &shared)
+        .expect("launch");
+    let (_, _, again) = wide::kernel(d)
+        .value_and_grad(&batch, &shared)
+        .expect("launch");
+    assert_eq!(sg.w.map(f32::to_bits), again.w.map(f32::to_bits));
+    let (mut want, mut magnitude) = ([0.0f64; 2], [0.0f64; 2]);
+    for a in &batch {
+        let (_, _, g) = wide::value_and_grad(a, &shared);
+        for k in 0..2 {
+            want[k] += g.w[k] as f64;
+            magnitude[k] += (g.w[k] as f64).abs();
+        }
+    }
+    let e = sum_error(&sg.w, &want, &magnitude);
+    assert!(
+        e < 1e-5,
+        "shared gradient off by {e:e}: {:?} vs {want:?}",
+        sg.w
+    );
+    let _ = WIDE_SRC;
+}
+
+#[test]
+fn shared_kernels_are_valid_and_snapshotted() {
+    for (name, src) in [
+        ("affine_loss_forward", affine_loss::WGSL_FORWARD),
+        ("affine_loss_adjoint", affine_loss::WGSL_ADJOINT),
+        ("affine_loss_reduce", affine_loss::WGSL_REDUCE),
+        ("tiny_net_adjoint", tiny_net::WGSL_ADJOINT),
+        ("mixed_adjoint", mixed::WGSL_ADJOINT),
+    ] {
+        let module = naga::front::wgsl::parse_str(src)
+            .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(src)));
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::empty(),
+        )
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        insta::assert_snapshot!(name, src);
+    }
+}
