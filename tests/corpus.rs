@@ -257,6 +257,30 @@ corpus! {
         t + acc[2] + v
     }
 
+    // `for` loops kept as loops: a loop-carried accumulator and array, indices computed
+    // from loop indices, a nested loop, `i as f32`, `..=`, a `const` bound and a branch in
+    // a loop body.
+    domain = (-1.0, 1.0);
+    fn loops(x: [f32; 4], w: [f32; 3]) -> f32 {
+        const N: usize = 3;
+        let mut acc = 0.0;
+        let mut h = [0.0f32; 3];
+        for j in 0..N {
+            let mut s = w[j];
+            for i in 0..3 {
+                s += x[i + 1] * w[2 - i] * (j as f32 + 1.0);
+            }
+            h[j] = s.tanh();
+        }
+        for k in 0..=2 {
+            acc += h[k] * h[k];
+            if acc > 0.5 {
+                acc = acc.sqrt();
+            }
+        }
+        acc + x[0] * x[0]
+    }
+
     domain = (-2.0, 2.0);
     fn literals(x: f32, _unused: f32) -> f32 {
         let v = [x, 2.0 * x, 3.0];

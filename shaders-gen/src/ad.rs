@@ -5,21 +5,44 @@
 //! primal and derivative code are computed once). Partial derivatives come from
 //! [`Func::partials`](crate::ops::Func::partials), the one table both modes read.
 
-use crate::ir::{Builder, Function, Op, ValueId};
+use crate::ir::{Builder, Function, Loop, LoopKind, Op, Ty, ValueId};
 use crate::ops::Func;
+use proc_macro2::Span;
 
-/// Copies `f`'s nodes into `b`, returning the new id of each old node.
-fn copy_primal(f: &Function, b: &mut Builder, input_offset: u32) -> Vec<ValueId> {
+/// Copies `f`'s nodes into `b` with its inputs replaced by `inputs`, returning the new id
+/// of each old node. With `record`, loops become recording loops (for a reverse pass).
+fn inline(f: &Function, b: &mut Builder, inputs: &[ValueId], record: bool) -> Vec<ValueId> {
     let mut map: Vec<ValueId> = Vec::with_capacity(f.nodes.len());
     for node in &f.nodes {
-        let op = match &node.op {
-            Op::Input(w) => Op::Input(w + input_offset),
-            op => op.map_operands(|v| map[v.index()]),
+        let id = match &node.op {
+            Op::Input(w) => {
+                let id = inputs[*w as usize];
+                if let Some(name) = &node.name {
+                    b.name(id, name);
+                }
+                id
+            }
+            op => {
+                let mut op = op.map_operands(|v| map[v.index()]);
+                if let (true, Op::Loop(l)) = (record, &mut op)
+                    && l.kind == LoopKind::Forward
+                {
+                    l.kind = LoopKind::Recording;
+                }
+                b.push(op, node.span, node.name.clone())
+            }
         };
-        let id = b.push(op, node.span, node.name.clone());
         map.push(id);
     }
     map
+}
+
+/// The loop behind a loop node.
+fn loop_of(f: &Function, v: ValueId) -> &Loop {
+    match &f.node(v).op {
+        Op::Loop(l) => l,
+        _ => unreachable!("a Result reads a loop node"),
+    }
 }
 
 /// `acc + term`, where a missing accumulator is zero.
@@ -119,41 +142,147 @@ fn guard_and(b: &mut Builder, g: Guard, c: ValueId, span: proc_macro2::Span) -> 
 /// `select(term, 0, guard)`. Nodes used unconditionally cost nothing extra (a guard that
 /// always holds, such as `c || !c`, is recognized), and the derivative is exactly that of
 /// the branch taken.
+///
+/// A loop runs forward recording its carried values (a tape of trip count × carried
+/// words), and its adjoint is a loop running backwards over the vector-Jacobian product
+/// of its body, which reads the tape: see [`vjp`].
 pub fn reverse(f: &Function) -> Function {
     assert_eq!(f.outputs.len(), 1, "reverse mode seeds one scalar output");
     let mut b = Builder::new(f.num_inputs);
-    let map = copy_primal(f, &mut b, 0);
-    let out = f.outputs[0];
+    let inputs: Vec<ValueId> = (0..f.num_inputs)
+        .map(|w| b.push(Op::Input(w), Span::call_site(), None))
+        .collect();
+    let one = b.constant(1.0, f.node(f.outputs[0]).span);
+    let (primal, grads) = vjp_into(f, &mut b, &inputs, &[Some(one)]);
+    let mut outputs = vec![primal[0]];
+    outputs.extend(grads);
+    b.finish(outputs)
+}
+
+/// The vector-Jacobian product of `f`: a function of `[f's inputs..., one seed per output]`
+/// whose outputs are `[outputs..., sum over k of seed_k * d output_k / d input_w for each
+/// input w]`. Seeds of outputs that are not `F32` are ignored (they get an input all the
+/// same, so the layout is fixed).
+pub fn vjp(f: &Function) -> Function {
+    let n = f.num_inputs;
+    let m = f.outputs.len() as u32;
+    let mut b = Builder::new(n + m);
+    let inputs: Vec<ValueId> = (0..n)
+        .map(|w| b.push(Op::Input(w), Span::call_site(), None))
+        .collect();
+    let seeds: Vec<Option<ValueId>> = (0..m)
+        .map(|k| {
+            let out = f.outputs[k as usize];
+            (f.node(out).ty == Ty::F32).then(|| {
+                let name = f.node(out).name.as_ref().map(|s| format!("d_{s}"));
+                b.push(Op::Input(n + k), Span::call_site(), name)
+            })
+        })
+        .collect();
+    let (primal, grads) = vjp_into(f, &mut b, &inputs, &seeds);
+    let mut outputs = primal;
+    outputs.extend(grads);
+    b.finish(outputs)
+}
+
+/// Builds into `b`: `f` on `inputs` (loops recording), then the adjoint of every input
+/// given the seeds of the outputs. Returns the primal outputs and one adjoint per input
+/// (zero where none flows).
+fn vjp_into(
+    f: &Function,
+    b: &mut Builder,
+    inputs: &[ValueId],
+    seeds: &[Option<ValueId>],
+) -> (Vec<ValueId>, Vec<ValueId>) {
+    let map = inline(f, b, inputs, true);
     let mut adj: Vec<Option<ValueId>> = vec![None; f.nodes.len()];
     let mut guard: Vec<Option<Guard>> = vec![None; f.nodes.len()];
-    adj[out.index()] = Some(b.constant(1.0, f.node(out).span));
-    guard[out.index()] = Some(Guard::Always);
+    for (out, seed) in f.outputs.iter().zip(seeds) {
+        if let Some(s) = seed
+            && !is_zero(b, *s)
+        {
+            let span = f.node(*out).span;
+            adj[out.index()] = Some(accumulate(b, adj[out.index()], *s, span));
+            guard[out.index()] = Some(Guard::Always);
+        }
+    }
+    // Adjoints of each loop's final carried values, gathered from its Result nodes.
+    let mut loop_adj: std::collections::HashMap<usize, Vec<Option<ValueId>>> = Default::default();
     let mut input_adj: Vec<Option<ValueId>> = vec![None; f.num_inputs as usize];
     for i in (0..f.nodes.len()).rev() {
-        let Some(a) = adj[i] else { continue };
-        let g = guard[i].unwrap_or(Guard::Always);
         let node = &f.nodes[i];
         let span = node.span;
-        if let Some(name) = &node.name {
+        let is_loop = matches!(node.op, Op::Loop(_));
+        let a = match adj[i] {
+            Some(a) => a,
+            None if is_loop && loop_adj.contains_key(&i) => b.constant(0.0, span),
+            None => continue,
+        };
+        let g = guard[i].unwrap_or(Guard::Always);
+        if let Some(name) = &node.name
+            && !is_loop
+        {
             b.name(a, &format!("d_{name}"));
         }
+        // Sends `term` (already masked) to operand `v`.
+        let mut send = |b: &mut Builder, v: ValueId, term: ValueId, h: Guard| {
+            adj[v.index()] = Some(accumulate(b, adj[v.index()], term, span));
+            guard[v.index()] = Some(guard_or(b, guard[v.index()], h, span));
+        };
+        let mask = |b: &mut Builder, term: ValueId| match g {
+            Guard::When(c) => {
+                let zero = b.constant(0.0, span);
+                b.select(c, term, zero, span)
+            }
+            Guard::Always => term,
+        };
         match &node.op {
-            Op::Input(w) => input_adj[*w as usize] = Some(a),
-            Op::Const(_) | Op::Cmp(..) | Op::Not(_) | Op::And(..) | Op::Or(..) => {}
+            Op::Input(w) => {
+                input_adj[*w as usize] = Some(accumulate(b, input_adj[*w as usize], a, span));
+            }
+            Op::Const(_)
+            | Op::Cmp(..)
+            | Op::Not(_)
+            | Op::And(..)
+            | Op::Or(..)
+            | Op::Int(_)
+            | Op::IntBin(..)
+            | Op::IntToF32(_) => {}
             Op::Call(func, args) => {
                 let margs: Vec<ValueId> = args.iter().map(|v| map[v.index()]).collect();
-                let partials = func.partials(&mut b, &margs, map[i], span);
+                let partials = func.partials(b, &margs, map[i], span);
                 for (arg, p) in args.iter().zip(partials) {
-                    if is_zero(&b, p) {
+                    if is_zero(b, p) {
                         continue;
                     }
-                    let mut term = b.call(Func::Mul, vec![a, p], span);
-                    if let Guard::When(c) = g {
-                        let zero = b.constant(0.0, span);
-                        term = b.select(c, term, zero, span);
+                    let term = b.call(Func::Mul, vec![a, p], span);
+                    let term = mask(b, term);
+                    send(b, *arg, term, g);
+                }
+            }
+            Op::Index { elems, index } => {
+                // The adjoint goes to the element read (the index clamped into range):
+                // one select per element, guarded like a branch.
+                use crate::ir::CmpOp;
+                let k_max = elems.len() as i64 - 1;
+                let zero = b.constant(0.0, span);
+                let idx = map[index.index()];
+                for (k, e) in elems.iter().enumerate() {
+                    let k = k as i64;
+                    if k_max == 0 {
+                        send(b, *e, a, g);
+                        continue;
                     }
-                    adj[arg.index()] = Some(accumulate(&mut b, adj[arg.index()], term, span));
-                    guard[arg.index()] = Some(guard_or(&mut b, guard[arg.index()], g, span));
+                    let kk = b.int(k, span);
+                    let op = match k {
+                        0 => CmpOp::Le,
+                        k if k == k_max => CmpOp::Ge,
+                        _ => CmpOp::Eq,
+                    };
+                    let hit = b.cmp(op, idx, kk, span);
+                    let term = b.select(hit, a, zero, span);
+                    let h = guard_and(b, g, hit, span);
+                    send(b, *e, term, h);
                 }
             }
             Op::Select {
@@ -167,20 +296,138 @@ pub fn reverse(f: &Function) -> Function {
                 for (branch, taken) in [(then, c), (otherwise, not_c)] {
                     let (t, e) = if taken == c { (a, zero) } else { (zero, a) };
                     let to_branch = b.select(c, t, e, span);
-                    adj[branch.index()] =
-                        Some(accumulate(&mut b, adj[branch.index()], to_branch, span));
-                    let h = guard_and(&mut b, g, taken, span);
-                    guard[branch.index()] = Some(guard_or(&mut b, guard[branch.index()], h, span));
+                    let h = guard_and(b, g, taken, span);
+                    send(b, *branch, to_branch, h);
                 }
+            }
+            Op::Result(l, k) => {
+                let slots = loop_adj
+                    .entry(l.index())
+                    .or_insert_with(|| vec![None; loop_of(f, *l).init.len()]);
+                slots[*k as usize] = Some(accumulate(b, slots[*k as usize], a, span));
+                guard[l.index()] = Some(guard_or(b, guard[l.index()], g, span));
+            }
+            Op::Loop(l) => {
+                let seeds = loop_adj.remove(&i).unwrap_or_default();
+                let rev = reverse_loop(f, l, map[i], &map, &seeds, b, span);
+                let Some(rev) = rev else { continue };
+                // Results of the reverse loop: adjoints of the F32 carried values' initial
+                // values, then of the F32 captures.
+                let mut r = 0u32;
+                for (k, init) in l.init.iter().enumerate() {
+                    if l.body.node(l.body.outputs[k]).ty == Ty::F32 {
+                        let term = b.push(Op::Result(rev, r), span, None);
+                        let term = mask(b, term);
+                        send(b, *init, term, g);
+                        r += 1;
+                    }
+                }
+                for cap in &l.captures {
+                    if f.node(*cap).ty == Ty::F32 {
+                        let term = b.push(Op::Result(rev, r), span, None);
+                        let term = mask(b, term);
+                        send(b, *cap, term, g);
+                        r += 1;
+                    }
+                }
+                let _ = a;
             }
         }
     }
-    let span = f.node(out).span;
-    let mut outputs = vec![map[out.index()]];
-    for a in input_adj {
-        outputs.push(a.unwrap_or_else(|| b.constant(0.0, span)));
+    let primal: Vec<ValueId> = f.outputs.iter().map(|o| map[o.index()]).collect();
+    let grads = input_adj
+        .into_iter()
+        .map(|a| a.unwrap_or_else(|| b.constant(0.0, Span::call_site())))
+        .collect();
+    (primal, grads)
+}
+
+/// The reverse loop of loop `l` (recorded as `recording` in the output), given the
+/// adjoints of its final carried values, or `None` when no adjoint reaches it.
+///
+/// Its carried values are the adjoints of the F32 carried values, then accumulators of the
+/// adjoints of the F32 captures; its body is the vector-Jacobian product of `l`'s body at
+/// the taped carried values of iteration `i`, run from the last iteration to the first.
+fn reverse_loop(
+    f: &Function,
+    l: &Loop,
+    recording: ValueId,
+    map: &[ValueId],
+    seeds: &[Option<ValueId>],
+    b: &mut Builder,
+    span: Span,
+) -> Option<ValueId> {
+    let body = &l.body;
+    let c = l.init.len();
+    let carried_f32: Vec<usize> = (0..c)
+        .filter(|k| body.node(body.outputs[*k]).ty == Ty::F32)
+        .collect();
+    let captures_f32: Vec<usize> = (0..l.captures.len())
+        .filter(|j| f.node(l.captures[*j]).ty == Ty::F32)
+        .collect();
+    if seeds.iter().all(|s| s.is_none()) || carried_f32.is_empty() {
+        return None;
     }
-    b.finish(outputs)
+    let g = vjp(body);
+    // R's inputs: [i, d_c (F32 carried), d_captures accumulators, captures, taped carried].
+    let (cf, kf, kn) = (carried_f32.len(), captures_f32.len(), l.captures.len());
+    let mut r = Builder::new(1 + cf as u32 + kf as u32 + kn as u32 + c as u32);
+    let input = |r: &mut Builder, w: usize| r.push(Op::Input(w as u32), span, None);
+    let index = input(&mut r, 0);
+    let d_c: Vec<ValueId> = (0..cf).map(|k| input(&mut r, 1 + k)).collect();
+    let d_acc: Vec<ValueId> = (0..kf).map(|j| input(&mut r, 1 + cf + j)).collect();
+    let caps: Vec<ValueId> = (0..kn).map(|j| input(&mut r, 1 + cf + kf + j)).collect();
+    let taped: Vec<ValueId> = (0..c)
+        .map(|k| input(&mut r, 1 + cf + kf + kn + k))
+        .collect();
+    // G's inputs: [i, carried, captures, one seed per output (the adjoints of the next
+    // iteration's carried values; zero for those that are not F32)].
+    let zero = r.constant(0.0, span);
+    let mut g_inputs = vec![index];
+    g_inputs.extend(&taped);
+    g_inputs.extend(&caps);
+    for k in 0..c {
+        g_inputs.push(match carried_f32.iter().position(|x| *x == k) {
+            Some(p) => d_c[p],
+            None => zero,
+        });
+    }
+    let gmap = inline(&g, &mut r, &g_inputs, true);
+    // G's outputs: [carried'..., then d input w for w in [i, carried, captures]].
+    let d_input = |w: usize| gmap[g.outputs[c + w].index()];
+    let mut outputs: Vec<ValueId> = carried_f32.iter().map(|k| d_input(1 + k)).collect();
+    for (j, acc) in captures_f32.iter().zip(&d_acc) {
+        let d = d_input(1 + c + j);
+        outputs.push(r.call(Func::Add, vec![*acc, d], span));
+    }
+    let rbody = r.finish(outputs);
+    let mut init: Vec<ValueId> = carried_f32
+        .iter()
+        .map(|k| {
+            seeds
+                .get(*k)
+                .copied()
+                .flatten()
+                .unwrap_or_else(|| b.constant(0.0, span))
+        })
+        .collect();
+    init.extend((0..kf).map(|_| b.constant(0.0, span)));
+    let captures: Vec<ValueId> = l.captures.iter().map(|v| map[v.index()]).collect();
+    Some(b.push(
+        Op::Loop(Box::new(Loop {
+            start: l.start,
+            end: l.end,
+            init,
+            captures,
+            body: rbody,
+            kind: LoopKind::Reverse {
+                tape: recording,
+                taped: c as u32,
+            },
+        })),
+        span,
+        None,
+    ))
 }
 
 /// Forward mode: the result takes `2 * n` inputs (the primal words, then one tangent word
@@ -192,67 +439,222 @@ pub fn forward(f: &Function) -> Function {
 /// Forward mode with tangents only for the inputs marked in `active` (the others, such as
 /// `#[constant]` arguments, have tangent zero): the result takes the primal words, then one
 /// tangent word per active input, in order.
+///
+/// A loop becomes one loop carrying its values and their tangents (the body's forward
+/// mode), so the primal is computed once.
 pub fn forward_active(f: &Function, active: &[bool]) -> Function {
     let n = f.num_inputs;
-    let mut tangent_input = Vec::with_capacity(active.len());
+    let extra = active.iter().filter(|a| **a).count() as u32;
+    let mut b = Builder::new(n + extra);
+    let inputs: Vec<ValueId> = (0..n)
+        .map(|w| b.push(Op::Input(w), Span::call_site(), None))
+        .collect();
     let mut k = n;
-    for &a in active {
-        tangent_input.push(a.then(|| {
-            k += 1;
-            k - 1
-        }));
+    let tangents: Vec<Option<ValueId>> = active
+        .iter()
+        .map(|a| {
+            a.then(|| {
+                k += 1;
+                b.push(Op::Input(k - 1), Span::call_site(), None)
+            })
+        })
+        .collect();
+    let (outs, tans) = forward_into(f, &mut b, &inputs, &tangents);
+    let mut outputs = outs;
+    for (t, o) in tans.into_iter().zip(&f.outputs) {
+        outputs.push(t.unwrap_or_else(|| b.constant(0.0, f.node(*o).span)));
     }
-    let mut b = Builder::new(k);
-    let map = copy_primal(f, &mut b, 0);
+    b.finish(outputs)
+}
+
+/// Builds into `b`: `f` on `inputs` and the tangent of every output given the tangents of
+/// the inputs (`None`: zero). Returns the outputs and their tangents.
+fn forward_into(
+    f: &Function,
+    b: &mut Builder,
+    inputs: &[ValueId],
+    input_tangents: &[Option<ValueId>],
+) -> (Vec<ValueId>, Vec<Option<ValueId>>) {
+    let mut map: Vec<ValueId> = Vec::with_capacity(f.nodes.len());
     let mut tan: Vec<Option<ValueId>> = vec![None; f.nodes.len()];
+    // For each loop node: where each carried value's tangent is among its new results.
+    let mut loop_tangent_slot: std::collections::HashMap<usize, Vec<Option<u32>>> =
+        Default::default();
     for (i, node) in f.nodes.iter().enumerate() {
         let span = node.span;
-        let t = match &node.op {
-            Op::Input(w) => tangent_input[*w as usize].map(|t| {
-                let name = node.name.as_ref().map(|s| format!("t_{s}"));
-                b.input(t, span, name)
-            }),
-            Op::Const(_) | Op::Cmp(..) | Op::Not(_) | Op::And(..) | Op::Or(..) => None,
+        let m = |v: &ValueId| map[v.index()];
+        let (id, t) = match &node.op {
+            Op::Input(w) => {
+                let id = inputs[*w as usize];
+                if let Some(name) = &node.name {
+                    b.name(id, name);
+                }
+                (id, input_tangents[*w as usize])
+            }
             Op::Call(func, args) => {
-                let margs: Vec<ValueId> = args.iter().map(|v| map[v.index()]).collect();
-                let partials = func.partials(&mut b, &margs, map[i], span);
+                let margs: Vec<ValueId> = args.iter().map(m).collect();
+                let id = b.push(Op::Call(*func, margs.clone()), span, node.name.clone());
+                let partials = func.partials(b, &margs, id, span);
                 let mut acc = None;
                 for (arg, p) in args.iter().zip(partials) {
                     if let Some(ta) = tan[arg.index()]
-                        && !is_zero(&b, p)
+                        && !is_zero(b, p)
                     {
                         let term = b.call(Func::Mul, vec![p, ta], span);
-                        acc = Some(accumulate(&mut b, acc, term, span));
+                        acc = Some(accumulate(b, acc, term, span));
                     }
                 }
-                acc
+                (id, acc)
             }
             Op::Select {
                 cond,
                 then,
                 otherwise,
-            } => match (tan[then.index()], tan[otherwise.index()]) {
-                (None, None) => None,
-                (t, o) => {
+            } => {
+                let id = b.select(m(cond), m(then), m(otherwise), span);
+                let t = match (tan[then.index()], tan[otherwise.index()]) {
+                    (None, None) => None,
+                    (t, o) => {
+                        let zero = b.constant(0.0, span);
+                        Some(b.select(m(cond), t.unwrap_or(zero), o.unwrap_or(zero), span))
+                    }
+                };
+                (id, t)
+            }
+            Op::Index { elems, index } => {
+                let melems: Vec<ValueId> = elems.iter().map(m).collect();
+                let id = b.push(
+                    Op::Index {
+                        elems: melems,
+                        index: m(index),
+                    },
+                    span,
+                    node.name.clone(),
+                );
+                let t = if elems.iter().any(|e| tan[e.index()].is_some()) {
                     let zero = b.constant(0.0, span);
-                    Some(b.select(
-                        map[cond.index()],
-                        t.unwrap_or(zero),
-                        o.unwrap_or(zero),
+                    let telems = elems
+                        .iter()
+                        .map(|e| tan[e.index()].unwrap_or(zero))
+                        .collect();
+                    Some(b.push(
+                        Op::Index {
+                            elems: telems,
+                            index: m(index),
+                        },
                         span,
+                        None,
                     ))
-                }
-            },
+                } else {
+                    None
+                };
+                (id, t)
+            }
+            Op::Loop(l) => {
+                let (id, slots) = forward_loop(f, l, &map, &tan, b, span);
+                loop_tangent_slot.insert(i, slots);
+                (id, None)
+            }
+            Op::Result(l, k) => {
+                let id = b.push(Op::Result(m(l), *k), span, node.name.clone());
+                let t = loop_tangent_slot[&l.index()][*k as usize]
+                    .map(|s| b.push(Op::Result(m(l), s), span, None));
+                (id, t)
+            }
+            op => (
+                b.push(op.map_operands(|v| map[v.index()]), span, node.name.clone()),
+                None,
+            ),
         };
         if let (Some(t), Some(name)) = (t, &node.name) {
             b.name(t, &format!("t_{name}"));
         }
+        map.push(id);
         tan[i] = t;
     }
-    let mut outputs: Vec<ValueId> = f.outputs.iter().map(|o| map[o.index()]).collect();
-    for o in &f.outputs {
-        let t = tan[o.index()].unwrap_or_else(|| b.constant(0.0, f.node(*o).span));
-        outputs.push(t);
-    }
-    b.finish(outputs)
+    let outs = f.outputs.iter().map(|o| map[o.index()]).collect();
+    let tans = f.outputs.iter().map(|o| tan[o.index()]).collect();
+    (outs, tans)
+}
+
+/// The forward-mode loop of `l`: it carries `l`'s values, then the tangents of its F32
+/// carried values; it captures `l`'s captures, then the tangents of those that have one.
+/// Returns the new loop node and, per carried value, the result slot of its tangent.
+fn forward_loop(
+    f: &Function,
+    l: &Loop,
+    map: &[ValueId],
+    tan: &[Option<ValueId>],
+    b: &mut Builder,
+    span: Span,
+) -> (ValueId, Vec<Option<u32>>) {
+    let body = &l.body;
+    let c = l.init.len();
+    let kn = l.captures.len();
+    let carried_f32: Vec<usize> = (0..c)
+        .filter(|k| body.node(body.outputs[*k]).ty == Ty::F32)
+        .collect();
+    let captures_t: Vec<usize> = (0..kn)
+        .filter(|j| tan[l.captures[*j].index()].is_some())
+        .collect();
+    let (cf, kt) = (carried_f32.len(), captures_t.len());
+    // The new body's inputs: [i, carried, carried tangents, captures, capture tangents].
+    let mut nb = Builder::new((1 + c + cf + kn + kt) as u32);
+    let inp = |nb: &mut Builder, w: usize| nb.push(Op::Input(w as u32), span, None);
+    let index = inp(&mut nb, 0);
+    let carried: Vec<ValueId> = (0..c).map(|k| inp(&mut nb, 1 + k)).collect();
+    let carried_t: Vec<ValueId> = (0..cf).map(|k| inp(&mut nb, 1 + c + k)).collect();
+    let caps: Vec<ValueId> = (0..kn).map(|j| inp(&mut nb, 1 + c + cf + j)).collect();
+    let caps_t: Vec<ValueId> = (0..kt).map(|j| inp(&mut nb, 1 + c + cf + kn + j)).collect();
+    let mut body_inputs = vec![index];
+    body_inputs.extend(&carried);
+    body_inputs.extend(&caps);
+    let mut body_tangents: Vec<Option<ValueId>> = vec![None];
+    body_tangents.extend((0..c).map(|k| {
+        carried_f32
+            .iter()
+            .position(|x| *x == k)
+            .map(|p| carried_t[p])
+    }));
+    body_tangents
+        .extend((0..kn).map(|j| captures_t.iter().position(|x| *x == j).map(|p| caps_t[p])));
+    let (outs, tans) = forward_into(body, &mut nb, &body_inputs, &body_tangents);
+    let zero = nb.constant(0.0, span);
+    let mut outputs = outs;
+    outputs.extend(carried_f32.iter().map(|k| tans[*k].unwrap_or(zero)));
+    let new_body = nb.finish(outputs);
+    let mut init: Vec<ValueId> = l.init.iter().map(|v| map[v.index()]).collect();
+    init.extend(
+        carried_f32
+            .iter()
+            .map(|k| tan[l.init[*k].index()].unwrap_or_else(|| b.constant(0.0, span))),
+    );
+    let mut captures: Vec<ValueId> = l.captures.iter().map(|v| map[v.index()]).collect();
+    captures.extend(
+        captures_t
+            .iter()
+            .map(|j| tan[l.captures[*j].index()].expect("has a tangent")),
+    );
+    let id = b.push(
+        Op::Loop(Box::new(Loop {
+            start: l.start,
+            end: l.end,
+            init,
+            captures,
+            body: new_body,
+            kind: LoopKind::Forward,
+        })),
+        span,
+        None,
+    );
+    let slots = (0..c)
+        .map(|k| {
+            carried_f32
+                .iter()
+                .position(|x| *x == k)
+                .map(|p| (c + p) as u32)
+        })
+        .collect();
+    let _ = f;
+    (id, slots)
 }

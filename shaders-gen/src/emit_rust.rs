@@ -4,9 +4,9 @@
 
 use crate::Compiled;
 use crate::abi::{self, KernelKind};
-use crate::ir::{Function, Op, ValueId};
+use crate::ir::{Function, Loop, LoopKind, Op, Ty, ValueId};
 use crate::lower::ParamKind;
-use crate::names::local_names;
+use crate::names::{fresh, local_names_with, reserved};
 use crate::ops::{Func, RustForm};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
@@ -72,6 +72,10 @@ fn ident(name: &str) -> syn::Ident {
 fn operand(f: &Function, names: &[String], v: ValueId, scalar: Scalar) -> TokenStream {
     match f.node(v).op {
         Op::Const(c) => literal(c, scalar),
+        Op::Int(k) => {
+            let k = proc_macro2::Literal::i32_suffixed(k as i32);
+            quote!(#k)
+        }
         _ => {
             let id = ident(&names[v.index()]);
             quote!(#id)
@@ -80,12 +84,58 @@ fn operand(f: &Function, names: &[String], v: ValueId, scalar: Scalar) -> TokenS
 }
 
 fn body(f: &Function, scalar: Scalar) -> Body {
-    let names = local_names(f);
+    let mut taken = reserved();
+    let names = local_names_with(f, &mut taken);
+    let stmts = nodes(f, &names, scalar, &mut taken);
+    Body { names, stmts }
+}
+
+/// The statements of every node of `f` but its inputs (bound by the caller).
+fn nodes(
+    f: &Function,
+    names: &[String],
+    scalar: Scalar,
+    taken: &mut std::collections::HashSet<String>,
+) -> TokenStream {
     let mut stmts = TokenStream::new();
+    // Per loop node: the variables of its carried values, and its tape.
+    let mut carried: std::collections::HashMap<usize, Vec<syn::Ident>> = Default::default();
+    let mut tapes: std::collections::HashMap<usize, syn::Ident> = Default::default();
     for (i, node) in f.nodes.iter().enumerate() {
-        let o = |v: &ValueId| operand(f, &names, *v, scalar);
+        let o = |v: &ValueId| operand(f, names, *v, scalar);
         let e = match &node.op {
-            Op::Input(_) | Op::Const(_) => continue,
+            Op::Input(_) | Op::Const(_) | Op::Int(_) => continue,
+            Op::Loop(l) => {
+                let (vars, tape, code) = rust_loop(f, names, i, l, scalar, taken, &tapes);
+                stmts.extend(code);
+                carried.insert(i, vars);
+                if let Some(t) = tape {
+                    tapes.insert(i, t);
+                }
+                continue;
+            }
+            Op::Result(l, k) => {
+                let var = &carried[&l.index()][*k as usize];
+                quote!(#var)
+            }
+            Op::IntBin(op, a, b) => {
+                let op: TokenStream = op.symbol().parse().expect("operator");
+                let (a, b) = (o(a), o(b));
+                quote!(#a #op #b)
+            }
+            Op::IntToF32(a) => {
+                let a = o(a);
+                match scalar {
+                    Scalar::F32 => quote!((#a as f32)),
+                    Scalar::Generic => quote!(<S as ::gradfuse::Real>::from_f64(#a as f64)),
+                }
+            }
+            Op::Index { elems, index } => {
+                let e: Vec<TokenStream> = elems.iter().map(o).collect();
+                let last = (elems.len() - 1) as i32;
+                let index = o(index);
+                quote!([#(#e),*][(#index).clamp(0i32, #last) as usize])
+            }
             Op::Cmp(c, a, b) => {
                 let op: TokenStream = c.symbol().parse().expect("comparison operator");
                 let (a, b) = (o(a), o(b));
@@ -143,7 +193,116 @@ fn body(f: &Function, scalar: Scalar) -> Body {
         let name = ident(&names[i]);
         stmts.extend(quote!(let #name = #e;));
     }
-    Body { names, stmts }
+    stmts
+}
+
+/// A loop as Rust: `let mut` carried values, `for` over the index (reversed for a reverse
+/// loop), the body with its inputs bound, the carried values updated. A recording loop
+/// keeps a tape of its carried values (f32: recording loops only occur in reverse mode).
+#[allow(clippy::too_many_arguments)]
+fn rust_loop(
+    f: &Function,
+    names: &[String],
+    i: usize,
+    l: &Loop,
+    scalar: Scalar,
+    taken: &mut std::collections::HashSet<String>,
+    tapes: &std::collections::HashMap<usize, syn::Ident>,
+) -> (Vec<syn::Ident>, Option<syn::Ident>, TokenStream) {
+    let body = &l.body;
+    let c = l.init.len();
+    let input_name = |w: usize, fallback: &str| -> String {
+        body.nodes
+            .iter()
+            .find(|n| n.op == Op::Input(w as u32))
+            .and_then(|n| n.name.clone())
+            .map(|n| crate::names::sanitize(&n))
+            .unwrap_or_else(|| fallback.to_string())
+    };
+    let index = ident(&fresh(taken, &input_name(0, "i")));
+    let vars: Vec<syn::Ident> = (0..c)
+        .map(|k| {
+            ident(&fresh(
+                taken,
+                &format!("{}_next", input_name(1 + k, "carried")),
+            ))
+        })
+        .collect();
+    let inits: Vec<TokenStream> = l
+        .init
+        .iter()
+        .map(|v| operand(f, names, *v, scalar))
+        .collect();
+    let mut code = quote!(#(let mut #vars = #inits;)*);
+    let (start, end) = (l.start as i32, l.end as i32);
+    let trip = l.trip_count() as usize;
+    let tape = (l.kind == LoopKind::Recording).then(|| ident(&fresh(taken, "tape")));
+    let mut head = TokenStream::new();
+    if let Some(tape) = &tape {
+        let len = (trip * c).max(1);
+        code.extend(quote!(let mut #tape = ::std::vec![0.0f32; #len];));
+        for (k, var) in vars.iter().enumerate() {
+            let v = if body.node(body.outputs[k]).ty == Ty::Bool {
+                quote!(if #var { 1.0f32 } else { 0.0f32 })
+            } else {
+                quote!(#var)
+            };
+            let (cc, kk) = (c as i32, k as i32);
+            head.extend(quote!(#tape[((#index - #start) * #cc + #kk) as usize] = #v;));
+        }
+    }
+    let bnames = local_names_with(body, taken);
+    let taped_from = match l.kind {
+        LoopKind::Reverse { tape, taped } => Some((tapes[&tape.index()].clone(), tape, taped)),
+        _ => None,
+    };
+    for (n, node) in body.nodes.iter().enumerate() {
+        let Op::Input(w) = node.op else { continue };
+        let w = w as usize;
+        let src = if w == 0 {
+            quote!(#index)
+        } else if w <= c {
+            let v = &vars[w - 1];
+            quote!(#v)
+        } else if w <= c + l.captures.len() {
+            operand(f, names, l.captures[w - 1 - c], scalar)
+        } else {
+            let k = (w - 1 - c - l.captures.len()) as i32;
+            let (tape, tape_loop, taped) = taped_from.clone().expect("a reverse loop");
+            let taped = taped as i32;
+            let read = quote!(#tape[((#index - #start) * #taped + #k) as usize]);
+            let bool_taped = match &f.node(tape_loop).op {
+                Op::Loop(tl) => tl.body.node(tl.body.outputs[k as usize]).ty == Ty::Bool,
+                _ => false,
+            };
+            if bool_taped {
+                quote!((#read != 0.0f32))
+            } else {
+                read
+            }
+        };
+        let name = ident(&bnames[n]);
+        head.extend(quote!(let #name = #src;));
+    }
+    let inner = nodes(body, &bnames, scalar, taken);
+    let outs: Vec<TokenStream> = body
+        .outputs
+        .iter()
+        .map(|o| operand(body, &bnames, *o, scalar))
+        .collect();
+    let range = match l.kind {
+        LoopKind::Reverse { .. } => quote!((#start..#end).rev()),
+        _ => quote!(#start..#end),
+    };
+    code.extend(quote! {
+        for #index in #range {
+            #head
+            #inner
+            #(#vars = #outs;)*
+        }
+    });
+    let _ = i;
+    (vars, tape, code)
 }
 
 /// `let name = access;` for every input node, where `access(word)` reads that word.
@@ -470,12 +629,17 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
     let launcher = launcher(has_shared, grad_count > 0);
 
     quote! {
+        // The language loops over index ranges (it has no iterators): clippy's advice to
+        // iterate instead does not apply.
+        #[allow(clippy::needless_range_loop)]
         #item
 
         #[doc = #mod_doc]
         #[allow(
             unused_variables,
             unused_parens,
+            unused_mut,
+            unused_assignments,
             non_snake_case,
             clippy::all,
             clippy::pedantic,

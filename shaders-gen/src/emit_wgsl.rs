@@ -5,10 +5,11 @@
 //! of `x`), and the names match the CPU versions emitted by [`crate::emit_rust`].
 
 use crate::abi::{self, ArgLayout, KernelKind};
-use crate::ir::{Function, Op, ValueId};
-use crate::names::local_names;
+use crate::ir::{Function, Loop, LoopKind, Op, Ty, ValueId};
+use crate::names::{fresh, local_names_with, reserved};
 use crate::ops::{Func, WGSL_HELPERS, WgslForm, wgsl_helper, wgsl_helper_deps};
 use std::collections::BTreeSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
 /// A WGSL f32 literal (non-finite values as bit casts: WGSL has no literal for them).
@@ -32,19 +33,198 @@ pub fn f32_literal(v: f64) -> String {
 struct Ctx<'a> {
     f: &'a Function,
     names: Vec<String>,
+    /// For each loop node: the `var`s holding its carried values.
+    carried: HashMap<usize, Vec<String>>,
+    /// For each recording loop node: its tape.
+    tapes: HashMap<usize, String>,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    fn new(f: &'a Function, taken: &mut HashSet<String>) -> Self {
+        Ctx {
+            f,
+            names: local_names_with(f, taken),
+            carried: HashMap::new(),
+            tapes: HashMap::new(),
+        }
+    }
+
     fn operand(&self, v: ValueId) -> String {
         match self.f.node(v).op {
             Op::Const(c) => f32_literal(c),
+            Op::Int(k) => format!("{k}i"),
             _ => self.names[v.index()].clone(),
         }
     }
 
+    /// `let` statements (and loops) for every node of the function but its inputs, which
+    /// the caller binds to their names.
+    fn emit_nodes(
+        &mut self,
+        taken: &mut HashSet<String>,
+        indent: &str,
+        out: &mut String,
+        helpers: &mut BTreeSet<&'static str>,
+    ) {
+        let f = self.f;
+        for (i, node) in f.nodes.iter().enumerate() {
+            match &node.op {
+                Op::Input(_) | Op::Const(_) | Op::Int(_) => {}
+                Op::Loop(l) => self.emit_loop(i, l, taken, indent, out, helpers),
+                Op::Result(l, k) => {
+                    let var = &self.carried[&l.index()][*k as usize];
+                    let _ = writeln!(out, "{indent}let {} = {var};", self.names[i]);
+                }
+                op => {
+                    let e = self.expr(op, helpers);
+                    let _ = writeln!(out, "{indent}let {} = {e};", self.names[i]);
+                }
+            }
+        }
+    }
+
+    /// A loop: `var`s for its carried values, the loop, its body (inputs bound to the
+    /// index, the carried values, the captures and the tape), the carried values updated.
+    fn emit_loop(
+        &mut self,
+        i: usize,
+        l: &Loop,
+        taken: &mut HashSet<String>,
+        indent: &str,
+        out: &mut String,
+        helpers: &mut BTreeSet<&'static str>,
+    ) {
+        let body = &l.body;
+        let c = l.init.len();
+        let input_name = |w: usize, fallback: &str| -> String {
+            body.nodes
+                .iter()
+                .find(|n| n.op == Op::Input(w as u32))
+                .and_then(|n| n.name.clone())
+                .map(|n| crate::names::sanitize(&n))
+                .unwrap_or_else(|| fallback.to_string())
+        };
+        let index = fresh(taken, &input_name(0, "i"));
+        let vars: Vec<String> = (0..c)
+            .map(|k| fresh(taken, &format!("{}_next", input_name(1 + k, "carried"))))
+            .collect();
+        let trip = l.trip_count();
+        let what = match l.kind {
+            LoopKind::Forward => "".to_string(),
+            LoopKind::Recording => format!(
+                "; it records its {c} carried values at every iteration for the reverse pass \
+                 (a tape of {trip} x {c} words: recording costs memory, recomputing would \
+                 cost a pass per iteration)"
+            ),
+            LoopKind::Reverse { .. } => {
+                "; the adjoint of a loop: iterations in reverse, each iteration's carried \
+                 values read from the forward loop's tape"
+                    .to_string()
+            }
+        };
+        let _ = writeln!(out, "{indent}// {trip} iterations{what}.");
+        for (var, init) in vars.iter().zip(&l.init) {
+            let _ = writeln!(out, "{indent}var {var} = {};", self.operand(*init));
+        }
+        if l.kind == LoopKind::Recording {
+            let tape = fresh(taken, "tape");
+            let _ = writeln!(
+                out,
+                "{indent}var {tape}: array<f32, {}>;",
+                (trip as usize * c).max(1)
+            );
+            self.tapes.insert(i, tape);
+        }
+        let (start, end) = (l.start, l.end);
+        match l.kind {
+            LoopKind::Reverse { .. } => {
+                let _ = writeln!(
+                    out,
+                    "{indent}for (var {index}: i32 = {}i; {index} >= {start}i; {index}--) {{",
+                    end - 1
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    out,
+                    "{indent}for (var {index}: i32 = {start}i; {index} < {end}i; {index}++) {{"
+                );
+            }
+        }
+        let inner = format!("{indent}    ");
+        let mut bctx = Ctx::new(body, taken);
+        if let Some(tape) = self.tapes.get(&i) {
+            for (k, var) in vars.iter().enumerate() {
+                let v = if body.node(body.outputs[k]).ty == Ty::Bool {
+                    format!("select(0.0f, 1.0f, {var})")
+                } else {
+                    var.clone()
+                };
+                let _ = writeln!(
+                    out,
+                    "{inner}{tape}[({index} - {start}i) * {c}i + {k}i] = {v};"
+                );
+            }
+        }
+        // The body's inputs: [i, carried..., captures..., taped...].
+        let taped_from = match l.kind {
+            LoopKind::Reverse { tape, taped } => {
+                Some((self.tapes[&tape.index()].clone(), tape, taped))
+            }
+            _ => None,
+        };
+        for (n, node) in body.nodes.iter().enumerate() {
+            let Op::Input(w) = node.op else { continue };
+            let w = w as usize;
+            let src = if w == 0 {
+                index.clone()
+            } else if w <= c {
+                vars[w - 1].clone()
+            } else if w <= c + l.captures.len() {
+                self.operand(l.captures[w - 1 - c])
+            } else {
+                let k = w - 1 - c - l.captures.len();
+                let (tape, tape_loop, taped) = taped_from.clone().expect("a reverse loop");
+                let read = format!("{tape}[({index} - {start}i) * {taped}i + {k}i]");
+                let bool_taped = match &self.f.node(tape_loop).op {
+                    Op::Loop(tl) => tl.body.node(tl.body.outputs[k]).ty == Ty::Bool,
+                    _ => false,
+                };
+                if bool_taped {
+                    format!("{read} != 0.0f")
+                } else {
+                    read
+                }
+            };
+            let _ = writeln!(out, "{inner}let {} = {src};", bctx.names[n]);
+        }
+        bctx.emit_nodes(taken, &inner, out, helpers);
+        for (k, var) in vars.iter().enumerate() {
+            let _ = writeln!(out, "{inner}{var} = {};", bctx.operand(body.outputs[k]));
+        }
+        let _ = writeln!(out, "{indent}}}");
+        self.carried.insert(i, vars);
+    }
+
     fn expr(&self, op: &Op, helpers: &mut BTreeSet<&'static str>) -> String {
         match op {
-            Op::Input(_) | Op::Const(_) => unreachable!("inputs and constants are not lets"),
+            Op::Input(_) | Op::Const(_) | Op::Int(_) | Op::Loop(_) | Op::Result(..) => {
+                unreachable!("inputs, constants and loops are not lets")
+            }
+            Op::IntBin(o, a, b) => {
+                format!("{} {} {}", self.operand(*a), o.symbol(), self.operand(*b))
+            }
+            Op::IntToF32(a) => format!("f32({})", self.operand(*a)),
+            Op::Index { elems, index } => {
+                let e: Vec<String> = elems.iter().map(|v| self.operand(*v)).collect();
+                format!(
+                    "array<f32, {}>({})[clamp({}, 0i, {}i)]",
+                    e.len(),
+                    e.join(", "),
+                    self.operand(*index),
+                    e.len() - 1
+                )
+            }
             Op::Cmp(c, a, b) => format!("{} {} {}", self.operand(*a), c.symbol(), self.operand(*b)),
             Op::Not(a) => format!("!{}", self.operand(*a)),
             Op::And(a, b) => format!("{} && {}", self.operand(*a), self.operand(*b)),
@@ -116,10 +296,8 @@ fn powi(x: &str, n: i32, helpers: &mut BTreeSet<&'static str>) -> String {
 /// whose outputs are, for [`KernelKind::Forward`], the value, and for
 /// [`KernelKind::Adjoint`] the value followed by one gradient word per argument word.
 pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Function) -> String {
-    let ctx = Ctx {
-        f,
-        names: local_names(f),
-    };
+    let mut taken = reserved();
+    let mut ctx = Ctx::new(f, &mut taken);
     let words = layout.words;
     let outputs = kind.outputs(layout);
     let wg = abi::WORKGROUP_SIZE;
@@ -164,13 +342,7 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
             let _ = writeln!(body, "    let {} = shared_args[{k}u];", ctx.names[*i]);
         }
     }
-    for (i, node) in f.nodes.iter().enumerate() {
-        if matches!(node.op, Op::Input(_) | Op::Const(_)) {
-            continue;
-        }
-        let e = ctx.expr(&node.op, &mut helpers);
-        let _ = writeln!(body, "    let {} = {e};", ctx.names[i]);
-    }
+    ctx.emit_nodes(&mut taken, "    ", &mut body, &mut helpers);
     // Stores.
     let grad_list = layout.grad_words();
     let grad_count = grad_list.len() as u32;

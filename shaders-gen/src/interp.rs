@@ -2,8 +2,10 @@
 //!
 //! It shares only the IR and the value semantics of [`Func::eval`](crate::ops::Func::eval)
 //! with the code under test; derivatives are checked against it by finite differences.
+//! Booleans are 0 and 1, loop indices are exact integers in f64.
 
-use crate::ir::{Function, Op};
+use crate::ir::{Function, LoopKind, Op};
+use std::collections::HashMap;
 
 /// Evaluates `f` at `inputs` (one f64 per input word) and returns its outputs.
 ///
@@ -12,7 +14,10 @@ use crate::ir::{Function, Op};
 pub fn eval(f: &Function, inputs: &[f64]) -> Vec<f64> {
     assert_eq!(inputs.len(), f.num_inputs as usize, "input count");
     let mut vals: Vec<f64> = Vec::with_capacity(f.nodes.len());
-    for node in &f.nodes {
+    // Final carried values of each loop node, and the tapes of recording loops.
+    let mut results: HashMap<usize, Vec<f64>> = HashMap::new();
+    let mut tapes: HashMap<usize, Vec<Vec<f64>>> = HashMap::new();
+    for (i, node) in f.nodes.iter().enumerate() {
         let v = match &node.op {
             Op::Input(w) => inputs[*w as usize],
             Op::Const(c) => *c,
@@ -20,16 +25,49 @@ pub fn eval(f: &Function, inputs: &[f64]) -> Vec<f64> {
                 let a: Vec<f64> = args.iter().map(|v| vals[v.index()]).collect();
                 func.eval(&a)
             }
-            Op::Cmp(c, a, b) => {
-                if c.apply(vals[a.index()], vals[b.index()]) {
-                    1.0
-                } else {
-                    0.0
-                }
-            }
+            Op::Cmp(c, a, b) => f64::from(c.apply(vals[a.index()], vals[b.index()])),
             Op::Not(a) => f64::from(vals[a.index()] == 0.0),
             Op::And(a, b) => f64::from(vals[a.index()] != 0.0 && vals[b.index()] != 0.0),
             Op::Or(a, b) => f64::from(vals[a.index()] != 0.0 || vals[b.index()] != 0.0),
+            Op::Int(v) => *v as f64,
+            Op::IntBin(o, a, b) => o.apply(vals[a.index()] as i64, vals[b.index()] as i64) as f64,
+            Op::IntToF32(a) => vals[a.index()],
+            Op::Index { elems, index } => {
+                let k = (vals[index.index()] as i64).clamp(0, elems.len() as i64 - 1);
+                vals[elems[k as usize].index()]
+            }
+            Op::Loop(l) => {
+                let mut carried: Vec<f64> = l.init.iter().map(|v| vals[v.index()]).collect();
+                let captures: Vec<f64> = l.captures.iter().map(|v| vals[v.index()]).collect();
+                let run = |index: i64, carried: &[f64], taped: &[f64]| {
+                    let mut args = vec![index as f64];
+                    args.extend_from_slice(carried);
+                    args.extend_from_slice(&captures);
+                    args.extend_from_slice(taped);
+                    eval(&l.body, &args)
+                };
+                match l.kind {
+                    LoopKind::Forward | LoopKind::Recording => {
+                        let mut tape = Vec::new();
+                        for index in l.start..l.end {
+                            if l.kind == LoopKind::Recording {
+                                tape.push(carried.clone());
+                            }
+                            carried = run(index, &carried, &[]);
+                        }
+                        tapes.insert(i, tape);
+                    }
+                    LoopKind::Reverse { tape, .. } => {
+                        let tape = &tapes[&tape.index()];
+                        for index in (l.start..l.end).rev() {
+                            carried = run(index, &carried, &tape[(index - l.start) as usize]);
+                        }
+                    }
+                }
+                results.insert(i, carried);
+                f64::NAN
+            }
+            Op::Result(l, k) => results[&l.index()][*k as usize],
             Op::Select {
                 cond,
                 then,

@@ -32,6 +32,10 @@ pub enum Ty {
     F32,
     /// The result of a comparison.
     Bool,
+    /// A loop index or integer arithmetic on one (indices only: never a result).
+    Int,
+    /// A [`Op::Loop`] node itself: its values are read through [`Op::Result`].
+    Region,
 }
 
 /// A comparison between two floats.
@@ -77,6 +81,92 @@ impl CmpOp {
     }
 }
 
+/// Integer arithmetic on loop indices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IntOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+}
+
+impl IntOp {
+    /// The operator as written in both Rust and WGSL.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            IntOp::Add => "+",
+            IntOp::Sub => "-",
+            IntOp::Mul => "*",
+        }
+    }
+
+    /// Applies it.
+    pub fn apply(self, a: i64, b: i64) -> i64 {
+        match self {
+            IntOp::Add => a + b,
+            IntOp::Sub => a - b,
+            IntOp::Mul => a * b,
+        }
+    }
+}
+
+/// Which way a loop runs, and what it keeps for the reverse pass.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LoopKind {
+    /// `for i in start..end`.
+    Forward,
+    /// A forward loop that also records its carried values at the start of every
+    /// iteration (the tape its reverse loop reads).
+    Recording,
+    /// `for i in (start..end).rev()`: the body's trailing inputs are the carried values of
+    /// the recording loop `tape` at iteration `i`, read from its tape.
+    Reverse {
+        /// The [`LoopKind::Recording`] loop whose tape this loop reads.
+        tape: ValueId,
+        /// How many carried values that loop records.
+        taped: u32,
+    },
+}
+
+/// A counted loop: `for i in start..end`, kept as a loop by every emitter.
+///
+/// Its state is `carried` values, from `init` before the first iteration to the body's
+/// outputs after each; the body also reads outer values through `captures`. The body is a
+/// function of `[i, carried..., captures..., taped...]` (taped only for
+/// [`LoopKind::Reverse`]) with one output per carried value. The loop's final carried values
+/// are read through [`Op::Result`].
+#[derive(Clone, Debug)]
+pub struct Loop {
+    /// First index.
+    pub start: i64,
+    /// One past the last index.
+    pub end: i64,
+    /// Initial carried values (outer values).
+    pub init: Vec<ValueId>,
+    /// Outer values the body reads.
+    pub captures: Vec<ValueId>,
+    /// The body.
+    pub body: Function,
+    /// Direction, and tape.
+    pub kind: LoopKind,
+}
+
+/// Loops are never merged: a loop equals only itself.
+impl PartialEq for Loop {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Loop {
+    /// Iterations.
+    pub fn trip_count(&self) -> i64 {
+        (self.end - self.start).max(0)
+    }
+}
+
 /// What a node computes.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
@@ -94,6 +184,25 @@ pub enum Op {
     And(ValueId, ValueId),
     /// `a || b` of two [`Ty::Bool`] values.
     Or(ValueId, ValueId),
+    /// An integer constant (of type [`Ty::Int`]).
+    Int(i64),
+    /// Integer arithmetic.
+    IntBin(IntOp, ValueId, ValueId),
+    /// An integer as a float (`i as f32`).
+    IntToF32(ValueId),
+    /// `elems[index]` with an integer index computed at run time, clamped into range (an
+    /// index that lowering cannot prove in range reads the nearest element; never
+    /// undefined behaviour).
+    Index {
+        /// The array's elements.
+        elems: Vec<ValueId>,
+        /// A [`Ty::Int`] value.
+        index: ValueId,
+    },
+    /// A loop (of type [`Ty::Region`]).
+    Loop(Box<Loop>),
+    /// Carried value `k` of a loop after its last iteration.
+    Result(ValueId, u32),
     /// `if cond { a } else { b }` without a branch: both operands are already computed.
     ///
     /// Of the type of its operands. Lowering turns `if`/`else` into selects; the reverse
@@ -116,7 +225,17 @@ impl Op {
             Op::Input(_) | Op::Const(_) => Vec::new(),
             Op::Call(_, args) => args.clone(),
             Op::Cmp(_, a, b) | Op::And(a, b) | Op::Or(a, b) => vec![*a, *b],
-            Op::Not(a) => vec![*a],
+            Op::Not(a) | Op::IntToF32(a) | Op::Result(a, _) => vec![*a],
+            Op::Int(_) => Vec::new(),
+            Op::IntBin(_, a, b) => vec![*a, *b],
+            Op::Index { elems, index } => elems.iter().chain([index]).copied().collect(),
+            Op::Loop(l) => {
+                let mut v: Vec<ValueId> = l.init.iter().chain(&l.captures).copied().collect();
+                if let LoopKind::Reverse { tape, .. } = l.kind {
+                    v.push(tape);
+                }
+                v
+            }
             Op::Select {
                 cond,
                 then,
@@ -134,6 +253,28 @@ impl Op {
             Op::Call(func, args) => Op::Call(*func, args.iter().map(|v| m(*v)).collect()),
             Op::Cmp(c, a, b) => Op::Cmp(*c, m(*a), m(*b)),
             Op::Not(a) => Op::Not(m(*a)),
+            Op::Int(v) => Op::Int(*v),
+            Op::IntBin(o, a, b) => Op::IntBin(*o, m(*a), m(*b)),
+            Op::IntToF32(a) => Op::IntToF32(m(*a)),
+            Op::Index { elems, index } => Op::Index {
+                elems: elems.iter().map(|v| m(*v)).collect(),
+                index: m(*index),
+            },
+            Op::Loop(l) => Op::Loop(Box::new(Loop {
+                start: l.start,
+                end: l.end,
+                init: l.init.iter().map(|v| m(*v)).collect(),
+                captures: l.captures.iter().map(|v| m(*v)).collect(),
+                body: l.body.clone(),
+                kind: match l.kind {
+                    LoopKind::Reverse { tape, taped } => LoopKind::Reverse {
+                        tape: m(tape),
+                        taped,
+                    },
+                    k => k,
+                },
+            })),
+            Op::Result(l, k) => Op::Result(m(*l), *k),
             Op::And(a, b) => Op::And(m(*a), m(*b)),
             Op::Or(a, b) => Op::Or(m(*a), m(*b)),
             Op::Select {
@@ -179,6 +320,57 @@ impl Function {
         &self.nodes[id.index()]
     }
 
+    /// The same function without the inputs not in `keep` (which must be unused); the kept
+    /// ones are renumbered in order.
+    pub fn without_inputs(&self, keep: &[bool]) -> Function {
+        let mut renumber = Vec::with_capacity(keep.len());
+        let mut next = 0u32;
+        for k in keep {
+            renumber.push(next);
+            next += u32::from(*k);
+        }
+        let nodes = self
+            .nodes
+            .iter()
+            .map(|n| Node {
+                op: match n.op {
+                    // An unused input's node stays (ids do not move), reading nothing.
+                    Op::Input(w) if !keep[w as usize] => Op::Const(0.0),
+                    Op::Input(w) => Op::Input(renumber[w as usize]),
+                    ref op => op.clone(),
+                },
+                ty: n.ty,
+                span: n.span,
+                name: n.name.clone(),
+            })
+            .collect();
+        Function {
+            num_inputs: next,
+            nodes,
+            outputs: self.outputs.clone(),
+        }
+    }
+
+    /// Which inputs some node reads.
+    pub fn used_inputs(&self) -> Vec<bool> {
+        let mut used = vec![false; self.num_inputs as usize];
+        let mut read = vec![false; self.nodes.len()];
+        for o in &self.outputs {
+            read[o.index()] = true;
+        }
+        for n in &self.nodes {
+            for v in n.op.operands() {
+                read[v.index()] = true;
+            }
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            if let (Op::Input(w), true) = (&n.op, read[i]) {
+                used[*w as usize] = true;
+            }
+        }
+        used
+    }
+
     /// How many nodes are not inputs or constants: a size measure for tests and benches.
     pub fn op_count(&self) -> usize {
         self.nodes
@@ -199,6 +391,13 @@ enum OpKey {
     And(ValueId, ValueId),
     Or(ValueId, ValueId),
     Select(ValueId, ValueId, ValueId),
+    Int(i64),
+    IntBin(IntOp, ValueId, ValueId),
+    IntToF32(ValueId),
+    Index(Vec<ValueId>, ValueId),
+    /// Loops are never shared: each is its own node.
+    Unique(u32),
+    Result(ValueId, u32),
 }
 
 fn op_key(op: &Op) -> OpKey {
@@ -208,6 +407,12 @@ fn op_key(op: &Op) -> OpKey {
         Op::Call(f, args) => OpKey::Call(*f, args.clone()),
         Op::Cmp(c, a, b) => OpKey::Cmp(*c, *a, *b),
         Op::Not(a) => OpKey::Not(*a),
+        Op::Int(v) => OpKey::Int(*v),
+        Op::IntBin(o, a, b) => OpKey::IntBin(*o, *a, *b),
+        Op::IntToF32(a) => OpKey::IntToF32(*a),
+        Op::Index { elems, index } => OpKey::Index(elems.clone(), *index),
+        Op::Loop(_) => OpKey::Unique(0),
+        Op::Result(l, k) => OpKey::Result(*l, *k),
         Op::And(a, b) => OpKey::And(*a, *b),
         Op::Or(a, b) => OpKey::Or(*a, *b),
         Op::Select {
@@ -253,7 +458,10 @@ impl Builder {
             Op::Or(a, b) => Op::Or(a.min(b), a.max(b)),
             op => op,
         };
-        let key = op_key(&op);
+        let key = match op_key(&op) {
+            OpKey::Unique(_) => OpKey::Unique(self.func.nodes.len() as u32),
+            k => k,
+        };
         if let Some(&id) = self.dedup.get(&key) {
             let node = &mut self.func.nodes[id.index()];
             if node.name.is_none() {
@@ -264,6 +472,12 @@ impl Builder {
         let ty = match &op {
             Op::Cmp(..) | Op::Not(_) | Op::And(..) | Op::Or(..) => Ty::Bool,
             Op::Select { then, .. } => self.func.nodes[then.index()].ty,
+            Op::Int(_) | Op::IntBin(..) => Ty::Int,
+            Op::Loop(_) => Ty::Region,
+            Op::Result(l, k) => match &self.func.nodes[l.index()].op {
+                Op::Loop(lp) => lp.body.node(lp.body.outputs[*k as usize]).ty,
+                _ => Ty::F32,
+            },
             _ => Ty::F32,
         };
         let id = ValueId(self.func.nodes.len() as u32);
@@ -337,6 +551,29 @@ impl Builder {
         if node.name.is_none() && !matches!(node.op, Op::Const(_)) {
             node.name = Some(name.to_string());
         }
+    }
+
+    /// An integer constant.
+    pub fn int(&mut self, value: i64, span: Span) -> ValueId {
+        self.push(Op::Int(value), span, None)
+    }
+
+    /// A new input, after the existing ones (loop bodies discover what they read as they
+    /// are lowered).
+    pub fn add_input(&mut self, span: Span, name: Option<String>) -> ValueId {
+        let w = self.func.num_inputs;
+        self.func.num_inputs += 1;
+        self.push(Op::Input(w), span, name)
+    }
+
+    /// How many inputs so far.
+    pub fn num_inputs(&self) -> u32 {
+        self.func.num_inputs
+    }
+
+    /// The type of a value built so far.
+    pub fn ty(&self, id: ValueId) -> Ty {
+        self.func.nodes[id.index()].ty
     }
 
     /// The constant value of `id`, if it is a constant.

@@ -5,7 +5,7 @@
 //! parents stay silent about it, so one mistake gives one message.
 
 use crate::abi::ArgLayout;
-use crate::ir::{Builder, CmpOp, Function, ValueId};
+use crate::ir::{Builder, CmpOp, Function, IntOp, Loop, LoopKind, Op, ValueId};
 use crate::ops::{self, Func};
 use proc_macro2::Span;
 use std::collections::HashMap;
@@ -64,6 +64,9 @@ enum Value {
     Array(Vec<ValueId>),
     /// A condition: the result of a comparison or of `&& || !`.
     Bool(ValueId),
+    /// An integer (a loop index, a literal, `const` or arithmetic on them) and the range of
+    /// values it can take, `lo..=hi`, for proving indices in range at compile time.
+    Int(ValueId, i64, i64),
 }
 
 /// The type of a [`Value`], for messages and checks.
@@ -72,6 +75,7 @@ enum Shape {
     Scalar,
     Array(usize),
     Bool,
+    Int,
 }
 
 impl Value {
@@ -80,6 +84,7 @@ impl Value {
             Value::Scalar(_) => Shape::Scalar,
             Value::Array(v) => Shape::Array(v.len()),
             Value::Bool(_) => Shape::Bool,
+            Value::Int(..) => Shape::Int,
         }
     }
 }
@@ -90,6 +95,7 @@ impl std::fmt::Display for Shape {
             Shape::Scalar => write!(f, "`f32`"),
             Shape::Array(n) => write!(f, "`[f32; {n}]`"),
             Shape::Bool => write!(f, "`bool`"),
+            Shape::Int => write!(f, "an integer"),
         }
     }
 }
@@ -522,6 +528,7 @@ impl Lowerer {
                 syn::Stmt::Local(local) => self.lower_let(local),
                 syn::Stmt::Expr(e, None) if last => return self.lower_tail(e),
                 syn::Stmt::Expr(e, semi) => self.lower_statement(e, semi.is_some()),
+                syn::Stmt::Item(syn::Item::Const(c)) => self.lower_const(c),
                 syn::Stmt::Item(item) => self.error(
                     item.span(),
                     "items (functions, structs, uses, ...) inside a differentiable body are \
@@ -547,6 +554,10 @@ impl Lowerer {
             }
             syn::Expr::Binary(b) if is_compound_assign(&b.op) => {
                 self.lower_statement(e, false);
+                Tail::Unit
+            }
+            syn::Expr::ForLoop(f) => {
+                self.lower_for(f);
                 Tail::Unit
             }
             _ => match self.lower_expr(e) {
@@ -584,6 +595,7 @@ impl Lowerer {
                 let tail = self.lower_block(&b.block);
                 self.statement_value(e, tail)
             }
+            syn::Expr::ForLoop(f) => self.lower_for(f),
             _ => {
                 // Lower it for its own diagnostics; a supported expression here is useless.
                 if self.lower_expr(e).is_some() {
@@ -709,7 +721,7 @@ impl Lowerer {
 
     fn name_value(&mut self, v: &Value, name: &str) {
         match v {
-            Value::Scalar(v) | Value::Bool(v) => self.b.name(*v, name),
+            Value::Scalar(v) | Value::Bool(v) | Value::Int(v, ..) => self.b.name(*v, name),
             Value::Array(vs) => {
                 for (j, v) in vs.iter().enumerate() {
                     self.b.name(*v, &format!("{name}_{j}"));
@@ -766,7 +778,7 @@ impl Lowerer {
                 None
             }
         };
-        let index = index.and_then(|e| self.literal_index(e).map(|k| (k, e.span())));
+        let index = index.and_then(|e| self.index_value(e).map(|k| (k, e)));
         let value = self.lower_expr(rhs);
         let Some(var) = var else { return };
         if !self.vars[var].mutable {
@@ -821,7 +833,7 @@ impl Lowerer {
                     return;
                 }
             },
-            (Some((k, kspan)), Value::Array(mut elems)) => {
+            (Some((k, kexpr)), Value::Array(mut elems)) => {
                 let Value::Scalar(v) = value else {
                     self.error(
                         rhs.span(),
@@ -832,20 +844,40 @@ impl Lowerer {
                     );
                     return;
                 };
-                let Some(slot) = elems.get_mut(k) else {
-                    self.error(
-                        kspan,
-                        format!(
-                            "index {k} is out of range for `{name}` of length {}",
-                            elems.len()
-                        ),
-                    );
+                let Some(k) = self.check_index(kexpr, k, elems.len()) else {
                     return;
                 };
-                *slot = match op {
-                    None => v,
-                    Some(f) => self.b.call(f, vec![*slot, v], span),
-                };
+                match k {
+                    Index::Const(k) => {
+                        let slot = &mut elems[k];
+                        *slot = match op {
+                            None => v,
+                            Some(f) => self.b.call(f, vec![*slot, v], span),
+                        };
+                    }
+                    Index::Dynamic(idx) => {
+                        // Every element becomes `if idx == k { new } else { old }`.
+                        let new = match op {
+                            None => v,
+                            Some(f) => {
+                                let old = self.b.push(
+                                    Op::Index {
+                                        elems: elems.clone(),
+                                        index: idx,
+                                    },
+                                    span,
+                                    None,
+                                );
+                                self.b.call(f, vec![old, v], span)
+                            }
+                        };
+                        for (k, slot) in elems.iter_mut().enumerate() {
+                            let kk = self.b.int(k as i64, span);
+                            let hit = self.b.cmp(CmpOp::Eq, idx, kk, span);
+                            *slot = self.b.select(hit, new, *slot, span);
+                        }
+                    }
+                }
                 Value::Array(elems)
             }
             (Some(_), other) => {
@@ -947,7 +979,54 @@ impl Lowerer {
                 );
                 None
             }
+            Value::Int(..) => {
+                let msg = match e {
+                    syn::Expr::Lit(syn::ExprLit {
+                        lit: syn::Lit::Int(i),
+                        ..
+                    }) => format!(
+                        "integer literal where an `f32` is expected: write `{}.0`",
+                        i.base10_digits()
+                    ),
+                    _ => "expected an `f32`, found an integer (a loop index): convert it with \
+                          `as f32`"
+                        .to_string(),
+                };
+                self.error(e.span(), msg);
+                None
+            }
         }
+    }
+
+    /// An integer expression: a loop index, a literal, a `const`, or `+ - *` of those.
+    fn integer(&mut self, e: &syn::Expr) -> Option<(ValueId, i64, i64)> {
+        match self.lower_expr(e)? {
+            Value::Int(v, lo, hi) => Some((v, lo, hi)),
+            other => {
+                self.error(
+                    e.span(),
+                    format!(
+                        "expected an integer (a loop index, an integer literal or a `const`), \
+                         found {}",
+                        other.shape()
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// An integer known at compile time.
+    fn constant_integer(&mut self, e: &syn::Expr, what: &str) -> Option<i64> {
+        let (_, lo, hi) = self.integer(e)?;
+        if lo != hi {
+            self.error(
+                e.span(),
+                format!("{what} must be known at compile time: an integer literal or a `const`"),
+            );
+            return None;
+        }
+        Some(lo)
     }
 
     fn boolean(&mut self, e: &syn::Expr) -> Option<ValueId> {
@@ -970,6 +1049,22 @@ impl Lowerer {
         use syn::Expr as E;
         let span = e.span();
         match e {
+            E::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(i),
+                ..
+            }) => match i.base10_parse::<i64>() {
+                Ok(v) if matches!(i.suffix(), "" | "usize" | "i32" | "u32" | "i64" | "isize") => {
+                    Some(Value::Int(self.b.int(v, i.span()), v, v))
+                }
+                Ok(_) => {
+                    self.error(i.span(), "unsupported integer literal suffix");
+                    None
+                }
+                Err(e) => {
+                    self.errors.push(e);
+                    None
+                }
+            },
             E::Lit(lit) => self.lower_lit(&lit.lit).map(Value::Scalar),
             E::Paren(p) => self.lower_expr(&p.expr),
             E::Group(g) => self.lower_expr(&g.expr),
@@ -1016,11 +1111,28 @@ impl Lowerer {
             E::MethodCall(mc) => self.lower_method(mc),
             E::Call(call) => self.lower_call(call),
             E::Cast(c) => {
-                self.error(
-                    c.as_token.span,
-                    "`as` casts are not supported: every value is already an `f32`",
-                );
-                None
+                let to_f32 = is_f32(&c.ty);
+                match self.lower_expr(&c.expr)? {
+                    Value::Int(v, ..) if to_f32 => {
+                        Some(Value::Scalar(self.b.push(Op::IntToF32(v), span, None)))
+                    }
+                    Value::Int(..) => {
+                        self.error(
+                            c.ty.span(),
+                            "an integer converts to `f32` only (`i as f32`)",
+                        );
+                        None
+                    }
+                    _ => {
+                        self.error(
+                            c.as_token.span,
+                            "only an integer (a loop index) converts, and only to `f32` \
+                             (`i as f32`): this value is already an `f32`, and array indices \
+                             are integers computed from loop indices",
+                        );
+                        None
+                    }
+                }
             }
             E::If(i) => match self.lower_if(i) {
                 Tail::Value(v) => Some(v),
@@ -1035,7 +1147,25 @@ impl Lowerer {
                 }
             },
             E::ForLoop(f) => {
-                self.error(f.for_token.span, "`for` loops are not supported yet");
+                self.lower_for(f);
+                self.error(
+                    f.for_token.span,
+                    "a `for` loop has no value: write it as a statement",
+                );
+                None
+            }
+            E::Break(b) => {
+                self.error(
+                    b.break_token.span,
+                    "`break` is not supported: loops run their full range (`for i in A..B`)",
+                );
+                None
+            }
+            E::Continue(c) => {
+                self.error(
+                    c.continue_token.span,
+                    "`continue` is not supported: wrap the rest of the body in an `if`",
+                );
                 None
             }
             E::While(w) => {
@@ -1181,6 +1311,12 @@ impl Lowerer {
 
     fn lower_binary(&mut self, bin: &syn::ExprBinary) -> Option<Value> {
         use syn::BinOp as B;
+        if is_integer_expr(&bin.left) || is_integer_expr(&bin.right) {
+            // Integer arithmetic on indices, or a comparison of them.
+            if let Some(v) = self.lower_int_binary(bin) {
+                return v;
+            }
+        }
         let func = match bin.op {
             B::Add(_) => Func::Add,
             B::Sub(_) => Func::Sub,
@@ -1210,9 +1346,29 @@ impl Lowerer {
                     B::Eq(_) => CmpOp::Eq,
                     _ => CmpOp::Ne,
                 };
-                let a = self.scalar(&bin.left);
-                let b = self.scalar(&bin.right);
-                return Some(Value::Bool(self.b.cmp(cmp, a?, b?, bin.op.span())));
+                let a = self.lower_expr(&bin.left);
+                let b = self.lower_expr(&bin.right);
+                let span = bin.op.span();
+                return match (a?, b?) {
+                    (Value::Int(a, ..), Value::Int(b, ..)) => {
+                        Some(Value::Bool(self.b.cmp(cmp, a, b, span)))
+                    }
+                    (Value::Scalar(a), Value::Scalar(b)) => {
+                        Some(Value::Bool(self.b.cmp(cmp, a, b, span)))
+                    }
+                    (a, b) => {
+                        self.error(
+                            span,
+                            format!(
+                                "comparisons take two `f32` values or two integers, found {} \
+                                 and {}",
+                                a.shape(),
+                                b.shape()
+                            ),
+                        );
+                        None
+                    }
+                };
             }
             B::And(_) | B::Or(_) => {
                 let a = self.boolean(&bin.left);
@@ -1290,54 +1446,351 @@ impl Lowerer {
 
     fn lower_index(&mut self, ix: &syn::ExprIndex) -> Option<Value> {
         let base = self.lower_expr(&ix.expr);
-        let index = self.literal_index(&ix.index);
-        let base = base?;
-        let index = index?;
-        match base {
-            Value::Array(elems) => match elems.get(index) {
-                Some(v) => Some(Value::Scalar(*v)),
-                None => {
-                    self.error(
-                        ix.index.span(),
-                        format!(
-                            "index {index} is out of range for an array of length {}",
-                            elems.len()
-                        ),
-                    );
-                    None
-                }
-            },
+        let index = self.index_value(&ix.index);
+        let (base, index) = (base?, index?);
+        let Value::Array(elems) = base else {
+            self.error(
+                ix.expr.span(),
+                format!("only arrays can be indexed; this is {}", base.shape()),
+            );
+            return None;
+        };
+        let index = self.check_index(&ix.index, index, elems.len())?;
+        Some(Value::Scalar(match index {
+            Index::Const(k) => elems[k],
+            Index::Dynamic(v) => self.b.push(Op::Index { elems, index: v }, ix.span(), None),
+        }))
+    }
+
+    /// An array index: an integer expression.
+    fn index_value(&mut self, e: &syn::Expr) -> Option<(ValueId, i64, i64)> {
+        match self.lower_expr(e)? {
+            Value::Int(v, lo, hi) => Some((v, lo, hi)),
             other => {
                 self.error(
-                    ix.expr.span(),
-                    format!("only arrays can be indexed; this is {}", other.shape()),
+                    e.span(),
+                    format!(
+                        "array indices are integers (a literal, a `const`, a loop index, or \
+                         `+ - *` of those), found {}",
+                        other.shape()
+                    ),
                 );
                 None
             }
         }
     }
 
-    fn literal_index(&mut self, e: &syn::Expr) -> Option<usize> {
-        match e {
-            syn::Expr::Lit(syn::ExprLit {
-                lit: syn::Lit::Int(i),
-                ..
-            }) => match i.base10_parse::<usize>() {
-                Ok(v) => Some(v),
-                Err(e) => {
-                    self.errors.push(e);
-                    None
-                }
-            },
-            syn::Expr::Paren(p) => self.literal_index(&p.expr),
-            other => {
+    /// An index proven in range for an array of `len`, or an error saying which values
+    /// fall outside: out-of-range indices never reach the GPU.
+    fn check_index(
+        &mut self,
+        e: &syn::Expr,
+        (v, lo, hi): (ValueId, i64, i64),
+        len: usize,
+    ) -> Option<Index> {
+        let len = len as i64;
+        if lo == hi && (0..len).contains(&lo) {
+            return Some(Index::Const(lo as usize));
+        }
+        if lo == hi {
+            self.error(
+                e.span(),
+                format!("index {lo} is out of range for an array of length {len}"),
+            );
+            return None;
+        }
+        if lo < 0 || hi >= len {
+            self.error(
+                e.span(),
+                format!(
+                    "this index takes the values {lo}..={hi}, out of range for an array of \
+                     length {len}: gradfuse proves indices in range at compile time"
+                ),
+            );
+            return None;
+        }
+        Some(Index::Dynamic(v))
+    }
+
+    /// `+ - *` of two integers, or a comparison; `None` if an operand is not an integer
+    /// (the caller reports it as f32 arithmetic).
+    fn lower_int_binary(&mut self, bin: &syn::ExprBinary) -> Option<Option<Value>> {
+        use syn::BinOp as B;
+        let op = match bin.op {
+            B::Add(_) => IntOp::Add,
+            B::Sub(_) => IntOp::Sub,
+            B::Mul(_) => IntOp::Mul,
+            _ => return None,
+        };
+        let a = self.lower_expr(&bin.left);
+        let b = self.lower_expr(&bin.right);
+        let (Some(Value::Int(a, alo, ahi)), Some(Value::Int(b, blo, bhi))) = (&a, &b) else {
+            if let (Some(a), Some(b)) = (&a, &b) {
                 self.error(
-                    other.span(),
-                    "array indices must be integer literals (`p[0]`); loop indices are not \
-                     supported yet",
+                    bin.op.span(),
+                    format!(
+                        "integer arithmetic needs two integers, found {} and {}: convert a \
+                         loop index with `as f32`, and write float literals with a `.0`",
+                        a.shape(),
+                        b.shape()
+                    ),
+                );
+            }
+            return Some(None);
+        };
+        let corners = [
+            op.apply(*alo, *blo),
+            op.apply(*alo, *bhi),
+            op.apply(*ahi, *blo),
+            op.apply(*ahi, *bhi),
+        ];
+        let (lo, hi) = (
+            corners.iter().copied().min().unwrap_or(0),
+            corners.iter().copied().max().unwrap_or(0),
+        );
+        let v = if lo == hi {
+            self.b.int(lo, bin.op.span())
+        } else {
+            self.b.push(Op::IntBin(op, *a, *b), bin.op.span(), None)
+        };
+        Some(Some(Value::Int(v, lo, hi)))
+    }
+
+    /// `const N: usize = 8;` in the body: an integer known at compile time.
+    fn lower_const(&mut self, c: &syn::ItemConst) {
+        let name = c.ident.to_string();
+        let value = match self.lower_expr(&c.expr) {
+            Some(v @ Value::Int(_, lo, hi)) if lo == hi => Some(v),
+            Some(Value::Int(..)) | None => None,
+            Some(v @ Value::Scalar(_)) if is_f32(&c.ty) => Some(v),
+            Some(other) => {
+                self.error(
+                    c.expr.span(),
+                    format!(
+                        "a `const` in a differentiable body is an integer or an `f32`, found {}",
+                        other.shape()
+                    ),
                 );
                 None
             }
+        };
+        self.declare(name, value, false);
+    }
+
+    /// `for i in A..B { ... }` (or `A..=B`): a loop that stays a loop. Variables of the
+    /// enclosing scopes assigned in the body are carried from one iteration to the next;
+    /// the others are captured.
+    fn lower_for(&mut self, f: &syn::ExprForLoop) {
+        if let Some(label) = &f.label {
+            self.error(label.name.span(), "loop labels are not supported");
+        }
+        let index_name = match &*f.pat {
+            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                Some(pi.ident.to_string())
+            }
+            syn::Pat::Wild(_) => None,
+            other => {
+                self.error(
+                    other.span(),
+                    "the loop variable must be a name (`for i in 0..8`)",
+                );
+                return;
+            }
+        };
+        let bounds = match &*f.expr {
+            syn::Expr::Range(r) => match (&r.start, &r.end) {
+                (Some(a), Some(b)) => {
+                    let a = self.constant_integer(a, "a loop's start");
+                    let b = self.constant_integer(b, "a loop's end");
+                    let inclusive = matches!(r.limits, syn::RangeLimits::Closed(_));
+                    a.zip(b)
+                        .map(|(a, b)| (a, if inclusive { b + 1 } else { b }))
+                }
+                _ => {
+                    self.error(r.span(), "a loop's range needs both ends: `for i in 0..8`");
+                    None
+                }
+            },
+            other => {
+                self.error(
+                    other.span(),
+                    "loops run over a range with constant ends (`for i in 0..8` or \
+                     `0..=7`); iterators, `.rev()` and `.step_by()` are not supported",
+                );
+                None
+            }
+        };
+        let Some((start, end)) = bounds else {
+            // Still check the body for its own errors, without a loop to build.
+            let before = self.vars.len();
+            self.scopes.push(HashMap::new());
+            if let Some(n) = &index_name {
+                self.declare(n.clone(), None, false);
+            }
+            let _ = self.lower_block(&f.body);
+            self.scopes.pop();
+            self.vars.truncate(before);
+            return;
+        };
+        let span = f.for_token.span;
+        // The variables in scope, and which of them the body assigns.
+        let assigned = assigned_names(&f.body);
+        let visible: Vec<usize> = {
+            let mut v: Vec<usize> = self
+                .scopes
+                .iter()
+                .flat_map(|s| s.values().copied())
+                .collect();
+            v.sort();
+            v.dedup();
+            v.retain(|id| self.lookup(&self.vars[*id].name) == Some(*id));
+            v
+        };
+        let carried: Vec<usize> = visible
+            .iter()
+            .copied()
+            .filter(|id| assigned.contains(&self.vars[*id].name) && self.vars[*id].mutable)
+            .filter(|id| self.vars[*id].value.is_some())
+            .collect();
+        for id in &carried {
+            if let Some(Value::Int(..)) = self.vars[*id].value {
+                let name = self.vars[*id].name.clone();
+                self.error(
+                    span,
+                    format!(
+                        "`{name}` is an integer changed in the loop: integers other than loop \
+                         indices are not supported"
+                    ),
+                );
+                return;
+            }
+        }
+        // The body's inputs: the index, the carried values (flattened), the captures.
+        let before: Vec<Option<Value>> = self.vars.iter().map(|v| v.value.clone()).collect();
+        let outer = std::mem::replace(&mut self.b, Builder::new(0));
+        let index = self.b.add_input(span, index_name.clone());
+        let mut init: Vec<ValueId> = Vec::new();
+        let body_value = |b: &mut Builder, v: &Value, outer_ids: &mut Vec<ValueId>| -> Value {
+            let mut one = |x: ValueId| {
+                outer_ids.push(x);
+                b.add_input(span, None)
+            };
+            match v {
+                Value::Scalar(x) => Value::Scalar(one(*x)),
+                Value::Bool(x) => Value::Bool(one(*x)),
+                Value::Int(x, lo, hi) => Value::Int(one(*x), *lo, *hi),
+                Value::Array(xs) => Value::Array(xs.iter().map(|x| one(*x)).collect()),
+            }
+        };
+        for id in &carried {
+            if let Some(v) = before[*id].clone() {
+                let bv = body_value(&mut self.b, &v, &mut init);
+                let name = self.vars[*id].name.clone();
+                self.name_value(&bv, &name);
+                self.vars[*id].value = Some(bv);
+            }
+        }
+        let mut captures: Vec<ValueId> = Vec::new();
+        for id in &visible {
+            if carried.contains(id) {
+                continue;
+            }
+            if let Some(v) = before[*id].clone() {
+                let bv = match &v {
+                    // Constants stay constants: no input for them.
+                    Value::Int(x, lo, hi) if lo == hi => {
+                        let _ = x;
+                        Value::Int(self.b.int(*lo, span), *lo, *hi)
+                    }
+                    _ => body_value(&mut self.b, &v, &mut captures),
+                };
+                let name = self.vars[*id].name.clone();
+                self.name_value(&bv, &name);
+                self.vars[*id].value = Some(bv);
+            }
+        }
+        let n_vars = self.vars.len();
+        self.scopes.push(HashMap::new());
+        if let Some(n) = index_name {
+            self.declare(
+                n,
+                Some(Value::Int(index, start, (end - 1).max(start))),
+                false,
+            );
+        }
+        let tail = self.lower_block(&f.body);
+        self.scopes.pop();
+        if let Tail::Value(_) = tail {
+            self.error(
+                f.body.span(),
+                "a loop body ends with a statement: add `;` after its last expression",
+            );
+        }
+        // The carried values after an iteration: the body's outputs.
+        let mut outputs = Vec::new();
+        let mut ok = !matches!(tail, Tail::Failed);
+        for id in &carried {
+            match &self.vars[*id].value {
+                Some(Value::Scalar(x)) | Some(Value::Bool(x)) => outputs.push(*x),
+                Some(Value::Array(xs)) => outputs.extend(xs),
+                _ => ok = false,
+            }
+        }
+        self.vars.truncate(n_vars);
+        let body = std::mem::replace(&mut self.b, outer).finish(outputs);
+        for (var, v) in self.vars.iter_mut().zip(&before) {
+            var.value = v.clone();
+        }
+        if !ok {
+            for id in &carried {
+                self.vars[*id].value = None;
+            }
+            return;
+        }
+        // Drop the captures the body does not read.
+        let used = body.used_inputs();
+        let c = init.len();
+        let mut keep = vec![true; 1 + c];
+        keep.extend(used[1 + c..].iter().copied());
+        let kept: Vec<ValueId> = captures
+            .iter()
+            .zip(&used[1 + c..])
+            .filter(|(_, u)| **u)
+            .map(|(v, _)| *v)
+            .collect();
+        let body = body.without_inputs(&keep);
+        let node = self.b.push(
+            Op::Loop(Box::new(Loop {
+                start,
+                end: end.max(start),
+                init,
+                captures: kept,
+                body,
+                kind: LoopKind::Forward,
+            })),
+            span,
+            None,
+        );
+        // The carried variables' values after the loop.
+        let mut k = 0u32;
+        for id in &carried {
+            let mut next = |b: &mut Builder| {
+                k += 1;
+                b.push(Op::Result(node, k - 1), span, None)
+            };
+            let after = match self.vars[*id].value.clone() {
+                Some(Value::Scalar(_)) => Some(Value::Scalar(next(&mut self.b))),
+                Some(Value::Bool(_)) => Some(Value::Bool(next(&mut self.b))),
+                Some(Value::Array(xs)) => {
+                    Some(Value::Array(xs.iter().map(|_| next(&mut self.b)).collect()))
+                }
+                _ => None,
+            };
+            if let Some(v) = &after {
+                let name = self.vars[*id].name.clone();
+                self.name_value(v, &name);
+            }
+            self.vars[*id].value = after;
         }
     }
 
@@ -1480,4 +1933,59 @@ fn is_compound_assign(op: &syn::BinOp) -> bool {
 
 fn target_has_index(target: &syn::Expr) -> bool {
     matches!(target, syn::Expr::Index(_))
+}
+
+/// A checked array index.
+enum Index {
+    Const(usize),
+    Dynamic(ValueId),
+}
+
+/// Whether an expression is syntactically integer (a literal or arithmetic with one), so
+/// that `i + 1` lowers as integer arithmetic.
+fn is_integer_expr(e: &syn::Expr) -> bool {
+    match e {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(_),
+            ..
+        }) => true,
+        syn::Expr::Paren(p) => is_integer_expr(&p.expr),
+        syn::Expr::Binary(b) => is_integer_expr(&b.left) || is_integer_expr(&b.right),
+        _ => false,
+    }
+}
+
+/// The names a block assigns (`x = ..`, `x += ..`, `a[i] = ..`), in nested blocks too.
+fn assigned_names(block: &syn::Block) -> std::collections::HashSet<String> {
+    use syn::visit::Visit;
+    struct Assigned(std::collections::HashSet<String>);
+    impl Visit<'_> for Assigned {
+        fn visit_expr_assign(&mut self, a: &syn::ExprAssign) {
+            self.target(&a.left);
+            syn::visit::visit_expr_assign(self, a);
+        }
+        fn visit_expr_binary(&mut self, b: &syn::ExprBinary) {
+            if is_compound_assign(&b.op) {
+                self.target(&b.left);
+            }
+            syn::visit::visit_expr_binary(self, b);
+        }
+    }
+    impl Assigned {
+        fn target(&mut self, e: &syn::Expr) {
+            match e {
+                syn::Expr::Index(ix) => self.target(&ix.expr),
+                syn::Expr::Paren(p) => self.target(&p.expr),
+                syn::Expr::Path(p) => {
+                    if let Some(i) = p.path.get_ident() {
+                        self.0.insert(i.to_string());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut a = Assigned(Default::default());
+    a.visit_block(block);
+    a.0
 }

@@ -28,6 +28,20 @@ const RESERVED: &[&str] = &[
     "Args",
     "Grad",
     "out",
+    "lid",
+    "elem",
+    "in_batch",
+    "group",
+    "group_base",
+    "grad_stage",
+    "reduce_stage",
+    "shared_grad",
+    "shared_args",
+    "shared_partials",
+    "shared",
+    "shared_tangent",
+    "Shared",
+    "SharedGrad",
     // WGSL builtins used by generated code.
     "sin",
     "cos",
@@ -250,7 +264,17 @@ const RESERVED: &[&str] = &[
 /// A node takes its source name (`let` binding or parameter word) where it has one, else
 /// `v` and its index; clashes with reserved words or earlier names get a numeric suffix.
 pub fn local_names(f: &Function) -> Vec<String> {
-    let mut taken: HashSet<String> = RESERVED.iter().map(|s| s.to_string()).collect();
+    local_names_with(f, &mut reserved())
+}
+
+/// The words no generated name may take.
+pub fn reserved() -> HashSet<String> {
+    RESERVED.iter().map(|s| s.to_string()).collect()
+}
+
+/// [`local_names`] avoiding, and adding to, `taken`: the bodies of loops are named with the
+/// names of the enclosing function taken, so every name of a kernel is unique.
+pub fn local_names_with(f: &Function, taken: &mut HashSet<String>) -> Vec<String> {
     f.nodes
         .iter()
         .enumerate()
@@ -260,20 +284,25 @@ pub fn local_names(f: &Function) -> Vec<String> {
                 (Some(n), _) => sanitize(n),
                 (None, _) => format!("v{i}"),
             };
-            let mut name = base.clone();
-            let mut k = 1;
-            while taken.contains(&name) {
-                name = format!("{base}_{k}");
-                k += 1;
-            }
-            taken.insert(name.clone());
-            name
+            fresh(taken, &base)
         })
         .collect()
 }
 
+/// `base`, or `base_k` for the first free `k`, taken.
+pub fn fresh(taken: &mut HashSet<String>, base: &str) -> String {
+    let mut name = base.to_string();
+    let mut k = 1;
+    while taken.contains(&name) {
+        name = format!("{base}_{k}");
+        k += 1;
+    }
+    taken.insert(name.clone());
+    name
+}
+
 /// A name valid in WGSL and Rust: raw-identifier prefixes dropped, no leading `__`.
-fn sanitize(name: &str) -> String {
+pub(crate) fn sanitize(name: &str) -> String {
     let name = name.strip_prefix("r#").unwrap_or(name);
     let trimmed = name.trim_start_matches('_');
     if trimmed.is_empty() {

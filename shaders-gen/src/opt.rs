@@ -6,7 +6,7 @@
 //! infinite `x`), `x - x` stays. The AD transforms never create a term for a derivative that
 //! is zero by definition, so those products do not arise from differentiation.
 
-use crate::ir::{Builder, Function, Op, ValueId};
+use crate::ir::{Builder, Function, IntOp, LoopKind, Op, ValueId};
 use crate::ops::Func;
 
 /// Folds, simplifies, shares and prunes `f`. The result computes the same outputs.
@@ -40,6 +40,50 @@ fn simplify(f: &Function) -> Function {
             Op::Or(x, y) if m(x) == m(y) => m(x),
             Op::And(x, y) => b.and(m(x), m(y), span),
             Op::Or(x, y) => b.or(m(x), m(y), span),
+            Op::Int(v) => b.int(*v, span),
+            Op::IntBin(o, x, y) => {
+                let int = |b: &Builder, v: ValueId| match b.node(v).op {
+                    Op::Int(c) => Some(c),
+                    _ => None,
+                };
+                match (int(&b, m(x)), int(&b, m(y)), o) {
+                    (Some(p), Some(q), _) => b.int(o.apply(p, q), span),
+                    (_, Some(0), IntOp::Add | IntOp::Sub) => m(x),
+                    (Some(0), _, IntOp::Add) => m(y),
+                    (_, Some(1), IntOp::Mul) => m(x),
+                    (Some(1), _, IntOp::Mul) => m(y),
+                    _ => b.push(Op::IntBin(*o, m(x), m(y)), span, None),
+                }
+            }
+            Op::IntToF32(x) => match b.node(m(x)).op {
+                Op::Int(c) => b.constant(c as f64, span),
+                _ => b.push(Op::IntToF32(m(x)), span, node.name.clone()),
+            },
+            Op::Index { elems, index } => {
+                let elems: Vec<ValueId> = elems.iter().map(m).collect();
+                if let Op::Int(k) = b.node(m(index)).op {
+                    elems[k.clamp(0, elems.len() as i64 - 1) as usize]
+                } else if elems.iter().all(|e| *e == elems[0]) {
+                    elems[0]
+                } else {
+                    b.push(
+                        Op::Index {
+                            elems,
+                            index: m(index),
+                        },
+                        span,
+                        node.name.clone(),
+                    )
+                }
+            }
+            Op::Loop(l) => {
+                let mut op = node.op.map_operands(|v| map[v.index()]);
+                if let Op::Loop(nl) = &mut op {
+                    nl.body = optimize(&l.body);
+                }
+                b.push(op, span, node.name.clone())
+            }
+            Op::Result(l, k) => b.push(Op::Result(m(l), *k), span, node.name.clone()),
             Op::Select {
                 cond,
                 then,
@@ -147,15 +191,35 @@ fn prune(f: &Function) -> Function {
             }
         }
     }
+    // Recording loops whose tape no live reverse loop reads run as plain loops.
+    let read_tapes: Vec<ValueId> = f
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| live[*i])
+        .filter_map(|(_, n)| match &n.op {
+            Op::Loop(l) => match l.kind {
+                LoopKind::Reverse { tape, .. } => Some(tape),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
     let mut b = Builder::new(f.num_inputs);
     let mut map: Vec<Option<ValueId>> = vec![None; f.nodes.len()];
     for (i, node) in f.nodes.iter().enumerate() {
         if !live[i] {
             continue;
         }
-        let op = node
+        let mut op = node
             .op
             .map_operands(|v| map[v.index()].expect("operands of live nodes are live"));
+        if let Op::Loop(l) = &mut op
+            && l.kind == LoopKind::Recording
+            && !read_tapes.contains(&crate::ir::ValueId(i as u32))
+        {
+            l.kind = LoopKind::Forward;
+        }
         map[i] = Some(b.push(op, node.span, node.name.clone()));
     }
     let outputs = f
