@@ -372,13 +372,28 @@ fn reverse_loop(
     // R's inputs: [i, d_c (F32 carried), d_captures accumulators, captures, taped carried].
     let (cf, kf, kn) = (carried_f32.len(), captures_f32.len(), l.captures.len());
     let mut r = Builder::new(1 + cf as u32 + kf as u32 + kn as u32 + c as u32);
-    let input = |r: &mut Builder, w: usize| r.push(Op::Input(w as u32), span, None);
-    let index = input(&mut r, 0);
-    let d_c: Vec<ValueId> = (0..cf).map(|k| input(&mut r, 1 + k)).collect();
-    let d_acc: Vec<ValueId> = (0..kf).map(|j| input(&mut r, 1 + cf + j)).collect();
-    let caps: Vec<ValueId> = (0..kn).map(|j| input(&mut r, 1 + cf + kf + j)).collect();
+    // The adjoints are named after what they are adjoints of.
+    let body_name = |w: usize| {
+        body.nodes
+            .iter()
+            .find(|n| n.op == Op::Input(w as u32))
+            .and_then(|n| n.name.clone())
+    };
+    let d_name = |w: usize| body_name(w).map(|n| format!("d_{n}"));
+    let input =
+        |r: &mut Builder, w: usize, name: Option<String>| r.push(Op::Input(w as u32), span, name);
+    let index = input(&mut r, 0, body_name(0));
+    let d_c: Vec<ValueId> = (0..cf)
+        .map(|k| input(&mut r, 1 + k, d_name(1 + carried_f32[k])))
+        .collect();
+    let d_acc: Vec<ValueId> = (0..kf)
+        .map(|j| input(&mut r, 1 + cf + j, d_name(1 + c + captures_f32[j])))
+        .collect();
+    let caps: Vec<ValueId> = (0..kn)
+        .map(|j| input(&mut r, 1 + cf + kf + j, body_name(1 + c + j)))
+        .collect();
     let taped: Vec<ValueId> = (0..c)
-        .map(|k| input(&mut r, 1 + cf + kf + kn + k))
+        .map(|k| input(&mut r, 1 + cf + kf + kn + k, body_name(1 + k)))
         .collect();
     // G's inputs: [i, carried, captures, one seed per output (the adjoints of the next
     // iteration's carried values; zero for those that are not F32)].

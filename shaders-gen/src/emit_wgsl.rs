@@ -160,10 +160,8 @@ impl<'a> Ctx<'a> {
                 } else {
                     var.clone()
                 };
-                let _ = writeln!(
-                    out,
-                    "{inner}{tape}[({index} - {start}i) * {c}i + {k}i] = {v};"
-                );
+                let at = tape_index(&index, start, c, k);
+                let _ = writeln!(out, "{inner}{tape}[{at}] = {v};");
             }
         }
         // The body's inputs: [i, carried..., captures..., taped...].
@@ -173,34 +171,58 @@ impl<'a> Ctx<'a> {
             }
             _ => None,
         };
+        // Inputs read the index, the carried `var`s and the captures by their own names
+        // (the body computes everything before the carried values change); taped values
+        // are read into `let`s.
         for (n, node) in body.nodes.iter().enumerate() {
             let Op::Input(w) = node.op else { continue };
             let w = w as usize;
-            let src = if w == 0 {
-                index.clone()
+            if w == 0 {
+                bctx.names[n] = index.clone();
             } else if w <= c {
-                vars[w - 1].clone()
+                bctx.names[n] = vars[w - 1].clone();
             } else if w <= c + l.captures.len() {
-                self.operand(l.captures[w - 1 - c])
+                bctx.names[n] = self.operand(l.captures[w - 1 - c]);
             } else {
                 let k = w - 1 - c - l.captures.len();
                 let (tape, tape_loop, taped) = taped_from.clone().expect("a reverse loop");
-                let read = format!("{tape}[({index} - {start}i) * {taped}i + {k}i]");
+                let read = format!("{tape}[{}]", tape_index(&index, start, taped as usize, k));
                 let bool_taped = match &self.f.node(tape_loop).op {
                     Op::Loop(tl) => tl.body.node(tl.body.outputs[k]).ty == Ty::Bool,
                     _ => false,
                 };
-                if bool_taped {
+                let src = if bool_taped {
                     format!("{read} != 0.0f")
                 } else {
                     read
-                }
-            };
-            let _ = writeln!(out, "{inner}let {} = {src};", bctx.names[n]);
+                };
+                let _ = writeln!(out, "{inner}let {} = {src};", bctx.names[n]);
+            }
         }
         bctx.emit_nodes(taken, &inner, out, helpers);
-        for (k, var) in vars.iter().enumerate() {
-            let _ = writeln!(out, "{inner}{var} = {};", bctx.operand(body.outputs[k]));
+        let outs: Vec<String> = body.outputs.iter().map(|o| bctx.operand(*o)).collect();
+        // An output that is a carried value itself must be read before any is assigned.
+        if outs
+            .iter()
+            .zip(&vars)
+            .any(|(o, v)| o != v && vars.contains(o))
+        {
+            let temps: Vec<String> = vars
+                .iter()
+                .map(|v| fresh(taken, &format!("{v}_new")))
+                .collect();
+            for (t, o) in temps.iter().zip(&outs) {
+                let _ = writeln!(out, "{inner}let {t} = {o};");
+            }
+            for (var, t) in vars.iter().zip(&temps) {
+                let _ = writeln!(out, "{inner}{var} = {t};");
+            }
+        } else {
+            for (var, o) in vars.iter().zip(&outs) {
+                if var != o {
+                    let _ = writeln!(out, "{inner}{var} = {o};");
+                }
+            }
         }
         let _ = writeln!(out, "{indent}}}");
         self.carried.insert(i, vars);
@@ -264,6 +286,22 @@ impl<'a> Ctx<'a> {
             }
         }
     }
+}
+
+/// Where carried value `k` of iteration `index` sits in a tape of `words` per iteration.
+fn tape_index(index: &str, start: i64, words: usize, k: usize) -> String {
+    let mut at = if start == 0 {
+        index.to_string()
+    } else {
+        format!("({index} - {start}i)")
+    };
+    if words != 1 {
+        at = format!("{at} * {words}i");
+    }
+    if k != 0 {
+        at = format!("{at} + {k}i");
+    }
+    at
 }
 
 /// `i * k` for the first vector of element `i`, or just `i`.
