@@ -7,7 +7,7 @@
 //! `cosh` and `tan` are bounded, so that values and derivatives stay finite.
 
 use crate::abi::{ArgLayout, ParamSlot};
-use crate::ir::{Builder, CmpOp, Function, ValueId};
+use crate::ir::{Builder, CmpOp, Function, Loop, LoopKind, Op, ValueId};
 use crate::ops::Func;
 use proc_macro2::Span;
 
@@ -118,8 +118,8 @@ pub fn build(inputs: u32, steps: &[Step], smooth_only: bool) -> Function {
     b.finish(vec![out])
 }
 
-/// How many kinds of `if`/`else` [`branch`] builds.
-const BRANCHES: usize = 2;
+/// How many kinds of `if`/`else` (and loop) [`branch`] builds.
+const BRANCHES: usize = 3;
 
 /// An `if`/`else` whose branch not taken is NaN (the square root or logarithm of a negative
 /// number): its derivative must be that of the branch taken all the same. Both kinds are
@@ -127,12 +127,16 @@ const BRANCHES: usize = 2;
 fn branch(b: &mut Builder, kind: usize, x: ValueId, y: ValueId, z: ValueId, span: Span) -> ValueId {
     let zero = b.constant(0.0, span);
     let half = b.constant(0.5, span);
+    if kind == 2 {
+        return small_loop(b, x, y, span);
+    }
     if kind == 0 {
-        // if x > 0 { x.sqrt() + y } else { (-x).ln() * z }
+        // if x > 0 { x.sqrt() + y } else { (0.5 - x).ln() * z }: each branch is NaN on
+        // part of the other's domain, and finite (with finite derivatives) on its own.
         let c = b.cmp(CmpOp::Gt, x, zero, span);
         let r = b.call(Func::Sqrt, vec![x], span);
         let t = b.call(Func::Add, vec![r, y], span);
-        let nx = b.call(Func::Neg, vec![x], span);
+        let nx = b.call(Func::Sub, vec![half, x], span);
         let l = b.call(Func::Ln, vec![nx], span);
         let e = b.call(Func::Mul, vec![l, z], span);
         b.select(c, t, e, span)
@@ -151,6 +155,36 @@ fn branch(b: &mut Builder, kind: usize, x: ValueId, y: ValueId, z: ValueId, span
         let e = b.call(Func::Sub, vec![x, z], span);
         b.select(c, t, e, span)
     }
+}
+
+/// `let mut acc = x; for i in 0..3 { acc = 0.5 * acc + (acc + y * i as f32).sin(); } acc`:
+/// a loop with a carried value and a capture, smooth in both.
+fn small_loop(b: &mut Builder, x: ValueId, y: ValueId, span: Span) -> ValueId {
+    let mut body = Builder::new(3);
+    let i = body.input(0, span, Some("i".into()));
+    let acc = body.input(1, span, Some("acc".into()));
+    let cy = body.input(2, span, Some("y".into()));
+    let fi = body.push(Op::IntToF32(i), span, None);
+    let u = body.call(Func::Mul, vec![cy, fi], span);
+    let v = body.call(Func::Add, vec![acc, u], span);
+    let sv = body.call(Func::Sin, vec![v], span);
+    let half = body.constant(0.5, span);
+    let w = body.call(Func::Mul, vec![acc, half], span);
+    let next = body.call(Func::Add, vec![w, sv], span);
+    let body = body.finish(vec![next]);
+    let node = b.push(
+        Op::Loop(Box::new(Loop {
+            start: 0,
+            end: 3,
+            init: vec![x],
+            captures: vec![y],
+            body,
+            kind: LoopKind::Forward,
+        })),
+        span,
+        None,
+    );
+    b.push(Op::Result(node, 0), span, None)
 }
 
 fn apply(b: &mut Builder, f: Func, x: ValueId, y: ValueId, z: ValueId, span: Span) -> ValueId {
