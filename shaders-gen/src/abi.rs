@@ -70,6 +70,8 @@ pub struct ArgLayout {
     pub words: u32,
     /// Words of the `#[shared]` arguments (the `f::Shared` struct).
     pub shared_words: u32,
+    /// Words of the result: 1 for `f32`, `M` for `[f32; M]`.
+    pub results: u32,
 }
 
 impl ArgLayout {
@@ -100,6 +102,10 @@ impl ArgLayout {
             slots,
             words: element,
             shared_words: shared,
+            results: match sig.result {
+                ParamKind::Scalar => 1,
+                ParamKind::Array(m) => m as u32,
+            },
         }
     }
 
@@ -210,13 +216,23 @@ pub enum KernelKind {
     Forward,
     /// Value and full gradient from one pass: outputs `values` and `grads`.
     Adjoint,
+    /// For an `[f32; M]` result: the values and the Jacobian (`M` rows of gradient words).
+    Jacobian,
 }
 
 impl KernelKind {
     /// The output buffers: `(binding, words per element, WGSL name)`.
     pub fn outputs(self, layout: &ArgLayout) -> Vec<(u32, u32, &'static str)> {
         match self {
-            KernelKind::Forward => vec![(VALUE_BINDING, 1, "values")],
+            KernelKind::Forward => vec![(VALUE_BINDING, layout.results, "values")],
+            KernelKind::Jacobian => vec![
+                (VALUE_BINDING, layout.results, "values"),
+                (
+                    GRAD_BINDING,
+                    layout.results * layout.grad_words().len() as u32,
+                    "jacobians",
+                ),
+            ],
             KernelKind::Adjoint => {
                 let grads = layout.grad_words().len() as u32;
                 let mut outs = vec![(VALUE_BINDING, 1, "values")];
@@ -235,6 +251,7 @@ impl KernelKind {
         match self {
             KernelKind::Forward => "forward",
             KernelKind::Adjoint => "adjoint",
+            KernelKind::Jacobian => "jacobian",
         }
     }
 }

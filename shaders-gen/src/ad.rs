@@ -673,3 +673,65 @@ fn forward_loop(
     let _ = f;
     (id, slots)
 }
+
+/// How [`jacobian`] computes a Jacobian.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JacobianMode {
+    /// One reverse sweep per output (fewer outputs than inputs).
+    Reverse,
+    /// One forward sweep per input (fewer inputs than outputs).
+    Forward,
+}
+
+/// The Jacobian of `f` in the inputs `wrt`: a function of `f`'s inputs with the outputs
+/// `[outputs..., d output_k / d input_w for k in outputs, for w in wrt]` (row-major). It
+/// takes one reverse sweep per output or one forward sweep per input, whichever is fewer;
+/// the sweeps share the primal computation (the builder merges identical nodes).
+pub fn jacobian(f: &Function, wrt: &[u32]) -> (Function, JacobianMode) {
+    let n = f.num_inputs;
+    let m = f.outputs.len();
+    let mut b = Builder::new(n);
+    let inputs: Vec<ValueId> = (0..n)
+        .map(|w| b.push(Op::Input(w), Span::call_site(), None))
+        .collect();
+    let span = Span::call_site();
+    let mode = if m <= wrt.len() {
+        JacobianMode::Reverse
+    } else {
+        JacobianMode::Forward
+    };
+    let mut values = Vec::new();
+    let mut rows: Vec<Vec<ValueId>> = vec![Vec::new(); m];
+    match mode {
+        JacobianMode::Reverse => {
+            for (k, row) in rows.iter_mut().enumerate() {
+                let one = b.constant(1.0, span);
+                let seeds: Vec<Option<ValueId>> = (0..m).map(|j| (j == k).then_some(one)).collect();
+                let (outs, grads) = vjp_into(f, &mut b, &inputs, &seeds);
+                values = outs;
+                *row = wrt.iter().map(|w| grads[*w as usize]).collect();
+            }
+        }
+        JacobianMode::Forward => {
+            for w in wrt {
+                let one = b.constant(1.0, span);
+                let tangents: Vec<Option<ValueId>> =
+                    (0..n).map(|j| (j == *w).then_some(one)).collect();
+                let (outs, tans) = forward_into(f, &mut b, &inputs, &tangents);
+                values = outs;
+                for (row, t) in rows.iter_mut().zip(tans) {
+                    row.push(t.unwrap_or_else(|| b.constant(0.0, span)));
+                }
+            }
+            if wrt.is_empty() {
+                values = inline(f, &mut b, &inputs, false)
+                    .into_iter()
+                    .collect::<Vec<_>>();
+                values = f.outputs.iter().map(|o| values[o.index()]).collect();
+            }
+        }
+    }
+    let mut outputs = values;
+    outputs.extend(rows.into_iter().flatten());
+    (b.finish(outputs), mode)
+}

@@ -397,8 +397,23 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
             Some(j) => format!("{}[{j}]", slot.name),
         }
     };
+    let results = layout.results;
+    // What output word k of a buffer is, for the comment on its store.
+    let label = |name: &str, k: u32| -> String {
+        match name {
+            "values" if results == 1 => "the value".to_string(),
+            "values" => format!("result[{k}]"),
+            "jacobians" => format!(
+                "d result[{}] / d {}",
+                k / grad_count.max(1),
+                grad_name(k % grad_count.max(1))
+            ),
+            _ => grad_name(k),
+        }
+    };
     let mut out_idx = 0usize;
     for (_, w, name) in &outputs {
+        let staged = staged && *name == "grads";
         if *w == 1 {
             let v = ctx.operand(f.outputs[out_idx]);
             if guarded {
@@ -443,15 +458,21 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
             } else {
                 "    "
             };
-            let _ = writeln!(body, "{indent}let out_base = {};", scaled_index(w / glanes));
+            // `out_base` for the gradients (the common case), `values_base`... for others.
+            let base = if *name == "grads" {
+                "out_base".to_string()
+            } else {
+                format!("{name}_base")
+            };
+            let _ = writeln!(body, "{indent}let {base} = {};", scaled_index(w / glanes));
             for chunk in 0..w / glanes {
                 let idx = if chunk == 0 {
-                    "out_base".to_string()
+                    base.clone()
                 } else {
-                    format!("out_base + {chunk}u")
+                    format!("{base} + {chunk}u")
                 };
                 let words_here = chunk * glanes..(chunk + 1) * glanes;
-                let args: Vec<String> = words_here.clone().map(grad_name).collect();
+                let args: Vec<String> = words_here.clone().map(|k| label(name, k)).collect();
                 let vals: Vec<String> = words_here
                     .map(|k| ctx.operand(f.outputs[out_idx + k as usize]))
                     .collect();
@@ -462,7 +483,8 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
                 };
                 let _ = writeln!(
                     body,
-                    "{indent}{name}[{idx}] = {value}; // d/d {}",
+                    "{indent}{name}[{idx}] = {value}; // {}{}",
+                    if *name == "grads" { "d/d " } else { "" },
                     args.join(", ")
                 );
             }
@@ -523,6 +545,7 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     let what = match kind {
         KernelKind::Forward => "forward (value) kernel",
         KernelKind::Adjoint => "adjoint (value and gradient) kernel",
+        KernelKind::Jacobian => "Jacobian (values and Jacobian) kernel",
     };
     let _ = writeln!(s, "// gradfuse {what} of `{signature}`.");
     let _ = writeln!(s, "// One thread per batch element i. Element i's words:");
@@ -557,6 +580,14 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     for (_, w, name) in &outputs {
         if *w == 1 {
             let _ = writeln!(s, "//   {name}[i]: the value");
+        } else if *name == "values" {
+            let _ = writeln!(s, "//   {name}[{w}i ..]: the result's {w} words");
+        } else if *name == "jacobians" {
+            let _ = writeln!(
+                s,
+                "//   {name}[{w}i ..]: the Jacobian, row-major: for each result word, its \
+                 derivative in each of the {grad_count} argument words with a gradient"
+            );
         } else if *w == words {
             let _ = writeln!(
                 s,

@@ -43,6 +43,9 @@ pub struct Compiled {
     /// The second pass of the shared-gradient reduction (functions with `#[shared]`
     /// arguments).
     pub wgsl_reduce: Option<String>,
+    /// For an `[f32; M]` result, how the Jacobian is computed (`adjoint` and
+    /// `wgsl_adjoint` are then the Jacobian's: outputs `[values, rows...]`).
+    pub jacobian_mode: Option<ad::JacobianMode>,
 }
 
 /// The signature as written, for comments in generated code.
@@ -66,6 +69,9 @@ fn signature_text(item: &syn::ItemFn) -> String {
 pub fn compile(item: &syn::ItemFn) -> Result<Compiled, Vec<syn::Error>> {
     let lowered = lower::lower_fn(item)?;
     let primal = opt::optimize(&lowered.primal);
+    if lowered.layout.results > 1 || matches!(lowered.sig.result, lower::ParamKind::Array(_)) {
+        return Ok(compile_vector(item, lowered, primal));
+    }
     // Reverse mode gives every word's gradient; `#[constant]` words' are dropped (and their
     // computation pruned by the optimizer).
     let mut adjoint = ad::reverse(&primal);
@@ -89,9 +95,11 @@ pub fn compile(item: &syn::ItemFn) -> Result<Compiled, Vec<syn::Error>> {
     let sig = signature_text(item);
     let wgsl_forward = emit_wgsl::emit_kernel(&sig, &lowered.layout, KernelKind::Forward, &primal);
     let wgsl_adjoint = emit_wgsl::emit_kernel(&sig, &lowered.layout, KernelKind::Adjoint, &adjoint);
+    let jacobian_mode = None;
     let wgsl_reduce = (lowered.layout.shared_words > 0)
         .then(|| emit_wgsl::emit_reduce_kernel(&sig, lowered.layout.shared_words));
     Ok(Compiled {
+        jacobian_mode,
         wgsl_reduce,
         lowered,
         primal,
@@ -112,6 +120,31 @@ fn without_argument_attributes(mut func: syn::ItemFn) -> syn::ItemFn {
         }
     }
     func
+}
+
+/// The rest of [`compile`] for a function with an `[f32; M]` result: its Jacobian instead
+/// of a gradient.
+fn compile_vector(item: &syn::ItemFn, lowered: Lowered, primal: Function) -> Compiled {
+    let layout = &lowered.layout;
+    let (jac, mode) = ad::jacobian(&primal, &layout.grad_words());
+    let adjoint = opt::optimize(&jac);
+    let active: Vec<bool> = (0..layout.words)
+        .map(|w| layout.is_differentiable(w))
+        .collect();
+    let tangent = opt::optimize(&ad::forward_active(&primal, &active));
+    let sig = signature_text(item);
+    let wgsl_forward = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Forward, &primal);
+    let wgsl_adjoint = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Jacobian, &adjoint);
+    Compiled {
+        jacobian_mode: Some(mode),
+        wgsl_reduce: None,
+        lowered,
+        primal,
+        adjoint,
+        tangent,
+        wgsl_forward,
+        wgsl_adjoint,
+    }
 }
 
 /// Compiles a function given as source text (for tests, benches and tools).

@@ -44,6 +44,8 @@ pub struct Signature {
     pub vis: syn::Visibility,
     /// Its parameters, in order.
     pub params: Vec<Param>,
+    /// Its result: `f32`, or `[f32; M]` (a vector function, with a Jacobian).
+    pub result: ParamKind,
 }
 
 /// A lowered function: its signature and its value as IR over the argument words.
@@ -153,8 +155,9 @@ struct Lowerer {
     /// Names in scope, innermost block last.
     scopes: Vec<HashMap<String, usize>>,
     errors: Vec<syn::Error>,
-    /// The signature's return type was `f32`: only then is a wrong tail worth a message.
-    returns_f32: bool,
+    /// The declared result, if the return type is one the language has: only then is a
+    /// wrong tail worth a message.
+    result: Option<Shape>,
     /// A `return` was reported: a missing tail is the same mistake, not a second one.
     saw_return: bool,
 }
@@ -165,13 +168,19 @@ pub fn lower_fn(item: &syn::ItemFn) -> Result<Lowered, Vec<syn::Error>> {
     let mut sig = lower_signature(&item.sig, &mut errors);
     sig.vis = item.vis.clone();
     let layout = ArgLayout::of(&sig);
-    let returns_f32 = matches!(&item.sig.output, syn::ReturnType::Type(_, t) if is_f32(t));
+    let result = match &item.sig.output {
+        syn::ReturnType::Type(_, t) => param_type(t, &mut Vec::new()).map(|k| match k {
+            ParamKind::Scalar => Shape::Scalar,
+            ParamKind::Array(n) => Shape::Array(n),
+        }),
+        syn::ReturnType::Default => None,
+    };
     let mut l = Lowerer {
         b: Builder::new(layout.words + layout.shared_words),
         vars: Vec::new(),
         scopes: vec![HashMap::new()],
         errors,
-        returns_f32,
+        result,
         saw_return: false,
     };
     for (p, slot) in sig.params.iter().zip(&layout.slots) {
@@ -195,7 +204,7 @@ pub fn lower_fn(item: &syn::ItemFn) -> Result<Lowered, Vec<syn::Error>> {
         (Some(out), true) => Ok(Lowered {
             sig,
             layout,
-            primal: l.b.finish(vec![out]),
+            primal: l.b.finish(out),
         }),
         _ => Err(l.errors),
     }
@@ -340,6 +349,7 @@ fn lower_signature(sig: &syn::Signature, errors: &mut Vec<syn::Error>) -> Signat
             "every argument is `#[shared]`: a batch needs at least one per-element argument",
         );
     }
+    let mut result = ParamKind::Scalar;
     match &sig.output {
         syn::ReturnType::Default => err(
             errors,
@@ -347,20 +357,31 @@ fn lower_signature(sig: &syn::Signature, errors: &mut Vec<syn::Error>) -> Signat
             "a differentiable function must return `f32`: add `-> f32`",
         ),
         syn::ReturnType::Type(_, ty) => {
-            if !is_f32(ty) {
-                err(
+            let mut ignored = Vec::new();
+            match param_type(ty, &mut ignored) {
+                Some(kind) => result = kind,
+                None => err(
                     errors,
                     ty.span(),
                     format!(
-                        "a differentiable function must return `f32` (found `{}`); \
-                         array and tuple results are not supported yet",
+                        "a differentiable function returns `f32` or `[f32; M]` (found `{}`); \
+                         tuple results are not supported yet",
                         quote::quote!(#ty)
                     ),
-                );
+                ),
             }
         }
     }
+    if let (ParamKind::Array(_), Some(p)) = (result, params.iter().find(|p| p.shared)) {
+        err(
+            errors,
+            p.name.span(),
+            "`#[shared]` arguments need an `f32` result (their gradient is that of the sum \
+             over the batch); with an array result, pass them per element",
+        );
+    }
     Signature {
+        result,
         name: sig.ident.clone(),
         vis: syn::Visibility::Inherited,
         params,
@@ -475,35 +496,32 @@ impl Lowerer {
         self.scopes.iter().rev().find_map(|s| s.get(name).copied())
     }
 
-    fn lower_body(&mut self, block: &syn::Block) -> Option<ValueId> {
+    fn lower_body(&mut self, block: &syn::Block) -> Option<Vec<ValueId>> {
         // The body is a scope of its own: scope 0 holds the arguments.
         let tail = self.lower_block(block);
-        match tail {
-            Tail::Value(Value::Scalar(v)) => Some(v),
-            Tail::Failed => None,
-            Tail::Unit => {
-                if self.returns_f32 && !self.saw_return {
+        match (tail, self.result) {
+            (Tail::Value(Value::Scalar(v)), Some(Shape::Scalar)) => Some(vec![v]),
+            (Tail::Value(Value::Array(vs)), Some(Shape::Array(m))) if vs.len() == m => Some(vs),
+            (Tail::Failed, _) => None,
+            (Tail::Unit, expected) => {
+                if let (Some(expected), false) = (expected, self.saw_return) {
                     let span = block.brace_token.span.close();
                     self.error(
                         span,
-                        "the body must end with the result: an `f32` expression without a `;`",
+                        format!("the body must end with the result: {expected} without a `;`"),
                     );
                 }
                 None
             }
-            Tail::Value(v) => {
-                if self.returns_f32 {
+            (Tail::Value(v), expected) => {
+                if let Some(expected) = expected {
                     let span = block
                         .stmts
                         .last()
                         .map_or(block.brace_token.span.close(), |s| s.span());
                     self.error(
                         span,
-                        format!(
-                            "the result must be an `f32`, found {}; array and tuple results \
-                             are not supported yet",
-                            v.shape()
-                        ),
+                        format!("the result must be {expected}, found {}", v.shape()),
                     );
                 }
                 None

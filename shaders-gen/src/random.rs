@@ -82,6 +82,7 @@ pub fn scalar_layout(n: u32) -> ArgLayout {
             .collect(),
         words: n,
         shared_words: 0,
+        results: 1,
     }
 }
 

@@ -1,0 +1,211 @@
+//! Vector results: `-> [f32; M]` gives `value_and_jacobian` on the CPU and in batches, by
+//! reverse sweeps (M no larger than the argument words) or forward sweeps (M larger),
+//! checked against central differences of the f64 interpreter, duals and `jvp`.
+
+// Index loops compare rows and columns side by side.
+#![allow(clippy::needless_range_loop)]
+
+mod common;
+
+use common::{Rng, device};
+use gradfuse::{Device, Dual, differentiable};
+use gradfuse_shaders_gen::{ad::JacobianMode, compile_str, interp};
+
+macro_rules! with_source {
+    ($src:ident, $($item:tt)*) => {
+        $($item)*
+        const $src: &str = stringify!($($item)*);
+    };
+}
+
+with_source! {
+    POLAR_SRC,
+    // Two results, two arguments: reverse sweeps.
+    #[differentiable]
+    pub fn polar(r: f32, theta: f32) -> [f32; 2] {
+        [r * theta.cos(), r * theta.sin()]
+    }
+}
+
+with_source! {
+    HELIX_SRC,
+    // Four results, one argument with a gradient: one forward sweep.
+    #[differentiable]
+    pub fn helix(t: f32, #[constant] pitch: f32) -> [f32; 4] {
+        let mut p = [t.cos(), t.sin(), pitch * t, 0.0];
+        for k in 0..3 {
+            p[3] += p[k] * p[k];
+        }
+        p
+    }
+}
+
+with_source! {
+    ROTATE_SRC,
+    // A rotation about z of a point, with a branch: 3 results, 4 argument words.
+    #[differentiable]
+    pub fn rotate(p: [f32; 3], angle: f32) -> [f32; 3] {
+        let c = angle.cos();
+        let s = angle.sin();
+        let z = if p[2] > 0.0 { p[2] * p[2] } else { -p[2] };
+        [c * p[0] - s * p[1], s * p[0] + c * p[1], z]
+    }
+}
+
+/// Values and the Jacobian (rows: results; columns: all argument words) by central
+/// differences of the f64 interpreter.
+fn oracle(src: &str, x: &[f64]) -> (Vec<f64>, Vec<Vec<f64>>) {
+    let c = compile_str(src).expect("compiles");
+    let f = &c.lowered.primal;
+    let values = interp::eval(f, x);
+    let mut rows = vec![vec![0.0; x.len()]; values.len()];
+    for w in 0..x.len() {
+        let h = 1e-6 * x[w].abs().max(1.0);
+        let (mut plus, mut minus) = (x.to_vec(), x.to_vec());
+        plus[w] += h;
+        minus[w] -= h;
+        let (fp, fm) = (interp::eval(f, &plus), interp::eval(f, &minus));
+        for k in 0..values.len() {
+            rows[k][w] = (fp[k] - fm[k]) / (2.0 * h);
+        }
+    }
+    (values, rows)
+}
+
+fn close(got: f64, want: f64, tol: f64) -> bool {
+    (got - want).abs() <= tol * want.abs().max(1.0)
+}
+
+#[test]
+fn the_mode_follows_the_shape() {
+    let mode = |src| compile_str(src).expect("compiles").jacobian_mode;
+    assert_eq!(mode(POLAR_SRC), Some(JacobianMode::Reverse));
+    assert_eq!(mode(HELIX_SRC), Some(JacobianMode::Forward));
+    assert_eq!(mode(ROTATE_SRC), Some(JacobianMode::Reverse));
+}
+
+#[test]
+fn jacobians_match_differences_on_cpu_and_gpu() {
+    let mut rng = Rng(41);
+    let polar_batch: Vec<polar::Args> = (0..500)
+        .map(|_| polar::Args {
+            r: rng.uniform(0.1, 2.0),
+            theta: rng.uniform(-3.0, 3.0),
+        })
+        .collect();
+    let rotate_batch: Vec<rotate::Args> = (0..500)
+        .map(|_| rotate::Args {
+            p: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
+            angle: rng.uniform(-3.0, 3.0),
+        })
+        .collect();
+    let helix_batch: Vec<helix::Args> = (0..500)
+        .map(|_| helix::Args {
+            t: rng.uniform(-3.0, 3.0),
+            pitch: rng.uniform(0.1, 1.0),
+        })
+        .collect();
+    for d in [device(), &Device::cpu()] {
+        let (pv, pj) = polar::kernel(d)
+            .value_and_jacobian(&polar_batch)
+            .expect("launch");
+        assert_eq!(pv, polar::kernel(d).value(&polar_batch).expect("launch"));
+        for (i, a) in polar_batch.iter().enumerate() {
+            let (want_v, want_j) = oracle(POLAR_SRC, &[a.r as f64, a.theta as f64]);
+            let (v, j) = polar::value_and_jacobian(a);
+            for k in 0..2 {
+                assert!(close(v[k] as f64, want_v[k], 1e-6));
+                assert!(close(pv[i][k] as f64, want_v[k], 2e-5));
+                for got in [&j[k], &pj[i][k]] {
+                    assert!(
+                        close(got.r as f64, want_j[k][0], 2e-5),
+                        "{k}: {got:?} vs {want_j:?}"
+                    );
+                    assert!(close(got.theta as f64, want_j[k][1], 2e-5));
+                }
+            }
+        }
+        let (rv, rj) = rotate::kernel(d)
+            .value_and_jacobian(&rotate_batch)
+            .expect("launch");
+        for (i, a) in rotate_batch.iter().enumerate() {
+            let x: Vec<f64> = a.p.iter().chain([&a.angle]).map(|v| *v as f64).collect();
+            let (want_v, want_j) = oracle(ROTATE_SRC, &x);
+            let (v, j) = rotate::value_and_jacobian(a);
+            for k in 0..3 {
+                assert!(close(v[k] as f64, want_v[k], 1e-5));
+                assert!(close(rv[i][k] as f64, want_v[k], 2e-5));
+                for row in [&j[k], &rj[i][k]] {
+                    let got = [row.p[0], row.p[1], row.p[2], row.angle];
+                    for w in 0..4 {
+                        assert!(close(got[w] as f64, want_j[k][w], 2e-5), "{k},{w}");
+                    }
+                }
+            }
+        }
+        let (hv, hj) = helix::kernel(d)
+            .value_and_jacobian(&helix_batch)
+            .expect("launch");
+        for (i, a) in helix_batch.iter().enumerate() {
+            let (want_v, want_j) = oracle(HELIX_SRC, &[a.t as f64, a.pitch as f64]);
+            let (v, j) = helix::value_and_jacobian(a);
+            for k in 0..4 {
+                assert!(close(v[k] as f64, want_v[k], 1e-5));
+                assert!(close(hv[i][k] as f64, want_v[k], 2e-5));
+                // The only column: t (pitch is #[constant]).
+                assert!(close(j[k].t as f64, want_j[k][0], 2e-5));
+                assert!(close(hj[i][k].t as f64, want_j[k][0], 2e-5));
+            }
+        }
+    }
+}
+
+#[test]
+fn jvp_and_duals_agree_with_the_jacobian() {
+    let a = rotate::Args {
+        p: [0.3, -0.7, 0.4],
+        angle: 0.9,
+    };
+    let (v, j) = rotate::value_and_jacobian(&a);
+    let t = rotate::Grad {
+        p: [1.0, 0.5, -0.25],
+        angle: 2.0,
+    };
+    let (jv, jd) = rotate::jvp(&a, &t);
+    assert_eq!(jv, v);
+    for k in 0..3 {
+        let want =
+            j[k].p[0] * t.p[0] + j[k].p[1] * t.p[1] + j[k].p[2] * t.p[2] + j[k].angle * t.angle;
+        assert!((jd[k] - want).abs() < 1e-5);
+    }
+    let var = |x: f32, i: usize| Dual::<f64, 4>::variable(x as f64, i);
+    let r = rotate::eval(
+        [var(a.p[0], 0), var(a.p[1], 1), var(a.p[2], 2)],
+        var(a.angle, 3),
+    );
+    for k in 0..3 {
+        let row = [j[k].p[0], j[k].p[1], j[k].p[2], j[k].angle];
+        for w in 0..4 {
+            assert!((r[k].tangent()[w] - row[w] as f64).abs() < 1e-6);
+        }
+    }
+}
+
+#[test]
+fn jacobian_kernels_are_valid_and_snapshotted() {
+    for (name, src) in [
+        ("polar_jacobian", polar::WGSL_JACOBIAN),
+        ("helix_jacobian", helix::WGSL_JACOBIAN),
+        ("rotate_forward", rotate::WGSL_FORWARD),
+    ] {
+        let module = naga::front::wgsl::parse_str(src)
+            .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(src)));
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::empty(),
+        )
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        insta::assert_snapshot!(name, src);
+    }
+}
