@@ -36,6 +36,8 @@
 // Generated code names this crate `::gradfuse`, also inside its own doc tests and examples.
 extern crate self as gradfuse;
 
+#[doc(hidden)]
+pub use gradfuse_macros::__differentiable_with;
 pub use gradfuse_macros::differentiable;
 pub use gradfuse_runtime::{
     Device, Dual, Error, KernelSpec, OutputSpec, REQUIRE_GPU_ENV, Real, ReductionSpec, SharedSpec,

@@ -10,3 +10,12 @@ use proc_macro::TokenStream;
 pub fn differentiable(attr: TokenStream, item: TokenStream) -> TokenStream {
     gradfuse_shaders_gen::expand(attr.into(), item.into()).into()
 }
+
+/// Not for direct use: the continuation through which `#[differentiable]` collects the
+/// sources of the differentiable functions a function calls (see `gradfuse-shaders-gen`'s
+/// `compose` module).
+#[doc(hidden)]
+#[proc_macro]
+pub fn __differentiable_with(input: TokenStream) -> TokenStream {
+    gradfuse_shaders_gen::compose::expand_with(input.into()).into()
+}

@@ -752,6 +752,7 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
 
             #shared_items
 
+
             /// The function for any [`gradfuse::Real`](::gradfuse::Real): `f32`, `f64`, or
             /// `gradfuse::Dual` for forward-mode derivatives.
             #[inline]

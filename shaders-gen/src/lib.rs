@@ -7,6 +7,7 @@
 
 pub mod abi;
 pub mod ad;
+pub mod compose;
 pub mod emit_rust;
 pub mod emit_wgsl;
 pub mod interp;
@@ -67,7 +68,15 @@ fn signature_text(item: &syn::ItemFn) -> String {
 
 /// Compiles a function: lowering, AD, optimization and WGSL emission.
 pub fn compile(item: &syn::ItemFn) -> Result<Compiled, Vec<syn::Error>> {
-    let lowered = lower::lower_fn(item)?;
+    compile_with(item, &[])
+}
+
+/// [`compile`] with the sources of the differentiable functions `item` calls.
+pub fn compile_with(
+    item: &syn::ItemFn,
+    library: &[syn::ItemFn],
+) -> Result<Compiled, Vec<syn::Error>> {
+    let lowered = lower::lower_fn_with(item, library)?;
     let primal = opt::optimize(&lowered.primal);
     if lowered.layout.results > 1 || matches!(lowered.sig.result, lower::ParamKind::Array(_)) {
         return Ok(compile_vector(item, lowered, primal));
@@ -156,13 +165,6 @@ pub fn compile_str(src: &str) -> Result<Compiled, Vec<syn::Error>> {
 /// The expansion of `#[differentiable]`: the function unchanged plus its generated module,
 /// or the function unchanged plus every compile error found in it.
 pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let mut errors = Vec::new();
-    if !attr.is_empty() {
-        errors.push(syn::Error::new_spanned(
-            &attr,
-            "#[differentiable] takes no arguments yet",
-        ));
-    }
     let func: syn::ItemFn = match syn::parse2(item.clone()) {
         Ok(f) => f,
         Err(e) => {
@@ -175,7 +177,40 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             return out;
         }
     };
-    let compiled = compile(&func);
+    // The source, for the functions that call this one; then the calls this one makes:
+    // ask each callee for its source first.
+    let mut out = compose::source_module(&func);
+    let mut pending = compose::missing(&func, &[]);
+    if !pending.is_empty() {
+        let next = pending.remove(0);
+        let state = compose::State {
+            sources: Vec::new(),
+            in_flight: None,
+            pending,
+            attr,
+            item: func,
+        };
+        out.extend(compose::callback(&next, &state));
+        return out;
+    }
+    out.extend(expand_item(attr, func, Vec::new()));
+    out
+}
+
+/// The expansion of a function whose callees' sources are all in `library`.
+pub(crate) fn expand_item(
+    attr: TokenStream,
+    func: syn::ItemFn,
+    library: Vec<syn::ItemFn>,
+) -> TokenStream {
+    let mut errors = Vec::new();
+    if !attr.is_empty() {
+        errors.push(syn::Error::new_spanned(
+            &attr,
+            "#[differentiable] takes no arguments yet",
+        ));
+    }
+    let compiled = compile_with(&func, &library);
     let func = without_argument_attributes(func);
     match compiled {
         Ok(c) if errors.is_empty() => emit_rust::emit(&func, &c),

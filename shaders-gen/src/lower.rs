@@ -160,10 +160,23 @@ struct Lowerer {
     result: Option<Shape>,
     /// A `return` was reported: a missing tail is the same mistake, not a second one.
     saw_return: bool,
+    /// The differentiable functions this one may call.
+    library: Vec<syn::ItemFn>,
+    /// The functions being lowered, outermost first: a call to one of them is recursion.
+    inlining: Vec<String>,
 }
 
 /// Lowers a function, or returns every error found in it.
 pub fn lower_fn(item: &syn::ItemFn) -> Result<Lowered, Vec<syn::Error>> {
+    lower_fn_with(item, &[])
+}
+
+/// [`lower_fn`] with the sources of the differentiable functions it calls, which are
+/// inlined.
+pub fn lower_fn_with(
+    item: &syn::ItemFn,
+    library: &[syn::ItemFn],
+) -> Result<Lowered, Vec<syn::Error>> {
     let mut errors = Vec::new();
     let mut sig = lower_signature(&item.sig, &mut errors);
     sig.vis = item.vis.clone();
@@ -182,6 +195,8 @@ pub fn lower_fn(item: &syn::ItemFn) -> Result<Lowered, Vec<syn::Error>> {
         errors,
         result,
         saw_return: false,
+        library: library.to_vec(),
+        inlining: vec![item.sig.ident.to_string()],
     };
     for (p, slot) in sig.params.iter().zip(&layout.slots) {
         let name = p.name.to_string();
@@ -1857,12 +1872,92 @@ impl Lowerer {
             let args: Vec<&syn::Expr> = call.args.iter().collect();
             return self.lower_known_call(info, &args, span, call.paren_token.span.join());
         }
+        if let syn::Expr::Path(p) = &*call.func
+            && p.qself.is_none()
+        {
+            let name = crate::compose::callee_name(&p.path);
+            if self.inlining.contains(&name) {
+                self.error(
+                    call.func.span(),
+                    format!(
+                        "recursion is not supported: `{name}` calls itself (directly or \
+                         through other functions)"
+                    ),
+                );
+                return None;
+            }
+            if let Some(callee) = self.library.iter().find(|f| f.sig.ident == name).cloned() {
+                return self.inline_call(&callee, call);
+            }
+        }
         self.error(
             call.func.span(),
-            "calls to other functions are not supported yet: inline the function's body, or \
-             use an f32 method",
+            "only `#[differentiable]` functions (and `f32::` methods) can be called here",
         );
         None
+    }
+
+    /// A call to a differentiable function: its body lowered in place, in a scope of its
+    /// own holding its parameters bound to the arguments.
+    fn inline_call(&mut self, callee: &syn::ItemFn, call: &syn::ExprCall) -> Option<Value> {
+        let name = callee.sig.ident.to_string();
+        let mut errors = Vec::new();
+        let sig = lower_signature(&callee.sig, &mut errors);
+        if !errors.is_empty() {
+            // The callee reports these itself.
+            return None;
+        }
+        if call.args.len() != sig.params.len() {
+            self.error(
+                call.paren_token.span.join(),
+                format!(
+                    "`{name}` takes {} arguments, found {}",
+                    sig.params.len(),
+                    call.args.len()
+                ),
+            );
+            return None;
+        }
+        let mut values = Vec::new();
+        for (arg, p) in call.args.iter().zip(&sig.params) {
+            let v = self.lower_expr(arg)?;
+            let want = match p.kind {
+                ParamKind::Scalar => Shape::Scalar,
+                ParamKind::Array(n) => Shape::Array(n),
+            };
+            if v.shape() != want {
+                self.error(
+                    arg.span(),
+                    format!(
+                        "`{name}` takes {want} for `{}`, found {}",
+                        p.name,
+                        v.shape()
+                    ),
+                );
+                return None;
+            }
+            values.push(v);
+        }
+        let result = match sig.result {
+            ParamKind::Scalar => Shape::Scalar,
+            ParamKind::Array(n) => Shape::Array(n),
+        };
+        let saved_scopes = std::mem::replace(&mut self.scopes, vec![HashMap::new()]);
+        let saved_vars = self.vars.len();
+        let saved_result = self.result.replace(result);
+        for (p, v) in sig.params.iter().zip(values) {
+            self.declare(p.name.to_string(), Some(v), p.mutable);
+        }
+        self.inlining.push(name);
+        let tail = self.lower_block(&callee.block);
+        self.inlining.pop();
+        self.result = saved_result;
+        self.scopes = saved_scopes;
+        self.vars.truncate(saved_vars);
+        match tail {
+            Tail::Value(v) if v.shape() == result => Some(v),
+            _ => None,
+        }
     }
 
     fn lower_known_call(
