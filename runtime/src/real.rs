@@ -62,6 +62,14 @@ pub trait Real:
     fn round(self) -> Self;
     fn mul_add(self, a: Self, b: Self) -> Self;
     fn hypot(self, other: Self) -> Self;
+    /// `value`, whose derivative in `args[w]` is `partials[w]`: how a function with a
+    /// custom derivative (`#[differentiable(grad = ...)]`) is evaluated generically. Plain
+    /// numbers return `value`; duals take their tangents from the partials.
+    #[inline]
+    fn custom_grad(value: Self, args: &[Self], partials: &[Self]) -> Self {
+        let _ = (args, partials);
+        value
+    }
 }
 
 macro_rules! impl_real_float {

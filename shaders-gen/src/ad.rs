@@ -300,6 +300,15 @@ fn vjp_into(
                     send(b, *branch, to_branch, h);
                 }
             }
+            Op::CustomGrad { args, partials, .. } => {
+                // The user's partials; nothing flows into how the value was computed.
+                for (arg, p) in args.iter().zip(partials) {
+                    let p = map[p.index()];
+                    let term = b.call(Func::Mul, vec![a, p], span);
+                    let term = mask(b, term);
+                    send(b, *arg, term, g);
+                }
+            }
             Op::Result(l, k) => {
                 let slots = loop_adj
                     .entry(l.index())
@@ -569,6 +578,21 @@ fn forward_into(
                 let (id, slots) = forward_loop(f, l, &map, &tan, b, span);
                 loop_tangent_slot.insert(i, slots);
                 (id, None)
+            }
+            Op::CustomGrad { args, partials, .. } => {
+                let id = b.push(
+                    node.op.map_operands(|v| map[v.index()]),
+                    span,
+                    node.name.clone(),
+                );
+                let mut acc = None;
+                for (arg, p) in args.iter().zip(partials) {
+                    if let Some(ta) = tan[arg.index()] {
+                        let term = b.call(Func::Mul, vec![m(p), ta], span);
+                        acc = Some(accumulate(b, acc, term, span));
+                    }
+                }
+                (id, acc)
             }
             Op::Result(l, k) => {
                 let id = b.push(Op::Result(m(l), *k), span, node.name.clone());

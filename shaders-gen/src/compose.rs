@@ -44,7 +44,19 @@ pub fn callees(item: &syn::ItemFn) -> Vec<syn::Path> {
     }
     let mut calls = Calls(Vec::new());
     calls.visit_block(&item.block);
+    if let Some(g) = custom_grad(item) {
+        calls.0.push(g);
+    }
     calls.0
+}
+
+/// The function named by `grad = ...` in `#[differentiable(grad = ...)]` (kept on the
+/// function as the attribute `#[gradfuse_grad(path)]`).
+pub fn custom_grad(item: &syn::ItemFn) -> Option<syn::Path> {
+    item.attrs
+        .iter()
+        .find(|a| a.path().is_ident("gradfuse_grad"))
+        .and_then(|a| a.parse_args().ok())
 }
 
 /// The name a callee is known by: the last segment of its path.

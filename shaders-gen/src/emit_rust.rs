@@ -118,6 +118,21 @@ fn nodes(
                 let var = &carried[&l.index()][*k as usize];
                 quote!(#var)
             }
+            Op::CustomGrad {
+                value,
+                args,
+                partials,
+            } => match scalar {
+                Scalar::F32 => o(value),
+                Scalar::Generic => {
+                    let (v, a, p) = (
+                        o(value),
+                        args.iter().map(o).collect::<Vec<_>>(),
+                        partials.iter().map(o).collect::<Vec<_>>(),
+                    );
+                    quote!(<S as ::gradfuse::Real>::custom_grad(#v, &[#(#a),*], &[#(#p),*]))
+                }
+            },
             Op::IntBin(op, a, b) => {
                 let op: TokenStream = op.symbol().parse().expect("operator");
                 let (a, b) = (o(a), o(b));

@@ -237,6 +237,8 @@ impl<'a> Ctx<'a> {
                 format!("{} {} {}", self.operand(*a), o.symbol(), self.operand(*b))
             }
             Op::IntToF32(a) => format!("f32({})", self.operand(*a)),
+            // The value; its derivative was given by the user (used by the AD passes).
+            Op::CustomGrad { value, .. } => self.operand(*value),
             Op::Index { elems, index } => {
                 let e: Vec<String> = elems.iter().map(|v| self.operand(*v)).collect();
                 format!(

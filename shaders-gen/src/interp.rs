@@ -68,6 +68,7 @@ pub fn eval(f: &Function, inputs: &[f64]) -> Vec<f64> {
                 f64::NAN
             }
             Op::Result(l, k) => results[&l.index()][*k as usize],
+            Op::CustomGrad { value, .. } => vals[value.index()],
             Op::Select {
                 cond,
                 then,

@@ -203,6 +203,16 @@ pub enum Op {
     Loop(Box<Loop>),
     /// Carried value `k` of a loop after its last iteration.
     Result(ValueId, u32),
+    /// `value`, whose derivative in `args[w]` is `partials[w]`, given by the user
+    /// (`#[differentiable(grad = ...)]`) instead of derived from how `value` is computed.
+    CustomGrad {
+        /// The value.
+        value: ValueId,
+        /// What it is differentiated in.
+        args: Vec<ValueId>,
+        /// `d value / d args[w]`.
+        partials: Vec<ValueId>,
+    },
     /// `if cond { a } else { b }` without a branch: both operands are already computed.
     ///
     /// Of the type of its operands. Lowering turns `if`/`else` into selects; the reverse
@@ -227,6 +237,15 @@ impl Op {
             Op::Cmp(_, a, b) | Op::And(a, b) | Op::Or(a, b) => vec![*a, *b],
             Op::Not(a) | Op::IntToF32(a) | Op::Result(a, _) => vec![*a],
             Op::Int(_) => Vec::new(),
+            Op::CustomGrad {
+                value,
+                args,
+                partials,
+            } => std::iter::once(value)
+                .chain(args)
+                .chain(partials)
+                .copied()
+                .collect(),
             Op::IntBin(_, a, b) => vec![*a, *b],
             Op::Index { elems, index } => elems.iter().chain([index]).copied().collect(),
             Op::Loop(l) => {
@@ -275,6 +294,15 @@ impl Op {
                 },
             })),
             Op::Result(l, k) => Op::Result(m(*l), *k),
+            Op::CustomGrad {
+                value,
+                args,
+                partials,
+            } => Op::CustomGrad {
+                value: m(*value),
+                args: args.iter().map(|v| m(*v)).collect(),
+                partials: partials.iter().map(|v| m(*v)).collect(),
+            },
             Op::And(a, b) => Op::And(m(*a), m(*b)),
             Op::Or(a, b) => Op::Or(m(*a), m(*b)),
             Op::Select {
@@ -398,6 +426,7 @@ enum OpKey {
     /// Loops are never shared: each is its own node.
     Unique(u32),
     Result(ValueId, u32),
+    Custom(ValueId, Vec<ValueId>, Vec<ValueId>),
 }
 
 fn op_key(op: &Op) -> OpKey {
@@ -413,6 +442,11 @@ fn op_key(op: &Op) -> OpKey {
         Op::Index { elems, index } => OpKey::Index(elems.clone(), *index),
         Op::Loop(_) => OpKey::Unique(0),
         Op::Result(l, k) => OpKey::Result(*l, *k),
+        Op::CustomGrad {
+            value,
+            args,
+            partials,
+        } => OpKey::Custom(*value, args.clone(), partials.clone()),
         Op::And(a, b) => OpKey::And(*a, *b),
         Op::Or(a, b) => OpKey::Or(*a, *b),
         Op::Select {

@@ -122,6 +122,7 @@ pub fn compile_with(
 /// The function as rustc should see it: `#[constant]` on an argument is gradfuse's, and
 /// means nothing to rustc.
 fn without_argument_attributes(mut func: syn::ItemFn) -> syn::ItemFn {
+    func.attrs.retain(|a| !a.path().is_ident("gradfuse_grad"));
     for arg in &mut func.sig.inputs {
         if let syn::FnArg::Typed(pt) = arg {
             pt.attrs
@@ -156,6 +157,24 @@ fn compile_vector(item: &syn::ItemFn, lowered: Lowered, primal: Function) -> Com
     }
 }
 
+/// `grad = path`.
+struct CustomGradAttr(syn::Path);
+
+impl syn::parse::Parse for CustomGradAttr {
+    fn parse(input: syn::parse::ParseStream) -> syn::Result<Self> {
+        let key: syn::Ident = input.parse()?;
+        if key != "grad" {
+            return Err(syn::Error::new(key.span(), "expected `grad = ...`"));
+        }
+        input.parse::<syn::Token![=]>()?;
+        let path = input.parse()?;
+        if !input.is_empty() {
+            return Err(input.error("expected nothing after the path"));
+        }
+        Ok(CustomGradAttr(path))
+    }
+}
+
 /// Compiles a function given as source text (for tests, benches and tools).
 pub fn compile_str(src: &str) -> Result<Compiled, Vec<syn::Error>> {
     let item: syn::ItemFn = syn::parse_str(src).map_err(|e| vec![e])?;
@@ -165,7 +184,7 @@ pub fn compile_str(src: &str) -> Result<Compiled, Vec<syn::Error>> {
 /// The expansion of `#[differentiable]`: the function unchanged plus its generated module,
 /// or the function unchanged plus every compile error found in it.
 pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
-    let func: syn::ItemFn = match syn::parse2(item.clone()) {
+    let mut func: syn::ItemFn = match syn::parse2(item.clone()) {
         Ok(f) => f,
         Err(e) => {
             let msg = syn::Error::new(
@@ -177,6 +196,29 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             return out;
         }
     };
+    // `grad = path`: a custom derivative, kept on the function as a marker attribute so
+    // that it travels with the source to callers.
+    let mut attr = attr;
+    if !attr.is_empty() {
+        match syn::parse2::<CustomGradAttr>(attr.clone()) {
+            Ok(CustomGradAttr(path)) => {
+                func.attrs.push(syn::parse_quote!(#[gradfuse_grad(#path)]));
+                attr = TokenStream::new();
+            }
+            Err(e) => {
+                let mut out = without_argument_attributes(func).to_token_stream();
+                out.extend(
+                    syn::Error::new(
+                        e.span(),
+                        "#[differentiable] takes nothing, or `grad = f_grad`: a \
+                         #[differentiable] function giving this one's derivative",
+                    )
+                    .to_compile_error(),
+                );
+                return out;
+            }
+        }
+    }
     // The source, for the functions that call this one; then the calls this one makes:
     // ask each callee for its source first.
     let mut out = compose::source_module(&func);

@@ -198,6 +198,7 @@ pub fn lower_fn_with(
         library: library.to_vec(),
         inlining: vec![item.sig.ident.to_string()],
     };
+    let mut param_values = Vec::new();
     for (p, slot) in sig.params.iter().zip(&layout.slots) {
         let name = p.name.to_string();
         let span = p.name.span();
@@ -212,9 +213,29 @@ pub fn lower_fn_with(
                     .collect(),
             ),
         };
+        param_values.push(value.clone());
         l.declare(name, Some(value), p.mutable);
     }
     let result = l.lower_body(&item.block);
+    let result = match result {
+        Some(out) if out.len() == 1 && crate::compose::custom_grad(item).is_some() => l
+            .custom_grad(
+                item,
+                &sig.params,
+                &param_values,
+                out[0],
+                item.sig.ident.span(),
+            )
+            .map(|v| vec![v]),
+        Some(out) if crate::compose::custom_grad(item).is_some() => {
+            l.error(
+                item.sig.output.span(),
+                "a custom derivative (`grad = ...`) is for functions with an `f32` result",
+            );
+            Some(out)
+        }
+        other => other,
+    };
     match (result, l.errors.is_empty()) {
         (Some(out), true) => Ok(Lowered {
             sig,
@@ -1938,6 +1959,116 @@ impl Lowerer {
             }
             values.push(v);
         }
+        let value = self.inline_body(callee, &sig, values.clone())?;
+        match (crate::compose::custom_grad(callee), value) {
+            (Some(_), Value::Scalar(v)) => self
+                .custom_grad(callee, &sig.params, &values, v, call.func.span())
+                .map(Value::Scalar),
+            (_, value) => Some(value),
+        }
+    }
+
+    /// `d value / d (the non-constant arguments)` given by the function named in `item`'s
+    /// `grad = ...`, lowered with the same arguments: the result is `value` with those
+    /// partials ([`Op::CustomGrad`]).
+    fn custom_grad(
+        &mut self,
+        item: &syn::ItemFn,
+        params: &[Param],
+        values: &[Value],
+        value: ValueId,
+        span: Span,
+    ) -> Option<ValueId> {
+        let path = crate::compose::custom_grad(item)?;
+        let name = crate::compose::callee_name(&path);
+        let Some(grad) = self.library.iter().find(|f| f.sig.ident == name).cloned() else {
+            self.error(
+                path.span(),
+                format!("`{name}` must be a `#[differentiable]` function"),
+            );
+            return None;
+        };
+        let mut errors = Vec::new();
+        let gsig = lower_signature(&grad.sig, &mut errors);
+        let same = gsig.params.len() == params.len()
+            && gsig
+                .params
+                .iter()
+                .zip(params)
+                .all(|(a, b)| a.kind == b.kind);
+        let (args, words): (Vec<ValueId>, usize) = {
+            let mut args = Vec::new();
+            for (p, v) in params.iter().zip(values) {
+                if p.constant {
+                    continue;
+                }
+                match v {
+                    Value::Scalar(x) => args.push(*x),
+                    Value::Array(xs) => args.extend(xs),
+                    _ => {}
+                }
+            }
+            let n = args.len();
+            (args, n)
+        };
+        let expected = if words == 1 {
+            ParamKind::Scalar
+        } else {
+            ParamKind::Array(words)
+        };
+        if !errors.is_empty()
+            || !same
+            || !(gsig.result == expected || gsig.result == ParamKind::Array(1) && words == 1)
+        {
+            self.error(
+                path.span(),
+                format!(
+                    "the custom derivative `{name}` must take the same arguments as `{}` and \
+                     return its {words} derivative word{} (the arguments' words in order, \
+                     `#[constant]` ones left out): {}",
+                    item.sig.ident,
+                    if words == 1 { "" } else { "s" },
+                    if words == 1 {
+                        "`-> f32`".to_string()
+                    } else {
+                        format!("`-> [f32; {words}]`")
+                    }
+                ),
+            );
+            return None;
+        }
+        if self.inlining.contains(&name) {
+            self.error(path.span(), format!("recursion is not supported: `{name}`"));
+            return None;
+        }
+        self.inlining.push(name);
+        let partials = self.inline_body(&grad, &gsig, values.to_vec());
+        self.inlining.pop();
+        let partials = match partials? {
+            Value::Scalar(p) => vec![p],
+            Value::Array(ps) => ps,
+            _ => return None,
+        };
+        Some(self.b.push(
+            Op::CustomGrad {
+                value,
+                args,
+                partials,
+            },
+            span,
+            None,
+        ))
+    }
+
+    /// A function's body lowered with its parameters bound to `values`, in scopes of its
+    /// own.
+    fn inline_body(
+        &mut self,
+        callee: &syn::ItemFn,
+        sig: &Signature,
+        values: Vec<Value>,
+    ) -> Option<Value> {
+        let name = callee.sig.ident.to_string();
         let result = match sig.result {
             ParamKind::Scalar => Shape::Scalar,
             ParamKind::Array(n) => Shape::Array(n),

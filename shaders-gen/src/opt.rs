@@ -84,6 +84,11 @@ fn simplify(f: &Function) -> Function {
                 b.push(op, span, node.name.clone())
             }
             Op::Result(l, k) => b.push(Op::Result(m(l), *k), span, node.name.clone()),
+            Op::CustomGrad { .. } => b.push(
+                node.op.map_operands(|v| map[v.index()]),
+                span,
+                node.name.clone(),
+            ),
             Op::Select {
                 cond,
                 then,
