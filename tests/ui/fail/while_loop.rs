@@ -2,8 +2,13 @@ use gradfuse::differentiable;
 
 #[differentiable]
 fn f(x: f32) -> f32 {
-    while x > 0.0 {}
-    x
+    let mut y = x;
+    while y > 1.0 {
+        y *= 0.5;
+    }
+    loop {
+        y += 1.0;
+    }
 }
 
 fn main() {}
