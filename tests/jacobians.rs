@@ -52,6 +52,16 @@ with_source! {
     }
 }
 
+with_source! {
+    FRAME_SRC,
+    // A tuple result: its words in order are the Jacobian's rows.
+    #[differentiable]
+    pub fn frame(t: f32, r: f32) -> (f32, [f32; 2]) {
+        let speed = r * 2.0;
+        (speed * t, [r * t.cos(), r * t.sin()])
+    }
+}
+
 /// Values and the Jacobian (rows: results; columns: all argument words) by central
 /// differences of the f64 interpreter.
 fn oracle(src: &str, x: &[f64]) -> (Vec<f64>, Vec<Vec<f64>>) {
@@ -158,6 +168,43 @@ fn jacobians_match_differences_on_cpu_and_gpu() {
             }
         }
     }
+}
+
+#[test]
+fn tuple_results() {
+    let batch: Vec<frame::Args> = (0..200)
+        .map(|k| frame::Args {
+            t: k as f32 * 0.03 - 3.0,
+            r: 0.5 + k as f32 * 0.01,
+        })
+        .collect();
+    for d in [device(), &Device::cpu()] {
+        let (values, jacobians) = frame::kernel(d).value_and_jacobian(&batch).expect("launch");
+        let plain = frame::kernel(d).value(&batch).expect("launch");
+        for (i, a) in batch.iter().enumerate() {
+            let (want_v, want_j) = oracle(FRAME_SRC, &[a.t as f64, a.r as f64]);
+            let (v, j) = frame::value_and_jacobian(a);
+            assert_eq!(frame(a.t, a.r), v);
+            let words = frame::words_of(v);
+            let gpu_words = frame::words_of(values[i]);
+            assert_eq!(frame::words_of(plain[i]), gpu_words);
+            for k in 0..3 {
+                assert!(close(words[k] as f64, want_v[k], 1e-6));
+                assert!(close(gpu_words[k] as f64, want_v[k], 2e-5));
+                for row in [&j[k], &jacobians[i][k]] {
+                    assert!(close(row.t as f64, want_j[k][0], 2e-5), "{k}");
+                    assert!(close(row.r as f64, want_j[k][1], 2e-5), "{k}");
+                }
+            }
+            let (jv, jd) = frame::jvp(a, &frame::Grad { t: 1.0, r: 0.0 });
+            assert_eq!(jv, v);
+            let jd = frame::words_of(jd);
+            for k in 0..3 {
+                assert!(close(jd[k] as f64, want_j[k][0], 2e-5));
+            }
+        }
+    }
+    let _ = frame::value_of(&[1.0, 2.0, 3.0]);
 }
 
 #[test]

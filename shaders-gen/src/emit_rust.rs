@@ -708,9 +708,8 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
     } else {
         scalar_api
     };
-    let m = layout.results as usize;
     let eval_ret = if c.jacobian_mode.is_some() {
-        quote!([S; #m])
+        result_type(c, &quote!(S))
     } else {
         quote!(S)
     };
@@ -721,7 +720,7 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
             .iter()
             .map(|o| operand(&c.primal, &ev.names, *o, Scalar::Generic))
             .collect();
-        quote!([#(#outs),*])
+        pack(c, &outs)
     } else {
         ev_out
     };
@@ -781,6 +780,71 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
 
             #api
         }
+    }
+}
+
+/// The result type of a vector function over scalar type `s`: `[s; M]`, or the tuple.
+fn result_type(c: &Compiled, s: &TokenStream) -> TokenStream {
+    match &c.lowered.sig.result_parts {
+        Some(parts) => {
+            let ts: Vec<TokenStream> = parts
+                .iter()
+                .map(|p| match p {
+                    ParamKind::Scalar => quote!(#s),
+                    ParamKind::Array(n) => quote!([#s; #n]),
+                })
+                .collect();
+            quote!((#(#ts,)*))
+        }
+        None => {
+            let m = c.lowered.layout.results as usize;
+            quote!([#s; #m])
+        }
+    }
+}
+
+/// A vector function's result from its words, in order.
+fn pack(c: &Compiled, words: &[TokenStream]) -> TokenStream {
+    match &c.lowered.sig.result_parts {
+        Some(parts) => {
+            let mut at = 0;
+            let items: Vec<TokenStream> = parts
+                .iter()
+                .map(|p| match p {
+                    ParamKind::Scalar => {
+                        at += 1;
+                        words[at - 1].clone()
+                    }
+                    ParamKind::Array(n) => {
+                        let w = &words[at..at + n];
+                        at += n;
+                        quote!([#(#w),*])
+                    }
+                })
+                .collect();
+            quote!((#(#items,)*))
+        }
+        None => quote!([#(#words),*]),
+    }
+}
+
+/// A vector function's result as its words (`v` a `Value`).
+fn unpack(c: &Compiled, v: &TokenStream) -> TokenStream {
+    match &c.lowered.sig.result_parts {
+        Some(parts) => {
+            let mut words = Vec::new();
+            for (k, p) in parts.iter().enumerate() {
+                let k = syn::Index::from(k);
+                match p {
+                    ParamKind::Scalar => words.push(quote!(#v.#k)),
+                    ParamKind::Array(n) => {
+                        words.extend((0..*n).map(|j| quote!(#v.#k[#j])));
+                    }
+                }
+            }
+            quote!([#(#words),*])
+        }
+        None => quote!(#v),
     }
 }
 
@@ -899,25 +963,52 @@ fn vector_api(
     } else {
         quote!(&mut [::gradfuse::bytemuck::cast_slice_mut(&mut values[..])])
     };
+    let value_ty = result_type(c, &quote!(f32));
+    // Arrays are their own words; tuples are rebuilt from them.
+    let collect_values = if c.lowered.sig.result_parts.is_some() {
+        quote!(values.iter().map(value_of).collect())
+    } else {
+        quote!(values)
+    };
+    let packed_values = pack(c, &values);
+    let packed_tan_values = pack(c, &tan_values);
+    let packed_tan_dirs = pack(c, &tan_dirs);
+    let words_of_v = unpack(c, &quote!(v));
+    let w_items: Vec<TokenStream> = (0..m).map(|k| quote!(w[#k])).collect();
+    let value_of_w = pack(c, &w_items);
     quote! {
+        /// The result type. Result word `k` (the Jacobian's row `k`) is word `k` of it, in
+        /// order.
+        pub type Value = #value_ty;
+
         /// The Jacobian: row `k` is the gradient of result word `k`, typed as [`Grad`].
         pub type Jacobian = [Grad; #m];
 
+        /// A result's words, in order.
+        pub fn words_of(v: Value) -> [f32; #m] {
+            #words_of_v
+        }
+
+        /// A result from its words.
+        pub fn value_of(w: &[f32; #m]) -> Value {
+            #value_of_w
+        }
+
         #[doc = #mode_doc]
         #[inline]
-        pub fn value_and_jacobian(args: &Args) -> ([f32; #m], Jacobian) {
+        pub fn value_and_jacobian(args: &Args) -> (Value, Jacobian) {
             #adj_loads
             #adj_stmts
-            ([#(#values),*], [#(#rows),*])
+            (#packed_values, [#(#rows),*])
         }
 
         /// The values and their directional derivatives along the tangent, by forward
         /// mode.
         #[inline]
-        pub fn jvp(args: &Args, tangent: &Grad) -> ([f32; #m], [f32; #m]) {
+        pub fn jvp(args: &Args, tangent: &Grad) -> (Value, Value) {
             #tan_loads
             #tan_stmts
-            ([#(#tan_values),*], [#(#tan_dirs),*])
+            (#packed_tan_values, #packed_tan_dirs)
         }
 
         /// The WGSL module of the forward (value) kernel.
@@ -927,13 +1018,13 @@ fn vector_api(
 
         fn cpu_forward(words: &[f32], out: &mut [f32]) {
             let a: &Args = &::gradfuse::bytemuck::cast_slice::<f32, Args>(&words[..#words])[0];
-            out[..#m].copy_from_slice(&eval::<f32>(#(#eval_args),*));
+            out[..#m].copy_from_slice(&words_of(eval::<f32>(#(#eval_args),*)));
         }
 
         fn cpu_jacobian(words: &[f32], out: &mut [f32]) {
             let a: &Args = &::gradfuse::bytemuck::cast_slice::<f32, Args>(&words[..#words])[0];
             let (v, j) = value_and_jacobian(a);
-            out[..#m].copy_from_slice(&v);
+            out[..#m].copy_from_slice(&words_of(v));
             #copy_jacobian
         }
 
@@ -955,14 +1046,14 @@ fn vector_api(
 
         impl Kernel<'_> {
             /// The values of every element: one thread per element.
-            pub fn value(&self, args: &[Args]) -> ::core::result::Result<::std::vec::Vec<[f32; #m]>, ::gradfuse::Error> {
+            pub fn value(&self, args: &[Args]) -> ::core::result::Result<::std::vec::Vec<Value>, ::gradfuse::Error> {
                 let mut values = ::std::vec![[0.0f32; #m]; args.len()];
                 self.device.launch(
                     &FORWARD_KERNEL,
                     ::gradfuse::bytemuck::cast_slice(args),
                     &mut [::gradfuse::bytemuck::cast_slice_mut(&mut values[..])],
                 )?;
-                Ok(values)
+                Ok(#collect_values)
             }
 
             #[doc = #mode_doc]
@@ -970,7 +1061,7 @@ fn vector_api(
             pub fn value_and_jacobian(
                 &self,
                 args: &[Args],
-            ) -> ::core::result::Result<(::std::vec::Vec<[f32; #m]>, ::std::vec::Vec<Jacobian>), ::gradfuse::Error> {
+            ) -> ::core::result::Result<(::std::vec::Vec<Value>, ::std::vec::Vec<Jacobian>), ::gradfuse::Error> {
                 let mut values = ::std::vec![[0.0f32; #m]; args.len()];
                 #jac_alloc
                 self.device.launch(
@@ -978,7 +1069,7 @@ fn vector_api(
                     ::gradfuse::bytemuck::cast_slice(args),
                     #jac_outputs,
                 )?;
-                Ok((values, jacobians))
+                Ok((#collect_values, jacobians))
             }
         }
     }

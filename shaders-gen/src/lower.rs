@@ -44,8 +44,11 @@ pub struct Signature {
     pub vis: syn::Visibility,
     /// Its parameters, in order.
     pub params: Vec<Param>,
-    /// Its result: `f32`, or `[f32; M]` (a vector function, with a Jacobian).
+    /// Its result: `f32`, or `[f32; M]` (a vector function, with a Jacobian); a tuple
+    /// result is `[f32; M]` of all its words, with its parts in `result_parts`.
     pub result: ParamKind,
+    /// The parts of a tuple result (`(f32, [f32; 3])`), in order.
+    pub result_parts: Option<Vec<ParamKind>>,
 }
 
 /// A lowered function: its signature and its value as IR over the argument words.
@@ -160,6 +163,9 @@ struct Lowerer {
     result: Option<Shape>,
     /// A `return` was reported: a missing tail is the same mistake, not a second one.
     saw_return: bool,
+    /// The parts of the function's tuple result: a tuple expression of these shapes
+    /// lowers to all their words.
+    tuple_parts: Option<Vec<ParamKind>>,
     /// The differentiable functions this one may call.
     library: Vec<syn::ItemFn>,
     /// The functions being lowered, outermost first: a call to one of them is recursion.
@@ -182,6 +188,10 @@ pub fn lower_fn_with(
     sig.vis = item.vis.clone();
     let layout = ArgLayout::of(&sig);
     let result = match &item.sig.output {
+        syn::ReturnType::Type(_, t) if tuple_parts(t).is_some() => match sig.result {
+            ParamKind::Array(n) => Some(Shape::Array(n)),
+            ParamKind::Scalar => Some(Shape::Scalar),
+        },
         syn::ReturnType::Type(_, t) => param_type(t, &mut Vec::new()).map(|k| match k {
             ParamKind::Scalar => Shape::Scalar,
             ParamKind::Array(n) => Shape::Array(n),
@@ -194,6 +204,7 @@ pub fn lower_fn_with(
         scopes: vec![HashMap::new()],
         errors,
         result,
+        tuple_parts: sig.result_parts.clone(),
         saw_return: false,
         library: library.to_vec(),
         inlining: vec![item.sig.ident.to_string()],
@@ -386,12 +397,25 @@ fn lower_signature(sig: &syn::Signature, errors: &mut Vec<syn::Error>) -> Signat
         );
     }
     let mut result = ParamKind::Scalar;
+    let mut result_parts = None;
     match &sig.output {
         syn::ReturnType::Default => err(
             errors,
             sig.ident.span(),
             "a differentiable function must return `f32`: add `-> f32`",
         ),
+        syn::ReturnType::Type(_, ty) if tuple_parts(ty).is_some() => {
+            let parts = tuple_parts(ty).unwrap_or_default();
+            let words = parts
+                .iter()
+                .map(|p| match p {
+                    ParamKind::Scalar => 1,
+                    ParamKind::Array(n) => *n,
+                })
+                .sum();
+            result = ParamKind::Array(words);
+            result_parts = Some(parts);
+        }
         syn::ReturnType::Type(_, ty) => {
             let mut ignored = Vec::new();
             match param_type(ty, &mut ignored) {
@@ -400,8 +424,8 @@ fn lower_signature(sig: &syn::Signature, errors: &mut Vec<syn::Error>) -> Signat
                     errors,
                     ty.span(),
                     format!(
-                        "a differentiable function returns `f32` or `[f32; M]` (found `{}`); \
-                         tuple results are not supported yet",
+                        "a differentiable function returns `f32`, `[f32; M]` or a tuple of \
+                         those (found `{}`)",
                         quote::quote!(#ty)
                     ),
                 ),
@@ -418,6 +442,7 @@ fn lower_signature(sig: &syn::Signature, errors: &mut Vec<syn::Error>) -> Signat
     }
     Signature {
         result,
+        result_parts,
         name: sig.ident.clone(),
         vis: syn::Visibility::Inherited,
         params,
@@ -1256,9 +1281,51 @@ impl Lowerer {
                 );
                 None
             }
-            E::Tuple(_) => {
-                self.error(span, "tuples are not supported");
-                None
+            E::Tuple(t) => {
+                let Some(parts) = self.tuple_parts.clone() else {
+                    self.error(
+                        span,
+                        "tuples are supported only as the result of a function returning one",
+                    );
+                    return None;
+                };
+                if t.elems.len() != parts.len() {
+                    self.error(
+                        span,
+                        format!(
+                            "the result is a tuple of {} parts, found {}",
+                            parts.len(),
+                            t.elems.len()
+                        ),
+                    );
+                    return None;
+                }
+                let mut words = Vec::new();
+                let mut ok = true;
+                for (e, p) in t.elems.iter().zip(&parts) {
+                    match (self.lower_expr(e), p) {
+                        (Some(Value::Scalar(v)), ParamKind::Scalar) => words.push(v),
+                        (Some(Value::Array(vs)), ParamKind::Array(n)) if vs.len() == *n => {
+                            words.extend(vs)
+                        }
+                        (Some(v), p) => {
+                            let want = match p {
+                                ParamKind::Scalar => Shape::Scalar,
+                                ParamKind::Array(n) => Shape::Array(*n),
+                            };
+                            self.error(
+                                e.span(),
+                                format!(
+                                    "this part of the result must be {want}, found {}",
+                                    v.shape()
+                                ),
+                            );
+                            ok = false;
+                        }
+                        (None, _) => ok = false,
+                    }
+                }
+                ok.then_some(Value::Array(words))
             }
             E::Macro(m) => {
                 self.error(
@@ -1928,6 +1995,13 @@ impl Lowerer {
             // The callee reports these itself.
             return None;
         }
+        if sig.result_parts.is_some() {
+            self.error(
+                call.func.span(),
+                format!("`{name}` returns a tuple: calls to functions with tuple results are not supported (return an array)"),
+            );
+            return None;
+        }
         if call.args.len() != sig.params.len() {
             self.error(
                 call.paren_token.span.join(),
@@ -2173,6 +2247,20 @@ fn is_compound_assign(op: &syn::BinOp) -> bool {
             | B::ShlAssign(_)
             | B::ShrAssign(_)
     )
+}
+
+/// The parts of a tuple type of `f32` and `[f32; N]`, or `None`.
+fn tuple_parts(ty: &syn::Type) -> Option<Vec<ParamKind>> {
+    match ty {
+        syn::Type::Tuple(t) if !t.elems.is_empty() => t
+            .elems
+            .iter()
+            .map(|e| param_type(e, &mut Vec::new()))
+            .collect(),
+        syn::Type::Group(g) => tuple_parts(&g.elem),
+        syn::Type::Paren(p) => tuple_parts(&p.elem),
+        _ => None,
+    }
 }
 
 fn target_has_index(target: &syn::Expr) -> bool {

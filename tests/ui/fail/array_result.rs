@@ -1,8 +1,13 @@
 use gradfuse::differentiable;
 
 #[differentiable]
-fn f(x: f32) -> (f32, f32) {
+fn f(x: f32) -> (f32, [f32; 2]) {
     (x, x)
+}
+
+#[differentiable]
+fn nested(x: f32) -> (f32, (f32, f32)) {
+    (x, (x, x))
 }
 
 #[differentiable]
