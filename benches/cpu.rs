@@ -1,7 +1,8 @@
 //! CPU benchmark (criterion): gradfuse's generated reverse mode (`value_and_grad`) against a
 //! hand-written analytic gradient and against num-dual's forward-mode gradient; gradfuse's
 //! `eval::<Dual<f64, N>>` against num-dual's `DualSVec64<N>`; and the compiler's own time
-//! (lower, differentiate, optimize, emit) on generated 50- and 500-operation functions.
+//! (lower, differentiate, optimize, emit) on generated 50- and 500-operation functions and on
+//! a 10,000-iteration loop.
 //!
 //! `cargo bench --bench cpu` (criterion prints each group's entries side by side).
 
@@ -235,6 +236,23 @@ fn compile_time(c: &mut Criterion) {
             })
         });
     }
+    // A loop stays a loop: compiling 10,000 iterations costs what 10 do.
+    let looped = "fn relax(x: f32, w: [f32; 2]) -> f32 {
+        let mut s = x;
+        for i in 0..10000 {
+            s = s * 0.999 + (w[0] * s + w[1] * (i as f32) * 0.0001).sin() * 0.001;
+        }
+        s * s
+    }";
+    let item: syn::ItemFn = syn::parse_str(looped).expect("parses");
+    g.bench_function("10,000-iteration loop", |b| {
+        b.iter(|| {
+            gradfuse_shaders_gen::compile(black_box(&item))
+                .expect("compiles")
+                .wgsl_adjoint
+                .len()
+        })
+    });
     g.finish();
 }
 

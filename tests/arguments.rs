@@ -8,14 +8,6 @@ use common::{Rng, device, rel_error};
 use gradfuse::{Dual, differentiable};
 use gradfuse_shaders_gen::{ad, compile_str, interp};
 
-/// Defines a function and keeps its source, for the oracle.
-macro_rules! with_source {
-    ($src:ident, $($item:tt)*) => {
-        $($item)*
-        const $src: &str = stringify!($($item)*);
-    };
-}
-
 with_source! {
     WEIGHTED_SRC,
     #[differentiable]
@@ -185,14 +177,7 @@ fn constant_argument_kernels_are_valid_and_snapshotted() {
         ("weighted_residual_adjoint", weighted_residual::WGSL_ADJOINT),
         ("masked_adjoint", masked::WGSL_ADJOINT),
     ] {
-        let module = naga::front::wgsl::parse_str(src)
-            .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(src)));
-        naga::valid::Validator::new(
-            naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::empty(),
-        )
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        common::validate_wgsl(name, src);
         insta::assert_snapshot!(name, src);
     }
 }

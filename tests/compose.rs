@@ -124,14 +124,7 @@ fn the_caller_kernel_is_valid_and_snapshotted() {
         ("spring_energy_adjoint", spring_energy::WGSL_ADJOINT),
         ("dist_forward", geom::dist::WGSL_FORWARD),
     ] {
-        let module = naga::front::wgsl::parse_str(src)
-            .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(src)));
-        naga::valid::Validator::new(
-            naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::empty(),
-        )
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        common::validate_wgsl(name, src);
         insta::assert_snapshot!(name, src);
     }
 }

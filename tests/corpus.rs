@@ -290,21 +290,6 @@ corpus! {
     }
 }
 
-fn validate_wgsl(name: &str, src: &str) {
-    let module = naga::front::wgsl::parse_str(src).unwrap_or_else(|e| {
-        panic!(
-            "{name}: naga cannot parse the WGSL: {}\n{src}",
-            e.emit_to_string(src)
-        )
-    });
-    naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::empty(),
-    )
-    .validate(&module)
-    .unwrap_or_else(|e| panic!("{name}: naga rejects the WGSL: {e:?}\n{src}"));
-}
-
 #[test]
 fn corpus_covers_every_method() {
     let srcs: String = cases().iter().map(|c| c.src).collect();
@@ -321,8 +306,8 @@ fn corpus_covers_every_method() {
 #[test]
 fn wgsl_snapshots_and_naga_validation() {
     for c in cases() {
-        validate_wgsl(c.name, c.wgsl_forward);
-        validate_wgsl(c.name, c.wgsl_adjoint);
+        common::validate_wgsl(c.name, c.wgsl_forward);
+        common::validate_wgsl(c.name, c.wgsl_adjoint);
         insta::assert_snapshot!(format!("{}_forward", c.name), c.wgsl_forward);
         insta::assert_snapshot!(format!("{}_adjoint", c.name), c.wgsl_adjoint);
     }

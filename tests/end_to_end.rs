@@ -14,14 +14,6 @@ use gradfuse_shaders_gen::{ad, compile_str, interp};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Defines a function and keeps its source, for the oracle.
-macro_rules! with_source {
-    ($src:ident, $($item:tt)*) => {
-        $($item)*
-        const $src: &str = stringify!($($item)*);
-    };
-}
-
 with_source! {
     MLP_SRC,
     #[differentiable]
@@ -306,14 +298,7 @@ fn end_to_end_kernels_are_valid_and_snapshotted() {
         ("soft_gate16_forward", soft_gate16::WGSL_FORWARD),
         ("edge_residual_adjoint", edge_residual::WGSL_ADJOINT),
     ] {
-        let module = naga::front::wgsl::parse_str(src)
-            .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(src)));
-        naga::valid::Validator::new(
-            naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::empty(),
-        )
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        common::validate_wgsl(name, src);
         insta::assert_snapshot!(name, src);
     }
 }

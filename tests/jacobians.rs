@@ -11,13 +11,6 @@ use common::{Rng, device};
 use gradfuse::{Device, Dual, differentiable};
 use gradfuse_shaders_gen::{ad::JacobianMode, compile_str, interp};
 
-macro_rules! with_source {
-    ($src:ident, $($item:tt)*) => {
-        $($item)*
-        const $src: &str = stringify!($($item)*);
-    };
-}
-
 with_source! {
     POLAR_SRC,
     // Two results, two arguments: reverse sweeps.
@@ -245,14 +238,7 @@ fn jacobian_kernels_are_valid_and_snapshotted() {
         ("helix_jacobian", helix::WGSL_JACOBIAN),
         ("rotate_forward", rotate::WGSL_FORWARD),
     ] {
-        let module = naga::front::wgsl::parse_str(src)
-            .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(src)));
-        naga::valid::Validator::new(
-            naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::empty(),
-        )
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        common::validate_wgsl(name, src);
         insta::assert_snapshot!(name, src);
     }
 }

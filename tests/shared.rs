@@ -9,14 +9,6 @@ use common::{Rng, device, rel_error};
 use gradfuse::{Device, Dual, differentiable};
 use gradfuse_shaders_gen::{ad, compile_str, interp};
 
-/// Defines a function and keeps its source, for the oracle.
-macro_rules! with_source {
-    ($src:ident, $($item:tt)*) => {
-        $($item)*
-        const $src: &str = stringify!($($item)*);
-    };
-}
-
 with_source! {
     AFFINE_SRC,
     #[differentiable]
@@ -332,14 +324,7 @@ fn shared_kernels_are_valid_and_snapshotted() {
         ("tiny_net_adjoint", tiny_net::WGSL_ADJOINT),
         ("mixed_adjoint", mixed::WGSL_ADJOINT),
     ] {
-        let module = naga::front::wgsl::parse_str(src)
-            .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(src)));
-        naga::valid::Validator::new(
-            naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::empty(),
-        )
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        common::validate_wgsl(name, src);
         insta::assert_snapshot!(name, src);
     }
 }

@@ -50,3 +50,28 @@ pub fn rel_error(got: &[f64], want: &[f64], floor: f64) -> f64 {
         })
         .fold(0.0, f64::max)
 }
+
+/// Parses and validates a generated WGSL module with naga, panicking with naga's report.
+pub fn validate_wgsl(name: &str, src: &str) {
+    let module = naga::front::wgsl::parse_str(src).unwrap_or_else(|e| {
+        panic!(
+            "{name}: naga cannot parse the WGSL: {}\n{src}",
+            e.emit_to_string(src)
+        )
+    });
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::empty(),
+    )
+    .validate(&module)
+    .unwrap_or_else(|e| panic!("{name}: naga rejects the WGSL: {e:?}\n{src}"));
+}
+
+/// Defines items and keeps their source text in a `const`, for the f64 oracle.
+#[macro_export]
+macro_rules! with_source {
+    ($src:ident, $($item:tt)*) => {
+        $($item)*
+        const $src: &str = stringify!($($item)*);
+    };
+}
