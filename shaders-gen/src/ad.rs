@@ -382,12 +382,7 @@ fn reverse_loop(
     let (cf, kf, kn) = (carried_f32.len(), captures_f32.len(), l.captures.len());
     let mut r = Builder::new(1 + cf as u32 + kf as u32 + kn as u32 + c as u32);
     // The adjoints are named after what they are adjoints of.
-    let body_name = |w: usize| {
-        body.nodes
-            .iter()
-            .find(|n| n.op == Op::Input(w as u32))
-            .and_then(|n| n.name.clone())
-    };
+    let body_name = |w: usize| body.input_name(w as u32).map(str::to_string);
     let d_name = |w: usize| body_name(w).map(|n| format!("d_{n}"));
     let input =
         |r: &mut Builder, w: usize, name: Option<String>| r.push(Op::Input(w as u32), span, name);

@@ -226,13 +226,9 @@ fn rust_loop(
 ) -> (Vec<syn::Ident>, Option<syn::Ident>, TokenStream) {
     let body = &l.body;
     let c = l.init.len();
-    let input_name = |w: usize, fallback: &str| -> String {
-        body.nodes
-            .iter()
-            .find(|n| n.op == Op::Input(w as u32))
-            .and_then(|n| n.name.clone())
-            .map(|n| crate::names::sanitize(&n))
-            .unwrap_or_else(|| fallback.to_string())
+    let input_name = |w: usize, fallback: &str| {
+        body.input_name(w as u32)
+            .map_or_else(|| fallback.to_string(), crate::names::sanitize)
     };
     let index = ident(&fresh(taken, &input_name(0, "i")));
     let vars: Vec<syn::Ident> = (0..c)

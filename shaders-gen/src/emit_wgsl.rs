@@ -96,13 +96,9 @@ impl<'a> Ctx<'a> {
     ) {
         let body = &l.body;
         let c = l.init.len();
-        let input_name = |w: usize, fallback: &str| -> String {
-            body.nodes
-                .iter()
-                .find(|n| n.op == Op::Input(w as u32))
-                .and_then(|n| n.name.clone())
-                .map(|n| crate::names::sanitize(&n))
-                .unwrap_or_else(|| fallback.to_string())
+        let input_name = |w: usize, fallback: &str| {
+            body.input_name(w as u32)
+                .map_or_else(|| fallback.to_string(), crate::names::sanitize)
         };
         let index = fresh(taken, &input_name(0, "i"));
         let vars: Vec<String> = (0..c)

@@ -379,6 +379,14 @@ impl Function {
         }
     }
 
+    /// The source name of input `w`'s node, if it has one.
+    pub fn input_name(&self, w: u32) -> Option<&str> {
+        self.nodes
+            .iter()
+            .find(|n| n.op == Op::Input(w))
+            .and_then(|n| n.name.as_deref())
+    }
+
     /// Which inputs some node reads.
     pub fn used_inputs(&self) -> Vec<bool> {
         let mut used = vec![false; self.num_inputs as usize];

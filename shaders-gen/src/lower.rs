@@ -702,7 +702,7 @@ impl Lowerer {
     /// value, becomes a select on the condition.
     fn lower_if(&mut self, i: &syn::ExprIf) -> Tail {
         let span = i.if_token.span;
-        let cond = self.condition(&i.cond);
+        let cond = self.boolean(&i.cond);
         let before: Vec<Option<Value>> = self.vars.iter().map(|v| v.value.clone()).collect();
         let then_tail = self.lower_block(&i.then_branch);
         let then_vals: Vec<Option<Value>> = self.vars[..before.len()]
@@ -805,23 +805,6 @@ impl Lowerer {
                 for (j, v) in vs.iter().enumerate() {
                     self.b.name(*v, &format!("{name}_{j}"));
                 }
-            }
-        }
-    }
-
-    /// The condition of an `if`.
-    fn condition(&mut self, e: &syn::Expr) -> Option<ValueId> {
-        match self.lower_expr(e)? {
-            Value::Bool(v) => Some(v),
-            other => {
-                self.error(
-                    e.span(),
-                    format!(
-                        "expected a condition (`bool`), found {}: compare it (`x > 0.0`)",
-                        other.shape()
-                    ),
-                );
-                None
             }
         }
     }
