@@ -264,12 +264,19 @@ fn rust_loop(
     }
     let bnames = local_names_with(body, taken);
     let taped_from = match l.kind {
-        LoopKind::Reverse { tape, taped } => Some((tapes[&tape.index()].clone(), tape, taped)),
+        // No tape when the body reads no taped value (the forward loop did not record).
+        LoopKind::Reverse { tape, taped } => {
+            tapes.get(&tape.index()).map(|t| (t.clone(), tape, taped))
+        }
         _ => None,
     };
+    let used = body.used_inputs();
     for (n, node) in body.nodes.iter().enumerate() {
         let Op::Input(w) = node.op else { continue };
         let w = w as usize;
+        if !used[w] {
+            continue;
+        }
         let src = if w == 0 {
             quote!(#index)
         } else if w <= c {

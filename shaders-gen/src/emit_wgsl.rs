@@ -112,11 +112,14 @@ impl<'a> Ctx<'a> {
                  (a tape of {trip} x {c} words: recording costs memory, recomputing would \
                  cost a pass per iteration)"
             ),
-            LoopKind::Reverse { .. } => {
+            LoopKind::Reverse { tape, .. } if self.tapes.contains_key(&tape.index()) => {
                 "; the adjoint of a loop: iterations in reverse, each iteration's carried \
                  values read from the forward loop's tape"
                     .to_string()
             }
+            LoopKind::Reverse { .. } => "; the adjoint of a loop: iterations in reverse \
+                 (its body needs none of the forward loop's carried values: nothing recorded)"
+                .to_string(),
         };
         let _ = writeln!(out, "{indent}// {trip} iterations{what}.");
         for (var, init) in vars.iter().zip(&l.init) {
@@ -162,17 +165,23 @@ impl<'a> Ctx<'a> {
         }
         // The body's inputs: [i, carried..., captures..., taped...].
         let taped_from = match l.kind {
-            LoopKind::Reverse { tape, taped } => {
-                Some((self.tapes[&tape.index()].clone(), tape, taped))
-            }
+            // No tape when the body reads no taped value (the forward loop did not record).
+            LoopKind::Reverse { tape, taped } => self
+                .tapes
+                .get(&tape.index())
+                .map(|t| (t.clone(), tape, taped)),
             _ => None,
         };
         // Inputs read the index, the carried `var`s and the captures by their own names
         // (the body computes everything before the carried values change); taped values
         // are read into `let`s.
+        let used = body.used_inputs();
         for (n, node) in body.nodes.iter().enumerate() {
             let Op::Input(w) = node.op else { continue };
             let w = w as usize;
+            if !used[w] {
+                continue;
+            }
             if w == 0 {
                 bctx.names[n] = index.clone();
             } else if w <= c {

@@ -50,9 +50,10 @@ pub fn eval(f: &Function, inputs: &[f64]) -> Vec<f64> {
                     LoopKind::Forward | LoopKind::Recording => {
                         let mut tape = Vec::new();
                         for index in l.start..l.end {
-                            if l.kind == LoopKind::Recording {
-                                tape.push(carried.clone());
-                            }
+                            // Every loop records here: a reverse loop may read the values
+                            // of a forward loop the optimizer stopped recording (it then
+                            // uses none of them).
+                            tape.push(carried.clone());
                             carried = run(index, &carried, &[]);
                         }
                         tapes.insert(i, tape);

@@ -183,6 +183,17 @@ fn fold_call(b: &mut Builder, func: Func, args: Vec<ValueId>, span: proc_macro2:
     b.call(func, args, span)
 }
 
+/// Whether a reverse loop's body uses any of its taped inputs (its last ones).
+pub fn reads_tape(l: &crate::ir::Loop) -> bool {
+    match l.kind {
+        LoopKind::Reverse { taped, .. } => {
+            let used = l.body.used_inputs();
+            used[used.len() - taped as usize..].iter().any(|u| *u)
+        }
+        _ => false,
+    }
+}
+
 /// Drops nodes no output depends on.
 fn prune(f: &Function) -> Function {
     let mut live = vec![false; f.nodes.len()];
@@ -196,7 +207,10 @@ fn prune(f: &Function) -> Function {
             }
         }
     }
-    // Recording loops whose tape no live reverse loop reads run as plain loops.
+    // Recording loops whose tape no live reverse loop reads run as plain loops: the
+    // per-case choice between recording and not. A reverse loop whose body does not use
+    // the carried values (`s += x[i] * w[i]`: its adjoint needs only `x` and `w`) needs no
+    // tape at all.
     let read_tapes: Vec<ValueId> = f
         .nodes
         .iter()
@@ -204,7 +218,7 @@ fn prune(f: &Function) -> Function {
         .filter(|(i, _)| live[*i])
         .filter_map(|(_, n)| match &n.op {
             Op::Loop(l) => match l.kind {
-                LoopKind::Reverse { tape, .. } => Some(tape),
+                LoopKind::Reverse { tape, .. } if reads_tape(l) => Some(tape),
                 _ => None,
             },
             _ => None,
