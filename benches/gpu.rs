@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::{
-    EDGE_RESIDUAL, ROSENBROCK4, TRANSCENDENTAL4, edge_residual, rosenbrock4, transcendental4,
+    EDGE_RESIDUAL, MLP_LOSS, ROSENBROCK4, SOFT_GATE16, TRANSCENDENTAL4, edge_residual, mlp_loss,
+    rosenbrock4, soft_gate16, transcendental4,
 };
 
 /// A kernel spec for a hand-written or reference kernel (specs are `'static`: leaked, once).
@@ -294,6 +295,93 @@ fn check_hand(
     Ok(())
 }
 
+/// The shared-parameter cases: generated kernels (the adjoint with its two-pass reduction
+/// of the shared gradient) against the device's ceilings. No hand-written kernels yet.
+fn shared_cases(
+    device: &Device,
+    sizes: &[u32],
+    warmup: usize,
+    launches: usize,
+    fma_rate: f64,
+    out: &mut String,
+) -> Result<(), Error> {
+    let _ = writeln!(
+        out,
+        "\nShared-parameter cases (value_and_grad includes the reduction of the shared gradient over the batch; no hand-written kernel yet):\n"
+    );
+    let _ = writeln!(
+        out,
+        "| case | kernel | n | generated ms | GB/s | copy GB/s | IR ops per element | % of roofline |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+    let cases: [(&str, &str, u32, [&'static KernelSpec; 2]); 2] = [
+        (
+            "mlp 8-16-1 (161 shared)",
+            MLP_LOSS,
+            9,
+            [&mlp_loss::FORWARD_KERNEL, &mlp_loss::ADJOINT_KERNEL],
+        ),
+        (
+            "soft gate 16 (16 shared)",
+            SOFT_GATE16,
+            3,
+            [&soft_gate16::FORWARD_KERNEL, &soft_gate16::ADJOINT_KERNEL],
+        ),
+    ];
+    for (name, src, words, specs) in cases {
+        let compiled = compile_str(src).map_err(|e| Error::Validation {
+            label: name.into(),
+            message: format!("{e:?}"),
+        })?;
+        let ops = [
+            compiled.primal.dynamic_op_count(),
+            compiled.adjoint.dynamic_op_count(),
+        ];
+        for &log_n in sizes {
+            let n = 1usize << log_n;
+            let input = inputs(n, words);
+            for (k, kind) in ["value", "value_and_grad"].iter().enumerate() {
+                let out_words = specs[k].output_words() as u32;
+                let times = kernel_time(device, specs[k], &input, warmup, launches).and_then(|t| {
+                    Ok((
+                        t,
+                        kernel_time(
+                            device,
+                            copy_spec(words, out_words),
+                            &input,
+                            warmup,
+                            launches,
+                        )?,
+                    ))
+                });
+                let (t, copy_t) = match times {
+                    Ok(t) => t,
+                    Err(e) => {
+                        let _ = writeln!(
+                            out,
+                            "| {name} | {kind} | 2^{log_n} | skipped: {e} | | | | |"
+                        );
+                        continue;
+                    }
+                };
+                let bytes = (n * (words + out_words) as usize * 4) as f64;
+                let bandwidth = bytes / copy_t;
+                let roofline = (bytes / bandwidth).max(n as f64 * ops[k] as f64 / fma_rate);
+                let _ = writeln!(
+                    out,
+                    "| {name} | {kind} | 2^{log_n} | {:.4} | {:.0} | {:.0} | {} | {:.0}% |",
+                    t * 1e3,
+                    bytes / t / 1e9,
+                    bandwidth / 1e9,
+                    ops[k],
+                    100.0 * roofline / t
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 fn main() -> Result<(), Error> {
     let quick = std::env::args().any(|a| a == "--quick");
     let device = Device::auto()?;
@@ -440,6 +528,8 @@ fn main() -> Result<(), Error> {
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
     out.push_str(&e2e_rows);
+
+    shared_cases(&device, &sizes, warmup, launches, fma_rate, &mut out)?;
 
     let _ = writeln!(
         out,

@@ -33,3 +33,61 @@ bench_fn! { EDGE_RESIDUAL; fn edge_residual(p: [f32; 3], q: [f32; 3], rest: f32)
     let dz = q[2] - p[2];
     (dx * dx + dy * dy + dz * dz).sqrt() - rest
 }}
+
+/// Defines items and keeps their source text.
+macro_rules! with_source {
+    ($src:ident, $($item:tt)*) => {
+        $($item)*
+        pub const $src: &str = stringify!($($item)*);
+    };
+}
+
+with_source! { MLP_LOSS,
+    /// The per-sample loss of an 8-16-1 tanh network; the weights are shared by the batch.
+    #[differentiable]
+    pub fn mlp_loss(
+        #[constant] x: [f32; 8],
+        #[constant] target: f32,
+        #[shared] w1: [f32; 128],
+        #[shared] b1: [f32; 16],
+        #[shared] w2: [f32; 16],
+        #[shared] b2: f32,
+    ) -> f32 {
+        let mut y = b2;
+        for j in 0..16 {
+            let mut s = b1[j];
+            for i in 0..8 {
+                s += w1[j * 8 + i] * x[i];
+            }
+            y += w2[j] * s.tanh();
+        }
+        (y - target) * (y - target)
+    }
+}
+
+with_source! { SOFT_GATE16,
+    /// A soft logic gate: a softmax over 16 shared logits mixes the 16 relaxed functions of
+    /// two inputs.
+    #[differentiable]
+    pub fn soft_gate16(a: f32, b: f32, #[constant] target: f32, #[shared] logits: [f32; 16]) -> f32 {
+        let ab = a * b;
+        let ops = [
+            0.0, ab, a - ab, a, b - ab, b, a + b - 2.0 * ab, a + b - ab,
+            1.0 - (a + b - ab), 1.0 - (a + b - 2.0 * ab), 1.0 - b, 1.0 - b + ab,
+            1.0 - a, 1.0 - a + ab, 1.0 - ab, 1.0,
+        ];
+        let mut m = logits[0];
+        for k in 1..16 {
+            m = m.max(logits[k]);
+        }
+        let mut z = 0.0;
+        let mut out = 0.0;
+        for k in 0..16 {
+            let e = (logits[k] - m).exp();
+            z += e;
+            out += e * ops[k];
+        }
+        let g = out / z;
+        (g - target) * (g - target)
+    }
+}

@@ -407,6 +407,19 @@ impl Function {
         used
     }
 
+    /// Operations executed per evaluation: [`Function::op_count`] with each loop's body
+    /// counted once per iteration (an arithmetic-ceiling estimate for benches).
+    pub fn dynamic_op_count(&self) -> usize {
+        self.nodes
+            .iter()
+            .map(|n| match &n.op {
+                Op::Input(_) | Op::Const(_) | Op::Int(_) => 0,
+                Op::Loop(l) => l.trip_count() as usize * l.body.dynamic_op_count(),
+                _ => 1,
+            })
+            .sum()
+    }
+
     /// How many nodes are not inputs or constants: a size measure for tests and benches.
     pub fn op_count(&self) -> usize {
         self.nodes
