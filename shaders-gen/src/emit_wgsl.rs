@@ -37,6 +37,9 @@ struct Ctx<'a> {
     carried: HashMap<usize, Vec<String>>,
     /// For each recording loop node: its tape.
     tapes: HashMap<usize, String>,
+    /// Values that are a `#[shared]` word (by node): an index into consecutive ones reads
+    /// `shared_args` directly instead of building an array.
+    shared_word: HashMap<usize, u32>,
 }
 
 impl<'a> Ctx<'a> {
@@ -46,6 +49,7 @@ impl<'a> Ctx<'a> {
             names: local_names_with(f, taken),
             carried: HashMap::new(),
             tapes: HashMap::new(),
+            shared_word: HashMap::new(),
         }
     }
 
@@ -187,7 +191,11 @@ impl<'a> Ctx<'a> {
             } else if w <= c {
                 bctx.names[n] = vars[w - 1].clone();
             } else if w <= c + l.captures.len() {
-                bctx.names[n] = self.operand(l.captures[w - 1 - c]);
+                let outer = l.captures[w - 1 - c];
+                bctx.names[n] = self.operand(outer);
+                if let Some(k) = self.shared_word.get(&outer.index()) {
+                    bctx.shared_word.insert(n, *k);
+                }
             } else {
                 let k = w - 1 - c - l.captures.len();
                 let (tape, tape_loop, taped) = taped_from.clone().expect("a reverse loop");
@@ -245,6 +253,23 @@ impl<'a> Ctx<'a> {
             // The value; its derivative was given by the user (used by the AD passes).
             Op::CustomGrad { value, .. } => self.operand(*value),
             Op::Index { elems, index } => {
+                let words: Vec<Option<u32>> = elems
+                    .iter()
+                    .map(|v| self.shared_word.get(&v.index()).copied())
+                    .collect();
+                if let Some(Some(first)) = words.first()
+                    && words
+                        .iter()
+                        .enumerate()
+                        .all(|(k, w)| *w == Some(first + k as u32))
+                {
+                    // Consecutive shared words: read the buffer at the index.
+                    return format!(
+                        "shared_args[{first}u + u32(clamp({}, 0i, {}i))]",
+                        self.operand(*index),
+                        elems.len() - 1
+                    );
+                }
                 let e: Vec<String> = elems.iter().map(|v| self.operand(*v)).collect();
                 format!(
                     "array<f32, {}>({})[clamp({}, 0i, {}i)]",
@@ -385,6 +410,11 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     for (k, load) in loads[words as usize..].iter().enumerate() {
         if let Some(i) = load {
             let _ = writeln!(body, "    let {} = shared_args[{k}u];", ctx.names[*i]);
+        }
+    }
+    for (k, load) in loads[words as usize..].iter().enumerate() {
+        if let Some(i) = load {
+            ctx.shared_word.insert(*i, k as u32);
         }
     }
     ctx.emit_nodes(&mut taken, "    ", &mut body, &mut helpers);
