@@ -1,14 +1,15 @@
 //! The intermediate representation: an arena of typed SSA nodes with source spans.
 //!
 //! A [`Function`] maps a fixed number of scalar inputs (the flattened argument words, see
-//! [`crate::abi`]) to a list of scalar outputs. Arrays never reach the IR: lowering
-//! scalarizes them, because every array index is a compile-time constant. Nodes are kept in
-//! definition order, so the arena order is a valid evaluation order and the reverse pass can
-//! walk it backwards. `if`/`else` and mutation need no control flow here: lowering renames
-//! assigned variables (SSA) and merges branches with [`Op::Select`]. Loops that stay loops
-//! will add region nodes owning nested node lists; every pass goes through
-//! [`Function::nodes`] in order and copies nodes with [`Op::map_operands`], so they extend
-//! by handling the new variants.
+//! [`crate::abi`]) to a list of scalar outputs. Arrays never reach the IR as values:
+//! lowering scalarizes them, and an index computed at run time is an [`Op::Index`] over the
+//! elements. Nodes are kept in definition order, so the arena order is a valid evaluation
+//! order and the reverse pass can walk it backwards. `if`/`else` and mutation need no
+//! control flow here: lowering renames assigned variables (SSA) and merges branches with
+//! [`Op::Select`]. A loop is one [`Op::Loop`] node owning its body, a [`Function`] of the
+//! index, the carried values and the captures, read through [`Op::Result`]; every pass
+//! goes through [`Function::nodes`] in order, copies nodes with [`Op::map_operands`] and
+//! recurses into loop bodies.
 
 use crate::ops::Func;
 use proc_macro2::Span;
