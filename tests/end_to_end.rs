@@ -14,69 +14,10 @@ use gradfuse_shaders_gen::{ad, compile_str, interp};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-with_source! {
-    MLP_SRC,
-    #[differentiable]
-    pub fn mlp_loss(
-        #[constant] x: [f32; 8],
-        #[constant] target: f32,
-        #[shared] w1: [f32; 128],
-        #[shared] b1: [f32; 16],
-        #[shared] w2: [f32; 16],
-        #[shared] b2: f32,
-    ) -> f32 {
-        let mut y = b2;
-        for j in 0..16 {
-            let mut s = b1[j];
-            for i in 0..8 {
-                s += w1[j * 8 + i] * x[i];
-            }
-            y += w2[j] * s.tanh();
-        }
-        (y - target) * (y - target)
-    }
-}
-
-with_source! {
-    GATE_SRC,
-    #[differentiable]
-    pub fn soft_gate16(a: f32, b: f32, #[constant] target: f32, #[shared] logits: [f32; 16]) -> f32 {
-        // The 16 functions of two inputs, relaxed from {0, 1} to [0, 1].
-        let ab = a * b;
-        let ops = [
-            0.0,
-            ab,
-            a - ab,
-            a,
-            b - ab,
-            b,
-            a + b - 2.0 * ab,
-            a + b - ab,
-            1.0 - (a + b - ab),
-            1.0 - (a + b - 2.0 * ab),
-            1.0 - b,
-            1.0 - b + ab,
-            1.0 - a,
-            1.0 - a + ab,
-            1.0 - ab,
-            1.0,
-        ];
-        // A softmax over the logits, shifted by their maximum.
-        let mut m = logits[0];
-        for k in 1..16 {
-            m = m.max(logits[k]);
-        }
-        let mut z = 0.0;
-        let mut out = 0.0;
-        for k in 0..16 {
-            let e = (logits[k] - m).exp();
-            z += e;
-            out += e * ops[k];
-        }
-        let g = out / z;
-        (g - target) * (g - target)
-    }
-}
+// The network and the gate are the GPU bench's workloads: one definition for both.
+#[path = "../benches/common/mod.rs"]
+mod workloads;
+use workloads::{MLP_LOSS as MLP_SRC, SOFT_GATE16 as GATE_SRC, mlp_loss, soft_gate16};
 
 with_source! {
     EDGE_SRC,

@@ -802,17 +802,7 @@ impl Gpu {
         validation: wgpu::ErrorScopeGuard,
     ) -> Result<(), Error> {
         let polled = self.device.poll(wgpu::PollType::wait_indefinitely());
-        let validation_err = pollster::block_on(validation.pop());
-        let oom_err = pollster::block_on(oom.pop());
-        if let Some(e) = oom_err {
-            return Err(Error::OutOfMemory(e.to_string()));
-        }
-        if let Some(e) = validation_err {
-            return Err(Error::Validation {
-                label: spec.label.to_string(),
-                message: e.to_string(),
-            });
-        }
+        self.pop_scopes(spec, oom, validation)?;
         polled.map(|_| ()).map_err(|e| {
             self.check_lost()
                 .err()

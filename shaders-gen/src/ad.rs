@@ -324,7 +324,7 @@ fn vjp_into(
                 // values, then of the F32 captures.
                 let mut r = 0u32;
                 for (k, init) in l.init.iter().enumerate() {
-                    if l.body.node(l.body.outputs[k]).ty == Ty::F32 {
+                    if l.carried_ty(k) == Ty::F32 {
                         let term = b.push(Op::Result(rev, r), span, None);
                         let term = mask(b, term);
                         send(b, *init, term, g);
@@ -368,9 +368,7 @@ fn reverse_loop(
 ) -> Option<ValueId> {
     let body = &l.body;
     let c = l.init.len();
-    let carried_f32: Vec<usize> = (0..c)
-        .filter(|k| body.node(body.outputs[*k]).ty == Ty::F32)
-        .collect();
+    let carried_f32: Vec<usize> = (0..c).filter(|k| l.carried_ty(*k) == Ty::F32).collect();
     let captures_f32: Vec<usize> = (0..l.captures.len())
         .filter(|j| f.node(l.captures[*j]).ty == Ty::F32)
         .collect();
@@ -625,9 +623,7 @@ fn forward_loop(
     let body = &l.body;
     let c = l.init.len();
     let kn = l.captures.len();
-    let carried_f32: Vec<usize> = (0..c)
-        .filter(|k| body.node(body.outputs[*k]).ty == Ty::F32)
-        .collect();
+    let carried_f32: Vec<usize> = (0..c).filter(|k| l.carried_ty(*k) == Ty::F32).collect();
     let captures_t: Vec<usize> = (0..kn)
         .filter(|j| tan[l.captures[*j].index()].is_some())
         .collect();
@@ -743,10 +739,8 @@ pub fn jacobian(f: &Function, wrt: &[u32]) -> (Function, JacobianMode) {
                 }
             }
             if wrt.is_empty() {
-                values = inline(f, &mut b, &inputs, false)
-                    .into_iter()
-                    .collect::<Vec<_>>();
-                values = f.outputs.iter().map(|o| values[o.index()]).collect();
+                let map = inline(f, &mut b, &inputs, false);
+                values = f.outputs.iter().map(|o| map[o.index()]).collect();
             }
         }
     }

@@ -4,7 +4,7 @@
 
 use crate::Compiled;
 use crate::abi::{self, KernelKind};
-use crate::ir::{Function, Loop, LoopKind, Op, Ty, ValueId};
+use crate::ir::{Function, Loop, LoopInput, LoopKind, Op, Ty, ValueId};
 use crate::lower::ParamKind;
 use crate::names::{fresh, local_names_with, reserved};
 use crate::ops::{Func, RustForm};
@@ -253,7 +253,7 @@ fn rust_loop(
         let len = (trip * c).max(1);
         code.extend(quote!(let mut #tape = ::std::vec![0.0f32; #len];));
         for (k, var) in vars.iter().enumerate() {
-            let v = if body.node(body.outputs[k]).ty == Ty::Bool {
+            let v = if l.carried_ty(k) == Ty::Bool {
                 quote!(if #var { 1.0f32 } else { 0.0f32 })
             } else {
                 quote!(#var)
@@ -277,26 +277,26 @@ fn rust_loop(
         if !used[w] {
             continue;
         }
-        let src = if w == 0 {
-            quote!(#index)
-        } else if w <= c {
-            let v = &vars[w - 1];
-            quote!(#v)
-        } else if w <= c + l.captures.len() {
-            operand(f, names, l.captures[w - 1 - c], scalar)
-        } else {
-            let k = (w - 1 - c - l.captures.len()) as i32;
-            let (tape, tape_loop, taped) = taped_from.clone().expect("a reverse loop");
-            let taped = taped as i32;
-            let read = quote!(#tape[((#index - #start) * #taped + #k) as usize]);
-            let bool_taped = match &f.node(tape_loop).op {
-                Op::Loop(tl) => tl.body.node(tl.body.outputs[k as usize]).ty == Ty::Bool,
-                _ => false,
-            };
-            if bool_taped {
-                quote!((#read != 0.0f32))
-            } else {
-                read
+        let src = match l.input(w) {
+            LoopInput::Index => quote!(#index),
+            LoopInput::Carried(k) => {
+                let v = &vars[k];
+                quote!(#v)
+            }
+            LoopInput::Capture(j) => operand(f, names, l.captures[j], scalar),
+            LoopInput::Taped(k) => {
+                let (tape, tape_loop, taped) = taped_from.clone().expect("a reverse loop");
+                let (taped, kk) = (taped as i32, k as i32);
+                let read = quote!(#tape[((#index - #start) * #taped + #kk) as usize]);
+                let bool_taped = match &f.node(tape_loop).op {
+                    Op::Loop(tl) => tl.carried_ty(k) == Ty::Bool,
+                    _ => false,
+                };
+                if bool_taped {
+                    quote!((#read != 0.0f32))
+                } else {
+                    read
+                }
             }
         };
         let name = ident(&bnames[n]);

@@ -5,7 +5,7 @@
 //! of `x`), and the names match the CPU versions emitted by [`crate::emit_rust`].
 
 use crate::abi::{self, ArgLayout, KernelKind};
-use crate::ir::{Function, Loop, LoopKind, Op, Ty, ValueId};
+use crate::ir::{Function, Loop, LoopInput, LoopKind, Op, Ty, ValueId};
 use crate::names::{fresh, local_names_with, reserved};
 use crate::ops::{Func, WGSL_HELPERS, WgslForm, wgsl_helper, wgsl_helper_deps};
 use std::collections::BTreeSet;
@@ -158,7 +158,7 @@ impl<'a> Ctx<'a> {
         let mut bctx = Ctx::new(body, taken);
         if let Some(tape) = self.tapes.get(&i) {
             for (k, var) in vars.iter().enumerate() {
-                let v = if body.node(body.outputs[k]).ty == Ty::Bool {
+                let v = if l.carried_ty(k) == Ty::Bool {
                     format!("select(0.0f, 1.0f, {var})")
                 } else {
                     var.clone()
@@ -186,30 +186,30 @@ impl<'a> Ctx<'a> {
             if !used[w] {
                 continue;
             }
-            if w == 0 {
-                bctx.names[n] = index.clone();
-            } else if w <= c {
-                bctx.names[n] = vars[w - 1].clone();
-            } else if w <= c + l.captures.len() {
-                let outer = l.captures[w - 1 - c];
-                bctx.names[n] = self.operand(outer);
-                if let Some(k) = self.shared_word.get(&outer.index()) {
-                    bctx.shared_word.insert(n, *k);
+            match l.input(w) {
+                LoopInput::Index => bctx.names[n] = index.clone(),
+                LoopInput::Carried(k) => bctx.names[n] = vars[k].clone(),
+                LoopInput::Capture(j) => {
+                    let outer = l.captures[j];
+                    bctx.names[n] = self.operand(outer);
+                    if let Some(k) = self.shared_word.get(&outer.index()) {
+                        bctx.shared_word.insert(n, *k);
+                    }
                 }
-            } else {
-                let k = w - 1 - c - l.captures.len();
-                let (tape, tape_loop, taped) = taped_from.clone().expect("a reverse loop");
-                let read = format!("{tape}[{}]", tape_index(&index, start, taped as usize, k));
-                let bool_taped = match &self.f.node(tape_loop).op {
-                    Op::Loop(tl) => tl.body.node(tl.body.outputs[k]).ty == Ty::Bool,
-                    _ => false,
-                };
-                let src = if bool_taped {
-                    format!("{read} != 0.0f")
-                } else {
-                    read
-                };
-                let _ = writeln!(out, "{inner}let {} = {src};", bctx.names[n]);
+                LoopInput::Taped(k) => {
+                    let (tape, tape_loop, taped) = taped_from.clone().expect("a reverse loop");
+                    let read = format!("{tape}[{}]", tape_index(&index, start, taped as usize, k));
+                    let bool_taped = match &self.f.node(tape_loop).op {
+                        Op::Loop(tl) => tl.carried_ty(k) == Ty::Bool,
+                        _ => false,
+                    };
+                    let src = if bool_taped {
+                        format!("{read} != 0.0f")
+                    } else {
+                        read
+                    };
+                    let _ = writeln!(out, "{inner}let {} = {src};", bctx.names[n]);
+                }
             }
         }
         bctx.emit_nodes(taken, &inner, out, helpers);

@@ -154,6 +154,20 @@ pub struct Loop {
     pub kind: LoopKind,
 }
 
+/// What input `w` of a loop body is: the body's inputs are `[i, carried..., captures...,
+/// taped...]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoopInput {
+    /// The loop index.
+    Index,
+    /// Carried value `k`.
+    Carried(usize),
+    /// Capture `j`.
+    Capture(usize),
+    /// Taped carried value `k` of the recording loop (reverse loops).
+    Taped(usize),
+}
+
 /// Loops are never merged: a loop equals only itself.
 impl PartialEq for Loop {
     fn eq(&self, other: &Self) -> bool {
@@ -162,6 +176,22 @@ impl PartialEq for Loop {
 }
 
 impl Loop {
+    /// The role of body input `w`.
+    pub fn input(&self, w: usize) -> LoopInput {
+        let (c, k) = (self.init.len(), self.captures.len());
+        match w {
+            0 => LoopInput::Index,
+            w if w <= c => LoopInput::Carried(w - 1),
+            w if w <= c + k => LoopInput::Capture(w - 1 - c),
+            w => LoopInput::Taped(w - 1 - c - k),
+        }
+    }
+
+    /// The type of carried value `k`.
+    pub fn carried_ty(&self, k: usize) -> Ty {
+        self.body.node(self.body.outputs[k]).ty
+    }
+
     /// Iterations.
     pub fn trip_count(&self) -> i64 {
         (self.end - self.start).max(0)

@@ -1062,17 +1062,18 @@ impl Lowerer {
 
     /// An integer expression: a loop index, a literal, a `const`, or `+ - *` of those.
     fn integer(&mut self, e: &syn::Expr) -> Option<(ValueId, i64, i64)> {
+        self.integer_for(
+            e,
+            "expected an integer (a loop index, an integer literal or a `const`)",
+        )
+    }
+
+    /// [`Self::integer`], with `what` saying what was expected where it is not one.
+    fn integer_for(&mut self, e: &syn::Expr, what: &str) -> Option<(ValueId, i64, i64)> {
         match self.lower_expr(e)? {
             Value::Int(v, lo, hi) => Some((v, lo, hi)),
             other => {
-                self.error(
-                    e.span(),
-                    format!(
-                        "expected an integer (a loop index, an integer literal or a `const`), \
-                         found {}",
-                        other.shape()
-                    ),
-                );
+                self.error(e.span(), format!("{what}, found {}", other.shape()));
                 None
             }
         }
@@ -1568,20 +1569,11 @@ impl Lowerer {
 
     /// An array index: an integer expression.
     fn index_value(&mut self, e: &syn::Expr) -> Option<(ValueId, i64, i64)> {
-        match self.lower_expr(e)? {
-            Value::Int(v, lo, hi) => Some((v, lo, hi)),
-            other => {
-                self.error(
-                    e.span(),
-                    format!(
-                        "array indices are integers (a literal, a `const`, a loop index, or \
-                         `+ - *` of those), found {}",
-                        other.shape()
-                    ),
-                );
-                None
-            }
-        }
+        self.integer_for(
+            e,
+            "array indices are integers (a literal, a `const`, a loop index, or `+ - *` of \
+             those)",
+        )
     }
 
     /// An index proven in range for an array of `len`, or an error saying which values
