@@ -257,9 +257,9 @@ corpus! {
         t + acc[2] + v
     }
 
-    // `for` loops kept as loops: a loop-carried accumulator and array, indices computed
-    // from loop indices, a nested loop, `i as f32`, `..=`, a `const` bound and a branch in
-    // a loop body.
+    // `for` loops: a loop-carried accumulator and array, indices computed from loop
+    // indices, a nested loop, `i as f32`, `..=`, a `const` bound and a branch in a loop
+    // body. Small and indexing at computed indices: unrolled (`opt::unroll_indexed_loops`).
     domain = (-1.0, 1.0);
     fn loops(x: [f32; 4], w: [f32; 3]) -> f32 {
         const N: usize = 3;
@@ -279,6 +279,19 @@ corpus! {
             }
         }
         acc + x[0] * x[0]
+    }
+
+    // A loop that stays a loop (no computed index): the reverse pass reads the carried
+    // values the forward loop recorded on its tape.
+    domain = (-1.0, 1.0);
+    fn recurrence(x: f32, y: f32) -> f32 {
+        let mut t = x;
+        let mut s = 0.0;
+        for k in 0..6 {
+            t = (t * y + 0.3 * (k as f32)).sin();
+            s += t * t;
+        }
+        s
     }
 
     domain = (-2.0, 2.0);

@@ -11,7 +11,12 @@ use proc_macro2::Span;
 
 /// Copies `f`'s nodes into `b` with its inputs replaced by `inputs`, returning the new id
 /// of each old node. With `record`, loops become recording loops (for a reverse pass).
-fn inline(f: &Function, b: &mut Builder, inputs: &[ValueId], record: bool) -> Vec<ValueId> {
+pub(crate) fn inline(
+    f: &Function,
+    b: &mut Builder,
+    inputs: &[ValueId],
+    record: bool,
+) -> Vec<ValueId> {
     let mut map: Vec<ValueId> = Vec::with_capacity(f.nodes.len());
     for node in &f.nodes {
         let id = match &node.op {

@@ -131,7 +131,8 @@ pub enum LoopKind {
     },
 }
 
-/// A counted loop: `for i in start..end`, kept as a loop by every emitter.
+/// A counted loop: `for i in start..end`, kept as a loop by every emitter (unless
+/// [`crate::opt::unroll_indexed_loops`] unrolls it first).
 ///
 /// Its state is `carried` values, from `init` before the first iteration to the body's
 /// outputs after each; the body also reads outer values through `captures`. The body is a

@@ -77,7 +77,7 @@ pub fn compile_with(
     library: &[syn::ItemFn],
 ) -> Result<Compiled, Vec<syn::Error>> {
     let lowered = lower::lower_fn_with(item, library)?;
-    let primal = opt::optimize(&lowered.primal);
+    let primal = opt::unroll_indexed_loops(&lowered.primal);
     if lowered.layout.results > 1 || matches!(lowered.sig.result, lower::ParamKind::Array(_)) {
         return Ok(compile_vector(item, lowered, primal));
     }
