@@ -7,7 +7,7 @@
 //! show that it runs). Real numbers come from an H100: see BENCHMARKS.md for the command.
 //! Set GRADFUSE_BENCH_OUT=path to also write the tables to a file.
 
-use gradfuse::{Device, Error, KernelSpec, OutputSpec};
+use gradfuse::{Device, Error, KernelSpec, KernelTime, OutputSpec, SharedSpec};
 use gradfuse_shaders_gen::compile_str;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -26,6 +26,22 @@ fn spec(
     wg: u32,
     input_words: u32,
     outputs: &[(u32, u32)],
+    cpu: fn(&[f32], &mut [f32]),
+) -> &'static KernelSpec {
+    spec_shared(label, wgsl, entry, wg, input_words, outputs, None, cpu)
+}
+
+/// [`spec`] for a kernel with `#[shared]` arguments: it uses the generated kernel's shared
+/// buffers (and, for an adjoint, its second pass of the reduction).
+#[allow(clippy::too_many_arguments)]
+fn spec_shared(
+    label: &'static str,
+    wgsl: String,
+    entry: &'static str,
+    wg: u32,
+    input_words: u32,
+    outputs: &[(u32, u32)],
+    shared: Option<&'static SharedSpec>,
     cpu: fn(&[f32], &mut [f32]),
 ) -> &'static KernelSpec {
     let outputs: &'static [OutputSpec] = Box::leak(
@@ -48,7 +64,7 @@ fn spec(
         input_binding: 1,
         input_words,
         outputs,
-        shared: None,
+        shared,
         cpu,
     }))
 }
@@ -254,7 +270,8 @@ fn median(mut v: Vec<Duration>) -> f64 {
     v[v.len() / 2].as_secs_f64()
 }
 
-/// Median kernel time after `warmup` discarded launches.
+/// Median kernel time (both passes of a shared gradient's reduction) after `warmup`
+/// discarded launches.
 fn kernel_time(
     d: &Device,
     spec: &'static KernelSpec,
@@ -262,8 +279,23 @@ fn kernel_time(
     warmup: usize,
     launches: usize,
 ) -> Result<f64, Error> {
+    Ok(kernel_times(d, spec, input, warmup, launches)?.0)
+}
+
+/// Median kernel time and median time of the reduction's second pass.
+fn kernel_times(
+    d: &Device,
+    spec: &'static KernelSpec,
+    input: &[f32],
+    warmup: usize,
+    launches: usize,
+) -> Result<(f64, f64), Error> {
     d.time_kernel(spec, input, warmup)?;
-    Ok(median(d.time_kernel(spec, input, launches)?))
+    let times = d.time_kernel(spec, input, launches)?;
+    Ok((
+        median(times.iter().map(KernelTime::total).collect()),
+        median(times.iter().map(|t| t.reduce).collect()),
+    ))
 }
 
 /// The hand-written kernel computes what the generated one does (else the comparison is void).
@@ -295,8 +327,145 @@ fn check_hand(
     Ok(())
 }
 
-/// The shared-parameter cases: generated kernels (the adjoint with its two-pass reduction
-/// of the shared gradient) against the device's ceilings. No hand-written kernels yet.
+/// A shared-parameter case: generated and hand-written kernels, value then value_and_grad.
+struct SharedCase {
+    name: &'static str,
+    src: &'static str,
+    words: u32,
+    generated: [&'static KernelSpec; 2],
+    hand: [&'static KernelSpec; 2],
+}
+
+fn shared_case_list() -> Vec<SharedCase> {
+    let hand = |label: &'static str,
+                file: &'static str,
+                entry: &'static str,
+                words: u32,
+                gen_spec: &'static KernelSpec| {
+        let outputs: Vec<(u32, u32)> = gen_spec
+            .outputs
+            .iter()
+            .map(|o| (o.binding, o.words))
+            .collect();
+        spec_shared(
+            label,
+            file.into(),
+            entry,
+            256,
+            words,
+            &outputs,
+            gen_spec.shared,
+            no_cpu,
+        )
+    };
+    vec![
+        SharedCase {
+            name: "mlp 8-16-1 (161 shared)",
+            src: MLP_LOSS,
+            words: 9,
+            generated: [&mlp_loss::FORWARD_KERNEL, &mlp_loss::ADJOINT_KERNEL],
+            hand: [
+                hand(
+                    "hand mlp_loss value",
+                    concat!(
+                        include_str!("hand/tanh.wgsl"),
+                        include_str!("hand/mlp_loss_value.wgsl")
+                    ),
+                    "forward",
+                    9,
+                    &mlp_loss::FORWARD_KERNEL,
+                ),
+                hand(
+                    "hand mlp_loss",
+                    concat!(
+                        include_str!("hand/tanh.wgsl"),
+                        include_str!("hand/shared_reduce8.wgsl"),
+                        include_str!("hand/mlp_loss.wgsl")
+                    ),
+                    "adjoint",
+                    9,
+                    &mlp_loss::ADJOINT_KERNEL,
+                ),
+            ],
+        },
+        SharedCase {
+            name: "soft gate 16 (16 shared)",
+            src: SOFT_GATE16,
+            words: 3,
+            generated: [&soft_gate16::FORWARD_KERNEL, &soft_gate16::ADJOINT_KERNEL],
+            hand: [
+                hand(
+                    "hand soft_gate16 value",
+                    concat!(
+                        include_str!("hand/soft_gate16_ops.wgsl"),
+                        include_str!("hand/soft_gate16_value.wgsl")
+                    ),
+                    "forward",
+                    3,
+                    &soft_gate16::FORWARD_KERNEL,
+                ),
+                hand(
+                    "hand soft_gate16",
+                    concat!(
+                        include_str!("hand/soft_gate16_ops.wgsl"),
+                        include_str!("hand/shared_reduce8.wgsl"),
+                        include_str!("hand/soft_gate16.wgsl")
+                    ),
+                    "adjoint",
+                    3,
+                    &soft_gate16::ADJOINT_KERNEL,
+                ),
+            ],
+        },
+    ]
+}
+
+/// The hand-written shared kernel computes what the generated one does: values, element
+/// gradients and the batch's shared gradient, with weights that are not all equal.
+fn check_hand_shared(
+    d: &Device,
+    gen_spec: &'static KernelSpec,
+    hand: &'static KernelSpec,
+    input: &[f32],
+) -> Result<(), Error> {
+    let n = input.len() / gen_spec.input_words as usize;
+    let shared: Vec<f32> = inputs(1, gen_spec.shared_words() as u32)
+        .iter()
+        .map(|w| 0.6 * (w - 1.25))
+        .collect();
+    let run = |s: &'static KernelSpec| -> Result<(Vec<Vec<f32>>, Vec<f32>), Error> {
+        let mut outs: Vec<Vec<f32>> = s
+            .outputs
+            .iter()
+            .map(|o| vec![0.0; n * o.words as usize])
+            .collect();
+        let mut shared_grad = vec![0.0; s.shared_grad_words()];
+        let mut views: Vec<&mut [f32]> = outs.iter_mut().map(|v| &mut v[..]).collect();
+        d.launch_shared(s, input, &shared, &mut views, &mut shared_grad)?;
+        Ok((outs, shared_grad))
+    };
+    let ((g, gs), (h, hs)) = (run(gen_spec)?, run(hand)?);
+    let sum_scale = gs.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+    for (a, b) in g.iter().flatten().zip(h.iter().flatten()) {
+        assert!(
+            (a - b).abs() <= 1e-4 * a.abs().max(1.0),
+            "{}: hand-written kernel disagrees: {a} vs {b}",
+            hand.label
+        );
+    }
+    for (a, b) in gs.iter().zip(&hs) {
+        assert!(
+            (a - b).abs() <= 1e-4 * sum_scale,
+            "{}: hand-written shared gradient disagrees: {a} vs {b}",
+            hand.label
+        );
+    }
+    Ok(())
+}
+
+/// The shared-parameter cases: generated against hand-written kernels and the device's
+/// ceilings; the adjoints include both passes of the reduction of the shared gradient,
+/// whose second pass is timed apart.
 fn shared_cases(
     device: &Device,
     sizes: &[u32],
@@ -307,72 +476,70 @@ fn shared_cases(
 ) -> Result<(), Error> {
     let _ = writeln!(
         out,
-        "\nShared-parameter cases (value_and_grad includes the reduction of the shared gradient over the batch; no hand-written kernel yet):\n"
+        "\nShared-parameter cases (value_and_grad includes the reduction of the shared gradient over the batch: a sum per workgroup in the kernel, then a second pass over the workgroups' sums):\n"
     );
     let _ = writeln!(
         out,
-        "| case | kernel | n | generated ms | GB/s | copy GB/s | IR ops per element | % of roofline |"
+        "| case | kernel | n | generated ms | hand ms | generated/hand | second pass ms (generated) | GB/s | copy GB/s | IR ops per element | % of roofline |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
-    let cases: [(&str, &str, u32, [&'static KernelSpec; 2]); 2] = [
-        (
-            "mlp 8-16-1 (161 shared)",
-            MLP_LOSS,
-            9,
-            [&mlp_loss::FORWARD_KERNEL, &mlp_loss::ADJOINT_KERNEL],
-        ),
-        (
-            "soft gate 16 (16 shared)",
-            SOFT_GATE16,
-            3,
-            [&soft_gate16::FORWARD_KERNEL, &soft_gate16::ADJOINT_KERNEL],
-        ),
-    ];
-    for (name, src, words, specs) in cases {
-        let compiled = compile_str(src).map_err(|e| Error::Validation {
-            label: name.into(),
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
+    for case in shared_case_list() {
+        let compiled = compile_str(case.src).map_err(|e| Error::Validation {
+            label: case.name.into(),
             message: format!("{e:?}"),
         })?;
         let ops = [
             compiled.primal.dynamic_op_count(),
             compiled.adjoint.dynamic_op_count(),
         ];
-        // Up to 2^20 elements: the network's adjoint does ~60,000 operations per element
-        // today, a launch of 2^26 would take minutes.
-        for &log_n in sizes.iter().filter(|l| **l <= 20) {
+        for k in 0..2 {
+            check_hand_shared(
+                device,
+                case.generated[k],
+                case.hand[k],
+                &inputs(3000, case.words),
+            )?;
+        }
+        for &log_n in sizes {
             let n = 1usize << log_n;
-            let input = inputs(n, words);
+            let input = inputs(n, case.words);
             for (k, kind) in ["value", "value_and_grad"].iter().enumerate() {
-                let out_words = specs[k].output_words() as u32;
-                let times = kernel_time(device, specs[k], &input, warmup, launches).and_then(|t| {
+                let out_words = case.generated[k].output_words() as u32;
+                let times = (|| -> Result<_, Error> {
                     Ok((
-                        t,
+                        kernel_times(device, case.generated[k], &input, warmup, launches)?,
+                        kernel_time(device, case.hand[k], &input, warmup, launches)?,
                         kernel_time(
                             device,
-                            copy_spec(words, out_words),
+                            copy_spec(case.words, out_words),
                             &input,
                             warmup,
                             launches,
                         )?,
                     ))
-                });
-                let (t, copy_t) = match times {
+                })();
+                let ((t, second), hand_t, copy_t) = match times {
                     Ok(t) => t,
                     Err(e) => {
                         let _ = writeln!(
                             out,
-                            "| {name} | {kind} | 2^{log_n} | skipped: {e} | | | | |"
+                            "| {} | {kind} | 2^{log_n} | skipped: {e} | | | | | | | |",
+                            case.name
                         );
                         continue;
                     }
                 };
-                let bytes = (n * (words + out_words) as usize * 4) as f64;
+                let bytes = (n * (case.words + out_words) as usize * 4) as f64;
                 let bandwidth = bytes / copy_t;
                 let roofline = (bytes / bandwidth).max(n as f64 * ops[k] as f64 / fma_rate);
                 let _ = writeln!(
                     out,
-                    "| {name} | {kind} | 2^{log_n} | {:.4} | {:.0} | {:.0} | {} | {:.0}% |",
+                    "| {} | {kind} | 2^{log_n} | {:.4} | {:.4} | {:.2} | {:.4} | {:.0} | {:.0} | {} | {:.0}% |",
+                    case.name,
                     t * 1e3,
+                    hand_t * 1e3,
+                    t / hand_t,
+                    second * 1e3,
                     bytes / t / 1e9,
                     bandwidth / 1e9,
                     ops[k],

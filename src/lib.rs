@@ -40,7 +40,8 @@ extern crate self as gradfuse;
 pub use gradfuse_macros::__differentiable_with;
 pub use gradfuse_macros::differentiable;
 pub use gradfuse_runtime::{
-    Device, Dual, Error, KernelSpec, OutputSpec, REQUIRE_GPU_ENV, Real, ReductionSpec, SharedSpec,
+    Device, Dual, Error, KernelSpec, KernelTime, OutputSpec, REQUIRE_GPU_ENV, Real, ReductionSpec,
+    SharedSpec,
 };
 
 /// Re-exported for generated code (`Args` and `Grad` are `bytemuck::Pod`) and for users who

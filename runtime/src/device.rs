@@ -1,7 +1,7 @@
 //! Where kernels run: a GPU through wgpu, or the CPU with rayon.
 
 use crate::error::Error;
-use crate::spec::KernelSpec;
+use crate::spec::{KernelSpec, KernelTime};
 use std::time::{Duration, Instant};
 
 /// The environment variable that turns the CPU fallback of [`Device::auto`] into an error.
@@ -200,13 +200,15 @@ impl Device {
     /// Measurement, for benchmarks: runs `spec` `launches` times over `input` with the data
     /// already on the device, and returns each launch's kernel time (GPU timestamps where
     /// the adapter has them, else the wall clock of submit and wait; on the CPU device, the
-    /// wall clock of the rayon launch). The batch must fit one storage binding.
+    /// wall clock of the rayon launch). With timestamps, the second pass of a shared
+    /// gradient's reduction is timed apart ([`KernelTime::reduce`]). The batch must fit one
+    /// storage binding.
     pub fn time_kernel(
         &self,
         spec: &'static KernelSpec,
         input: &[f32],
         launches: usize,
-    ) -> Result<Vec<Duration>, Error> {
+    ) -> Result<Vec<KernelTime>, Error> {
         match &self.backend {
             Backend::Cpu => {
                 let n = input.len() / (spec.input_words.max(1) as usize);
@@ -220,7 +222,10 @@ impl Device {
                     let mut views: Vec<&mut [f32]> = outs.iter_mut().map(|v| &mut v[..]).collect();
                     let t = Instant::now();
                     self.launch(spec, input, &mut views)?;
-                    times.push(t.elapsed());
+                    times.push(KernelTime {
+                        main: t.elapsed(),
+                        reduce: Duration::ZERO,
+                    });
                 }
                 Ok(times)
             }

@@ -2,7 +2,7 @@
 //! launches of batches of any size.
 
 use crate::error::Error;
-use crate::spec::KernelSpec;
+use crate::spec::{KernelSpec, KernelTime};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -768,14 +768,38 @@ impl Gpu {
         set: &LaunchSet,
         (x, y): (u32, u32),
     ) {
+        Self::record_main(pass, pipelines, set, (x, y));
+        Self::record_reduce(pass, spec, pipelines, set);
+    }
+
+    /// The kernel itself.
+    fn record_main(
+        pass: &mut wgpu::ComputePass<'_>,
+        pipelines: &Pipelines<'_>,
+        set: &LaunchSet,
+        (x, y): (u32, u32),
+    ) {
         pass.set_pipeline(&pipelines.main.pipeline);
         pass.set_bind_group(0, &set.bind_group, &[]);
         pass.dispatch_workgroups(x, y, 1);
+    }
+
+    /// The second pass of the shared gradients' reduction, if the kernel has one; whether
+    /// it has.
+    fn record_reduce(
+        pass: &mut wgpu::ComputePass<'_>,
+        spec: &KernelSpec,
+        pipelines: &Pipelines<'_>,
+        set: &LaunchSet,
+    ) -> bool {
         let reduction = set.shared.as_ref().and_then(|sh| sh.reduction.as_ref());
         if let (Some(r), Some(p)) = (reduction, pipelines.reduce) {
             pass.set_pipeline(&p.pipeline);
             pass.set_bind_group(0, &r.bind_group, &[]);
             pass.dispatch_workgroups(spec.shared_grad_words() as u32, 1, 1);
+            true
+        } else {
+            false
         }
     }
 
@@ -816,13 +840,14 @@ impl Gpu {
     }
 
     /// Times `launches` launches of `spec` over `input`, resident on the device: returns the
-    /// GPU time of each (timestamp queries), or the wall-clock time of submit and wait.
+    /// GPU time of each (timestamp queries: the kernel and the reduction's second pass
+    /// apart), or the wall-clock time of submit and wait.
     pub(crate) fn time_kernel(
         &self,
         spec: &'static KernelSpec,
         input: &[f32],
         launches: usize,
-    ) -> Result<Vec<Duration>, Error> {
+    ) -> Result<Vec<KernelTime>, Error> {
         let pipeline = self.pipeline(spec)?;
         let reduce = self.reduce_pipeline(spec)?;
         let pipelines = Pipelines {
@@ -858,17 +883,17 @@ impl Gpu {
             let queries = self.device.create_query_set(&wgpu::QuerySetDescriptor {
                 label: Some("gradfuse timing"),
                 ty: wgpu::QueryType::Timestamp,
-                count: 2 * launches,
+                count: 4 * launches,
             });
             let resolve = self.buffer(
                 "gradfuse timing",
                 U::QUERY_RESOLVE | U::COPY_SRC,
-                16 * launches as u64,
+                32 * launches as u64,
             );
             let readback = self.buffer(
                 "gradfuse timing",
                 U::MAP_READ | U::COPY_DST,
-                16 * launches as u64,
+                32 * launches as u64,
             );
             let mut encoder = self
                 .device
@@ -883,19 +908,31 @@ impl Gpu {
                 });
                 Self::record(&mut pass, spec, &pipelines, &set, (x, y));
             }
+            // The kernel and the reduction's second pass in passes of their own, each
+            // between its own timestamps.
+            let writes = |k: u32| {
+                Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &queries,
+                    beginning_of_pass_write_index: Some(2 * k),
+                    end_of_pass_write_index: Some(2 * k + 1),
+                })
+            };
+            let mut reduced = false;
             for l in 0..launches {
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some(spec.label),
-                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                        query_set: &queries,
-                        beginning_of_pass_write_index: Some(2 * l),
-                        end_of_pass_write_index: Some(2 * l + 1),
-                    }),
+                    timestamp_writes: writes(2 * l),
                 });
-                Self::record(&mut pass, spec, &pipelines, &set, (x, y));
+                Self::record_main(&mut pass, &pipelines, &set, (x, y));
+                drop(pass);
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some(spec.label),
+                    timestamp_writes: writes(2 * l + 1),
+                });
+                reduced = Self::record_reduce(&mut pass, spec, &pipelines, &set);
             }
-            encoder.resolve_query_set(&queries, 0..2 * launches, &resolve, 0);
-            encoder.copy_buffer_to_buffer(&resolve, 0, &readback, 0, 16 * launches as u64);
+            encoder.resolve_query_set(&queries, 0..4 * launches, &resolve, 0);
+            encoder.copy_buffer_to_buffer(&resolve, 0, &readback, 0, 32 * launches as u64);
             self.queue.submit([encoder.finish()]);
             let (tx, mapped) = std::sync::mpsc::channel();
             readback.slice(..).map_async(wgpu::MapMode::Read, move |r| {
@@ -910,9 +947,19 @@ impl Gpu {
                     .get_mapped_range()
                     .map_err(|e| Error::Readback(e.to_string()))?;
                 let ticks: &[u64] = bytemuck::cast_slice(&view);
+                let span = |k: usize| {
+                    let ns = ticks[2 * k + 1].saturating_sub(ticks[2 * k]) as f64 * period;
+                    Duration::from_nanos(ns as u64)
+                };
                 for l in 0..launches as usize {
-                    let ns = ticks[2 * l + 1].saturating_sub(ticks[2 * l]) as f64 * period;
-                    times.push(Duration::from_nanos(ns as u64));
+                    times.push(KernelTime {
+                        main: span(2 * l),
+                        reduce: if reduced {
+                            span(2 * l + 1)
+                        } else {
+                            Duration::ZERO
+                        },
+                    });
                 }
             }
             readback.unmap();
@@ -935,7 +982,10 @@ impl Gpu {
                 self.device
                     .poll(wgpu::PollType::wait_indefinitely())
                     .map_err(|e| Error::Readback(e.to_string()))?;
-                times.push(t.elapsed());
+                times.push(KernelTime {
+                    main: t.elapsed(),
+                    reduce: Duration::ZERO,
+                });
             }
             self.finish(spec, oom, validation)?;
         }

@@ -17,4 +17,4 @@ pub use device::{Device, REQUIRE_GPU_ENV};
 pub use dual::Dual;
 pub use error::Error;
 pub use real::Real;
-pub use spec::{KernelSpec, OutputSpec, ReductionSpec, SharedSpec};
+pub use spec::{KernelSpec, KernelTime, OutputSpec, ReductionSpec, SharedSpec};

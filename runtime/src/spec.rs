@@ -99,3 +99,21 @@ impl KernelSpec {
             .map_or(0, |s| s.words as usize)
     }
 }
+
+/// The GPU time of one timed launch ([`crate::Device::time_kernel`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct KernelTime {
+    /// The kernel (for an adjoint with `#[shared]` arguments: including the per-workgroup
+    /// sums of the shared gradient). Without timestamp queries, the wall clock of the
+    /// whole launch.
+    pub main: std::time::Duration,
+    /// The reduction's second pass (zero without one, or without timestamp queries).
+    pub reduce: std::time::Duration,
+}
+
+impl KernelTime {
+    /// Both passes.
+    pub fn total(&self) -> std::time::Duration {
+        self.main + self.reduce
+    }
+}

@@ -532,50 +532,36 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
         }
     }
     if reduces {
-        let lanes = abi::REDUCE_LANES.min(shared_words);
+        let lanes = abi::REDUCE_LANES;
         let _ = writeln!(
             body,
             "    // The gradient of the batch's sum in the shared words: this workgroup's \
              partial sums,\n    \
-             // {lanes} words at a time, by a tree in a fixed order (deterministic, no atomics).\n    \
-             // Threads past the end add zero. A second kernel sums the workgroups' partials."
+             // {lanes} words at a time, in a fixed order (deterministic, no atomics). Threads \
+             past the\n    \
+             // end add zero. A second kernel sums the workgroups' partials.\n    \
+             let group = i / {wg}u;"
         );
-        let _ = writeln!(body, "    var shared_grad: array<f32, {shared_words}>;");
-        for k in 0..shared_words {
-            let (slot, j) = shared_list[k as usize];
-            let arg = match j {
-                None => slot.name.clone(),
-                Some(j) => format!("{}[{j}]", slot.name),
-            };
-            let v = ctx.operand(f.outputs[out_idx + k as usize]);
-            let _ = writeln!(body, "    shared_grad[{k}] = {v}; // d/d {arg}");
+        for base in (0..shared_words).step_by(lanes as usize) {
+            let count = lanes.min(shared_words - base);
+            for k in 0..count {
+                let (slot, j) = shared_list[(base + k) as usize];
+                let arg = match j {
+                    None => slot.name.clone(),
+                    Some(j) => format!("{}[{j}]", slot.name),
+                };
+                let v = ctx.operand(f.outputs[out_idx + (base + k) as usize]);
+                let at = match k {
+                    0 => "lid".to_string(),
+                    k => format!("{}u + lid", k * wg),
+                };
+                let _ = writeln!(
+                    body,
+                    "    reduce_stage[{at}] = select(0.0f, {v}, in_batch); // d/d {arg}"
+                );
+            }
+            let _ = writeln!(body, "    gf_reduce_stage(lid, group, {base}u, {count}u);");
         }
-        let _ = write!(
-            body,
-            "    let group = i / {wg}u;
-    for (var base = 0u; base < {shared_words}u; base += {lanes}u) {{
-        for (var k = 0u; k < {lanes}u; k++) {{
-            let word = min(base + k, {last}u);
-            reduce_stage[k * {wg}u + lid] = select(0.0f, shared_grad[word], in_batch && base + k < {shared_words}u);
-        }}
-        workgroupBarrier();
-        for (var stride = {half}u; stride > 0u; stride = stride / 2u) {{
-            if (lid < stride) {{
-                for (var k = 0u; k < {lanes}u; k++) {{
-                    reduce_stage[k * {wg}u + lid] += reduce_stage[k * {wg}u + lid + stride];
-                }}
-            }}
-            workgroupBarrier();
-        }}
-        if (lid < {lanes}u && base + lid < {shared_words}u) {{
-            shared_partials[group * {shared_words}u + base + lid] = reduce_stage[lid * {wg}u];
-        }}
-        workgroupBarrier();
-    }}
-",
-            last = shared_words - 1,
-            half = wg / 2,
-        );
     }
 
     let mut s = String::new();
@@ -684,8 +670,9 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
         let _ = writeln!(
             s,
             "var<workgroup> reduce_stage: array<f32, {}>;",
-            wg * abi::REDUCE_LANES.min(shared_words)
+            wg * abi::REDUCE_LANES
         );
+        let _ = write!(s, "\n{}", reduce_stage_fn(shared_words));
     }
     for (name, _, src) in WGSL_HELPERS {
         if helpers.contains(name) {
@@ -727,6 +714,48 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     s.push_str(&body);
     s.push_str("}\n");
     s
+}
+
+/// The adjoint kernel's sum over the workgroup of the 8 words in `reduce_stage` (lane `l`'s
+/// word `k` at `k * 256 + l`), written to `shared_partials`: three levels of fixed-order
+/// sums, 8 terms each, then 4, with 4 barriers (a binary tree takes 9). Every level reads
+/// consecutive words across a warp's lanes, without bank conflicts.
+fn reduce_stage_fn(shared_words: u32) -> String {
+    const _: () = assert!(abi::WORKGROUP_SIZE == 256 && abi::REDUCE_LANES == 8);
+    format!(
+        "// This workgroup's sums of words base..base + count of the shared gradient, over its
+// 256 lanes in a fixed order.
+fn gf_reduce_stage(lid: u32, group: u32, base: u32, count: u32) {{
+    workgroupBarrier();
+    // Thread (k, s) sums lanes s, s + 32, .., s + 224 of word k into lane s.
+    let k = lid / 32u;
+    let s = lid % 32u;
+    var acc = 0.0f;
+    for (var j = 0u; j < 8u; j++) {{
+        acc += reduce_stage[k * 256u + s + 32u * j];
+    }}
+    reduce_stage[k * 256u + s] = acc;
+    workgroupBarrier();
+    // Thread (k, q) sums lanes q, q + 4, .., q + 28 of word k into lane q.
+    if (lid < 32u) {{
+        let k2 = lid / 4u;
+        let q = lid % 4u;
+        var acc2 = 0.0f;
+        for (var j = 0u; j < 8u; j++) {{
+            acc2 += reduce_stage[k2 * 256u + q + 4u * j];
+        }}
+        reduce_stage[k2 * 256u + q] = acc2;
+    }}
+    workgroupBarrier();
+    if (lid < count) {{
+        let b = lid * 256u;
+        shared_partials[group * {shared_words}u + base + lid] = (reduce_stage[b] + reduce_stage[b + 1u]) + (reduce_stage[b + 2u] + reduce_stage[b + 3u]);
+    }}
+    // The next words' stores wait for these reads.
+    workgroupBarrier();
+}}
+"
+    )
 }
 
 /// The second pass of the shared-gradient reduction of a function with `shared_words`

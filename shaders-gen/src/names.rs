@@ -271,9 +271,16 @@ pub fn local_names(f: &Function) -> Vec<String> {
     local_names_with(f, &mut reserved())
 }
 
-/// The words no generated name may take.
+/// The words no generated name may take: keywords, the kernels' own names, and the WGSL
+/// helper functions a kernel may call.
 pub fn reserved() -> HashSet<String> {
-    RESERVED.iter().map(|s| s.to_string()).collect()
+    RESERVED
+        .iter()
+        .copied()
+        .chain(crate::ops::WGSL_HELPERS.iter().map(|(name, _, _)| *name))
+        .chain(["gf_reduce_stage"])
+        .map(str::to_string)
+        .collect()
 }
 
 /// [`local_names`] avoiding, and adding to, `taken`: the bodies of loops are named with the
