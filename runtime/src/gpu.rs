@@ -811,11 +811,14 @@ impl Gpu {
         }
     }
 
-    /// Workgroups in x and y for `m` elements.
+    /// Workgroups in x and y for `m` elements: as few rows as the per-dimension limit
+    /// allows, of equal length, so that at most `y - 1` workgroups lie past the end (with
+    /// full rows, 2^24 elements took 65,535 x 2 workgroups: twice the work for an adjoint,
+    /// whose threads past the end compute for the reduction's barriers).
     fn dispatch_size(spec: &KernelSpec, m: usize) -> (u32, u32) {
         let groups = (m as u64).div_ceil(spec.workgroup_size as u64).max(1);
-        let x = groups.min(spec.max_workgroups_per_dim as u64);
-        (x as u32, groups.div_ceil(x) as u32)
+        let y = groups.div_ceil(spec.max_workgroups_per_dim as u64);
+        (groups.div_ceil(y) as u32, y as u32)
     }
 
     /// Waits for the queue, turning error scopes and device loss into errors.

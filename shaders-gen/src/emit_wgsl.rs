@@ -40,6 +40,9 @@ struct Ctx<'a> {
     /// Values that are a `#[shared]` word (by node): an index into consecutive ones reads
     /// `shared_args` directly instead of building an array.
     shared_word: HashMap<usize, u32>,
+    /// Statements to write right after node `i` (the shared gradient's sums, as soon as
+    /// their words are computed: fewer values live at once).
+    after: HashMap<usize, String>,
 }
 
 impl<'a> Ctx<'a> {
@@ -50,6 +53,7 @@ impl<'a> Ctx<'a> {
             carried: HashMap::new(),
             tapes: HashMap::new(),
             shared_word: HashMap::new(),
+            after: HashMap::new(),
         }
     }
 
@@ -83,6 +87,9 @@ impl<'a> Ctx<'a> {
                     let e = self.expr(op, helpers);
                     let _ = writeln!(out, "{indent}let {} = {e};", self.names[i]);
                 }
+            }
+            if let Some(after) = self.after.remove(&i) {
+                out.push_str(&after);
             }
         }
     }
@@ -417,12 +424,57 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
             ctx.shared_word.insert(*i, k as u32);
         }
     }
+    let shared_words = layout.shared_words;
+    let reduces = kind == KernelKind::Adjoint && shared_words > 0;
+    if reduces {
+        let _ = writeln!(
+            body,
+            "    // The gradient of the batch's sum in the shared words: this workgroup's \
+             partial sums,\n    \
+             // {} words at a time as soon as they are computed, in a fixed order \
+             (deterministic,\n    \
+             // no atomics). Threads past the end add zero. A second kernel sums the \
+             workgroups'\n    \
+             // partials.\n    \
+             let group = i / {wg}u;",
+            abi::REDUCE_LANES
+        );
+        let first = f.outputs.len() - shared_words as usize;
+        for base in (0..shared_words).step_by(abi::REDUCE_LANES as usize) {
+            let count = abi::REDUCE_LANES.min(shared_words - base);
+            let mut sums = String::new();
+            for k in 0..count {
+                let (slot, j) = shared_list[(base + k) as usize];
+                let arg = match j {
+                    None => slot.name.clone(),
+                    Some(j) => format!("{}[{j}]", slot.name),
+                };
+                let v = ctx.operand(f.outputs[first + (base + k) as usize]);
+                let at = match k {
+                    0 => "lid".to_string(),
+                    k => format!("{}u + lid", k * wg),
+                };
+                let _ = writeln!(
+                    sums,
+                    "    reduce_stage[{at}] = select(0.0f, {v}, in_batch); // d/d {arg}"
+                );
+            }
+            let _ = writeln!(sums, "    gf_reduce_stage(lid, group, {base}u, {count}u);");
+            // After the last of its words to be computed (at once if none is computed).
+            let last = (0..count)
+                .map(|k| f.outputs[first + (base + k) as usize].index())
+                .filter(|&n| !matches!(f.nodes[n].op, Op::Input(_) | Op::Const(_)))
+                .max();
+            match last {
+                Some(n) => ctx.after.entry(n).or_default().push_str(&sums),
+                None => body.push_str(&sums),
+            }
+        }
+    }
     ctx.emit_nodes(&mut taken, "    ", &mut body, &mut helpers);
     // Stores.
     let grad_list = layout.grad_words();
     let grad_count = grad_list.len() as u32;
-    let shared_words = layout.shared_words;
-    let reduces = kind == KernelKind::Adjoint && shared_words > 0;
     let staged = kind == KernelKind::Adjoint && abi::stage_gradients(grad_count, reduces);
     // Barriers need every thread: threads past the end compute on the last element and
     // store nothing, instead of returning early.
@@ -531,39 +583,6 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
             out_idx += *w as usize;
         }
     }
-    if reduces {
-        let lanes = abi::REDUCE_LANES;
-        let _ = writeln!(
-            body,
-            "    // The gradient of the batch's sum in the shared words: this workgroup's \
-             partial sums,\n    \
-             // {lanes} words at a time, in a fixed order (deterministic, no atomics). Threads \
-             past the\n    \
-             // end add zero. A second kernel sums the workgroups' partials.\n    \
-             let group = i / {wg}u;"
-        );
-        for base in (0..shared_words).step_by(lanes as usize) {
-            let count = lanes.min(shared_words - base);
-            for k in 0..count {
-                let (slot, j) = shared_list[(base + k) as usize];
-                let arg = match j {
-                    None => slot.name.clone(),
-                    Some(j) => format!("{}[{j}]", slot.name),
-                };
-                let v = ctx.operand(f.outputs[out_idx + (base + k) as usize]);
-                let at = match k {
-                    0 => "lid".to_string(),
-                    k => format!("{}u + lid", k * wg),
-                };
-                let _ = writeln!(
-                    body,
-                    "    reduce_stage[{at}] = select(0.0f, {v}, in_batch); // d/d {arg}"
-                );
-            }
-            let _ = writeln!(body, "    gf_reduce_stage(lid, group, {base}u, {count}u);");
-        }
-    }
-
     let mut s = String::new();
     let what = match kind {
         KernelKind::Forward => "forward (value) kernel",
