@@ -1098,3 +1098,50 @@ impl Gpu {
         Ok(times)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dispatches_cover_the_batch_with_fewer_than_a_row_of_spare_workgroups() {
+        let spec = KernelSpec {
+            label: "dispatch",
+            wgsl: "",
+            entry_point: "main",
+            workgroup_size: 256,
+            max_workgroups_per_dim: 65535,
+            params_binding: 0,
+            input_binding: 1,
+            input_words: 1,
+            outputs: &[],
+            shared: None,
+            cpu: |_, _| {},
+        };
+        let mut last = 0u64;
+        for m in [
+            1usize,
+            256,
+            257,
+            65535 * 256,
+            (1 << 24) - 1,
+            1 << 24,
+            1 << 26,
+            3 << 25,
+        ] {
+            let (x, y) = Gpu::dispatch_size(&spec, m);
+            let groups = (m as u64).div_ceil(256);
+            let dispatched = x as u64 * y as u64;
+            assert!(x <= 65535, "{m}: {x} x {y}");
+            assert!(
+                dispatched >= groups && dispatched - groups < y as u64,
+                "{m}: {x} x {y}"
+            );
+            // A launch set's partials are sized by its capacity's dispatch.
+            assert!(dispatched >= last, "{m}: not monotone");
+            last = dispatched;
+        }
+        // 2^24 elements: two rows of 32,768, not 65,535 and 65,535 (one past the end).
+        assert_eq!(Gpu::dispatch_size(&spec, 1 << 24), (32768, 2));
+    }
+}
