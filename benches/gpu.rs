@@ -116,6 +116,9 @@ fn fma_spec() -> &'static KernelSpec {
     spec("fma", wgsl, "fma_peak", 256, 1, &[(2, 1)], no_cpu)
 }
 
+/// `value_and_grad_into` over raw words: arguments, values, gradients.
+type IntoLaunch = fn(&Device, &[f32], &mut [f32], &mut [f32]) -> Result<(), Error>;
+
 struct Case {
     name: &'static str,
     src: &'static str,
@@ -124,6 +127,8 @@ struct Case {
     hand: [&'static KernelSpec; 2],
     /// End to end: `kernel.value_and_grad(&[Args])` from host memory to host memory.
     end_to_end: fn(&Device, &[f32]) -> Result<(), Error>,
+    /// The same into reused slices: `kernel.value_and_grad_into(&[Args], values, grads)`.
+    end_to_end_into: IntoLaunch,
 }
 
 fn cases() -> Vec<Case> {
@@ -162,6 +167,13 @@ fn cases() -> Vec<Case> {
                     .value_and_grad(bytemuck::cast_slice(w))
                     .map(|_| ())
             },
+            end_to_end_into: |d, w, v, g| {
+                transcendental4::kernel(d).value_and_grad_into(
+                    bytemuck::cast_slice(w),
+                    v,
+                    bytemuck::cast_slice_mut(g),
+                )
+            },
         },
         Case {
             name: "rosenbrock4",
@@ -192,6 +204,13 @@ fn cases() -> Vec<Case> {
                 rosenbrock4::kernel(d)
                     .value_and_grad(bytemuck::cast_slice(w))
                     .map(|_| ())
+            },
+            end_to_end_into: |d, w, v, g| {
+                rosenbrock4::kernel(d).value_and_grad_into(
+                    bytemuck::cast_slice(w),
+                    v,
+                    bytemuck::cast_slice_mut(g),
+                )
             },
         },
         Case {
@@ -226,6 +245,13 @@ fn cases() -> Vec<Case> {
                 edge_residual::kernel(d)
                     .value_and_grad(bytemuck::cast_slice(w))
                     .map(|_| ())
+            },
+            end_to_end_into: |d, w, v, g| {
+                edge_residual::kernel(d).value_and_grad_into(
+                    bytemuck::cast_slice(w),
+                    v,
+                    bytemuck::cast_slice_mut(g),
+                )
             },
         },
     ]
@@ -661,6 +687,16 @@ fn main() -> Result<(), Error> {
                         samples.push(t.elapsed());
                     }
                     let e2e = median(samples);
+                    let mut values = vec![0.0f32; n];
+                    let mut grads = vec![0.0f32; n * case.words as usize];
+                    let mut samples = Vec::new();
+                    (case.end_to_end_into)(&device, &input, &mut values, &mut grads)?;
+                    for _ in 0..e2e_repeats {
+                        let t = Instant::now();
+                        (case.end_to_end_into)(&device, &input, &mut values, &mut grads)?;
+                        samples.push(t.elapsed());
+                    }
+                    let into = median(samples);
                     let (up, _) =
                         device.time_transfers(n * case.words as usize * 4, e2e_repeats)?;
                     let (_, down) =
@@ -670,7 +706,7 @@ fn main() -> Result<(), Error> {
                     let floor = up + kernel + down;
                     let _ = writeln!(
                         e2e_rows,
-                        "| {} | 2^{log_n} | {:.3} | {:.3} | {:.4} | {:.3} | {:.3} | {:.2} | {:.3} | {:.2} |",
+                        "| {} | 2^{log_n} | {:.3} | {:.3} | {:.4} | {:.3} | {:.3} | {:.2} | {:.3} | {:.2} | {:.3} | {:.2} |",
                         case.name,
                         e2e * 1e3,
                         up * 1e3,
@@ -679,7 +715,9 @@ fn main() -> Result<(), Error> {
                         floor * 1e3,
                         e2e / floor,
                         fresh * 1e3,
-                        e2e / (floor + fresh)
+                        e2e / (floor + fresh),
+                        into * 1e3,
+                        into / floor
                     );
                 }
             }
@@ -691,13 +729,13 @@ fn main() -> Result<(), Error> {
     );
     let _ = writeln!(
         out,
-        "End to end: `kernel.value_and_grad(&[Args])` from host memory to host memory, median of {e2e_repeats}, against the unavoidable: uploading the arguments, the kernel, reading back the results (each measured alone).\n"
+        "End to end: `kernel.value_and_grad(&[Args])` from host memory to host memory, median of {e2e_repeats}, against the unavoidable: uploading the arguments, the kernel, reading back the results (each measured alone). `into`: `kernel.value_and_grad_into(&[Args], &mut values, &mut grads)` into slices the caller reuses.\n"
     );
     let _ = writeln!(
         out,
-        "| case | n | end to end ms | upload ms | kernel ms | readback ms | sum ms | end to end / sum | first touch of results ms | end to end / (sum + first touch) |"
+        "| case | n | end to end ms | upload ms | kernel ms | readback ms | sum ms | end to end / sum | first touch of results ms | end to end / (sum + first touch) | into ms | into / sum |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     out.push_str(&e2e_rows);
 
     shared_cases(&device, &sizes, warmup, launches, fma_rate, &mut out)?;

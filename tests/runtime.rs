@@ -275,3 +275,32 @@ fn measurement_entry_points_return_samples() {
     // No shared gradient, no second pass.
     assert!(times.iter().all(|t| t.reduce.is_zero()));
 }
+
+#[test]
+fn value_and_grad_into_reuses_the_callers_buffers() {
+    for d in devices() {
+        let k = wide::kernel(d);
+        let mut values = vec![f32::NAN; 3000];
+        let mut grads = vec![wide::Grad { p: [f32::NAN; 8] }; 3000];
+        for seed in [1, 2] {
+            let args = wide_args(3000, seed);
+            let (want_v, want_g) = k.value_and_grad(&args).unwrap();
+            k.value_and_grad_into(&args, &mut values, &mut grads)
+                .unwrap();
+            assert_eq!(
+                bytemuck::cast_slice::<_, u32>(&values),
+                bytemuck::cast_slice::<_, u32>(&want_v)
+            );
+            assert_eq!(
+                bytemuck::cast_slice::<_, u32>(&grads),
+                bytemuck::cast_slice::<_, u32>(&want_g)
+            );
+        }
+        let args = wide_args(3000, 3);
+        let mismatch = k.value_and_grad_into(&args, &mut values, &mut grads[..2999]);
+        assert!(
+            matches!(mismatch, Err(gradfuse::Error::ShapeMismatch { .. })),
+            "{mismatch:?}"
+        );
+    }
+}

@@ -328,3 +328,62 @@ fn shared_kernels_are_valid_and_snapshotted() {
         insta::assert_snapshot!(name, src);
     }
 }
+
+#[test]
+fn into_launchers_fill_the_callers_slices() {
+    let mut rng = Rng(9);
+    let shared = mixed::Shared { s: 0.8 };
+    let batch: Vec<mixed::Args> = (0..1000)
+        .map(|_| mixed::Args {
+            p: [rng.uniform(-1.0, 1.0), rng.uniform(-1.0, 1.0), 0.5],
+            c: rng.uniform(-1.0, 1.0),
+        })
+        .collect();
+    for d in [device(), &Device::cpu()] {
+        let k = mixed::kernel(d);
+        let (values, grads, sg) = k.value_and_grad(&batch, &shared).expect("launch");
+        // Stale contents (a reused buffer) are overwritten.
+        let mut v = vec![f32::NAN; batch.len()];
+        let mut g: Vec<mixed::Grad> = vec![bytemuck::cast([f32::NAN; 3]); batch.len()];
+        for _ in 0..2 {
+            let sg_into = k
+                .value_and_grad_into(&batch, &shared, &mut v, &mut g)
+                .expect("launch");
+            assert_eq!(
+                bytemuck::cast_slice::<_, u32>(&v),
+                bytemuck::cast_slice::<_, u32>(&values)
+            );
+            assert_eq!(
+                bytemuck::cast_slice::<_, u32>(&g),
+                bytemuck::cast_slice::<_, u32>(&grads)
+            );
+            assert_eq!(
+                bytemuck::cast::<_, u32>(sg_into),
+                bytemuck::cast::<_, u32>(sg)
+            );
+        }
+        let short = k.value_and_grad_into(&batch, &shared, &mut v[1..], &mut g);
+        assert!(
+            matches!(short, Err(gradfuse::Error::ShapeMismatch { .. })),
+            "{short:?}"
+        );
+    }
+    // No per-element gradient words: `grads` is still one (empty) entry per element.
+    let net = tiny_net::kernel(device());
+    let args = [tiny_net::Args {
+        x: [0.5, -0.25],
+        target: 0.1,
+    }; 3];
+    let w = tiny_net::Shared { w: [0.3; 9] };
+    let (values, _, sg) = net.value_and_grad(&args, &w).expect("launch");
+    let mut v = [0.0f32; 3];
+    let sg_into = net
+        .value_and_grad_into(&args, &w, &mut v, &mut [tiny_net::Grad {}; 3])
+        .expect("launch");
+    assert_eq!((v.to_vec(), sg_into.w), (values, sg.w));
+    let short = net.value_and_grad_into(&args, &w, &mut v, &mut [tiny_net::Grad {}; 2]);
+    assert!(
+        matches!(short, Err(gradfuse::Error::ShapeMismatch { .. })),
+        "{short:?}"
+    );
+}

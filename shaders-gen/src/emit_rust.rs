@@ -1087,15 +1087,34 @@ fn launcher(has_shared: bool, has_grads: bool) -> TokenStream {
         // every word.
         quote!(let mut grads: #vec<Grad> = ::gradfuse::bytemuck::zeroed_vec(args.len());)
     } else {
-        quote!(let grads: #vec<Grad> = ::std::vec![Grad {}; args.len()];)
+        quote!(let mut grads: #vec<Grad> = ::std::vec![Grad {}; args.len()];)
     };
-    let outputs = if has_grads {
-        quote!(&mut [
-            &mut values[..],
-            ::gradfuse::bytemuck::cast_slice_mut(&mut grads[..])
-        ])
+    // The `_into` launchers write into the caller's slices; the others allocate and call
+    // them.
+    let into_outputs = if has_grads {
+        quote!(&mut [values, ::gradfuse::bytemuck::cast_slice_mut(grads)])
     } else {
-        quote!(&mut [&mut values[..]])
+        quote!(&mut [values])
+    };
+    // Without gradient words the kernel has no gradient buffer to check `grads` against.
+    let grads_check = if has_grads {
+        quote!()
+    } else {
+        quote! {
+            if grads.len() != args.len() {
+                return Err(::gradfuse::Error::ShapeMismatch {
+                    what: "grads (one per element)".into(),
+                    expected: args.len(),
+                    got: grads.len(),
+                });
+            }
+        }
+    };
+    let into_doc = quote! {
+        /// [`Self::value_and_grad`] into the caller's slices (one entry per element each):
+        /// nothing is allocated, and memory the caller reuses is not touched for the first
+        /// time (page faults cost as much as the readback on large batches). On an error the
+        /// slices' contents are unspecified.
     };
     if !has_shared {
         return quote! {
@@ -1118,12 +1137,23 @@ fn launcher(has_shared: bool, has_grads: bool) -> TokenStream {
                 ) -> ::core::result::Result<(#vec<f32>, #vec<Grad>), #err> {
                     let mut values = ::std::vec![0.0f32; args.len()];
                     #grads_alloc
+                    self.value_and_grad_into(args, &mut values, &mut grads)?;
+                    Ok((values, grads))
+                }
+
+                #into_doc
+                pub fn value_and_grad_into(
+                    &self,
+                    args: &[Args],
+                    values: &mut [f32],
+                    grads: &mut [Grad],
+                ) -> ::core::result::Result<(), #err> {
+                    #grads_check
                     self.device.launch(
                         &ADJOINT_KERNEL,
                         ::gradfuse::bytemuck::cast_slice(args),
-                        #outputs,
-                    )?;
-                    Ok((values, grads))
+                        #into_outputs,
+                    )
                 }
             }
         };
@@ -1159,15 +1189,28 @@ fn launcher(has_shared: bool, has_grads: bool) -> TokenStream {
             ) -> ::core::result::Result<(#vec<f32>, #vec<Grad>, SharedGrad), #err> {
                 let mut values = ::std::vec![0.0f32; args.len()];
                 #grads_alloc
+                let shared_grad = self.value_and_grad_into(args, shared, &mut values, &mut grads)?;
+                Ok((values, grads, shared_grad))
+            }
+
+            #into_doc
+            pub fn value_and_grad_into(
+                &self,
+                args: &[Args],
+                shared: &Shared,
+                values: &mut [f32],
+                grads: &mut [Grad],
+            ) -> ::core::result::Result<SharedGrad, #err> {
+                #grads_check
                 let mut shared_grad: SharedGrad = ::gradfuse::bytemuck::Zeroable::zeroed();
                 self.device.launch_shared(
                     &ADJOINT_KERNEL,
                     ::gradfuse::bytemuck::cast_slice(args),
                     ::gradfuse::bytemuck::cast_slice(::core::slice::from_ref(shared)),
-                    #outputs,
+                    #into_outputs,
                     ::gradfuse::bytemuck::cast_slice_mut(::core::slice::from_mut(&mut shared_grad)),
                 )?;
-                Ok((values, grads, shared_grad))
+                Ok(shared_grad)
             }
         }
     }
