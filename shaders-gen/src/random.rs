@@ -158,8 +158,9 @@ fn branch(b: &mut Builder, kind: usize, x: ValueId, y: ValueId, z: ValueId, span
     }
 }
 
-/// `let mut acc = x; for i in 0..3 { acc = 0.5 * acc + (acc + y * i as f32).sin(); } acc`:
-/// a loop with a carried value and a capture, smooth in both.
+/// `let mut acc = x; for i in 0..3 { acc = 0.5 * acc + (acc + y * i as f32).sin()
+/// + 0.25 * [y, acc * y, 0.5][i]; } acc`: a loop with a carried value, a capture and a read
+/// at a computed index, smooth in all (and small: `opt::unroll_indexed_loops` unrolls it).
 fn small_loop(b: &mut Builder, x: ValueId, y: ValueId, span: Span) -> ValueId {
     let mut body = Builder::new(3);
     let i = body.input(0, span, Some("i".into()));
@@ -172,6 +173,18 @@ fn small_loop(b: &mut Builder, x: ValueId, y: ValueId, span: Span) -> ValueId {
     let half = body.constant(0.5, span);
     let w = body.call(Func::Mul, vec![acc, half], span);
     let next = body.call(Func::Add, vec![w, sv], span);
+    let acc_y = body.call(Func::Mul, vec![acc, cy], span);
+    let read = body.push(
+        Op::Index {
+            elems: vec![cy, acc_y, half],
+            index: i,
+        },
+        span,
+        None,
+    );
+    let quarter = body.constant(0.25, span);
+    let term = body.call(Func::Mul, vec![read, quarter], span);
+    let next = body.call(Func::Add, vec![next, term], span);
     let body = body.finish(vec![next]);
     let node = b.push(
         Op::Loop(Box::new(Loop {

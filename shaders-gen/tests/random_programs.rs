@@ -97,6 +97,13 @@ proptest! {
         prop_assert!(max_rel(&opt_rev, &rev) < 1e-12, "optimized {opt_rev:?} vs {rev:?}");
         let opt_fwd = interp::eval(&opt::optimize(&ad::forward(&f)), &xt);
         prop_assert!(max_rel(&opt_fwd, &fwd) < 1e-12, "optimized {opt_fwd:?} vs {fwd:?}");
+
+        // Unrolled loops (as `compile` differentiates them) against the loop form.
+        let unrolled = opt::unroll_indexed_loops(&f);
+        let unrolled_rev = interp::eval(&ad::reverse(&unrolled), x);
+        prop_assert!(max_rel(&unrolled_rev, &rev) < 1e-12, "unrolled {unrolled_rev:?} vs {rev:?}");
+        let unrolled_fwd = interp::eval(&ad::forward(&unrolled), &xt);
+        prop_assert!(max_rel(&unrolled_fwd, &fwd) < 1e-12, "unrolled {unrolled_fwd:?} vs {fwd:?}");
     }
 
     #[test]
