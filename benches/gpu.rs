@@ -446,6 +446,39 @@ fn shared_case_list() -> Vec<SharedCase> {
     ]
 }
 
+/// For timing only: the generated adjoint with its workgroup sum of the shared gradient
+/// cut down to one store per word (no sum, no barriers; its partial sums are wrong). Its
+/// time against the whole kernel's is the in-kernel sum's share.
+fn without_workgroup_sum(gen_spec: &'static KernelSpec) -> &'static KernelSpec {
+    let wgsl = gen_spec.wgsl;
+    let start = wgsl
+        .find("fn gf_reduce_stage(")
+        .expect("the adjoint of a function with #[shared] arguments sums its gradient");
+    let end = start + wgsl[start..].find("\n}\n").expect("the helper ends") + 3;
+    let words = gen_spec.shared_words();
+    let cut = format!(
+        "fn gf_reduce_stage(lid: u32, group: u32, base: u32, count: u32) {{\n    \
+         if (lid < count) {{\n        \
+         shared_partials[group * {words}u + base + lid] = reduce_stage[lid * 257u];\n    \
+         }}\n}}\n"
+    );
+    let outputs: Vec<(u32, u32)> = gen_spec
+        .outputs
+        .iter()
+        .map(|o| (o.binding, o.words))
+        .collect();
+    spec_shared(
+        "adjoint without its workgroup sum",
+        format!("{}{cut}{}", &wgsl[..start], &wgsl[end..]),
+        gen_spec.entry_point,
+        gen_spec.workgroup_size,
+        gen_spec.input_words,
+        &outputs,
+        gen_spec.shared,
+        no_cpu,
+    )
+}
+
 /// The hand-written shared kernel computes what the generated one does: values, element
 /// gradients and the batch's shared gradient, with weights that are not all equal.
 fn check_hand_shared(
@@ -506,9 +539,9 @@ fn shared_cases(
     );
     let _ = writeln!(
         out,
-        "| case | kernel | n | generated ms | hand ms | generated/hand | second pass ms (generated) | GB/s | copy GB/s | IR ops per element | % of roofline |"
+        "| case | kernel | n | generated ms | hand ms | generated/hand | second pass ms (generated) | without the workgroup sum ms | reduction's share | GB/s | copy GB/s | IR ops per element | % of roofline |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for case in shared_case_list() {
         let compiled = compile_str(case.src).map_err(|e| Error::Validation {
             label: case.name.into(),
@@ -544,12 +577,26 @@ fn shared_cases(
                         )?,
                     ))
                 })();
+                // The reduction's share: the second pass, and the in-kernel sum (the
+                // kernel's time less that of the kernel without it).
+                let unsummed = if k == 1 {
+                    kernel_times(
+                        device,
+                        without_workgroup_sum(case.generated[1]),
+                        &input,
+                        warmup,
+                        launches,
+                    )
+                    .ok()
+                } else {
+                    None
+                };
                 let ((t, second), hand_t, copy_t) = match times {
                     Ok(t) => t,
                     Err(e) => {
                         let _ = writeln!(
                             out,
-                            "| {} | {kind} | 2^{log_n} | skipped: {e} | | | | | | | |",
+                            "| {} | {kind} | 2^{log_n} | skipped: {e} | | | | | | | | | |",
                             case.name
                         );
                         continue;
@@ -560,12 +607,18 @@ fn shared_cases(
                 let roofline = (bytes / bandwidth).max(n as f64 * ops[k] as f64 / fma_rate);
                 let _ = writeln!(
                     out,
-                    "| {} | {kind} | 2^{log_n} | {:.4} | {:.4} | {:.2} | {:.4} | {:.0} | {:.0} | {} | {:.0}% |",
+                    "| {} | {kind} | 2^{log_n} | {:.4} | {:.4} | {:.2} | {:.4} | {} | {} | {:.0} | {:.0} | {} | {:.0}% |",
                     case.name,
                     t * 1e3,
                     hand_t * 1e3,
                     t / hand_t,
                     second * 1e3,
+                    unsummed.map_or("".into(), |(u, _)| format!("{:.4}", u * 1e3)),
+                    unsummed.map_or("".into(), |(u, u_second)| format!(
+                        "{:.0}% ({:.0}% in the kernel)",
+                        100.0 * (t - (u - u_second)) / t,
+                        100.0 * ((t - second) - (u - u_second)) / t
+                    )),
                     bytes / t / 1e9,
                     bandwidth / 1e9,
                     ops[k],
