@@ -164,6 +164,15 @@ impl ArgLayout {
         self.input_slot(input).0.differentiable
     }
 
+    /// An IR input as the source spells it, for comments in generated code: `x` or `p[2]`.
+    pub fn word_label(&self, word: u32) -> String {
+        let (slot, elem) = self.input_slot(word);
+        match elem {
+            None => slot.name.clone(),
+            Some(j) => format!("{}[{j}]", slot.name),
+        }
+    }
+
     /// A readable name for an IR input: `x` or `p_2`.
     pub fn word_name(&self, word: u32) -> String {
         let (slot, elem) = self.input_slot(word);

@@ -382,8 +382,6 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     let mut body = String::new();
 
     // Loads: one per argument word used; shared words after the element's.
-    let word_list = layout.words();
-    let shared_list = layout.shared_word_list();
     let mut loads = vec![None; (words + layout.shared_words) as usize];
     for (i, node) in f.nodes.iter().enumerate() {
         if let Op::Input(w) = node.op {
@@ -444,11 +442,7 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
             let count = abi::REDUCE_LANES.min(shared_words - base);
             let mut sums = String::new();
             for k in 0..count {
-                let (slot, j) = shared_list[(base + k) as usize];
-                let arg = match j {
-                    None => slot.name.clone(),
-                    Some(j) => format!("{}[{j}]", slot.name),
-                };
+                let arg = layout.word_label(words + base + k);
                 let v = ctx.operand(f.outputs[first + (base + k) as usize]);
                 let at = match k {
                     0 => "lid".to_string(),
@@ -479,13 +473,7 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     // Barriers need every thread: threads past the end compute on the last element and
     // store nothing, instead of returning early.
     let guarded = staged || reduces;
-    let grad_name = |k: u32| {
-        let (slot, j) = word_list[grad_list[k as usize] as usize];
-        match j {
-            None => slot.name.clone(),
-            Some(j) => format!("{}[{j}]", slot.name),
-        }
-    };
+    let grad_name = |k: u32| layout.word_label(grad_list[k as usize]);
     let results = layout.results;
     // What output word k of a buffer is, for the comment on its store.
     let label = |name: &str, k: u32| -> String {
@@ -591,21 +579,11 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     };
     let _ = writeln!(s, "// gradfuse {what} of `{signature}`.");
     let _ = writeln!(s, "// One thread per batch element i. Element i's words:");
-    let arg_names: Vec<String> = word_list
-        .iter()
-        .map(|(slot, j)| match j {
-            None => slot.name.clone(),
-            Some(j) => format!("{}[{j}]", slot.name),
-        })
-        .collect();
+    let arg_names: Vec<String> = (0..words).map(|w| layout.word_label(w)).collect();
     let _ = writeln!(s, "//   args[{words}i ..]: {}", arg_names.join(", "));
     if shared_words > 0 {
-        let names: Vec<String> = shared_list
-            .iter()
-            .map(|(slot, j)| match j {
-                None => slot.name.clone(),
-                Some(j) => format!("{}[{j}]", slot.name),
-            })
+        let names: Vec<String> = (words..words + shared_words)
+            .map(|w| layout.word_label(w))
             .collect();
         let _ = writeln!(
             s,
