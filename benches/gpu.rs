@@ -324,35 +324,6 @@ fn kernel_times(
     ))
 }
 
-/// The hand-written kernel computes what the generated one does (else the comparison is void).
-fn check_hand(
-    d: &Device,
-    gen_spec: &'static KernelSpec,
-    hand: &'static KernelSpec,
-    input: &[f32],
-) -> Result<(), Error> {
-    let n = input.len() / gen_spec.input_words as usize;
-    let run = |s: &'static KernelSpec| -> Result<Vec<Vec<f32>>, Error> {
-        let mut outs: Vec<Vec<f32>> = s
-            .outputs
-            .iter()
-            .map(|o| vec![0.0; n * o.words as usize])
-            .collect();
-        let mut views: Vec<&mut [f32]> = outs.iter_mut().map(|v| &mut v[..]).collect();
-        d.launch(s, input, &mut views)?;
-        Ok(outs)
-    };
-    let (g, h) = (run(gen_spec)?, run(hand)?);
-    for (a, b) in g.iter().flatten().zip(h.iter().flatten()) {
-        assert!(
-            (a - b).abs() <= 1e-4 * a.abs().max(1.0),
-            "{}: hand-written kernel disagrees: {a} vs {b}",
-            hand.label
-        );
-    }
-    Ok(())
-}
-
 /// A shared-parameter case: generated and hand-written kernels, value then value_and_grad.
 struct SharedCase {
     name: &'static str,
@@ -362,28 +333,34 @@ struct SharedCase {
     hand: [&'static KernelSpec; 2],
 }
 
+/// A kernel with the buffers of a generated one (its words, outputs and shared arguments,
+/// the reduction's second pass included): a hand-written or modified version of it.
+fn same_buffers_as(
+    gen_spec: &'static KernelSpec,
+    label: &'static str,
+    wgsl: String,
+    entry: &'static str,
+) -> &'static KernelSpec {
+    let outputs: Vec<(u32, u32)> = gen_spec
+        .outputs
+        .iter()
+        .map(|o| (o.binding, o.words))
+        .collect();
+    spec_shared(
+        label,
+        wgsl,
+        entry,
+        gen_spec.workgroup_size,
+        gen_spec.input_words,
+        &outputs,
+        gen_spec.shared,
+        no_cpu,
+    )
+}
+
 fn shared_case_list() -> Vec<SharedCase> {
-    let hand = |label: &'static str,
-                file: &'static str,
-                entry: &'static str,
-                words: u32,
-                gen_spec: &'static KernelSpec| {
-        let outputs: Vec<(u32, u32)> = gen_spec
-            .outputs
-            .iter()
-            .map(|o| (o.binding, o.words))
-            .collect();
-        spec_shared(
-            label,
-            file.into(),
-            entry,
-            256,
-            words,
-            &outputs,
-            gen_spec.shared,
-            no_cpu,
-        )
-    };
+    let hand =
+        |label, file: &str, entry, gen_spec| same_buffers_as(gen_spec, label, file.into(), entry);
     vec![
         SharedCase {
             name: "mlp 8-16-1 (161 shared)",
@@ -398,7 +375,6 @@ fn shared_case_list() -> Vec<SharedCase> {
                         include_str!("hand/mlp_loss_value.wgsl")
                     ),
                     "forward",
-                    9,
                     &mlp_loss::FORWARD_KERNEL,
                 ),
                 hand(
@@ -409,7 +385,6 @@ fn shared_case_list() -> Vec<SharedCase> {
                         include_str!("hand/mlp_loss.wgsl")
                     ),
                     "adjoint",
-                    9,
                     &mlp_loss::ADJOINT_KERNEL,
                 ),
             ],
@@ -427,7 +402,6 @@ fn shared_case_list() -> Vec<SharedCase> {
                         include_str!("hand/soft_gate16_value.wgsl")
                     ),
                     "forward",
-                    3,
                     &soft_gate16::FORWARD_KERNEL,
                 ),
                 hand(
@@ -438,7 +412,6 @@ fn shared_case_list() -> Vec<SharedCase> {
                         include_str!("hand/soft_gate16.wgsl")
                     ),
                     "adjoint",
-                    3,
                     &soft_gate16::ADJOINT_KERNEL,
                 ),
             ],
@@ -462,26 +435,54 @@ fn without_workgroup_sum(gen_spec: &'static KernelSpec) -> &'static KernelSpec {
          shared_partials[group * {words}u + base + lid] = reduce_stage[lid * 257u];\n    \
          }}\n}}\n"
     );
-    let outputs: Vec<(u32, u32)> = gen_spec
-        .outputs
-        .iter()
-        .map(|o| (o.binding, o.words))
-        .collect();
-    spec_shared(
+    same_buffers_as(
+        gen_spec,
         "adjoint without its workgroup sum",
         format!("{}{cut}{}", &wgsl[..start], &wgsl[end..]),
         gen_spec.entry_point,
-        gen_spec.workgroup_size,
-        gen_spec.input_words,
-        &outputs,
-        gen_spec.shared,
-        no_cpu,
     )
 }
 
-/// The hand-written shared kernel computes what the generated one does: values, element
-/// gradients and the batch's shared gradient, with weights that are not all equal.
-fn check_hand_shared(
+/// One table row's measurements: the generated kernel (and its reduction's second pass),
+/// the hand-written one, and the copy of the same bytes.
+struct RowTimes {
+    generated: f64,
+    second_pass: f64,
+    hand: f64,
+    copy: f64,
+}
+
+impl RowTimes {
+    fn measure(
+        d: &Device,
+        generated: &'static KernelSpec,
+        hand: &'static KernelSpec,
+        words: u32,
+        input: &[f32],
+        warmup: usize,
+        launches: usize,
+    ) -> Result<Self, Error> {
+        let (generated_t, second_pass) = kernel_times(d, generated, input, warmup, launches)?;
+        let copy = copy_spec(words, generated.output_words() as u32);
+        Ok(RowTimes {
+            generated: generated_t,
+            second_pass,
+            hand: kernel_time(d, hand, input, warmup, launches)?,
+            copy: kernel_time(d, copy, input, warmup, launches)?,
+        })
+    }
+
+    /// The roofline time: the larger of the copy of the same bytes and `ops` per element
+    /// at the FMA rate.
+    fn roofline(&self, n: usize, ops: usize, fma_rate: f64) -> f64 {
+        self.copy.max(n as f64 * ops as f64 / fma_rate)
+    }
+}
+
+/// The hand-written kernel computes what the generated one does (else the comparison is
+/// void): values, element gradients and, with `#[shared]` arguments, the batch's shared
+/// gradient, for shared words that are not all equal.
+fn check_hand(
     d: &Device,
     gen_spec: &'static KernelSpec,
     hand: &'static KernelSpec,
@@ -552,7 +553,7 @@ fn shared_cases(
             compiled.adjoint.dynamic_op_count(),
         ];
         for k in 0..2 {
-            check_hand_shared(
+            check_hand(
                 device,
                 case.generated[k],
                 case.hand[k],
@@ -564,19 +565,15 @@ fn shared_cases(
             let input = inputs(n, case.words);
             for (k, kind) in ["value", "value_and_grad"].iter().enumerate() {
                 let out_words = case.generated[k].output_words() as u32;
-                let times = (|| -> Result<_, Error> {
-                    Ok((
-                        kernel_times(device, case.generated[k], &input, warmup, launches)?,
-                        kernel_time(device, case.hand[k], &input, warmup, launches)?,
-                        kernel_time(
-                            device,
-                            copy_spec(case.words, out_words),
-                            &input,
-                            warmup,
-                            launches,
-                        )?,
-                    ))
-                })();
+                let times = RowTimes::measure(
+                    device,
+                    case.generated[k],
+                    case.hand[k],
+                    case.words,
+                    &input,
+                    warmup,
+                    launches,
+                );
                 // The reduction's share: the second pass, and the in-kernel sum (the
                 // kernel's time less that of the kernel without it).
                 let unsummed = if k == 1 {
@@ -591,8 +588,8 @@ fn shared_cases(
                 } else {
                     None
                 };
-                let ((t, second), hand_t, copy_t) = match times {
-                    Ok(t) => t,
+                let r = match times {
+                    Ok(r) => r,
                     Err(e) => {
                         let _ = writeln!(
                             out,
@@ -602,16 +599,17 @@ fn shared_cases(
                         continue;
                     }
                 };
+                let (t, second) = (r.generated, r.second_pass);
                 let bytes = (n * (case.words + out_words) as usize * 4) as f64;
-                let bandwidth = bytes / copy_t;
-                let roofline = (bytes / bandwidth).max(n as f64 * ops[k] as f64 / fma_rate);
+                let bandwidth = bytes / r.copy;
+                let roofline = r.roofline(n, ops[k], fma_rate);
                 let _ = writeln!(
                     out,
                     "| {} | {kind} | 2^{log_n} | {:.4} | {:.4} | {:.2} | {:.4} | {} | {} | {:.0} | {:.0} | {} | {:.0}% |",
                     case.name,
                     t * 1e3,
-                    hand_t * 1e3,
-                    t / hand_t,
+                    r.hand * 1e3,
+                    t / r.hand,
                     second * 1e3,
                     unsummed.map_or("".into(), |(u, _)| format!("{:.4}", u * 1e3)),
                     unsummed.map_or("".into(), |(u, u_second)| format!(
@@ -675,38 +673,30 @@ fn main() -> Result<(), Error> {
             message: format!("{e:?}"),
         })?;
         let ops = [compiled.primal.op_count(), compiled.adjoint.op_count()];
-        check_hand(
-            &device,
-            case.generated[0],
-            case.hand[0],
-            &inputs(4096, case.words),
-        )?;
-        check_hand(
-            &device,
-            case.generated[1],
-            case.hand[1],
-            &inputs(4096, case.words),
-        )?;
+        for k in 0..2 {
+            check_hand(
+                &device,
+                case.generated[k],
+                case.hand[k],
+                &inputs(4096, case.words),
+            )?;
+        }
         for &log_n in &sizes {
             let n = 1usize << log_n;
             let input = inputs(n, case.words);
             for (k, kind) in ["value", "value_and_grad"].iter().enumerate() {
                 let out_words = case.generated[k].output_words() as u32;
-                let times = (|| -> Result<(f64, f64, f64), Error> {
-                    Ok((
-                        kernel_time(&device, case.generated[k], &input, warmup, launches)?,
-                        kernel_time(&device, case.hand[k], &input, warmup, launches)?,
-                        kernel_time(
-                            &device,
-                            copy_spec(case.words, out_words),
-                            &input,
-                            warmup,
-                            launches,
-                        )?,
-                    ))
-                })();
-                let (gen_t, hand_t, copy_t) = match times {
-                    Ok(t) => t,
+                let times = RowTimes::measure(
+                    &device,
+                    case.generated[k],
+                    case.hand[k],
+                    case.words,
+                    &input,
+                    warmup,
+                    launches,
+                );
+                let r = match times {
+                    Ok(r) => r,
                     Err(e) => {
                         let _ = writeln!(
                             out,
@@ -716,9 +706,10 @@ fn main() -> Result<(), Error> {
                         continue;
                     }
                 };
+                let (gen_t, hand_t) = (r.generated, r.hand);
                 let bytes = (n * (case.words + out_words) as usize * 4) as f64;
-                let bandwidth = bytes / copy_t;
-                let roofline = (bytes / bandwidth).max(n as f64 * ops[k] as f64 / fma_rate);
+                let bandwidth = bytes / r.copy;
+                let roofline = r.roofline(n, ops[k], fma_rate);
                 let _ = writeln!(
                     out,
                     "| {} | {kind} | 2^{log_n} | {:.4} | {:.4} | {:.2} | {:.0} | {:.0} | {:.0}% |",
