@@ -453,7 +453,10 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
                     "    reduce_stage[{at}] = select(0.0f, {v}, in_batch); // d/d {arg}"
                 );
             }
-            let _ = writeln!(sums, "    gf_reduce_stage(lid, group, {base}u, {count}u);");
+            let _ = writeln!(
+                sums,
+                "    {REDUCE_STAGE_FN}(lid, group, {base}u, {count}u);"
+            );
             // After the last of its words to be computed (at once if none is computed).
             let last = (0..count)
                 .map(|k| f.outputs[first + (base + k) as usize].index())
@@ -713,6 +716,10 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     s
 }
 
+/// The name of the WGSL helper with which an adjoint kernel sums its shared gradient over
+/// the workgroup (generated names never take it).
+pub const REDUCE_STAGE_FN: &str = "gf_reduce_stage";
+
 /// The adjoint kernel's sum over the workgroup of the 8 words in `reduce_stage` (lane `l`'s
 /// word `k` at `k * 256 + l`), written to `shared_partials`: three levels of fixed-order
 /// sums, 8 terms each, then 4, with 4 barriers (a binary tree takes 9). Every level reads
@@ -722,7 +729,7 @@ fn reduce_stage_fn(shared_words: u32) -> String {
     format!(
         "// This workgroup's sums of words base..base + count of the shared gradient, over its
 // 256 lanes in a fixed order.
-fn gf_reduce_stage(lid: u32, group: u32, base: u32, count: u32) {{
+fn {REDUCE_STAGE_FN}(lid: u32, group: u32, base: u32, count: u32) {{
     workgroupBarrier();
     // Thread (k, s) sums lanes s, s + 32, .., s + 224 of word k into lane s.
     let k = lid / 32u;

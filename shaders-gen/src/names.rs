@@ -278,7 +278,7 @@ pub fn reserved() -> HashSet<String> {
         .iter()
         .copied()
         .chain(crate::ops::WGSL_HELPERS.iter().map(|(name, _, _)| *name))
-        .chain(["gf_reduce_stage"])
+        .chain([crate::emit_wgsl::REDUCE_STAGE_FN])
         .map(str::to_string)
         .collect()
 }
