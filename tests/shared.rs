@@ -248,9 +248,17 @@ fn empty_batch_has_zero_shared_gradient() {
 
 #[test]
 fn staged_gradients_and_reduction_together() {
+    check_mixed(3000);
+    // Past 512 workgroups' worth each thread takes several elements: here 1,028 runs of
+    // 256, 3 per workgroup; the last workgroup's second run ends part way, its third is
+    // wholly past the end. Staged stores inside the element loop.
+    check_mixed(2 * 512 * 256 + 1001);
+}
+
+fn check_mixed(n: usize) {
     let mut rng = Rng(5);
     let shared = mixed::Shared { s: 0.8 };
-    let batch: Vec<mixed::Args> = (0..3000)
+    let batch: Vec<mixed::Args> = (0..n)
         .map(|_| mixed::Args {
             p: [
                 rng.uniform(-1.0, 1.0),
@@ -264,13 +272,16 @@ fn staged_gradients_and_reduction_together() {
         .value_and_grad(&batch, &shared)
         .expect("launch");
     let (mut want, mut magnitude) = (0.0f64, 0.0f64);
+    let c = compile_str(MIXED_SRC).expect("compiles");
+    let reverse = ad::reverse(&c.lowered.primal);
     for (i, a) in batch.iter().enumerate() {
-        let o = oracle(MIXED_SRC, &words_of(a, &shared));
-        assert!((values[i] as f64 - o.value).abs() <= 2e-5 * o.value.abs().max(1.0));
+        // Words: p (3), c, then s; gradients after the value in the same order.
+        let all = interp::eval(&reverse, &words_of(a, &shared));
+        assert!((values[i] as f64 - all[0]).abs() <= 2e-5 * all[0].abs().max(1.0));
         let got = f32s(&grads[i]);
-        assert!(rel_error(&got, &o.grad[..3], 1.0) < 2e-5);
-        want += o.grad[3];
-        magnitude += o.grad[3].abs();
+        assert!(rel_error(&got, &all[1..4], 1.0) < 2e-5, "{i}: {got:?}");
+        want += all[5];
+        magnitude += all[5].abs();
     }
     assert!(sum_error(&[sg.s], &[want], &[magnitude]) < 1e-5);
     // Forward kernel with shared arguments.

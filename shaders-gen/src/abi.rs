@@ -40,7 +40,9 @@ pub const REDUCE_INPUT_BINDING: u32 = 1;
 /// See [`REDUCE_PARAMS_BINDING`].
 pub const REDUCE_OUTPUT_BINDING: u32 = 2;
 
-/// Size in bytes of the uniform `Params` block (one u32 used, padded to 16).
+/// Size in bytes of the uniform `Params` block: `n`, the elements of the launch, then, in an
+/// adjoint kernel that reduces `#[shared]` gradients, `per_thread`, the elements each thread
+/// takes (runs of [`WORKGROUP_SIZE`] consecutive elements per workgroup); padded to 16.
 pub const PARAMS_BYTES: u64 = 16;
 
 /// Where one parameter's words sit in an element's argument words.

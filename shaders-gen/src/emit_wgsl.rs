@@ -371,7 +371,10 @@ fn powi(x: &str, n: i32, helpers: &mut BTreeSet<&'static str>) -> String {
 ///
 /// `signature` is the Rust signature for the header comment; `f` is the (optimized) IR
 /// whose outputs are, for [`KernelKind::Forward`], the value, and for
-/// [`KernelKind::Adjoint`] the value followed by one gradient word per argument word.
+/// [`KernelKind::Adjoint`] the value followed by one gradient word per argument word. An
+/// adjoint with `#[shared]` arguments sums their gradients over the batch, and takes the
+/// reverse pass's seed as one more input ([`crate::ad::vjp`]): the kernel seeds 1 for
+/// elements in the batch and 0 past its end.
 pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Function) -> String {
     let mut taken = reserved();
     let mut ctx = Ctx::new(f, &mut taken);
@@ -381,8 +384,9 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     let mut helpers = BTreeSet::new();
     let mut body = String::new();
 
-    // Loads: one per argument word used; shared words after the element's.
-    let mut loads = vec![None; (words + layout.shared_words) as usize];
+    // Loads: one per argument word used; shared words after the element's (then, in an
+    // adjoint that sums shared gradients, the seed).
+    let mut loads = vec![None; f.num_inputs as usize];
     for (i, node) in f.nodes.iter().enumerate() {
         if let Op::Input(w) = node.op {
             loads[w as usize] = Some(i);
@@ -412,60 +416,69 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
             }
         }
     }
-    for (k, load) in loads[words as usize..].iter().enumerate() {
+    let shared_words = layout.shared_words;
+    let shared_loads = &loads[words as usize..(words + shared_words) as usize];
+    for (k, load) in shared_loads.iter().enumerate() {
         if let Some(i) = load {
             let _ = writeln!(body, "    let {} = shared_args[{k}u];", ctx.names[*i]);
         }
     }
-    for (k, load) in loads[words as usize..].iter().enumerate() {
+    for (k, load) in shared_loads.iter().enumerate() {
         if let Some(i) = load {
             ctx.shared_word.insert(*i, k as u32);
         }
     }
-    let shared_words = layout.shared_words;
     let reduces = kind == KernelKind::Adjoint && shared_words > 0;
     if reduces {
-        let _ = writeln!(
-            body,
-            "    // The gradient of the batch's sum in the shared words: this workgroup's \
-             partial sums,\n    \
-             // {} words at a time as soon as they are computed, in a fixed order \
-             (deterministic,\n    \
-             // no atomics). Threads past the end add zero. A second kernel sums the \
-             workgroups'\n    \
-             // partials.\n    \
-             let group = i / {wg}u;",
-            abi::REDUCE_LANES
+        assert_eq!(
+            f.num_inputs,
+            words + shared_words + 1,
+            "an adjoint that sums shared gradients takes its seed as its last input"
         );
+        if let Some(seed) = loads[(words + shared_words) as usize] {
+            let _ = writeln!(
+                body,
+                "    // The adjoint's seed: elements past the end add nothing to the sums.\n    \
+                 let {} = select(0.0f, 1.0f, in_batch);",
+                ctx.names[seed]
+            );
+        }
+    }
+    // With a shared gradient, each thread adds up the shared gradients of several elements
+    // in registers (`sums`), and the workgroup sums them once after its last element.
+    let mut sums = Vec::new();
+    let mut workgroup_sum = String::new();
+    if reduces {
         let first = f.outputs.len() - shared_words as usize;
+        for k in 0..shared_words {
+            let name = fresh(&mut taken, &format!("sum_{}", layout.word_name(words + k)));
+            let arg = layout.word_label(words + k);
+            let out = f.outputs[first + k as usize];
+            let add = format!("    {name} += {}; // d/d {arg}\n", ctx.operand(out));
+            // Right after the word is computed (at once if it is an input or constant).
+            match f.nodes[out.index()].op {
+                Op::Input(_) | Op::Const(_) | Op::Int(_) => body.push_str(&add),
+                _ => ctx.after.entry(out.index()).or_default().push_str(&add),
+            }
+            sums.push(name);
+        }
         for base in (0..shared_words).step_by(abi::REDUCE_LANES as usize) {
             let count = abi::REDUCE_LANES.min(shared_words - base);
-            let mut sums = String::new();
             for k in 0..count {
-                let arg = layout.word_label(words + base + k);
-                let v = ctx.operand(f.outputs[first + (base + k) as usize]);
                 let at = match k {
                     0 => "lid".to_string(),
                     k => format!("{}u + lid", k * wg),
                 };
                 let _ = writeln!(
-                    sums,
-                    "    reduce_stage[{at}] = select(0.0f, {v}, in_batch); // d/d {arg}"
+                    workgroup_sum,
+                    "    reduce_stage[{at}] = {};",
+                    sums[(base + k) as usize]
                 );
             }
             let _ = writeln!(
-                sums,
+                workgroup_sum,
                 "    {REDUCE_STAGE_FN}(lid, group, {base}u, {count}u);"
             );
-            // After the last of its words to be computed (at once if none is computed).
-            let last = (0..count)
-                .map(|k| f.outputs[first + (base + k) as usize].index())
-                .filter(|&n| !matches!(f.nodes[n].op, Op::Input(_) | Op::Const(_)))
-                .max();
-            match last {
-                Some(n) => ctx.after.entry(n).or_default().push_str(&sums),
-                None => body.push_str(&sums),
-            }
         }
     }
     ctx.emit_nodes(&mut taken, "    ", &mut body, &mut helpers);
@@ -581,7 +594,14 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
         KernelKind::Jacobian => "Jacobian (values and Jacobian) kernel",
     };
     let _ = writeln!(s, "// gradfuse {what} of `{signature}`.");
-    let _ = writeln!(s, "// One thread per batch element i. Element i's words:");
+    if reduces {
+        let _ = writeln!(
+            s,
+            "// Each thread takes params.per_thread batch elements i, {wg} apart. Element i's words:"
+        );
+    } else {
+        let _ = writeln!(s, "// One thread per batch element i. Element i's words:");
+    }
     let arg_names: Vec<String> = (0..words).map(|w| layout.word_label(w)).collect();
     let _ = writeln!(s, "//   args[{words}i ..]: {}", arg_names.join(", "));
     if shared_words > 0 {
@@ -626,7 +646,14 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
         }
     }
     let _ = writeln!(s);
-    let _ = writeln!(s, "struct Params {{\n    n: u32,\n}}\n");
+    if reduces {
+        let _ = writeln!(
+            s,
+            "struct Params {{\n    n: u32,\n    per_thread: u32,\n}}\n"
+        );
+    } else {
+        let _ = writeln!(s, "struct Params {{\n    n: u32,\n}}\n");
+    }
     let _ = writeln!(
         s,
         "@group(0) @binding({}) var<uniform> params: Params;",
@@ -682,6 +709,59 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     debug_assert!(helpers.iter().all(|h| wgsl_helper(h).is_some()));
     let _ = writeln!(s);
     let _ = writeln!(s, "@compute @workgroup_size({wg})");
+    if reduces {
+        let _ = writeln!(
+            s,
+            "fn {}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{",
+            kind.entry_point(),
+        );
+        let _ = writeln!(
+            s,
+            "    // Workgroup `group` takes params.per_thread runs of {wg} consecutive elements (wide\n    \
+             // dispatches use the second dimension, at most {} groups per dimension). Each\n    \
+             // thread adds up the shared gradients of its elements in registers; the workgroup\n    \
+             // sums them once, in a fixed order (deterministic, no atomics), and a second kernel\n    \
+             // sums the workgroups' partials.",
+            abi::MAX_WORKGROUPS_PER_DIM
+        );
+        let _ = writeln!(s, "    let group = wid.x + wid.y * groups.x;");
+        let _ = writeln!(s, "    let per_thread = params.per_thread;");
+        for sum in &sums {
+            let _ = writeln!(s, "    var {sum} = 0.0f;");
+        }
+        let _ = writeln!(
+            s,
+            "    for (var nth = 0u; nth < per_thread; nth++) {{\n        \
+             let group_first = (group * per_thread + nth) * {wg}u;\n        \
+             // Runs wholly past the end are skipped by the whole workgroup at once.\n        \
+             if (group_first >= params.n) {{\n            break;\n        }}\n        \
+             let i = group_first + lid;\n        \
+             // Every thread reaches the barriers: threads past the end compute on the last\n        \
+             // element and store and add nothing.\n        \
+             let in_batch = i < params.n;\n        \
+             let elem = min(i, params.n - 1u);\n        \
+             let in_base = elem * {}u;",
+            words / lanes
+        );
+        for line in body.lines() {
+            if line.is_empty() {
+                s.push('\n');
+            } else {
+                let _ = writeln!(s, "    {line}");
+            }
+        }
+        if staged {
+            let _ = writeln!(
+                s,
+                "        // The next element's gradients wait until these are stored.\n        \
+                 workgroupBarrier();"
+            );
+        }
+        s.push_str("    }\n");
+        s.push_str(&workgroup_sum);
+        s.push_str("}\n");
+        return s;
+    }
     let _ = writeln!(
         s,
         "fn {}(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>{}) {{",

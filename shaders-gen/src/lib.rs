@@ -83,27 +83,46 @@ pub fn compile_with(
     }
     // Reverse mode gives every word's gradient; `#[constant]` words' are dropped (and their
     // computation pruned by the optimizer).
-    let mut adjoint = ad::reverse(&primal);
     let layout = &lowered.layout;
     // Outputs: the value, the element's gradient words, the shared gradient words.
-    let shared_inputs = layout.words..layout.words + layout.shared_words;
-    adjoint.outputs = std::iter::once(adjoint.outputs[0])
-        .chain(
-            layout
-                .grad_words()
-                .into_iter()
-                .chain(shared_inputs)
-                .map(|w| adjoint.outputs[1 + w as usize]),
-        )
-        .collect();
-    let adjoint = opt::optimize(&adjoint);
+    let kept_outputs = |mut f: ir::Function| {
+        let shared_inputs = layout.words..layout.words + layout.shared_words;
+        f.outputs = std::iter::once(f.outputs[0])
+            .chain(
+                layout
+                    .grad_words()
+                    .into_iter()
+                    .chain(shared_inputs)
+                    .map(|w| f.outputs[1 + w as usize]),
+            )
+            .collect();
+        opt::optimize(&f)
+    };
+    let adjoint = kept_outputs(ad::reverse(&primal));
+    // The kernel that sums shared gradients over the batch takes the adjoint's seed as an
+    // input (1 in the batch, 0 past its end) rather than the constant 1: threads past the
+    // end then add zero to the sums without a select per shared word, and each sum of a
+    // product fuses into one FMA.
+    let kernel_adjoint = if layout.shared_words > 0 {
+        let mut seeded = ad::vjp(&primal);
+        let seed = layout.words + layout.shared_words;
+        for node in &mut seeded.nodes {
+            if matches!(node.op, ir::Op::Input(w) if w == seed) {
+                node.name = Some("seed".into());
+            }
+        }
+        kept_outputs(seeded)
+    } else {
+        adjoint.clone()
+    };
     let active: Vec<bool> = (0..layout.words + layout.shared_words)
         .map(|w| layout.is_differentiable(w))
         .collect();
     let tangent = opt::optimize(&ad::forward_active(&primal, &active));
     let sig = signature_text(item);
     let wgsl_forward = emit_wgsl::emit_kernel(&sig, &lowered.layout, KernelKind::Forward, &primal);
-    let wgsl_adjoint = emit_wgsl::emit_kernel(&sig, &lowered.layout, KernelKind::Adjoint, &adjoint);
+    let wgsl_adjoint =
+        emit_wgsl::emit_kernel(&sig, &lowered.layout, KernelKind::Adjoint, &kernel_adjoint);
     let jacobian_mode = None;
     let wgsl_reduce = (lowered.layout.shared_words > 0)
         .then(|| emit_wgsl::emit_reduce_kernel(&sig, lowered.layout.shared_words));
