@@ -308,6 +308,11 @@ fn kernel_time(
     Ok(kernel_times(d, spec, input, warmup, launches)?.0)
 }
 
+/// GPU time of warm-up before each measured kernel, in seconds.
+const WARM_UP_S: f64 = 0.2;
+/// At most this many warm-up launches (tiny kernels reach [`WARM_UP_S`] slowly).
+const MAX_WARM_UP_LAUNCHES: f64 = 2000.0;
+
 /// Median kernel time and median time of the reduction's second pass.
 fn kernel_times(
     d: &Device,
@@ -316,7 +321,16 @@ fn kernel_times(
     warmup: usize,
     launches: usize,
 ) -> Result<(f64, f64), Error> {
-    d.time_kernel(spec, input, warmup)?;
+    // Warm-up long enough for the device's clocks to settle: with 3 launches, some H100
+    // rows measured right after the CPU had prepared the next inputs came out up to 3x
+    // slow, the copy kernel's included (suspected: clocks lowered while the GPU idled).
+    // At least `warmup` launches, and at least WARM_UP_S of GPU time.
+    let first = d.time_kernel(spec, input, warmup)?;
+    let per_launch = median(first.iter().map(KernelTime::total).collect()).max(1e-6);
+    let more = (WARM_UP_S / per_launch).ceil().min(MAX_WARM_UP_LAUNCHES) as usize;
+    if more > warmup {
+        d.time_kernel(spec, input, more)?;
+    }
     let times = d.time_kernel(spec, input, launches)?;
     Ok((
         median(times.iter().map(KernelTime::total).collect()),

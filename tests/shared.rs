@@ -43,6 +43,33 @@ with_source! {
 }
 
 with_source! {
+    DECAY_SRC,
+    // A nest over the unrolling budget stays a loop: shared words read at a computed
+    // index, from the uniform buffer (the forward kernel) and in the reverse loop.
+    #[differentiable]
+    pub fn decay(x: f32, #[shared] w: [f32; 16]) -> f32 {
+        let mut s = x;
+        for r in 0..16 {
+            for _ in 0..150 {
+                s = s * 0.99 + w[r] * x;
+            }
+        }
+        s
+    }
+}
+
+/// More shared words than a uniform buffer holds (`abi::MAX_UNIFORM_SHARED_WORDS`): read
+/// from a storage buffer instead, at a computed index too.
+#[differentiable]
+pub fn lookup(#[constant] x: f32, #[shared] table: [f32; 16400]) -> f32 {
+    let mut s = table[0];
+    for k in 0..2 {
+        s += x * table[16398 + k];
+    }
+    s * x
+}
+
+with_source! {
     WIDE_SRC,
     // 32 words per element: a batch of a million is several chunks on every device.
     #[differentiable]
@@ -334,6 +361,8 @@ fn shared_kernels_are_valid_and_snapshotted() {
         ("affine_loss_reduce", affine_loss::WGSL_REDUCE),
         ("tiny_net_adjoint", tiny_net::WGSL_ADJOINT),
         ("mixed_adjoint", mixed::WGSL_ADJOINT),
+        // 3 of 16,400 shared words have a gradient: 3 sums, the rest stored as zeros.
+        ("lookup_adjoint", lookup::WGSL_ADJOINT),
     ] {
         common::validate_wgsl(name, src);
         insta::assert_snapshot!(name, src);
@@ -396,5 +425,78 @@ fn into_launchers_fill_the_callers_slices() {
     assert!(
         matches!(short, Err(gradfuse::Error::ShapeMismatch { .. })),
         "{short:?}"
+    );
+}
+
+#[test]
+fn shared_words_beyond_a_uniform_buffer_are_read_from_storage() {
+    assert!(tiny_net::WGSL_ADJOINT.contains("var<uniform> shared_args: array<vec4<f32>, 3>"));
+    assert!(lookup::WGSL_ADJOINT.contains("var<storage, read> shared_args: array<f32>"));
+    assert!(lookup::WGSL_FORWARD.contains("var<storage, read> shared_args: array<f32>"));
+    let mut rng = Rng(21);
+    let mut shared = lookup::Shared {
+        table: [0.0; 16400],
+    };
+    for w in shared.table.iter_mut() {
+        *w = rng.uniform(-1.0, 1.0);
+    }
+    let batch: Vec<lookup::Args> = (0..5000)
+        .map(|_| lookup::Args {
+            x: rng.uniform(-1.0, 1.0),
+        })
+        .collect();
+    let (values, _, sg) = lookup::kernel(device())
+        .value_and_grad(&batch, &shared)
+        .expect("launch");
+    // By hand, in f64: value (t0 + x (t1 + t2)) x; gradient in t0: x, in t1 and t2: x^2.
+    let t = |k: usize| shared.table[k] as f64;
+    let (mut d0, mut d12) = (0.0f64, 0.0f64);
+    for (a, v) in batch.iter().zip(&values) {
+        let x = a.x as f64;
+        let want = (t(0) + x * (t(16398) + t(16399))) * x;
+        assert!((*v as f64 - want).abs() < 1e-5, "{v} vs {want}");
+        d0 += x;
+        d12 += x * x;
+    }
+    let got = |k: usize| sg.table[k] as f64;
+    assert!((got(0) - d0).abs() < 1e-3, "{} vs {d0}", got(0));
+    assert!((got(16398) - d12).abs() < 1e-3 && (got(16399) - d12).abs() < 1e-3);
+    assert!(sg.table[1..16398].iter().all(|g| *g == 0.0));
+}
+
+#[test]
+fn shared_words_at_a_computed_index_in_a_loop() {
+    assert!(decay::WGSL_FORWARD.contains("shared_args[(0u + u32(clamp("));
+    let mut rng = Rng(33);
+    let shared = decay::Shared {
+        w: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
+    };
+    let batch: Vec<decay::Args> = (0..300)
+        .map(|_| decay::Args {
+            x: rng.uniform(-1.0, 1.0),
+        })
+        .collect();
+    let kernel = decay::kernel(device());
+    let (values, grads, sg) = kernel.value_and_grad(&batch, &shared).expect("launch");
+    assert_eq!(kernel.value(&batch, &shared).expect("launch"), values);
+    let c = compile_str(DECAY_SRC).expect("compiles");
+    let reverse = ad::reverse(&c.lowered.primal);
+    let (mut want, mut magnitude) = ([0.0f64; 16], [0.0f64; 16]);
+    for (i, a) in batch.iter().enumerate() {
+        // Words: x, then w (16); gradients after the value in the same order.
+        let all = interp::eval(&reverse, &words_of(a, &shared));
+        let scale = all[0].abs().max(1.0);
+        assert!((values[i] as f64 - all[0]).abs() <= 1e-4 * scale, "{i}");
+        assert!((grads[i].x as f64 - all[1]).abs() <= 1e-4 * all[1].abs().max(1.0));
+        for k in 0..16 {
+            want[k] += all[2 + k];
+            magnitude[k] += all[2 + k].abs();
+        }
+    }
+    let e = sum_error(&sg.w, &want, &magnitude);
+    assert!(
+        e < 1e-4,
+        "shared gradient off by {e:e}: {:?} vs {want:?}",
+        sg.w
     );
 }

@@ -12,8 +12,14 @@ struct Params {
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> args: array<f32>;
 @group(0) @binding(2) var<storage, read_write> values: array<f32>;
-@group(0) @binding(4) var<storage, read> shared_args: array<f32>;
+// The shared words in a uniform buffer, as the generated kernels read them (through the
+// constant cache: the same words for every thread).
+@group(0) @binding(4) var<uniform> shared_args: array<vec4<f32>, 41>;
 @group(0) @binding(5) var<storage, read_write> shared_partials: array<f32>;
+
+fn sw(k: u32) -> f32 {
+    return shared_args[k / 4u][k % 4u];
+}
 
 @compute @workgroup_size(256)
 fn adjoint(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -36,14 +42,14 @@ fn adjoint(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
             x[k] = args[e * 9u + k];
         }
         var h: array<f32, 16>;
-        var y = shared_args[160u];
+        var y = sw(160u);
         for (var j = 0u; j < 16u; j++) {
-            var s = shared_args[128u + j];
+            var s = sw(128u + j);
             for (var k = 0u; k < 8u; k++) {
-                s = fma(shared_args[j * 8u + k], x[k], s);
+                s = fma(sw(j * 8u + k), x[k], s);
             }
             h[j] = tanh_accurate(s);
-            y = fma(shared_args[144u + j], h[j], y);
+            y = fma(sw(144u + j), h[j], y);
         }
         let r = y - args[e * 9u + 8u];
         if (in_batch) {
@@ -51,7 +57,7 @@ fn adjoint(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
         }
         let dy = select(0.0f, 2.0f * r, in_batch);
         for (var j = 0u; j < 16u; j++) {
-            let ds = dy * shared_args[144u + j] * (1.0f - h[j] * h[j]);
+            let ds = dy * sw(144u + j) * (1.0f - h[j] * h[j]);
             for (var k = 0u; k < 8u; k++) {
                 gw1[j * 8u + k] = fma(ds, x[k], gw1[j * 8u + k]);
             }

@@ -7,7 +7,13 @@ struct Params {
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> args: array<f32>;
 @group(0) @binding(2) var<storage, read_write> values: array<f32>;
-@group(0) @binding(4) var<storage, read> shared_args: array<f32>;
+// The shared words in a uniform buffer, as the generated kernels read them (through the
+// constant cache: the same words for every thread).
+@group(0) @binding(4) var<uniform> shared_args: array<vec4<f32>, 41>;
+
+fn sw(k: u32) -> f32 {
+    return shared_args[k / 4u][k % 4u];
+}
 
 @compute @workgroup_size(256)
 fn forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
@@ -19,13 +25,13 @@ fn forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
     for (var k = 0u; k < 8u; k++) {
         x[k] = args[i * 9u + k];
     }
-    var y = shared_args[160u];
+    var y = sw(160u);
     for (var j = 0u; j < 16u; j++) {
-        var s = shared_args[128u + j];
+        var s = sw(128u + j);
         for (var k = 0u; k < 8u; k++) {
-            s = fma(shared_args[j * 8u + k], x[k], s);
+            s = fma(sw(j * 8u + k), x[k], s);
         }
-        y = fma(shared_args[144u + j], tanh_accurate(s), y);
+        y = fma(sw(144u + j), tanh_accurate(s), y);
     }
     let r = y - args[i * 9u + 8u];
     values[i] = r * r;

@@ -13,21 +13,27 @@ struct Params {
 @group(0) @binding(1) var<storage, read> args: array<f32>;
 @group(0) @binding(2) var<storage, read_write> values: array<f32>;
 @group(0) @binding(3) var<storage, read_write> grads: array<vec2<f32>>;
-@group(0) @binding(4) var<storage, read> shared_args: array<f32>;
+// The shared words in a uniform buffer, as the generated kernels read them (through the
+// constant cache: the same words for every thread).
+@group(0) @binding(4) var<uniform> shared_args: array<vec4<f32>, 4>;
 @group(0) @binding(5) var<storage, read_write> shared_partials: array<f32>;
+
+fn sw(k: u32) -> f32 {
+    return shared_args[k / 4u][k % 4u];
+}
 
 @compute @workgroup_size(256)
 fn adjoint(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let group = wid.x + wid.y * groups.x;
     // The softmax of the logits is the same for every element: computed once.
-    var m = shared_args[0];
+    var m = sw(0u);
     for (var k = 1u; k < 16u; k++) {
-        m = max(m, shared_args[k]);
+        m = max(m, sw(k));
     }
     var e: array<f32, 16>;
     var z = 0.0f;
     for (var k = 0u; k < 16u; k++) {
-        e[k] = exp(shared_args[k] - m);
+        e[k] = exp(sw(k) - m);
         z += e[k];
     }
     var glogits: array<f32, 16>;

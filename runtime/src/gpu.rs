@@ -243,7 +243,14 @@ impl Gpu {
             entries.push((o.binding, B::Storage { read_only: false }));
         }
         if let Some(sh) = spec.shared {
-            entries.push((sh.binding, B::Storage { read_only: true }));
+            entries.push((
+                sh.binding,
+                if sh.uniform {
+                    B::Uniform
+                } else {
+                    B::Storage { read_only: true }
+                },
+            ));
             if let Some(r) = &sh.reduction {
                 entries.push((r.partials_binding, B::Storage { read_only: false }));
             }
@@ -721,7 +728,13 @@ impl Gpu {
         }
         let mut partials = None;
         let shared = spec.shared.map(|sh| {
-            let values = self.buffer(spec.label, U::STORAGE | U::COPY_DST, sh.words as u64 * 4);
+            // A uniform array of vec4s binds whole 16-byte strides.
+            let (usage, bytes) = if sh.uniform {
+                (U::UNIFORM, (sh.words as u64 * 4).next_multiple_of(16))
+            } else {
+                (U::STORAGE, sh.words as u64 * 4)
+            };
+            let values = self.buffer(spec.label, usage | U::COPY_DST, bytes);
             let reduction = sh.reduction.as_ref().zip(pipelines.reduce).map(|(r, p)| {
                 // One partial per dispatched workgroup and word, for any launch this set
                 // takes (the dispatch of its full capacity has the most workgroups).
@@ -1184,6 +1197,7 @@ mod tests {
     static REDUCING: SharedSpec = SharedSpec {
         binding: 4,
         words: 3,
+        uniform: true,
         reduction: Some(ReductionSpec {
             partials_binding: 5,
             label: "reduce",

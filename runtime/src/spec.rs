@@ -20,6 +20,9 @@ pub struct SharedSpec {
     pub binding: u32,
     /// How many f32 words.
     pub words: u32,
+    /// Whether the kernel reads them from a uniform buffer (`array<vec4<f32>, _>`, read
+    /// through the constant cache) rather than a read-only storage buffer.
+    pub uniform: bool,
     /// For an adjoint kernel: how the gradient of the sum over the batch is reduced.
     pub reduction: Option<ReductionSpec>,
 }

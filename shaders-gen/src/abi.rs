@@ -26,6 +26,19 @@ pub const VALUE_BINDING: u32 = 2;
 pub const GRAD_BINDING: u32 = 3;
 /// Binding of the `#[shared]` words (`array<f32>`, read only), where there are any.
 pub const SHARED_BINDING: u32 = 4;
+/// Most `#[shared]` words a kernel reads from a uniform buffer (64 KiB, the uniform
+/// binding size WebGPU guarantees); more are read from a storage buffer. Every thread
+/// reads the same shared words: from a uniform buffer they come through the constant
+/// cache, as operands of the arithmetic itself on NVIDIA, instead of one load each.
+pub const MAX_UNIFORM_SHARED_WORDS: u32 = 16384;
+
+/// Whether a kernel with `shared_words` `#[shared]` words reads them from a uniform buffer
+/// (`array<vec4<f32>, ceil(words / 4)>`: uniform arrays have a 16-byte stride) rather than
+/// a storage buffer (`array<f32>`).
+pub fn shared_in_uniform(shared_words: u32) -> bool {
+    shared_words <= MAX_UNIFORM_SHARED_WORDS
+}
+
 /// Binding, in an adjoint kernel with `#[shared]` arguments, of the per-workgroup partial
 /// sums of their gradients (`array<f32>`, `shared_words` per workgroup).
 pub const PARTIALS_BINDING: u32 = 5;

@@ -527,9 +527,11 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
             } else {
                 quote!(None)
             };
+            let uniform = abi::shared_in_uniform(sw);
             quote!(Some(&::gradfuse::SharedSpec {
                 binding: #sb,
                 words: #sw,
+                uniform: #uniform,
                 reduction: #reduction,
             }))
         } else {

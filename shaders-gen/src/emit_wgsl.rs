@@ -40,6 +40,8 @@ struct Ctx<'a> {
     /// Values that are a `#[shared]` word (by node): an index into consecutive ones reads
     /// `shared_args` directly instead of building an array.
     shared_word: HashMap<usize, u32>,
+    /// Whether the shared words are in a uniform buffer (`array<vec4<f32>, _>`).
+    shared_uniform: bool,
     /// Statements to write right after node `i` (the shared gradient's sums, as soon as
     /// their words are computed: fewer values live at once).
     after: HashMap<usize, String>,
@@ -53,6 +55,7 @@ impl<'a> Ctx<'a> {
             carried: HashMap::new(),
             tapes: HashMap::new(),
             shared_word: HashMap::new(),
+            shared_uniform: false,
             after: HashMap::new(),
         }
     }
@@ -163,6 +166,7 @@ impl<'a> Ctx<'a> {
         }
         let inner = format!("{indent}    ");
         let mut bctx = Ctx::new(body, taken);
+        bctx.shared_uniform = self.shared_uniform;
         if let Some(tape) = self.tapes.get(&i) {
             for (k, var) in vars.iter().enumerate() {
                 let v = if l.carried_ty(k) == Ty::Bool {
@@ -271,11 +275,16 @@ impl<'a> Ctx<'a> {
                         .all(|(k, w)| *w == Some(first + k as u32))
                 {
                     // Consecutive shared words: read the buffer at the index.
-                    return format!(
-                        "shared_args[{first}u + u32(clamp({}, 0i, {}i))]",
+                    let at = format!(
+                        "{first}u + u32(clamp({}, 0i, {}i))",
                         self.operand(*index),
                         elems.len() - 1
                     );
+                    return if self.shared_uniform {
+                        format!("shared_args[({at}) / 4u][({at}) % 4u]")
+                    } else {
+                        format!("shared_args[{at}]")
+                    };
                 }
                 let e: Vec<String> = elems.iter().map(|v| self.operand(*v)).collect();
                 format!(
@@ -418,9 +427,16 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     }
     let shared_words = layout.shared_words;
     let shared_loads = &loads[words as usize..(words + shared_words) as usize];
+    let uniform = abi::shared_in_uniform(shared_words);
+    ctx.shared_uniform = uniform;
     for (k, load) in shared_loads.iter().enumerate() {
         if let Some(i) = load {
-            let _ = writeln!(body, "    let {} = shared_args[{k}u];", ctx.names[*i]);
+            let read = if uniform {
+                format!("shared_args[{}u].{}", k / 4, COMPONENTS[k % 4])
+            } else {
+                format!("shared_args[{k}u]")
+            };
+            let _ = writeln!(body, "    let {} = {read};", ctx.names[*i]);
         }
     }
     for (k, load) in shared_loads.iter().enumerate() {
@@ -451,34 +467,63 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     if reduces {
         let first = f.outputs.len() - shared_words as usize;
         for k in 0..shared_words {
+            let out = f.outputs[first + k as usize];
+            // A word no gradient flows to (a large table read at a few places) needs no
+            // sum: its partials are stored as zeros below.
+            if matches!(f.nodes[out.index()].op, Op::Const(c) if c == 0.0) {
+                sums.push(None);
+                continue;
+            }
             let name = fresh(&mut taken, &format!("sum_{}", layout.word_name(words + k)));
             let arg = layout.word_label(words + k);
-            let out = f.outputs[first + k as usize];
             let add = format!("    {name} += {}; // d/d {arg}\n", ctx.operand(out));
             // Right after the word is computed (at once if it is an input or constant).
             match f.nodes[out.index()].op {
                 Op::Input(_) | Op::Const(_) | Op::Int(_) => body.push_str(&add),
                 _ => ctx.after.entry(out.index()).or_default().push_str(&add),
             }
-            sums.push(name);
+            sums.push(Some(name));
         }
-        for base in (0..shared_words).step_by(abi::REDUCE_LANES as usize) {
-            let count = abi::REDUCE_LANES.min(shared_words - base);
-            for k in 0..count {
-                let at = match k {
-                    0 => "lid".to_string(),
-                    k => format!("{}u + lid", k * wg),
-                };
+        // Runs of consecutive words: summed 8 at a time, or zero.
+        let mut k = 0u32;
+        while k < shared_words {
+            let zero = sums[k as usize].is_none();
+            let mut end = k + 1;
+            while end < shared_words
+                && sums[end as usize].is_none() == zero
+                && (zero || end - k < abi::REDUCE_LANES)
+            {
+                end += 1;
+            }
+            let count = end - k;
+            if zero {
                 let _ = writeln!(
                     workgroup_sum,
-                    "    reduce_stage[{at}] = {};",
-                    sums[(base + k) as usize]
+                    "    // d/d {}{} is zero.\n    \
+                     for (var word = lid; word < {count}u; word += {wg}u) {{\n        \
+                     shared_partials[group * {shared_words}u + {k}u + word] = 0.0f;\n    }}",
+                    layout.word_label(words + k),
+                    if count > 1 {
+                        format!(" .. {}", layout.word_label(words + end - 1))
+                    } else {
+                        String::new()
+                    },
+                );
+            } else {
+                for j in 0..count {
+                    let at = match j {
+                        0 => "lid".to_string(),
+                        j => format!("{}u + lid", j * wg),
+                    };
+                    let sum = sums[(k + j) as usize].as_deref().unwrap_or("0.0f");
+                    let _ = writeln!(workgroup_sum, "    reduce_stage[{at}] = {sum};");
+                }
+                let _ = writeln!(
+                    workgroup_sum,
+                    "    {REDUCE_STAGE_FN}(lid, group, {k}u, {count}u);"
                 );
             }
-            let _ = writeln!(
-                workgroup_sum,
-                "    {REDUCE_STAGE_FN}(lid, group, {base}u, {count}u);"
-            );
+            k = end;
         }
     }
     ctx.emit_nodes(&mut taken, "    ", &mut body, &mut helpers);
@@ -610,7 +655,12 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
             .collect();
         let _ = writeln!(
             s,
-            "// and the whole batch's shared_args[..{shared_words}]: {}",
+            "// and the whole batch's {shared_words} shared words{}: {}",
+            if uniform {
+                " (shared_args, a uniform buffer, 4 to a vec4)"
+            } else {
+                " (shared_args)"
+            },
             names.join(", ")
         );
         if reduces {
@@ -672,7 +722,14 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
             abi::vector_type(abi::vector_lanes(*w))
         );
     }
-    if shared_words > 0 {
+    if uniform && shared_words > 0 {
+        let _ = writeln!(
+            s,
+            "@group(0) @binding({}) var<uniform> shared_args: array<vec4<f32>, {}>;",
+            abi::SHARED_BINDING,
+            shared_words.div_ceil(4)
+        );
+    } else if shared_words > 0 {
         let _ = writeln!(
             s,
             "@group(0) @binding({}) var<storage, read> shared_args: array<f32>;",
@@ -726,7 +783,7 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
         );
         let _ = writeln!(s, "    let group = wid.x + wid.y * groups.x;");
         let _ = writeln!(s, "    let per_thread = params.per_thread;");
-        for sum in &sums {
+        for sum in sums.iter().flatten() {
             let _ = writeln!(s, "    var {sum} = 0.0f;");
         }
         let _ = writeln!(
