@@ -311,7 +311,7 @@ fn kernel_time(
 /// GPU time of warm-up before each measured kernel, in seconds.
 const WARM_UP_S: f64 = 0.2;
 /// At most this many warm-up launches (tiny kernels reach [`WARM_UP_S`] slowly).
-const MAX_WARM_UP_LAUNCHES: f64 = 2000.0;
+const MAX_WARM_UP_LAUNCHES: f64 = 1000.0;
 
 /// Median kernel time and median time of the reduction's second pass.
 fn kernel_times(

@@ -274,6 +274,13 @@ fn measurement_entry_points_return_samples() {
     }
     // No shared gradient, no second pass.
     assert!(times.iter().all(|t| t.reduce.is_zero()));
+    // More launches than one query set has timestamps for (4,096, 4 per launch): a bug
+    // fixed, such a warm-up was rejected as a validation error.
+    let small = wide_args(256, 12);
+    let many = d
+        .time_kernel(&wide::ADJOINT_KERNEL, bytemuck::cast_slice(&small), 1100)
+        .unwrap();
+    assert_eq!(many.len(), 1100);
 }
 
 #[test]

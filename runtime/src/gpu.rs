@@ -921,6 +921,26 @@ impl Gpu {
         input: &[f32],
         launches: usize,
     ) -> Result<Vec<KernelTime>, Error> {
+        // A query set holds at most 4,096 timestamps, 4 per launch: longer runs are timed
+        // in several submissions.
+        const MAX_TIMED_LAUNCHES: usize = 1024;
+        let mut times = Vec::with_capacity(launches);
+        let mut left = launches.max(1);
+        while left > 0 {
+            let batch = left.min(MAX_TIMED_LAUNCHES);
+            times.extend(self.time_kernel_batch(spec, input, batch)?);
+            left -= batch;
+        }
+        Ok(times)
+    }
+
+    /// [`Gpu::time_kernel`] for at most 1,024 launches, in one submission.
+    fn time_kernel_batch(
+        &self,
+        spec: &'static KernelSpec,
+        input: &[f32],
+        launches: usize,
+    ) -> Result<Vec<KernelTime>, Error> {
         let pipeline = self.pipeline(spec)?;
         let reduce = self.reduce_pipeline(spec)?;
         let pipelines = Pipelines {
