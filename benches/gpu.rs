@@ -678,7 +678,7 @@ fn main() -> Result<(), Error> {
     };
     let _ = writeln!(
         out,
-        "device: {}\nkernel times: median of {launches} launches after {warmup} warm-up, {clock}\n",
+        "device: {}\nkernel times: median of {launches} launches after at least {warmup} warm-up launches and {WARM_UP_S} s of warm-up, {clock}; table rows: the best median of two rounds\n",
         device.describe()
     );
 
