@@ -58,6 +58,23 @@ with_source! {
     }
 }
 
+with_source! {
+    UNROLLED_SRC,
+    // A nest just under the unrolling budget (`opt::UNROLL_BUDGET`): 1,936 operations of
+    // straight-line code in every version. A bug fixed: at the old budget (4,096) a nest of
+    // this shape, 16 x 100, unrolled too, and rustc crashed compiling its CPU versions.
+    #[differentiable]
+    pub fn unrolled(x: f32, #[shared] w: [f32; 16]) -> f32 {
+        let mut s = x;
+        for r in 0..16 {
+            for _ in 0..60 {
+                s = s * 0.99 + w[r] * x;
+            }
+        }
+        s
+    }
+}
+
 /// More shared words than a uniform buffer holds (`abi::MAX_UNIFORM_SHARED_WORDS`): read
 /// from a storage buffer instead, at a computed index too.
 #[differentiable]
@@ -499,4 +516,31 @@ fn shared_words_at_a_computed_index_in_a_loop() {
         "shared gradient off by {e:e}: {:?} vs {want:?}",
         sg.w
     );
+}
+
+#[test]
+fn a_nest_just_under_the_unrolling_budget_compiles_and_differentiates() {
+    assert!(!unrolled::WGSL_FORWARD.contains("for ("), "unrolled");
+    let c = compile_str(UNROLLED_SRC).expect("compiles");
+    let reverse = ad::reverse(&c.lowered.primal);
+    let mut rng = Rng(41);
+    let shared = unrolled::Shared {
+        w: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
+    };
+    for _ in 0..20 {
+        let a = unrolled::Args {
+            x: rng.uniform(-1.0, 1.0),
+        };
+        let (v, g, sg) = unrolled::value_and_grad(&a, &shared);
+        // Words: x, then w (16); gradients after the value in the same order.
+        let all = interp::eval(&reverse, &words_of(&a, &shared));
+        assert!((v as f64 - all[0]).abs() <= 1e-4 * all[0].abs().max(1.0));
+        let mut got = vec![g.x as f64];
+        got.extend(sg.w.iter().map(|w| *w as f64));
+        assert!(
+            rel_error(&got, &all[1..], 1.0) < 1e-4,
+            "{got:?} vs {:?}",
+            &all[1..]
+        );
+    }
 }
