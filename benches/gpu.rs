@@ -9,6 +9,7 @@
 
 use gradfuse::{Device, Error, KernelSpec, KernelTime, OutputSpec, SharedSpec};
 use gradfuse_shaders_gen::compile_str;
+use gradfuse_shaders_gen::emit_wgsl::REDUCE_STAGE_FN;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -439,12 +440,12 @@ fn shared_case_list() -> Vec<SharedCase> {
 fn without_workgroup_sum(gen_spec: &'static KernelSpec) -> &'static KernelSpec {
     let wgsl = gen_spec.wgsl;
     let start = wgsl
-        .find("fn gf_reduce_stage(")
+        .find(&format!("fn {REDUCE_STAGE_FN}("))
         .expect("the adjoint of a function with #[shared] arguments sums its gradient");
     let end = start + wgsl[start..].find("\n}\n").expect("the helper ends") + 3;
     let words = gen_spec.shared_words();
     let cut = format!(
-        "fn gf_reduce_stage(lid: u32, group: u32, base: u32, count: u32) {{\n    \
+        "fn {REDUCE_STAGE_FN}(lid: u32, group: u32, base: u32, count: u32) {{\n    \
          if (lid < count) {{\n        \
          shared_partials[group * {words}u + base + lid] = reduce_stage[lid * 257u];\n    \
          }}\n}}\n"

@@ -50,6 +50,11 @@ impl LaunchShape {
     fn params(&self, m: usize) -> [u32; 4] {
         [m as u32, self.per_thread, 0, 0]
     }
+
+    /// The uniform `Params` of the reduction's second pass: one partial per workgroup.
+    fn reduce_params(&self) -> [u32; 4] {
+        [self.groups(), 0, 0, 0]
+    }
 }
 
 /// A compiled pipeline and its bind group layout.
@@ -466,7 +471,7 @@ impl Gpu {
                     .upload
                     .get_mapped_range_mut(reduce_at..reduce_at + PARAMS_BYTES)
                     .map_err(map_err)?;
-                reduce.copy_from_slice(bytemuck::cast_slice(&[shape.groups(), 0, 0, 0]));
+                reduce.copy_from_slice(bytemuck::cast_slice(&shape.reduce_params()));
                 drop(reduce);
                 if shared_bytes > 0 {
                     let mut words = set
@@ -861,7 +866,7 @@ impl Gpu {
     /// A kernel that reduces shared gradients gets at most [`REDUCE_GROUPS`] workgroups,
     /// each taking `per_thread` runs of consecutive elements.
     fn launch_shape(spec: &KernelSpec, m: usize) -> LaunchShape {
-        let runs = (m as u64).div_ceil(spec.workgroup_size as u64).max(1);
+        let runs = Self::runs(spec, m);
         let per_thread = if spec.shared_grad_words() > 0 {
             runs.div_ceil(REDUCE_GROUPS)
         } else {
@@ -880,15 +885,16 @@ impl Gpu {
     /// launch set must hold): not always the full capacity's, since a reducing launch
     /// just past [`REDUCE_GROUPS`] runs halves its workgroups.
     fn max_groups(spec: &KernelSpec, capacity: usize) -> u32 {
-        let full = Self::launch_shape(spec, capacity).groups();
         if spec.shared_grad_words() > 0 {
-            let runs = (capacity as u64)
-                .div_ceil(spec.workgroup_size as u64)
-                .max(1);
-            full.max(runs.min(REDUCE_GROUPS) as u32)
+            Self::runs(spec, capacity).min(REDUCE_GROUPS) as u32
         } else {
-            full
+            Self::launch_shape(spec, capacity).groups()
         }
+    }
+
+    /// Runs of a workgroup's size that `m` elements take (at least one).
+    fn runs(spec: &KernelSpec, m: usize) -> u64 {
+        (m as u64).div_ceil(spec.workgroup_size as u64).max(1)
     }
 
     /// Waits for the queue, turning error scopes and device loss into errors.
@@ -967,11 +973,8 @@ impl Gpu {
         let (x, y) = (shape.x, shape.y);
         // Shared words stay zero (buffers start zeroed); the reduction runs as in a launch.
         if let Some(r) = set.shared.as_ref().and_then(|sh| sh.reduction.as_ref()) {
-            self.queue.write_buffer(
-                &r.params,
-                0,
-                bytemuck::cast_slice(&[shape.groups(), 0, 0, 0]),
-            );
+            self.queue
+                .write_buffer(&r.params, 0, bytemuck::cast_slice(&shape.reduce_params()));
         }
         let launches = launches.max(1) as u32;
         let mut times = Vec::with_capacity(launches as usize);

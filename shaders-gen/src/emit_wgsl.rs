@@ -510,12 +510,13 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
                     },
                 );
             } else {
-                for j in 0..count {
+                // Every word of this run has a sum.
+                let run = sums[k as usize..end as usize].iter().flatten();
+                for (j, sum) in run.enumerate() {
                     let at = match j {
                         0 => "lid".to_string(),
-                        j => format!("{}u + lid", j * wg),
+                        j => format!("{}u + lid", j as u32 * wg),
                     };
-                    let sum = sums[(k + j) as usize].as_deref().unwrap_or("0.0f");
                     let _ = writeln!(workgroup_sum, "    reduce_stage[{at}] = {sum};");
                 }
                 let _ = writeln!(
