@@ -189,6 +189,7 @@ impl Device {
     }
 
     /// Whether [`Device::time_kernel`] reads GPU timestamps (else it uses the wall clock).
+    #[doc(hidden)] // Benchmark-only; not a stable API.
     pub fn has_timestamps(&self) -> bool {
         match &self.backend {
             Backend::Cpu => false,
@@ -203,6 +204,7 @@ impl Device {
     /// wall clock of the rayon launch). With timestamps, the second pass of a shared
     /// gradient's reduction is timed apart ([`KernelTime::reduce`]). The batch must fit one
     /// storage binding.
+    #[doc(hidden)] // Benchmark-only; not a stable API.
     pub fn time_kernel(
         &self,
         spec: &'static KernelSpec,
@@ -237,6 +239,7 @@ impl Device {
     /// Measurement, for benchmarks: `repeats` samples of uploading `bytes` (write, submit,
     /// wait) and of reading them back (copy, submit, map, copy to host memory). Zero on the
     /// CPU device.
+    #[doc(hidden)] // Benchmark-only; not a stable API.
     pub fn time_transfers(
         &self,
         bytes: usize,
@@ -252,6 +255,7 @@ impl Device {
     /// Measurement, for benchmarks: `repeats` samples of the cheapest possible round trip,
     /// one submit of a 4-byte copy and one map: the floor of any launch's latency. Zero on
     /// the CPU device.
+    #[doc(hidden)] // Benchmark-only; not a stable API.
     pub fn time_roundtrip(&self, repeats: usize) -> Result<Vec<Duration>, Error> {
         match &self.backend {
             Backend::Cpu => Ok(vec![Duration::ZERO; repeats]),

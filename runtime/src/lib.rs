@@ -17,4 +17,6 @@ pub use device::{Device, REQUIRE_GPU_ENV};
 pub use dual::Dual;
 pub use error::Error;
 pub use real::Real;
-pub use spec::{KernelSpec, KernelTime, OutputSpec, ReductionSpec, SharedSpec};
+#[doc(hidden)]
+pub use spec::KernelTime;
+pub use spec::{KernelSpec, OutputSpec, ReductionSpec, SharedSpec};

@@ -103,7 +103,8 @@ impl KernelSpec {
     }
 }
 
-/// The GPU time of one timed launch ([`crate::Device::time_kernel`]).
+/// The GPU time of one timed launch (`Device::time_kernel`, for the benches).
+#[doc(hidden)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct KernelTime {
     /// The kernel (for an adjoint with `#[shared]` arguments: including the per-workgroup

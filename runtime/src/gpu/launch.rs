@@ -1,0 +1,541 @@
+//! Launching a batch: cut into chunks that fit the device's bindings and dispatch limits,
+//! each uploaded, dispatched (with its reduction), and read back while the next runs.
+
+use super::pipelines::Pipelines;
+use super::sets::{LaunchSet, upload_offsets};
+use super::{Gpu, MAX_CHUNK_BYTES, PARAMS_BYTES, REDUCE_GROUPS, lock};
+use crate::error::Error;
+use crate::spec::KernelSpec;
+use std::time::{Duration, Instant};
+
+/// How a launch of `m` elements is dispatched: workgroups in x and y, and the elements each
+/// thread takes (1 but for kernels that reduce shared gradients).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct LaunchShape {
+    pub(super) x: u32,
+    pub(super) y: u32,
+    pub(super) per_thread: u32,
+}
+
+impl LaunchShape {
+    /// Workgroups dispatched: one partial sum each, for a reducing kernel.
+    pub(super) fn groups(&self) -> u32 {
+        self.x * self.y
+    }
+
+    /// The kernel's uniform `Params`: the element count, the elements per thread.
+    pub(super) fn params(&self, m: usize) -> [u32; 4] {
+        [m as u32, self.per_thread, 0, 0]
+    }
+
+    /// The uniform `Params` of the reduction's second pass: one partial per workgroup.
+    pub(super) fn reduce_params(&self) -> [u32; 4] {
+        [self.groups(), 0, 0, 0]
+    }
+}
+
+/// Where a map request's callback sends its result.
+pub(super) type MapReceiver = std::sync::mpsc::Receiver<Result<(), wgpu::BufferAsyncError>>;
+
+/// A submitted chunk: its launch set, where its results go, and the two map requests
+/// (results to read, upload buffer to re-arm) that complete with its submission.
+pub(super) struct InFlight {
+    pub(super) set: LaunchSet,
+    pub(super) start: usize,
+    pub(super) m: usize,
+    pub(super) out_bytes: u64,
+    pub(super) submission: wgpu::SubmissionIndex,
+    pub(super) read: MapReceiver,
+    pub(super) rearm: MapReceiver,
+}
+
+impl Gpu {
+    /// Most elements whose every bound buffer fits one storage binding, and one dispatch.
+    pub(crate) fn max_binding_elements(&self, spec: &KernelSpec) -> usize {
+        let widest = spec
+            .outputs
+            .iter()
+            .map(|o| o.words)
+            .chain([spec.input_words])
+            .max()
+            .unwrap_or(1);
+        self.elements_within(spec, widest, self.binding_bytes())
+    }
+
+    /// Most elements one streamed chunk holds: its staging buffer holds every output
+    /// together, and no buffer exceeds [`MAX_CHUNK_BYTES`].
+    pub(crate) fn max_chunk_elements(&self, spec: &KernelSpec) -> usize {
+        let widest = (spec.output_words() as u32).max(spec.input_words);
+        self.elements_within(spec, widest, self.binding_bytes().min(MAX_CHUNK_BYTES))
+    }
+
+    pub(super) fn binding_bytes(&self) -> u64 {
+        self.limits
+            .max_storage_buffer_binding_size
+            .min(self.limits.max_buffer_size)
+    }
+
+    pub(super) fn elements_within(
+        &self,
+        spec: &KernelSpec,
+        widest_words: u32,
+        bytes: u64,
+    ) -> usize {
+        let by_bytes = bytes / (widest_words.max(1) as u64 * 4);
+        let by_dispatch = spec.max_workgroups_per_dim as u64
+            * spec.max_workgroups_per_dim as u64
+            * spec.workgroup_size as u64;
+        by_bytes.min(by_dispatch).max(1) as usize
+    }
+
+    /// Runs `spec` over `n` elements (lengths already checked), chunk by chunk, two chunks
+    /// in flight: while the GPU works on one, the CPU copies the next one's arguments in and
+    /// the previous one's results out.
+    pub(crate) fn launch(
+        &self,
+        spec: &'static KernelSpec,
+        input: &[f32],
+        shared: &[f32],
+        n: usize,
+        outputs: &mut [&mut [f32]],
+        shared_grad: &mut [f32],
+    ) -> Result<(), Error> {
+        self.check_lost()?;
+        if spec.shared_grad_words() > spec.max_workgroups_per_dim as usize {
+            return Err(Error::ShapeMismatch {
+                what: format!("{}: shared gradient words (one workgroup each)", spec.label),
+                expected: spec.max_workgroups_per_dim as usize,
+                got: spec.shared_grad_words(),
+            });
+        }
+        let pipeline = self.pipeline(spec)?;
+        let reduce = self.reduce_pipeline(spec)?;
+        let pipelines = Pipelines {
+            main: &pipeline,
+            reduce: reduce.as_deref(),
+        };
+        let chunk = self.max_chunk_elements(spec);
+        let in_words = spec.input_words as usize;
+        let mut in_flight: std::collections::VecDeque<InFlight> = Default::default();
+        let mut result = Ok(());
+        let mut start = 0;
+        while start < n && result.is_ok() {
+            let m = chunk.min(n - start);
+            let chunk_input = &input[start * in_words..(start + m) * in_words];
+            match self.submit_chunk(spec, &pipelines, chunk_input, shared, m, start) {
+                Ok(f) => in_flight.push_back(f),
+                Err(e) => result = Err(e),
+            }
+            start += m;
+            if in_flight.len() == 2
+                && let Some(f) = in_flight.pop_front()
+            {
+                result = result.and(self.complete_chunk(spec, f, outputs, shared_grad));
+            }
+        }
+        while let Some(f) = in_flight.pop_front() {
+            let done = self.complete_chunk(spec, f, outputs, shared_grad);
+            result = result.and(done);
+        }
+        if let Some(message) = lock(&self.uncaptured).take() {
+            return Err(Error::Validation {
+                label: spec.label.to_string(),
+                message,
+            });
+        }
+        result
+    }
+
+    /// Copies a chunk's arguments into a launch set's upload buffer and submits the copy,
+    /// the dispatch and the copy of the results into the staging buffer.
+    pub(super) fn submit_chunk(
+        &self,
+        spec: &'static KernelSpec,
+        pipelines: &Pipelines<'_>,
+        input: &[f32],
+        shared: &[f32],
+        m: usize,
+        start: usize,
+    ) -> Result<InFlight, Error> {
+        let set = self.take_set(spec, pipelines, m)?;
+        let in_bytes = std::mem::size_of_val(input) as u64;
+        let shared_bytes = std::mem::size_of_val(shared) as u64;
+        let (reduce_at, shared_at, args_at) = upload_offsets(spec);
+        let shape = Self::launch_shape(spec, m);
+        {
+            let map_err = |e: wgpu::MapRangeError| Error::Readback(e.to_string());
+            let mut params = set
+                .upload
+                .get_mapped_range_mut(..PARAMS_BYTES)
+                .map_err(map_err)?;
+            params.copy_from_slice(bytemuck::cast_slice(&shape.params(m)));
+            drop(params);
+            if set.shared.is_some() {
+                // The second pass sums one partial per dispatched workgroup.
+                let mut reduce = set
+                    .upload
+                    .get_mapped_range_mut(reduce_at..reduce_at + PARAMS_BYTES)
+                    .map_err(map_err)?;
+                reduce.copy_from_slice(bytemuck::cast_slice(&shape.reduce_params()));
+                drop(reduce);
+                if shared_bytes > 0 {
+                    let mut words = set
+                        .upload
+                        .get_mapped_range_mut(shared_at..shared_at + shared_bytes)
+                        .map_err(map_err)?;
+                    words.copy_from_slice(bytemuck::cast_slice(shared));
+                }
+            }
+            let mut args = set
+                .upload
+                .get_mapped_range_mut(args_at..args_at + in_bytes)
+                .map_err(map_err)?;
+            args.copy_from_slice(bytemuck::cast_slice(input));
+        }
+        set.upload.unmap();
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some(spec.label),
+            });
+        encoder.copy_buffer_to_buffer(&set.upload, 0, &set.params, 0, PARAMS_BYTES);
+        if let Some(sh) = &set.shared {
+            if shared_bytes > 0 {
+                encoder.copy_buffer_to_buffer(&set.upload, shared_at, &sh.values, 0, shared_bytes);
+            }
+            if let Some(r) = &sh.reduction {
+                encoder.copy_buffer_to_buffer(&set.upload, reduce_at, &r.params, 0, PARAMS_BYTES);
+            }
+        }
+        encoder.copy_buffer_to_buffer(&set.upload, args_at, &set.input, 0, in_bytes);
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(spec.label),
+                timestamp_writes: None,
+            });
+            Self::record(&mut pass, spec, pipelines, &set, (shape.x, shape.y));
+        }
+        // Every output into one staging buffer, densely: one map reads them all.
+        let mut out_bytes = 0u64;
+        for (buf, o) in set.outputs.iter().zip(spec.outputs) {
+            let bytes = (m * o.words as usize * 4) as u64;
+            encoder.copy_buffer_to_buffer(buf, 0, &set.staging, out_bytes, bytes);
+            out_bytes += bytes;
+        }
+        if let Some(r) = set.shared.as_ref().and_then(|sh| sh.reduction.as_ref()) {
+            let bytes = spec.shared_grad_words() as u64 * 4;
+            encoder.copy_buffer_to_buffer(&r.sums, 0, &set.staging, out_bytes, bytes);
+            out_bytes += bytes;
+        }
+        let submission = self.queue.submit([encoder.finish()]);
+        let (tx, read) = std::sync::mpsc::channel();
+        set.staging
+            .slice(..out_bytes)
+            .map_async(wgpu::MapMode::Read, move |r| {
+                let _ = tx.send(r);
+            });
+        // Re-arm the upload buffer for the next use; it maps once this submission is done.
+        let (tx, rearm) = std::sync::mpsc::channel();
+        set.upload
+            .slice(..)
+            .map_async(wgpu::MapMode::Write, move |r| {
+                let _ = tx.send(r);
+            });
+        Ok(InFlight {
+            set,
+            start,
+            m,
+            out_bytes,
+            submission,
+            read,
+            rearm,
+        })
+    }
+
+    /// Waits for a chunk, copies its results out, and gives its launch set back.
+    pub(super) fn complete_chunk(
+        &self,
+        spec: &'static KernelSpec,
+        f: InFlight,
+        outputs: &mut [&mut [f32]],
+        shared_grad: &mut [f32],
+    ) -> Result<(), Error> {
+        self.device
+            .poll(wgpu::PollType::Wait {
+                submission_index: Some(f.submission),
+                timeout: None,
+            })
+            .map_err(|e| {
+                self.check_lost()
+                    .err()
+                    .unwrap_or_else(|| Error::Readback(e.to_string()))
+            })?;
+        // On an error the set may be in any state: it is dropped rather than reused.
+        self.await_map(&f.read)?;
+        {
+            let view = f
+                .set
+                .staging
+                .slice(..f.out_bytes)
+                .get_mapped_range()
+                .map_err(|e| Error::Readback(e.to_string()))?;
+            let words: &[f32] = bytemuck::cast_slice(&view);
+            let mut at = 0usize;
+            for (out, o) in outputs.iter_mut().zip(spec.outputs) {
+                let w = o.words as usize;
+                out[f.start * w..(f.start + f.m) * w].copy_from_slice(&words[at..at + f.m * w]);
+                at += f.m * w;
+            }
+            // Chunks complete in order: their sums are added in a fixed order too.
+            for (g, partial) in shared_grad.iter_mut().zip(&words[at..]) {
+                *g += partial;
+            }
+        }
+        f.set.staging.unmap();
+        if self.await_map(&f.rearm).is_ok() {
+            self.return_set(spec, f.set);
+        }
+        Ok(())
+    }
+
+    /// Waits for a map request's callback. Another thread's poll may be delivering it just
+    /// as this thread's wait for the submission returns, so the callback is awaited itself.
+    pub(super) fn await_map(&self, rx: &MapReceiver) -> Result<(), Error> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match rx.try_recv() {
+                Ok(r) => return r.map_err(|e| Error::Readback(e.to_string())),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    return Err(Error::Readback("a map request was dropped".into()));
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) if Instant::now() > deadline => {
+                    return Err(Error::Readback(
+                        "a map request did not complete in 60 s".into(),
+                    ));
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) => {
+                    self.device
+                        .poll(wgpu::PollType::Poll)
+                        .map_err(|e| Error::Readback(e.to_string()))?;
+                    std::thread::yield_now();
+                }
+            }
+        }
+    }
+
+    /// Records a launch's dispatches into a compute pass: the kernel, then the second pass
+    /// of its shared-gradient reduction, if any (one workgroup per shared word).
+    pub(super) fn record(
+        pass: &mut wgpu::ComputePass<'_>,
+        spec: &KernelSpec,
+        pipelines: &Pipelines<'_>,
+        set: &LaunchSet,
+        (x, y): (u32, u32),
+    ) {
+        Self::record_main(pass, pipelines, set, (x, y));
+        Self::record_reduce(pass, spec, pipelines, set);
+    }
+
+    /// The kernel itself.
+    pub(super) fn record_main(
+        pass: &mut wgpu::ComputePass<'_>,
+        pipelines: &Pipelines<'_>,
+        set: &LaunchSet,
+        (x, y): (u32, u32),
+    ) {
+        pass.set_pipeline(&pipelines.main.pipeline);
+        pass.set_bind_group(0, &set.bind_group, &[]);
+        pass.dispatch_workgroups(x, y, 1);
+    }
+
+    /// The second pass of the shared gradients' reduction, if the kernel has one; whether
+    /// it has.
+    pub(super) fn record_reduce(
+        pass: &mut wgpu::ComputePass<'_>,
+        spec: &KernelSpec,
+        pipelines: &Pipelines<'_>,
+        set: &LaunchSet,
+    ) -> bool {
+        let reduction = set.shared.as_ref().and_then(|sh| sh.reduction.as_ref());
+        if let (Some(r), Some(p)) = (reduction, pipelines.reduce) {
+            pass.set_pipeline(&p.pipeline);
+            pass.set_bind_group(0, &r.bind_group, &[]);
+            pass.dispatch_workgroups(spec.shared_grad_words() as u32, 1, 1);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Workgroups in x and y for `m` elements: as few rows as the per-dimension limit
+    /// allows, of equal length, so that at most `y - 1` workgroups lie past the end (with
+    /// full rows, 2^24 elements took 65,535 x 2 workgroups: twice the work for an adjoint,
+    /// whose threads past the end compute for the reduction's barriers).
+    ///
+    /// A kernel that reduces shared gradients gets at most [`REDUCE_GROUPS`] workgroups,
+    /// each taking `per_thread` runs of consecutive elements.
+    pub(super) fn launch_shape(spec: &KernelSpec, m: usize) -> LaunchShape {
+        let runs = Self::runs(spec, m);
+        let per_thread = if spec.shared_grad_words() > 0 {
+            runs.div_ceil(REDUCE_GROUPS)
+        } else {
+            1
+        };
+        let groups = runs.div_ceil(per_thread);
+        let y = groups.div_ceil(spec.max_workgroups_per_dim as u64);
+        LaunchShape {
+            x: groups.div_ceil(y) as u32,
+            y: y as u32,
+            per_thread: per_thread as u32,
+        }
+    }
+
+    /// The most workgroups of any launch of up to `capacity` elements (the partial sums a
+    /// launch set must hold): not always the full capacity's, since a reducing launch
+    /// just past [`REDUCE_GROUPS`] runs halves its workgroups.
+    pub(super) fn max_groups(spec: &KernelSpec, capacity: usize) -> u32 {
+        if spec.shared_grad_words() > 0 {
+            Self::runs(spec, capacity).min(REDUCE_GROUPS) as u32
+        } else {
+            Self::launch_shape(spec, capacity).groups()
+        }
+    }
+
+    /// Runs of a workgroup's size that `m` elements take (at least one).
+    pub(super) fn runs(spec: &KernelSpec, m: usize) -> u64 {
+        (m as u64).div_ceil(spec.workgroup_size as u64).max(1)
+    }
+
+    /// Waits for the queue, turning error scopes and device loss into errors.
+    pub(super) fn finish(
+        &self,
+        spec: &KernelSpec,
+        oom: wgpu::ErrorScopeGuard,
+        validation: wgpu::ErrorScopeGuard,
+    ) -> Result<(), Error> {
+        let polled = self.device.poll(wgpu::PollType::wait_indefinitely());
+        self.pop_scopes(spec, oom, validation)?;
+        polled.map(|_| ()).map_err(|e| {
+            self.check_lost()
+                .err()
+                .unwrap_or_else(|| Error::Readback(e.to_string()))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{ReductionSpec, SharedSpec};
+
+    fn spec(shared: Option<&'static SharedSpec>) -> KernelSpec {
+        KernelSpec {
+            label: "dispatch",
+            wgsl: "",
+            entry_point: "main",
+            workgroup_size: 256,
+            max_workgroups_per_dim: 65535,
+            params_binding: 0,
+            input_binding: 1,
+            input_words: 1,
+            outputs: &[],
+            shared,
+            cpu: |_, _| {},
+        }
+    }
+
+    static REDUCING: SharedSpec = SharedSpec {
+        binding: 4,
+        words: 3,
+        uniform: true,
+        reduction: Some(ReductionSpec {
+            partials_binding: 5,
+            label: "reduce",
+            wgsl: "",
+            entry_point: "reduce",
+            params_binding: 0,
+            input_binding: 1,
+            output_binding: 2,
+        }),
+    };
+
+    #[test]
+    fn dispatches_cover_the_batch_with_fewer_than_a_row_of_spare_workgroups() {
+        let spec = spec(None);
+        let mut last = 0u64;
+        for m in [
+            1usize,
+            256,
+            257,
+            65535 * 256,
+            (1 << 24) - 1,
+            1 << 24,
+            1 << 26,
+            3 << 25,
+        ] {
+            let shape = Gpu::launch_shape(&spec, m);
+            let (x, y) = (shape.x, shape.y);
+            assert_eq!(shape.per_thread, 1);
+            let groups = (m as u64).div_ceil(256);
+            let dispatched = x as u64 * y as u64;
+            assert!(x <= 65535, "{m}: {x} x {y}");
+            assert!(
+                dispatched >= groups && dispatched - groups < y as u64,
+                "{m}: {x} x {y}"
+            );
+            assert_eq!(Gpu::max_groups(&spec, m), shape.groups());
+            // A launch set's partials are sized by its capacity's dispatch.
+            assert!(dispatched >= last, "{m}: not monotone");
+            last = dispatched;
+        }
+        // 2^24 elements: two rows of 32,768, not 65,535 and 65,535 (one past the end).
+        let shape = Gpu::launch_shape(&spec, 1 << 24);
+        assert_eq!((shape.x, shape.y), (32768, 2));
+    }
+
+    #[test]
+    fn reducing_launches_give_threads_several_elements_past_the_group_target() {
+        let spec = spec(Some(&REDUCING));
+        let runs = |m: usize| (m as u64).div_ceil(256).max(1);
+        let sizes = [
+            1usize,
+            255,
+            256,
+            257,
+            512 * 256,
+            512 * 256 + 1,
+            513 * 256,
+            2048 * 256 + 17,
+            1 << 20,
+            (1 << 24) - 3,
+            1 << 24,
+            1 << 26,
+        ];
+        for m in sizes {
+            let shape = Gpu::launch_shape(&spec, m);
+            let groups = shape.groups() as u64;
+            let per_group = shape.per_thread as u64 * 256;
+            assert!(groups <= REDUCE_GROUPS, "{m}: {shape:?}");
+            // Every element is taken, and no workgroup starts past the end.
+            assert!(groups * per_group >= m as u64, "{m}: {shape:?}");
+            assert!((groups - 1) * per_group < m.max(1) as u64, "{m}: {shape:?}");
+            // One element per thread while there are workgroups to spare.
+            if runs(m) <= REDUCE_GROUPS {
+                assert_eq!(shape.per_thread, 1, "{m}");
+            }
+            assert_eq!(shape.params(m), [m as u32, shape.per_thread, 0, 0]);
+        }
+        assert_eq!(Gpu::launch_shape(&spec, 1 << 24).per_thread, 128);
+        // A launch set's partials hold any smaller launch's (not monotone in m: 513 runs
+        // take 257 workgroups of 2, 512 runs 512 of 1).
+        for capacity in [1024usize, 1 << 18, (1 << 18) + 256, 1 << 20, 1 << 22] {
+            let most = Gpu::max_groups(&spec, capacity);
+            for m in (1..=capacity).step_by(97).chain([capacity, 512 * 256]) {
+                if m <= capacity {
+                    let g = Gpu::launch_shape(&spec, m).groups();
+                    assert!(g <= most, "{m} in {capacity}: {g} > {most}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! The wgpu backend: one device and queue, a pipeline cache, a buffer pool, and chunked
+//! launches of batches of any size.
+//!
+//! [`pipelines`] compiles each kernel once per device; [`sets`] keeps the buffers of a
+//! launch for reuse; [`launch`] cuts a batch into chunks and streams them through;
+//! [`timing`] measures kernels and transfers for the benches.
+
+mod launch;
+mod pipelines;
+mod sets;
+mod timing;
+
+use crate::error::Error;
+use crate::spec::KernelSpec;
+use pipelines::Pipeline;
+use sets::LaunchSet;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// Largest buffer the runtime allocates for one chunk, whatever the device allows: keeps
+/// staging memory bounded, and makes a large batch a stream of chunks whose copies in and
+/// out overlap the GPU's work on their neighbours.
+pub(super) const MAX_CHUNK_BYTES: u64 = 64 << 20;
+
+/// Smallest launch set, in elements: small batches of different sizes share one.
+pub(super) const MIN_CAPACITY: usize = 1024;
+
+/// How many idle launch sets of one kernel and capacity are kept: two, the depth of the
+/// chunk pipeline.
+pub(super) const SETS_PER_KEY: usize = 2;
+
+/// Bytes at the start of an upload buffer for the uniform `Params` (the element count).
+pub(super) const PARAMS_BYTES: u64 = 16;
+
+/// Workgroups a launch of a kernel that reduces `#[shared]` gradients is cut into, at
+/// most: past 512 x 256 elements each thread takes several, and adds their shared
+/// gradients up in registers before its workgroup sums them (with one element per thread,
+/// the workgroup sum of 161 words was 84% of the 8-16-1 network's adjoint). Enough
+/// workgroups to keep every SM of a large GPU busy (132 on the H100), few enough that the
+/// sum is paid once per many elements: on the H100, the network's adjoint at 2^24 took
+/// 1.45, 1.34, 1.42, 1.75 and 2.07 ms with at most 256, 512, 1,024, 2,048 and 4,096.
+pub(super) const REDUCE_GROUPS: u64 = 512;
+
+/// Pipelines by the address and length of their WGSL and their entry point: generated
+/// specs are statics, so a module's text is one allocation for the program's lifetime.
+pub(super) type PipelineKey = (usize, usize, &'static str);
+
+/// An open GPU.
+pub(crate) struct Gpu {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    info: wgpu::AdapterInfo,
+    limits: wgpu::Limits,
+    timestamps: bool,
+    pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
+    sets: Mutex<HashMap<(PipelineKey, usize), Vec<LaunchSet>>>,
+    lost: Arc<Mutex<Option<String>>>,
+    uncaptured: Arc<Mutex<Option<String>>>,
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic elsewhere while holding the lock leaves the data consistent (we only insert
+    // and remove whole entries), so poisoning is not an error here.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(super) fn key(spec: &'static KernelSpec) -> PipelineKey {
+    (
+        spec.wgsl.as_ptr() as usize,
+        spec.wgsl.len(),
+        spec.entry_point,
+    )
+}
+
+impl Gpu {
+    /// Opens the first high-performance adapter, with the adapter's full limits.
+    pub(crate) fn open() -> Result<Gpu, Error> {
+        let instance =
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            ..Default::default()
+        }))
+        .map_err(|e| Error::NoAdapter(e.to_string()))?;
+        let info = adapter.get_info();
+        let limits = adapter.limits();
+        // Timestamp queries, where the adapter has them, time kernels for benchmarks.
+        let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
+        let required_features = if timestamps {
+            wgpu::Features::TIMESTAMP_QUERY
+        } else {
+            wgpu::Features::empty()
+        };
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("gradfuse"),
+            required_features,
+            required_limits: limits.clone(),
+            ..Default::default()
+        }))
+        .map_err(|e| Error::RequestDevice(e.to_string()))?;
+        let lost = Arc::new(Mutex::new(None));
+        let lost_cb = lost.clone();
+        device.set_device_lost_callback(move |reason, msg| {
+            *lock(&lost_cb) = Some(format!("{reason:?}: {msg}"));
+        });
+        // Errors are caught by scopes around every operation; an uncaptured one (which
+        // would be a gradfuse bug) is logged instead of aborting the user's program.
+        // Launches push no error scopes (they cost a quarter of a small launch's latency):
+        // an error there is caught here and returned by the launch that sees it.
+        let uncaptured = Arc::new(Mutex::new(None));
+        let slot = uncaptured.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            log::error!("gradfuse: wgpu error: {e}");
+            let mut slot = lock(&slot);
+            if slot.is_none() {
+                *slot = Some(e.to_string());
+            }
+        }));
+        Ok(Gpu {
+            device,
+            queue,
+            info,
+            limits,
+            timestamps,
+            pipelines: Mutex::new(HashMap::new()),
+            sets: Mutex::new(HashMap::new()),
+            lost,
+            uncaptured,
+        })
+    }
+
+    /// The adapter, for [`crate::Device::describe`].
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "{} ({:?}, {:?}, driver {} {})",
+            self.info.name,
+            self.info.backend,
+            self.info.device_type,
+            self.info.driver,
+            self.info.driver_info
+        )
+    }
+
+    /// Whether the adapter is a CPU implementation (lavapipe, WARP, SwiftShader).
+    pub(crate) fn is_software(&self) -> bool {
+        self.info.device_type == wgpu::DeviceType::Cpu
+    }
+
+    pub(super) fn check_lost(&self) -> Result<(), Error> {
+        match &*lock(&self.lost) {
+            Some(msg) => Err(Error::DeviceLost(msg.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Pops the error scopes of a launch, turning what they caught into errors.
+    pub(super) fn pop_scopes(
+        &self,
+        spec: &KernelSpec,
+        oom: wgpu::ErrorScopeGuard,
+        validation: wgpu::ErrorScopeGuard,
+    ) -> Result<(), Error> {
+        let validation_err = pollster::block_on(validation.pop());
+        let oom_err = pollster::block_on(oom.pop());
+        if let Some(e) = oom_err {
+            return Err(Error::OutOfMemory(e.to_string()));
+        }
+        if let Some(e) = validation_err {
+            return Err(Error::Validation {
+                label: spec.label.to_string(),
+                message: e.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    pub(super) fn buffer(
+        &self,
+        label: &str,
+        usage: wgpu::BufferUsages,
+        bytes: u64,
+    ) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: bytes.max(16),
+            usage,
+            mapped_at_creation: false,
+        })
+    }
+}

@@ -1,0 +1,137 @@
+//! The pipeline cache: each kernel's WGSL compiled once per device, and its reduction's
+//! second pass.
+
+use super::{Gpu, PipelineKey, key, lock};
+use crate::error::Error;
+use crate::spec::KernelSpec;
+use std::sync::Arc;
+
+/// A compiled pipeline and its bind group layout.
+pub(super) struct Pipeline {
+    pub(super) pipeline: wgpu::ComputePipeline,
+    pub(super) layout: wgpu::BindGroupLayout,
+}
+
+/// The pipelines of one launch: the kernel and the second pass of its reduction.
+pub(super) struct Pipelines<'a> {
+    pub(super) main: &'a Pipeline,
+    pub(super) reduce: Option<&'a Pipeline>,
+}
+
+impl Gpu {
+    /// The pipeline of `spec`, compiled on first use.
+    pub(super) fn pipeline(&self, spec: &'static KernelSpec) -> Result<Arc<Pipeline>, Error> {
+        use wgpu::BufferBindingType as B;
+        let mut entries = vec![
+            (spec.params_binding, B::Uniform),
+            (spec.input_binding, B::Storage { read_only: true }),
+        ];
+        for o in spec.outputs {
+            entries.push((o.binding, B::Storage { read_only: false }));
+        }
+        if let Some(sh) = spec.shared {
+            entries.push((
+                sh.binding,
+                if sh.uniform {
+                    B::Uniform
+                } else {
+                    B::Storage { read_only: true }
+                },
+            ));
+            if let Some(r) = &sh.reduction {
+                entries.push((r.partials_binding, B::Storage { read_only: false }));
+            }
+        }
+        self.compile(key(spec), spec.label, spec.wgsl, spec.entry_point, &entries)
+    }
+
+    /// The second pass of `spec`'s shared-gradient reduction, if it has one.
+    pub(super) fn reduce_pipeline(
+        &self,
+        spec: &'static KernelSpec,
+    ) -> Result<Option<Arc<Pipeline>>, Error> {
+        use wgpu::BufferBindingType as B;
+        let Some(r) = spec.shared.and_then(|sh| sh.reduction.as_ref()) else {
+            return Ok(None);
+        };
+        let entries = [
+            (r.params_binding, B::Uniform),
+            (r.input_binding, B::Storage { read_only: true }),
+            (r.output_binding, B::Storage { read_only: false }),
+        ];
+        let key = (r.wgsl.as_ptr() as usize, r.wgsl.len(), r.entry_point);
+        self.compile(key, r.label, r.wgsl, r.entry_point, &entries)
+            .map(Some)
+    }
+
+    /// A pipeline compiled on first use.
+    ///
+    /// Compiled under the cache's lock, so that concurrent first launches of one kernel make
+    /// one pipeline; its bind group layout is explicit (from the spec's bindings), not derived
+    /// from the shader, so launch sets are valid for it whatever pipeline made them.
+    pub(super) fn compile(
+        &self,
+        key: PipelineKey,
+        label: &'static str,
+        wgsl: &'static str,
+        entry_point: &'static str,
+        bindings: &[(u32, wgpu::BufferBindingType)],
+    ) -> Result<Arc<Pipeline>, Error> {
+        let mut cache = lock(&self.pipelines);
+        if let Some(p) = cache.get(&key) {
+            return Ok(p.clone());
+        }
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let entries: Vec<wgpu::BindGroupLayoutEntry> = bindings
+            .iter()
+            .map(|(binding, ty)| wgpu::BindGroupLayoutEntry {
+                binding: *binding,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty: *ty,
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
+                count: None,
+            })
+            .collect();
+        let layout = self
+            .device
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some(label),
+                entries: &entries,
+            });
+        let pipeline_layout = self
+            .device
+            .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some(label),
+                bind_group_layouts: &[Some(&layout)],
+                immediate_size: 0,
+            });
+        let module = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(label),
+                source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+            });
+        let pipeline = self
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(label),
+                layout: Some(&pipeline_layout),
+                module: &module,
+                entry_point: Some(entry_point),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(Error::Validation {
+                label: label.to_string(),
+                message: e.to_string(),
+            });
+        }
+        let p = Arc::new(Pipeline { pipeline, layout });
+        cache.insert(key, p.clone());
+        Ok(p)
+    }
+}

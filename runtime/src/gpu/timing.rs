@@ -1,0 +1,275 @@
+//! Timing for the benches: kernels by GPU timestamps (or the wall clock), transfers and
+//! an empty round trip. Not part of the public API (`Device::time_kernel` is `#[doc(hidden)]`).
+
+use super::Gpu;
+use super::pipelines::Pipelines;
+use crate::error::Error;
+use crate::spec::{KernelSpec, KernelTime};
+use std::time::{Duration, Instant};
+
+impl Gpu {
+    /// Whether kernel times come from timestamp queries (else from the wall clock).
+    pub(crate) fn has_timestamps(&self) -> bool {
+        self.timestamps
+    }
+
+    /// Times `launches` launches of `spec` over `input`, resident on the device: returns the
+    /// GPU time of each (timestamp queries: the kernel and the reduction's second pass
+    /// apart), or the wall-clock time of submit and wait.
+    pub(crate) fn time_kernel(
+        &self,
+        spec: &'static KernelSpec,
+        input: &[f32],
+        launches: usize,
+    ) -> Result<Vec<KernelTime>, Error> {
+        // A query set holds at most 4,096 timestamps, 4 per launch: longer runs are timed
+        // in several submissions.
+        const MAX_TIMED_LAUNCHES: usize = 1024;
+        let mut times = Vec::with_capacity(launches);
+        let mut left = launches.max(1);
+        while left > 0 {
+            let batch = left.min(MAX_TIMED_LAUNCHES);
+            times.extend(self.time_kernel_batch(spec, input, batch)?);
+            left -= batch;
+        }
+        Ok(times)
+    }
+
+    /// [`Gpu::time_kernel`] for at most 1,024 launches, in one submission.
+    pub(super) fn time_kernel_batch(
+        &self,
+        spec: &'static KernelSpec,
+        input: &[f32],
+        launches: usize,
+    ) -> Result<Vec<KernelTime>, Error> {
+        let pipeline = self.pipeline(spec)?;
+        let reduce = self.reduce_pipeline(spec)?;
+        let pipelines = Pipelines {
+            main: &pipeline,
+            reduce: reduce.as_deref(),
+        };
+        let n = input.len() / spec.input_words as usize;
+        let max = self.max_binding_elements(spec);
+        if n > max {
+            return Err(Error::ShapeMismatch {
+                what: format!("{}: elements that fit one binding for timing", spec.label),
+                expected: max,
+                got: n,
+            });
+        }
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let shape = Self::launch_shape(spec, n);
+        let set = self.take_set_exact(spec, &pipelines, n.max(1));
+        self.queue
+            .write_buffer(&set.input, 0, bytemuck::cast_slice(input));
+        self.queue
+            .write_buffer(&set.params, 0, bytemuck::cast_slice(&shape.params(n)));
+        let (x, y) = (shape.x, shape.y);
+        // Shared words stay zero (buffers start zeroed); the reduction runs as in a launch.
+        if let Some(r) = set.shared.as_ref().and_then(|sh| sh.reduction.as_ref()) {
+            self.queue
+                .write_buffer(&r.params, 0, bytemuck::cast_slice(&shape.reduce_params()));
+        }
+        let launches = launches.max(1) as u32;
+        let mut times = Vec::with_capacity(launches as usize);
+        if self.timestamps {
+            use wgpu::BufferUsages as U;
+            let queries = self.device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("gradfuse timing"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 4 * launches,
+            });
+            let resolve = self.buffer(
+                "gradfuse timing",
+                U::QUERY_RESOLVE | U::COPY_SRC,
+                32 * launches as u64,
+            );
+            let readback = self.buffer(
+                "gradfuse timing",
+                U::MAP_READ | U::COPY_DST,
+                32 * launches as u64,
+            );
+            let mut encoder = self
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some(spec.label),
+                });
+            // Warm-up on the same buffers: first touches of fresh memory are not timed.
+            for _ in 0..3 {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some(spec.label),
+                    timestamp_writes: None,
+                });
+                Self::record(&mut pass, spec, &pipelines, &set, (x, y));
+            }
+            // The kernel and the reduction's second pass in passes of their own, each
+            // between its own timestamps.
+            let writes = |k: u32| {
+                Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &queries,
+                    beginning_of_pass_write_index: Some(2 * k),
+                    end_of_pass_write_index: Some(2 * k + 1),
+                })
+            };
+            let mut reduced = false;
+            for l in 0..launches {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some(spec.label),
+                    timestamp_writes: writes(2 * l),
+                });
+                Self::record_main(&mut pass, &pipelines, &set, (x, y));
+                drop(pass);
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some(spec.label),
+                    timestamp_writes: writes(2 * l + 1),
+                });
+                reduced = Self::record_reduce(&mut pass, spec, &pipelines, &set);
+            }
+            encoder.resolve_query_set(&queries, 0..4 * launches, &resolve, 0);
+            encoder.copy_buffer_to_buffer(&resolve, 0, &readback, 0, 32 * launches as u64);
+            self.queue.submit([encoder.finish()]);
+            let (tx, mapped) = std::sync::mpsc::channel();
+            readback.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+                let _ = tx.send(r);
+            });
+            self.finish(spec, oom, validation)?;
+            self.await_map(&mapped)?;
+            let period = self.queue.get_timestamp_period() as f64;
+            {
+                let view = readback
+                    .slice(..)
+                    .get_mapped_range()
+                    .map_err(|e| Error::Readback(e.to_string()))?;
+                let ticks: &[u64] = bytemuck::cast_slice(&view);
+                let span = |k: usize| {
+                    let ns = ticks[2 * k + 1].saturating_sub(ticks[2 * k]) as f64 * period;
+                    Duration::from_nanos(ns as u64)
+                };
+                for l in 0..launches as usize {
+                    times.push(KernelTime {
+                        main: span(2 * l),
+                        reduce: if reduced {
+                            span(2 * l + 1)
+                        } else {
+                            Duration::ZERO
+                        },
+                    });
+                }
+            }
+            readback.unmap();
+        } else {
+            for _ in 0..launches {
+                let t = Instant::now();
+                let mut encoder =
+                    self.device
+                        .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                            label: Some(spec.label),
+                        });
+                {
+                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: Some(spec.label),
+                        timestamp_writes: None,
+                    });
+                    Self::record(&mut pass, spec, &pipelines, &set, (x, y));
+                }
+                self.queue.submit([encoder.finish()]);
+                self.device
+                    .poll(wgpu::PollType::wait_indefinitely())
+                    .map_err(|e| Error::Readback(e.to_string()))?;
+                times.push(KernelTime {
+                    main: t.elapsed(),
+                    reduce: Duration::ZERO,
+                });
+            }
+            self.finish(spec, oom, validation)?;
+        }
+        Ok(times)
+    }
+
+    /// Samples of moving `bytes` to the device (write, submit, wait) and back
+    /// (copy, submit, map, copy out): the transfers every end-to-end launch pays.
+    pub(crate) fn time_transfers(
+        &self,
+        bytes: usize,
+        repeats: usize,
+    ) -> Result<(Vec<Duration>, Vec<Duration>), Error> {
+        use wgpu::BufferUsages as U;
+        let bytes = bytes.max(4).next_multiple_of(4);
+        let data = vec![0u8; bytes];
+        let mut host = vec![0u8; bytes];
+        let device_buf = self.buffer(
+            "gradfuse transfer",
+            U::STORAGE | U::COPY_DST | U::COPY_SRC,
+            bytes as u64,
+        );
+        let staging = self.buffer("gradfuse transfer", U::MAP_READ | U::COPY_DST, bytes as u64);
+        let mut up = Vec::new();
+        let mut down = Vec::new();
+        let wait = || {
+            self.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map(|_| ())
+                .map_err(|e| Error::Readback(e.to_string()))
+        };
+        for _ in 0..repeats.max(1) {
+            let t = Instant::now();
+            self.queue.write_buffer(&device_buf, 0, &data);
+            self.queue.submit([]);
+            wait()?;
+            up.push(t.elapsed());
+            let t = Instant::now();
+            let mut encoder = self
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+            encoder.copy_buffer_to_buffer(&device_buf, 0, &staging, 0, bytes as u64);
+            self.queue.submit([encoder.finish()]);
+            let (tx, mapped) = std::sync::mpsc::channel();
+            staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+                let _ = tx.send(r);
+            });
+            wait()?;
+            self.await_map(&mapped)?;
+            host.copy_from_slice(
+                &staging
+                    .slice(..)
+                    .get_mapped_range()
+                    .map_err(|e| Error::Readback(e.to_string()))?,
+            );
+            staging.unmap();
+            down.push(t.elapsed());
+        }
+        Ok((up, down))
+    }
+
+    /// Samples of the smallest round trip: one submit of a 4-byte copy and one map.
+    pub(crate) fn time_roundtrip(&self, repeats: usize) -> Result<Vec<Duration>, Error> {
+        use wgpu::BufferUsages as U;
+        let src = self.buffer("gradfuse roundtrip", U::COPY_SRC | U::COPY_DST, 16);
+        let staging = self.buffer("gradfuse roundtrip", U::MAP_READ | U::COPY_DST, 16);
+        let mut times = Vec::new();
+        for _ in 0..repeats.max(1) {
+            let t = Instant::now();
+            let mut encoder = self
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+            encoder.copy_buffer_to_buffer(&src, 0, &staging, 0, 4);
+            self.queue.submit([encoder.finish()]);
+            let (tx, mapped) = std::sync::mpsc::channel();
+            staging.slice(..4).map_async(wgpu::MapMode::Read, move |r| {
+                let _ = tx.send(r);
+            });
+            self.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| Error::Readback(e.to_string()))?;
+            self.await_map(&mapped)?;
+            let _ = staging
+                .slice(..4)
+                .get_mapped_range()
+                .map_err(|e| Error::Readback(e.to_string()))?[0];
+            staging.unmap();
+            times.push(t.elapsed());
+        }
+        Ok(times)
+    }
+}
