@@ -231,7 +231,7 @@ fn compile_time(c: &mut Criterion) {
             b.iter(|| {
                 gradfuse_shaders_gen::compile(black_box(&item))
                     .expect("compiles")
-                    .wgsl_adjoint
+                    .wgsl_reverse
                     .len()
             })
         });
@@ -249,7 +249,7 @@ fn compile_time(c: &mut Criterion) {
         b.iter(|| {
             gradfuse_shaders_gen::compile(black_box(&item))
                 .expect("compiles")
-                .wgsl_adjoint
+                .wgsl_reverse
                 .len()
         })
     });

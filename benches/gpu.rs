@@ -582,7 +582,7 @@ fn shared_cases(
         })?;
         let ops = [
             compiled.primal.dynamic_op_count(),
-            compiled.adjoint.dynamic_op_count(),
+            compiled.reverse.function().dynamic_op_count(),
         ];
         for k in 0..2 {
             check_hand(
@@ -704,7 +704,10 @@ fn main() -> Result<(), Error> {
             label: case.name.into(),
             message: format!("{e:?}"),
         })?;
-        let ops = [compiled.primal.op_count(), compiled.adjoint.op_count()];
+        let ops = [
+            compiled.primal.op_count(),
+            compiled.reverse.function().op_count(),
+        ];
         for k in 0..2 {
             check_hand(
                 &device,

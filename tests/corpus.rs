@@ -372,7 +372,7 @@ fn numerics_agree_with_the_oracle() {
                 c.name
             );
             // The optimized adjoint and tangent compute the same in f64.
-            let opt_adj = interp::eval(&compiled.adjoint, &w);
+            let opt_adj = interp::eval(compiled.reverse.function(), &w);
             assert!(
                 rel_error(&opt_adj, &adj, 0.0) < 1e-12,
                 "{}: optimizer changed the adjoint",

@@ -81,7 +81,7 @@ fn close(got: f64, want: f64, tol: f64) -> bool {
 
 #[test]
 fn the_mode_follows_the_shape() {
-    let mode = |src| compile_str(src).expect("compiles").jacobian_mode;
+    let mode = |src| compile_str(src).expect("compiles").reverse.jacobian_mode();
     assert_eq!(mode(POLAR_SRC), Some(JacobianMode::Reverse));
     assert_eq!(mode(HELIX_SRC), Some(JacobianMode::Forward));
     assert_eq!(mode(ROTATE_SRC), Some(JacobianMode::Reverse));

@@ -8,7 +8,7 @@
 //! cache line is used. Gradients use the same layout as the arguments without the words of
 //! `#[constant]` arguments (`f::Grad`).
 
-use crate::lower::{ParamKind, Signature};
+use crate::signature::{Shape, Signature};
 
 /// Threads per workgroup of every generated kernel (256: measured on the H100 against 64,
 /// with the hand-written kernels of `benches/gpu.rs`).
@@ -98,8 +98,8 @@ impl ArgLayout {
             .iter()
             .map(|p| {
                 let len = match p.kind {
-                    ParamKind::Scalar => None,
-                    ParamKind::Array(n) => Some(n),
+                    Shape::Scalar => None,
+                    Shape::Array(n) => Some(n),
                 };
                 let offset = if p.shared { &mut shared } else { &mut element };
                 let slot = ParamSlot {
@@ -118,8 +118,8 @@ impl ArgLayout {
             words: element,
             shared_words: shared,
             results: match sig.result {
-                ParamKind::Scalar => 1,
-                ParamKind::Array(m) => m as u32,
+                Shape::Scalar => 1,
+                Shape::Array(m) => m as u32,
             },
         }
     }

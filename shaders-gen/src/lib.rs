@@ -16,7 +16,9 @@ pub mod lower;
 pub mod names;
 pub mod ops;
 pub mod opt;
+#[cfg(feature = "testing")]
 pub mod random;
+pub mod signature;
 
 use abi::KernelKind;
 use ir::Function;
@@ -31,22 +33,46 @@ pub struct Compiled {
     pub lowered: Lowered,
     /// The optimized value.
     pub primal: Function,
-    /// The optimized reverse mode: outputs `[value, gradient words...]` (the words of
-    /// [`abi::ArgLayout::grad_words`]).
-    pub adjoint: Function,
+    /// The optimized reverse mode: the gradient, or for a vector result the Jacobian.
+    pub reverse: Reverse,
     /// The optimized forward mode: inputs `[args, tangent of each gradient word]`, outputs
     /// `[value, derivative]`.
     pub tangent: Function,
     /// The forward (value) kernel.
     pub wgsl_forward: String,
-    /// The adjoint (value and gradient) kernel.
-    pub wgsl_adjoint: String,
+    /// The reverse kernel: adjoint (value and gradient) or Jacobian (values and Jacobian).
+    pub wgsl_reverse: String,
     /// The second pass of the shared-gradient reduction (functions with `#[shared]`
     /// arguments).
     pub wgsl_reduce: Option<String>,
-    /// For an `[f32; M]` result, how the Jacobian is computed (`adjoint` and
-    /// `wgsl_adjoint` are then the Jacobian's: outputs `[values, rows...]`).
-    pub jacobian_mode: Option<ad::JacobianMode>,
+}
+
+/// What the reverse pass of a function computes, by its result's type.
+#[derive(Clone, Debug)]
+pub enum Reverse {
+    /// An `f32` result: outputs `[value, gradient words..., shared gradient words...]`
+    /// (the gradient words of [`abi::ArgLayout::grad_words`]).
+    Gradient(Function),
+    /// An `[f32; M]` or tuple result: outputs `[values (M), rows (M x gradient words)...]`,
+    /// row `k` the gradient of result word `k`, computed as the mode says.
+    Jacobian(Function, ad::JacobianMode),
+}
+
+impl Reverse {
+    /// The IR of the reverse pass.
+    pub fn function(&self) -> &Function {
+        match self {
+            Reverse::Gradient(f) | Reverse::Jacobian(f, _) => f,
+        }
+    }
+
+    /// How the Jacobian is computed, for a vector result.
+    pub fn jacobian_mode(&self) -> Option<ad::JacobianMode> {
+        match self {
+            Reverse::Gradient(_) => None,
+            Reverse::Jacobian(_, mode) => Some(*mode),
+        }
+    }
 }
 
 /// The signature as written, for comments in generated code.
@@ -78,7 +104,7 @@ pub fn compile_with(
 ) -> Result<Compiled, Vec<syn::Error>> {
     let lowered = lower::lower_fn_with(item, library)?;
     let primal = opt::unroll_indexed_loops(&lowered.primal);
-    if lowered.layout.results > 1 || matches!(lowered.sig.result, lower::ParamKind::Array(_)) {
+    if lowered.layout.results > 1 || matches!(lowered.sig.result, signature::Shape::Array(_)) {
         return Ok(compile_vector(item, lowered, primal));
     }
     // Reverse mode gives every word's gradient; `#[constant]` words' are dropped (and their
@@ -121,20 +147,18 @@ pub fn compile_with(
     let tangent = opt::optimize(&ad::forward_active(&primal, &active));
     let sig = signature_text(item);
     let wgsl_forward = emit_wgsl::emit_kernel(&sig, &lowered.layout, KernelKind::Forward, &primal);
-    let wgsl_adjoint =
+    let wgsl_reverse =
         emit_wgsl::emit_kernel(&sig, &lowered.layout, KernelKind::Adjoint, &kernel_adjoint);
-    let jacobian_mode = None;
     let wgsl_reduce = (lowered.layout.shared_words > 0)
         .then(|| emit_wgsl::emit_reduce_kernel(&sig, lowered.layout.shared_words));
     Ok(Compiled {
-        jacobian_mode,
         wgsl_reduce,
         lowered,
         primal,
-        adjoint,
+        reverse: Reverse::Gradient(adjoint),
         tangent,
         wgsl_forward,
-        wgsl_adjoint,
+        wgsl_reverse,
     })
 }
 
@@ -156,23 +180,22 @@ fn without_argument_attributes(mut func: syn::ItemFn) -> syn::ItemFn {
 fn compile_vector(item: &syn::ItemFn, lowered: Lowered, primal: Function) -> Compiled {
     let layout = &lowered.layout;
     let (jac, mode) = ad::jacobian(&primal, &layout.grad_words());
-    let adjoint = opt::optimize(&jac);
+    let jacobian = opt::optimize(&jac);
     let active: Vec<bool> = (0..layout.words)
         .map(|w| layout.is_differentiable(w))
         .collect();
     let tangent = opt::optimize(&ad::forward_active(&primal, &active));
     let sig = signature_text(item);
     let wgsl_forward = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Forward, &primal);
-    let wgsl_adjoint = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Jacobian, &adjoint);
+    let wgsl_reverse = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Jacobian, &jacobian);
     Compiled {
-        jacobian_mode: Some(mode),
         wgsl_reduce: None,
         lowered,
         primal,
-        adjoint,
+        reverse: Reverse::Jacobian(jacobian, mode),
         tangent,
         wgsl_forward,
-        wgsl_adjoint,
+        wgsl_reverse,
     }
 }
 

@@ -4,6 +4,10 @@
 use crate::ir::{Function, Op};
 use std::collections::HashSet;
 
+/// The name of the WGSL helper with which an adjoint kernel sums its shared gradient over
+/// the workgroup (generated names never take it).
+pub const REDUCE_STAGE_FN: &str = "gf_reduce_stage";
+
 /// Identifiers no local may take: WGSL and Rust keywords and reserved words, the WGSL
 /// builtins and helpers gradfuse calls, and the names the generated kernels and Rust
 /// functions declare themselves.
@@ -282,7 +286,7 @@ pub fn reserved() -> HashSet<String> {
         .iter()
         .copied()
         .chain(crate::ops::WGSL_HELPERS.iter().map(|(name, _, _)| *name))
-        .chain([crate::emit_wgsl::REDUCE_STAGE_FN])
+        .chain([REDUCE_STAGE_FN])
         .map(str::to_string)
         .collect()
 }

@@ -33,7 +33,7 @@ fn a_long_loop_compiles_fast_and_its_code_does_not_grow() {
     );
     for (kind, a, b) in [
         ("forward", &long.wgsl_forward, &short.wgsl_forward),
-        ("adjoint", &long.wgsl_adjoint, &short.wgsl_adjoint),
+        ("adjoint", &long.wgsl_reverse, &short.wgsl_reverse),
     ] {
         // Only the numbers differ (10000 vs 10, 9999 vs 9, in bounds, the tape's size and
         // the comments).
@@ -48,14 +48,14 @@ fn a_long_loop_compiles_fast_and_its_code_does_not_grow() {
         .validate(&module)
         .expect("valid");
     }
-    assert!(long.wgsl_adjoint.contains("array<f32, 10000>"), "the tape");
+    assert!(long.wgsl_reverse.contains("array<f32, 10000>"), "the tape");
 }
 
 #[test]
 fn a_long_loop_differentiates_right() {
     let c = compile_str(&source(10_000)).expect("compiles");
     let x = [0.7, 1.3, -0.4];
-    let adjoint = interp::eval(&c.adjoint, &x);
+    let adjoint = interp::eval(c.reverse.function(), &x);
     let fd = interp::finite_difference_gradient(&c.lowered.primal, &x, 1e-6);
     let scale = fd.iter().fold(1e-3, |m: f64, g| m.max(g.abs()));
     for (g, d) in adjoint[1..].iter().zip(&fd) {
@@ -87,7 +87,7 @@ fn check_against_lowering(c: &gradfuse_shaders_gen::Compiled, x: &[f64]) {
         (value - oracle).abs() <= 1e-12 * oracle.abs().max(1.0),
         "{value} vs {oracle}"
     );
-    let adjoint = interp::eval(&c.adjoint, x);
+    let adjoint = interp::eval(c.reverse.function(), x);
     let fd = interp::finite_difference_gradient(&c.lowered.primal, x, 1e-6);
     let scale = fd.iter().fold(1e-3, |m: f64, g| m.max(g.abs()));
     for (g, d) in adjoint[1..].iter().zip(&fd) {
@@ -113,7 +113,7 @@ fn small_loops_with_computed_indices_are_unrolled() {
         }",
     )
     .expect("compiles");
-    for f in [&c.primal, &c.adjoint] {
+    for f in [&c.primal, c.reverse.function()] {
         assert!(!has_op(f, |op| matches!(
             op,
             Op::Loop(_) | Op::Index { .. } | Op::Select { .. }
@@ -121,7 +121,7 @@ fn small_loops_with_computed_indices_are_unrolled() {
     }
     // Forward: 12 products, 12 sums, 3 tanh. Reverse: about three times that, where the
     // scatter made it 12 selects per read.
-    assert!(c.adjoint.dynamic_op_count() <= 4 * c.primal.dynamic_op_count());
+    assert!(c.reverse.function().dynamic_op_count() <= 4 * c.primal.dynamic_op_count());
     let x: Vec<f64> = (0..16).map(|k| 0.1 * k as f64 - 0.7).collect();
     check_against_lowering(&c, &x);
 }
@@ -140,9 +140,9 @@ fn loops_over_the_unroll_budget_stay_loops() {
     ))
     .expect("compiles");
     assert!(has_op(&c.primal, |op| matches!(op, Op::Loop(_))));
-    assert!(has_op(&c.adjoint, |op| matches!(op, Op::Loop(_))));
+    assert!(has_op(c.reverse.function(), |op| matches!(op, Op::Loop(_))));
     let x: Vec<f64> = (0..words).map(|k| ((k % 7) as f64 - 3.0) * 0.1).collect();
-    let adjoint = interp::eval(&c.adjoint, &x);
+    let adjoint = interp::eval(c.reverse.function(), &x);
     for (k, g) in adjoint[1..].iter().enumerate() {
         assert!((g - 2.0 * x[k]).abs() < 1e-12, "word {k}: {g}");
     }

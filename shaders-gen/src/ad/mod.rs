@@ -5,8 +5,11 @@
 //! primal and derivative code are computed once). Partial derivatives come from
 //! [`Func::partials`](crate::ops::Func::partials), the one table both modes read.
 
+mod partials;
+
 use crate::ir::{Builder, Function, Loop, LoopKind, Op, Ty, ValueId};
 use crate::ops::Func;
+use partials::partials;
 use proc_macro2::Span;
 
 /// Copies `f`'s nodes into `b` with its inputs replaced by `inputs`, returning the new id
@@ -255,7 +258,7 @@ fn vjp_into(
             | Op::IntToF32(_) => {}
             Op::Call(func, args) => {
                 let margs: Vec<ValueId> = args.iter().map(|v| map[v.index()]).collect();
-                let partials = func.partials(b, &margs, map[i], span);
+                let partials = partials(*func, b, &margs, map[i], span);
                 for (arg, p) in args.iter().zip(partials) {
                     if is_zero(b, p) {
                         continue;
@@ -516,7 +519,7 @@ fn forward_into(
             Op::Call(func, args) => {
                 let margs: Vec<ValueId> = args.iter().map(m).collect();
                 let id = b.push(Op::Call(*func, margs.clone()), span, node.name.clone());
-                let partials = func.partials(b, &margs, id, span);
+                let partials = partials(*func, b, &margs, id, span);
                 let mut acc = None;
                 for (arg, p) in args.iter().zip(partials) {
                     if let Some(ta) = tan[arg.index()]

@@ -10,6 +10,10 @@
 //! index, the carried values and the captures, read through [`Op::Result`]; every pass
 //! goes through [`Function::nodes`] in order, copies nodes with [`Op::map_operands`] and
 //! recurses into loop bodies.
+//!
+//! A function prints as text (`Display`, in `text`) for snapshots of each pass.
+
+mod text;
 
 use crate::ops::Func;
 use proc_macro2::Span;

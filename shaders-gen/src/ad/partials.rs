@@ -1,0 +1,174 @@
+//! The derivative table: the partial derivatives of every function of [`crate::ops`], as
+//! IR. Both the forward (tangent) and the reverse (adjoint) transform build their
+//! derivatives here, so the two modes cannot disagree on a convention.
+
+use crate::ir::{Builder, CmpOp, ValueId};
+use crate::ops::Func;
+use proc_macro2::Span;
+
+/// Builds the partial derivative of `result = func(args)` in each argument, as IR.
+///
+/// Both the forward (tangent) and the reverse (adjoint) transform call this, so the
+/// two modes cannot disagree on a convention.
+pub fn partials(
+    func: Func,
+    b: &mut Builder,
+    args: &[ValueId],
+    result: ValueId,
+    span: Span,
+) -> Vec<ValueId> {
+    use Func::*;
+    let c = |b: &mut Builder, v: f64| b.constant(v, span);
+    let call = |b: &mut Builder, f: Func, a: Vec<ValueId>| b.call(f, a, span);
+    let x = args[0];
+    match func {
+        Add => vec![c(b, 1.0), c(b, 1.0)],
+        Sub => vec![c(b, 1.0), c(b, -1.0)],
+        Mul => vec![args[1], x],
+        Div => {
+            let inv = call(b, Recip, vec![args[1]]);
+            let q = call(b, Mul, vec![result, inv]);
+            vec![inv, call(b, Neg, vec![q])]
+        }
+        Neg => vec![c(b, -1.0)],
+        Sin => vec![call(b, Cos, vec![x])],
+        Cos => {
+            let s = call(b, Sin, vec![x]);
+            vec![call(b, Neg, vec![s])]
+        }
+        Tan => {
+            let one = c(b, 1.0);
+            let sq = call(b, Mul, vec![result, result]);
+            vec![call(b, Add, vec![one, sq])]
+        }
+        Asin | Acos => {
+            let one = c(b, 1.0);
+            let sq = call(b, Mul, vec![x, x]);
+            let d = call(b, Sub, vec![one, sq]);
+            let r = call(b, Sqrt, vec![d]);
+            let inv = call(b, Recip, vec![r]);
+            if func == Asin {
+                vec![inv]
+            } else {
+                vec![call(b, Neg, vec![inv])]
+            }
+        }
+        Atan => {
+            let one = c(b, 1.0);
+            let sq = call(b, Mul, vec![x, x]);
+            let d = call(b, Add, vec![one, sq]);
+            vec![call(b, Recip, vec![d])]
+        }
+        Atan2 => {
+            // result = atan2(y, x): d/dy = x / (x² + y²), d/dx = -y / (x² + y²).
+            let (y, xx) = (args[0], args[1]);
+            let y2 = call(b, Mul, vec![y, y]);
+            let x2 = call(b, Mul, vec![xx, xx]);
+            let r2 = call(b, Add, vec![x2, y2]);
+            let inv = call(b, Recip, vec![r2]);
+            let dy = call(b, Mul, vec![xx, inv]);
+            let ny = call(b, Mul, vec![y, inv]);
+            vec![dy, call(b, Neg, vec![ny])]
+        }
+        Sinh => vec![call(b, Cosh, vec![x])],
+        Cosh => vec![call(b, Sinh, vec![x])],
+        Tanh => {
+            let one = c(b, 1.0);
+            let sq = call(b, Mul, vec![result, result]);
+            vec![call(b, Sub, vec![one, sq])]
+        }
+        Exp => vec![result],
+        Exp2 => {
+            let ln2 = c(b, std::f64::consts::LN_2);
+            vec![call(b, Mul, vec![result, ln2])]
+        }
+        Ln => vec![call(b, Recip, vec![x])],
+        Log2 | Log10 => {
+            let k = c(
+                b,
+                if func == Log2 {
+                    std::f64::consts::LN_2
+                } else {
+                    std::f64::consts::LN_10
+                },
+            );
+            let d = call(b, Mul, vec![x, k]);
+            vec![call(b, Recip, vec![d])]
+        }
+        Sqrt => {
+            let half = c(b, 0.5);
+            let inv = call(b, Recip, vec![result]);
+            vec![call(b, Mul, vec![half, inv])]
+        }
+        Recip => {
+            let sq = call(b, Mul, vec![result, result]);
+            vec![call(b, Neg, vec![sq])]
+        }
+        Powi(n) => {
+            if n == 0 {
+                vec![c(b, 0.0)]
+            } else {
+                let k = c(b, n as f64);
+                let p = call(b, Powi(n - 1), vec![x]);
+                vec![call(b, Mul, vec![k, p])]
+            }
+        }
+        Powf => {
+            let y = args[1];
+            let one = c(b, 1.0);
+            let zero = c(b, 0.0);
+            let ym1 = call(b, Sub, vec![y, one]);
+            let p = call(b, Powf, vec![x, ym1]);
+            let dx = call(b, Mul, vec![y, p]);
+            let lnx = call(b, Ln, vec![x]);
+            let dy_raw = call(b, Mul, vec![lnx, result]);
+            let pos = b.cmp(CmpOp::Gt, x, zero, span);
+            vec![dx, b.select(pos, dy_raw, zero, span)]
+        }
+        Abs => {
+            let zero = c(b, 0.0);
+            let one = c(b, 1.0);
+            let minus = c(b, -1.0);
+            let pos = b.cmp(CmpOp::Gt, x, zero, span);
+            let neg = b.cmp(CmpOp::Lt, x, zero, span);
+            let inner = b.select(neg, minus, zero, span);
+            vec![b.select(pos, one, inner, span)]
+        }
+        Signum | Floor | Ceil | Round => vec![c(b, 0.0)],
+        Min | Max => {
+            let (p, q) = (args[0], args[1]);
+            let (one, half, zero) = (c(b, 1.0), c(b, 0.5), c(b, 0.0));
+            let wins = if func == Min { CmpOp::Lt } else { CmpOp::Gt };
+            let tie = b.cmp(CmpOp::Eq, p, q, span);
+            let tied = b.select(tie, half, zero, span);
+            let p_wins = b.cmp(wins, p, q, span);
+            let q_wins = b.cmp(wins, q, p, span);
+            vec![
+                b.select(p_wins, one, tied, span),
+                b.select(q_wins, one, tied, span),
+            ]
+        }
+        Clamp => {
+            let (lo, hi) = (args[1], args[2]);
+            let (one, zero) = (c(b, 1.0), c(b, 0.0));
+            let below = b.cmp(CmpOp::Lt, x, lo, span);
+            let above = b.cmp(CmpOp::Gt, x, hi, span);
+            let inside = b.select(above, zero, one, span);
+            let dhi = b.select(above, one, zero, span);
+            vec![
+                b.select(below, zero, inside, span),
+                b.select(below, one, zero, span),
+                b.select(below, zero, dhi, span),
+            ]
+        }
+        MulAdd => vec![args[1], x, c(b, 1.0)],
+        Hypot => {
+            let zero = c(b, 0.0);
+            let inv = call(b, Recip, vec![result]);
+            let pos = b.cmp(CmpOp::Gt, result, zero, span);
+            let dx = call(b, Mul, vec![x, inv]);
+            let dy = call(b, Mul, vec![args[1], inv]);
+            vec![b.select(pos, dx, zero, span), b.select(pos, dy, zero, span)]
+        }
+    }
+}

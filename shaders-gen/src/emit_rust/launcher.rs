@@ -1,0 +1,143 @@
+//! The `impl Kernel` of a function with an `f32` result: batched `value`,
+//! `value_and_grad` and `value_and_grad_into`, with and without `#[shared]` arguments.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+
+/// The `impl Kernel` of the batched launches.
+pub(super) fn launcher(has_shared: bool, has_grads: bool) -> TokenStream {
+    let vec = quote!(::std::vec::Vec);
+    let err = quote!(::gradfuse::Error);
+    let grads_alloc = if has_grads {
+        // Zeroed pages from the allocator, not a pass of writes: the launch overwrites
+        // every word.
+        quote!(let mut grads: #vec<Grad> = ::gradfuse::bytemuck::zeroed_vec(args.len());)
+    } else {
+        quote!(let mut grads: #vec<Grad> = ::std::vec![Grad {}; args.len()];)
+    };
+    // The `_into` launchers write into the caller's slices; the others allocate and call
+    // them.
+    let into_outputs = if has_grads {
+        quote!(&mut [values, ::gradfuse::bytemuck::cast_slice_mut(grads)])
+    } else {
+        quote!(&mut [values])
+    };
+    // Without gradient words the kernel has no gradient buffer to check `grads` against.
+    let grads_check = if has_grads {
+        quote!()
+    } else {
+        quote! {
+            if grads.len() != args.len() {
+                return Err(::gradfuse::Error::ShapeMismatch {
+                    what: "grads (one per element)".into(),
+                    expected: args.len(),
+                    got: grads.len(),
+                });
+            }
+        }
+    };
+    let into_doc = quote! {
+        /// [`Self::value_and_grad`] into the caller's slices (one entry per element each):
+        /// nothing is allocated, and memory the caller reuses is not touched for the first
+        /// time (page faults cost as much as the readback on large batches). On an error the
+        /// slices' contents are unspecified.
+    };
+    if !has_shared {
+        return quote! {
+            impl Kernel<'_> {
+                /// The value of every element: one thread per element.
+                pub fn value(&self, args: &[Args]) -> ::core::result::Result<#vec<f32>, #err> {
+                    let mut values = ::std::vec![0.0f32; args.len()];
+                    self.device.launch(
+                        &FORWARD_KERNEL,
+                        ::gradfuse::bytemuck::cast_slice(args),
+                        &mut [&mut values[..]],
+                    )?;
+                    Ok(values)
+                }
+
+                /// The value and the full gradient of every element, from one fused kernel.
+                pub fn value_and_grad(
+                    &self,
+                    args: &[Args],
+                ) -> ::core::result::Result<(#vec<f32>, #vec<Grad>), #err> {
+                    let mut values = ::std::vec![0.0f32; args.len()];
+                    #grads_alloc
+                    self.value_and_grad_into(args, &mut values, &mut grads)?;
+                    Ok((values, grads))
+                }
+
+                #into_doc
+                pub fn value_and_grad_into(
+                    &self,
+                    args: &[Args],
+                    values: &mut [f32],
+                    grads: &mut [Grad],
+                ) -> ::core::result::Result<(), #err> {
+                    #grads_check
+                    self.device.launch(
+                        &ADJOINT_KERNEL,
+                        ::gradfuse::bytemuck::cast_slice(args),
+                        #into_outputs,
+                    )
+                }
+            }
+        };
+    }
+    quote! {
+        impl Kernel<'_> {
+            /// The value of every element, with the batch's `shared` arguments: one thread
+            /// per element.
+            pub fn value(
+                &self,
+                args: &[Args],
+                shared: &Shared,
+            ) -> ::core::result::Result<#vec<f32>, #err> {
+                let mut values = ::std::vec![0.0f32; args.len()];
+                self.device.launch_shared(
+                    &FORWARD_KERNEL,
+                    ::gradfuse::bytemuck::cast_slice(args),
+                    ::gradfuse::bytemuck::cast_slice(::core::slice::from_ref(shared)),
+                    &mut [&mut values[..]],
+                    &mut [],
+                )?;
+                Ok(values)
+            }
+
+            /// The value and the gradient of every element, and the gradient of the sum of
+            /// the values in the shared arguments: one fused kernel, whose workgroups reduce
+            /// the shared gradients in a fixed order, and a second pass over their partial
+            /// sums (no atomics: the same inputs give the same bits on every run).
+            pub fn value_and_grad(
+                &self,
+                args: &[Args],
+                shared: &Shared,
+            ) -> ::core::result::Result<(#vec<f32>, #vec<Grad>, SharedGrad), #err> {
+                let mut values = ::std::vec![0.0f32; args.len()];
+                #grads_alloc
+                let shared_grad = self.value_and_grad_into(args, shared, &mut values, &mut grads)?;
+                Ok((values, grads, shared_grad))
+            }
+
+            #into_doc
+            pub fn value_and_grad_into(
+                &self,
+                args: &[Args],
+                shared: &Shared,
+                values: &mut [f32],
+                grads: &mut [Grad],
+            ) -> ::core::result::Result<SharedGrad, #err> {
+                #grads_check
+                let mut shared_grad: SharedGrad = ::gradfuse::bytemuck::Zeroable::zeroed();
+                self.device.launch_shared(
+                    &ADJOINT_KERNEL,
+                    ::gradfuse::bytemuck::cast_slice(args),
+                    ::gradfuse::bytemuck::cast_slice(::core::slice::from_ref(shared)),
+                    #into_outputs,
+                    ::gradfuse::bytemuck::cast_slice_mut(::core::slice::from_mut(&mut shared_grad)),
+                )?;
+                Ok(shared_grad)
+            }
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! The items of a function with an `f32` result: `value_and_grad`, `jvp`, the WGSL
+//! constants, the CPU versions the runtime falls back to, the kernel descriptions and the
+//! batched launcher.
+
+use super::ItemPlan;
+use super::body::{Scalar, body, loads, operand};
+use super::launcher::launcher;
+use super::spec::kernel_spec;
+use crate::abi::KernelKind;
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+
+/// `value_and_grad` (reverse mode), `jvp` (forward mode) and everything batched.
+pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
+    let (c, layout, words) = (plan.c, plan.layout, plan.words);
+    let (grad_list, grad_count, has_shared) = (&plan.grad_list, plan.grad_count(), plan.has_shared);
+    let args_ref = quote!(args);
+    let shared_ref = quote!(shared);
+
+    // value_and_grad: the adjoint.
+    let adj = body(c.reverse.function(), Scalar::F32);
+    let adj_loads = loads(c.reverse.function(), &adj.names, |w| {
+        plan.access(Some(&args_ref), Some(&shared_ref), w)
+    });
+    let adj_stmts = &adj.stmts;
+    let adj_value = operand(
+        c.reverse.function(),
+        &adj.names,
+        c.reverse.function().outputs[0],
+        Scalar::F32,
+    );
+    let adj_grad = plan.grad_literal(c.reverse.function(), &adj.names, 1, false);
+    let adj_shared_grad = plan.grad_literal(c.reverse.function(), &adj.names, 1 + grad_count, true);
+
+    // jvp: the tangent. Its inputs: the arguments, then one tangent word per gradient
+    // word (the element's, then the shared ones).
+    let tan = body(&c.tangent, Scalar::F32);
+    let tangent_ref = quote!(tangent);
+    let shared_tangent_ref = quote!(shared_tangent);
+    let n_inputs = layout.words + layout.shared_words;
+    let tan_loads = loads(&c.tangent, &tan.names, |w| {
+        if w < n_inputs {
+            plan.access(Some(&args_ref), Some(&shared_ref), w)
+        } else if ((w - n_inputs) as usize) < grad_count {
+            plan.access(Some(&tangent_ref), None, grad_list[(w - n_inputs) as usize])
+        } else {
+            let k = w - n_inputs - grad_count as u32;
+            plan.access(None, Some(&shared_tangent_ref), layout.words + k)
+        }
+    });
+    let tan_stmts = &tan.stmts;
+    let tan_value = operand(&c.tangent, &tan.names, c.tangent.outputs[0], Scalar::F32);
+    let tan_dir = operand(&c.tangent, &tan.names, c.tangent.outputs[1], Scalar::F32);
+
+    let wgsl_forward = &c.wgsl_forward;
+    let wgsl_adjoint = &c.wgsl_reverse;
+    let eval_args = plan.eval_args();
+    let fwd_spec = kernel_spec(plan, KernelKind::Forward, &format_ident!("cpu_forward"));
+    let adj_spec = kernel_spec(plan, KernelKind::Adjoint, &format_ident!("cpu_adjoint"));
+    let (vg_sig, vg_ret) = if has_shared {
+        (
+            quote!(pub fn value_and_grad(args: &Args, shared: &Shared) -> (f32, Grad, SharedGrad)),
+            quote!((#adj_value, #adj_grad, #adj_shared_grad)),
+        )
+    } else {
+        (
+            quote!(pub fn value_and_grad(args: &Args) -> (f32, Grad)),
+            quote!((#adj_value, #adj_grad)),
+        )
+    };
+    let jvp_sig = if has_shared {
+        quote!(pub fn jvp(args: &Args, shared: &Shared, tangent: &Grad, shared_tangent: &SharedGrad) -> (f32, f32))
+    } else {
+        quote!(pub fn jvp(args: &Args, tangent: &Grad) -> (f32, f32))
+    };
+    // The CPU versions for the runtime: element words, then shared words in; value, the
+    // element's gradient words, then its shared gradient words out.
+    let read_shared = if has_shared {
+        quote!(let s: &Shared = &::gradfuse::bytemuck::cast_slice::<f32, Shared>(&words[#words..])[0];)
+    } else {
+        quote!()
+    };
+    let call_vg = if has_shared {
+        quote!(let (v, g, sg) = value_and_grad(a, s);)
+    } else {
+        quote!(let (v, g) = value_and_grad(a);)
+    };
+    let copy_grads = if grad_count > 0 {
+        quote!(out[1..1 + #grad_count].copy_from_slice(::gradfuse::bytemuck::cast_slice(::core::slice::from_ref(&g)));)
+    } else {
+        quote!(let _ = g;)
+    };
+    let copy_shared_grads = has_shared.then(|| {
+        quote!(out[1 + #grad_count..].copy_from_slice(::gradfuse::bytemuck::cast_slice(::core::slice::from_ref(&sg)));)
+    });
+    let launcher = launcher(has_shared, grad_count > 0);
+    quote! {
+        /// The value and the full gradient, by reverse mode on the CPU.
+        #[inline]
+        #vg_sig {
+            #adj_loads
+            #adj_stmts
+            #vg_ret
+        }
+
+        /// The value and the directional derivative along the tangent, by forward mode.
+        #[inline]
+        #jvp_sig {
+            #tan_loads
+            #tan_stmts
+            (#tan_value, #tan_dir)
+        }
+
+        /// The WGSL module of the forward (value) kernel.
+        pub const WGSL_FORWARD: &str = #wgsl_forward;
+        /// The WGSL module of the adjoint (value and gradient) kernel.
+        pub const WGSL_ADJOINT: &str = #wgsl_adjoint;
+
+        fn cpu_forward(words: &[f32], out: &mut [f32]) {
+            let a: &Args = &::gradfuse::bytemuck::cast_slice::<f32, Args>(&words[..#words])[0];
+            #read_shared
+            out[0] = eval::<f32>(#(#eval_args),*);
+        }
+
+        fn cpu_adjoint(words: &[f32], out: &mut [f32]) {
+            let a: &Args = &::gradfuse::bytemuck::cast_slice::<f32, Args>(&words[..#words])[0];
+            #read_shared
+            #call_vg
+            out[0] = v;
+            #copy_grads
+            #copy_shared_grads
+        }
+
+        /// The forward kernel's launch description.
+        pub static FORWARD_KERNEL: ::gradfuse::KernelSpec = #fwd_spec;
+        /// The adjoint kernel's launch description.
+        pub static ADJOINT_KERNEL: ::gradfuse::KernelSpec = #adj_spec;
+
+        /// Batched launches of this function's kernels on a device.
+        #[derive(Clone, Copy, Debug)]
+        pub struct Kernel<'d> {
+            device: &'d ::gradfuse::Device,
+        }
+
+        /// The batched kernels of this function on `device` (GPU, or CPU with rayon).
+        pub fn kernel(device: &::gradfuse::Device) -> Kernel<'_> {
+            Kernel { device }
+        }
+
+        #launcher
+    }
+}

@@ -1,0 +1,80 @@
+//! The `KernelSpec` of a kernel: the launch description the runtime reads (bindings,
+//! words, workgroup size, the shared-gradient reduction), from [`crate::abi`].
+
+use super::ItemPlan;
+use crate::abi::{self, KernelKind};
+use proc_macro2::TokenStream;
+use quote::quote;
+
+/// The `::gradfuse::KernelSpec` of kernel `kind`, whose CPU version is the function `cpu`.
+pub(super) fn kernel_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident) -> TokenStream {
+    let (fname, layout, has_shared) = (&plan.fname, plan.layout, plan.has_shared);
+    let label = format!("{fname}::{}", kind.entry_point());
+    let entry = kind.entry_point();
+    let wgsl = match kind {
+        KernelKind::Forward => quote!(WGSL_FORWARD),
+        KernelKind::Adjoint => quote!(WGSL_ADJOINT),
+        KernelKind::Jacobian => quote!(WGSL_JACOBIAN),
+    };
+    let outs: Vec<TokenStream> = kind
+        .outputs(layout)
+        .iter()
+        .map(|(binding, words, _)| {
+            quote!(::gradfuse::OutputSpec { binding: #binding, words: #words })
+        })
+        .collect();
+    let (wg, maxg, pb, ab) = (
+        abi::WORKGROUP_SIZE,
+        abi::MAX_WORKGROUPS_PER_DIM,
+        abi::PARAMS_BINDING,
+        abi::ARGS_BINDING,
+    );
+    let input_words = layout.words;
+    let shared = if has_shared {
+        let (sb, sw) = (abi::SHARED_BINDING, layout.shared_words);
+        let reduction = if kind == KernelKind::Adjoint {
+            let (partials, rp, ri, ro) = (
+                abi::PARTIALS_BINDING,
+                abi::REDUCE_PARAMS_BINDING,
+                abi::REDUCE_INPUT_BINDING,
+                abi::REDUCE_OUTPUT_BINDING,
+            );
+            let rlabel = format!("{fname}::reduce");
+            quote!(Some(::gradfuse::ReductionSpec {
+                partials_binding: #partials,
+                label: #rlabel,
+                wgsl: WGSL_REDUCE,
+                entry_point: "reduce",
+                params_binding: #rp,
+                input_binding: #ri,
+                output_binding: #ro,
+            }))
+        } else {
+            quote!(None)
+        };
+        let uniform = abi::shared_in_uniform(sw);
+        quote!(Some(&::gradfuse::SharedSpec {
+            binding: #sb,
+            words: #sw,
+            uniform: #uniform,
+            reduction: #reduction,
+        }))
+    } else {
+        quote!(None)
+    };
+    quote! {
+        ::gradfuse::KernelSpec {
+            label: #label,
+            wgsl: #wgsl,
+            entry_point: #entry,
+            workgroup_size: #wg,
+            max_workgroups_per_dim: #maxg,
+            params_binding: #pb,
+            input_binding: #ab,
+            input_words: #input_words,
+            outputs: &[#(#outs),*],
+            shared: #shared,
+            cpu: #cpu,
+        }
+    }
+}

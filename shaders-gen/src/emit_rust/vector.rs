@@ -1,0 +1,268 @@
+//! The items of a function with an `[f32; M]` or tuple result: `value_and_jacobian` in
+//! place of `value_and_grad`, and the result's words packed and unpacked.
+
+use super::ItemPlan;
+use super::body::{Scalar, body, loads, operand};
+use super::spec::kernel_spec;
+use crate::Compiled;
+use crate::abi::KernelKind;
+use crate::signature::Shape;
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+
+/// The result type of a vector function over scalar type `s`: `[s; M]`, or the tuple.
+pub(super) fn result_type(c: &Compiled, s: &TokenStream) -> TokenStream {
+    match &c.lowered.sig.result_parts {
+        Some(parts) => {
+            let ts: Vec<TokenStream> = parts
+                .iter()
+                .map(|p| match p {
+                    Shape::Scalar => quote!(#s),
+                    Shape::Array(n) => quote!([#s; #n]),
+                })
+                .collect();
+            quote!((#(#ts,)*))
+        }
+        None => {
+            let m = c.lowered.layout.results as usize;
+            quote!([#s; #m])
+        }
+    }
+}
+
+/// A vector function's result from its words, in order.
+pub(super) fn pack(c: &Compiled, words: &[TokenStream]) -> TokenStream {
+    match &c.lowered.sig.result_parts {
+        Some(parts) => {
+            let mut at = 0;
+            let items: Vec<TokenStream> = parts
+                .iter()
+                .map(|p| match p {
+                    Shape::Scalar => {
+                        at += 1;
+                        words[at - 1].clone()
+                    }
+                    Shape::Array(n) => {
+                        let w = &words[at..at + n];
+                        at += n;
+                        quote!([#(#w),*])
+                    }
+                })
+                .collect();
+            quote!((#(#items,)*))
+        }
+        None => quote!([#(#words),*]),
+    }
+}
+
+/// A vector function's result as its words (`v` a `Value`).
+pub(super) fn unpack(c: &Compiled, v: &TokenStream) -> TokenStream {
+    match &c.lowered.sig.result_parts {
+        Some(parts) => {
+            let mut words = Vec::new();
+            for (k, p) in parts.iter().enumerate() {
+                let k = syn::Index::from(k);
+                match p {
+                    Shape::Scalar => words.push(quote!(#v.#k)),
+                    Shape::Array(n) => {
+                        words.extend((0..*n).map(|j| quote!(#v.#k[#j])));
+                    }
+                }
+            }
+            quote!([#(#words),*])
+        }
+        None => quote!(#v),
+    }
+}
+
+/// The CPU versions, WGSL, kernel descriptions and launchers of a function with an
+/// `[f32; M]` result: `value_and_jacobian` in place of `value_and_grad`.
+pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
+    let (c, layout) = (plan.c, plan.layout);
+    let adj = &body(c.reverse.function(), Scalar::F32);
+    let tan = &body(&c.tangent, Scalar::F32);
+    let eval_args = plan.eval_args();
+    let fwd_spec = kernel_spec(plan, KernelKind::Forward, &format_ident!("cpu_forward"));
+    let jac_spec = kernel_spec(plan, KernelKind::Jacobian, &format_ident!("cpu_jacobian"));
+    let m = layout.results as usize;
+    let words = layout.words as usize;
+    let g = plan.grad_count();
+    let has_grads = g > 0;
+    let f = c.reverse.function();
+    // Row k of the Jacobian: the adjoint's outputs after the M values, g words a row.
+    let rows: Vec<TokenStream> = (0..m)
+        .map(|k| plan.grad_literal(f, &adj.names, m + k * g, false))
+        .collect();
+    let values: Vec<TokenStream> = (0..m)
+        .map(|k| operand(f, &adj.names, f.outputs[k], Scalar::F32))
+        .collect();
+    let t = &c.tangent;
+    let tan_values: Vec<TokenStream> = (0..m)
+        .map(|k| operand(t, &tan.names, t.outputs[k], Scalar::F32))
+        .collect();
+    let tan_dirs: Vec<TokenStream> = (0..m)
+        .map(|k| operand(t, &tan.names, t.outputs[m + k], Scalar::F32))
+        .collect();
+    let (adj_stmts, tan_stmts) = (&adj.stmts, &tan.stmts);
+    // Input loads: value_and_jacobian and jvp read `args` (and `tangent`).
+    let access = |base: &TokenStream, w: u32| {
+        let (slot, j) = layout.input_slot(w);
+        let field = format_ident!("{}", slot.name);
+        match j {
+            None => quote!(#base.#field),
+            Some(j) => quote!(#base.#field[#j]),
+        }
+    };
+    let args = quote!(args);
+    let tangent = quote!(tangent);
+    let grad_list = layout.grad_words();
+    let adj_loads = loads(f, &adj.names, |w| access(&args, w));
+    let n = layout.words;
+    let tan_loads = loads(t, &tan.names, |w| {
+        if w < n {
+            access(&args, w)
+        } else {
+            access(&tangent, grad_list[(w - n) as usize])
+        }
+    });
+    let wgsl_forward = &c.wgsl_forward;
+    let wgsl_jacobian = &c.wgsl_reverse;
+    let mode_doc = match c.reverse.jacobian_mode() {
+        Some(crate::ad::JacobianMode::Forward) => format!(
+            "The Jacobian is computed by {g} forward sweeps (one per argument word with a \
+             gradient: fewer than the {m} results)."
+        ),
+        _ => format!(
+            "The Jacobian is computed by {m} reverse sweeps (one per result word: no more \
+             than the {g} argument words with a gradient)."
+        ),
+    };
+    let copy_jacobian = if has_grads {
+        quote!(out[#m..].copy_from_slice(::gradfuse::bytemuck::cast_slice(&j[..]));)
+    } else {
+        quote!(let _ = j;)
+    };
+    let jac_alloc = if has_grads {
+        quote!(let mut jacobians: ::std::vec::Vec<Jacobian> = ::gradfuse::bytemuck::zeroed_vec(args.len());)
+    } else {
+        quote!(let jacobians: ::std::vec::Vec<Jacobian> = ::std::vec![[Grad {}; #m]; args.len()];)
+    };
+    let jac_outputs = if has_grads {
+        quote!(&mut [
+            ::gradfuse::bytemuck::cast_slice_mut(&mut values[..]),
+            ::gradfuse::bytemuck::cast_slice_mut(&mut jacobians[..])
+        ])
+    } else {
+        quote!(&mut [::gradfuse::bytemuck::cast_slice_mut(&mut values[..])])
+    };
+    let value_ty = result_type(c, &quote!(f32));
+    // Arrays are their own words; tuples are rebuilt from them.
+    let collect_values = if c.lowered.sig.result_parts.is_some() {
+        quote!(values.iter().map(value_of).collect())
+    } else {
+        quote!(values)
+    };
+    let packed_values = pack(c, &values);
+    let packed_tan_values = pack(c, &tan_values);
+    let packed_tan_dirs = pack(c, &tan_dirs);
+    let words_of_v = unpack(c, &quote!(v));
+    let w_items: Vec<TokenStream> = (0..m).map(|k| quote!(w[#k])).collect();
+    let value_of_w = pack(c, &w_items);
+    quote! {
+        /// The result type. Result word `k` (the Jacobian's row `k`) is word `k` of it, in
+        /// order.
+        pub type Value = #value_ty;
+
+        /// The Jacobian: row `k` is the gradient of result word `k`, typed as [`Grad`].
+        pub type Jacobian = [Grad; #m];
+
+        /// A result's words, in order.
+        pub fn words_of(v: Value) -> [f32; #m] {
+            #words_of_v
+        }
+
+        /// A result from its words.
+        pub fn value_of(w: &[f32; #m]) -> Value {
+            #value_of_w
+        }
+
+        #[doc = #mode_doc]
+        #[inline]
+        pub fn value_and_jacobian(args: &Args) -> (Value, Jacobian) {
+            #adj_loads
+            #adj_stmts
+            (#packed_values, [#(#rows),*])
+        }
+
+        /// The values and their directional derivatives along the tangent, by forward
+        /// mode.
+        #[inline]
+        pub fn jvp(args: &Args, tangent: &Grad) -> (Value, Value) {
+            #tan_loads
+            #tan_stmts
+            (#packed_tan_values, #packed_tan_dirs)
+        }
+
+        /// The WGSL module of the forward (value) kernel.
+        pub const WGSL_FORWARD: &str = #wgsl_forward;
+        /// The WGSL module of the Jacobian (values and Jacobian) kernel.
+        pub const WGSL_JACOBIAN: &str = #wgsl_jacobian;
+
+        fn cpu_forward(words: &[f32], out: &mut [f32]) {
+            let a: &Args = &::gradfuse::bytemuck::cast_slice::<f32, Args>(&words[..#words])[0];
+            out[..#m].copy_from_slice(&words_of(eval::<f32>(#(#eval_args),*)));
+        }
+
+        fn cpu_jacobian(words: &[f32], out: &mut [f32]) {
+            let a: &Args = &::gradfuse::bytemuck::cast_slice::<f32, Args>(&words[..#words])[0];
+            let (v, j) = value_and_jacobian(a);
+            out[..#m].copy_from_slice(&words_of(v));
+            #copy_jacobian
+        }
+
+        /// The forward kernel's launch description.
+        pub static FORWARD_KERNEL: ::gradfuse::KernelSpec = #fwd_spec;
+        /// The Jacobian kernel's launch description.
+        pub static JACOBIAN_KERNEL: ::gradfuse::KernelSpec = #jac_spec;
+
+        /// Batched launches of this function's kernels on a device.
+        #[derive(Clone, Copy, Debug)]
+        pub struct Kernel<'d> {
+            device: &'d ::gradfuse::Device,
+        }
+
+        /// The batched kernels of this function on `device` (GPU, or CPU with rayon).
+        pub fn kernel(device: &::gradfuse::Device) -> Kernel<'_> {
+            Kernel { device }
+        }
+
+        impl Kernel<'_> {
+            /// The values of every element: one thread per element.
+            pub fn value(&self, args: &[Args]) -> ::core::result::Result<::std::vec::Vec<Value>, ::gradfuse::Error> {
+                let mut values = ::std::vec![[0.0f32; #m]; args.len()];
+                self.device.launch(
+                    &FORWARD_KERNEL,
+                    ::gradfuse::bytemuck::cast_slice(args),
+                    &mut [::gradfuse::bytemuck::cast_slice_mut(&mut values[..])],
+                )?;
+                Ok(#collect_values)
+            }
+
+            #[doc = #mode_doc]
+            /// One thread per element computes its values and its whole Jacobian.
+            pub fn value_and_jacobian(
+                &self,
+                args: &[Args],
+            ) -> ::core::result::Result<(::std::vec::Vec<Value>, ::std::vec::Vec<Jacobian>), ::gradfuse::Error> {
+                let mut values = ::std::vec![[0.0f32; #m]; args.len()];
+                #jac_alloc
+                self.device.launch(
+                    &JACOBIAN_KERNEL,
+                    ::gradfuse::bytemuck::cast_slice(args),
+                    #jac_outputs,
+                )?;
+                Ok((#collect_values, jacobians))
+            }
+        }
+    }
+}

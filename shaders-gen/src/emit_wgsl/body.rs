@@ -1,0 +1,358 @@
+//! The statements of a kernel: one `let` per IR node, loops, and the WGSL expression of
+//! every operation.
+
+use super::f32_literal;
+use crate::ir::{Function, Loop, LoopInput, LoopKind, Op, Ty, ValueId};
+use crate::names::{fresh, local_names_with};
+use crate::ops::{Func, WgslForm, wgsl_helper_deps};
+use std::collections::BTreeSet;
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write;
+
+/// How the statements of one function are written: its value names, and what the kernel
+/// around it told it (shared words, statements to add after a node).
+pub(super) struct Ctx<'a> {
+    pub(super) f: &'a Function,
+    pub(super) names: Vec<String>,
+    /// For each loop node: the `var`s holding its carried values.
+    pub(super) carried: HashMap<usize, Vec<String>>,
+    /// For each recording loop node: its tape.
+    pub(super) tapes: HashMap<usize, String>,
+    /// Values that are a `#[shared]` word (by node): an index into consecutive ones reads
+    /// `shared_args` directly instead of building an array.
+    pub(super) shared_word: HashMap<usize, u32>,
+    /// Whether the shared words are in a uniform buffer (`array<vec4<f32>, _>`).
+    pub(super) shared_uniform: bool,
+    /// Statements to write right after node `i` (the shared gradient's sums, as soon as
+    /// their words are computed: fewer values live at once).
+    pub(super) after: HashMap<usize, String>,
+}
+
+impl<'a> Ctx<'a> {
+    pub(super) fn new(f: &'a Function, taken: &mut HashSet<String>) -> Self {
+        Ctx {
+            f,
+            names: local_names_with(f, taken),
+            carried: HashMap::new(),
+            tapes: HashMap::new(),
+            shared_word: HashMap::new(),
+            shared_uniform: false,
+            after: HashMap::new(),
+        }
+    }
+
+    pub(super) fn operand(&self, v: ValueId) -> String {
+        match self.f.node(v).op {
+            Op::Const(c) => f32_literal(c),
+            Op::Int(k) => format!("{k}i"),
+            _ => self.names[v.index()].clone(),
+        }
+    }
+
+    /// `let` statements (and loops) for every node of the function but its inputs, which
+    /// the caller binds to their names.
+    pub(super) fn emit_nodes(
+        &mut self,
+        taken: &mut HashSet<String>,
+        indent: &str,
+        out: &mut String,
+        helpers: &mut BTreeSet<&'static str>,
+    ) {
+        let f = self.f;
+        for (i, node) in f.nodes.iter().enumerate() {
+            match &node.op {
+                Op::Input(_) | Op::Const(_) | Op::Int(_) => {}
+                Op::Loop(l) => self.emit_loop(i, l, taken, indent, out, helpers),
+                Op::Result(l, k) => {
+                    let var = &self.carried[&l.index()][*k as usize];
+                    let _ = writeln!(out, "{indent}let {} = {var};", self.names[i]);
+                }
+                op => {
+                    let e = self.expr(op, helpers);
+                    let _ = writeln!(out, "{indent}let {} = {e};", self.names[i]);
+                }
+            }
+            if let Some(after) = self.after.remove(&i) {
+                out.push_str(&after);
+            }
+        }
+    }
+
+    /// A loop: `var`s for its carried values, the loop, its body (inputs bound to the
+    /// index, the carried values, the captures and the tape), the carried values updated.
+    pub(super) fn emit_loop(
+        &mut self,
+        i: usize,
+        l: &Loop,
+        taken: &mut HashSet<String>,
+        indent: &str,
+        out: &mut String,
+        helpers: &mut BTreeSet<&'static str>,
+    ) {
+        let body = &l.body;
+        let c = l.init.len();
+        let input_name = |w: usize, fallback: &str| {
+            body.input_name(w as u32)
+                .map_or_else(|| fallback.to_string(), crate::names::sanitize)
+        };
+        let index = fresh(taken, &input_name(0, "i"));
+        let vars: Vec<String> = (0..c)
+            .map(|k| fresh(taken, &format!("{}_next", input_name(1 + k, "carried"))))
+            .collect();
+        let trip = l.trip_count();
+        let what = match l.kind {
+            LoopKind::Forward => "".to_string(),
+            LoopKind::Recording => format!(
+                "; it records its {c} carried values at every iteration for the reverse pass \
+                 (a tape of {trip} x {c} words: recording costs memory, recomputing would \
+                 cost a pass per iteration)"
+            ),
+            LoopKind::Reverse { tape, .. } if self.tapes.contains_key(&tape.index()) => {
+                "; the adjoint of a loop: iterations in reverse, each iteration's carried \
+                 values read from the forward loop's tape"
+                    .to_string()
+            }
+            LoopKind::Reverse { .. } => "; the adjoint of a loop: iterations in reverse \
+                 (its body needs none of the forward loop's carried values: nothing recorded)"
+                .to_string(),
+        };
+        let _ = writeln!(out, "{indent}// {trip} iterations{what}.");
+        for (var, init) in vars.iter().zip(&l.init) {
+            let _ = writeln!(out, "{indent}var {var} = {};", self.operand(*init));
+        }
+        if l.kind == LoopKind::Recording {
+            let tape = fresh(taken, "tape");
+            let _ = writeln!(
+                out,
+                "{indent}var {tape}: array<f32, {}>;",
+                (trip as usize * c).max(1)
+            );
+            self.tapes.insert(i, tape);
+        }
+        let (start, end) = (l.start, l.end);
+        match l.kind {
+            LoopKind::Reverse { .. } => {
+                let _ = writeln!(
+                    out,
+                    "{indent}for (var {index}: i32 = {}i; {index} >= {start}i; {index}--) {{",
+                    end - 1
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    out,
+                    "{indent}for (var {index}: i32 = {start}i; {index} < {end}i; {index}++) {{"
+                );
+            }
+        }
+        let inner = format!("{indent}    ");
+        let mut bctx = Ctx::new(body, taken);
+        bctx.shared_uniform = self.shared_uniform;
+        if let Some(tape) = self.tapes.get(&i) {
+            for (k, var) in vars.iter().enumerate() {
+                let v = if l.carried_ty(k) == Ty::Bool {
+                    format!("select(0.0f, 1.0f, {var})")
+                } else {
+                    var.clone()
+                };
+                let at = tape_index(&index, start, c, k);
+                let _ = writeln!(out, "{inner}{tape}[{at}] = {v};");
+            }
+        }
+        // The body's inputs: [i, carried..., captures..., taped...].
+        let taped_from = match l.kind {
+            // No tape when the body reads no taped value (the forward loop did not record).
+            LoopKind::Reverse { tape, taped } => self
+                .tapes
+                .get(&tape.index())
+                .map(|t| (t.clone(), tape, taped)),
+            _ => None,
+        };
+        // Inputs read the index, the carried `var`s and the captures by their own names
+        // (the body computes everything before the carried values change); taped values
+        // are read into `let`s.
+        let used = body.used_inputs();
+        for (n, node) in body.nodes.iter().enumerate() {
+            let Op::Input(w) = node.op else { continue };
+            let w = w as usize;
+            if !used[w] {
+                continue;
+            }
+            match l.input(w) {
+                LoopInput::Index => bctx.names[n] = index.clone(),
+                LoopInput::Carried(k) => bctx.names[n] = vars[k].clone(),
+                LoopInput::Capture(j) => {
+                    let outer = l.captures[j];
+                    bctx.names[n] = self.operand(outer);
+                    if let Some(k) = self.shared_word.get(&outer.index()) {
+                        bctx.shared_word.insert(n, *k);
+                    }
+                }
+                LoopInput::Taped(k) => {
+                    let (tape, tape_loop, taped) = taped_from.clone().expect("a reverse loop");
+                    let read = format!("{tape}[{}]", tape_index(&index, start, taped as usize, k));
+                    let bool_taped = match &self.f.node(tape_loop).op {
+                        Op::Loop(tl) => tl.carried_ty(k) == Ty::Bool,
+                        _ => false,
+                    };
+                    let src = if bool_taped {
+                        format!("{read} != 0.0f")
+                    } else {
+                        read
+                    };
+                    let _ = writeln!(out, "{inner}let {} = {src};", bctx.names[n]);
+                }
+            }
+        }
+        bctx.emit_nodes(taken, &inner, out, helpers);
+        let outs: Vec<String> = body.outputs.iter().map(|o| bctx.operand(*o)).collect();
+        // An output that is a carried value itself must be read before any is assigned.
+        if outs
+            .iter()
+            .zip(&vars)
+            .any(|(o, v)| o != v && vars.contains(o))
+        {
+            let temps: Vec<String> = vars
+                .iter()
+                .map(|v| fresh(taken, &format!("{v}_new")))
+                .collect();
+            for (t, o) in temps.iter().zip(&outs) {
+                let _ = writeln!(out, "{inner}let {t} = {o};");
+            }
+            for (var, t) in vars.iter().zip(&temps) {
+                let _ = writeln!(out, "{inner}{var} = {t};");
+            }
+        } else {
+            for (var, o) in vars.iter().zip(&outs) {
+                if var != o {
+                    let _ = writeln!(out, "{inner}{var} = {o};");
+                }
+            }
+        }
+        let _ = writeln!(out, "{indent}}}");
+        self.carried.insert(i, vars);
+    }
+
+    pub(super) fn expr(&self, op: &Op, helpers: &mut BTreeSet<&'static str>) -> String {
+        match op {
+            Op::Input(_) | Op::Const(_) | Op::Int(_) | Op::Loop(_) | Op::Result(..) => {
+                unreachable!("inputs, constants and loops are not lets")
+            }
+            Op::IntBin(o, a, b) => {
+                format!("{} {} {}", self.operand(*a), o.symbol(), self.operand(*b))
+            }
+            Op::IntToF32(a) => format!("f32({})", self.operand(*a)),
+            // The value; its derivative was given by the user (used by the AD passes).
+            Op::CustomGrad { value, .. } => self.operand(*value),
+            Op::Index { elems, index } => {
+                let words: Vec<Option<u32>> = elems
+                    .iter()
+                    .map(|v| self.shared_word.get(&v.index()).copied())
+                    .collect();
+                if let Some(Some(first)) = words.first()
+                    && words
+                        .iter()
+                        .enumerate()
+                        .all(|(k, w)| *w == Some(first + k as u32))
+                {
+                    // Consecutive shared words: read the buffer at the index.
+                    let at = format!(
+                        "{first}u + u32(clamp({}, 0i, {}i))",
+                        self.operand(*index),
+                        elems.len() - 1
+                    );
+                    return if self.shared_uniform {
+                        format!("shared_args[({at}) / 4u][({at}) % 4u]")
+                    } else {
+                        format!("shared_args[{at}]")
+                    };
+                }
+                let e: Vec<String> = elems.iter().map(|v| self.operand(*v)).collect();
+                format!(
+                    "array<f32, {}>({})[clamp({}, 0i, {}i)]",
+                    e.len(),
+                    e.join(", "),
+                    self.operand(*index),
+                    e.len() - 1
+                )
+            }
+            Op::Cmp(c, a, b) => format!("{} {} {}", self.operand(*a), c.symbol(), self.operand(*b)),
+            Op::Not(a) => format!("!{}", self.operand(*a)),
+            Op::And(a, b) => format!("{} && {}", self.operand(*a), self.operand(*b)),
+            Op::Or(a, b) => format!("{} || {}", self.operand(*a), self.operand(*b)),
+            Op::Select {
+                cond,
+                then,
+                otherwise,
+            } => format!(
+                "select({}, {}, {})",
+                self.operand(*otherwise),
+                self.operand(*then),
+                self.operand(*cond)
+            ),
+            Op::Call(func, args) => {
+                let a: Vec<String> = args.iter().map(|v| self.operand(*v)).collect();
+                if let Func::Powi(n) = func {
+                    return powi(&a[0], *n, helpers);
+                }
+                match func.wgsl() {
+                    WgslForm::Infix(op) => format!("{} {op} {}", a[0], a[1]),
+                    WgslForm::Prefix(op) => format!("{op}{}", a[0]),
+                    WgslForm::Builtin(name) => format!("{name}({})", a.join(", ")),
+                    WgslForm::Helper(name) => {
+                        helpers.insert(name);
+                        helpers.extend(wgsl_helper_deps(name));
+                        format!("{name}({})", a.join(", "))
+                    }
+                    WgslForm::Template(t) => {
+                        let mut s = t.to_string();
+                        for (i, x) in a.iter().enumerate() {
+                            s = s.replace(&format!("{{{i}}}"), x);
+                        }
+                        s
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Where carried value `k` of iteration `index` sits in a tape of `words` per iteration.
+pub(super) fn tape_index(index: &str, start: i64, words: usize, k: usize) -> String {
+    let mut at = if start == 0 {
+        index.to_string()
+    } else {
+        format!("({index} - {start}i)")
+    };
+    if words != 1 {
+        at = format!("{at} * {words}i");
+    }
+    if k != 0 {
+        at = format!("{at} + {k}i");
+    }
+    at
+}
+
+/// `i * k` for the first vector of element `i`, or just `i`.
+pub(super) fn scaled_index(k: u32) -> String {
+    if k == 1 {
+        "i".to_string()
+    } else {
+        format!("i * {k}u")
+    }
+}
+
+/// `x.powi(n)`: small exponents as products (exact, like Rust's), others by the helper.
+pub(super) fn powi(x: &str, n: i32, helpers: &mut BTreeSet<&'static str>) -> String {
+    match n {
+        0 => "1.0f".into(),
+        1 => x.into(),
+        2 => format!("{x} * {x}"),
+        3 => format!("{x} * {x} * {x}"),
+        -1 => format!("1.0f / {x}"),
+        _ => {
+            helpers.insert("gf_powi");
+            format!("gf_powi({x}, {n})")
+        }
+    }
+}

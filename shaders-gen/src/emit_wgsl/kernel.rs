@@ -1,0 +1,550 @@
+//! One kernel's text, phase by phase: loads, shared-gradient sums, the body, stores, then
+//! the header, the declarations and the entry point around them.
+
+use super::body::{Ctx, scaled_index};
+use super::plan::KernelPlan;
+use super::reduce::reduce_stage_fn;
+use crate::abi::{self, ArgLayout, KernelKind};
+use crate::ir::{Function, Op, ValueId};
+use crate::names::{REDUCE_STAGE_FN, fresh, reserved};
+use crate::ops::{WGSL_HELPERS, wgsl_helper};
+use std::collections::{BTreeSet, HashSet};
+use std::fmt::Write;
+
+const COMPONENTS: [&str; 4] = ["x", "y", "z", "w"];
+
+/// Emits the WGSL module of one kernel of a function.
+///
+/// `signature` is the Rust signature for the header comment; `f` is the (optimized) IR
+/// whose outputs are, for [`KernelKind::Forward`], the value, and for
+/// [`KernelKind::Adjoint`] the value followed by one gradient word per argument word. An
+/// adjoint with `#[shared]` arguments sums their gradients over the batch, and takes the
+/// reverse pass's seed as one more input ([`crate::ad::vjp`]): the kernel seeds 1 for
+/// elements in the batch and 0 past its end.
+pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Function) -> String {
+    let plan = KernelPlan::new(layout, kind, f);
+    let mut taken = reserved();
+    let mut ctx = Ctx::new(f, &mut taken);
+    ctx.shared_uniform = plan.shared_uniform;
+    let mut helpers = BTreeSet::new();
+    let mut body = String::new();
+    emit_loads(&plan, &mut ctx, &mut body);
+    let sums = if plan.reduces {
+        shared_sums(&plan, f, &mut ctx, &mut taken, &mut body)
+    } else {
+        SharedSums::default()
+    };
+    ctx.emit_nodes(&mut taken, "    ", &mut body, &mut helpers);
+    emit_stores(&plan, f, &ctx, &mut body);
+    let mut s = header(&plan, signature);
+    declarations(&plan, &helpers, &mut s);
+    if plan.reduces {
+        reducing_entry(&plan, &sums, &body, &mut s);
+    } else {
+        plain_entry(&plan, &body, &mut s);
+    }
+    s
+}
+
+/// One `let` per argument word used (several words to a vector load); the shared words
+/// after the element's, then, in an adjoint that sums shared gradients, the seed.
+fn emit_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
+    let (words, lanes, loads) = (plan.words, plan.lanes, &plan.loads);
+    for chunk in 0..words / lanes {
+        let used: Vec<(u32, usize)> = (chunk * lanes..(chunk + 1) * lanes)
+            .filter_map(|w| loads[w as usize].map(|i| (w, i)))
+            .collect();
+        if used.is_empty() {
+            continue;
+        }
+        let idx = if chunk == 0 {
+            "in_base".to_string()
+        } else {
+            format!("in_base + {chunk}u")
+        };
+        if lanes == 1 {
+            let _ = writeln!(body, "    let {} = args[{idx}];", ctx.names[used[0].1]);
+        } else {
+            let _ = writeln!(body, "    let args_{chunk} = args[{idx}];");
+            for (w, i) in used {
+                let c = COMPONENTS[(w % lanes) as usize];
+                let _ = writeln!(body, "    let {} = args_{chunk}.{c};", ctx.names[i]);
+            }
+        }
+    }
+    let shared_loads = &loads[words as usize..(words + plan.shared_words) as usize];
+    for (k, load) in shared_loads.iter().enumerate() {
+        if let Some(i) = load {
+            let read = if plan.shared_uniform {
+                format!("shared_args[{}u].{}", k / 4, COMPONENTS[k % 4])
+            } else {
+                format!("shared_args[{k}u]")
+            };
+            let _ = writeln!(body, "    let {} = {read};", ctx.names[*i]);
+            ctx.shared_word.insert(*i, k as u32);
+        }
+    }
+    if plan.reduces
+        && let Some(seed) = loads[(words + plan.shared_words) as usize]
+    {
+        let _ = writeln!(
+            body,
+            "    // The adjoint's seed: elements past the end add nothing to the sums.\n    \
+             let {} = select(0.0f, 1.0f, in_batch);",
+            ctx.names[seed]
+        );
+    }
+}
+
+/// The per-thread sums of the shared gradient and the workgroup sum after them.
+#[derive(Default)]
+struct SharedSums {
+    /// The register holding each shared word's sum; `None` for words no gradient flows to.
+    names: Vec<Option<String>>,
+    /// The statements that sum the registers over the workgroup, 8 words at a time.
+    workgroup_sum: String,
+}
+
+/// Each thread adds up the shared gradients of several elements in registers, each word
+/// as soon as it is computed (fewer values live at once); the workgroup sums them once
+/// after its last element.
+fn shared_sums(
+    plan: &KernelPlan,
+    f: &Function,
+    ctx: &mut Ctx,
+    taken: &mut HashSet<String>,
+    body: &mut String,
+) -> SharedSums {
+    let (words, shared_words, layout) = (plan.words, plan.shared_words, plan.layout);
+    let mut names = Vec::new();
+    let first = f.outputs.len() - shared_words as usize;
+    for k in 0..shared_words {
+        let out = f.outputs[first + k as usize];
+        // A word no gradient flows to (a large table read at a few places) needs no
+        // sum: its partials are stored as zeros below.
+        if matches!(f.nodes[out.index()].op, Op::Const(c) if c == 0.0) {
+            names.push(None);
+            continue;
+        }
+        let name = fresh(taken, &format!("sum_{}", layout.word_name(words + k)));
+        let arg = layout.word_label(words + k);
+        let add = format!("    {name} += {}; // d/d {arg}\n", ctx.operand(out));
+        // Right after the word is computed (at once if it is an input or constant).
+        match f.nodes[out.index()].op {
+            Op::Input(_) | Op::Const(_) | Op::Int(_) => body.push_str(&add),
+            _ => ctx.after.entry(out.index()).or_default().push_str(&add),
+        }
+        names.push(Some(name));
+    }
+    let workgroup_sum = workgroup_sum(plan, &names);
+    SharedSums {
+        names,
+        workgroup_sum,
+    }
+}
+
+/// Runs of consecutive shared words: summed over the workgroup 8 at a time, or stored as
+/// zeros.
+fn workgroup_sum(plan: &KernelPlan, sums: &[Option<String>]) -> String {
+    let (words, shared_words, layout) = (plan.words, plan.shared_words, plan.layout);
+    let wg = abi::WORKGROUP_SIZE;
+    let mut out = String::new();
+    let mut k = 0u32;
+    while k < shared_words {
+        let zero = sums[k as usize].is_none();
+        let mut end = k + 1;
+        while end < shared_words
+            && sums[end as usize].is_none() == zero
+            && (zero || end - k < abi::REDUCE_LANES)
+        {
+            end += 1;
+        }
+        let count = end - k;
+        if zero {
+            let _ = writeln!(
+                out,
+                "    // d/d {}{} is zero.\n    \
+                 for (var word = lid; word < {count}u; word += {wg}u) {{\n        \
+                 shared_partials[group * {shared_words}u + {k}u + word] = 0.0f;\n    }}",
+                layout.word_label(words + k),
+                if count > 1 {
+                    format!(" .. {}", layout.word_label(words + end - 1))
+                } else {
+                    String::new()
+                },
+            );
+        } else {
+            // Every word of this run has a sum.
+            let run = sums[k as usize..end as usize].iter().flatten();
+            for (j, sum) in run.enumerate() {
+                let at = match j {
+                    0 => "lid".to_string(),
+                    j => format!("{}u + lid", j as u32 * wg),
+                };
+                let _ = writeln!(out, "    reduce_stage[{at}] = {sum};");
+            }
+            let _ = writeln!(out, "    {REDUCE_STAGE_FN}(lid, group, {k}u, {count}u);");
+        }
+        k = end;
+    }
+    out
+}
+
+/// The stores of every output buffer, in the order of [`KernelKind::outputs`].
+fn emit_stores(plan: &KernelPlan, f: &Function, ctx: &Ctx, body: &mut String) {
+    let mut out_idx = 0usize;
+    for &(_, w, name) in &plan.outputs {
+        let outputs = &f.outputs[out_idx..out_idx + w as usize];
+        if w == 1 {
+            let v = ctx.operand(outputs[0]);
+            if plan.guarded {
+                let _ = writeln!(
+                    body,
+                    "    if (in_batch) {{\n        {name}[i] = {v};\n    }}"
+                );
+            } else {
+                let _ = writeln!(body, "    {name}[i] = {v};");
+            }
+        } else if plan.staged && name == "grads" {
+            store_staged(plan, ctx, outputs, name, body);
+        } else {
+            store_words(plan, ctx, outputs, name, body);
+        }
+        out_idx += w as usize;
+    }
+}
+
+/// Gradients through workgroup memory: every thread writes its words to `grad_stage`,
+/// then consecutive threads store consecutive words of the group's gradients.
+fn store_staged(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, body: &mut String) {
+    let w = outputs.len() as u32;
+    let wg = abi::WORKGROUP_SIZE;
+    for (k, out) in outputs.iter().enumerate() {
+        let arg = plan.grad_label(k as u32);
+        let v = ctx.operand(*out);
+        let _ = writeln!(
+            body,
+            "    grad_stage[lid * {w}u + {k}u] = {v}; // d/d {arg}"
+        );
+    }
+    let _ = writeln!(body, "    workgroupBarrier();");
+    let _ = writeln!(
+        body,
+        "    // The group's gradients are contiguous in {name}: consecutive threads store\n    \
+         // consecutive words."
+    );
+    let _ = writeln!(body, "    let group_base = (i - lid) * {w}u;");
+    let _ = writeln!(body, "    for (var part = 0u; part < {w}u; part++) {{");
+    let _ = writeln!(body, "        let word = part * {wg}u + lid;");
+    let _ = writeln!(body, "        if (group_base + word < params.n * {w}u) {{");
+    let _ = writeln!(
+        body,
+        "            {name}[group_base + word] = grad_stage[word];"
+    );
+    let _ = writeln!(body, "        }}\n    }}");
+}
+
+/// What output word `k` of buffer `name` is, for the comment on its store.
+fn store_label(plan: &KernelPlan, name: &str, k: u32) -> String {
+    let grad_count = plan.grad_count().max(1);
+    match name {
+        "values" if plan.layout.results == 1 => "the value".to_string(),
+        "values" => format!("result[{k}]"),
+        "jacobians" => format!(
+            "d result[{}] / d {}",
+            k / grad_count,
+            plan.grad_label(k % grad_count)
+        ),
+        _ => plan.grad_label(k),
+    }
+}
+
+/// Several words per element, stored straight from registers (vector stores where the
+/// count allows).
+fn store_words(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, body: &mut String) {
+    let w = outputs.len() as u32;
+    let glanes = abi::vector_lanes(w);
+    let indent = if plan.guarded {
+        let _ = writeln!(body, "    if (in_batch) {{");
+        "        "
+    } else {
+        "    "
+    };
+    // `out_base` for the gradients (the common case), `values_base`... for others.
+    let base = if name == "grads" {
+        "out_base".to_string()
+    } else {
+        format!("{name}_base")
+    };
+    let _ = writeln!(body, "{indent}let {base} = {};", scaled_index(w / glanes));
+    for chunk in 0..w / glanes {
+        let idx = if chunk == 0 {
+            base.clone()
+        } else {
+            format!("{base} + {chunk}u")
+        };
+        let words_here = chunk * glanes..(chunk + 1) * glanes;
+        let args: Vec<String> = words_here
+            .clone()
+            .map(|k| store_label(plan, name, k))
+            .collect();
+        let vals: Vec<String> = words_here
+            .map(|k| ctx.operand(outputs[k as usize]))
+            .collect();
+        let value = if glanes == 1 {
+            vals[0].clone()
+        } else {
+            format!("{}({})", abi::vector_type(glanes), vals.join(", "))
+        };
+        let _ = writeln!(
+            body,
+            "{indent}{name}[{idx}] = {value}; // {}{}",
+            if name == "grads" { "d/d " } else { "" },
+            args.join(", ")
+        );
+    }
+    if plan.guarded {
+        let _ = writeln!(body, "    }}");
+    }
+}
+
+/// The header comment: which function, and a map of every buffer word to the user's names.
+fn header(plan: &KernelPlan, signature: &str) -> String {
+    let (words, shared_words, layout) = (plan.words, plan.shared_words, plan.layout);
+    let wg = abi::WORKGROUP_SIZE;
+    let mut s = String::new();
+    let what = match plan.kind {
+        KernelKind::Forward => "forward (value) kernel",
+        KernelKind::Adjoint => "adjoint (value and gradient) kernel",
+        KernelKind::Jacobian => "Jacobian (values and Jacobian) kernel",
+    };
+    let _ = writeln!(s, "// gradfuse {what} of `{signature}`.");
+    if plan.reduces {
+        let _ = writeln!(
+            s,
+            "// Each thread takes params.per_thread batch elements i, {wg} apart. Element i's words:"
+        );
+    } else {
+        let _ = writeln!(s, "// One thread per batch element i. Element i's words:");
+    }
+    let arg_names: Vec<String> = (0..words).map(|w| layout.word_label(w)).collect();
+    let _ = writeln!(s, "//   args[{words}i ..]: {}", arg_names.join(", "));
+    if shared_words > 0 {
+        let names: Vec<String> = (words..words + shared_words)
+            .map(|w| layout.word_label(w))
+            .collect();
+        let _ = writeln!(
+            s,
+            "// and the whole batch's {shared_words} shared words{}: {}",
+            if plan.shared_uniform {
+                " (shared_args, a uniform buffer, 4 to a vec4)"
+            } else {
+                " (shared_args)"
+            },
+            names.join(", ")
+        );
+        if plan.reduces {
+            let _ = writeln!(
+                s,
+                "//   shared_partials[{shared_words}g ..]: workgroup g's sum of d/d shared_args"
+            );
+        }
+    }
+    for &(_, w, name) in &plan.outputs {
+        if w == 1 {
+            let _ = writeln!(s, "//   {name}[i]: the value");
+        } else if name == "values" {
+            let _ = writeln!(s, "//   {name}[{w}i ..]: the result's {w} words");
+        } else if name == "jacobians" {
+            let _ = writeln!(
+                s,
+                "//   {name}[{w}i ..]: the Jacobian, row-major: for each result word, its \
+                 derivative in each of the {} argument words with a gradient",
+                plan.grad_count()
+            );
+        } else if w == words {
+            let _ = writeln!(
+                s,
+                "//   {name}[{w}i ..]: its derivative in each argument word, in the same order"
+            );
+        } else {
+            let names: Vec<String> = (0..w).map(|k| plan.grad_label(k)).collect();
+            let _ = writeln!(
+                s,
+                "//   {name}[{w}i ..]: its derivative in {} (#[constant] words have none)",
+                names.join(", ")
+            );
+        }
+    }
+    let _ = writeln!(s);
+    s
+}
+
+/// `Params`, the bindings, workgroup memory and the helper functions the body calls.
+fn declarations(plan: &KernelPlan, helpers: &BTreeSet<&'static str>, s: &mut String) {
+    let wg = abi::WORKGROUP_SIZE;
+    if plan.reduces {
+        let _ = writeln!(
+            s,
+            "struct Params {{\n    n: u32,\n    per_thread: u32,\n}}\n"
+        );
+    } else {
+        let _ = writeln!(s, "struct Params {{\n    n: u32,\n}}\n");
+    }
+    let _ = writeln!(
+        s,
+        "@group(0) @binding({}) var<uniform> params: Params;",
+        abi::PARAMS_BINDING
+    );
+    let _ = writeln!(
+        s,
+        "@group(0) @binding({}) var<storage, read> args: array<{}>;",
+        abi::ARGS_BINDING,
+        abi::vector_type(plan.lanes)
+    );
+    for &(binding, w, name) in &plan.outputs {
+        let _ = writeln!(
+            s,
+            "@group(0) @binding({binding}) var<storage, read_write> {name}: array<{}>;",
+            abi::vector_type(abi::vector_lanes(w))
+        );
+    }
+    if plan.shared_uniform && plan.shared_words > 0 {
+        let _ = writeln!(
+            s,
+            "@group(0) @binding({}) var<uniform> shared_args: array<vec4<f32>, {}>;",
+            abi::SHARED_BINDING,
+            plan.shared_words.div_ceil(4)
+        );
+    } else if plan.shared_words > 0 {
+        let _ = writeln!(
+            s,
+            "@group(0) @binding({}) var<storage, read> shared_args: array<f32>;",
+            abi::SHARED_BINDING
+        );
+    }
+    if plan.reduces {
+        let _ = writeln!(
+            s,
+            "@group(0) @binding({}) var<storage, read_write> shared_partials: array<f32>;",
+            abi::PARTIALS_BINDING
+        );
+    }
+    if plan.staged {
+        let _ = writeln!(
+            s,
+            "var<workgroup> grad_stage: array<f32, {}>;",
+            wg * plan.grad_count()
+        );
+    }
+    if plan.reduces {
+        let _ = writeln!(
+            s,
+            "var<workgroup> reduce_stage: array<f32, {}>;",
+            wg * abi::REDUCE_LANES
+        );
+        let _ = write!(s, "\n{}", reduce_stage_fn(plan.shared_words));
+    }
+    for (name, _, src) in WGSL_HELPERS {
+        if helpers.contains(name) {
+            let _ = write!(s, "\n{src}\n");
+        }
+    }
+    debug_assert!(helpers.iter().all(|h| wgsl_helper(h).is_some()));
+    let _ = writeln!(s);
+}
+
+/// The entry point of a kernel that sums shared gradients: a loop over the thread's
+/// elements around the body, then the workgroup sum.
+fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut String) {
+    let wg = abi::WORKGROUP_SIZE;
+    let _ = writeln!(s, "@compute @workgroup_size({wg})");
+    let _ = writeln!(
+        s,
+        "fn {}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{",
+        plan.kind.entry_point(),
+    );
+    let _ = writeln!(
+        s,
+        "    // Workgroup `group` takes params.per_thread runs of {wg} consecutive elements (wide\n    \
+         // dispatches use the second dimension, at most {} groups per dimension). Each\n    \
+         // thread adds up the shared gradients of its elements in registers; the workgroup\n    \
+         // sums them once, in a fixed order (deterministic, no atomics), and a second kernel\n    \
+         // sums the workgroups' partials.",
+        abi::MAX_WORKGROUPS_PER_DIM
+    );
+    let _ = writeln!(s, "    let group = wid.x + wid.y * groups.x;");
+    let _ = writeln!(s, "    let per_thread = params.per_thread;");
+    for sum in sums.names.iter().flatten() {
+        let _ = writeln!(s, "    var {sum} = 0.0f;");
+    }
+    let _ = writeln!(
+        s,
+        "    for (var nth = 0u; nth < per_thread; nth++) {{\n        \
+         let group_first = (group * per_thread + nth) * {wg}u;\n        \
+         // Runs wholly past the end are skipped by the whole workgroup at once.\n        \
+         if (group_first >= params.n) {{\n            break;\n        }}\n        \
+         let i = group_first + lid;\n        \
+         // Every thread reaches the barriers: threads past the end compute on the last\n        \
+         // element and store and add nothing.\n        \
+         let in_batch = i < params.n;\n        \
+         let elem = min(i, params.n - 1u);\n        \
+         let in_base = elem * {}u;",
+        plan.words / plan.lanes
+    );
+    for line in body.lines() {
+        if line.is_empty() {
+            s.push('\n');
+        } else {
+            let _ = writeln!(s, "    {line}");
+        }
+    }
+    if plan.staged {
+        let _ = writeln!(
+            s,
+            "        // The next element's gradients wait until these are stored.\n        \
+             workgroupBarrier();"
+        );
+    }
+    s.push_str("    }\n");
+    s.push_str(&sums.workgroup_sum);
+    s.push_str("}\n");
+}
+
+/// The entry point of a kernel with one thread per element.
+fn plain_entry(plan: &KernelPlan, body: &str, s: &mut String) {
+    let wg = abi::WORKGROUP_SIZE;
+    let in_words = plan.words / plan.lanes;
+    let _ = writeln!(s, "@compute @workgroup_size({wg})");
+    let _ = writeln!(
+        s,
+        "fn {}(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>{}) {{",
+        plan.kind.entry_point(),
+        if plan.guarded {
+            ", @builtin(local_invocation_index) lid: u32"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        s,
+        "    // Wide batches use the second dispatch dimension (at most {} groups per dimension).",
+        abi::MAX_WORKGROUPS_PER_DIM
+    );
+    let _ = writeln!(s, "    let i = gid.x + gid.y * groups.x * {wg}u;");
+    if plan.guarded {
+        let _ = writeln!(
+            s,
+            "    // Every thread reaches the barrier: threads past the end compute on the last\n    \
+             // element and store nothing.\n    \
+             let in_batch = i < params.n;\n    \
+             let elem = min(i, params.n - 1u);"
+        );
+        let _ = writeln!(s, "    let in_base = elem * {in_words}u;");
+    } else {
+        let _ = writeln!(s, "    if (i >= params.n) {{\n        return;\n    }}");
+        let _ = writeln!(s, "    let in_base = {};", scaled_index(in_words));
+    }
+    s.push_str(body);
+    s.push_str("}\n");
+}

@@ -1,0 +1,85 @@
+//! What a kernel is made of, decided once before any text is written: which buffers it
+//! binds, whether its shared words come from a uniform buffer, whether it sums shared
+//! gradients over the batch, whether its gradients are staged through workgroup memory.
+
+use crate::abi::{self, ArgLayout, KernelKind};
+use crate::ir::{Function, Op};
+
+/// The decisions behind one kernel's text.
+pub(super) struct KernelPlan<'a> {
+    /// Which kernel.
+    pub kind: KernelKind,
+    /// The argument layout.
+    pub layout: &'a ArgLayout,
+    /// Per-element argument words.
+    pub words: u32,
+    /// Argument words per load (`args` is an array of this many lanes).
+    pub lanes: u32,
+    /// `#[shared]` words.
+    pub shared_words: u32,
+    /// Shared words come from a uniform buffer (`array<vec4<f32>, _>`), else storage.
+    pub shared_uniform: bool,
+    /// An adjoint that sums shared gradients over the batch: each thread takes several
+    /// elements and its workgroup sums their shared gradients.
+    pub reduces: bool,
+    /// Gradients go through workgroup memory so that consecutive threads store
+    /// consecutive words.
+    pub staged: bool,
+    /// Every thread reaches the barriers: threads past the end compute on the last
+    /// element and store nothing, instead of returning early.
+    pub guarded: bool,
+    /// Argument words with a gradient.
+    pub grad_words: Vec<u32>,
+    /// Output buffers: `(binding, words per element, name)`.
+    pub outputs: Vec<(u32, u32, &'static str)>,
+    /// For each input word of `f`, the node that reads it, if one does.
+    pub loads: Vec<Option<usize>>,
+}
+
+impl<'a> KernelPlan<'a> {
+    /// The plan of kernel `kind` of `f`.
+    pub fn new(layout: &'a ArgLayout, kind: KernelKind, f: &Function) -> Self {
+        let mut loads = vec![None; f.num_inputs as usize];
+        for (i, node) in f.nodes.iter().enumerate() {
+            if let Op::Input(w) = node.op {
+                loads[w as usize] = Some(i);
+            }
+        }
+        let shared_words = layout.shared_words;
+        let reduces = kind == KernelKind::Adjoint && shared_words > 0;
+        if reduces {
+            assert_eq!(
+                f.num_inputs,
+                layout.words + shared_words + 1,
+                "an adjoint that sums shared gradients takes its seed as its last input"
+            );
+        }
+        let grad_words = layout.grad_words();
+        let staged =
+            kind == KernelKind::Adjoint && abi::stage_gradients(grad_words.len() as u32, reduces);
+        KernelPlan {
+            kind,
+            layout,
+            words: layout.words,
+            lanes: abi::vector_lanes(layout.words),
+            shared_words,
+            shared_uniform: abi::shared_in_uniform(shared_words),
+            reduces,
+            staged,
+            guarded: staged || reduces,
+            grad_words,
+            outputs: kind.outputs(layout),
+            loads,
+        }
+    }
+
+    /// How many argument words have a gradient.
+    pub fn grad_count(&self) -> u32 {
+        self.grad_words.len() as u32
+    }
+
+    /// The label of gradient word `k` in comments.
+    pub fn grad_label(&self, k: u32) -> String {
+        self.layout.word_label(self.grad_words[k as usize])
+    }
+}

@@ -1,0 +1,93 @@
+//! The shared-gradient reduction: the workgroup sum inside an adjoint kernel and the
+//! second pass over the workgroups' partial sums. Both sum in a fixed order: the same
+//! inputs give the same bits on every run, with no atomics.
+
+use crate::abi;
+use crate::names::REDUCE_STAGE_FN;
+
+/// The adjoint kernel's sum over the workgroup of the 8 words in `reduce_stage` (lane `l`'s
+/// word `k` at `k * 256 + l`), written to `shared_partials`: three levels of fixed-order
+/// sums, 8 terms each, then 4, with 4 barriers (a binary tree takes 9). Every level reads
+/// consecutive words across a warp's lanes, without bank conflicts.
+pub(super) fn reduce_stage_fn(shared_words: u32) -> String {
+    const _: () = assert!(abi::WORKGROUP_SIZE == 256 && abi::REDUCE_LANES == 8);
+    format!(
+        "// This workgroup's sums of words base..base + count of the shared gradient, over its
+// 256 lanes in a fixed order.
+fn {REDUCE_STAGE_FN}(lid: u32, group: u32, base: u32, count: u32) {{
+    workgroupBarrier();
+    // Thread (k, s) sums lanes s, s + 32, .., s + 224 of word k into lane s.
+    let k = lid / 32u;
+    let s = lid % 32u;
+    var acc = 0.0f;
+    for (var j = 0u; j < 8u; j++) {{
+        acc += reduce_stage[k * 256u + s + 32u * j];
+    }}
+    reduce_stage[k * 256u + s] = acc;
+    workgroupBarrier();
+    // Thread (k, q) sums lanes q, q + 4, .., q + 28 of word k into lane q.
+    if (lid < 32u) {{
+        let k2 = lid / 4u;
+        let q = lid % 4u;
+        var acc2 = 0.0f;
+        for (var j = 0u; j < 8u; j++) {{
+            acc2 += reduce_stage[k2 * 256u + q + 4u * j];
+        }}
+        reduce_stage[k2 * 256u + q] = acc2;
+    }}
+    workgroupBarrier();
+    if (lid < count) {{
+        let b = lid * 256u;
+        shared_partials[group * {shared_words}u + base + lid] = (reduce_stage[b] + reduce_stage[b + 1u]) + (reduce_stage[b + 2u] + reduce_stage[b + 3u]);
+    }}
+    // The next words' stores wait for these reads.
+    workgroupBarrier();
+}}
+"
+    )
+}
+
+/// The second pass of the shared-gradient reduction of a function with `shared_words`
+/// shared words: one workgroup per word sums the first pass's per-workgroup partials, each
+/// thread a fixed stride of them, then a tree; the same order on every run.
+pub fn emit_reduce_kernel(signature: &str, shared_words: u32) -> String {
+    let wg = abi::WORKGROUP_SIZE;
+    format!(
+        "// gradfuse reduction (second pass) of the shared gradients of `{signature}`.
+// Workgroup w sums word w of every first-pass workgroup's partial sums.
+
+struct Params {{
+    n: u32,
+}}
+
+@group(0) @binding({pb}) var<uniform> params: Params;
+@group(0) @binding({ib}) var<storage, read> partials: array<f32>;
+@group(0) @binding({ob}) var<storage, read_write> sums: array<f32>;
+var<workgroup> stage: array<f32, {wg}>;
+
+@compute @workgroup_size({wg})
+fn reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+    let word = wid.x;
+    var acc = 0.0f;
+    for (var g = lid; g < params.n; g += {wg}u) {{
+        acc += partials[g * {shared_words}u + word];
+    }}
+    stage[lid] = acc;
+    workgroupBarrier();
+    for (var stride = {half}u; stride > 0u; stride = stride / 2u) {{
+        if (lid < stride) {{
+            stage[lid] += stage[lid + stride];
+        }}
+        workgroupBarrier();
+    }}
+    if (lid == 0u) {{
+        sums[word] = stage[0];
+    }}
+}}
+",
+        pb = abi::REDUCE_PARAMS_BINDING,
+        ib = abi::REDUCE_INPUT_BINDING,
+        ob = abi::REDUCE_OUTPUT_BINDING,
+        half = wg / 2,
+    )
+}

@@ -1,0 +1,223 @@
+//! `for` loops: carried values, captures, and the loop node.
+
+use super::syntax::assigned_names;
+use super::*;
+
+impl Lowerer {
+    /// `for i in A..B { ... }` (or `A..=B`): a loop that stays a loop. Variables of the
+    /// enclosing scopes assigned in the body are carried from one iteration to the next;
+    /// the others are captured.
+    pub(super) fn lower_for(&mut self, f: &syn::ExprForLoop) {
+        if let Some(label) = &f.label {
+            self.error(label.name.span(), "loop labels are not supported");
+        }
+        let index_name = match &*f.pat {
+            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                Some(pi.ident.to_string())
+            }
+            syn::Pat::Wild(_) => None,
+            other => {
+                self.error(
+                    other.span(),
+                    "the loop variable must be a name (`for i in 0..8`)",
+                );
+                return;
+            }
+        };
+        let bounds = match &*f.expr {
+            syn::Expr::Range(r) => match (&r.start, &r.end) {
+                (Some(a), Some(b)) => {
+                    let a = self.constant_integer(a, "a loop's start");
+                    let b = self.constant_integer(b, "a loop's end");
+                    let inclusive = matches!(r.limits, syn::RangeLimits::Closed(_));
+                    a.zip(b)
+                        .map(|(a, b)| (a, if inclusive { b + 1 } else { b }))
+                }
+                _ => {
+                    self.error(r.span(), "a loop's range needs both ends: `for i in 0..8`");
+                    None
+                }
+            },
+            other => {
+                self.error(
+                    other.span(),
+                    "loops run over a range with constant ends (`for i in 0..8` or \
+                     `0..=7`); iterators, `.rev()` and `.step_by()` are not supported",
+                );
+                None
+            }
+        };
+        let Some((start, end)) = bounds else {
+            // Still check the body for its own errors, without a loop to build.
+            let before = self.vars.len();
+            self.scopes.push(HashMap::new());
+            if let Some(n) = &index_name {
+                self.declare(n.clone(), None, false);
+            }
+            let _ = self.lower_block(&f.body);
+            self.scopes.pop();
+            self.vars.truncate(before);
+            return;
+        };
+        let span = f.for_token.span;
+        // The variables in scope, and which of them the body assigns.
+        let assigned = assigned_names(&f.body);
+        let visible: Vec<usize> = {
+            let mut v: Vec<usize> = self
+                .scopes
+                .iter()
+                .flat_map(|s| s.values().copied())
+                .collect();
+            v.sort();
+            v.dedup();
+            v.retain(|id| self.lookup(&self.vars[*id].name) == Some(*id));
+            v
+        };
+        let carried: Vec<usize> = visible
+            .iter()
+            .copied()
+            .filter(|id| assigned.contains(&self.vars[*id].name) && self.vars[*id].mutable)
+            .filter(|id| self.vars[*id].value.is_some())
+            .collect();
+        for id in &carried {
+            if let Some(Value::Int(..)) = self.vars[*id].value {
+                let name = self.vars[*id].name.clone();
+                self.error(
+                    span,
+                    format!(
+                        "`{name}` is an integer changed in the loop: integers other than loop \
+                         indices are not supported"
+                    ),
+                );
+                return;
+            }
+        }
+        // The body's inputs: the index, the carried values (flattened), the captures.
+        let before: Vec<Option<Value>> = self.vars.iter().map(|v| v.value.clone()).collect();
+        let outer = std::mem::replace(&mut self.b, Builder::new(0));
+        let index = self.b.add_input(span, index_name.clone());
+        let mut init: Vec<ValueId> = Vec::new();
+        let body_value = |b: &mut Builder, v: &Value, outer_ids: &mut Vec<ValueId>| -> Value {
+            let mut one = |x: ValueId| {
+                outer_ids.push(x);
+                b.add_input(span, None)
+            };
+            match v {
+                Value::Scalar(x) => Value::Scalar(one(*x)),
+                Value::Bool(x) => Value::Bool(one(*x)),
+                Value::Int(x, lo, hi) => Value::Int(one(*x), *lo, *hi),
+                Value::Array(xs) => Value::Array(xs.iter().map(|x| one(*x)).collect()),
+            }
+        };
+        for id in &carried {
+            if let Some(v) = before[*id].clone() {
+                let bv = body_value(&mut self.b, &v, &mut init);
+                let name = self.vars[*id].name.clone();
+                self.name_value(&bv, &name);
+                self.vars[*id].value = Some(bv);
+            }
+        }
+        let mut captures: Vec<ValueId> = Vec::new();
+        for id in &visible {
+            if carried.contains(id) {
+                continue;
+            }
+            if let Some(v) = before[*id].clone() {
+                let bv = match &v {
+                    // Constants stay constants: no input for them.
+                    Value::Int(x, lo, hi) if lo == hi => {
+                        let _ = x;
+                        Value::Int(self.b.int(*lo, span), *lo, *hi)
+                    }
+                    _ => body_value(&mut self.b, &v, &mut captures),
+                };
+                let name = self.vars[*id].name.clone();
+                self.name_value(&bv, &name);
+                self.vars[*id].value = Some(bv);
+            }
+        }
+        let n_vars = self.vars.len();
+        self.scopes.push(HashMap::new());
+        if let Some(n) = index_name {
+            self.declare(
+                n,
+                Some(Value::Int(index, start, (end - 1).max(start))),
+                false,
+            );
+        }
+        let tail = self.lower_block(&f.body);
+        self.scopes.pop();
+        if let Tail::Value(_) = tail {
+            self.error(
+                f.body.span(),
+                "a loop body ends with a statement: add `;` after its last expression",
+            );
+        }
+        // The carried values after an iteration: the body's outputs.
+        let mut outputs = Vec::new();
+        let mut ok = !matches!(tail, Tail::Failed);
+        for id in &carried {
+            match &self.vars[*id].value {
+                Some(Value::Scalar(x)) | Some(Value::Bool(x)) => outputs.push(*x),
+                Some(Value::Array(xs)) => outputs.extend(xs),
+                _ => ok = false,
+            }
+        }
+        self.vars.truncate(n_vars);
+        let body = std::mem::replace(&mut self.b, outer).finish(outputs);
+        for (var, v) in self.vars.iter_mut().zip(&before) {
+            var.value = v.clone();
+        }
+        if !ok {
+            for id in &carried {
+                self.vars[*id].value = None;
+            }
+            return;
+        }
+        // Drop the captures the body does not read.
+        let used = body.used_inputs();
+        let c = init.len();
+        let mut keep = vec![true; 1 + c];
+        keep.extend(used[1 + c..].iter().copied());
+        let kept: Vec<ValueId> = captures
+            .iter()
+            .zip(&used[1 + c..])
+            .filter(|(_, u)| **u)
+            .map(|(v, _)| *v)
+            .collect();
+        let body = body.without_inputs(&keep);
+        let node = self.b.push(
+            Op::Loop(Box::new(Loop {
+                start,
+                end: end.max(start),
+                init,
+                captures: kept,
+                body,
+                kind: LoopKind::Forward,
+            })),
+            span,
+            None,
+        );
+        // The carried variables' values after the loop.
+        let mut k = 0u32;
+        for id in &carried {
+            let mut next = |b: &mut Builder| {
+                k += 1;
+                b.push(Op::Result(node, k - 1), span, None)
+            };
+            let after = match self.vars[*id].value.clone() {
+                Some(Value::Scalar(_)) => Some(Value::Scalar(next(&mut self.b))),
+                Some(Value::Bool(_)) => Some(Value::Bool(next(&mut self.b))),
+                Some(Value::Array(xs)) => {
+                    Some(Value::Array(xs.iter().map(|_| next(&mut self.b)).collect()))
+                }
+                _ => None,
+            };
+            if let Some(v) = &after {
+                let name = self.vars[*id].name.clone();
+                self.name_value(v, &name);
+            }
+            self.vars[*id].value = after;
+        }
+    }
+}

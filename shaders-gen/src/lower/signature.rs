@@ -1,0 +1,235 @@
+//! The signature: parameter and result types, `#[constant]` and `#[shared]`.
+
+use super::*;
+
+pub(super) fn lower_signature(sig: &syn::Signature, diag: &mut Diagnostics) -> Signature {
+    if let Some(t) = &sig.constness {
+        diag.error(t.span, "a differentiable function cannot be `const`");
+    }
+    if let Some(t) = &sig.asyncness {
+        diag.error(t.span, "a differentiable function cannot be `async`");
+    }
+    if let syn::Safety::Unsafe(t) = &sig.safety {
+        diag.error(t.span, "a differentiable function cannot be `unsafe`");
+    }
+    if let Some(abi) = &sig.abi {
+        diag.error(
+            abi.span(),
+            "a differentiable function cannot have an `extern` ABI",
+        );
+    }
+    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        diag.error(
+            sig.generics.span(),
+            "a differentiable function cannot be generic: write it for f32; \
+             `f::eval` is the generic version gradfuse generates",
+        );
+    }
+    if let Some(v) = &sig.variadic {
+        diag.error(v.span(), "variadic arguments are not supported");
+    }
+    let mut params = Vec::new();
+    for arg in &sig.inputs {
+        match arg {
+            syn::FnArg::Receiver(r) => diag.error(
+                r.span(),
+                "a differentiable function cannot take `self`: write a free function",
+            ),
+            syn::FnArg::Typed(pt) => {
+                let (mut constant, mut shared) = (false, false);
+                for a in &pt.attrs {
+                    let path = a.path();
+                    let flag = if path.is_ident("constant") {
+                        Some(("constant", &mut constant))
+                    } else if path.is_ident("shared") {
+                        Some(("shared", &mut shared))
+                    } else {
+                        None
+                    };
+                    if let Some((name, set)) = flag {
+                        if !matches!(a.meta, syn::Meta::Path(_)) {
+                            diag.error(a.span(), format!("`#[{name}]` takes no arguments"));
+                        } else if *set {
+                            diag.error(a.span(), format!("`#[{name}]` is given twice"));
+                        }
+                        *set = true;
+                    } else if ["allow", "warn", "deny", "forbid", "expect"]
+                        .iter()
+                        .any(|lint| path.is_ident(lint))
+                    {
+                        // Lint levels mean nothing to gradfuse; rustc sees them.
+                    } else {
+                        diag.error(
+                            a.span(),
+                            "unsupported argument attribute: an argument may be marked \
+                             `#[constant]` (per-element data without a gradient) or \
+                             `#[shared]` (one value for the whole batch, its gradient summed)",
+                        );
+                    }
+                }
+                if constant
+                    && shared
+                    && let Some(a) = pt.attrs.iter().find(|a| a.path().is_ident("shared"))
+                {
+                    diag.error(
+                        a.span(),
+                        "an argument cannot be both `#[shared]` and `#[constant]` yet: a \
+                         shared argument has a gradient (summed over the batch)",
+                    );
+                }
+                let mut mutable = false;
+                let name = match &*pt.pat {
+                    syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                        mutable = pi.mutability.is_some();
+                        Some(pi.ident.clone())
+                    }
+                    other => {
+                        diag.error(
+                            other.span(),
+                            "argument patterns are not supported: name the argument \
+                             (`x: f32`)",
+                        );
+                        None
+                    }
+                };
+                let kind = diag.report(param_type(&pt.ty));
+                if let (Some(name), Some(kind)) = (name, kind) {
+                    params.push(Param {
+                        name,
+                        kind,
+                        mutable,
+                        constant,
+                        shared,
+                    });
+                }
+            }
+        }
+    }
+    if !params.is_empty() && params.iter().all(|p| p.constant) {
+        diag.error(
+            sig.inputs.span(),
+            "every argument is `#[constant]`: there is nothing to differentiate",
+        );
+    }
+    if !params.is_empty() && params.iter().all(|p| p.shared) {
+        diag.error(
+            sig.inputs.span(),
+            "every argument is `#[shared]`: a batch needs at least one per-element argument",
+        );
+    }
+    let mut result = Shape::Scalar;
+    let mut result_parts = None;
+    match &sig.output {
+        syn::ReturnType::Default => diag.error(
+            sig.ident.span(),
+            "a differentiable function must return `f32`: add `-> f32`",
+        ),
+        syn::ReturnType::Type(_, ty) if tuple_parts(ty).is_some() => {
+            let parts = tuple_parts(ty).unwrap_or_default();
+            let words = parts
+                .iter()
+                .map(|p| match p {
+                    Shape::Scalar => 1,
+                    Shape::Array(n) => *n,
+                })
+                .sum();
+            result = Shape::Array(words);
+            result_parts = Some(parts);
+        }
+        syn::ReturnType::Type(_, ty) => {
+            // The type's own error would say "argument": one message about results instead.
+            match param_type(ty) {
+                Ok(kind) => result = kind,
+                Err(_) => diag.error(
+                    ty.span(),
+                    format!(
+                        "a differentiable function returns `f32`, `[f32; M]` or a tuple of \
+                         those (found `{}`)",
+                        quote::quote!(#ty)
+                    ),
+                ),
+            }
+        }
+    }
+    if let (Shape::Array(_), Some(p)) = (result, params.iter().find(|p| p.shared)) {
+        diag.error(
+            p.name.span(),
+            "`#[shared]` arguments need an `f32` result (their gradient is that of the sum \
+             over the batch); with an array result, pass them per element",
+        );
+    }
+    Signature {
+        result,
+        result_parts,
+        name: sig.ident.clone(),
+        vis: syn::Visibility::Inherited,
+        params,
+    }
+}
+
+pub(super) fn is_f32(ty: &syn::Type) -> bool {
+    match ty {
+        syn::Type::Path(p) => p.qself.is_none() && p.path.is_ident("f32"),
+        syn::Type::Paren(p) => is_f32(&p.elem),
+        syn::Type::Group(g) => is_f32(&g.elem),
+        _ => false,
+    }
+}
+
+/// The shape of an argument type, or an error saying what is supported.
+pub(super) fn param_type(ty: &syn::Type) -> Result<Shape, syn::Error> {
+    // A type passed through a `macro_rules!` `$t:ty` arrives in an invisible group.
+    if let syn::Type::Group(g) = ty {
+        return param_type(&g.elem);
+    }
+    if let syn::Type::Paren(p) = ty {
+        return param_type(&p.elem);
+    }
+    if is_f32(ty) {
+        return Ok(Shape::Scalar);
+    }
+    match ty {
+        syn::Type::Array(arr) => {
+            if !is_f32(&arr.elem) {
+                return Err(syn::Error::new(
+                    arr.elem.span(),
+                    "array arguments must be `[f32; N]`: nested arrays and other element \
+                     types are not supported",
+                ));
+            }
+            Ok(Shape::Array(array_len(&arr.len)?))
+        }
+        syn::Type::Reference(r) => Err(syn::Error::new(
+            r.span(),
+            "references are not supported: take the argument by value (`x: f32` or \
+             `p: [f32; N]`)",
+        )),
+        other => Err(syn::Error::new(
+            other.span(),
+            format!(
+                "unsupported argument type `{}`: arguments are `f32` or `[f32; N]`",
+                quote::quote!(#other)
+            ),
+        )),
+    }
+}
+
+/// The length of `[f32; N]`: a positive integer literal.
+pub(super) fn array_len(len: &syn::Expr) -> Result<usize, syn::Error> {
+    match len {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(i),
+            ..
+        }) => match i.base10_parse::<usize>()? {
+            0 => Err(syn::Error::new(
+                i.span(),
+                "arrays must have at least one element",
+            )),
+            n => Ok(n),
+        },
+        other => Err(syn::Error::new(
+            other.span(),
+            "array lengths must be integer literals (`[f32; 3]`)",
+        )),
+    }
+}

@@ -1,0 +1,502 @@
+//! Statements: bodies and blocks, `let`, assignment, `if`/`else`, `const`.
+
+use super::expr::Index;
+use super::signature::is_f32;
+use super::syntax::{is_compound_assign, target_has_index};
+use super::*;
+
+impl Lowerer {
+    pub(super) fn lower_body(&mut self, block: &syn::Block) -> Option<Vec<ValueId>> {
+        // The body is a scope of its own: scope 0 holds the arguments.
+        let tail = self.lower_block(block);
+        match (tail, self.result) {
+            (Tail::Value(Value::Scalar(v)), Some(Kind::Real(Shape::Scalar))) => Some(vec![v]),
+            (Tail::Value(Value::Array(vs)), Some(Kind::Real(Shape::Array(m)))) if vs.len() == m => {
+                Some(vs)
+            }
+            (Tail::Failed, _) => None,
+            (Tail::Unit, expected) => {
+                if let (Some(expected), false) = (expected, self.saw_return) {
+                    let span = block.brace_token.span.close();
+                    self.error(
+                        span,
+                        format!("the body must end with the result: {expected} without a `;`"),
+                    );
+                }
+                None
+            }
+            (Tail::Value(v), expected) => {
+                if let Some(expected) = expected {
+                    let span = block
+                        .stmts
+                        .last()
+                        .map_or(block.brace_token.span.close(), |s| s.span());
+                    self.error(
+                        span,
+                        format!("the result must be {expected}, found {}", v.shape()),
+                    );
+                }
+                None
+            }
+        }
+    }
+
+    /// A `{ ... }` block in its own scope: names it declares end with it, assignments to
+    /// variables from outside stay.
+    pub(super) fn lower_block(&mut self, block: &syn::Block) -> Tail {
+        self.scopes.push(HashMap::new());
+        let tail = self.lower_stmts(&block.stmts);
+        self.scopes.pop();
+        tail
+    }
+
+    pub(super) fn lower_stmts(&mut self, stmts: &[syn::Stmt]) -> Tail {
+        let n = stmts.len();
+        for (i, stmt) in stmts.iter().enumerate() {
+            let last = i + 1 == n;
+            match stmt {
+                syn::Stmt::Local(local) => self.lower_let(local),
+                syn::Stmt::Expr(e, None) if last => return self.lower_tail(e),
+                syn::Stmt::Expr(e, semi) => self.lower_statement(e, semi.is_some()),
+                syn::Stmt::Item(syn::Item::Const(c)) => self.lower_const(c),
+                syn::Stmt::Item(item) => self.error(
+                    item.span(),
+                    "items (functions, structs, uses, ...) inside a differentiable body are \
+                     not supported: define them outside",
+                ),
+                syn::Stmt::Macro(m) => self.error(
+                    m.mac.path.span(),
+                    "macros are not supported inside a differentiable body",
+                ),
+            }
+        }
+        Tail::Unit
+    }
+
+    /// The last line of a block, without `;`: a value, or a statement that has none.
+    pub(super) fn lower_tail(&mut self, e: &syn::Expr) -> Tail {
+        match e {
+            syn::Expr::If(i) => self.lower_if(i),
+            syn::Expr::Block(b) if b.label.is_none() => self.lower_block(&b.block),
+            syn::Expr::Assign(_) => {
+                self.lower_statement(e, false);
+                Tail::Unit
+            }
+            syn::Expr::Binary(b) if is_compound_assign(&b.op) => {
+                self.lower_statement(e, false);
+                Tail::Unit
+            }
+            syn::Expr::ForLoop(f) => {
+                self.lower_for(f);
+                Tail::Unit
+            }
+            _ => match self.lower_expr(e) {
+                Some(v) => Tail::Value(v),
+                None => Tail::Failed,
+            },
+        }
+    }
+
+    pub(super) fn lower_statement(&mut self, e: &syn::Expr, _semi: bool) {
+        match e {
+            syn::Expr::Assign(a) => self.lower_assign(&a.left, &a.right, None, a.eq_token.span),
+            syn::Expr::Binary(b) if is_compound_assign(&b.op) => {
+                use syn::BinOp as B;
+                let func = match b.op {
+                    B::AddAssign(_) => Func::Add,
+                    B::SubAssign(_) => Func::Sub,
+                    B::MulAssign(_) => Func::Mul,
+                    B::DivAssign(_) => Func::Div,
+                    op => {
+                        self.error(
+                            op.span(),
+                            "only `+= -= *= /=` are supported among compound assignments",
+                        );
+                        return;
+                    }
+                };
+                self.lower_assign(&b.left, &b.right, Some(func), b.op.span());
+            }
+            syn::Expr::If(i) => {
+                let tail = self.lower_if(i);
+                self.statement_value(e, tail)
+            }
+            syn::Expr::Block(b) if b.label.is_none() => {
+                let tail = self.lower_block(&b.block);
+                self.statement_value(e, tail)
+            }
+            syn::Expr::ForLoop(f) => self.lower_for(f),
+            _ => {
+                // Lower it for its own diagnostics; a supported expression here is useless.
+                if self.lower_expr(e).is_some() {
+                    self.useless_value(e);
+                }
+            }
+        }
+    }
+
+    pub(super) fn statement_value(&mut self, e: &syn::Expr, tail: Tail) {
+        if let Tail::Value(_) = tail {
+            self.useless_value(e);
+        }
+    }
+
+    pub(super) fn useless_value(&mut self, e: &syn::Expr) {
+        self.error(
+            e.span(),
+            "this value is not used: bind it with `let`, assign it, or make it the final \
+             expression (without `;`)",
+        );
+    }
+
+    /// `if`/`else`: both branches are lowered, and every variable they assign, and the
+    /// value, becomes a select on the condition.
+    pub(super) fn lower_if(&mut self, i: &syn::ExprIf) -> Tail {
+        let span = i.if_token.span;
+        let cond = self.boolean(&i.cond);
+        let before: Vec<Option<Value>> = self.vars.iter().map(|v| v.value.clone()).collect();
+        let then_tail = self.lower_block(&i.then_branch);
+        let then_vals: Vec<Option<Value>> = self.vars[..before.len()]
+            .iter()
+            .map(|v| v.value.clone())
+            .collect();
+        self.vars.truncate(before.len());
+        for (var, v) in self.vars.iter_mut().zip(&before) {
+            var.value = v.clone();
+        }
+        let else_tail = match &i.else_branch {
+            None => Tail::Unit,
+            Some((_, e)) => match &**e {
+                syn::Expr::If(inner) => self.lower_if(inner),
+                syn::Expr::Block(b) => self.lower_block(&b.block),
+                other => self.lower_tail(other),
+            },
+        };
+        self.vars.truncate(before.len());
+        for (k, then_val) in then_vals.into_iter().enumerate() {
+            if then_val == self.vars[k].value {
+                continue;
+            }
+            let merged = match (cond, then_val, self.vars[k].value.take()) {
+                (Some(c), Some(t), Some(e)) => self.merge(c, t, e, span),
+                _ => None,
+            };
+            if let Some(v) = &merged {
+                let name = self.vars[k].name.clone();
+                self.name_value(v, &name);
+            }
+            self.vars[k].value = merged;
+        }
+        match (then_tail, else_tail) {
+            (Tail::Failed, _) | (_, Tail::Failed) => Tail::Failed,
+            (Tail::Unit, Tail::Unit) => Tail::Unit,
+            (Tail::Value(t), Tail::Value(e)) => {
+                if t.shape() != e.shape() {
+                    self.error(
+                        span,
+                        format!(
+                            "the branches of this `if` have different types: {} and {}",
+                            t.shape(),
+                            e.shape()
+                        ),
+                    );
+                    return Tail::Failed;
+                }
+                match cond.and_then(|c| self.merge(c, t, e, span)) {
+                    Some(v) => Tail::Value(v),
+                    None => Tail::Failed,
+                }
+            }
+            (Tail::Value(_), Tail::Unit) if i.else_branch.is_none() => {
+                self.error(
+                    i.then_branch.span(),
+                    "an `if` without `else` has no value: add an `else` branch, or end this \
+                     branch with a statement (`;`)",
+                );
+                Tail::Failed
+            }
+            (t, _) => {
+                let (with, without) = if matches!(t, Tail::Value(_)) {
+                    ("the first", "the other")
+                } else {
+                    ("the other", "the first")
+                };
+                self.error(
+                    span,
+                    format!(
+                        "{with} branch of this `if` has a value and {without} does not: end \
+                         both with a value, or both with a statement (`;`)"
+                    ),
+                );
+                Tail::Failed
+            }
+        }
+    }
+
+    /// `if c { t } else { e }` of two values of the same shape.
+    pub(super) fn merge(&mut self, c: ValueId, t: Value, e: Value, span: Span) -> Option<Value> {
+        Some(match (t, e) {
+            (Value::Scalar(t), Value::Scalar(e)) => Value::Scalar(self.b.select(c, t, e, span)),
+            (Value::Bool(t), Value::Bool(e)) => Value::Bool(self.b.select(c, t, e, span)),
+            (Value::Array(t), Value::Array(e)) if t.len() == e.len() => Value::Array(
+                t.iter()
+                    .zip(&e)
+                    .map(|(t, e)| self.b.select(c, *t, *e, span))
+                    .collect(),
+            ),
+            // Assignments keep a variable's shape, so branches cannot disagree on it.
+            _ => return None,
+        })
+    }
+
+    pub(super) fn name_value(&mut self, v: &Value, name: &str) {
+        match v {
+            Value::Scalar(v) | Value::Bool(v) | Value::Int(v, ..) => self.b.name(*v, name),
+            Value::Array(vs) => {
+                for (j, v) in vs.iter().enumerate() {
+                    self.b.name(*v, &format!("{name}_{j}"));
+                }
+            }
+        }
+    }
+
+    /// `target = rhs` or, with `op`, `target op= rhs`; `target` is a variable or an
+    /// element of an array variable with a literal index.
+    pub(super) fn lower_assign(
+        &mut self,
+        target: &syn::Expr,
+        rhs: &syn::Expr,
+        op: Option<Func>,
+        span: Span,
+    ) {
+        let (var_expr, index) = match target {
+            syn::Expr::Index(ix) => (&*ix.expr, Some(&*ix.index)),
+            other => (other, None),
+        };
+        let var = match var_expr {
+            syn::Expr::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => {
+                let name = p
+                    .path
+                    .get_ident()
+                    .map(|i| i.to_string())
+                    .unwrap_or_default();
+                match self.lookup(&name) {
+                    Some(id) => Some(id),
+                    None => {
+                        self.error(p.span(), format!("cannot find `{name}` here"));
+                        None
+                    }
+                }
+            }
+            other => {
+                self.error(
+                    other.span(),
+                    "only a variable (`x = ...`) or an element of an array variable \
+                     (`a[0] = ...`) can be assigned",
+                );
+                None
+            }
+        };
+        let index = index.and_then(|e| self.index_value(e).map(|k| (k, e)));
+        let value = self.lower_expr(rhs);
+        let Some(var) = var else { return };
+        if !self.vars[var].mutable {
+            let name = self.vars[var].name.clone();
+            let fix = if self.vars[var].argument {
+                format!("declare the argument `mut {name}` in the signature")
+            } else {
+                format!("declare it `let mut {name}`")
+            };
+            self.error(
+                var_expr.span(),
+                format!("cannot assign to `{name}`: it is not mutable ({fix})"),
+            );
+            return;
+        }
+        if target_has_index(target) && index.is_none() {
+            return;
+        }
+        let (Some(current), Some(value)) = (self.vars[var].value.clone(), value) else {
+            // Something already failed: keep quiet and make later uses quiet too.
+            self.vars[var].value = None;
+            return;
+        };
+        let name = self.vars[var].name.clone();
+        let new = match (index, current) {
+            (None, current) => match (op, &current, &value) {
+                (None, c, v) if c.shape() == v.shape() => value,
+                (None, c, v) => {
+                    self.error(
+                        rhs.span(),
+                        format!(
+                            "type mismatch: `{name}` is {} but the value is {}",
+                            c.shape(),
+                            v.shape()
+                        ),
+                    );
+                    return;
+                }
+                (Some(f), Value::Scalar(c), Value::Scalar(v)) => {
+                    Value::Scalar(self.b.call(f, vec![*c, *v], span))
+                }
+                (Some(_), c, v) => {
+                    self.error(
+                        span,
+                        format!(
+                            "compound assignment needs two `f32` values, found {} and {}; \
+                             for arrays, assign each element (`a[0] += ...`)",
+                            c.shape(),
+                            v.shape()
+                        ),
+                    );
+                    return;
+                }
+            },
+            (Some((k, kexpr)), Value::Array(mut elems)) => {
+                let Value::Scalar(v) = value else {
+                    self.error(
+                        rhs.span(),
+                        format!(
+                            "an array element is an `f32`, but the value is {}",
+                            value.shape()
+                        ),
+                    );
+                    return;
+                };
+                let Some(k) = self.check_index(kexpr, k, elems.len()) else {
+                    return;
+                };
+                match k {
+                    Index::Const(k) => {
+                        let slot = &mut elems[k];
+                        *slot = match op {
+                            None => v,
+                            Some(f) => self.b.call(f, vec![*slot, v], span),
+                        };
+                    }
+                    Index::Dynamic(idx) => {
+                        // Every element becomes `if idx == k { new } else { old }`.
+                        let new = match op {
+                            None => v,
+                            Some(f) => {
+                                let old = self.b.push(
+                                    Op::Index {
+                                        elems: elems.clone(),
+                                        index: idx,
+                                    },
+                                    span,
+                                    None,
+                                );
+                                self.b.call(f, vec![old, v], span)
+                            }
+                        };
+                        for (k, slot) in elems.iter_mut().enumerate() {
+                            let kk = self.b.int(k as i64, span);
+                            let hit = self.b.cmp(CmpOp::Eq, idx, kk, span);
+                            *slot = self.b.select(hit, new, *slot, span);
+                        }
+                    }
+                }
+                Value::Array(elems)
+            }
+            (Some(_), other) => {
+                self.error(
+                    var_expr.span(),
+                    format!("only arrays can be indexed; `{name}` is {}", other.shape()),
+                );
+                return;
+            }
+        };
+        self.name_value(&new, &name);
+        self.vars[var].value = Some(new);
+    }
+
+    pub(super) fn lower_let(&mut self, local: &syn::Local) {
+        let (pat, ty) = match &local.pat {
+            syn::Pat::Type(pt) => (&*pt.pat, Some(&*pt.ty)),
+            p => (p, None),
+        };
+        let (name, mutable) = match pat {
+            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                (Some(pi.ident.to_string()), pi.mutability.is_some())
+            }
+            syn::Pat::Wild(_) => (None, false),
+            other => {
+                self.error(
+                    other.span(),
+                    "only simple `let name = ...;` bindings are supported (no tuple or \
+                     struct patterns)",
+                );
+                (None, false)
+            }
+        };
+        let expected = ty.and_then(|t| self.binding_type(t));
+        let Some(init) = &local.init else {
+            self.error(
+                local.span(),
+                "a `let` needs a value: `let name = expression;`",
+            );
+            return;
+        };
+        if let Some((else_tok, _)) = &init.diverge {
+            self.error(else_tok.span, "`let ... else` is not supported");
+        }
+        let value = self.lower_expr(&init.expr);
+        if let (Some(expected), Some(v)) = (expected, &value)
+            && v.shape() != expected
+        {
+            self.error(
+                init.expr.span(),
+                format!(
+                    "type mismatch: the binding is declared {expected} but the value is {}",
+                    v.shape()
+                ),
+            );
+            if let Some(name) = name {
+                self.declare(name, None, mutable);
+            }
+            return;
+        }
+        if let Some(name) = name {
+            if let Some(v) = &value {
+                self.name_value(v, &name);
+            }
+            self.declare(name, value, mutable);
+        }
+    }
+
+    /// The declared type of a `let`: what arguments may be, or `bool`.
+    pub(super) fn binding_type(&mut self, ty: &syn::Type) -> Option<Kind> {
+        if let syn::Type::Path(p) = ty
+            && p.qself.is_none()
+            && p.path.is_ident("bool")
+        {
+            return Some(Kind::Bool);
+        }
+        self.diag.report(param_type(ty)).map(|k| match k {
+            Shape::Scalar => Kind::Real(Shape::Scalar),
+            Shape::Array(n) => Kind::Real(Shape::Array(n)),
+        })
+    }
+
+    /// `const N: usize = 8;` in the body: an integer known at compile time.
+    pub(super) fn lower_const(&mut self, c: &syn::ItemConst) {
+        let name = c.ident.to_string();
+        let value = match self.lower_expr(&c.expr) {
+            Some(v @ Value::Int(_, lo, hi)) if lo == hi => Some(v),
+            Some(Value::Int(..)) | None => None,
+            Some(v @ Value::Scalar(_)) if is_f32(&c.ty) => Some(v),
+            Some(other) => {
+                self.error(
+                    c.expr.span(),
+                    format!(
+                        "a `const` in a differentiable body is an integer or an `f32`, found {}",
+                        other.shape()
+                    ),
+                );
+                None
+            }
+        };
+        self.declare(name, value, false);
+    }
+}
