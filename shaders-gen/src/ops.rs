@@ -1,6 +1,7 @@
-//! The one table of supported functions: what each computes, how each is written in Rust
-//! and WGSL, and its partial derivatives. Lowering, both AD transforms, the optimizer, the
-//! interpreter and both emitters read this file and nothing else about functions.
+//! The one table of supported functions: what each computes and how each is written in
+//! Rust and WGSL. Lowering, the optimizer, the interpreter and both emitters read this file
+//! and nothing else about functions; their partial derivatives are the one derivative table
+//! of the AD transforms (`ad/partials.rs`), which the conventions below describe.
 //!
 //! # Conventions where a derivative does not exist
 //! - `abs`: derivative `signum(x)` away from zero and `0` at zero (a subgradient).

@@ -3,7 +3,7 @@
 //! Both transforms take a [`Function`] and return a new one that computes the primal
 //! outputs and the derivatives, built through a [`Builder`] (so shared subexpressions of
 //! primal and derivative code are computed once). Partial derivatives come from
-//! [`Func::partials`](crate::ops::Func::partials), the one table both modes read.
+//! `partials.rs`, the one derivative table both modes read.
 
 mod partials;
 

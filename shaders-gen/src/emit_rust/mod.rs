@@ -189,6 +189,17 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
 
             #eval
 
+            /// Batched launches of this function's kernels on a device.
+            #[derive(Clone, Copy, Debug)]
+            pub struct Kernel<'d> {
+                device: &'d ::gradfuse::Device,
+            }
+
+            /// The batched kernels of this function on `device` (GPU, or CPU with rayon).
+            pub fn kernel(device: &::gradfuse::Device) -> Kernel<'_> {
+                Kernel { device }
+            }
+
             #api
         }
     }

@@ -136,17 +136,6 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
         /// The adjoint kernel's launch description.
         pub static ADJOINT_KERNEL: ::gradfuse::KernelSpec = #adj_spec;
 
-        /// Batched launches of this function's kernels on a device.
-        #[derive(Clone, Copy, Debug)]
-        pub struct Kernel<'d> {
-            device: &'d ::gradfuse::Device,
-        }
-
-        /// The batched kernels of this function on `device` (GPU, or CPU with rayon).
-        pub fn kernel(device: &::gradfuse::Device) -> Kernel<'_> {
-            Kernel { device }
-        }
-
         #launcher
     }
 }

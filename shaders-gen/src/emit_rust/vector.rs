@@ -225,17 +225,6 @@ pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
         /// The Jacobian kernel's launch description.
         pub static JACOBIAN_KERNEL: ::gradfuse::KernelSpec = #jac_spec;
 
-        /// Batched launches of this function's kernels on a device.
-        #[derive(Clone, Copy, Debug)]
-        pub struct Kernel<'d> {
-            device: &'d ::gradfuse::Device,
-        }
-
-        /// The batched kernels of this function on `device` (GPU, or CPU with rayon).
-        pub fn kernel(device: &::gradfuse::Device) -> Kernel<'_> {
-            Kernel { device }
-        }
-
         impl Kernel<'_> {
             /// The values of every element: one thread per element.
             pub fn value(&self, args: &[Args]) -> ::core::result::Result<::std::vec::Vec<Value>, ::gradfuse::Error> {

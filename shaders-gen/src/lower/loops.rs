@@ -3,60 +3,24 @@
 use super::syntax::assigned_names;
 use super::*;
 
+/// What the `for` line says: the index's name (`None` for `_`) and the constant bounds
+/// `start..end` (`None` where they are not constant: reported).
+struct LoopHeader {
+    index_name: Option<String>,
+    bounds: Option<(i64, i64)>,
+}
+
 impl Lowerer {
     /// `for i in A..B { ... }` (or `A..=B`): a loop that stays a loop. Variables of the
     /// enclosing scopes assigned in the body are carried from one iteration to the next;
     /// the others are captured.
     pub(super) fn lower_for(&mut self, f: &syn::ExprForLoop) {
-        if let Some(label) = &f.label {
-            self.error(label.name.span(), "loop labels are not supported");
-        }
-        let index_name = match &*f.pat {
-            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
-                Some(pi.ident.to_string())
-            }
-            syn::Pat::Wild(_) => None,
-            other => {
-                self.error(
-                    other.span(),
-                    "the loop variable must be a name (`for i in 0..8`)",
-                );
-                return;
-            }
-        };
-        let bounds = match &*f.expr {
-            syn::Expr::Range(r) => match (&r.start, &r.end) {
-                (Some(a), Some(b)) => {
-                    let a = self.constant_integer(a, "a loop's start");
-                    let b = self.constant_integer(b, "a loop's end");
-                    let inclusive = matches!(r.limits, syn::RangeLimits::Closed(_));
-                    a.zip(b)
-                        .map(|(a, b)| (a, if inclusive { b + 1 } else { b }))
-                }
-                _ => {
-                    self.error(r.span(), "a loop's range needs both ends: `for i in 0..8`");
-                    None
-                }
-            },
-            other => {
-                self.error(
-                    other.span(),
-                    "loops run over a range with constant ends (`for i in 0..8` or \
-                     `0..=7`); iterators, `.rev()` and `.step_by()` are not supported",
-                );
-                None
-            }
+        let Some(LoopHeader { index_name, bounds }) = self.loop_header(f) else {
+            return;
         };
         let Some((start, end)) = bounds else {
             // Still check the body for its own errors, without a loop to build.
-            let before = self.vars.len();
-            self.scopes.push(HashMap::new());
-            if let Some(n) = &index_name {
-                self.declare(n.clone(), None, false);
-            }
-            let _ = self.lower_block(&f.body);
-            self.scopes.pop();
-            self.vars.truncate(before);
+            self.check_body_alone(f, index_name.as_deref());
             return;
         };
         let span = f.for_token.span;
@@ -219,5 +183,61 @@ impl Lowerer {
             }
             self.vars[*id].value = after;
         }
+    }
+
+    /// The loop's header; `None` for a pattern that is not a name (reported).
+    fn loop_header(&mut self, f: &syn::ExprForLoop) -> Option<LoopHeader> {
+        if let Some(label) = &f.label {
+            self.error(label.name.span(), "loop labels are not supported");
+        }
+        let index_name = match &*f.pat {
+            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                Some(pi.ident.to_string())
+            }
+            syn::Pat::Wild(_) => None,
+            other => {
+                self.error(
+                    other.span(),
+                    "the loop variable must be a name (`for i in 0..8`)",
+                );
+                return None;
+            }
+        };
+        let bounds = match &*f.expr {
+            syn::Expr::Range(r) => match (&r.start, &r.end) {
+                (Some(a), Some(b)) => {
+                    let a = self.constant_integer(a, "a loop's start");
+                    let b = self.constant_integer(b, "a loop's end");
+                    let inclusive = matches!(r.limits, syn::RangeLimits::Closed(_));
+                    a.zip(b)
+                        .map(|(a, b)| (a, if inclusive { b + 1 } else { b }))
+                }
+                _ => {
+                    self.error(r.span(), "a loop's range needs both ends: `for i in 0..8`");
+                    None
+                }
+            },
+            other => {
+                self.error(
+                    other.span(),
+                    "loops run over a range with constant ends (`for i in 0..8` or \
+                     `0..=7`); iterators, `.rev()` and `.step_by()` are not supported",
+                );
+                None
+            }
+        };
+        Some(LoopHeader { index_name, bounds })
+    }
+
+    /// Lowers the body of a loop that cannot be built, for its own diagnostics only.
+    fn check_body_alone(&mut self, f: &syn::ExprForLoop, index_name: Option<&str>) {
+        let before = self.vars.len();
+        self.scopes.push(HashMap::new());
+        if let Some(n) = index_name {
+            self.declare(n.to_string(), None, false);
+        }
+        let _ = self.lower_block(&f.body);
+        self.scopes.pop();
+        self.vars.truncate(before);
     }
 }
