@@ -117,10 +117,7 @@ impl ArgLayout {
             slots,
             words: element,
             shared_words: shared,
-            results: match sig.result {
-                Shape::Scalar => 1,
-                Shape::Array(m) => m as u32,
-            },
+            results: sig.result.words() as u32,
         }
     }
 

@@ -105,24 +105,16 @@ pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
         .collect();
     let (adj_stmts, tan_stmts) = (&adj.stmts, &tan.stmts);
     // Input loads: value_and_jacobian and jvp read `args` (and `tangent`).
-    let access = |base: &TokenStream, w: u32| {
-        let (slot, j) = layout.input_slot(w);
-        let field = format_ident!("{}", slot.name);
-        match j {
-            None => quote!(#base.#field),
-            Some(j) => quote!(#base.#field[#j]),
-        }
-    };
     let args = quote!(args);
     let tangent = quote!(tangent);
-    let grad_list = layout.grad_words();
-    let adj_loads = loads(f, &adj.names, |w| access(&args, w));
+    let grad_list = &plan.grad_list;
+    let adj_loads = loads(f, &adj.names, |w| plan.access(Some(&args), None, w));
     let n = layout.words;
     let tan_loads = loads(t, &tan.names, |w| {
         if w < n {
-            access(&args, w)
+            plan.access(Some(&args), None, w)
         } else {
-            access(&tangent, grad_list[(w - n) as usize])
+            plan.access(Some(&tangent), None, grad_list[(w - n) as usize])
         }
     });
     let wgsl_forward = &c.wgsl_forward;

@@ -100,22 +100,7 @@ impl<'a> Ctx<'a> {
             .map(|k| fresh(taken, &format!("{}_next", input_name(1 + k, "carried"))))
             .collect();
         let trip = l.trip_count();
-        let what = match l.kind {
-            LoopKind::Forward => "".to_string(),
-            LoopKind::Recording => format!(
-                "; it records its {c} carried values at every iteration for the reverse pass \
-                 (a tape of {trip} x {c} words: recording costs memory, recomputing would \
-                 cost a pass per iteration)"
-            ),
-            LoopKind::Reverse { tape, .. } if self.tapes.contains_key(&tape.index()) => {
-                "; the adjoint of a loop: iterations in reverse, each iteration's carried \
-                 values read from the forward loop's tape"
-                    .to_string()
-            }
-            LoopKind::Reverse { .. } => "; the adjoint of a loop: iterations in reverse \
-                 (its body needs none of the forward loop's carried values: nothing recorded)"
-                .to_string(),
-        };
+        let what = self.loop_comment(l);
         let _ = writeln!(out, "{indent}// {trip} iterations{what}.");
         for (var, init) in vars.iter().zip(&l.init) {
             let _ = writeln!(out, "{indent}var {var} = {};", self.operand(*init));
@@ -206,31 +191,31 @@ impl<'a> Ctx<'a> {
         }
         bctx.emit_nodes(taken, &inner, out, helpers);
         let outs: Vec<String> = body.outputs.iter().map(|o| bctx.operand(*o)).collect();
-        // An output that is a carried value itself must be read before any is assigned.
-        if outs
-            .iter()
-            .zip(&vars)
-            .any(|(o, v)| o != v && vars.contains(o))
-        {
-            let temps: Vec<String> = vars
-                .iter()
-                .map(|v| fresh(taken, &format!("{v}_new")))
-                .collect();
-            for (t, o) in temps.iter().zip(&outs) {
-                let _ = writeln!(out, "{inner}let {t} = {o};");
-            }
-            for (var, t) in vars.iter().zip(&temps) {
-                let _ = writeln!(out, "{inner}{var} = {t};");
-            }
-        } else {
-            for (var, o) in vars.iter().zip(&outs) {
-                if var != o {
-                    let _ = writeln!(out, "{inner}{var} = {o};");
-                }
-            }
-        }
+        assign_carried(&outs, &vars, taken, &inner, out);
         let _ = writeln!(out, "{indent}}}");
         self.carried.insert(i, vars);
+    }
+
+    /// What the loop's header comment says after its trip count: what it records, or
+    /// what its reverse reads.
+    fn loop_comment(&self, l: &Loop) -> String {
+        let (c, trip) = (l.init.len(), l.trip_count());
+        match l.kind {
+            LoopKind::Forward => "".to_string(),
+            LoopKind::Recording => format!(
+                "; it records its {c} carried values at every iteration for the reverse pass \
+                 (a tape of {trip} x {c} words: recording costs memory, recomputing would \
+                 cost a pass per iteration)"
+            ),
+            LoopKind::Reverse { tape, .. } if self.tapes.contains_key(&tape.index()) => {
+                "; the adjoint of a loop: iterations in reverse, each iteration's carried \
+                 values read from the forward loop's tape"
+                    .to_string()
+            }
+            LoopKind::Reverse { .. } => "; the adjoint of a loop: iterations in reverse \
+                 (its body needs none of the forward loop's carried values: nothing recorded)"
+                .to_string(),
+        }
     }
 
     pub(super) fn expr(&self, op: &Op, helpers: &mut BTreeSet<&'static str>) -> String {
@@ -353,6 +338,39 @@ pub(super) fn powi(x: &str, n: i32, helpers: &mut BTreeSet<&'static str>) -> Str
         _ => {
             helpers.insert("gf_powi");
             format!("gf_powi({x}, {n})")
+        }
+    }
+}
+
+/// The carried `var`s take the body's outputs at the end of an iteration.
+fn assign_carried(
+    outs: &[String],
+    vars: &[String],
+    taken: &mut HashSet<String>,
+    inner: &str,
+    out: &mut String,
+) {
+    // An output that is a carried value itself must be read before any is assigned.
+    if outs
+        .iter()
+        .zip(vars)
+        .any(|(o, v)| o != v && vars.contains(o))
+    {
+        let temps: Vec<String> = vars
+            .iter()
+            .map(|v| fresh(taken, &format!("{v}_new")))
+            .collect();
+        for (t, o) in temps.iter().zip(outs) {
+            let _ = writeln!(out, "{inner}let {t} = {o};");
+        }
+        for (var, t) in vars.iter().zip(&temps) {
+            let _ = writeln!(out, "{inner}{var} = {t};");
+        }
+    } else {
+        for (var, o) in vars.iter().zip(outs) {
+            if var != o {
+                let _ = writeln!(out, "{inner}{var} = {o};");
+            }
         }
     }
 }

@@ -49,7 +49,7 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
 /// One `let` per argument word used (several words to a vector load); the shared words
 /// after the element's, then, in an adjoint that sums shared gradients, the seed.
 fn emit_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
-    let (words, lanes, loads) = (plan.words, plan.lanes, &plan.loads);
+    let (words, lanes, loads) = (plan.layout.words, plan.lanes, &plan.loads);
     for chunk in 0..words / lanes {
         let used: Vec<(u32, usize)> = (chunk * lanes..(chunk + 1) * lanes)
             .filter_map(|w| loads[w as usize].map(|i| (w, i)))
@@ -72,7 +72,7 @@ fn emit_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
             }
         }
     }
-    let shared_loads = &loads[words as usize..(words + plan.shared_words) as usize];
+    let shared_loads = &loads[words as usize..(words + plan.layout.shared_words) as usize];
     for (k, load) in shared_loads.iter().enumerate() {
         if let Some(i) = load {
             let read = if plan.shared_uniform {
@@ -85,7 +85,7 @@ fn emit_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
         }
     }
     if plan.reduces
-        && let Some(seed) = loads[(words + plan.shared_words) as usize]
+        && let Some(seed) = loads[(words + plan.layout.shared_words) as usize]
     {
         let _ = writeln!(
             body,
@@ -115,7 +115,7 @@ fn shared_sums(
     taken: &mut HashSet<String>,
     body: &mut String,
 ) -> SharedSums {
-    let (words, shared_words, layout) = (plan.words, plan.shared_words, plan.layout);
+    let (words, shared_words, layout) = (plan.layout.words, plan.layout.shared_words, plan.layout);
     let mut names = Vec::new();
     let first = f.outputs.len() - shared_words as usize;
     for k in 0..shared_words {
@@ -146,7 +146,7 @@ fn shared_sums(
 /// Runs of consecutive shared words: summed over the workgroup 8 at a time, or stored as
 /// zeros.
 fn workgroup_sum(plan: &KernelPlan, sums: &[Option<String>]) -> String {
-    let (words, shared_words, layout) = (plan.words, plan.shared_words, plan.layout);
+    let (words, shared_words, layout) = (plan.layout.words, plan.layout.shared_words, plan.layout);
     let wg = abi::WORKGROUP_SIZE;
     let mut out = String::new();
     let mut k = 0u32;
@@ -310,7 +310,7 @@ fn store_words(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, bo
 
 /// The header comment: which function, and a map of every buffer word to the user's names.
 fn header(plan: &KernelPlan, signature: &str) -> String {
-    let (words, shared_words, layout) = (plan.words, plan.shared_words, plan.layout);
+    let (words, shared_words, layout) = (plan.layout.words, plan.layout.shared_words, plan.layout);
     let wg = abi::WORKGROUP_SIZE;
     let mut s = String::new();
     let what = match plan.kind {
@@ -409,14 +409,14 @@ fn declarations(plan: &KernelPlan, helpers: &BTreeSet<&'static str>, s: &mut Str
             abi::vector_type(abi::vector_lanes(w))
         );
     }
-    if plan.shared_uniform && plan.shared_words > 0 {
+    if plan.shared_uniform && plan.layout.shared_words > 0 {
         let _ = writeln!(
             s,
             "@group(0) @binding({}) var<uniform> shared_args: array<vec4<f32>, {}>;",
             abi::SHARED_BINDING,
-            plan.shared_words.div_ceil(4)
+            plan.layout.shared_words.div_ceil(4)
         );
-    } else if plan.shared_words > 0 {
+    } else if plan.layout.shared_words > 0 {
         let _ = writeln!(
             s,
             "@group(0) @binding({}) var<storage, read> shared_args: array<f32>;",
@@ -443,7 +443,7 @@ fn declarations(plan: &KernelPlan, helpers: &BTreeSet<&'static str>, s: &mut Str
             "var<workgroup> reduce_stage: array<f32, {}>;",
             wg * abi::REDUCE_LANES
         );
-        let _ = write!(s, "\n{}", reduce_stage_fn(plan.shared_words));
+        let _ = write!(s, "\n{}", reduce_stage_fn(plan.layout.shared_words));
     }
     for (name, _, src) in WGSL_HELPERS {
         if helpers.contains(name) {
@@ -490,7 +490,7 @@ fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut Stri
          let in_batch = i < params.n;\n        \
          let elem = min(i, params.n - 1u);\n        \
          let in_base = elem * {}u;",
-        plan.words / plan.lanes
+        plan.layout.words / plan.lanes
     );
     for line in body.lines() {
         if line.is_empty() {
@@ -514,7 +514,7 @@ fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut Stri
 /// The entry point of a kernel with one thread per element.
 fn plain_entry(plan: &KernelPlan, body: &str, s: &mut String) {
     let wg = abi::WORKGROUP_SIZE;
-    let in_words = plan.words / plan.lanes;
+    let in_words = plan.layout.words / plan.lanes;
     let _ = writeln!(s, "@compute @workgroup_size({wg})");
     let _ = writeln!(
         s,

@@ -1,4 +1,4 @@
-//! IR to WGSL: one compute kernel per [`KernelKind`], one thread per batch element.
+//! IR to WGSL: one compute kernel per [`KernelKind`](crate::abi::KernelKind), one thread per batch element.
 //!
 //! The output is meant to be read in review: a header says which function and which buffers,
 //! every value is a `let` named after the Rust binding it came from (`d_x` is the adjoint
@@ -14,8 +14,6 @@ mod kernel;
 mod plan;
 mod reduce;
 
-#[cfg(doc)]
-use crate::abi::KernelKind;
 pub use crate::names::REDUCE_STAGE_FN;
 pub use kernel::emit_kernel;
 pub use reduce::emit_reduce_kernel;

@@ -11,12 +11,8 @@ pub(super) struct KernelPlan<'a> {
     pub kind: KernelKind,
     /// The argument layout.
     pub layout: &'a ArgLayout,
-    /// Per-element argument words.
-    pub words: u32,
     /// Argument words per load (`args` is an array of this many lanes).
     pub lanes: u32,
-    /// `#[shared]` words.
-    pub shared_words: u32,
     /// Shared words come from a uniform buffer (`array<vec4<f32>, _>`), else storage.
     pub shared_uniform: bool,
     /// An adjoint that sums shared gradients over the batch: each thread takes several
@@ -60,9 +56,7 @@ impl<'a> KernelPlan<'a> {
         KernelPlan {
             kind,
             layout,
-            words: layout.words,
             lanes: abi::vector_lanes(layout.words),
-            shared_words,
             shared_uniform: abi::shared_in_uniform(shared_words),
             reduces,
             staged,

@@ -108,18 +108,11 @@ impl Lowerer {
         let mut values = Vec::new();
         for (arg, p) in call.args.iter().zip(&sig.params) {
             let v = self.lower_expr(arg)?;
-            let want = match p.kind {
-                Shape::Scalar => Kind::Real(Shape::Scalar),
-                Shape::Array(n) => Kind::Real(Shape::Array(n)),
-            };
-            if v.shape() != want {
+            let want = Kind::Real(p.kind);
+            if v.kind() != want {
                 self.error(
                     arg.span(),
-                    format!(
-                        "`{name}` takes {want} for `{}`, found {}",
-                        p.name,
-                        v.shape()
-                    ),
+                    format!("`{name}` takes {want} for `{}`, found {}", p.name, v.kind()),
                 );
                 return None;
             }
@@ -238,10 +231,7 @@ impl Lowerer {
         values: Vec<Value>,
     ) -> Option<Value> {
         let name = callee.sig.ident.to_string();
-        let result = match sig.result {
-            Shape::Scalar => Kind::Real(Shape::Scalar),
-            Shape::Array(n) => Kind::Real(Shape::Array(n)),
-        };
+        let result = Kind::Real(sig.result);
         let saved_scopes = std::mem::replace(&mut self.scopes, vec![HashMap::new()]);
         let saved_vars = self.vars.len();
         let saved_result = self.result.replace(result);
@@ -255,7 +245,7 @@ impl Lowerer {
         self.scopes = saved_scopes;
         self.vars.truncate(saved_vars);
         match tail {
-            Tail::Value(v) if v.shape() == result => Some(v),
+            Tail::Value(v) if v.kind() == result => Some(v),
             _ => None,
         }
     }

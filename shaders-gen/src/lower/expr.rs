@@ -56,7 +56,7 @@ impl Lowerer {
         match self.lower_expr(e)? {
             Value::Int(v, lo, hi) => Some((v, lo, hi)),
             other => {
-                self.error(e.span(), format!("{what}, found {}", other.shape()));
+                self.error(e.span(), format!("{what}, found {}", other.kind()));
                 None
             }
         }
@@ -83,7 +83,7 @@ impl Lowerer {
                     e.span(),
                     format!(
                         "expected a condition (`bool`), found {}: compare it (`x > 0.0`)",
-                        other.shape()
+                        other.kind()
                     ),
                 );
                 None
@@ -276,15 +276,12 @@ impl Lowerer {
                             words.extend(vs)
                         }
                         (Some(v), p) => {
-                            let want = match p {
-                                Shape::Scalar => Kind::Real(Shape::Scalar),
-                                Shape::Array(n) => Kind::Real(Shape::Array(*n)),
-                            };
+                            let want = Kind::Real(*p);
                             self.error(
                                 e.span(),
                                 format!(
                                     "this part of the result must be {want}, found {}",
-                                    v.shape()
+                                    v.kind()
                                 ),
                             );
                             ok = false;
@@ -450,8 +447,8 @@ impl Lowerer {
                             format!(
                                 "comparisons take two `f32` values or two integers, found {} \
                                  and {}",
-                                a.shape(),
-                                b.shape()
+                                a.kind(),
+                                b.kind()
                             ),
                         );
                         None
@@ -539,7 +536,7 @@ impl Lowerer {
         let Value::Array(elems) = base else {
             self.error(
                 ix.expr.span(),
-                format!("only arrays can be indexed; this is {}", base.shape()),
+                format!("only arrays can be indexed; this is {}", base.kind()),
             );
             return None;
         };
@@ -610,8 +607,8 @@ impl Lowerer {
                     format!(
                         "integer arithmetic needs two integers, found {} and {}: convert a \
                          loop index with `as f32`, and write float literals with a `.0`",
-                        a.shape(),
-                        b.shape()
+                        a.kind(),
+                        b.kind()
                     ),
                 );
             }

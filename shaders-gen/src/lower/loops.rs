@@ -24,38 +24,9 @@ impl Lowerer {
             return;
         };
         let span = f.for_token.span;
-        // The variables in scope, and which of them the body assigns.
-        let assigned = assigned_names(&f.body);
-        let visible: Vec<usize> = {
-            let mut v: Vec<usize> = self
-                .scopes
-                .iter()
-                .flat_map(|s| s.values().copied())
-                .collect();
-            v.sort();
-            v.dedup();
-            v.retain(|id| self.lookup(&self.vars[*id].name) == Some(*id));
-            v
+        let Some((visible, carried)) = self.loop_variables(f, span) else {
+            return;
         };
-        let carried: Vec<usize> = visible
-            .iter()
-            .copied()
-            .filter(|id| assigned.contains(&self.vars[*id].name) && self.vars[*id].mutable)
-            .filter(|id| self.vars[*id].value.is_some())
-            .collect();
-        for id in &carried {
-            if let Some(Value::Int(..)) = self.vars[*id].value {
-                let name = self.vars[*id].name.clone();
-                self.error(
-                    span,
-                    format!(
-                        "`{name}` is an integer changed in the loop: integers other than loop \
-                         indices are not supported"
-                    ),
-                );
-                return;
-            }
-        }
         // The body's inputs: the index, the carried values (flattened), the captures.
         let before: Vec<Option<Value>> = self.vars.iter().map(|v| v.value.clone()).collect();
         let outer = std::mem::replace(&mut self.b, Builder::new(0));
@@ -138,18 +109,7 @@ impl Lowerer {
             }
             return;
         }
-        // Drop the captures the body does not read.
-        let used = body.used_inputs();
-        let c = init.len();
-        let mut keep = vec![true; 1 + c];
-        keep.extend(used[1 + c..].iter().copied());
-        let kept: Vec<ValueId> = captures
-            .iter()
-            .zip(&used[1 + c..])
-            .filter(|(_, u)| **u)
-            .map(|(v, _)| *v)
-            .collect();
-        let body = body.without_inputs(&keep);
+        let (body, kept) = without_unread_captures(body, init.len(), &captures);
         let node = self.b.push(
             Op::Loop(Box::new(Loop {
                 start,
@@ -162,27 +122,7 @@ impl Lowerer {
             span,
             None,
         );
-        // The carried variables' values after the loop.
-        let mut k = 0u32;
-        for id in &carried {
-            let mut next = |b: &mut Builder| {
-                k += 1;
-                b.push(Op::Result(node, k - 1), span, None)
-            };
-            let after = match self.vars[*id].value.clone() {
-                Some(Value::Scalar(_)) => Some(Value::Scalar(next(&mut self.b))),
-                Some(Value::Bool(_)) => Some(Value::Bool(next(&mut self.b))),
-                Some(Value::Array(xs)) => {
-                    Some(Value::Array(xs.iter().map(|_| next(&mut self.b)).collect()))
-                }
-                _ => None,
-            };
-            if let Some(v) = &after {
-                let name = self.vars[*id].name.clone();
-                self.name_value(v, &name);
-            }
-            self.vars[*id].value = after;
-        }
+        self.bind_loop_results(node, &carried, span);
     }
 
     /// The loop's header; `None` for a pattern that is not a name (reported).
@@ -240,4 +180,89 @@ impl Lowerer {
         self.scopes.pop();
         self.vars.truncate(before);
     }
+
+    /// The variables the body sees (`visible`, by id) and those of them it assigns
+    /// (`carried`); `None` (reported) if an integer variable would be carried.
+    fn loop_variables(
+        &mut self,
+        f: &syn::ExprForLoop,
+        span: Span,
+    ) -> Option<(Vec<usize>, Vec<usize>)> {
+        // The variables in scope, and which of them the body assigns.
+        let assigned = assigned_names(&f.body);
+        let visible: Vec<usize> = {
+            let mut v: Vec<usize> = self
+                .scopes
+                .iter()
+                .flat_map(|s| s.values().copied())
+                .collect();
+            v.sort();
+            v.dedup();
+            v.retain(|id| self.lookup(&self.vars[*id].name) == Some(*id));
+            v
+        };
+        let carried: Vec<usize> = visible
+            .iter()
+            .copied()
+            .filter(|id| assigned.contains(&self.vars[*id].name) && self.vars[*id].mutable)
+            .filter(|id| self.vars[*id].value.is_some())
+            .collect();
+        for id in &carried {
+            if let Some(Value::Int(..)) = self.vars[*id].value {
+                let name = self.vars[*id].name.clone();
+                self.error(
+                    span,
+                    format!(
+                        "`{name}` is an integer changed in the loop: integers other than loop \
+                         indices are not supported"
+                    ),
+                );
+                return None;
+            }
+        }
+        Some((visible, carried))
+    }
+
+    /// Binds each carried variable to its value after the loop (`node`'s results).
+    fn bind_loop_results(&mut self, node: ValueId, carried: &[usize], span: Span) {
+        let mut k = 0u32;
+        for id in carried {
+            let mut next = |b: &mut Builder| {
+                k += 1;
+                b.push(Op::Result(node, k - 1), span, None)
+            };
+            let after = match self.vars[*id].value.clone() {
+                Some(Value::Scalar(_)) => Some(Value::Scalar(next(&mut self.b))),
+                Some(Value::Bool(_)) => Some(Value::Bool(next(&mut self.b))),
+                Some(Value::Array(xs)) => {
+                    Some(Value::Array(xs.iter().map(|_| next(&mut self.b)).collect()))
+                }
+                _ => None,
+            };
+            if let Some(v) = &after {
+                let name = self.vars[*id].name.clone();
+                self.name_value(v, &name);
+            }
+            self.vars[*id].value = after;
+        }
+    }
+}
+
+/// The body without the capture inputs it does not read, and the outer values of the
+/// captures it keeps. Its inputs are `[i, carried (c words)..., captures...]`.
+fn without_unread_captures(
+    body: Function,
+    c: usize,
+    captures: &[ValueId],
+) -> (Function, Vec<ValueId>) {
+    let used = body.used_inputs();
+    let mut keep = vec![true; 1 + c];
+    keep.extend(used[1 + c..].iter().copied());
+    let kept: Vec<ValueId> = captures
+        .iter()
+        .zip(&used[1 + c..])
+        .filter(|(_, u)| **u)
+        .map(|(v, _)| *v)
+        .collect();
+    (body.without_inputs(&keep), kept)
 }

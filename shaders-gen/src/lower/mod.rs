@@ -57,7 +57,7 @@ enum Kind {
 }
 
 impl Value {
-    fn shape(&self) -> Kind {
+    fn kind(&self) -> Kind {
         match self {
             Value::Scalar(_) => Kind::Real(Shape::Scalar),
             Value::Array(v) => Kind::Real(Shape::Array(v.len())),

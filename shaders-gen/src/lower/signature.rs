@@ -2,7 +2,50 @@
 
 use super::*;
 
+/// The signature, with every problem in it reported.
 pub(super) fn lower_signature(sig: &syn::Signature, diag: &mut Diagnostics) -> Signature {
+    check_qualifiers(sig, diag);
+    let mut params = Vec::new();
+    for arg in &sig.inputs {
+        match arg {
+            syn::FnArg::Receiver(r) => diag.error(
+                r.span(),
+                "a differentiable function cannot take `self`: write a free function",
+            ),
+            syn::FnArg::Typed(pt) => params.extend(lower_param(pt, diag)),
+        }
+    }
+    if !params.is_empty() && params.iter().all(|p| p.constant) {
+        diag.error(
+            sig.inputs.span(),
+            "every argument is `#[constant]`: there is nothing to differentiate",
+        );
+    }
+    if !params.is_empty() && params.iter().all(|p| p.shared) {
+        diag.error(
+            sig.inputs.span(),
+            "every argument is `#[shared]`: a batch needs at least one per-element argument",
+        );
+    }
+    let (result, result_parts) = lower_result(sig, diag);
+    if let (Shape::Array(_), Some(p)) = (result, params.iter().find(|p| p.shared)) {
+        diag.error(
+            p.name.span(),
+            "`#[shared]` arguments need an `f32` result (their gradient is that of the sum \
+             over the batch); with an array result, pass them per element",
+        );
+    }
+    Signature {
+        result,
+        result_parts,
+        name: sig.ident.clone(),
+        vis: syn::Visibility::Inherited,
+        params,
+    }
+}
+
+/// `const`, `async`, `unsafe`, `extern`, generics and variadics: none has a meaning here.
+fn check_qualifiers(sig: &syn::Signature, diag: &mut Diagnostics) {
     if let Some(t) = &sig.constness {
         diag.error(t.span, "a differentiable function cannot be `const`");
     }
@@ -28,95 +71,84 @@ pub(super) fn lower_signature(sig: &syn::Signature, diag: &mut Diagnostics) -> S
     if let Some(v) = &sig.variadic {
         diag.error(v.span(), "variadic arguments are not supported");
     }
-    let mut params = Vec::new();
-    for arg in &sig.inputs {
-        match arg {
-            syn::FnArg::Receiver(r) => diag.error(
-                r.span(),
-                "a differentiable function cannot take `self`: write a free function",
-            ),
-            syn::FnArg::Typed(pt) => {
-                let (mut constant, mut shared) = (false, false);
-                for a in &pt.attrs {
-                    let path = a.path();
-                    let flag = if path.is_ident("constant") {
-                        Some(("constant", &mut constant))
-                    } else if path.is_ident("shared") {
-                        Some(("shared", &mut shared))
-                    } else {
-                        None
-                    };
-                    if let Some((name, set)) = flag {
-                        if !matches!(a.meta, syn::Meta::Path(_)) {
-                            diag.error(a.span(), format!("`#[{name}]` takes no arguments"));
-                        } else if *set {
-                            diag.error(a.span(), format!("`#[{name}]` is given twice"));
-                        }
-                        *set = true;
-                    } else if ["allow", "warn", "deny", "forbid", "expect"]
-                        .iter()
-                        .any(|lint| path.is_ident(lint))
-                    {
-                        // Lint levels mean nothing to gradfuse; rustc sees them.
-                    } else {
-                        diag.error(
-                            a.span(),
-                            "unsupported argument attribute: an argument may be marked \
-                             `#[constant]` (per-element data without a gradient) or \
-                             `#[shared]` (one value for the whole batch, its gradient summed)",
-                        );
-                    }
-                }
-                if constant
-                    && shared
-                    && let Some(a) = pt.attrs.iter().find(|a| a.path().is_ident("shared"))
-                {
-                    diag.error(
-                        a.span(),
-                        "an argument cannot be both `#[shared]` and `#[constant]` yet: a \
-                         shared argument has a gradient (summed over the batch)",
-                    );
-                }
-                let mut mutable = false;
-                let name = match &*pt.pat {
-                    syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
-                        mutable = pi.mutability.is_some();
-                        Some(pi.ident.clone())
-                    }
-                    other => {
-                        diag.error(
-                            other.span(),
-                            "argument patterns are not supported: name the argument \
-                             (`x: f32`)",
-                        );
-                        None
-                    }
-                };
-                let kind = diag.report(param_type(&pt.ty));
-                if let (Some(name), Some(kind)) = (name, kind) {
-                    params.push(Param {
-                        name,
-                        kind,
-                        mutable,
-                        constant,
-                        shared,
-                    });
-                }
+}
+
+/// One typed parameter; `None` (reported) when its pattern or type is not supported.
+fn lower_param(pt: &syn::PatType, diag: &mut Diagnostics) -> Option<Param> {
+    let (constant, shared) = argument_roles(pt, diag);
+    let mut mutable = false;
+    let name = match &*pt.pat {
+        syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+            mutable = pi.mutability.is_some();
+            Some(pi.ident.clone())
+        }
+        other => {
+            diag.error(
+                other.span(),
+                "argument patterns are not supported: name the argument \
+                 (`x: f32`)",
+            );
+            None
+        }
+    };
+    let kind = diag.report(param_type(&pt.ty));
+    Some(Param {
+        name: name?,
+        kind: kind?,
+        mutable,
+        constant,
+        shared,
+    })
+}
+
+/// Whether an argument is `#[constant]` and whether it is `#[shared]`.
+fn argument_roles(pt: &syn::PatType, diag: &mut Diagnostics) -> (bool, bool) {
+    let (mut constant, mut shared) = (false, false);
+    for a in &pt.attrs {
+        let path = a.path();
+        let flag = if path.is_ident("constant") {
+            Some(("constant", &mut constant))
+        } else if path.is_ident("shared") {
+            Some(("shared", &mut shared))
+        } else {
+            None
+        };
+        if let Some((name, set)) = flag {
+            if !matches!(a.meta, syn::Meta::Path(_)) {
+                diag.error(a.span(), format!("`#[{name}]` takes no arguments"));
+            } else if *set {
+                diag.error(a.span(), format!("`#[{name}]` is given twice"));
             }
+            *set = true;
+        } else if ["allow", "warn", "deny", "forbid", "expect"]
+            .iter()
+            .any(|lint| path.is_ident(lint))
+        {
+            // Lint levels mean nothing to gradfuse; rustc sees them.
+        } else {
+            diag.error(
+                a.span(),
+                "unsupported argument attribute: an argument may be marked \
+                 `#[constant]` (per-element data without a gradient) or \
+                 `#[shared]` (one value for the whole batch, its gradient summed)",
+            );
         }
     }
-    if !params.is_empty() && params.iter().all(|p| p.constant) {
+    if constant
+        && shared
+        && let Some(a) = pt.attrs.iter().find(|a| a.path().is_ident("shared"))
+    {
         diag.error(
-            sig.inputs.span(),
-            "every argument is `#[constant]`: there is nothing to differentiate",
+            a.span(),
+            "an argument cannot be both `#[shared]` and `#[constant]` yet: a \
+             shared argument has a gradient (summed over the batch)",
         );
     }
-    if !params.is_empty() && params.iter().all(|p| p.shared) {
-        diag.error(
-            sig.inputs.span(),
-            "every argument is `#[shared]`: a batch needs at least one per-element argument",
-        );
-    }
+    (constant, shared)
+}
+
+/// The result's shape, and the parts of a tuple result.
+fn lower_result(sig: &syn::Signature, diag: &mut Diagnostics) -> (Shape, Option<Vec<Shape>>) {
     let mut result = Shape::Scalar;
     let mut result_parts = None;
     match &sig.output {
@@ -126,13 +158,7 @@ pub(super) fn lower_signature(sig: &syn::Signature, diag: &mut Diagnostics) -> S
         ),
         syn::ReturnType::Type(_, ty) if tuple_parts(ty).is_some() => {
             let parts = tuple_parts(ty).unwrap_or_default();
-            let words = parts
-                .iter()
-                .map(|p| match p {
-                    Shape::Scalar => 1,
-                    Shape::Array(n) => *n,
-                })
-                .sum();
+            let words = parts.iter().map(|p| p.words()).sum();
             result = Shape::Array(words);
             result_parts = Some(parts);
         }
@@ -151,20 +177,7 @@ pub(super) fn lower_signature(sig: &syn::Signature, diag: &mut Diagnostics) -> S
             }
         }
     }
-    if let (Shape::Array(_), Some(p)) = (result, params.iter().find(|p| p.shared)) {
-        diag.error(
-            p.name.span(),
-            "`#[shared]` arguments need an `f32` result (their gradient is that of the sum \
-             over the batch); with an array result, pass them per element",
-        );
-    }
-    Signature {
-        result,
-        result_parts,
-        name: sig.ident.clone(),
-        vis: syn::Visibility::Inherited,
-        params,
-    }
+    (result, result_parts)
 }
 
 pub(super) fn is_f32(ty: &syn::Type) -> bool {

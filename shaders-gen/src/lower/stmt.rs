@@ -33,7 +33,7 @@ impl Lowerer {
                         .map_or(block.brace_token.span.close(), |s| s.span());
                     self.error(
                         span,
-                        format!("the result must be {expected}, found {}", v.shape()),
+                        format!("the result must be {expected}, found {}", v.kind()),
                     );
                 }
                 None
@@ -191,13 +191,13 @@ impl Lowerer {
             (Tail::Failed, _) | (_, Tail::Failed) => Tail::Failed,
             (Tail::Unit, Tail::Unit) => Tail::Unit,
             (Tail::Value(t), Tail::Value(e)) => {
-                if t.shape() != e.shape() {
+                if t.kind() != e.kind() {
                     self.error(
                         span,
                         format!(
                             "the branches of this `if` have different types: {} and {}",
-                            t.shape(),
-                            e.shape()
+                            t.kind(),
+                            e.kind()
                         ),
                     );
                     return Tail::Failed;
@@ -273,30 +273,7 @@ impl Lowerer {
             syn::Expr::Index(ix) => (&*ix.expr, Some(&*ix.index)),
             other => (other, None),
         };
-        let var = match var_expr {
-            syn::Expr::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => {
-                let name = p
-                    .path
-                    .get_ident()
-                    .map(|i| i.to_string())
-                    .unwrap_or_default();
-                match self.lookup(&name) {
-                    Some(id) => Some(id),
-                    None => {
-                        self.error(p.span(), format!("cannot find `{name}` here"));
-                        None
-                    }
-                }
-            }
-            other => {
-                self.error(
-                    other.span(),
-                    "only a variable (`x = ...`) or an element of an array variable \
-                     (`a[0] = ...`) can be assigned",
-                );
-                None
-            }
-        };
+        let var = self.assign_target(var_expr);
         let index = index.and_then(|e| self.index_value(e).map(|k| (k, e)));
         let value = self.lower_expr(rhs);
         let Some(var) = var else { return };
@@ -323,92 +300,147 @@ impl Lowerer {
         };
         let name = self.vars[var].name.clone();
         let new = match (index, current) {
-            (None, current) => match (op, &current, &value) {
-                (None, c, v) if c.shape() == v.shape() => value,
-                (None, c, v) => {
-                    self.error(
-                        rhs.span(),
-                        format!(
-                            "type mismatch: `{name}` is {} but the value is {}",
-                            c.shape(),
-                            v.shape()
-                        ),
-                    );
-                    return;
-                }
-                (Some(f), Value::Scalar(c), Value::Scalar(v)) => {
-                    Value::Scalar(self.b.call(f, vec![*c, *v], span))
-                }
-                (Some(_), c, v) => {
-                    self.error(
-                        span,
-                        format!(
-                            "compound assignment needs two `f32` values, found {} and {}; \
-                             for arrays, assign each element (`a[0] += ...`)",
-                            c.shape(),
-                            v.shape()
-                        ),
-                    );
-                    return;
-                }
-            },
-            (Some((k, kexpr)), Value::Array(mut elems)) => {
-                let Value::Scalar(v) = value else {
-                    self.error(
-                        rhs.span(),
-                        format!(
-                            "an array element is an `f32`, but the value is {}",
-                            value.shape()
-                        ),
-                    );
-                    return;
-                };
-                let Some(k) = self.check_index(kexpr, k, elems.len()) else {
-                    return;
-                };
-                match k {
-                    Index::Const(k) => {
-                        let slot = &mut elems[k];
-                        *slot = match op {
-                            None => v,
-                            Some(f) => self.b.call(f, vec![*slot, v], span),
-                        };
-                    }
-                    Index::Dynamic(idx) => {
-                        // Every element becomes `if idx == k { new } else { old }`.
-                        let new = match op {
-                            None => v,
-                            Some(f) => {
-                                let old = self.b.push(
-                                    Op::Index {
-                                        elems: elems.clone(),
-                                        index: idx,
-                                    },
-                                    span,
-                                    None,
-                                );
-                                self.b.call(f, vec![old, v], span)
-                            }
-                        };
-                        for (k, slot) in elems.iter_mut().enumerate() {
-                            let kk = self.b.int(k as i64, span);
-                            let hit = self.b.cmp(CmpOp::Eq, idx, kk, span);
-                            *slot = self.b.select(hit, new, *slot, span);
-                        }
-                    }
-                }
-                Value::Array(elems)
+            (None, current) => self.assign_whole(&name, op, current, value, rhs, span),
+            (Some(index), Value::Array(elems)) => {
+                self.assign_element(elems, index, op, value, rhs, span)
             }
             (Some(_), other) => {
                 self.error(
                     var_expr.span(),
-                    format!("only arrays can be indexed; `{name}` is {}", other.shape()),
+                    format!("only arrays can be indexed; `{name}` is {}", other.kind()),
                 );
-                return;
+                None
             }
         };
+        let Some(new) = new else { return };
         self.name_value(&new, &name);
         self.vars[var].value = Some(new);
+    }
+
+    /// The variable an assignment writes (`x` of `x = ..` or `x[i] = ..`), if it is one in
+    /// scope (else reported).
+    fn assign_target(&mut self, var_expr: &syn::Expr) -> Option<usize> {
+        match var_expr {
+            syn::Expr::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => {
+                let name = p
+                    .path
+                    .get_ident()
+                    .map(|i| i.to_string())
+                    .unwrap_or_default();
+                match self.lookup(&name) {
+                    Some(id) => Some(id),
+                    None => {
+                        self.error(p.span(), format!("cannot find `{name}` here"));
+                        None
+                    }
+                }
+            }
+            other => {
+                self.error(
+                    other.span(),
+                    "only a variable (`x = ...`) or an element of an array variable \
+                     (`a[0] = ...`) can be assigned",
+                );
+                None
+            }
+        }
+    }
+
+    /// `x = v` or `x op= v` of a whole variable: the new value, or `None` (reported).
+    fn assign_whole(
+        &mut self,
+        name: &str,
+        op: Option<Func>,
+        current: Value,
+        value: Value,
+        rhs: &syn::Expr,
+        span: Span,
+    ) -> Option<Value> {
+        match (op, &current, &value) {
+            (None, c, v) if c.kind() == v.kind() => Some(value),
+            (None, c, v) => {
+                self.error(
+                    rhs.span(),
+                    format!(
+                        "type mismatch: `{name}` is {} but the value is {}",
+                        c.kind(),
+                        v.kind()
+                    ),
+                );
+                None
+            }
+            (Some(f), Value::Scalar(c), Value::Scalar(v)) => {
+                Some(Value::Scalar(self.b.call(f, vec![*c, *v], span)))
+            }
+            (Some(_), c, v) => {
+                self.error(
+                    span,
+                    format!(
+                        "compound assignment needs two `f32` values, found {} and {}; \
+                         for arrays, assign each element (`a[0] += ...`)",
+                        c.kind(),
+                        v.kind()
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// `a[k] = v` or `a[k] op= v`: the array with element `k` replaced, or `None`
+    /// (reported). An index known at compile time replaces one element; one computed at
+    /// run time selects the new value into every element.
+    fn assign_element(
+        &mut self,
+        mut elems: Vec<ValueId>,
+        (k, kexpr): ((ValueId, i64, i64), &syn::Expr),
+        op: Option<Func>,
+        value: Value,
+        rhs: &syn::Expr,
+        span: Span,
+    ) -> Option<Value> {
+        let Value::Scalar(v) = value else {
+            self.error(
+                rhs.span(),
+                format!(
+                    "an array element is an `f32`, but the value is {}",
+                    value.kind()
+                ),
+            );
+            return None;
+        };
+        match self.check_index(kexpr, k, elems.len())? {
+            Index::Const(k) => {
+                let slot = &mut elems[k];
+                *slot = match op {
+                    None => v,
+                    Some(f) => self.b.call(f, vec![*slot, v], span),
+                };
+            }
+            Index::Dynamic(idx) => {
+                // Every element becomes `if idx == k { new } else { old }`.
+                let new = match op {
+                    None => v,
+                    Some(f) => {
+                        let old = self.b.push(
+                            Op::Index {
+                                elems: elems.clone(),
+                                index: idx,
+                            },
+                            span,
+                            None,
+                        );
+                        self.b.call(f, vec![old, v], span)
+                    }
+                };
+                for (k, slot) in elems.iter_mut().enumerate() {
+                    let kk = self.b.int(k as i64, span);
+                    let hit = self.b.cmp(CmpOp::Eq, idx, kk, span);
+                    *slot = self.b.select(hit, new, *slot, span);
+                }
+            }
+        }
+        Some(Value::Array(elems))
     }
 
     pub(super) fn lower_let(&mut self, local: &syn::Local) {
@@ -443,13 +475,13 @@ impl Lowerer {
         }
         let value = self.lower_expr(&init.expr);
         if let (Some(expected), Some(v)) = (expected, &value)
-            && v.shape() != expected
+            && v.kind() != expected
         {
             self.error(
                 init.expr.span(),
                 format!(
                     "type mismatch: the binding is declared {expected} but the value is {}",
-                    v.shape()
+                    v.kind()
                 ),
             );
             if let Some(name) = name {
@@ -473,10 +505,7 @@ impl Lowerer {
         {
             return Some(Kind::Bool);
         }
-        self.diag.report(param_type(ty)).map(|k| match k {
-            Shape::Scalar => Kind::Real(Shape::Scalar),
-            Shape::Array(n) => Kind::Real(Shape::Array(n)),
-        })
+        self.diag.report(param_type(ty)).map(Kind::Real)
     }
 
     /// `const N: usize = 8;` in the body: an integer known at compile time.
@@ -491,7 +520,7 @@ impl Lowerer {
                     c.expr.span(),
                     format!(
                         "a `const` in a differentiable body is an integer or an `f32`, found {}",
-                        other.shape()
+                        other.kind()
                     ),
                 );
                 None
