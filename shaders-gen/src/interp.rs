@@ -7,44 +7,109 @@
 use crate::ir::{Function, LoopKind, Op};
 use std::collections::HashMap;
 
-/// Evaluates `f` at `inputs` (one f64 per input word) and returns its outputs.
+/// A value: a word (floats, booleans as 0 and 1, integers) or an array of words.
+#[derive(Clone, Debug)]
+enum V {
+    Word(f64),
+    Array(Vec<f64>),
+}
+
+impl V {
+    fn word(&self) -> f64 {
+        match self {
+            V::Word(x) => *x,
+            V::Array(_) => f64::NAN,
+        }
+    }
+
+    fn array(&self) -> &[f64] {
+        match self {
+            V::Array(a) => a,
+            V::Word(_) => &[],
+        }
+    }
+
+    fn push_words(&self, out: &mut Vec<f64>) {
+        match self {
+            V::Word(x) => out.push(*x),
+            V::Array(a) => out.extend(a),
+        }
+    }
+}
+
+/// Evaluates `f` at `inputs` (one f64 per input word) and returns its outputs, an array
+/// output as its words.
 ///
 /// # Panics
 /// If `inputs.len()` is not `f.num_inputs`.
 pub fn eval(f: &Function, inputs: &[f64]) -> Vec<f64> {
     assert_eq!(inputs.len(), f.num_inputs as usize, "input count");
-    let mut vals: Vec<f64> = Vec::with_capacity(f.nodes.len());
+    let inputs: Vec<V> = inputs.iter().map(|x| V::Word(*x)).collect();
+    let mut out = Vec::new();
+    for v in eval_values(f, &inputs) {
+        v.push_words(&mut out);
+    }
+    out
+}
+
+/// The position an index reads or writes in an array of `len`: clamped into range.
+fn clamp_index(index: f64, len: usize) -> usize {
+    (index as i64).clamp(0, len as i64 - 1) as usize
+}
+
+fn eval_values(f: &Function, inputs: &[V]) -> Vec<V> {
+    let mut vals: Vec<V> = Vec::with_capacity(f.nodes.len());
     // Final carried values of each loop node, and the tapes of recording loops.
-    let mut results: HashMap<usize, Vec<f64>> = HashMap::new();
-    let mut tapes: HashMap<usize, Vec<Vec<f64>>> = HashMap::new();
+    let mut results: HashMap<usize, Vec<V>> = HashMap::new();
+    let mut tapes: HashMap<usize, Vec<Vec<V>>> = HashMap::new();
     for (i, node) in f.nodes.iter().enumerate() {
+        let w = |v: &crate::ir::ValueId| vals[v.index()].word();
         let v = match &node.op {
-            Op::Input(w) => inputs[*w as usize],
-            Op::Const(c) => *c,
+            Op::Input(w) => inputs[*w as usize].clone(),
+            Op::Const(c) => V::Word(*c),
             Op::Call(func, args) => {
-                let a: Vec<f64> = args.iter().map(|v| vals[v.index()]).collect();
-                func.eval(&a)
+                let a: Vec<f64> = args.iter().map(w).collect();
+                V::Word(func.eval(&a))
             }
-            Op::Cmp(c, a, b) => f64::from(c.apply(vals[a.index()], vals[b.index()])),
-            Op::Not(a) => f64::from(vals[a.index()] == 0.0),
-            Op::And(a, b) => f64::from(vals[a.index()] != 0.0 && vals[b.index()] != 0.0),
-            Op::Or(a, b) => f64::from(vals[a.index()] != 0.0 || vals[b.index()] != 0.0),
-            Op::Int(v) => *v as f64,
-            Op::IntBin(o, a, b) => o.apply(vals[a.index()] as i64, vals[b.index()] as i64) as f64,
-            Op::IntToF32(a) => vals[a.index()],
-            Op::Index { elems, index } => {
-                let k = (vals[index.index()] as i64).clamp(0, elems.len() as i64 - 1);
-                vals[elems[k as usize].index()]
+            Op::Cmp(c, a, b) => V::Word(f64::from(c.apply(w(a), w(b)))),
+            Op::Not(a) => V::Word(f64::from(w(a) == 0.0)),
+            Op::And(a, b) => V::Word(f64::from(w(a) != 0.0 && w(b) != 0.0)),
+            Op::Or(a, b) => V::Word(f64::from(w(a) != 0.0 || w(b) != 0.0)),
+            Op::Int(v) => V::Word(*v as f64),
+            Op::IntBin(o, a, b) => V::Word(o.apply(w(a) as i64, w(b) as i64) as f64),
+            Op::IntToF32(a) => V::Word(w(a)),
+            Op::ArrayNew(elems) => V::Array(elems.iter().map(w).collect()),
+            Op::ArrayGet { array, index } => {
+                let a = vals[array.index()].array();
+                V::Word(a[clamp_index(w(index), a.len())])
             }
+            Op::ArraySet {
+                array,
+                index,
+                value,
+            } => {
+                let mut a = vals[array.index()].array().to_vec();
+                let k = clamp_index(w(index), a.len());
+                a[k] = w(value);
+                V::Array(a)
+            }
+            Op::ArrayAdd(x, y) => V::Array(
+                vals[x.index()]
+                    .array()
+                    .iter()
+                    .zip(vals[y.index()].array())
+                    .map(|(p, q)| p + q)
+                    .collect(),
+            ),
             Op::Loop(l) => {
-                let mut carried: Vec<f64> = l.init.iter().map(|v| vals[v.index()]).collect();
-                let captures: Vec<f64> = l.captures.iter().map(|v| vals[v.index()]).collect();
-                let run = |index: i64, carried: &[f64], taped: &[f64]| {
-                    let mut args = vec![index as f64];
+                let mut carried: Vec<V> = l.init.iter().map(|v| vals[v.index()].clone()).collect();
+                let captures: Vec<V> = l.captures.iter().map(|v| vals[v.index()].clone()).collect();
+                let run = |index: i64, carried: &[V], taped: &[V]| {
+                    let mut args = vec![V::Word(index as f64)];
                     args.extend_from_slice(carried);
                     args.extend_from_slice(&captures);
                     args.extend_from_slice(taped);
-                    eval(&l.body, &args)
+                    eval_values(&l.body, &args)
                 };
                 match l.kind {
                     LoopKind::Forward | LoopKind::Recording => {
@@ -66,25 +131,25 @@ pub fn eval(f: &Function, inputs: &[f64]) -> Vec<f64> {
                     }
                 }
                 results.insert(i, carried);
-                f64::NAN
+                V::Word(f64::NAN)
             }
-            Op::Result(l, k) => results[&l.index()][*k as usize],
-            Op::CustomGrad { value, .. } => vals[value.index()],
+            Op::Result(l, k) => results[&l.index()][*k as usize].clone(),
+            Op::CustomGrad { value, .. } => vals[value.index()].clone(),
             Op::Select {
                 cond,
                 then,
                 otherwise,
             } => {
-                if vals[cond.index()] != 0.0 {
-                    vals[then.index()]
+                if w(cond) != 0.0 {
+                    vals[then.index()].clone()
                 } else {
-                    vals[otherwise.index()]
+                    vals[otherwise.index()].clone()
                 }
             }
         };
         vals.push(v);
     }
-    f.outputs.iter().map(|o| vals[o.index()]).collect()
+    f.outputs.iter().map(|o| vals[o.index()].clone()).collect()
 }
 
 /// The gradient of output 0 by central finite differences with relative step `h`,

@@ -130,7 +130,7 @@ pub fn compile_with(
     // end then add zero to the sums without a select per shared word, and each sum of a
     // product fuses into one FMA.
     let kernel_adjoint = if layout.shared_words > 0 {
-        let mut seeded = ad::vjp(&primal);
+        let mut seeded = ad::vjp(&primal, &[]);
         let seed = layout.words + layout.shared_words;
         for node in &mut seeded.nodes {
             if matches!(node.op, ir::Op::Input(w) if w == seed) {

@@ -15,7 +15,7 @@ pub fn optimize(f: &Function) -> Function {
 }
 
 fn simplify(f: &Function) -> Function {
-    let mut b = Builder::new(f.num_inputs);
+    let mut b = Builder::like(f);
     let mut map: Vec<ValueId> = Vec::with_capacity(f.nodes.len());
     for node in &f.nodes {
         let m = |v: &ValueId| map[v.index()];
@@ -59,23 +59,6 @@ fn simplify(f: &Function) -> Function {
                 Op::Int(c) => b.constant(c as f64, span),
                 _ => b.push(Op::IntToF32(m(x)), span, node.name.clone()),
             },
-            Op::Index { elems, index } => {
-                let elems: Vec<ValueId> = elems.iter().map(m).collect();
-                if let Op::Int(k) = b.node(m(index)).op {
-                    elems[k.clamp(0, elems.len() as i64 - 1) as usize]
-                } else if elems.iter().all(|e| *e == elems[0]) {
-                    elems[0]
-                } else {
-                    b.push(
-                        Op::Index {
-                            elems,
-                            index: m(index),
-                        },
-                        span,
-                        node.name.clone(),
-                    )
-                }
-            }
             Op::Loop(l) => {
                 let mut op = node.op.map_operands(|v| map[v.index()]);
                 if let Op::Loop(nl) = &mut op {
@@ -84,7 +67,11 @@ fn simplify(f: &Function) -> Function {
                 b.push(op, span, node.name.clone())
             }
             Op::Result(l, k) => b.push(Op::Result(m(l), *k), span, node.name.clone()),
-            Op::CustomGrad { .. } => b.push(
+            Op::CustomGrad { .. }
+            | Op::ArrayNew(_)
+            | Op::ArrayGet { .. }
+            | Op::ArraySet { .. }
+            | Op::ArrayAdd(..) => b.push(
                 node.op.map_operands(|v| map[v.index()]),
                 span,
                 node.name.clone(),
@@ -223,11 +210,10 @@ pub const UNROLL_BUDGET: usize = 2048;
 /// Unrolls the loops whose bodies index an array at a computed index, when the whole nest
 /// executes at most [`UNROLL_BUDGET`] operations; every other loop stays a loop.
 ///
-/// An index computed from a loop index is the one thing a loop makes expensive: the value
-/// reads one of `N` elements through [`Op::Index`], and the adjoint scatters into all `N`
-/// accumulators, one select each, every iteration (an 8-16-1 network's reverse pass did
-/// 60,581 operations per element for 867 forward). Unrolled, every index is a constant,
-/// the read folds to the element itself and the adjoint adds into one word. The budget
+/// An index computed from a loop index costs a memory access in a loop: the array lives
+/// in function memory, not registers, and its adjoint is an array too. Unrolled, every
+/// index is a constant, the read folds to the element itself, the array disappears into
+/// registers and the adjoint adds into one word. The budget
 /// keeps the promise that code does not grow with the trip count beyond a fixed size:
 /// long loops, and loops without computed indices, stay loops.
 pub fn unroll_indexed_loops(f: &Function) -> Function {
@@ -235,7 +221,7 @@ pub fn unroll_indexed_loops(f: &Function) -> Function {
 }
 
 fn unroll(f: &Function) -> Function {
-    let mut b = Builder::new(f.num_inputs);
+    let mut b = Builder::like(f);
     let mut map: Vec<ValueId> = Vec::with_capacity(f.nodes.len());
     // The final carried values of each unrolled loop, by its node.
     let mut unrolled: Vec<Option<Vec<ValueId>>> = vec![None; f.nodes.len()];
@@ -244,7 +230,12 @@ fn unroll(f: &Function) -> Function {
         let id = match &node.op {
             Op::Loop(l) => {
                 let body = unroll(&l.body);
-                let indexes = body.nodes.iter().any(|n| matches!(n.op, Op::Index { .. }));
+                let indexes = body.nodes.iter().any(|n| match n.op {
+                    Op::ArrayGet { index, .. } | Op::ArraySet { index, .. } => {
+                        !matches!(body.node(index).op, Op::Int(_))
+                    }
+                    _ => false,
+                });
                 let cost = l.trip_count() as usize * body.dynamic_op_count();
                 if l.kind == LoopKind::Forward && indexes && cost <= UNROLL_BUDGET {
                     let captures: Vec<ValueId> = l.captures.iter().map(|v| m(*v)).collect();
@@ -326,7 +317,7 @@ fn prune(f: &Function) -> Function {
             _ => None,
         })
         .collect();
-    let mut b = Builder::new(f.num_inputs);
+    let mut b = Builder::like(f);
     let mut map: Vec<Option<ValueId>> = vec![None; f.nodes.len()];
     for (i, node) in f.nodes.iter().enumerate() {
         if !live[i] {

@@ -7,7 +7,7 @@
 //! `cosh` and `tan` are bounded, so that values and derivatives stay finite.
 
 use crate::abi::{ArgLayout, ParamSlot};
-use crate::ir::{Builder, CmpOp, Function, Loop, LoopKind, Op, ValueId};
+use crate::ir::{Builder, CmpOp, Function, Loop, LoopKind, Op, Ty, ValueId};
 use crate::ops::Func;
 use proc_macro2::Span;
 
@@ -162,7 +162,7 @@ fn branch(b: &mut Builder, kind: usize, x: ValueId, y: ValueId, z: ValueId, span
 /// + 0.25 * [y, acc * y, 0.5][i]; } acc`: a loop with a carried value, a capture and a read
 /// at a computed index, smooth in all (and small: `opt::unroll_indexed_loops` unrolls it).
 fn small_loop(b: &mut Builder, x: ValueId, y: ValueId, span: Span) -> ValueId {
-    let mut body = Builder::new(3);
+    let mut body = Builder::with_inputs(vec![Ty::Int, Ty::F32, Ty::F32]);
     let i = body.input(0, span, Some("i".into()));
     let acc = body.input(1, span, Some("acc".into()));
     let cy = body.input(2, span, Some("y".into()));
@@ -174,14 +174,8 @@ fn small_loop(b: &mut Builder, x: ValueId, y: ValueId, span: Span) -> ValueId {
     let w = body.call(Func::Mul, vec![acc, half], span);
     let next = body.call(Func::Add, vec![w, sv], span);
     let acc_y = body.call(Func::Mul, vec![acc, cy], span);
-    let read = body.push(
-        Op::Index {
-            elems: vec![cy, acc_y, half],
-            index: i,
-        },
-        span,
-        None,
-    );
+    let array = body.array(vec![cy, acc_y, half], span);
+    let read = body.push(Op::ArrayGet { array, index: i }, span, None);
     let quarter = body.constant(0.25, span);
     let term = body.call(Func::Mul, vec![read, quarter], span);
     let next = body.call(Func::Add, vec![next, term], span);

@@ -116,7 +116,11 @@ fn small_loops_with_computed_indices_are_unrolled() {
     for f in [&c.primal, c.reverse.function()] {
         assert!(!has_op(f, |op| matches!(
             op,
-            Op::Loop(_) | Op::Index { .. } | Op::Select { .. }
+            Op::Loop(_)
+                | Op::ArrayNew(_)
+                | Op::ArrayGet { .. }
+                | Op::ArraySet { .. }
+                | Op::Select { .. }
         )));
     }
     // Forward: 12 products, 12 sums, 3 tanh. Reverse: about three times that, where the

@@ -53,7 +53,7 @@ fn loop_of(f: &Function, v: ValueId) -> &Loop {
     }
 }
 
-/// `acc + term`, where a missing accumulator is zero.
+/// `acc + term`, where a missing accumulator is zero (element-wise for arrays).
 fn accumulate(
     b: &mut Builder,
     acc: Option<ValueId>,
@@ -62,12 +62,51 @@ fn accumulate(
 ) -> ValueId {
     match acc {
         None => term,
+        Some(a) if matches!(b.ty(a), Ty::Array(_)) => b.push(Op::ArrayAdd(a, term), span, None),
         Some(a) => b.call(Func::Add, vec![a, term], span),
     }
 }
 
+/// `acc` with `term` added into the word at `index`: the adjoint of reading that word,
+/// one add, however long the array (a missing accumulator is the zero array of `ty`).
+fn add_at(
+    b: &mut Builder,
+    acc: Option<ValueId>,
+    ty: Ty,
+    index: ValueId,
+    term: ValueId,
+    span: proc_macro2::Span,
+) -> ValueId {
+    let array = acc.unwrap_or_else(|| b.zero(ty, span));
+    let old = b.push(Op::ArrayGet { array, index }, span, None);
+    let value = b.call(Func::Add, vec![old, term], span);
+    b.push(
+        Op::ArraySet {
+            array,
+            index,
+            value,
+        },
+        span,
+        None,
+    )
+}
+
 fn is_zero(b: &Builder, v: ValueId) -> bool {
     b.const_value(v) == Some(0.0)
+}
+
+/// Sends `term` (already masked) to operand `v`, under guard `h`.
+fn send(
+    b: &mut Builder,
+    adj: &mut [Option<ValueId>],
+    guard: &mut [Option<Guard>],
+    span: Span,
+    v: ValueId,
+    term: ValueId,
+    h: Guard,
+) {
+    adj[v.index()] = Some(accumulate(b, adj[v.index()], term, span));
+    guard[v.index()] = Some(guard_or(b, guard[v.index()], h, span));
 }
 
 /// When a node's adjoint flows: always, or only where a condition (a bool in the output
@@ -156,12 +195,12 @@ fn guard_and(b: &mut Builder, g: Guard, c: ValueId, span: proc_macro2::Span) -> 
 /// of its body, which reads the tape: see [`vjp`].
 pub fn reverse(f: &Function) -> Function {
     assert_eq!(f.outputs.len(), 1, "reverse mode seeds one scalar output");
-    let mut b = Builder::new(f.num_inputs);
+    let mut b = Builder::like(f);
     let inputs: Vec<ValueId> = (0..f.num_inputs)
         .map(|w| b.push(Op::Input(w), Span::call_site(), None))
         .collect();
     let one = b.constant(1.0, f.node(f.outputs[0]).span);
-    let (primal, grads) = vjp_into(f, &mut b, &inputs, &[Some(one)]);
+    let (primal, grads) = vjp_into(f, &mut b, &inputs, &[Some(one)], &[]);
     let mut outputs = vec![primal[0]];
     outputs.extend(grads);
     b.finish(outputs)
@@ -169,42 +208,76 @@ pub fn reverse(f: &Function) -> Function {
 
 /// The vector-Jacobian product of `f`: a function of `[f's inputs..., one seed per output]`
 /// whose outputs are `[outputs..., sum over k of seed_k * d output_k / d input_w for each
-/// input w]`. Seeds of outputs that are not `F32` are ignored (they get an input all the
-/// same, so the layout is fixed).
-pub fn vjp(f: &Function) -> Function {
+/// input w]` (an array input's adjoint is an array). Seeds of outputs that are not real
+/// are ignored (they get an input all the same, so the layout is fixed).
+///
+/// The inputs marked in `accumulating` take one more input each, after the seeds, of their
+/// own type: the adjoint accumulated so far, which their adjoint output adds to (for
+/// arrays, word by word where they are read, never a whole-array sum).
+pub fn vjp(f: &Function, accumulating: &[bool]) -> Function {
     let n = f.num_inputs;
     let m = f.outputs.len() as u32;
-    let mut b = Builder::new(n + m);
+    let input_tys = f.input_types();
+    let mut tys = input_tys.clone();
+    tys.extend(f.outputs.iter().map(|o| f.node(*o).ty));
+    tys.extend(
+        (0..n as usize)
+            .filter(|w| accumulating.get(*w) == Some(&true))
+            .map(|w| input_tys[w]),
+    );
+    let mut b = Builder::with_inputs(tys);
     let inputs: Vec<ValueId> = (0..n)
         .map(|w| b.push(Op::Input(w), Span::call_site(), None))
         .collect();
     let seeds: Vec<Option<ValueId>> = (0..m)
         .map(|k| {
             let out = f.outputs[k as usize];
-            (f.node(out).ty == Ty::F32).then(|| {
+            f.node(out).ty.is_real().then(|| {
                 let name = f.node(out).name.as_ref().map(|s| format!("d_{s}"));
                 b.push(Op::Input(n + k), Span::call_site(), name)
             })
         })
         .collect();
-    let (primal, grads) = vjp_into(f, &mut b, &inputs, &seeds);
+    let mut next = n + m;
+    let acc: Vec<Option<ValueId>> = (0..n as usize)
+        .map(|w| {
+            (accumulating.get(w) == Some(&true)).then(|| {
+                next += 1;
+                let name = f.input_name(w as u32).map(|s| format!("d_{s}"));
+                b.push(Op::Input(next - 1), Span::call_site(), name)
+            })
+        })
+        .collect();
+    let (primal, grads) = vjp_into(f, &mut b, &inputs, &seeds, &acc);
     let mut outputs = primal;
     outputs.extend(grads);
     b.finish(outputs)
 }
 
 /// Builds into `b`: `f` on `inputs` (loops recording), then the adjoint of every input
-/// given the seeds of the outputs. Returns the primal outputs and one adjoint per input
-/// (zero where none flows).
+/// given the seeds of the outputs, added to `acc[w]` where given. Returns the primal
+/// outputs and one adjoint per input (zero where none flows).
 fn vjp_into(
     f: &Function,
     b: &mut Builder,
     inputs: &[ValueId],
     seeds: &[Option<ValueId>],
+    acc: &[Option<ValueId>],
 ) -> (Vec<ValueId>, Vec<ValueId>) {
     let map = inline(f, b, inputs, true);
     let mut adj: Vec<Option<ValueId>> = vec![None; f.nodes.len()];
     let mut guard: Vec<Option<Guard>> = vec![None; f.nodes.len()];
+    // An accumulated adjoint starts as the input node's adjoint, so reads add into it.
+    let mut acc_left: Vec<Option<ValueId>> = acc.to_vec();
+    acc_left.resize(f.num_inputs as usize, None);
+    for (i, node) in f.nodes.iter().enumerate() {
+        if let Op::Input(w) = node.op
+            && let Some(a) = acc_left[w as usize].take()
+        {
+            adj[i] = Some(a);
+            guard[i] = Some(Guard::Always);
+        }
+    }
     for (out, seed) in f.outputs.iter().zip(seeds) {
         if let Some(s) = seed
             && !is_zero(b, *s)
@@ -232,14 +305,9 @@ fn vjp_into(
         {
             b.name(a, &format!("d_{name}"));
         }
-        // Sends `term` (already masked) to operand `v`.
-        let mut send = |b: &mut Builder, v: ValueId, term: ValueId, h: Guard| {
-            adj[v.index()] = Some(accumulate(b, adj[v.index()], term, span));
-            guard[v.index()] = Some(guard_or(b, guard[v.index()], h, span));
-        };
         let mask = |b: &mut Builder, term: ValueId| match g {
             Guard::When(c) => {
-                let zero = b.constant(0.0, span);
+                let zero = b.zero(b.ty(term), span);
                 b.select(c, term, zero, span)
             }
             Guard::Always => term,
@@ -265,47 +333,63 @@ fn vjp_into(
                     }
                     let term = b.call(Func::Mul, vec![a, p], span);
                     let term = mask(b, term);
-                    send(b, *arg, term, g);
+                    send(b, &mut adj, &mut guard, span, *arg, term, g);
                 }
             }
-            Op::Index { elems, index } => {
-                // The adjoint goes to the element read (the index clamped into range):
-                // one select per element, guarded like a branch.
-                use crate::ir::CmpOp;
-                let k_max = elems.len() as i64 - 1;
+            Op::ArrayGet { array, index } => {
+                // One add into the word read. No mask: the partial is exactly 1, so a zero
+                // adjoint stays zero.
+                let ty = f.node(*array).ty;
+                let k = map[index.index()];
+                let v = array.index();
+                adj[v] = Some(add_at(b, adj[v], ty, k, a, span));
+                guard[v] = Some(guard_or(b, guard[v], g, span));
+            }
+            Op::ArraySet {
+                array,
+                index,
+                value,
+            } => {
+                let k = map[index.index()];
+                let d_value = b.push(Op::ArrayGet { array: a, index: k }, span, None);
                 let zero = b.constant(0.0, span);
-                let idx = map[index.index()];
+                let d_array = b.push(
+                    Op::ArraySet {
+                        array: a,
+                        index: k,
+                        value: zero,
+                    },
+                    span,
+                    None,
+                );
+                send(b, &mut adj, &mut guard, span, *value, d_value, g);
+                send(b, &mut adj, &mut guard, span, *array, d_array, g);
+            }
+            Op::ArrayNew(elems) => {
                 for (k, e) in elems.iter().enumerate() {
-                    let k = k as i64;
-                    if k_max == 0 {
-                        send(b, *e, a, g);
-                        continue;
+                    if f.node(*e).ty.is_real() && !matches!(f.node(*e).op, Op::Const(_)) {
+                        let d = b.get(a, k, span);
+                        send(b, &mut adj, &mut guard, span, *e, d, g);
                     }
-                    let kk = b.int(k, span);
-                    let op = match k {
-                        0 => CmpOp::Le,
-                        k if k == k_max => CmpOp::Ge,
-                        _ => CmpOp::Eq,
-                    };
-                    let hit = b.cmp(op, idx, kk, span);
-                    let term = b.select(hit, a, zero, span);
-                    let h = guard_and(b, g, hit, span);
-                    send(b, *e, term, h);
                 }
+            }
+            Op::ArrayAdd(x, y) => {
+                send(b, &mut adj, &mut guard, span, *x, a, g);
+                send(b, &mut adj, &mut guard, span, *y, a, g);
             }
             Op::Select {
                 cond,
                 then,
                 otherwise,
             } => {
-                let zero = b.constant(0.0, span);
+                let zero = b.zero(node.ty, span);
                 let c = map[cond.index()];
                 let not_c = b.not(c, span);
                 for (branch, taken) in [(then, c), (otherwise, not_c)] {
                     let (t, e) = if taken == c { (a, zero) } else { (zero, a) };
                     let to_branch = b.select(c, t, e, span);
                     let h = guard_and(b, g, taken, span);
-                    send(b, *branch, to_branch, h);
+                    send(b, &mut adj, &mut guard, span, *branch, to_branch, h);
                 }
             }
             Op::CustomGrad { args, partials, .. } => {
@@ -314,7 +398,7 @@ fn vjp_into(
                     let p = map[p.index()];
                     let term = b.call(Func::Mul, vec![a, p], span);
                     let term = mask(b, term);
-                    send(b, *arg, term, g);
+                    send(b, &mut adj, &mut guard, span, *arg, term, g);
                 }
             }
             Op::Result(l, k) => {
@@ -326,35 +410,64 @@ fn vjp_into(
             }
             Op::Loop(l) => {
                 let seeds = loop_adj.remove(&i).unwrap_or_default();
-                let rev = reverse_loop(f, l, map[i], &map, &seeds, b, span);
-                let Some(rev) = rev else { continue };
-                // Results of the reverse loop: adjoints of the F32 carried values' initial
-                // values, then of the F32 captures.
+                // An array capture's adjoint so far: the reverse loop adds into it, word
+                // by word, and its result is the whole adjoint.
+                let cap_acc: Vec<Option<ValueId>> = l
+                    .captures
+                    .iter()
+                    .map(|cap| match f.node(*cap).ty {
+                        ty @ Ty::Array(_) => {
+                            let so_far = adj[cap.index()].take();
+                            Some(so_far.unwrap_or_else(|| b.zero(ty, span)))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                let rev = reverse_loop(f, l, map[i], &map, &seeds, &cap_acc, b, span);
+                let Some(rev) = rev else {
+                    for (cap, acc) in l.captures.iter().zip(&cap_acc) {
+                        if acc.is_some() {
+                            adj[cap.index()] = *acc;
+                        }
+                    }
+                    continue;
+                };
+                // Results of the reverse loop: adjoints of the real carried values' initial
+                // values, then of the real captures.
                 let mut r = 0u32;
                 for (k, init) in l.init.iter().enumerate() {
-                    if l.carried_ty(k) == Ty::F32 {
+                    if l.carried_ty(k).is_real() {
                         let term = b.push(Op::Result(rev, r), span, None);
                         let term = mask(b, term);
-                        send(b, *init, term, g);
+                        send(b, &mut adj, &mut guard, span, *init, term, g);
                         r += 1;
                     }
                 }
-                for cap in &l.captures {
-                    if f.node(*cap).ty == Ty::F32 {
-                        let term = b.push(Op::Result(rev, r), span, None);
-                        let term = mask(b, term);
-                        send(b, *cap, term, g);
-                        r += 1;
+                for (cap, acc) in l.captures.iter().zip(&cap_acc) {
+                    if !f.node(*cap).ty.is_real() {
+                        continue;
                     }
+                    let term = b.push(Op::Result(rev, r), span, None);
+                    r += 1;
+                    let term = match (acc, g) {
+                        // Where the loop's adjoint does not flow, the adjoint so far.
+                        (Some(acc), Guard::When(c)) => b.select(c, term, *acc, span),
+                        (Some(_), Guard::Always) => term,
+                        (None, _) => mask(b, term),
+                    };
+                    send(b, &mut adj, &mut guard, span, *cap, term, g);
                 }
                 let _ = a;
             }
         }
     }
     let primal: Vec<ValueId> = f.outputs.iter().map(|o| map[o.index()]).collect();
+    let tys = f.input_types();
     let grads = input_adj
         .into_iter()
-        .map(|a| a.unwrap_or_else(|| b.constant(0.0, Span::call_site())))
+        .zip(acc_left)
+        .zip(tys)
+        .map(|((a, left), ty)| a.or(left).unwrap_or_else(|| b.zero(ty, Span::call_site())))
         .collect();
     (primal, grads)
 }
@@ -362,31 +475,46 @@ fn vjp_into(
 /// The reverse loop of loop `l` (recorded as `recording` in the output), given the
 /// adjoints of its final carried values, or `None` when no adjoint reaches it.
 ///
-/// Its carried values are the adjoints of the F32 carried values, then accumulators of the
-/// adjoints of the F32 captures; its body is the vector-Jacobian product of `l`'s body at
-/// the taped carried values of iteration `i`, run from the last iteration to the first.
+/// Its carried values are the adjoints of the real carried values, then accumulators of the
+/// adjoints of the real captures (an array capture's starts at `cap_acc`, its adjoint so
+/// far, and each iteration adds into the words it read); its body is the vector-Jacobian
+/// product of `l`'s body at the taped carried values of iteration `i`, run from the last
+/// iteration to the first.
+#[allow(clippy::too_many_arguments)]
 fn reverse_loop(
     f: &Function,
     l: &Loop,
     recording: ValueId,
     map: &[ValueId],
     seeds: &[Option<ValueId>],
+    cap_acc: &[Option<ValueId>],
     b: &mut Builder,
     span: Span,
 ) -> Option<ValueId> {
     let body = &l.body;
     let c = l.init.len();
-    let carried_f32: Vec<usize> = (0..c).filter(|k| l.carried_ty(*k) == Ty::F32).collect();
-    let captures_f32: Vec<usize> = (0..l.captures.len())
-        .filter(|j| f.node(l.captures[*j]).ty == Ty::F32)
+    let body_tys = body.input_types();
+    let carried_real: Vec<usize> = (0..c).filter(|k| l.carried_ty(*k).is_real()).collect();
+    let captures_real: Vec<usize> = (0..l.captures.len())
+        .filter(|j| f.node(l.captures[*j]).ty.is_real())
         .collect();
-    if seeds.iter().all(|s| s.is_none()) || carried_f32.is_empty() {
+    if seeds.iter().all(|s| s.is_none()) || carried_real.is_empty() {
         return None;
     }
-    let g = vjp(body);
-    // R's inputs: [i, d_c (F32 carried), d_captures accumulators, captures, taped carried].
-    let (cf, kf, kn) = (carried_f32.len(), captures_f32.len(), l.captures.len());
-    let mut r = Builder::new(1 + cf as u32 + kf as u32 + kn as u32 + c as u32);
+    let mut accumulating = vec![false; body.num_inputs as usize];
+    for j in &captures_real {
+        accumulating[1 + c + j] = cap_acc[*j].is_some();
+    }
+    let g = vjp(body, &accumulating);
+    // R's inputs: [i, d_c (real carried), d_captures accumulators, captures, taped carried].
+    let (cf, kf, kn) = (carried_real.len(), captures_real.len(), l.captures.len());
+    let carried_ty = |k: usize| l.carried_ty(k);
+    let mut tys = vec![body_tys[0]];
+    tys.extend(carried_real.iter().map(|k| carried_ty(*k)));
+    tys.extend(captures_real.iter().map(|j| body_tys[1 + c + j]));
+    tys.extend((0..kn).map(|j| body_tys[1 + c + j]));
+    tys.extend((0..c).map(carried_ty));
+    let mut r = Builder::with_inputs(tys);
     // The adjoints are named after what they are adjoints of.
     let body_name = |w: usize| body.input_name(w as u32).map(str::to_string);
     let d_name = |w: usize| body_name(w).map(|n| format!("d_{n}"));
@@ -394,10 +522,10 @@ fn reverse_loop(
         |r: &mut Builder, w: usize, name: Option<String>| r.push(Op::Input(w as u32), span, name);
     let index = input(&mut r, 0, body_name(0));
     let d_c: Vec<ValueId> = (0..cf)
-        .map(|k| input(&mut r, 1 + k, d_name(1 + carried_f32[k])))
+        .map(|k| input(&mut r, 1 + k, d_name(1 + carried_real[k])))
         .collect();
     let d_acc: Vec<ValueId> = (0..kf)
-        .map(|j| input(&mut r, 1 + cf + j, d_name(1 + c + captures_f32[j])))
+        .map(|j| input(&mut r, 1 + cf + j, d_name(1 + c + captures_real[j])))
         .collect();
     let caps: Vec<ValueId> = (0..kn)
         .map(|j| input(&mut r, 1 + cf + kf + j, body_name(1 + c + j)))
@@ -406,37 +534,50 @@ fn reverse_loop(
         .map(|k| input(&mut r, 1 + cf + kf + kn + k, body_name(1 + k)))
         .collect();
     // G's inputs: [i, carried, captures, one seed per output (the adjoints of the next
-    // iteration's carried values; zero for those that are not F32)].
+    // iteration's carried values; zero for those that are not real), the accumulators].
     let zero = r.constant(0.0, span);
     let mut g_inputs = vec![index];
     g_inputs.extend(&taped);
     g_inputs.extend(&caps);
     for k in 0..c {
-        g_inputs.push(match carried_f32.iter().position(|x| *x == k) {
+        g_inputs.push(match carried_real.iter().position(|x| *x == k) {
             Some(p) => d_c[p],
             None => zero,
         });
     }
+    for (p, j) in captures_real.iter().enumerate() {
+        if accumulating[1 + c + j] {
+            g_inputs.push(d_acc[p]);
+        }
+    }
     let gmap = inline(&g, &mut r, &g_inputs, true);
     // G's outputs: [carried'..., then d input w for w in [i, carried, captures]].
     let d_input = |w: usize| gmap[g.outputs[c + w].index()];
-    let mut outputs: Vec<ValueId> = carried_f32.iter().map(|k| d_input(1 + k)).collect();
-    for (j, acc) in captures_f32.iter().zip(&d_acc) {
+    let mut outputs: Vec<ValueId> = carried_real.iter().map(|k| d_input(1 + k)).collect();
+    for (j, acc) in captures_real.iter().zip(&d_acc) {
         let d = d_input(1 + c + j);
-        outputs.push(r.call(Func::Add, vec![*acc, d], span));
+        outputs.push(if accumulating[1 + c + j] {
+            d
+        } else {
+            r.call(Func::Add, vec![*acc, d], span)
+        });
     }
     let rbody = r.finish(outputs);
-    let mut init: Vec<ValueId> = carried_f32
+    let mut init: Vec<ValueId> = carried_real
         .iter()
         .map(|k| {
             seeds
                 .get(*k)
                 .copied()
                 .flatten()
-                .unwrap_or_else(|| b.constant(0.0, span))
+                .unwrap_or_else(|| b.zero(carried_ty(*k), span))
         })
         .collect();
-    init.extend((0..kf).map(|_| b.constant(0.0, span)));
+    init.extend(
+        captures_real
+            .iter()
+            .map(|j| cap_acc[*j].unwrap_or_else(|| b.constant(0.0, span))),
+    );
     let captures: Vec<ValueId> = l.captures.iter().map(|v| map[v.index()]).collect();
     Some(b.push(
         Op::Loop(Box::new(Loop {
@@ -540,38 +681,83 @@ fn forward_into(
                 let t = match (tan[then.index()], tan[otherwise.index()]) {
                     (None, None) => None,
                     (t, o) => {
-                        let zero = b.constant(0.0, span);
+                        let zero = b.zero(node.ty, span);
                         Some(b.select(m(cond), t.unwrap_or(zero), o.unwrap_or(zero), span))
                     }
                 };
                 (id, t)
             }
-            Op::Index { elems, index } => {
-                let melems: Vec<ValueId> = elems.iter().map(m).collect();
+            Op::ArrayNew(elems) => {
                 let id = b.push(
-                    Op::Index {
-                        elems: melems,
+                    Op::ArrayNew(elems.iter().map(m).collect()),
+                    span,
+                    node.name.clone(),
+                );
+                let t = elems.iter().any(|e| tan[e.index()].is_some()).then(|| {
+                    let zero = b.constant(0.0, span);
+                    let t = elems
+                        .iter()
+                        .map(|e| tan[e.index()].unwrap_or(zero))
+                        .collect();
+                    b.push(Op::ArrayNew(t), span, None)
+                });
+                (id, t)
+            }
+            Op::ArrayGet { array, index } => {
+                let id = b.push(
+                    Op::ArrayGet {
+                        array: m(array),
                         index: m(index),
                     },
                     span,
                     node.name.clone(),
                 );
-                let t = if elems.iter().any(|e| tan[e.index()].is_some()) {
-                    let zero = b.constant(0.0, span);
-                    let telems = elems
-                        .iter()
-                        .map(|e| tan[e.index()].unwrap_or(zero))
-                        .collect();
-                    Some(b.push(
-                        Op::Index {
-                            elems: telems,
+                let t = tan[array.index()].map(|ta| {
+                    b.push(
+                        Op::ArrayGet {
+                            array: ta,
                             index: m(index),
                         },
                         span,
                         None,
-                    ))
-                } else {
-                    None
+                    )
+                });
+                (id, t)
+            }
+            Op::ArraySet {
+                array,
+                index,
+                value,
+            } => {
+                let id = b.push(
+                    node.op.map_operands(|v| map[v.index()]),
+                    span,
+                    node.name.clone(),
+                );
+                let t = match (tan[array.index()], tan[value.index()]) {
+                    (None, None) => None,
+                    (ta, tv) => {
+                        let ta = ta.unwrap_or_else(|| b.zero(node.ty, span));
+                        let tv = tv.unwrap_or_else(|| b.constant(0.0, span));
+                        Some(b.push(
+                            Op::ArraySet {
+                                array: ta,
+                                index: m(index),
+                                value: tv,
+                            },
+                            span,
+                            None,
+                        ))
+                    }
+                };
+                (id, t)
+            }
+            Op::ArrayAdd(x, y) => {
+                let id = b.push(Op::ArrayAdd(m(x), m(y)), span, node.name.clone());
+                let t = match (tan[x.index()], tan[y.index()]) {
+                    (None, None) => None,
+                    (Some(t), None) | (None, Some(t)) => Some(t),
+                    (Some(p), Some(q)) => Some(b.push(Op::ArrayAdd(p, q), span, None)),
                 };
                 (id, t)
             }
@@ -631,13 +817,18 @@ fn forward_loop(
     let body = &l.body;
     let c = l.init.len();
     let kn = l.captures.len();
-    let carried_f32: Vec<usize> = (0..c).filter(|k| l.carried_ty(*k) == Ty::F32).collect();
+    let body_tys = body.input_types();
+    let carried_real: Vec<usize> = (0..c).filter(|k| l.carried_ty(*k).is_real()).collect();
     let captures_t: Vec<usize> = (0..kn)
         .filter(|j| tan[l.captures[*j].index()].is_some())
         .collect();
-    let (cf, kt) = (carried_f32.len(), captures_t.len());
+    let (cf, kt) = (carried_real.len(), captures_t.len());
     // The new body's inputs: [i, carried, carried tangents, captures, capture tangents].
-    let mut nb = Builder::new((1 + c + cf + kn + kt) as u32);
+    let mut tys = body_tys[..1 + c].to_vec();
+    tys.extend(carried_real.iter().map(|k| l.carried_ty(*k)));
+    tys.extend(&body_tys[1 + c..1 + c + kn]);
+    tys.extend(captures_t.iter().map(|j| body_tys[1 + c + j]));
+    let mut nb = Builder::with_inputs(tys);
     let inp = |nb: &mut Builder, w: usize| nb.push(Op::Input(w as u32), span, None);
     let index = inp(&mut nb, 0);
     let carried: Vec<ValueId> = (0..c).map(|k| inp(&mut nb, 1 + k)).collect();
@@ -649,7 +840,7 @@ fn forward_loop(
     body_inputs.extend(&caps);
     let mut body_tangents: Vec<Option<ValueId>> = vec![None];
     body_tangents.extend((0..c).map(|k| {
-        carried_f32
+        carried_real
             .iter()
             .position(|x| *x == k)
             .map(|p| carried_t[p])
@@ -657,15 +848,18 @@ fn forward_loop(
     body_tangents
         .extend((0..kn).map(|j| captures_t.iter().position(|x| *x == j).map(|p| caps_t[p])));
     let (outs, tans) = forward_into(body, &mut nb, &body_inputs, &body_tangents);
-    let zero = nb.constant(0.0, span);
+    nb.constant(0.0, span);
     let mut outputs = outs;
-    outputs.extend(carried_f32.iter().map(|k| tans[*k].unwrap_or(zero)));
+    for k in &carried_real {
+        let t = tans[*k].unwrap_or_else(|| nb.zero(l.carried_ty(*k), span));
+        outputs.push(t);
+    }
     let new_body = nb.finish(outputs);
     let mut init: Vec<ValueId> = l.init.iter().map(|v| map[v.index()]).collect();
     init.extend(
-        carried_f32
+        carried_real
             .iter()
-            .map(|k| tan[l.init[*k].index()].unwrap_or_else(|| b.constant(0.0, span))),
+            .map(|k| tan[l.init[*k].index()].unwrap_or_else(|| b.zero(l.carried_ty(*k), span))),
     );
     let mut captures: Vec<ValueId> = l.captures.iter().map(|v| map[v.index()]).collect();
     captures.extend(
@@ -687,7 +881,7 @@ fn forward_loop(
     );
     let slots = (0..c)
         .map(|k| {
-            carried_f32
+            carried_real
                 .iter()
                 .position(|x| *x == k)
                 .map(|p| (c + p) as u32)
@@ -730,7 +924,7 @@ pub fn jacobian(f: &Function, wrt: &[u32]) -> (Function, JacobianMode) {
             for (k, row) in rows.iter_mut().enumerate() {
                 let one = b.constant(1.0, span);
                 let seeds: Vec<Option<ValueId>> = (0..m).map(|j| (j == k).then_some(one)).collect();
-                let (outs, grads) = vjp_into(f, &mut b, &inputs, &seeds);
+                let (outs, grads) = vjp_into(f, &mut b, &inputs, &seeds, &[]);
                 values = outs;
                 *row = wrt.iter().map(|w| grads[*w as usize]).collect();
             }

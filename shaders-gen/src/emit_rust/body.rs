@@ -1,58 +1,13 @@
 //! The statements of a CPU version: one `let` per IR node, loops, and the Rust expression
 //! of every operation, over `f32` or a generic `S: gradfuse::Real`.
 
-use crate::ir::{Function, Loop, LoopInput, LoopKind, Op, Ty, ValueId};
+use super::arrays::{array_stmt, index_of};
+use super::tokens::{Scalar, ident, operand};
+use crate::ir::{Function, Loop, LoopInput, LoopKind, Op, Ty, ValueId, in_place};
 use crate::names::{fresh, local_names_with, reserved};
 use crate::ops::{Func, RustForm};
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
-
-/// Whether code is emitted for `f32` or for a generic `S: gradfuse::Real`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Scalar {
-    F32,
-    Generic,
-}
-
-pub(super) fn literal(v: f64, scalar: Scalar) -> TokenStream {
-    match scalar {
-        Scalar::F32 => {
-            let x = v as f32;
-            if x.is_nan() {
-                quote!(f32::NAN)
-            } else if x == f32::INFINITY {
-                quote!(f32::INFINITY)
-            } else if x == f32::NEG_INFINITY {
-                quote!(f32::NEG_INFINITY)
-            } else {
-                let lit = proc_macro2::Literal::f32_suffixed(x.abs());
-                if x.is_sign_negative() {
-                    quote!((-#lit))
-                } else {
-                    quote!(#lit)
-                }
-            }
-        }
-        Scalar::Generic => {
-            if v.is_nan() {
-                quote!(<S as ::gradfuse::Real>::from_f64(f64::NAN))
-            } else if v.is_infinite() {
-                if v > 0.0 {
-                    quote!(<S as ::gradfuse::Real>::from_f64(f64::INFINITY))
-                } else {
-                    quote!(<S as ::gradfuse::Real>::from_f64(f64::NEG_INFINITY))
-                }
-            } else {
-                let lit = proc_macro2::Literal::f64_suffixed(v.abs());
-                if v.is_sign_negative() {
-                    quote!(<S as ::gradfuse::Real>::from_f64(-#lit))
-                } else {
-                    quote!(<S as ::gradfuse::Real>::from_f64(#lit))
-                }
-            }
-        }
-    }
-}
+use quote::quote;
 
 /// The `let` statements computing every node of `f` but its inputs, and the name of each
 /// node. Input nodes must be bound by the caller to `names[i]`.
@@ -61,48 +16,38 @@ pub(super) struct Body {
     pub(super) stmts: TokenStream,
 }
 
-pub(super) fn ident(name: &str) -> syn::Ident {
-    format_ident!("{}", name)
-}
-
-pub(super) fn operand(f: &Function, names: &[String], v: ValueId, scalar: Scalar) -> TokenStream {
-    match f.node(v).op {
-        Op::Const(c) => literal(c, scalar),
-        Op::Int(k) => {
-            let k = proc_macro2::Literal::i32_suffixed(k as i32);
-            quote!(#k)
-        }
-        _ => {
-            let id = ident(&names[v.index()]);
-            quote!(#id)
-        }
-    }
-}
-
 pub(super) fn body(f: &Function, scalar: Scalar) -> Body {
     let mut taken = reserved();
-    let names = local_names_with(f, &mut taken);
-    let stmts = nodes(f, &names, scalar, &mut taken);
+    let mut names = local_names_with(f, &mut taken);
+    let stmts = nodes(f, &mut names, scalar, &mut taken, |_| false);
     Body { names, stmts }
 }
 
-/// The statements of every node of `f` but its inputs (bound by the caller).
+/// The statements of every node of `f` but its inputs (bound by the caller), whose inputs
+/// `owned(w)` may be updated in place. A node updating an array in place takes the name of
+/// the array it updates.
 pub(super) fn nodes(
     f: &Function,
-    names: &[String],
+    names: &mut [String],
     scalar: Scalar,
     taken: &mut std::collections::HashSet<String>,
+    owned: impl Fn(u32) -> bool,
 ) -> TokenStream {
+    let inplace = in_place(f, owned);
     let mut stmts = TokenStream::new();
     // Per loop node: the variables of its carried values, and its tape.
     let mut carried: std::collections::HashMap<usize, Vec<syn::Ident>> = Default::default();
     let mut tapes: std::collections::HashMap<usize, syn::Ident> = Default::default();
     for (i, node) in f.nodes.iter().enumerate() {
+        if matches!(node.ty, Ty::Array(_)) && !matches!(node.op, Op::Input(_) | Op::Result(..)) {
+            stmts.extend(array_stmt(f, names, i, scalar, &inplace));
+            continue;
+        }
         let o = |v: &ValueId| operand(f, names, *v, scalar);
         let e = match &node.op {
             Op::Input(_) | Op::Const(_) | Op::Int(_) => continue,
             Op::Loop(l) => {
-                let (vars, tape, code) = rust_loop(f, names, i, l, scalar, taken, &tapes);
+                let (vars, tape, code) = rust_loop(f, names, l, scalar, taken, &tapes);
                 stmts.extend(code);
                 carried.insert(i, vars);
                 if let Some(t) = tape {
@@ -112,6 +57,11 @@ pub(super) fn nodes(
             }
             Op::Result(l, k) => {
                 let var = &carried[&l.index()][*k as usize];
+                if inplace.mutated[i] {
+                    let name = ident(&names[i]);
+                    stmts.extend(quote!(let mut #name = #var;));
+                    continue;
+                }
                 quote!(#var)
             }
             Op::CustomGrad {
@@ -141,11 +91,13 @@ pub(super) fn nodes(
                     Scalar::Generic => quote!(<S as ::gradfuse::Real>::from_f64(#a as f64)),
                 }
             }
-            Op::Index { elems, index } => {
-                let e: Vec<TokenStream> = elems.iter().map(o).collect();
-                let last = (elems.len() - 1) as i32;
-                let index = o(index);
-                quote!([#(#e),*][(#index).clamp(0i32, #last) as usize])
+            Op::ArrayGet { array, index } => {
+                let k = index_of(f, names, *index, f.node(*array).ty.words());
+                let a = o(array);
+                quote!(#a #k)
+            }
+            Op::ArrayNew(_) | Op::ArraySet { .. } | Op::ArrayAdd(..) => {
+                unreachable!("array values are written by array_stmt")
             }
             Op::Cmp(c, a, b) => {
                 let op: TokenStream = c.symbol().parse().expect("comparison operator");
@@ -210,11 +162,10 @@ pub(super) fn nodes(
 /// A loop as Rust: `let mut` carried values, `for` over the index (reversed for a reverse
 /// loop), the body with its inputs bound, the carried values updated. A recording loop
 /// keeps a tape of its carried values (f32: recording loops only occur in reverse mode).
-#[allow(clippy::too_many_arguments)]
+/// Array inputs are the carried variables and the captured values themselves, not copies.
 pub(super) fn rust_loop(
     f: &Function,
     names: &[String],
-    i: usize,
     l: &Loop,
     scalar: Scalar,
     taken: &mut std::collections::HashSet<String>,
@@ -241,29 +192,30 @@ pub(super) fn rust_loop(
         .map(|v| operand(f, names, *v, scalar))
         .collect();
     let mut code = quote!(#(let mut #vars = #inits;)*);
-    let (start, end) = (l.start as i32, l.end as i32);
-    let trip = l.trip_count() as usize;
+    let start = l.start as i32;
     let tape = (l.kind == LoopKind::Recording).then(|| ident(&fresh(taken, "tape")));
     let mut head = TokenStream::new();
     if let Some(tape) = &tape {
-        let len = (trip * c).max(1);
+        let (offsets, words) = tape_offsets(l);
+        let len = (l.trip_count() as usize * words).max(1);
         code.extend(quote!(let mut #tape = ::std::vec![0.0f32; #len];));
         for (k, var) in vars.iter().enumerate() {
-            let v = if l.carried_ty(k) == Ty::Bool {
-                quote!(if #var { 1.0f32 } else { 0.0f32 })
-            } else {
-                quote!(#var)
-            };
-            let (cc, kk) = (c as i32, k as i32);
-            head.extend(quote!(#tape[((#index - #start) * #cc + #kk) as usize] = #v;));
+            let off = offsets[k];
+            let at = quote!(((#index - #start) as usize * #words + #off));
+            head.extend(match l.carried_ty(k) {
+                Ty::Bool => quote!(#tape[#at] = if #var { 1.0f32 } else { 0.0f32 };),
+                Ty::Array(n) => {
+                    let n = n as usize;
+                    quote!(#tape[#at..#at + #n].copy_from_slice(&#var);)
+                }
+                _ => quote!(#tape[#at] = #var;),
+            });
         }
     }
-    let bnames = local_names_with(body, taken);
+    let mut bnames = local_names_with(body, taken);
     let taped_from = match l.kind {
         // No tape when the body reads no taped value (the forward loop did not record).
-        LoopKind::Reverse { tape, taped } => {
-            tapes.get(&tape.index()).map(|t| (t.clone(), tape, taped))
-        }
+        LoopKind::Reverse { tape, .. } => tapes.get(&tape.index()).map(|t| (t.clone(), tape)),
         _ => None,
     };
     let used = body.used_inputs();
@@ -273,50 +225,117 @@ pub(super) fn rust_loop(
         if !used[w] {
             continue;
         }
+        let is_array = matches!(node.ty, Ty::Array(_));
         let src = match l.input(w) {
             LoopInput::Index => quote!(#index),
+            LoopInput::Carried(k) if is_array => {
+                bnames[n] = vars[k].to_string();
+                continue;
+            }
             LoopInput::Carried(k) => {
                 let v = &vars[k];
                 quote!(#v)
             }
+            LoopInput::Capture(j) if is_array => {
+                bnames[n] = names[l.captures[j].index()].clone();
+                continue;
+            }
             LoopInput::Capture(j) => operand(f, names, l.captures[j], scalar),
             LoopInput::Taped(k) => {
-                let (tape, tape_loop, taped) = taped_from.clone().expect("a reverse loop");
-                let (taped, kk) = (taped as i32, k as i32);
-                let read = quote!(#tape[((#index - #start) * #taped + #kk) as usize]);
-                let bool_taped = match &f.node(tape_loop).op {
-                    Op::Loop(tl) => tl.carried_ty(k) == Ty::Bool,
-                    _ => false,
+                let (tape, tape_loop) = taped_from.clone().expect("a reverse loop");
+                let Op::Loop(tl) = &f.node(tape_loop).op else {
+                    unreachable!("a tape belongs to a loop")
                 };
-                if bool_taped {
-                    quote!((#read != 0.0f32))
-                } else {
-                    read
+                let (offsets, words) = tape_offsets(tl);
+                let off = offsets[k];
+                let at = quote!(((#index - #start) as usize * #words + #off));
+                match tl.carried_ty(k) {
+                    Ty::Bool => quote!((#tape[#at] != 0.0f32)),
+                    Ty::Array(len) => {
+                        let (name, len) = (ident(&bnames[n]), len as usize);
+                        head.extend(quote! {
+                            let mut #name = [0.0f32; #len];
+                            #name.copy_from_slice(&#tape[#at..#at + #len]);
+                        });
+                        continue;
+                    }
+                    _ => quote!(#tape[#at]),
                 }
             }
         };
         let name = ident(&bnames[n]);
         head.extend(quote!(let #name = #src;));
     }
-    let inner = nodes(body, &bnames, scalar, taken);
+    let owned = |w: u32| {
+        matches!(
+            l.input(w as usize),
+            LoopInput::Carried(_) | LoopInput::Taped(_)
+        )
+    };
+    let inner = nodes(body, &mut bnames, scalar, taken, owned);
     let outs: Vec<TokenStream> = body
         .outputs
         .iter()
         .map(|o| operand(body, &bnames, *o, scalar))
         .collect();
+    let end = l.end as i32;
     let range = match l.kind {
         LoopKind::Reverse { .. } => quote!((#start..#end).rev()),
         _ => quote!(#start..#end),
     };
+    let assign = assign_carried(&vars, &outs, taken);
     code.extend(quote! {
         for #index in #range {
             #head
             #inner
-            #(#vars = #outs;)*
+            #assign
         }
     });
-    let _ = i;
     (vars, tape, code)
+}
+
+/// Where each carried value of `l` starts among an iteration's words of its tape, and how
+/// many words an iteration records.
+fn tape_offsets(l: &Loop) -> (Vec<usize>, usize) {
+    let mut offsets = Vec::with_capacity(l.init.len());
+    let mut words = 0;
+    for k in 0..l.init.len() {
+        offsets.push(words);
+        words += l.carried_ty(k).words();
+    }
+    (offsets, words)
+}
+
+/// The carried variables take the body's outputs at the end of an iteration; an output that
+/// is a carried variable itself (updated in place, or another one's) is read before any is
+/// assigned, and a variable that is its own output is left alone.
+fn assign_carried(
+    vars: &[syn::Ident],
+    outs: &[TokenStream],
+    taken: &mut std::collections::HashSet<String>,
+) -> TokenStream {
+    let var_names: Vec<String> = vars.iter().map(ToString::to_string).collect();
+    let out_names: Vec<String> = outs.iter().map(ToString::to_string).collect();
+    let crossing = out_names
+        .iter()
+        .zip(&var_names)
+        .any(|(o, v)| o != v && var_names.contains(o));
+    let mut ts = TokenStream::new();
+    if crossing {
+        let temps: Vec<syn::Ident> = var_names
+            .iter()
+            .map(|v| ident(&fresh(taken, &format!("{v}_new"))))
+            .collect();
+        ts.extend(quote!(#(let #temps = #outs;)*));
+        ts.extend(quote!(#(#vars = #temps;)*));
+    } else {
+        for ((var, o), (vn, on)) in vars.iter().zip(outs).zip(var_names.iter().zip(&out_names)) {
+            if vn != on {
+                ts.extend(quote!(#var = #o;));
+            }
+        }
+    }
+    ts
 }
 
 /// `let name = access;` for every input node, where `access(word)` reads that word.

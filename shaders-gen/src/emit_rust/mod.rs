@@ -8,19 +8,22 @@
 //! vector-result ones (`vector`) are each built by a function from it. `body` writes
 //! the statements of one IR function.
 
+mod arrays;
 mod body;
 mod launcher;
 mod scalar;
 mod spec;
+mod tokens;
 mod vector;
 
 use crate::Compiled;
 use crate::abi::ArgLayout;
 use crate::ir::Function;
 use crate::signature::{Param, Shape, Signature};
-use body::{Scalar, body, loads, operand};
+use body::{body, loads};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
+use tokens::{Scalar, operand};
 
 /// What every part of the expansion reads of the compiled function.
 struct ItemPlan<'a> {

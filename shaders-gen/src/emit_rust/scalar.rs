@@ -3,9 +3,10 @@
 //! batched launcher.
 
 use super::ItemPlan;
-use super::body::{Scalar, body, loads, operand};
+use super::body::{body, loads};
 use super::launcher::launcher;
 use super::spec::kernel_spec;
+use super::tokens::{Scalar, operand};
 use crate::abi::KernelKind;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};

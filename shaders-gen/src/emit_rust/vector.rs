@@ -2,8 +2,9 @@
 //! place of `value_and_grad`, and the result's words packed and unpacked.
 
 use super::ItemPlan;
-use super::body::{Scalar, body, loads, operand};
+use super::body::{body, loads};
 use super::spec::kernel_spec;
+use super::tokens::{Scalar, operand};
 use crate::Compiled;
 use crate::abi::KernelKind;
 use crate::signature::Shape;

@@ -2,7 +2,8 @@
 //! every operation.
 
 use super::f32_literal;
-use crate::ir::{Function, Loop, LoopInput, LoopKind, Op, Ty, ValueId};
+use super::tape::{tape_index, tape_load, tape_offsets, tape_store};
+use crate::ir::{Function, InPlace, Loop, LoopInput, LoopKind, Op, Ty, ValueId, in_place};
 use crate::names::{fresh, local_names_with};
 use crate::ops::{Func, WgslForm, wgsl_helper_deps};
 use std::collections::BTreeSet;
@@ -21,22 +22,39 @@ pub(super) struct Ctx<'a> {
     /// Values that are a `#[shared]` word (by node): an index into consecutive ones reads
     /// `shared_args` directly instead of building an array.
     pub(super) shared_word: HashMap<usize, u32>,
+    /// Arrays of consecutive `#[shared]` words only read word by word (by node): their
+    /// reads index `shared_args` from this word on, and they are never built.
+    pub(super) shared_array: HashMap<usize, u32>,
     /// Whether the shared words are in a uniform buffer (`array<vec4<f32>, _>`).
     pub(super) shared_uniform: bool,
+    /// Which array updates are written in place.
+    pub(super) inplace: InPlace,
     /// Statements to write right after node `i` (the shared gradient's sums, as soon as
     /// their words are computed: fewer values live at once).
     pub(super) after: HashMap<usize, String>,
 }
 
 impl<'a> Ctx<'a> {
+    /// The context of a kernel's function (its inputs are words, never arrays).
     pub(super) fn new(f: &'a Function, taken: &mut HashSet<String>) -> Self {
+        Self::with_owned_inputs(f, taken, |_| false)
+    }
+
+    /// The context of a function whose inputs `owned(w)` may be updated in place.
+    fn with_owned_inputs(
+        f: &'a Function,
+        taken: &mut HashSet<String>,
+        owned: impl Fn(u32) -> bool,
+    ) -> Self {
         Ctx {
             f,
             names: local_names_with(f, taken),
             carried: HashMap::new(),
             tapes: HashMap::new(),
             shared_word: HashMap::new(),
+            shared_array: HashMap::new(),
             shared_uniform: false,
+            inplace: in_place(f, owned),
             after: HashMap::new(),
         }
     }
@@ -64,8 +82,16 @@ impl<'a> Ctx<'a> {
                 Op::Input(_) | Op::Const(_) | Op::Int(_) => {}
                 Op::Loop(l) => self.emit_loop(i, l, taken, indent, out, helpers),
                 Op::Result(l, k) => {
-                    let var = &self.carried[&l.index()][*k as usize];
-                    let _ = writeln!(out, "{indent}let {} = {var};", self.names[i]);
+                    let var = self.carried[&l.index()][*k as usize].clone();
+                    if let Ty::Array(_) = node.ty {
+                        // The loop is over: its variable is this value's own.
+                        self.names[i] = var;
+                    } else {
+                        let _ = writeln!(out, "{indent}let {} = {var};", self.names[i]);
+                    }
+                }
+                _ if matches!(node.ty, Ty::Array(_)) => {
+                    self.emit_array_node(i, taken, indent, out);
                 }
                 op => {
                     let e = self.expr(op, helpers);
@@ -105,12 +131,14 @@ impl<'a> Ctx<'a> {
         for (var, init) in vars.iter().zip(&l.init) {
             let _ = writeln!(out, "{indent}var {var} = {};", self.operand(*init));
         }
+        // Where each carried value sits in an iteration's words of the tape.
+        let (offsets, words) = tape_offsets(l);
         if l.kind == LoopKind::Recording {
             let tape = fresh(taken, "tape");
             let _ = writeln!(
                 out,
                 "{indent}var {tape}: array<f32, {}>;",
-                (trip as usize * c).max(1)
+                (trip as usize * words).max(1)
             );
             self.tapes.insert(i, tape);
         }
@@ -131,26 +159,27 @@ impl<'a> Ctx<'a> {
             }
         }
         let inner = format!("{indent}    ");
-        let mut bctx = Ctx::new(body, taken);
+        let owned = |w: u32| {
+            matches!(
+                l.input(w as usize),
+                LoopInput::Carried(_) | LoopInput::Taped(_)
+            )
+        };
+        let mut bctx = Ctx::with_owned_inputs(body, taken, owned);
         bctx.shared_uniform = self.shared_uniform;
         if let Some(tape) = self.tapes.get(&i) {
             for (k, var) in vars.iter().enumerate() {
-                let v = if l.carried_ty(k) == Ty::Bool {
-                    format!("select(0.0f, 1.0f, {var})")
-                } else {
-                    var.clone()
-                };
-                let at = tape_index(&index, start, c, k);
-                let _ = writeln!(out, "{inner}{tape}[{at}] = {v};");
+                let at = tape_index(&index, start, words, offsets[k]);
+                let store = tape_store(tape, &at, var, l.carried_ty(k), taken);
+                let _ = writeln!(out, "{inner}{store}");
             }
         }
         // The body's inputs: [i, carried..., captures..., taped...].
         let taped_from = match l.kind {
             // No tape when the body reads no taped value (the forward loop did not record).
-            LoopKind::Reverse { tape, taped } => self
-                .tapes
-                .get(&tape.index())
-                .map(|t| (t.clone(), tape, taped)),
+            LoopKind::Reverse { tape, .. } => {
+                self.tapes.get(&tape.index()).map(|t| (t.clone(), tape))
+            }
             _ => None,
         };
         // Inputs read the index, the carried `var`s and the captures by their own names
@@ -172,23 +201,23 @@ impl<'a> Ctx<'a> {
                     if let Some(k) = self.shared_word.get(&outer.index()) {
                         bctx.shared_word.insert(n, *k);
                     }
+                    if let Some(k) = self.shared_array.get(&outer.index()) {
+                        bctx.shared_array.insert(n, *k);
+                    }
                 }
                 LoopInput::Taped(k) => {
-                    let (tape, tape_loop, taped) = taped_from.clone().expect("a reverse loop");
-                    let read = format!("{tape}[{}]", tape_index(&index, start, taped as usize, k));
-                    let bool_taped = match &self.f.node(tape_loop).op {
-                        Op::Loop(tl) => tl.carried_ty(k) == Ty::Bool,
-                        _ => false,
+                    let (tape, tape_loop) = taped_from.clone().expect("a reverse loop");
+                    let Op::Loop(tl) = &self.f.node(tape_loop).op else {
+                        unreachable!("a tape belongs to a loop")
                     };
-                    let src = if bool_taped {
-                        format!("{read} != 0.0f")
-                    } else {
-                        read
-                    };
-                    let _ = writeln!(out, "{inner}let {} = {src};", bctx.names[n]);
+                    let (toffsets, twords) = tape_offsets(tl);
+                    let at = tape_index(&index, start, twords, toffsets[k]);
+                    let ty = tl.carried_ty(k);
+                    out.push_str(&tape_load(&tape, &at, &bctx.names[n], ty, taken, &inner));
                 }
             }
         }
+        bctx.plan_shared_arrays();
         bctx.emit_nodes(taken, &inner, out, helpers);
         let outs: Vec<String> = body.outputs.iter().map(|o| bctx.operand(*o)).collect();
         assign_carried(&outs, &vars, taken, &inner, out);
@@ -199,12 +228,12 @@ impl<'a> Ctx<'a> {
     /// What the loop's header comment says after its trip count: what it records, or
     /// what its reverse reads.
     fn loop_comment(&self, l: &Loop) -> String {
-        let (c, trip) = (l.init.len(), l.trip_count());
+        let (c, trip, words) = (l.init.len(), l.trip_count(), tape_offsets(l).1);
         match l.kind {
             LoopKind::Forward => "".to_string(),
             LoopKind::Recording => format!(
                 "; it records its {c} carried values at every iteration for the reverse pass \
-                 (a tape of {trip} x {c} words: recording costs memory, recomputing would \
+                 (a tape of {trip} x {words} words: recording costs memory, recomputing would \
                  cost a pass per iteration)"
             ),
             LoopKind::Reverse { tape, .. } if self.tapes.contains_key(&tape.index()) => {
@@ -229,37 +258,9 @@ impl<'a> Ctx<'a> {
             Op::IntToF32(a) => format!("f32({})", self.operand(*a)),
             // The value; its derivative was given by the user (used by the AD passes).
             Op::CustomGrad { value, .. } => self.operand(*value),
-            Op::Index { elems, index } => {
-                let words: Vec<Option<u32>> = elems
-                    .iter()
-                    .map(|v| self.shared_word.get(&v.index()).copied())
-                    .collect();
-                if let Some(Some(first)) = words.first()
-                    && words
-                        .iter()
-                        .enumerate()
-                        .all(|(k, w)| *w == Some(first + k as u32))
-                {
-                    // Consecutive shared words: read the buffer at the index.
-                    let at = format!(
-                        "{first}u + u32(clamp({}, 0i, {}i))",
-                        self.operand(*index),
-                        elems.len() - 1
-                    );
-                    return if self.shared_uniform {
-                        format!("shared_args[({at}) / 4u][({at}) % 4u]")
-                    } else {
-                        format!("shared_args[{at}]")
-                    };
-                }
-                let e: Vec<String> = elems.iter().map(|v| self.operand(*v)).collect();
-                format!(
-                    "array<f32, {}>({})[clamp({}, 0i, {}i)]",
-                    e.len(),
-                    e.join(", "),
-                    self.operand(*index),
-                    e.len() - 1
-                )
+            Op::ArrayGet { array, index } => self.array_get(*array, *index),
+            Op::ArrayNew(_) | Op::ArraySet { .. } | Op::ArrayAdd(..) => {
+                unreachable!("array values are written by emit_array_node")
             }
             Op::Cmp(c, a, b) => format!("{} {} {}", self.operand(*a), c.symbol(), self.operand(*b)),
             Op::Not(a) => format!("!{}", self.operand(*a)),
@@ -300,22 +301,6 @@ impl<'a> Ctx<'a> {
             }
         }
     }
-}
-
-/// Where carried value `k` of iteration `index` sits in a tape of `words` per iteration.
-pub(super) fn tape_index(index: &str, start: i64, words: usize, k: usize) -> String {
-    let mut at = if start == 0 {
-        index.to_string()
-    } else {
-        format!("({index} - {start}i)")
-    };
-    if words != 1 {
-        at = format!("{at} * {words}i");
-    }
-    if k != 0 {
-        at = format!("{at} + {k}i");
-    }
-    at
 }
 
 /// `i * k` for the first vector of element `i`, or just `i`.

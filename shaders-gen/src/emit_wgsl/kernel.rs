@@ -75,13 +75,22 @@ fn emit_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
     let shared_loads = &loads[words as usize..(words + plan.layout.shared_words) as usize];
     for (k, load) in shared_loads.iter().enumerate() {
         if let Some(i) = load {
+            ctx.shared_word.insert(*i, k as u32);
+        }
+    }
+    // A shared array read only word by word reads the buffer at its index: its words
+    // need no registers.
+    ctx.plan_shared_arrays();
+    for (k, load) in shared_loads.iter().enumerate() {
+        if let Some(i) = load
+            && ctx.needs_value(*i)
+        {
             let read = if plan.shared_uniform {
                 format!("shared_args[{}u].{}", k / 4, COMPONENTS[k % 4])
             } else {
                 format!("shared_args[{k}u]")
             };
             let _ = writeln!(body, "    let {} = {read};", ctx.names[*i]);
-            ctx.shared_word.insert(*i, k as u32);
         }
     }
     if plan.reduces

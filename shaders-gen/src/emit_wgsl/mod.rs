@@ -9,10 +9,12 @@
 //! the body (`body`), the stores, the header and the entry point are each written by a
 //! function of `kernel` from that plan.
 
+mod arrays;
 mod body;
 mod kernel;
 mod plan;
 mod reduce;
+mod tape;
 
 pub use crate::names::REDUCE_STAGE_FN;
 pub use kernel::emit_kernel;

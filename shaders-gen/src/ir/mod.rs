@@ -1,9 +1,15 @@
 //! The intermediate representation: an arena of typed SSA nodes with source spans.
 //!
-//! A [`Function`] maps a fixed number of scalar inputs (the flattened argument words, see
-//! [`crate::abi`]) to a list of scalar outputs. Arrays never reach the IR as values:
-//! lowering scalarizes them, and an index computed at run time is an [`Op::Index`] over the
-//! elements. Nodes are kept in definition order, so the arena order is a valid evaluation
+//! A [`Function`] maps a fixed number of inputs (the flattened argument words, see
+//! [`crate::abi`]; a loop body's inputs may be arrays) to a list of outputs. Arrays are
+//! values of type [`Ty::Array`]: built from words by [`Op::ArrayNew`], read by
+//! [`Op::ArrayGet`] and updated by [`Op::ArraySet`], which makes a new array value (the
+//! emitters write it in place when the old value is read no more, see
+//! [`Function::last_uses`]). So an index computed at run time costs one memory access, its
+//! adjoint one add into one word, and a loop over an array stays a loop carrying the array.
+//! The [`Builder`] folds reads and writes at constant indices as it goes, so an array only
+//! indexed by constants (an unrolled loop) leaves no array behind. Nodes are kept in
+//! definition order, so the arena order is a valid evaluation
 //! order and the reverse pass can walk it backwards. `if`/`else` and mutation need no
 //! control flow here: lowering renames assigned variables (SSA) and merges branches with
 //! [`Op::Select`]. A loop is one [`Op::Loop`] node owning its body, a [`Function`] of the
@@ -13,11 +19,15 @@
 //!
 //! A function prints as text (`Display`, in `text`) for snapshots of each pass.
 
+mod builder;
+mod inplace;
 mod text;
+
+pub use builder::Builder;
+pub use inplace::{InPlace, in_place};
 
 use crate::ops::Func;
 use proc_macro2::Span;
-use std::collections::HashMap;
 
 /// Index of a node in [`Function::nodes`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -41,6 +51,23 @@ pub enum Ty {
     Int,
     /// A [`Op::Loop`] node itself: its values are read through [`Op::Result`].
     Region,
+    /// An array of this many `F32` words.
+    Array(u32),
+}
+
+impl Ty {
+    /// Whether values of this type have derivatives: `F32` and arrays of it.
+    pub fn is_real(self) -> bool {
+        matches!(self, Ty::F32 | Ty::Array(_))
+    }
+
+    /// How many `F32` words a value of this type holds (a tape slot, an output).
+    pub fn words(self) -> usize {
+        match self {
+            Ty::Array(n) => n as usize,
+            _ => 1,
+        }
+    }
 }
 
 /// A comparison between two floats.
@@ -226,15 +253,28 @@ pub enum Op {
     IntBin(IntOp, ValueId, ValueId),
     /// An integer as a float (`i as f32`).
     IntToF32(ValueId),
-    /// `elems[index]` with an integer index computed at run time, clamped into range (an
-    /// index that lowering cannot prove in range reads the nearest element; never
-    /// undefined behaviour).
-    Index {
-        /// The array's elements.
-        elems: Vec<ValueId>,
+    /// An array of these `F32` words (of type [`Ty::Array`]).
+    ArrayNew(Vec<ValueId>),
+    /// `array[index]`, the index a [`Ty::Int`] clamped into range (lowering proves indices
+    /// in range; the clamp makes any other index defined behaviour, never a fault).
+    ArrayGet {
+        /// An array value.
+        array: ValueId,
         /// A [`Ty::Int`] value.
         index: ValueId,
     },
+    /// `array` with the word at `index` (clamped like [`Op::ArrayGet`]'s) replaced by
+    /// `value`: a new array value.
+    ArraySet {
+        /// An array value.
+        array: ValueId,
+        /// A [`Ty::Int`] value.
+        index: ValueId,
+        /// An `F32` value.
+        value: ValueId,
+    },
+    /// The element-wise sum of two arrays of one length (reverse mode adds adjoints so).
+    ArrayAdd(ValueId, ValueId),
     /// A loop (of type [`Ty::Region`]).
     Loop(Box<Loop>),
     /// Carried value `k` of a loop after its last iteration.
@@ -283,7 +323,14 @@ impl Op {
                 .copied()
                 .collect(),
             Op::IntBin(_, a, b) => vec![*a, *b],
-            Op::Index { elems, index } => elems.iter().chain([index]).copied().collect(),
+            Op::ArrayNew(elems) => elems.clone(),
+            Op::ArrayGet { array, index } => vec![*array, *index],
+            Op::ArraySet {
+                array,
+                index,
+                value,
+            } => vec![*array, *index, *value],
+            Op::ArrayAdd(a, b) => vec![*a, *b],
             Op::Loop(l) => {
                 let mut v: Vec<ValueId> = l.init.iter().chain(&l.captures).copied().collect();
                 if let LoopKind::Reverse { tape, .. } = l.kind {
@@ -311,10 +358,21 @@ impl Op {
             Op::Int(v) => Op::Int(*v),
             Op::IntBin(o, a, b) => Op::IntBin(*o, m(*a), m(*b)),
             Op::IntToF32(a) => Op::IntToF32(m(*a)),
-            Op::Index { elems, index } => Op::Index {
-                elems: elems.iter().map(|v| m(*v)).collect(),
+            Op::ArrayNew(elems) => Op::ArrayNew(elems.iter().map(|v| m(*v)).collect()),
+            Op::ArrayGet { array, index } => Op::ArrayGet {
+                array: m(*array),
                 index: m(*index),
             },
+            Op::ArraySet {
+                array,
+                index,
+                value,
+            } => Op::ArraySet {
+                array: m(*array),
+                index: m(*index),
+                value: m(*value),
+            },
+            Op::ArrayAdd(a, b) => Op::ArrayAdd(m(*a), m(*b)),
             Op::Loop(l) => Op::Loop(Box::new(Loop {
                 start: l.start,
                 end: l.end,
@@ -456,228 +514,39 @@ impl Function {
             .sum()
     }
 
+    /// The type of each input (an input no node reads is an `F32` word).
+    pub fn input_types(&self) -> Vec<Ty> {
+        let mut tys = vec![Ty::F32; self.num_inputs as usize];
+        for n in &self.nodes {
+            if let Op::Input(w) = n.op {
+                tys[w as usize] = n.ty;
+            }
+        }
+        tys
+    }
+
+    /// For each node, the position of the last reader: the index of the last node that
+    /// has it as an operand, `nodes.len()` for an output, `None` for a value nobody reads.
+    /// An array whose last reader is an [`Op::ArraySet`] or [`Op::ArrayAdd`] can be
+    /// updated in place by it.
+    pub fn last_uses(&self) -> Vec<Option<usize>> {
+        let mut last = vec![None; self.nodes.len()];
+        for (i, n) in self.nodes.iter().enumerate() {
+            for v in n.op.operands() {
+                last[v.index()] = Some(i);
+            }
+        }
+        for o in &self.outputs {
+            last[o.index()] = Some(self.nodes.len());
+        }
+        last
+    }
+
     /// How many nodes are not inputs or constants: a size measure for tests and benches.
     pub fn op_count(&self) -> usize {
         self.nodes
             .iter()
             .filter(|n| !matches!(n.op, Op::Input(_) | Op::Const(_)))
             .count()
-    }
-}
-
-/// Hashable identity of an operation, for common-subexpression elimination.
-#[derive(Clone, PartialEq, Eq, Hash)]
-enum OpKey {
-    Input(u32),
-    Const(u64),
-    Call(Func, Vec<ValueId>),
-    Cmp(CmpOp, ValueId, ValueId),
-    Not(ValueId),
-    And(ValueId, ValueId),
-    Or(ValueId, ValueId),
-    Select(ValueId, ValueId, ValueId),
-    Int(i64),
-    IntBin(IntOp, ValueId, ValueId),
-    IntToF32(ValueId),
-    Index(Vec<ValueId>, ValueId),
-    /// Loops are never shared: each is its own node.
-    Unique(u32),
-    Result(ValueId, u32),
-    Custom(ValueId, Vec<ValueId>, Vec<ValueId>),
-}
-
-fn op_key(op: &Op) -> OpKey {
-    match op {
-        Op::Input(i) => OpKey::Input(*i),
-        Op::Const(c) => OpKey::Const(c.to_bits()),
-        Op::Call(f, args) => OpKey::Call(*f, args.clone()),
-        Op::Cmp(c, a, b) => OpKey::Cmp(*c, *a, *b),
-        Op::Not(a) => OpKey::Not(*a),
-        Op::Int(v) => OpKey::Int(*v),
-        Op::IntBin(o, a, b) => OpKey::IntBin(*o, *a, *b),
-        Op::IntToF32(a) => OpKey::IntToF32(*a),
-        Op::Index { elems, index } => OpKey::Index(elems.clone(), *index),
-        Op::Loop(_) => OpKey::Unique(0),
-        Op::Result(l, k) => OpKey::Result(*l, *k),
-        Op::CustomGrad {
-            value,
-            args,
-            partials,
-        } => OpKey::Custom(*value, args.clone(), partials.clone()),
-        Op::And(a, b) => OpKey::And(*a, *b),
-        Op::Or(a, b) => OpKey::Or(*a, *b),
-        Op::Select {
-            cond,
-            then,
-            otherwise,
-        } => OpKey::Select(*cond, *then, *otherwise),
-    }
-}
-
-/// Appends nodes to a [`Function`], sharing identical nodes (hash-consing) as it goes.
-///
-/// Every pass builds its output through a `Builder`, so common subexpressions never
-/// survive a pass, and [`crate::opt`] only has to fold and prune.
-pub struct Builder {
-    func: Function,
-    dedup: HashMap<OpKey, ValueId>,
-}
-
-impl Builder {
-    /// An empty function with `num_inputs` scalar inputs.
-    pub fn new(num_inputs: u32) -> Self {
-        Builder {
-            func: Function {
-                num_inputs,
-                nodes: Vec::new(),
-                outputs: Vec::new(),
-            },
-            dedup: HashMap::new(),
-        }
-    }
-
-    /// Adds `op` (or finds the identical node already there) and returns its value.
-    pub fn push(&mut self, op: Op, span: Span, name: Option<String>) -> ValueId {
-        // `+`, `*`, `&&` and `||` are commutative (IEEE arithmetic included): one operand
-        // order, so that `100 * b` and `b * 100` are one node.
-        let op = match op {
-            Op::Call(f @ (Func::Add | Func::Mul), mut args) => {
-                args.sort();
-                Op::Call(f, args)
-            }
-            Op::And(a, b) => Op::And(a.min(b), a.max(b)),
-            Op::Or(a, b) => Op::Or(a.min(b), a.max(b)),
-            op => op,
-        };
-        let key = match op_key(&op) {
-            OpKey::Unique(_) => OpKey::Unique(self.func.nodes.len() as u32),
-            k => k,
-        };
-        if let Some(&id) = self.dedup.get(&key) {
-            let node = &mut self.func.nodes[id.index()];
-            if node.name.is_none() {
-                node.name = name;
-            }
-            return id;
-        }
-        let ty = match &op {
-            Op::Cmp(..) | Op::Not(_) | Op::And(..) | Op::Or(..) => Ty::Bool,
-            Op::Select { then, .. } => self.func.nodes[then.index()].ty,
-            Op::Int(_) | Op::IntBin(..) => Ty::Int,
-            Op::Loop(_) => Ty::Region,
-            Op::Result(l, k) => match &self.func.nodes[l.index()].op {
-                Op::Loop(lp) => lp.body.node(lp.body.outputs[*k as usize]).ty,
-                _ => Ty::F32,
-            },
-            _ => Ty::F32,
-        };
-        let id = ValueId(self.func.nodes.len() as u32);
-        self.func.nodes.push(Node { op, ty, span, name });
-        self.dedup.insert(key, id);
-        id
-    }
-
-    /// The input word `index`.
-    pub fn input(&mut self, index: u32, span: Span, name: Option<String>) -> ValueId {
-        self.push(Op::Input(index), span, name)
-    }
-
-    /// A constant.
-    pub fn constant(&mut self, value: f64, span: Span) -> ValueId {
-        self.push(Op::Const(value), span, None)
-    }
-
-    /// A call of a table function.
-    pub fn call(&mut self, func: Func, args: Vec<ValueId>, span: Span) -> ValueId {
-        self.push(Op::Call(func, args), span, None)
-    }
-
-    /// A comparison.
-    pub fn cmp(&mut self, op: CmpOp, a: ValueId, b: ValueId, span: Span) -> ValueId {
-        self.push(Op::Cmp(op, a, b), span, None)
-    }
-
-    /// `!a`.
-    pub fn not(&mut self, a: ValueId, span: Span) -> ValueId {
-        self.push(Op::Not(a), span, None)
-    }
-
-    /// `a && b`.
-    pub fn and(&mut self, a: ValueId, b: ValueId, span: Span) -> ValueId {
-        self.push(Op::And(a, b), span, None)
-    }
-
-    /// `a || b`.
-    pub fn or(&mut self, a: ValueId, b: ValueId, span: Span) -> ValueId {
-        self.push(Op::Or(a, b), span, None)
-    }
-
-    /// `if cond { then } else { otherwise }`.
-    pub fn select(
-        &mut self,
-        cond: ValueId,
-        then: ValueId,
-        otherwise: ValueId,
-        span: Span,
-    ) -> ValueId {
-        self.push(
-            Op::Select {
-                cond,
-                then,
-                otherwise,
-            },
-            span,
-            None,
-        )
-    }
-
-    /// The node behind a value built so far.
-    pub fn node(&self, id: ValueId) -> &Node {
-        &self.func.nodes[id.index()]
-    }
-
-    /// Gives `id` a name for emitted code if it has none.
-    pub fn name(&mut self, id: ValueId, name: &str) {
-        let node = &mut self.func.nodes[id.index()];
-        if node.name.is_none() && !matches!(node.op, Op::Const(_)) {
-            node.name = Some(name.to_string());
-        }
-    }
-
-    /// An integer constant.
-    pub fn int(&mut self, value: i64, span: Span) -> ValueId {
-        self.push(Op::Int(value), span, None)
-    }
-
-    /// A new input, after the existing ones (loop bodies discover what they read as they
-    /// are lowered).
-    pub fn add_input(&mut self, span: Span, name: Option<String>) -> ValueId {
-        let w = self.func.num_inputs;
-        self.func.num_inputs += 1;
-        self.push(Op::Input(w), span, name)
-    }
-
-    /// How many inputs so far.
-    pub fn num_inputs(&self) -> u32 {
-        self.func.num_inputs
-    }
-
-    /// The type of a value built so far.
-    pub fn ty(&self, id: ValueId) -> Ty {
-        self.func.nodes[id.index()].ty
-    }
-
-    /// The constant value of `id`, if it is a constant.
-    pub fn const_value(&self, id: ValueId) -> Option<f64> {
-        match self.func.nodes[id.index()].op {
-            Op::Const(c) => Some(c),
-            _ => None,
-        }
-    }
-
-    /// Finishes the function with these outputs.
-    pub fn finish(mut self, outputs: Vec<ValueId>) -> Function {
-        self.func.outputs = outputs;
-        self.func
     }
 }

@@ -24,6 +24,7 @@ fn write_function(func: &Function, depth: usize, f: &mut fmt::Formatter<'_>) -> 
             Ty::Bool => write!(f, ": bool")?,
             Ty::Int => write!(f, ": int")?,
             Ty::Region => write!(f, ": loop")?,
+            Ty::Array(n) => write!(f, ": [{n}]")?,
         }
         write!(f, " = ")?;
         write_op(&node.op, depth + 1, f)?;
@@ -57,7 +58,17 @@ fn write_op(op: &Op, depth: usize, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         Op::Int(k) => write!(f, "int {k}"),
         Op::IntBin(o, a, b) => write!(f, "%{} {} %{}", a.0, o.symbol(), b.0),
         Op::IntToF32(a) => write!(f, "f32 %{}", a.0),
-        Op::Index { elems, index } => write!(f, "index %{} of [{}]", index.0, list(elems)),
+        Op::ArrayNew(elems) if elems.len() > 1 && elems.iter().all(|e| *e == elems[0]) => {
+            write!(f, "array [%{}; {}]", elems[0].0, elems.len())
+        }
+        Op::ArrayNew(elems) => write!(f, "array [{}]", list(elems)),
+        Op::ArrayGet { array, index } => write!(f, "%{}[%{}]", array.0, index.0),
+        Op::ArraySet {
+            array,
+            index,
+            value,
+        } => write!(f, "%{} with [%{}] = %{}", array.0, index.0, value.0),
+        Op::ArrayAdd(a, b) => write!(f, "array_add %{}, %{}", a.0, b.0),
         Op::Result(l, k) => write!(f, "result %{}.{k}", l.0),
         Op::CustomGrad {
             value,

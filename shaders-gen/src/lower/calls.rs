@@ -166,7 +166,10 @@ impl Lowerer {
                 }
                 match v {
                     Value::Scalar(x) => args.push(*x),
-                    Value::Array(xs) => args.extend(xs),
+                    Value::Array(xs, _) => {
+                        let words = self.b.words_of(*xs, span);
+                        args.extend(words)
+                    }
                     _ => {}
                 }
             }
@@ -208,7 +211,7 @@ impl Lowerer {
         self.inlining.pop();
         let partials = match partials? {
             Value::Scalar(p) => vec![p],
-            Value::Array(ps) => ps,
+            Value::Array(ps, _) => self.b.words_of(ps, span),
             _ => return None,
         };
         Some(self.b.push(

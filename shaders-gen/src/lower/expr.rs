@@ -8,7 +8,7 @@ impl Lowerer {
     pub(super) fn scalar(&mut self, e: &syn::Expr) -> Option<ValueId> {
         match self.lower_expr(e)? {
             Value::Scalar(v) => Some(v),
-            Value::Array(_) => {
+            Value::Array(..) => {
                 self.error(
                     e.span(),
                     "expected an `f32`, found an array: index it (`p[0]`); arithmetic on \
@@ -147,12 +147,13 @@ impl Lowerer {
                     self.error(span, "empty arrays are not supported");
                     return None;
                 }
-                ok.then_some(Value::Array(elems))
+                let n = elems.len();
+                ok.then(|| Value::Array(self.b.array(elems, span), n))
             }
             E::Repeat(r) => {
                 let v = self.scalar(&r.expr);
                 let n = self.diag.report(array_len(&r.len))?;
-                Some(Value::Array(vec![v?; n]))
+                Some(Value::Array(self.b.array(vec![v?; n], span), n))
             }
             E::MethodCall(mc) => self.lower_method(mc),
             E::Call(call) => self.lower_call(call),
@@ -272,7 +273,8 @@ impl Lowerer {
                 for (e, p) in t.elems.iter().zip(&parts) {
                     match (self.lower_expr(e), p) {
                         (Some(Value::Scalar(v)), Shape::Scalar) => words.push(v),
-                        (Some(Value::Array(vs)), Shape::Array(n)) if vs.len() == *n => {
+                        (Some(Value::Array(vs, m)), Shape::Array(n)) if m == *n => {
+                            let vs = self.b.words_of(vs, span);
                             words.extend(vs)
                         }
                         (Some(v), p) => {
@@ -289,7 +291,8 @@ impl Lowerer {
                         (None, _) => ok = false,
                     }
                 }
-                ok.then_some(Value::Array(words))
+                let n = words.len();
+                ok.then(|| Value::Array(self.b.array(words, span), n))
             }
             E::Macro(m) => {
                 self.error(
@@ -533,18 +536,22 @@ impl Lowerer {
         let base = self.lower_expr(&ix.expr);
         let index = self.index_value(&ix.index);
         let (base, index) = (base?, index?);
-        let Value::Array(elems) = base else {
+        let Value::Array(array, len) = base else {
             self.error(
                 ix.expr.span(),
                 format!("only arrays can be indexed; this is {}", base.kind()),
             );
             return None;
         };
-        let index = self.check_index(&ix.index, index, elems.len())?;
-        Some(Value::Scalar(match index {
-            Index::Const(k) => elems[k],
-            Index::Dynamic(v) => self.b.push(Op::Index { elems, index: v }, ix.span(), None),
-        }))
+        let index = match self.check_index(&ix.index, index, len)? {
+            Index::Const(k) => self.b.int(k as i64, ix.span()),
+            Index::Dynamic(v) => v,
+        };
+        Some(Value::Scalar(self.b.push(
+            Op::ArrayGet { array, index },
+            ix.span(),
+            None,
+        )))
     }
 
     /// An array index: an integer expression.

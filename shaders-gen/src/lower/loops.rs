@@ -30,18 +30,18 @@ impl Lowerer {
         // The body's inputs: the index, the carried values (flattened), the captures.
         let before: Vec<Option<Value>> = self.vars.iter().map(|v| v.value.clone()).collect();
         let outer = std::mem::replace(&mut self.b, Builder::new(0));
-        let index = self.b.add_input(span, index_name.clone());
+        let index = self.b.add_input(Ty::Int, span, index_name.clone());
         let mut init: Vec<ValueId> = Vec::new();
         let body_value = |b: &mut Builder, v: &Value, outer_ids: &mut Vec<ValueId>| -> Value {
-            let mut one = |x: ValueId| {
+            let mut one = |x: ValueId, ty: Ty| {
                 outer_ids.push(x);
-                b.add_input(span, None)
+                b.add_input(ty, span, None)
             };
             match v {
-                Value::Scalar(x) => Value::Scalar(one(*x)),
-                Value::Bool(x) => Value::Bool(one(*x)),
-                Value::Int(x, lo, hi) => Value::Int(one(*x), *lo, *hi),
-                Value::Array(xs) => Value::Array(xs.iter().map(|x| one(*x)).collect()),
+                Value::Scalar(x) => Value::Scalar(one(*x, Ty::F32)),
+                Value::Bool(x) => Value::Bool(one(*x, Ty::Bool)),
+                Value::Int(x, lo, hi) => Value::Int(one(*x, Ty::Int), *lo, *hi),
+                Value::Array(x, n) => Value::Array(one(*x, Ty::Array(*n as u32)), *n),
             }
         };
         for id in &carried {
@@ -93,8 +93,9 @@ impl Lowerer {
         let mut ok = !matches!(tail, Tail::Failed);
         for id in &carried {
             match &self.vars[*id].value {
-                Some(Value::Scalar(x)) | Some(Value::Bool(x)) => outputs.push(*x),
-                Some(Value::Array(xs)) => outputs.extend(xs),
+                Some(Value::Scalar(x)) | Some(Value::Bool(x)) | Some(Value::Array(x, _)) => {
+                    outputs.push(*x)
+                }
                 _ => ok = false,
             }
         }
@@ -234,9 +235,7 @@ impl Lowerer {
             let after = match self.vars[*id].value.clone() {
                 Some(Value::Scalar(_)) => Some(Value::Scalar(next(&mut self.b))),
                 Some(Value::Bool(_)) => Some(Value::Bool(next(&mut self.b))),
-                Some(Value::Array(xs)) => {
-                    Some(Value::Array(xs.iter().map(|_| next(&mut self.b)).collect()))
-                }
+                Some(Value::Array(_, n)) => Some(Value::Array(next(&mut self.b), n)),
                 _ => None,
             };
             if let Some(v) = &after {

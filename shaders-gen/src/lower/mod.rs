@@ -5,7 +5,7 @@
 //! parents stay silent about it, so one mistake gives one message.
 
 use crate::abi::ArgLayout;
-use crate::ir::{Builder, CmpOp, Function, IntOp, Loop, LoopKind, Op, ValueId};
+use crate::ir::{Builder, CmpOp, Function, IntOp, Loop, LoopKind, Op, Ty, ValueId};
 use crate::ops::{self, Func};
 use crate::signature::{Param, Shape, Signature};
 use proc_macro2::Span;
@@ -35,11 +35,12 @@ pub struct Lowered {
     pub primal: Function,
 }
 
-/// A value during lowering: the language's arrays are scalarized here.
+/// A value during lowering.
 #[derive(Clone, Debug, PartialEq)]
 enum Value {
     Scalar(ValueId),
-    Array(Vec<ValueId>),
+    /// An IR array value ([`crate::ir::Ty::Array`]) and its length.
+    Array(ValueId, usize),
     /// A condition: the result of a comparison or of `&& || !`.
     Bool(ValueId),
     /// An integer (a loop index, a literal, `const` or arithmetic on them) and the range of
@@ -60,7 +61,7 @@ impl Value {
     fn kind(&self) -> Kind {
         match self {
             Value::Scalar(_) => Kind::Real(Shape::Scalar),
-            Value::Array(v) => Kind::Real(Shape::Array(v.len())),
+            Value::Array(_, n) => Kind::Real(Shape::Array(*n)),
             Value::Bool(_) => Kind::Bool,
             Value::Int(..) => Kind::Int,
         }
@@ -183,11 +184,14 @@ pub fn lower_fn_with(
         let first = layout.first_input(slot);
         let value = match p.kind {
             Shape::Scalar => Value::Scalar(l.b.input(first, span, Some(layout.word_name(first)))),
-            Shape::Array(n) => Value::Array(
-                (first..first + n as u32)
+            Shape::Array(n) => {
+                let words = (first..first + n as u32)
                     .map(|w| l.b.input(w, span, Some(layout.word_name(w))))
-                    .collect(),
-            ),
+                    .collect();
+                let array = l.b.array(words, span);
+                l.b.name(array, &name);
+                Value::Array(array, n)
+            }
         };
         param_values.push(value.clone());
         l.declare(name, Some(value), p.mutable);

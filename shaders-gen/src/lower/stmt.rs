@@ -11,8 +11,9 @@ impl Lowerer {
         let tail = self.lower_block(block);
         match (tail, self.result) {
             (Tail::Value(Value::Scalar(v)), Some(Kind::Real(Shape::Scalar))) => Some(vec![v]),
-            (Tail::Value(Value::Array(vs)), Some(Kind::Real(Shape::Array(m)))) if vs.len() == m => {
-                Some(vs)
+            (Tail::Value(Value::Array(vs, n)), Some(Kind::Real(Shape::Array(m)))) if n == m => {
+                let span = block.brace_token.span.close();
+                Some(self.b.words_of(vs, span))
             }
             (Tail::Failed, _) => None,
             (Tail::Unit, expected) => {
@@ -238,12 +239,9 @@ impl Lowerer {
         Some(match (t, e) {
             (Value::Scalar(t), Value::Scalar(e)) => Value::Scalar(self.b.select(c, t, e, span)),
             (Value::Bool(t), Value::Bool(e)) => Value::Bool(self.b.select(c, t, e, span)),
-            (Value::Array(t), Value::Array(e)) if t.len() == e.len() => Value::Array(
-                t.iter()
-                    .zip(&e)
-                    .map(|(t, e)| self.b.select(c, *t, *e, span))
-                    .collect(),
-            ),
+            (Value::Array(t, n), Value::Array(e, m)) if n == m => {
+                Value::Array(self.b.select(c, t, e, span), n)
+            }
             // Assignments keep a variable's shape, so branches cannot disagree on it.
             _ => return None,
         })
@@ -252,9 +250,14 @@ impl Lowerer {
     pub(super) fn name_value(&mut self, v: &Value, name: &str) {
         match v {
             Value::Scalar(v) | Value::Bool(v) | Value::Int(v, ..) => self.b.name(*v, name),
-            Value::Array(vs) => {
-                for (j, v) in vs.iter().enumerate() {
-                    self.b.name(*v, &format!("{name}_{j}"));
+            Value::Array(v, _) => {
+                self.b.name(*v, name);
+                // Words of an array literal are named after their element, as when they
+                // are read one by one (an unrolled loop, constant indices).
+                if let Op::ArrayNew(elems) = &self.b.node(*v).op {
+                    for (j, e) in elems.clone().iter().enumerate() {
+                        self.b.name(*e, &format!("{name}_{j}"));
+                    }
                 }
             }
         }
@@ -301,8 +304,8 @@ impl Lowerer {
         let name = self.vars[var].name.clone();
         let new = match (index, current) {
             (None, current) => self.assign_whole(&name, op, current, value, rhs, span),
-            (Some(index), Value::Array(elems)) => {
-                self.assign_element(elems, index, op, value, rhs, span)
+            (Some(index), Value::Array(array, len)) => {
+                self.assign_element(&name, (array, len), index, op, value, rhs, span)
             }
             (Some(_), other) => {
                 self.error(
@@ -388,11 +391,12 @@ impl Lowerer {
     }
 
     /// `a[k] = v` or `a[k] op= v`: the array with element `k` replaced, or `None`
-    /// (reported). An index known at compile time replaces one element; one computed at
-    /// run time selects the new value into every element.
+    /// (reported).
+    #[allow(clippy::too_many_arguments)]
     fn assign_element(
         &mut self,
-        mut elems: Vec<ValueId>,
+        name: &str,
+        (array, len): (ValueId, usize),
         (k, kexpr): ((ValueId, i64, i64), &syn::Expr),
         op: Option<Func>,
         value: Value,
@@ -409,38 +413,31 @@ impl Lowerer {
             );
             return None;
         };
-        match self.check_index(kexpr, k, elems.len())? {
-            Index::Const(k) => {
-                let slot = &mut elems[k];
-                *slot = match op {
-                    None => v,
-                    Some(f) => self.b.call(f, vec![*slot, v], span),
-                };
+        let checked = self.check_index(kexpr, k, len)?;
+        let index = match checked {
+            Index::Const(k) => self.b.int(k as i64, span),
+            Index::Dynamic(idx) => idx,
+        };
+        let value = match op {
+            None => v,
+            Some(f) => {
+                let old = self.b.push(Op::ArrayGet { array, index }, span, None);
+                self.b.call(f, vec![old, v], span)
             }
-            Index::Dynamic(idx) => {
-                // Every element becomes `if idx == k { new } else { old }`.
-                let new = match op {
-                    None => v,
-                    Some(f) => {
-                        let old = self.b.push(
-                            Op::Index {
-                                elems: elems.clone(),
-                                index: idx,
-                            },
-                            span,
-                            None,
-                        );
-                        self.b.call(f, vec![old, v], span)
-                    }
-                };
-                for (k, slot) in elems.iter_mut().enumerate() {
-                    let kk = self.b.int(k as i64, span);
-                    let hit = self.b.cmp(CmpOp::Eq, idx, kk, span);
-                    *slot = self.b.select(hit, new, *slot, span);
-                }
-            }
+        };
+        if let Index::Const(k) = checked {
+            self.b.name(value, &format!("{name}_{k}"));
         }
-        Some(Value::Array(elems))
+        let new = self.b.push(
+            Op::ArraySet {
+                array,
+                index,
+                value,
+            },
+            span,
+            None,
+        );
+        Some(Value::Array(new, len))
     }
 
     pub(super) fn lower_let(&mut self, local: &syn::Local) {

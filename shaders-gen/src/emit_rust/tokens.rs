@@ -1,0 +1,71 @@
+//! The tokens every part of a CPU version is written with: literals, names and operands,
+//! over `f32` or a generic `S: gradfuse::Real`.
+
+use crate::ir::{Function, Op, ValueId};
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+
+/// Whether code is emitted for `f32` or for a generic `S: gradfuse::Real`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Scalar {
+    F32,
+    Generic,
+}
+
+pub(super) fn literal(v: f64, scalar: Scalar) -> TokenStream {
+    match scalar {
+        Scalar::F32 => {
+            let x = v as f32;
+            if x.is_nan() {
+                quote!(f32::NAN)
+            } else if x == f32::INFINITY {
+                quote!(f32::INFINITY)
+            } else if x == f32::NEG_INFINITY {
+                quote!(f32::NEG_INFINITY)
+            } else {
+                let lit = proc_macro2::Literal::f32_suffixed(x.abs());
+                if x.is_sign_negative() {
+                    quote!((-#lit))
+                } else {
+                    quote!(#lit)
+                }
+            }
+        }
+        Scalar::Generic => {
+            if v.is_nan() {
+                quote!(<S as ::gradfuse::Real>::from_f64(f64::NAN))
+            } else if v.is_infinite() {
+                if v > 0.0 {
+                    quote!(<S as ::gradfuse::Real>::from_f64(f64::INFINITY))
+                } else {
+                    quote!(<S as ::gradfuse::Real>::from_f64(f64::NEG_INFINITY))
+                }
+            } else {
+                let lit = proc_macro2::Literal::f64_suffixed(v.abs());
+                if v.is_sign_negative() {
+                    quote!(<S as ::gradfuse::Real>::from_f64(-#lit))
+                } else {
+                    quote!(<S as ::gradfuse::Real>::from_f64(#lit))
+                }
+            }
+        }
+    }
+}
+
+pub(super) fn ident(name: &str) -> syn::Ident {
+    format_ident!("{}", name)
+}
+
+pub(super) fn operand(f: &Function, names: &[String], v: ValueId, scalar: Scalar) -> TokenStream {
+    match f.node(v).op {
+        Op::Const(c) => literal(c, scalar),
+        Op::Int(k) => {
+            let k = proc_macro2::Literal::i32_suffixed(k as i32);
+            quote!(#k)
+        }
+        _ => {
+            let id = ident(&names[v.index()]);
+            quote!(#id)
+        }
+    }
+}

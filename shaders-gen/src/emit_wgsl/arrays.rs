@@ -1,0 +1,182 @@
+//! Arrays in WGSL: every array value lives in a function-scope `var`, indexed at run time;
+//! an update writes one word of the old value's `var` when nothing reads the old value
+//! again ([`crate::ir::in_place`]), else a copy. A `#[shared]` array only read is never
+//! copied at all: its reads index the shared-argument buffer directly.
+
+use super::body::Ctx;
+use crate::ir::{Function, Op, ValueId};
+use crate::names::fresh;
+use std::collections::HashSet;
+use std::fmt::Write;
+
+/// Whether every reader of node `v` of `f` reads one word of it, directly or through a
+/// loop that captures it (and reads its words only): such an array need not exist in
+/// memory when its words can be read elsewhere.
+pub(super) fn only_words_read(f: &Function, v: usize) -> bool {
+    let id = ValueId(v as u32);
+    if f.outputs.contains(&id) {
+        return false;
+    }
+    f.nodes.iter().all(|n| match &n.op {
+        Op::ArrayGet { index, .. } => *index != id,
+        Op::Loop(l) => {
+            !l.init.contains(&id)
+                && l.captures.iter().enumerate().all(|(j, c)| {
+                    let w = (1 + l.init.len() + j) as u32;
+                    *c != id
+                        || l.body
+                            .nodes
+                            .iter()
+                            .position(|b| b.op == Op::Input(w))
+                            .is_none_or(|input| only_words_read(&l.body, input))
+                })
+        }
+        op => !op.operands().contains(&id),
+    })
+}
+
+impl Ctx<'_> {
+    /// Finds the arrays of consecutive `#[shared]` words that are only read word by word
+    /// (the kernel or the enclosing loop told which values are shared words or arrays).
+    pub(super) fn plan_shared_arrays(&mut self) {
+        let f = self.f;
+        for (i, node) in f.nodes.iter().enumerate() {
+            let Op::ArrayNew(elems) = &node.op else {
+                continue;
+            };
+            let words: Option<Vec<u32>> = elems
+                .iter()
+                .map(|e| self.shared_word.get(&e.index()).copied())
+                .collect();
+            let Some(words) = words else { continue };
+            let consecutive = words
+                .iter()
+                .enumerate()
+                .all(|(k, w)| *w == words[0] + k as u32);
+            if consecutive && only_words_read(f, i) {
+                self.shared_array.insert(i, words[0]);
+            }
+        }
+    }
+
+    /// Whether node `i` needs a value of its own: not when its only readers are arrays
+    /// of shared words that are never built.
+    pub(super) fn needs_value(&self, i: usize) -> bool {
+        let id = ValueId(i as u32);
+        self.f.outputs.contains(&id)
+            || self
+                .f
+                .nodes
+                .iter()
+                .enumerate()
+                .any(|(j, n)| n.op.operands().contains(&id) && !self.shared_array.contains_key(&j))
+    }
+
+    /// A read of `array[index]`.
+    pub(super) fn array_get(&self, array: ValueId, index: ValueId) -> String {
+        let n = self.f.node(array).ty.words();
+        let k = match self.f.node(index).op {
+            Op::Int(k) => format!("{}", k.clamp(0, n as i64 - 1)),
+            _ => format!("clamp({}, 0i, {}i)", self.operand(index), n - 1),
+        };
+        if let Some(first) = self.shared_array.get(&array.index()) {
+            let at = format!("{first}u + u32({k})");
+            return if self.shared_uniform {
+                format!("shared_args[({at}) / 4u][({at}) % 4u]")
+            } else {
+                format!("shared_args[{at}]")
+            };
+        }
+        format!("{}[{k}]", self.operand(array))
+    }
+
+    /// The statements of array-valued node `i` (or none, for an array of shared words
+    /// read in place); it may take the name of the array it updates.
+    pub(super) fn emit_array_node(
+        &mut self,
+        i: usize,
+        taken: &mut HashSet<String>,
+        indent: &str,
+        out: &mut String,
+    ) {
+        let f = self.f;
+        let node = &f.nodes[i];
+        let n = node.ty.words();
+        let name = self.names[i].clone();
+        match &node.op {
+            Op::ArrayNew(_) if self.shared_array.contains_key(&i) => {}
+            Op::ArrayNew(elems) if elems.iter().all(|e| *e == elems[0]) => {
+                let _ = writeln!(out, "{indent}var {name}: array<f32, {n}>;");
+                if f.node(elems[0]).op != Op::Const(0.0) {
+                    let x = self.operand(elems[0]);
+                    let k = fresh(taken, "k");
+                    let _ = writeln!(
+                        out,
+                        "{indent}for (var {k} = 0i; {k} < {n}i; {k}++) {{ {name}[{k}] = {x}; }}"
+                    );
+                }
+            }
+            Op::ArrayNew(elems) => {
+                let e: Vec<String> = elems.iter().map(|v| self.operand(*v)).collect();
+                let _ = writeln!(
+                    out,
+                    "{indent}var {name} = array<f32, {n}>({});",
+                    e.join(", ")
+                );
+            }
+            Op::ArraySet {
+                array,
+                index,
+                value,
+            } => {
+                let target = self.updated(i, *array, indent, out);
+                let k = match f.node(*index).op {
+                    Op::Int(k) => format!("{}", k.clamp(0, n as i64 - 1)),
+                    _ => format!("clamp({}, 0i, {}i)", self.operand(*index), n - 1),
+                };
+                let _ = writeln!(out, "{indent}{target}[{k}] = {};", self.operand(*value));
+            }
+            Op::ArrayAdd(a, b) => {
+                let target = self.updated(i, *a, indent, out);
+                let (k, b) = (fresh(taken, "k"), self.operand(*b));
+                let _ = writeln!(
+                    out,
+                    "{indent}for (var {k} = 0i; {k} < {n}i; {k}++) {{ {target}[{k}] += {b}[{k}]; }}"
+                );
+            }
+            Op::Select {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "{indent}var {name} = {};\n{indent}if ({}) {{ {name} = {}; }}",
+                    self.operand(*otherwise),
+                    self.operand(*cond),
+                    self.operand(*then)
+                );
+            }
+            Op::CustomGrad { value, .. } => {
+                let _ = writeln!(out, "{indent}var {name} = {};", self.operand(*value));
+            }
+            op => unreachable!("not an array operation: {op:?}"),
+        }
+    }
+
+    /// The variable node `i` writes: its operand `array`'s own (it takes that name) when
+    /// the update is in place, else a new copy.
+    fn updated(&mut self, i: usize, array: ValueId, indent: &str, out: &mut String) -> String {
+        if self.inplace.updates[i] {
+            self.names[i] = self.names[array.index()].clone();
+        } else {
+            let _ = writeln!(
+                out,
+                "{indent}var {} = {};",
+                self.names[i],
+                self.operand(array)
+            );
+        }
+        self.names[i].clone()
+    }
+}

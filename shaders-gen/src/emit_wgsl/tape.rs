@@ -1,0 +1,77 @@
+//! A recording loop's tape in WGSL: a function-scope array of the carried values of every
+//! iteration, which the reverse loop reads back from the last iteration to the first.
+
+use crate::ir::{Loop, Ty};
+use crate::names::fresh;
+use std::collections::HashSet;
+
+/// Where each carried value of `l` starts among an iteration's words of its tape, and how
+/// many words an iteration records.
+pub(super) fn tape_offsets(l: &Loop) -> (Vec<usize>, usize) {
+    let mut offsets = Vec::with_capacity(l.init.len());
+    let mut words = 0;
+    for k in 0..l.init.len() {
+        offsets.push(words);
+        words += l.carried_ty(k).words();
+    }
+    (offsets, words)
+}
+
+/// Where the word `k` of iteration `index` sits in a tape of `words` per iteration.
+pub(super) fn tape_index(index: &str, start: i64, words: usize, k: usize) -> String {
+    let mut at = if start == 0 {
+        index.to_string()
+    } else {
+        format!("({index} - {start}i)")
+    };
+    if words != 1 {
+        at = format!("{at} * {words}i");
+    }
+    if k != 0 {
+        at = format!("{at} + {k}i");
+    }
+    at
+}
+
+/// `tape[at + t] = value[t]` for the words of a carried value of type `ty` (booleans as
+/// 0 and 1).
+pub(super) fn tape_store(
+    tape: &str,
+    at: &str,
+    value: &str,
+    ty: Ty,
+    taken: &mut HashSet<String>,
+) -> String {
+    match ty {
+        Ty::Bool => format!("{tape}[{at}] = select(0.0f, 1.0f, {value});"),
+        Ty::Array(n) => {
+            let t = fresh(taken, "t");
+            format!(
+                "for (var {t} = 0i; {t} < {n}i; {t}++) {{ {tape}[{at} + {t}] = {value}[{t}]; }}"
+            )
+        }
+        _ => format!("{tape}[{at}] = {value};"),
+    }
+}
+
+/// The statements binding `name` to a taped carried value of type `ty` at `at`.
+pub(super) fn tape_load(
+    tape: &str,
+    at: &str,
+    name: &str,
+    ty: Ty,
+    taken: &mut HashSet<String>,
+    indent: &str,
+) -> String {
+    match ty {
+        Ty::Bool => format!("{indent}let {name} = {tape}[{at}] != 0.0f;\n"),
+        Ty::Array(n) => {
+            let t = fresh(taken, "t");
+            format!(
+                "{indent}var {name}: array<f32, {n}>;\n{indent}for (var {t} = 0i; {t} < {n}i; \
+                 {t}++) {{ {name}[{t}] = {tape}[{at} + {t}]; }}\n"
+            )
+        }
+        _ => format!("{indent}let {name} = {tape}[{at}];\n"),
+    }
+}

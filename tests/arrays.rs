@@ -1,0 +1,199 @@
+//! Arrays as values: loops that stay loops while they read and write arrays at computed
+//! indices, on the CPU versions and on the GPU, checked against central differences of the
+//! f64 interpreter (an oracle that shares no code with the AD transforms).
+
+mod common;
+
+use common::{Rng, device, rel_error};
+use gradfuse::{Device, differentiable};
+use gradfuse_shaders_gen::{compile_str, interp};
+
+with_source! {
+    NET_SRC,
+    // A 4-24-24-1 tanh network: the second layer's nest is over the unrolling budget, so it
+    // stays a loop carrying `h2` and writing it at the loop index, reading `w2` (shared)
+    // at computed indices.
+    #[differentiable]
+    pub fn net(
+        #[constant] x: [f32; 4],
+        #[constant] target: f32,
+        #[shared] w1: [f32; 120],
+        #[shared] w2: [f32; 600],
+        #[shared] w3: [f32; 25],
+    ) -> f32 {
+        let mut h1 = [0.0; 24];
+        for j in 0..24 {
+            let mut s = w1[96 + j];
+            for i in 0..4 {
+                s += w1[j * 4 + i] * x[i];
+            }
+            h1[j] = s.tanh();
+        }
+        let mut h2 = [0.0; 24];
+        for j in 0..24 {
+            let mut s = w2[576 + j];
+            for i in 0..24 {
+                s += w2[j * 24 + i] * h1[i];
+            }
+            h2[j] = s.tanh();
+        }
+        let mut y = w3[24];
+        for i in 0..24 {
+            y += w3[i] * h2[i];
+        }
+        (y - target) * (y - target)
+    }
+}
+
+with_source! {
+    RELAX_SRC,
+    // Per-element arrays carried through kept loops, read at `k - 1`, `k`, `k + 1` and
+    // written at `k` (Gauss-Seidel sweeps): the reverse pass tapes the whole array per
+    // sweep and restores it.
+    #[differentiable]
+    pub fn relax(p: [f32; 80], #[constant] c: f32) -> f32 {
+        let mut q = p;
+        for _ in 0..3 {
+            for k in 1..79 {
+                q[k] = 0.5 * q[k] + 0.25 * (q[k - 1] + q[k + 1]) + c * q[k].sin();
+            }
+            for k in 0..80 {
+                q[k] *= 0.9;
+            }
+        }
+        let mut s = 0.0;
+        for k in 0..80 {
+            s += q[k] * q[k] * p[79 - k];
+        }
+        s
+    }
+}
+
+/// Central differences of the f64 interpreter of `src`'s lowered function at `words`, in
+/// the words listed.
+fn central_differences(src: &str, words: &[f64], which: &[usize]) -> (f64, Vec<f64>) {
+    let c = compile_str(src).expect("the source compiles");
+    let f = &c.lowered.primal;
+    let value = interp::eval(f, words)[0];
+    let grads = which
+        .iter()
+        .map(|&w| {
+            let h = 1e-6 * words[w].abs().max(1.0);
+            let (mut plus, mut minus) = (words.to_vec(), words.to_vec());
+            plus[w] += h;
+            minus[w] -= h;
+            (interp::eval(f, &plus)[0] - interp::eval(f, &minus)[0]) / (2.0 * h)
+        })
+        .collect();
+    (value, grads)
+}
+
+fn words<T: bytemuck::Pod>(t: &T) -> Vec<f64> {
+    bytemuck::cast_slice::<_, f32>(std::slice::from_ref(t))
+        .iter()
+        .map(|v| *v as f64)
+        .collect()
+}
+
+fn net_inputs(rng: &mut Rng, n: usize) -> (Vec<net::Args>, net::Shared) {
+    let mut u = |s: f64| rng.uniform(-s, s);
+    let shared = net::Shared {
+        w1: std::array::from_fn(|_| u(0.6)),
+        w2: std::array::from_fn(|_| u(0.3)),
+        w3: std::array::from_fn(|_| u(0.4)),
+    };
+    let batch = (0..n)
+        .map(|_| net::Args {
+            x: std::array::from_fn(|_| u(1.0)),
+            target: u(0.5),
+        })
+        .collect();
+    (batch, shared)
+}
+
+#[test]
+fn the_network_keeps_its_loops_and_reads_shared_words_in_place() {
+    // The second layer is a loop in every version, indexing the shared buffer at run time
+    // instead of building its 600 words per thread.
+    assert!(net::WGSL_FORWARD.contains("for (var j"));
+    assert!(net::WGSL_FORWARD.contains("shared_args[(120u + u32("));
+    assert!(net::WGSL_ADJOINT.contains("for (var j"));
+    assert!(
+        !net::WGSL_FORWARD.contains("let w2_"),
+        "w2 is never loaded word by word"
+    );
+}
+
+#[test]
+fn network_gradients_match_central_differences_on_cpu_and_gpu() {
+    let mut rng = Rng(11);
+    let (batch, shared) = net_inputs(&mut rng, 48);
+    let shared_words = words(&shared);
+    // The batch launch's shared gradient is the sum of the CPU version's per element, and
+    // those match central differences of the f64 interpreter.
+    for dev in [device(), &Device::cpu()] {
+        let k = net::kernel(dev);
+        let (values, _, sg) = k.value_and_grad(&batch, &shared).expect("launch");
+        let got: Vec<f64> = words(&sg);
+        let mut cpu_sum = vec![0.0f64; got.len()];
+        for (i, a) in batch.iter().enumerate() {
+            let (v, _, g) = net::value_and_grad(a, &shared);
+            assert!(
+                (values[i] - v).abs() <= 1e-5 * v.abs().max(1e-3),
+                "value {i}"
+            );
+            for (s, w) in cpu_sum.iter_mut().zip(words(&g)) {
+                *s += w;
+            }
+        }
+        assert!(
+            rel_error(&got, &cpu_sum, 1e-2) < 1e-3,
+            "batch sum vs per-element"
+        );
+    }
+    // Every fifth shared word of two elements (each difference runs the interpreter
+    // twice), first and last words of each block included.
+    let which: Vec<usize> = (0..shared_words.len())
+        .filter(|k| k % 5 == 0 || [119, 120, 719, 720, 744].contains(k))
+        .collect();
+    for a in batch.iter().take(2) {
+        let mut all = words(a);
+        all.extend(&shared_words);
+        let at: Vec<usize> = which.iter().map(|k| 5 + k).collect();
+        let (value, fd) = central_differences(NET_SRC, &all, &at);
+        let (v, _, g) = net::value_and_grad(a, &shared);
+        assert!((v as f64 - value).abs() <= 1e-5 * value.abs().max(1e-3));
+        let g = words(&g);
+        let g: Vec<f64> = which.iter().map(|k| g[*k]).collect();
+        let e = rel_error(&g, &fd, 1e-2);
+        assert!(e < 2e-3, "shared gradient off by {e:e}");
+    }
+}
+
+#[test]
+fn carried_arrays_with_computed_indices_match_central_differences() {
+    assert!(relax::WGSL_ADJOINT.contains("var tape"));
+    let mut rng = Rng(5);
+    let batch: Vec<relax::Args> = (0..24)
+        .map(|_| relax::Args {
+            p: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
+            c: rng.uniform(-0.3, 0.3),
+        })
+        .collect();
+    for dev in [device(), &Device::cpu()] {
+        let (values, grads) = relax::kernel(dev).value_and_grad(&batch).expect("launch");
+        for (i, a) in batch.iter().enumerate().take(6) {
+            let all = words(a);
+            let which: Vec<usize> = (0..80).collect();
+            let (value, fd) = central_differences(RELAX_SRC, &all, &which);
+            assert!(
+                (values[i] as f64 - value).abs() <= 1e-4 * value.abs().max(1.0),
+                "value {i}: {} vs {value}",
+                values[i]
+            );
+            let g: Vec<f64> = grads[i].p.iter().map(|v| *v as f64).collect();
+            let e = rel_error(&g, &fd, 1e-2);
+            assert!(e < 1e-3, "element {i}: gradient off by {e:e}");
+        }
+    }
+}
