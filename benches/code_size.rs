@@ -1,71 +1,80 @@
-//! Generated code size against network width: an 8-H-H-1 tanh network written as the
-//! README's language allows (`#[shared]` weight arrays, `let mut h = [0.0; H]`, loops that
-//! read and write arrays at loop indices), compiled by shaders-gen for H = 8 .. 48. It
-//! prints, per width, the compiler's own time, the IR sizes and the bytes of the generated
-//! WGSL and Rust: what rustc and the GPU driver are handed.
+//! Generated code size against network size: an I-H-H-O tanh network with a squared-error
+//! loss, written as the README's language allows (`#[shared]` weight arrays,
+//! `let mut h = [0.0; H]`, loops that read and write arrays at loop indices), compiled by
+//! shaders-gen from 8-16-16-1 to 16-128-128-4. It prints, per network, the compiler's own
+//! time, the IR sizes and the bytes of the generated WGSL and Rust: what rustc and the GPU
+//! driver are handed. `benches/build_scaling.sh` measures what rustc then takes.
 //!
-//! `cargo bench --bench code_size` (about 15 s; `--quick` stops at H = 16).
-//! The baseline for "arrays as values" is in BENCHMARKS.md.
+//! `cargo bench --bench code_size` (a few seconds; `--quick` stops at 8-32-32-1).
+//! The table is in BENCHMARKS.md.
 
+use gradfuse_shaders_gen::samples::network;
 use std::time::Instant;
 
-/// The network's source: `x` per element, three `#[shared]` weight blocks.
-fn network(h: usize) -> String {
-    let (w1, w2, w3) = (8 * h + h, h * h + h, h + 1);
-    format!(
-        "fn net(#[constant] x: [f32; 8], #[shared] w1: [f32; {w1}], \
-                #[shared] w2: [f32; {w2}], #[shared] w3: [f32; {w3}]) -> f32 {{
-            let mut h1 = [0.0; {h}];
-            for j in 0..{h} {{
-                let mut s = w1[8 * {h} + j];
-                for i in 0..8 {{
-                    s += w1[j * 8 + i] * x[i];
-                }}
-                h1[j] = s.tanh();
-            }}
-            let mut h2 = [0.0; {h}];
-            for j in 0..{h} {{
-                let mut s = w2[{h} * {h} + j];
-                for i in 0..{h} {{
-                    s += w2[j * {h} + i] * h1[i];
-                }}
-                h2[j] = s.tanh();
-            }}
-            let mut y = w3[{h}];
-            for i in 0..{h} {{
-                y += w3[i] * h2[i];
-            }}
-            y
-        }}"
-    )
+/// The networks of the table: input, hidden width, outputs.
+pub const NETWORKS: [(usize, usize, usize); 6] = [
+    (8, 16, 1),
+    (8, 32, 1),
+    (8, 48, 1),
+    (16, 64, 4),
+    (16, 96, 4),
+    (16, 128, 4),
+];
+
+/// Writes one crate per network under `dir` (`net_I_H_O/`, each its own workspace,
+/// depending on this repository's `gradfuse` without GPU support, whose code it does not
+/// change), for `benches/build_scaling.sh` to build.
+fn write_crates(dir: &std::path::Path, networks: &[(usize, usize, usize)]) -> std::io::Result<()> {
+    let root = env!("CARGO_MANIFEST_DIR");
+    for &(i, h, o) in networks {
+        let krate = dir.join(format!("net_{i}_{h}_{o}"));
+        std::fs::create_dir_all(krate.join("src"))?;
+        std::fs::write(
+            krate.join("Cargo.toml"),
+            format!(
+                "[package]\nname = \"net_{i}_{h}_{o}\"\nversion = \"0.0.0\"\nedition = \"2024\"\n\n\
+                 [dependencies]\ngradfuse = {{ path = \"{root}\", default-features = false }}\n\n\
+                 [workspace]\n"
+            ),
+        )?;
+        std::fs::write(
+            krate.join("src/lib.rs"),
+            format!("#[gradfuse::differentiable]\npub {}\n", network(i, h, o)),
+        )?;
+    }
+    Ok(())
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
-    let widths: &[usize] = if quick {
-        &[8, 16]
-    } else {
-        &[8, 16, 24, 32, 48]
-    };
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let networks: &[(usize, usize, usize)] = if quick { &NETWORKS[..2] } else { &NETWORKS };
+    if let Some(at) = args.iter().position(|a| a == "--write-crates") {
+        let dir = std::path::Path::new(args.get(at + 1).expect("--write-crates DIR"));
+        write_crates(dir, networks).expect("the crates are written");
+        return;
+    }
     println!(
-        "| H | shared words | shaders-gen time | primal ops | reverse ops | WGSL forward bytes | WGSL reverse bytes | Rust bytes |"
+        "| network | shared words | shaders-gen time | primal ops | reverse ops | WGSL forward bytes | WGSL reverse bytes | Rust bytes |"
     );
     println!("|---|---|---|---|---|---|---|---|");
-    for &h in widths {
-        let item: syn::ItemFn = syn::parse_str(&network(h)).expect("the generated source parses");
+    for &(i, h, o) in networks {
+        let item: syn::ItemFn =
+            syn::parse_str(&network(i, h, o)).expect("the generated source parses");
         let t = Instant::now();
+        let name = format!("{i}-{h}-{h}-{o}");
         let c = match gradfuse_shaders_gen::compile(&item) {
             Ok(c) => c,
             Err(errors) => {
                 let msgs: Vec<String> = errors.iter().map(ToString::to_string).collect();
-                println!("| {h} | does not compile: {} |", msgs.join("; "));
+                println!("| {name} | does not compile: {} |", msgs.join("; "));
                 continue;
             }
         };
         let rust = gradfuse_shaders_gen::emit_rust::emit(&item, &c).to_string();
         let ms = t.elapsed().as_secs_f64() * 1e3;
         println!(
-            "| {h} | {} | {ms:.0} ms | {} | {} | {} | {} | {} |",
+            "| {name} | {} | {ms:.0} ms | {} | {} | {} | {} | {} |",
             c.lowered.layout.shared_words,
             c.primal.op_count(),
             c.reverse.function().op_count(),

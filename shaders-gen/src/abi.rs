@@ -144,12 +144,25 @@ impl ArgLayout {
     }
 
     /// The slot and element index of IR input `input` (element words, then shared words).
+    ///
+    /// # Panics
+    /// If `input` is past the shared words.
     pub fn input_slot(&self, input: u32) -> (&ParamSlot, Option<usize>) {
-        if input < self.words {
-            self.words()[input as usize]
+        // Found among the few slots, not by listing every word: callers ask once per word.
+        let (shared, word) = if input < self.words {
+            (false, input)
         } else {
-            self.shared_word_list()[(input - self.words) as usize]
-        }
+            (true, input - self.words)
+        };
+        let slot = self
+            .slots
+            .iter()
+            .find(|s| {
+                s.shared == shared
+                    && (s.offset..s.offset + s.len.unwrap_or(1) as u32).contains(&word)
+            })
+            .expect("every input word belongs to a parameter");
+        (slot, slot.len.map(|_| (word - slot.offset) as usize))
     }
 
     /// The IR input of a slot's first word.
@@ -183,6 +196,28 @@ impl ArgLayout {
             None => slot.name.clone(),
             Some(j) => format!("{}[{j}]", slot.name),
         }
+    }
+
+    /// The labels of words `from..to`, for comments: word by word, but an array of more
+    /// than 16 words wholly inside the range as one `w[0..n]`, so a comment does not grow
+    /// with array lengths.
+    pub fn words_label(&self, from: u32, to: u32) -> String {
+        let mut parts = Vec::new();
+        let mut w = from;
+        while w < to {
+            let (slot, elem) = self.input_slot(w);
+            match (elem, slot.len) {
+                (Some(0), Some(n)) if n > 16 && w + n as u32 <= to => {
+                    parts.push(format!("{}[0..{n}]", slot.name));
+                    w += n as u32;
+                }
+                _ => {
+                    parts.push(self.word_label(w));
+                    w += 1;
+                }
+            }
+        }
+        parts.join(", ")
     }
 
     /// A readable name for an IR input: `x` or `p_2`.

@@ -18,6 +18,8 @@ pub mod ops;
 pub mod opt;
 #[cfg(feature = "testing")]
 pub mod random;
+#[cfg(feature = "testing")]
+pub mod samples;
 pub mod signature;
 
 use abi::KernelKind;

@@ -8,19 +8,81 @@ use crate::names::{fresh, local_names_with, reserved};
 use crate::ops::{Func, RustForm};
 use proc_macro2::TokenStream;
 use quote::quote;
+use std::collections::HashSet;
 
 /// The `let` statements computing every node of `f` but its inputs, and the name of each
 /// node. Input nodes must be bound by the caller to `names[i]`.
 pub(super) struct Body {
     pub(super) names: Vec<String>,
     pub(super) stmts: TokenStream,
+    /// Which nodes the caller binds or stores whole, and which inputs need a `let`.
+    views: Views,
+}
+
+/// A function's arrays as the code around its body sees them: array arguments bound whole
+/// (`let w = shared.w;`), not word by word, and arrays stored whole into a gradient
+/// field, not word by word. So the CPU versions grow with the source, not with array
+/// lengths.
+struct Views {
+    /// Array nodes that are argument words in order: `(first word, length)`.
+    bound: Vec<Option<(u32, u32)>>,
+    /// Inputs read by something other than a bound array (or returned).
+    needed: Vec<bool>,
+    /// Nodes the body does not write: the bound arrays, and reads of arrays stored whole
+    /// that nothing else reads.
+    skip: HashSet<usize>,
+}
+
+impl Views {
+    /// `covered[p]`: output `p` is stored as part of a whole array.
+    fn of(f: &Function, covered: &[bool]) -> Self {
+        let n = f.nodes.len();
+        let bound: Vec<Option<(u32, u32)>> = (0..n).map(|i| f.input_array(i)).collect();
+        let mut needed = vec![false; n];
+        let mut read_by_node = vec![false; n];
+        for (j, node) in f.nodes.iter().enumerate() {
+            for v in node.op.operands() {
+                read_by_node[v.index()] = true;
+                if bound[j].is_none() {
+                    needed[v.index()] = true;
+                }
+            }
+        }
+        let mut whole_only = vec![true; n];
+        for (p, o) in f.outputs.iter().enumerate() {
+            needed[o.index()] = true;
+            whole_only[o.index()] &= covered.get(p) == Some(&true);
+        }
+        let mut skip: HashSet<usize> = (0..n).filter(|i| bound[*i].is_some()).collect();
+        for (i, node) in f.nodes.iter().enumerate() {
+            if matches!(node.op, Op::ArrayGet { .. }) && whole_only[i] && !read_by_node[i] {
+                skip.insert(i);
+            }
+        }
+        Views {
+            bound,
+            needed,
+            skip,
+        }
+    }
 }
 
 pub(super) fn body(f: &Function, scalar: Scalar) -> Body {
+    body_storing(f, scalar, &[])
+}
+
+/// [`body`] of a function whose outputs `p` with `covered[p]` are stored as part of a
+/// whole array (see `ItemPlan::grad_literal`).
+pub(super) fn body_storing(f: &Function, scalar: Scalar, covered: &[bool]) -> Body {
     let mut taken = reserved();
     let mut names = local_names_with(f, &mut taken);
-    let stmts = nodes(f, &mut names, scalar, &mut taken, |_| false);
-    Body { names, stmts }
+    let views = Views::of(f, covered);
+    let stmts = nodes(f, &mut names, scalar, &mut taken, |_| false, &views.skip);
+    Body {
+        names,
+        stmts,
+        views,
+    }
 }
 
 /// The statements of every node of `f` but its inputs (bound by the caller), whose inputs
@@ -32,6 +94,7 @@ pub(super) fn nodes(
     scalar: Scalar,
     taken: &mut std::collections::HashSet<String>,
     owned: impl Fn(u32) -> bool,
+    skip: &HashSet<usize>,
 ) -> TokenStream {
     let inplace = in_place(f, owned);
     let mut stmts = TokenStream::new();
@@ -39,6 +102,9 @@ pub(super) fn nodes(
     let mut carried: std::collections::HashMap<usize, Vec<syn::Ident>> = Default::default();
     let mut tapes: std::collections::HashMap<usize, syn::Ident> = Default::default();
     for (i, node) in f.nodes.iter().enumerate() {
+        if skip.contains(&i) {
+            continue;
+        }
         if matches!(node.ty, Ty::Array(_)) && !matches!(node.op, Op::Input(_) | Op::Result(..)) {
             stmts.extend(array_stmt(f, names, i, scalar, &inplace));
             continue;
@@ -272,7 +338,7 @@ pub(super) fn rust_loop(
             LoopInput::Carried(_) | LoopInput::Taped(_)
         )
     };
-    let inner = nodes(body, &mut bnames, scalar, taken, owned);
+    let inner = nodes(body, &mut bnames, scalar, taken, owned, &HashSet::new());
     let outs: Vec<TokenStream> = body
         .outputs
         .iter()
@@ -338,17 +404,29 @@ fn assign_carried(
     ts
 }
 
-/// `let name = access;` for every input node, where `access(word)` reads that word.
+/// `let name = access;` for every input word read one by one, and `let name = run;` for
+/// every array argument (`run(first, len)`: the argument itself when those words are one
+/// whole argument; else the array is spelled word by word).
 pub(super) fn loads(
     f: &Function,
-    names: &[String],
+    body: &Body,
     access: impl Fn(u32) -> TokenStream,
+    run: impl Fn(u32, u32) -> Option<TokenStream>,
 ) -> TokenStream {
     let mut ts = TokenStream::new();
     for (i, node) in f.nodes.iter().enumerate() {
-        if let Op::Input(w) = node.op {
-            let name = ident(&names[i]);
-            let a = access(w);
+        let name = || ident(&body.names[i]);
+        if let Some((first, len)) = body.views.bound[i] {
+            let a = run(first, len).unwrap_or_else(|| {
+                let words = (first..first + len).map(&access);
+                quote!([#(#words),*])
+            });
+            let name = name();
+            ts.extend(quote!(let #name = #a;));
+        } else if let Op::Input(w) = node.op
+            && body.views.needed[i]
+        {
+            let (name, a) = (name(), access(w));
             ts.extend(quote!(let #name = #a;));
         }
     }

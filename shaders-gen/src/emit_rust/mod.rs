@@ -86,6 +86,61 @@ impl<'a> ItemPlan<'a> {
         }
     }
 
+    /// IR inputs `w..w + n` read from struct values as one array when they are a whole
+    /// array argument (`shared.w`), else `None`.
+    fn access_run(
+        &self,
+        args: Option<&TokenStream>,
+        shared: Option<&TokenStream>,
+        w: u32,
+        n: u32,
+    ) -> Option<TokenStream> {
+        let (slot, j) = self.layout.input_slot(w);
+        if j != Some(0) || slot.len != Some(n as usize) {
+            return None;
+        }
+        let head = self.access(args, shared, w);
+        // `x[0]` without its index: the whole argument.
+        let tokens: Vec<proc_macro2::TokenTree> = head.into_iter().collect();
+        Some(tokens[..tokens.len() - 1].iter().cloned().collect())
+    }
+
+    /// The array fields of the `Grad` (or `SharedGrad`) literal starting at output `first`
+    /// of `f`, as `(output range, the array stored whole)`: a field whose words are the
+    /// words of one array value in order is that value, not a list of reads.
+    fn whole_fields(&self, f: &Function, first: usize, shared: bool) -> Vec<(usize, usize)> {
+        let mut k = first;
+        let mut whole = Vec::new();
+        for slot in self.grad_slots(shared) {
+            let n = slot.len.unwrap_or(1);
+            if slot.len.is_some() && f.output_array(&f.outputs[k..k + n]).is_some() {
+                whole.push((k, k + n));
+            }
+            k += n;
+        }
+        whole
+    }
+
+    /// `covered[p]`: output `p` of `f` is stored whole, for the literals starting at each
+    /// of `firsts` (`(first output, shared)`).
+    fn covered(&self, f: &Function, firsts: &[(usize, bool)]) -> Vec<bool> {
+        let mut covered = vec![false; f.outputs.len()];
+        for (first, shared) in firsts {
+            for (a, b) in self.whole_fields(f, *first, *shared) {
+                covered[a..b].iter_mut().for_each(|c| *c = true);
+            }
+        }
+        covered
+    }
+
+    /// The slots of a `Grad` (element words with a gradient) or `SharedGrad` literal.
+    fn grad_slots(&self, shared: bool) -> impl Iterator<Item = &crate::abi::ParamSlot> {
+        self.layout
+            .slots
+            .iter()
+            .filter(move |slot| slot.shared == shared && (shared || slot.differentiable))
+    }
+
     /// A `Grad` (or `SharedGrad`) literal from consecutive outputs of `f` starting at
     /// `first`.
     fn grad_literal(
@@ -97,16 +152,19 @@ impl<'a> ItemPlan<'a> {
     ) -> TokenStream {
         let mut k = first;
         let inits: Vec<TokenStream> = self
-            .layout
-            .slots
-            .iter()
-            .filter(|slot| slot.shared == shared && (shared || slot.differentiable))
+            .grad_slots(shared)
             .map(|slot| {
                 let field = format_ident!("{}", slot.name);
                 match slot.len {
                     None => {
                         let v = operand(f, names, f.outputs[k], Scalar::F32);
                         k += 1;
+                        quote!(#field: #v)
+                    }
+                    Some(n) if f.output_array(&f.outputs[k..k + n]).is_some() => {
+                        let d = f.output_array(&f.outputs[k..k + n]).expect("checked");
+                        let v = operand(f, names, d, Scalar::F32);
+                        k += n;
                         quote!(#field: #v)
                     }
                     Some(n) => {
@@ -310,7 +368,12 @@ fn eval_fn(plan: &ItemPlan) -> TokenStream {
         })
         .collect();
     let ev = body(&c.primal, Scalar::Generic);
-    let ev_loads = loads(&c.primal, &ev.names, |w| plan.access(None, None, w));
+    let ev_loads = loads(
+        &c.primal,
+        &ev,
+        |w| plan.access(None, None, w),
+        |w, n| plan.access_run(None, None, w, n),
+    );
     let ev_stmts = &ev.stmts;
     let (eval_ret, ev_out) = if c.reverse.jacobian_mode().is_some() {
         let outs: Vec<TokenStream> = c

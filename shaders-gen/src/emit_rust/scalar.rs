@@ -3,7 +3,7 @@
 //! batched launcher.
 
 use super::ItemPlan;
-use super::body::{body, loads};
+use super::body::{body, body_storing, loads};
 use super::launcher::launcher;
 use super::spec::kernel_spec;
 use super::tokens::{Scalar, operand};
@@ -19,10 +19,15 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
     let shared_ref = quote!(shared);
 
     // value_and_grad: the adjoint.
-    let adj = body(c.reverse.function(), Scalar::F32);
-    let adj_loads = loads(c.reverse.function(), &adj.names, |w| {
-        plan.access(Some(&args_ref), Some(&shared_ref), w)
-    });
+    let f = c.reverse.function();
+    let covered = plan.covered(f, &[(1, false), (1 + grad_count, true)]);
+    let adj = body_storing(f, Scalar::F32, &covered);
+    let adj_loads = loads(
+        f,
+        &adj,
+        |w| plan.access(Some(&args_ref), Some(&shared_ref), w),
+        |w, n| plan.access_run(Some(&args_ref), Some(&shared_ref), w, n),
+    );
     let adj_stmts = &adj.stmts;
     let adj_value = operand(
         c.reverse.function(),
@@ -39,16 +44,29 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
     let tangent_ref = quote!(tangent);
     let shared_tangent_ref = quote!(shared_tangent);
     let n_inputs = layout.words + layout.shared_words;
-    let tan_loads = loads(&c.tangent, &tan.names, |w| {
+    // Tangent input `w`: which struct, and which argument word.
+    let tangent_word = |w: u32| {
         if w < n_inputs {
-            plan.access(Some(&args_ref), Some(&shared_ref), w)
+            (Some(&args_ref), Some(&shared_ref), w)
         } else if ((w - n_inputs) as usize) < grad_count {
-            plan.access(Some(&tangent_ref), None, grad_list[(w - n_inputs) as usize])
+            (Some(&tangent_ref), None, grad_list[(w - n_inputs) as usize])
         } else {
             let k = w - n_inputs - grad_count as u32;
-            plan.access(None, Some(&shared_tangent_ref), layout.words + k)
+            (None, Some(&shared_tangent_ref), layout.words + k)
         }
-    });
+    };
+    let tan_loads = loads(
+        &c.tangent,
+        &tan,
+        |w| {
+            let (a, s, word) = tangent_word(w);
+            plan.access(a, s, word)
+        },
+        |w, n| {
+            let (a, s, word) = tangent_word(w);
+            plan.access_run(a, s, word, n)
+        },
+    );
     let tan_stmts = &tan.stmts;
     let tan_value = operand(&c.tangent, &tan.names, c.tangent.outputs[0], Scalar::F32);
     let tan_dir = operand(&c.tangent, &tan.names, c.tangent.outputs[1], Scalar::F32);

@@ -2,7 +2,7 @@
 //! place of `value_and_grad`, and the result's words packed and unpacked.
 
 use super::ItemPlan;
-use super::body::{body, loads};
+use super::body::{body, body_storing, loads};
 use super::spec::kernel_spec;
 use super::tokens::{Scalar, operand};
 use crate::Compiled;
@@ -80,14 +80,16 @@ pub(super) fn unpack(c: &Compiled, v: &TokenStream) -> TokenStream {
 /// `[f32; M]` result: `value_and_jacobian` in place of `value_and_grad`.
 pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
     let (c, layout) = (plan.c, plan.layout);
-    let adj = &body(c.reverse.function(), Scalar::F32);
+    let m = layout.results as usize;
+    let g = plan.grad_count();
+    let rows_at: Vec<(usize, bool)> = (0..m).map(|k| (m + k * g, false)).collect();
+    let covered = plan.covered(c.reverse.function(), &rows_at);
+    let adj = &body_storing(c.reverse.function(), Scalar::F32, &covered);
     let tan = &body(&c.tangent, Scalar::F32);
     let eval_args = plan.eval_args();
     let fwd_spec = kernel_spec(plan, KernelKind::Forward, &format_ident!("cpu_forward"));
     let jac_spec = kernel_spec(plan, KernelKind::Jacobian, &format_ident!("cpu_jacobian"));
-    let m = layout.results as usize;
     let words = layout.words as usize;
-    let g = plan.grad_count();
     let has_grads = g > 0;
     let f = c.reverse.function();
     // Row k of the Jacobian: the adjoint's outputs after the M values, g words a row.
@@ -109,15 +111,32 @@ pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
     let args = quote!(args);
     let tangent = quote!(tangent);
     let grad_list = &plan.grad_list;
-    let adj_loads = loads(f, &adj.names, |w| plan.access(Some(&args), None, w));
+    let adj_loads = loads(
+        f,
+        adj,
+        |w| plan.access(Some(&args), None, w),
+        |w, k| plan.access_run(Some(&args), None, w, k),
+    );
     let n = layout.words;
-    let tan_loads = loads(t, &tan.names, |w| {
+    let tangent_word = |w: u32| {
         if w < n {
-            plan.access(Some(&args), None, w)
+            (&args, w)
         } else {
-            plan.access(Some(&tangent), None, grad_list[(w - n) as usize])
+            (&tangent, grad_list[(w - n) as usize])
         }
-    });
+    };
+    let tan_loads = loads(
+        t,
+        tan,
+        |w| {
+            let (base, word) = tangent_word(w);
+            plan.access(Some(base), None, word)
+        },
+        |w, k| {
+            let (base, word) = tangent_word(w);
+            plan.access_run(Some(base), None, word, k)
+        },
+    );
     let wgsl_forward = &c.wgsl_forward;
     let wgsl_jacobian = &c.wgsl_reverse;
     let mode_doc = match c.reverse.jacobian_mode() {

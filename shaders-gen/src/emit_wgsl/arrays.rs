@@ -59,17 +59,21 @@ impl Ctx<'_> {
         }
     }
 
-    /// Whether node `i` needs a value of its own: not when its only readers are arrays
-    /// of shared words that are never built.
-    pub(super) fn needs_value(&self, i: usize) -> bool {
-        let id = ValueId(i as u32);
-        self.f.outputs.contains(&id)
-            || self
-                .f
-                .nodes
-                .iter()
-                .enumerate()
-                .any(|(j, n)| n.op.operands().contains(&id) && !self.shared_array.contains_key(&j))
+    /// For each node, whether it needs a value of its own: not when its only readers are
+    /// arrays of shared words that are never built.
+    pub(super) fn needed(&self) -> Vec<bool> {
+        let mut needed = vec![false; self.f.nodes.len()];
+        for (j, n) in self.f.nodes.iter().enumerate() {
+            if !self.shared_array.contains_key(&j) {
+                for v in n.op.operands() {
+                    needed[v.index()] = true;
+                }
+            }
+        }
+        for o in &self.f.outputs {
+            needed[o.index()] = true;
+        }
+        needed
     }
 
     /// A read of `array[index]`.

@@ -10,6 +10,9 @@ use std::collections::BTreeSet;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
+/// Stands for the node's own name in statements written after it ([`Ctx::after`]).
+pub(super) const THIS_VALUE: &str = "{value}";
+
 /// How the statements of one function are written: its value names, and what the kernel
 /// around it told it (shared words, statements to add after a node).
 pub(super) struct Ctx<'a> {
@@ -30,8 +33,11 @@ pub(super) struct Ctx<'a> {
     /// Which array updates are written in place.
     pub(super) inplace: InPlace,
     /// Statements to write right after node `i` (the shared gradient's sums, as soon as
-    /// their words are computed: fewer values live at once).
+    /// their words are computed: fewer values live at once); [`THIS_VALUE`] in them is
+    /// node `i`'s name.
     pub(super) after: HashMap<usize, String>,
+    /// Nodes not written: reads whose words the kernel takes from their array directly.
+    pub(super) skip: HashSet<usize>,
 }
 
 impl<'a> Ctx<'a> {
@@ -56,6 +62,7 @@ impl<'a> Ctx<'a> {
             shared_uniform: false,
             inplace: in_place(f, owned),
             after: HashMap::new(),
+            skip: HashSet::new(),
         }
     }
 
@@ -79,6 +86,7 @@ impl<'a> Ctx<'a> {
         let f = self.f;
         for (i, node) in f.nodes.iter().enumerate() {
             match &node.op {
+                _ if self.skip.contains(&i) => {}
                 Op::Input(_) | Op::Const(_) | Op::Int(_) => {}
                 Op::Loop(l) => self.emit_loop(i, l, taken, indent, out, helpers),
                 Op::Result(l, k) => {
@@ -99,7 +107,7 @@ impl<'a> Ctx<'a> {
                 }
             }
             if let Some(after) = self.after.remove(&i) {
-                out.push_str(&after);
+                out.push_str(&after.replace(THIS_VALUE, &self.names[i]));
             }
         }
     }

@@ -4,11 +4,12 @@
 use super::body::{Ctx, scaled_index};
 use super::plan::KernelPlan;
 use super::reduce::reduce_stage_fn;
+use super::shared_sums::{SharedSums, shared_sums};
 use crate::abi::{self, ArgLayout, KernelKind};
-use crate::ir::{Function, Op, ValueId};
-use crate::names::{REDUCE_STAGE_FN, fresh, reserved};
+use crate::ir::{Function, ValueId};
+use crate::names::reserved;
 use crate::ops::{WGSL_HELPERS, wgsl_helper};
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::fmt::Write;
 
 const COMPONENTS: [&str; 4] = ["x", "y", "z", "w"];
@@ -81,9 +82,10 @@ fn emit_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
     // A shared array read only word by word reads the buffer at its index: its words
     // need no registers.
     ctx.plan_shared_arrays();
+    let needed = ctx.needed();
     for (k, load) in shared_loads.iter().enumerate() {
         if let Some(i) = load
-            && ctx.needs_value(*i)
+            && needed[*i]
         {
             let read = if plan.shared_uniform {
                 format!("shared_args[{}u].{}", k / 4, COMPONENTS[k % 4])
@@ -103,100 +105,6 @@ fn emit_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
             ctx.names[seed]
         );
     }
-}
-
-/// The per-thread sums of the shared gradient and the workgroup sum after them.
-#[derive(Default)]
-struct SharedSums {
-    /// The register holding each shared word's sum; `None` for words no gradient flows to.
-    names: Vec<Option<String>>,
-    /// The statements that sum the registers over the workgroup, 8 words at a time.
-    workgroup_sum: String,
-}
-
-/// Each thread adds up the shared gradients of several elements in registers, each word
-/// as soon as it is computed (fewer values live at once); the workgroup sums them once
-/// after its last element.
-fn shared_sums(
-    plan: &KernelPlan,
-    f: &Function,
-    ctx: &mut Ctx,
-    taken: &mut HashSet<String>,
-    body: &mut String,
-) -> SharedSums {
-    let (words, shared_words, layout) = (plan.layout.words, plan.layout.shared_words, plan.layout);
-    let mut names = Vec::new();
-    let first = f.outputs.len() - shared_words as usize;
-    for k in 0..shared_words {
-        let out = f.outputs[first + k as usize];
-        // A word no gradient flows to (a large table read at a few places) needs no
-        // sum: its partials are stored as zeros below.
-        if matches!(f.nodes[out.index()].op, Op::Const(c) if c == 0.0) {
-            names.push(None);
-            continue;
-        }
-        let name = fresh(taken, &format!("sum_{}", layout.word_name(words + k)));
-        let arg = layout.word_label(words + k);
-        let add = format!("    {name} += {}; // d/d {arg}\n", ctx.operand(out));
-        // Right after the word is computed (at once if it is an input or constant).
-        match f.nodes[out.index()].op {
-            Op::Input(_) | Op::Const(_) | Op::Int(_) => body.push_str(&add),
-            _ => ctx.after.entry(out.index()).or_default().push_str(&add),
-        }
-        names.push(Some(name));
-    }
-    let workgroup_sum = workgroup_sum(plan, &names);
-    SharedSums {
-        names,
-        workgroup_sum,
-    }
-}
-
-/// Runs of consecutive shared words: summed over the workgroup 8 at a time, or stored as
-/// zeros.
-fn workgroup_sum(plan: &KernelPlan, sums: &[Option<String>]) -> String {
-    let (words, shared_words, layout) = (plan.layout.words, plan.layout.shared_words, plan.layout);
-    let wg = abi::WORKGROUP_SIZE;
-    let mut out = String::new();
-    let mut k = 0u32;
-    while k < shared_words {
-        let zero = sums[k as usize].is_none();
-        let mut end = k + 1;
-        while end < shared_words
-            && sums[end as usize].is_none() == zero
-            && (zero || end - k < abi::REDUCE_LANES)
-        {
-            end += 1;
-        }
-        let count = end - k;
-        if zero {
-            let _ = writeln!(
-                out,
-                "    // d/d {}{} is zero.\n    \
-                 for (var word = lid; word < {count}u; word += {wg}u) {{\n        \
-                 shared_partials[group * {shared_words}u + {k}u + word] = 0.0f;\n    }}",
-                layout.word_label(words + k),
-                if count > 1 {
-                    format!(" .. {}", layout.word_label(words + end - 1))
-                } else {
-                    String::new()
-                },
-            );
-        } else {
-            // Every word of this run has a sum.
-            let run = sums[k as usize..end as usize].iter().flatten();
-            for (j, sum) in run.enumerate() {
-                let at = match j {
-                    0 => "lid".to_string(),
-                    j => format!("{}u + lid", j as u32 * wg),
-                };
-                let _ = writeln!(out, "    reduce_stage[{at}] = {sum};");
-            }
-            let _ = writeln!(out, "    {REDUCE_STAGE_FN}(lid, group, {k}u, {count}u);");
-        }
-        k = end;
-    }
-    out
 }
 
 /// The stores of every output buffer, in the order of [`KernelKind::outputs`].
@@ -336,12 +244,13 @@ fn header(plan: &KernelPlan, signature: &str) -> String {
     } else {
         let _ = writeln!(s, "// One thread per batch element i. Element i's words:");
     }
-    let arg_names: Vec<String> = (0..words).map(|w| layout.word_label(w)).collect();
-    let _ = writeln!(s, "//   args[{words}i ..]: {}", arg_names.join(", "));
+    let _ = writeln!(
+        s,
+        "//   args[{words}i ..]: {}",
+        layout.words_label(0, words)
+    );
     if shared_words > 0 {
-        let names: Vec<String> = (words..words + shared_words)
-            .map(|w| layout.word_label(w))
-            .collect();
+        let names = layout.words_label(words, words + shared_words);
         let _ = writeln!(
             s,
             "// and the whole batch's {shared_words} shared words{}: {}",
@@ -350,7 +259,7 @@ fn header(plan: &KernelPlan, signature: &str) -> String {
             } else {
                 " (shared_args)"
             },
-            names.join(", ")
+            names
         );
         if plan.reduces {
             let _ = writeln!(
@@ -484,9 +393,7 @@ fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut Stri
     );
     let _ = writeln!(s, "    let group = wid.x + wid.y * groups.x;");
     let _ = writeln!(s, "    let per_thread = params.per_thread;");
-    for sum in sums.names.iter().flatten() {
-        let _ = writeln!(s, "    var {sum} = 0.0f;");
-    }
+    s.push_str(&sums.declarations);
     let _ = writeln!(
         s,
         "    for (var nth = 0u; nth < per_thread; nth++) {{\n        \

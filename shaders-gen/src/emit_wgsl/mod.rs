@@ -14,6 +14,7 @@ mod body;
 mod kernel;
 mod plan;
 mod reduce;
+mod shared_sums;
 mod tape;
 
 pub use crate::names::REDUCE_STAGE_FN;

@@ -514,6 +514,52 @@ impl Function {
             .sum()
     }
 
+    /// The input words `first..first + len` when node `v` is an array of consecutive input
+    /// words (an array argument as lowering builds it): emitters bind such an array to the
+    /// argument itself instead of word by word.
+    pub fn input_array(&self, v: usize) -> Option<(u32, u32)> {
+        let Op::ArrayNew(elems) = &self.nodes[v].op else {
+            return None;
+        };
+        let word = |e: &ValueId| match self.node(*e).op {
+            Op::Input(w) => Some(w),
+            _ => None,
+        };
+        let first = word(elems.first()?)?;
+        elems
+            .iter()
+            .enumerate()
+            .all(|(k, e)| word(e) == Some(first + k as u32))
+            .then_some((first, elems.len() as u32))
+    }
+
+    /// The array `d` when `outputs` are its words in order (`d[0], d[1], ..`, all of
+    /// them): emitters store such outputs as one array.
+    pub fn output_array(&self, outputs: &[ValueId]) -> Option<ValueId> {
+        let mut array = None;
+        for (k, o) in outputs.iter().enumerate() {
+            let Op::ArrayGet { array: d, index } = self.node(*o).op else {
+                return None;
+            };
+            if self.node(index).op != Op::Int(k as i64) || array.is_some_and(|a| a != d) {
+                return None;
+            }
+            array = Some(d);
+        }
+        array.filter(|d| self.node(*d).ty == Ty::Array(outputs.len() as u32))
+    }
+
+    /// Whether node `v` is read by nothing but the nodes in `readers` (and not an output).
+    pub fn only_read_by(&self, v: usize, readers: &std::collections::HashSet<usize>) -> bool {
+        let id = ValueId(v as u32);
+        !self.outputs.contains(&id)
+            && self
+                .nodes
+                .iter()
+                .enumerate()
+                .all(|(j, n)| readers.contains(&j) || !n.op.operands().contains(&id))
+    }
+
     /// The type of each input (an input no node reads is an `F32` word).
     pub fn input_types(&self) -> Vec<Ty> {
         let mut tys = vec![Ty::F32; self.num_inputs as usize];

@@ -1,0 +1,190 @@
+//! The shared gradient's sums in a kernel that reduces over the batch: each thread adds
+//! up the shared gradients of its elements, then its workgroup sums them in a fixed order
+//! (deterministic, no atomics) into `shared_partials`.
+//!
+//! A shared scalar's gradient, or a word of an array the reverse pass computed word by
+//! word, is summed in a register of its own. A shared array whose gradient is one array
+//! value (a loop's adjoint accumulator) is summed into an array of the same length, one
+//! loop, and reduced over the workgroup in tiles of 8 words by a loop: the code does not
+//! grow with the array's length, and no thread holds thousands of sums in registers.
+
+use super::body::{Ctx, THIS_VALUE};
+use crate::abi;
+use crate::emit_wgsl::plan::KernelPlan;
+use crate::ir::{Function, Op};
+use crate::names::{REDUCE_STAGE_FN, fresh};
+use std::collections::HashSet;
+use std::fmt::Write;
+
+/// How one shared word's per-thread sum is kept.
+#[derive(Clone, PartialEq)]
+enum WordSum {
+    /// No gradient flows to it: its partials are zeros.
+    Zero,
+    /// In a register of its own.
+    Register(String),
+    /// Word `k` of a per-thread array of sums `name` of `len` words.
+    InArray { name: String, k: u32, len: u32 },
+}
+
+/// The per-thread sums of the shared gradient and the workgroup sum after them.
+#[derive(Default)]
+pub(super) struct SharedSums {
+    /// The sums' declarations, before the loop over the thread's elements.
+    pub(super) declarations: String,
+    /// The statements that sum over the workgroup, 8 words at a time.
+    pub(super) workgroup_sum: String,
+}
+
+/// Each thread adds up the shared gradients of several elements, each word (or array) as
+/// soon as it is computed (fewer values live at once); the workgroup sums them once after
+/// its last element.
+pub(super) fn shared_sums(
+    plan: &KernelPlan,
+    f: &Function,
+    ctx: &mut Ctx,
+    taken: &mut HashSet<String>,
+    body: &mut String,
+) -> SharedSums {
+    let (words, shared_words, layout) = (plan.layout.words, plan.layout.shared_words, plan.layout);
+    let first = f.outputs.len() - shared_words as usize;
+    let mut sums: Vec<WordSum> = Vec::with_capacity(shared_words as usize);
+    let mut declarations = String::new();
+    let read_by_node = read_by_node(f);
+    for slot in layout.slots.iter().filter(|s| s.shared) {
+        let (k0, n) = (slot.offset, slot.len.unwrap_or(1) as u32);
+        let outs = &f.outputs[first + k0 as usize..first + (k0 + n) as usize];
+        if let (Some(_), Some(d)) = (slot.len, f.output_array(outs)) {
+            let name = fresh(taken, &format!("sum_{}", slot.name));
+            let _ = writeln!(declarations, "    var {name}: array<f32, {n}>;");
+            let k = fresh(taken, "k");
+            // The array's name is known once it is written (an update in place, or a
+            // loop's result, takes the name of the variable it lives in).
+            let add = format!(
+                "    for (var {k} = 0i; {k} < {n}i; {k}++) {{ {name}[{k}] += {THIS_VALUE}[{k}]; }} // d/d {}\n",
+                slot.name
+            );
+            ctx.after.entry(d.index()).or_default().push_str(&add);
+            // The words are summed as the array: their reads need no `let`.
+            for o in outs {
+                if !read_by_node[o.index()] {
+                    ctx.skip.insert(o.index());
+                }
+            }
+            sums.extend((0..n).map(|k| WordSum::InArray {
+                name: name.clone(),
+                k,
+                len: n,
+            }));
+            continue;
+        }
+        for (j, out) in outs.iter().enumerate() {
+            let w = words + k0 + j as u32;
+            // A word no gradient flows to (a large table read at a few places) needs no
+            // sum: its partials are stored as zeros below.
+            if matches!(f.nodes[out.index()].op, Op::Const(c) if c == 0.0) {
+                sums.push(WordSum::Zero);
+                continue;
+            }
+            let name = fresh(taken, &format!("sum_{}", layout.word_name(w)));
+            let _ = writeln!(declarations, "    var {name} = 0.0f;");
+            let add = format!(
+                "    {name} += {}; // d/d {}\n",
+                ctx.operand(*out),
+                layout.word_label(w)
+            );
+            // Right after the word is computed (at once if it is an input or constant).
+            match f.nodes[out.index()].op {
+                Op::Input(_) | Op::Const(_) | Op::Int(_) => body.push_str(&add),
+                _ => ctx.after.entry(out.index()).or_default().push_str(&add),
+            }
+            sums.push(WordSum::Register(name));
+        }
+    }
+    SharedSums {
+        declarations,
+        workgroup_sum: workgroup_sum(plan, &sums, taken),
+    }
+}
+
+/// For each node, whether another node reads it.
+fn read_by_node(f: &Function) -> Vec<bool> {
+    let mut read = vec![false; f.nodes.len()];
+    for n in &f.nodes {
+        for v in n.op.operands() {
+            read[v.index()] = true;
+        }
+    }
+    read
+}
+
+/// Runs of consecutive shared words: zeros stored, registers summed over the workgroup 8
+/// at a time, arrays of sums in a loop over tiles of 8.
+fn workgroup_sum(plan: &KernelPlan, sums: &[WordSum], taken: &mut HashSet<String>) -> String {
+    let (words, shared_words, layout) = (plan.layout.words, plan.layout.shared_words, plan.layout);
+    let wg = abi::WORKGROUP_SIZE;
+    let lanes = abi::REDUCE_LANES;
+    let mut out = String::new();
+    let mut k = 0u32;
+    while k < shared_words {
+        if let WordSum::InArray { name, len, .. } = &sums[k as usize] {
+            let (t, j) = (fresh(taken, "tile"), fresh(taken, "j"));
+            let _ = writeln!(
+                out,
+                "    // d/d {}: {len} words, {lanes} at a time.\n    \
+                 for (var {t} = 0u; {t} < {len}u; {t} += {lanes}u) {{\n        \
+                 for (var {j} = 0u; {j} < {lanes}u; {j}++) {{\n            \
+                 reduce_stage[{j} * {wg}u + lid] = select(0.0f, {name}[min({t} + {j}, {}u)], {t} + {j} < {len}u);\n        \
+                 }}\n        \
+                 {REDUCE_STAGE_FN}(lid, group, {k}u + {t}, min({lanes}u, {len}u - {t}));\n    \
+                 }}",
+                layout
+                    .word_label(words + k)
+                    .split('[')
+                    .next()
+                    .unwrap_or_default(),
+                len - 1,
+            );
+            k += len;
+            continue;
+        }
+        let zero = sums[k as usize] == WordSum::Zero;
+        let mut end = k + 1;
+        while end < shared_words
+            && matches!(sums[end as usize], WordSum::Zero) == zero
+            && !matches!(sums[end as usize], WordSum::InArray { .. })
+            && (zero || end - k < lanes)
+        {
+            end += 1;
+        }
+        let count = end - k;
+        if zero {
+            let _ = writeln!(
+                out,
+                "    // d/d {}{} is zero.\n    \
+                 for (var word = lid; word < {count}u; word += {wg}u) {{\n        \
+                 shared_partials[group * {shared_words}u + {k}u + word] = 0.0f;\n    }}",
+                layout.word_label(words + k),
+                if count > 1 {
+                    format!(" .. {}", layout.word_label(words + end - 1))
+                } else {
+                    String::new()
+                },
+            );
+        } else {
+            for (j, sum) in sums[k as usize..end as usize].iter().enumerate() {
+                let WordSum::Register(sum) = sum else {
+                    unreachable!("a run of registers")
+                };
+                let at = match j {
+                    0 => "lid".to_string(),
+                    j => format!("{}u + lid", j as u32 * wg),
+                };
+                let _ = writeln!(out, "    reduce_stage[{at}] = {sum};");
+            }
+            let _ = writeln!(out, "    {REDUCE_STAGE_FN}(lid, group, {k}u, {count}u);");
+        }
+        k = end;
+    }
+    out
+}
