@@ -14,6 +14,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 mod common;
+mod networks;
 use common::{
     EDGE_RESIDUAL, MLP_LOSS, ROSENBROCK4, SOFT_GATE16, TRANSCENDENTAL4, edge_residual, mlp_loss,
     rosenbrock4, soft_gate16, transcendental4,
@@ -693,6 +694,21 @@ fn main() -> Result<(), Error> {
         2.0 * fma_rate / 1e9
     );
 
+    if std::env::args().any(|a| a == "--networks") {
+        // Only the network table.
+        let net_sizes: &[u32] = if quick { &[10] } else { &[20, 24] };
+        out.push_str(&networks::table(
+            net_sizes,
+            fma_rate,
+            inputs,
+            |spec, input| kernel_time(&device, spec, input, warmup, launches),
+        ));
+        print!("{out}");
+        if let Ok(path) = std::env::var("GRADFUSE_BENCH_OUT") {
+            let _ = std::fs::write(path, &out);
+        }
+        return Ok(());
+    }
     let _ = writeln!(
         out,
         "| case | kernel | n | generated ms | hand ms | generated/hand | GB/s | copy GB/s | % of roofline |"

@@ -197,3 +197,32 @@ fn carried_arrays_with_computed_indices_match_central_differences() {
         }
     }
 }
+
+/// A bug fixed: a `macro_rules!` literal (`[f32; $n]`, `0..$n`) arrives as an invisible
+/// group around the literal, and array lengths written so were rejected.
+macro_rules! dot {
+    ($name:ident, $n:literal) => {
+        #[differentiable]
+        pub fn $name(a: [f32; $n], #[constant] b: [f32; $n]) -> f32 {
+            let mut s = 0.0;
+            for k in 0..$n {
+                s += a[k] * b[k] * a[$n - 1 - k];
+            }
+            s
+        }
+    };
+}
+
+dot!(dot40, 40);
+
+#[test]
+fn array_lengths_from_macro_literals() {
+    let a: [f32; 40] = std::array::from_fn(|k| 0.1 * k as f32 - 1.0);
+    let b: [f32; 40] = std::array::from_fn(|k| 1.0 - 0.05 * k as f32);
+    let (_, g) = dot40::value_and_grad(&dot40::Args { a, b });
+    // d/da_k of sum_j a_j b_j a_{39-j}: b_k a_{39-k} + a_{39-k} b_{39-k}.
+    for k in 0..40 {
+        let want = b[k] * a[39 - k] + a[39 - k] * b[39 - k];
+        assert!((g.a[k] - want).abs() < 1e-5, "{k}: {} vs {want}", g.a[k]);
+    }
+}

@@ -47,6 +47,23 @@ pub struct Compiled {
     /// The second pass of the shared-gradient reduction (functions with `#[shared]`
     /// arguments).
     pub wgsl_reduce: Option<String>,
+    /// The IR of the CPU versions.
+    pub cpu: CpuIr,
+}
+
+/// The IR the CPU versions are written from: the same passes as the kernels' on the
+/// user's own loops, none unrolled. Unrolling is a kernel decision (registers instead of
+/// function memory on the GPU); in Rust, LLVM unrolls where it pays, and rustc's debug
+/// builds crash on functions of a few thousand `let`s (LLVM's debug info nests a scope per
+/// binding), which unrolled reverse passes reach.
+#[derive(Clone, Debug)]
+pub struct CpuIr {
+    /// The optimized value.
+    pub primal: Function,
+    /// The optimized reverse mode.
+    pub reverse: Reverse,
+    /// The optimized forward mode.
+    pub tangent: Function,
 }
 
 /// What the reverse pass of a function computes, by its result's type.
@@ -106,27 +123,32 @@ pub fn compile_with(
 ) -> Result<Compiled, Vec<syn::Error>> {
     let lowered = lower::lower_fn_with(item, library)?;
     let primal = opt::unroll_indexed_loops(&lowered.primal);
-    if lowered.layout.results > 1 || matches!(lowered.sig.result, signature::Shape::Array(_)) {
-        return Ok(compile_vector(item, lowered, primal));
-    }
-    // Reverse mode gives every word's gradient; `#[constant]` words' are dropped (and their
-    // computation pruned by the optimizer).
+    let cpu_primal = opt::optimize(&lowered.primal);
+    let sig = signature_text(item);
     let layout = &lowered.layout;
-    // Outputs: the value, the element's gradient words, the shared gradient words.
-    let kept_outputs = |mut f: ir::Function| {
-        let shared_inputs = layout.words..layout.words + layout.shared_words;
-        f.outputs = std::iter::once(f.outputs[0])
-            .chain(
-                layout
-                    .grad_words()
-                    .into_iter()
-                    .chain(shared_inputs)
-                    .map(|w| f.outputs[1 + w as usize]),
-            )
-            .collect();
-        opt::optimize(&f)
-    };
-    let adjoint = kept_outputs(ad::reverse(&primal));
+    if layout.results > 1 || matches!(lowered.sig.result, signature::Shape::Array(_)) {
+        let (jacobian, tangent) = derive_vector(layout, &primal);
+        let (cpu_reverse, cpu_tangent) = derive_vector(layout, &cpu_primal);
+        let wgsl_forward = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Forward, &primal);
+        let wgsl_reverse =
+            emit_wgsl::emit_kernel(&sig, layout, KernelKind::Jacobian, jacobian.function());
+        return Ok(Compiled {
+            wgsl_reduce: None,
+            cpu: CpuIr {
+                primal: cpu_primal,
+                reverse: cpu_reverse,
+                tangent: cpu_tangent,
+            },
+            lowered,
+            primal,
+            reverse: jacobian,
+            tangent,
+            wgsl_forward,
+            wgsl_reverse,
+        });
+    }
+    let (adjoint, tangent) = derive_scalar(layout, &primal);
+    let (cpu_adjoint, cpu_tangent) = derive_scalar(layout, &cpu_primal);
     // The kernel that sums shared gradients over the batch takes the adjoint's seed as an
     // input (1 in the batch, 0 past its end) rather than the constant 1: threads past the
     // end then add zero to the sums without a select per shared word, and each sum of a
@@ -139,22 +161,21 @@ pub fn compile_with(
                 node.name = Some("seed".into());
             }
         }
-        kept_outputs(seeded)
+        kept_gradient_outputs(layout, seeded)
     } else {
         adjoint.clone()
     };
-    let active: Vec<bool> = (0..layout.words + layout.shared_words)
-        .map(|w| layout.is_differentiable(w))
-        .collect();
-    let tangent = opt::optimize(&ad::forward_active(&primal, &active));
-    let sig = signature_text(item);
-    let wgsl_forward = emit_wgsl::emit_kernel(&sig, &lowered.layout, KernelKind::Forward, &primal);
-    let wgsl_reverse =
-        emit_wgsl::emit_kernel(&sig, &lowered.layout, KernelKind::Adjoint, &kernel_adjoint);
-    let wgsl_reduce = (lowered.layout.shared_words > 0)
-        .then(|| emit_wgsl::emit_reduce_kernel(&sig, lowered.layout.shared_words));
+    let wgsl_forward = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Forward, &primal);
+    let wgsl_reverse = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Adjoint, &kernel_adjoint);
+    let wgsl_reduce =
+        (layout.shared_words > 0).then(|| emit_wgsl::emit_reduce_kernel(&sig, layout.shared_words));
     Ok(Compiled {
         wgsl_reduce,
+        cpu: CpuIr {
+            primal: cpu_primal,
+            reverse: Reverse::Gradient(cpu_adjoint),
+            tangent: cpu_tangent,
+        },
         lowered,
         primal,
         reverse: Reverse::Gradient(adjoint),
@@ -162,6 +183,43 @@ pub fn compile_with(
         wgsl_forward,
         wgsl_reverse,
     })
+}
+
+/// The outputs of a reverse pass a function with an `f32` result keeps: the value, the
+/// element's gradient words, the shared gradient words (`#[constant]` words' are dropped,
+/// and their computation pruned by the optimizer).
+fn kept_gradient_outputs(layout: &abi::ArgLayout, mut f: Function) -> Function {
+    let shared_inputs = layout.words..layout.words + layout.shared_words;
+    f.outputs = std::iter::once(f.outputs[0])
+        .chain(
+            layout
+                .grad_words()
+                .into_iter()
+                .chain(shared_inputs)
+                .map(|w| f.outputs[1 + w as usize]),
+        )
+        .collect();
+    opt::optimize(&f)
+}
+
+/// The optimized adjoint and tangent of a function with an `f32` result.
+fn derive_scalar(layout: &abi::ArgLayout, primal: &Function) -> (Function, Function) {
+    let adjoint = kept_gradient_outputs(layout, ad::reverse(primal));
+    let active: Vec<bool> = (0..layout.words + layout.shared_words)
+        .map(|w| layout.is_differentiable(w))
+        .collect();
+    let tangent = opt::optimize(&ad::forward_active(primal, &active));
+    (adjoint, tangent)
+}
+
+/// The optimized Jacobian and tangent of a function with an `[f32; M]` or tuple result.
+fn derive_vector(layout: &abi::ArgLayout, primal: &Function) -> (Reverse, Function) {
+    let (jac, mode) = ad::jacobian(primal, &layout.grad_words());
+    let active: Vec<bool> = (0..layout.words)
+        .map(|w| layout.is_differentiable(w))
+        .collect();
+    let tangent = opt::optimize(&ad::forward_active(primal, &active));
+    (Reverse::Jacobian(opt::optimize(&jac), mode), tangent)
 }
 
 /// The function as rustc should see it: `#[constant]` on an argument is gradfuse's, and
@@ -175,30 +233,6 @@ fn without_argument_attributes(mut func: syn::ItemFn) -> syn::ItemFn {
         }
     }
     func
-}
-
-/// The rest of [`compile`] for a function with an `[f32; M]` result: its Jacobian instead
-/// of a gradient.
-fn compile_vector(item: &syn::ItemFn, lowered: Lowered, primal: Function) -> Compiled {
-    let layout = &lowered.layout;
-    let (jac, mode) = ad::jacobian(&primal, &layout.grad_words());
-    let jacobian = opt::optimize(&jac);
-    let active: Vec<bool> = (0..layout.words)
-        .map(|w| layout.is_differentiable(w))
-        .collect();
-    let tangent = opt::optimize(&ad::forward_active(&primal, &active));
-    let sig = signature_text(item);
-    let wgsl_forward = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Forward, &primal);
-    let wgsl_reverse = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Jacobian, &jacobian);
-    Compiled {
-        wgsl_reduce: None,
-        lowered,
-        primal,
-        reverse: Reverse::Jacobian(jacobian, mode),
-        tangent,
-        wgsl_forward,
-        wgsl_reverse,
-    }
 }
 
 /// `grad = path`.

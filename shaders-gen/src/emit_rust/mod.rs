@@ -105,29 +105,25 @@ impl<'a> ItemPlan<'a> {
         Some(tokens[..tokens.len() - 1].iter().cloned().collect())
     }
 
-    /// The array fields of the `Grad` (or `SharedGrad`) literal starting at output `first`
-    /// of `f`, as `(output range, the array stored whole)`: a field whose words are the
-    /// words of one array value in order is that value, not a list of reads.
-    fn whole_fields(&self, f: &Function, first: usize, shared: bool) -> Vec<(usize, usize)> {
-        let mut k = first;
-        let mut whole = Vec::new();
-        for slot in self.grad_slots(shared) {
-            let n = slot.len.unwrap_or(1);
-            if slot.len.is_some() && f.output_array(&f.outputs[k..k + n]).is_some() {
-                whole.push((k, k + n));
-            }
-            k += n;
-        }
-        whole
-    }
-
-    /// `covered[p]`: output `p` of `f` is stored whole, for the literals starting at each
-    /// of `firsts` (`(first output, shared)`).
+    /// `covered[p]`: output `p` of `f` is stored as a word of a whole array, for the
+    /// literals starting at each of `firsts` (`(first output, shared)`): a field whose
+    /// words are the words of one array value in order (but for a few patches) is that
+    /// value, not a list of reads.
     fn covered(&self, f: &Function, firsts: &[(usize, bool)]) -> Vec<bool> {
         let mut covered = vec![false; f.outputs.len()];
         for (first, shared) in firsts {
-            for (a, b) in self.whole_fields(f, *first, *shared) {
-                covered[a..b].iter_mut().for_each(|c| *c = true);
+            let mut k = *first;
+            for slot in self.grad_slots(*shared) {
+                let n = slot.len.unwrap_or(1);
+                if slot.len.is_some()
+                    && let Some(whole) = f.output_array(&f.outputs[k..k + n])
+                {
+                    covered[k..k + n].iter_mut().for_each(|c| *c = true);
+                    for (j, _) in whole.patches {
+                        covered[k + j] = false;
+                    }
+                }
+                k += n;
             }
         }
         covered
@@ -162,10 +158,19 @@ impl<'a> ItemPlan<'a> {
                         quote!(#field: #v)
                     }
                     Some(n) if f.output_array(&f.outputs[k..k + n]).is_some() => {
-                        let d = f.output_array(&f.outputs[k..k + n]).expect("checked");
-                        let v = operand(f, names, d, Scalar::F32);
+                        let whole = f.output_array(&f.outputs[k..k + n]).expect("checked");
+                        let v = operand(f, names, whole.array, Scalar::F32);
                         k += n;
-                        quote!(#field: #v)
+                        if whole.patches.is_empty() {
+                            quote!(#field: #v)
+                        } else {
+                            let (at, p): (Vec<usize>, Vec<TokenStream>) = whole
+                                .patches
+                                .iter()
+                                .map(|(j, p)| (*j, operand(f, names, *p, Scalar::F32)))
+                                .unzip();
+                            quote!(#field: { let mut g = #v; #(g[#at] = #p;)* g })
+                        }
                     }
                     Some(n) => {
                         let vs: Vec<TokenStream> = (0..n)
@@ -223,7 +228,7 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
     );
     let data_types = data_types(&plan);
     let eval = eval_fn(&plan);
-    let api = if c.reverse.jacobian_mode().is_some() {
+    let api = if c.cpu.reverse.jacobian_mode().is_some() {
         vector::vector_api(&plan)
     } else {
         scalar::scalar_api(&plan)
@@ -367,24 +372,30 @@ fn eval_fn(plan: &ItemPlan) -> TokenStream {
             Shape::Array(n) => quote!([S; #n]),
         })
         .collect();
-    let ev = body(&c.primal, Scalar::Generic);
+    let ev = body(&c.cpu.primal, Scalar::Generic);
     let ev_loads = loads(
-        &c.primal,
+        &c.cpu.primal,
         &ev,
         |w| plan.access(None, None, w),
         |w, n| plan.access_run(None, None, w, n),
     );
     let ev_stmts = &ev.stmts;
-    let (eval_ret, ev_out) = if c.reverse.jacobian_mode().is_some() {
+    let (eval_ret, ev_out) = if c.cpu.reverse.jacobian_mode().is_some() {
         let outs: Vec<TokenStream> = c
+            .cpu
             .primal
             .outputs
             .iter()
-            .map(|o| operand(&c.primal, &ev.names, *o, Scalar::Generic))
+            .map(|o| operand(&c.cpu.primal, &ev.names, *o, Scalar::Generic))
             .collect();
         (vector::result_type(c, &quote!(S)), vector::pack(c, &outs))
     } else {
-        let out = operand(&c.primal, &ev.names, c.primal.outputs[0], Scalar::Generic);
+        let out = operand(
+            &c.cpu.primal,
+            &ev.names,
+            c.cpu.primal.outputs[0],
+            Scalar::Generic,
+        );
         (quote!(S), out)
     };
     quote! {

@@ -19,7 +19,7 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
     let shared_ref = quote!(shared);
 
     // value_and_grad: the adjoint.
-    let f = c.reverse.function();
+    let f = c.cpu.reverse.function();
     let covered = plan.covered(f, &[(1, false), (1 + grad_count, true)]);
     let adj = body_storing(f, Scalar::F32, &covered);
     let adj_loads = loads(
@@ -30,17 +30,18 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
     );
     let adj_stmts = &adj.stmts;
     let adj_value = operand(
-        c.reverse.function(),
+        c.cpu.reverse.function(),
         &adj.names,
-        c.reverse.function().outputs[0],
+        c.cpu.reverse.function().outputs[0],
         Scalar::F32,
     );
-    let adj_grad = plan.grad_literal(c.reverse.function(), &adj.names, 1, false);
-    let adj_shared_grad = plan.grad_literal(c.reverse.function(), &adj.names, 1 + grad_count, true);
+    let adj_grad = plan.grad_literal(c.cpu.reverse.function(), &adj.names, 1, false);
+    let adj_shared_grad =
+        plan.grad_literal(c.cpu.reverse.function(), &adj.names, 1 + grad_count, true);
 
     // jvp: the tangent. Its inputs: the arguments, then one tangent word per gradient
     // word (the element's, then the shared ones).
-    let tan = body(&c.tangent, Scalar::F32);
+    let tan = body(&c.cpu.tangent, Scalar::F32);
     let tangent_ref = quote!(tangent);
     let shared_tangent_ref = quote!(shared_tangent);
     let n_inputs = layout.words + layout.shared_words;
@@ -56,7 +57,7 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
         }
     };
     let tan_loads = loads(
-        &c.tangent,
+        &c.cpu.tangent,
         &tan,
         |w| {
             let (a, s, word) = tangent_word(w);
@@ -68,8 +69,18 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
         },
     );
     let tan_stmts = &tan.stmts;
-    let tan_value = operand(&c.tangent, &tan.names, c.tangent.outputs[0], Scalar::F32);
-    let tan_dir = operand(&c.tangent, &tan.names, c.tangent.outputs[1], Scalar::F32);
+    let tan_value = operand(
+        &c.cpu.tangent,
+        &tan.names,
+        c.cpu.tangent.outputs[0],
+        Scalar::F32,
+    );
+    let tan_dir = operand(
+        &c.cpu.tangent,
+        &tan.names,
+        c.cpu.tangent.outputs[1],
+        Scalar::F32,
+    );
 
     let wgsl_forward = &c.wgsl_forward;
     let wgsl_adjoint = &c.wgsl_reverse;

@@ -83,15 +83,15 @@ pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
     let m = layout.results as usize;
     let g = plan.grad_count();
     let rows_at: Vec<(usize, bool)> = (0..m).map(|k| (m + k * g, false)).collect();
-    let covered = plan.covered(c.reverse.function(), &rows_at);
-    let adj = &body_storing(c.reverse.function(), Scalar::F32, &covered);
-    let tan = &body(&c.tangent, Scalar::F32);
+    let covered = plan.covered(c.cpu.reverse.function(), &rows_at);
+    let adj = &body_storing(c.cpu.reverse.function(), Scalar::F32, &covered);
+    let tan = &body(&c.cpu.tangent, Scalar::F32);
     let eval_args = plan.eval_args();
     let fwd_spec = kernel_spec(plan, KernelKind::Forward, &format_ident!("cpu_forward"));
     let jac_spec = kernel_spec(plan, KernelKind::Jacobian, &format_ident!("cpu_jacobian"));
     let words = layout.words as usize;
     let has_grads = g > 0;
-    let f = c.reverse.function();
+    let f = c.cpu.reverse.function();
     // Row k of the Jacobian: the adjoint's outputs after the M values, g words a row.
     let rows: Vec<TokenStream> = (0..m)
         .map(|k| plan.grad_literal(f, &adj.names, m + k * g, false))
@@ -99,7 +99,7 @@ pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
     let values: Vec<TokenStream> = (0..m)
         .map(|k| operand(f, &adj.names, f.outputs[k], Scalar::F32))
         .collect();
-    let t = &c.tangent;
+    let t = &c.cpu.tangent;
     let tan_values: Vec<TokenStream> = (0..m)
         .map(|k| operand(t, &tan.names, t.outputs[k], Scalar::F32))
         .collect();
@@ -139,7 +139,7 @@ pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
     );
     let wgsl_forward = &c.wgsl_forward;
     let wgsl_jacobian = &c.wgsl_reverse;
-    let mode_doc = match c.reverse.jacobian_mode() {
+    let mode_doc = match c.cpu.reverse.jacobian_mode() {
         Some(crate::ad::JacobianMode::Forward) => format!(
             "The Jacobian is computed by {g} forward sweeps (one per argument word with a \
              gradient: fewer than the {m} results)."

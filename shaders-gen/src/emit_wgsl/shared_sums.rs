@@ -23,8 +23,15 @@ enum WordSum {
     Zero,
     /// In a register of its own.
     Register(String),
-    /// Word `k` of a per-thread array of sums `name` of `len` words.
-    InArray { name: String, k: u32, len: u32 },
+    /// Word `k` of a per-thread array of sums `name` of `len` words; a patched word (see
+    /// [`crate::ir::OutputArray`]) is summed in the register `patch` instead, copied into
+    /// the array before the workgroup sums it.
+    InArray {
+        name: String,
+        k: u32,
+        len: u32,
+        patch: Option<String>,
+    },
 }
 
 /// The per-thread sums of the shared gradient and the workgroup sum after them.
@@ -54,7 +61,8 @@ pub(super) fn shared_sums(
     for slot in layout.slots.iter().filter(|s| s.shared) {
         let (k0, n) = (slot.offset, slot.len.unwrap_or(1) as u32);
         let outs = &f.outputs[first + k0 as usize..first + (k0 + n) as usize];
-        if let (Some(_), Some(d)) = (slot.len, f.output_array(outs)) {
+        if let (Some(_), Some(whole)) = (slot.len, f.output_array(outs)) {
+            let d = whole.array;
             let name = fresh(taken, &format!("sum_{}", slot.name));
             let _ = writeln!(declarations, "    var {name}: array<f32, {n}>;");
             let k = fresh(taken, "k");
@@ -71,11 +79,31 @@ pub(super) fn shared_sums(
                     ctx.skip.insert(o.index());
                 }
             }
-            sums.extend((0..n).map(|k| WordSum::InArray {
-                name: name.clone(),
-                k,
-                len: n,
-            }));
+            let mut patch: Vec<Option<String>> = vec![None; n as usize];
+            for (j, p) in &whole.patches {
+                let w = words + k0 + *j as u32;
+                patch[*j] = Some(register_sum(
+                    layout,
+                    w,
+                    *p,
+                    f,
+                    ctx,
+                    taken,
+                    &mut declarations,
+                    body,
+                ));
+            }
+            sums.extend(
+                patch
+                    .into_iter()
+                    .enumerate()
+                    .map(|(k, patch)| WordSum::InArray {
+                        name: name.clone(),
+                        k: k as u32,
+                        len: n,
+                        patch,
+                    }),
+            );
             continue;
         }
         for (j, out) in outs.iter().enumerate() {
@@ -86,18 +114,7 @@ pub(super) fn shared_sums(
                 sums.push(WordSum::Zero);
                 continue;
             }
-            let name = fresh(taken, &format!("sum_{}", layout.word_name(w)));
-            let _ = writeln!(declarations, "    var {name} = 0.0f;");
-            let add = format!(
-                "    {name} += {}; // d/d {}\n",
-                ctx.operand(*out),
-                layout.word_label(w)
-            );
-            // Right after the word is computed (at once if it is an input or constant).
-            match f.nodes[out.index()].op {
-                Op::Input(_) | Op::Const(_) | Op::Int(_) => body.push_str(&add),
-                _ => ctx.after.entry(out.index()).or_default().push_str(&add),
-            }
+            let name = register_sum(layout, w, *out, f, ctx, taken, &mut declarations, body);
             sums.push(WordSum::Register(name));
         }
     }
@@ -105,6 +122,33 @@ pub(super) fn shared_sums(
         declarations,
         workgroup_sum: workgroup_sum(plan, &sums, taken),
     }
+}
+
+/// A register summing shared word `w`'s gradient `out`, added right after `out` is
+/// computed (at once if it is an input or constant); returns its name.
+#[allow(clippy::too_many_arguments)]
+fn register_sum(
+    layout: &crate::abi::ArgLayout,
+    w: u32,
+    out: crate::ir::ValueId,
+    f: &Function,
+    ctx: &mut Ctx,
+    taken: &mut HashSet<String>,
+    declarations: &mut String,
+    body: &mut String,
+) -> String {
+    let name = fresh(taken, &format!("sum_{}", layout.word_name(w)));
+    let _ = writeln!(declarations, "    var {name} = 0.0f;");
+    let add = format!(
+        "    {name} += {}; // d/d {}\n",
+        ctx.operand(out),
+        layout.word_label(w)
+    );
+    match f.nodes[out.index()].op {
+        Op::Input(_) | Op::Const(_) | Op::Int(_) => body.push_str(&add),
+        _ => ctx.after.entry(out.index()).or_default().push_str(&add),
+    }
+    name
 }
 
 /// For each node, whether another node reads it.
@@ -128,6 +172,16 @@ fn workgroup_sum(plan: &KernelPlan, sums: &[WordSum], taken: &mut HashSet<String
     let mut k = 0u32;
     while k < shared_words {
         if let WordSum::InArray { name, len, .. } = &sums[k as usize] {
+            for sum in &sums[k as usize..(k + len) as usize] {
+                if let WordSum::InArray {
+                    k: j,
+                    patch: Some(reg),
+                    ..
+                } = sum
+                {
+                    let _ = writeln!(out, "    {name}[{j}] = {reg};");
+                }
+            }
             let (t, j) = (fresh(taken, "tile"), fresh(taken, "j"));
             let _ = writeln!(
                 out,

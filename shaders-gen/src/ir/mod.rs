@@ -412,6 +412,15 @@ impl Op {
     }
 }
 
+/// Outputs that are the words of one array value but for a few ([`Function::output_array`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutputArray {
+    /// The array.
+    pub array: ValueId,
+    /// `(word, value)`: the outputs that are not that array's word.
+    pub patches: Vec<(usize, ValueId)>,
+}
+
 /// One SSA value.
 #[derive(Clone, Debug)]
 pub struct Node {
@@ -533,20 +542,25 @@ impl Function {
             .then_some((first, elems.len() as u32))
     }
 
-    /// The array `d` when `outputs` are its words in order (`d[0], d[1], ..`, all of
-    /// them): emitters store such outputs as one array.
-    pub fn output_array(&self, outputs: &[ValueId]) -> Option<ValueId> {
+    /// The array `d` when `outputs` are its words in order (`d[0], d[1], ..`), but for a
+    /// few words that are other values (the patches: a word also read outside the loops
+    /// that made `d`, whose gradient adds both): emitters store such outputs as one array
+    /// and the patches, not word by word.
+    pub fn output_array(&self, outputs: &[ValueId]) -> Option<OutputArray> {
         let mut array = None;
+        let mut patches = Vec::new();
         for (k, o) in outputs.iter().enumerate() {
-            let Op::ArrayGet { array: d, index } = self.node(*o).op else {
-                return None;
-            };
-            if self.node(index).op != Op::Int(k as i64) || array.is_some_and(|a| a != d) {
-                return None;
+            match self.node(*o).op {
+                Op::ArrayGet { array: d, index }
+                    if self.node(index).op == Op::Int(k as i64) && array.is_none_or(|a| a == d) =>
+                {
+                    array = Some(d);
+                }
+                _ => patches.push((k, *o)),
             }
-            array = Some(d);
         }
-        array.filter(|d| self.node(*d).ty == Ty::Array(outputs.len() as u32))
+        let array = array.filter(|d| self.node(*d).ty == Ty::Array(outputs.len() as u32))?;
+        (patches.len() * 2 <= outputs.len()).then_some(OutputArray { array, patches })
     }
 
     /// Whether node `v` is read by nothing but the nodes in `readers` (and not an output).

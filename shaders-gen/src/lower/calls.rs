@@ -308,6 +308,7 @@ impl Lowerer {
                 ..
             }) => self.int_literal(expr).map(|v| -v),
             syn::Expr::Paren(p) => self.int_literal(&p.expr),
+            syn::Expr::Group(g) => self.int_literal(&g.expr),
             other => {
                 self.error(
                     other.span(),

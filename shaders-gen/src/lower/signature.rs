@@ -230,6 +230,9 @@ pub(super) fn param_type(ty: &syn::Type) -> Result<Shape, syn::Error> {
 /// The length of `[f32; N]`: a positive integer literal.
 pub(super) fn array_len(len: &syn::Expr) -> Result<usize, syn::Error> {
     match len {
+        // A `macro_rules!` fragment (`[f32; $n]`) arrives wrapped in an invisible group.
+        syn::Expr::Group(g) => array_len(&g.expr),
+        syn::Expr::Paren(p) => array_len(&p.expr),
         syn::Expr::Lit(syn::ExprLit {
             lit: syn::Lit::Int(i),
             ..

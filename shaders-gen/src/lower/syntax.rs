@@ -44,6 +44,7 @@ pub(super) fn is_integer_expr(e: &syn::Expr) -> bool {
             ..
         }) => true,
         syn::Expr::Paren(p) => is_integer_expr(&p.expr),
+        syn::Expr::Group(g) => is_integer_expr(&g.expr),
         syn::Expr::Binary(b) => is_integer_expr(&b.left) || is_integer_expr(&b.right),
         _ => false,
     }

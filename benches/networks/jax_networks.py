@@ -1,0 +1,73 @@
+"""JAX on the networks of the GPU bench's network table (benches/networks/mod.rs): the same
+I-H-H-1 tanh network and squared-error loss, written as batched matrix products, timed as
+jit(value_and_grad) of the batch's summed loss in the shared weights (the gradient gradfuse's
+adjoint kernel sums over the batch). Run on the device next to the Rust bench:
+
+    python3 benches/networks/jax_networks.py
+
+Matrix products run at JAX's default precision (TF32 tensor cores on an H100) and at
+"highest" (true f32, what gradfuse computes); both are printed.
+"""
+import time
+
+import jax
+import jax.numpy as jnp
+
+
+def network(i, h):
+    def loss(w, x, t):
+        w1, b1, w2, b2, w3, b3 = w
+        h1 = jnp.tanh(x @ w1.T + b1)
+        h2 = jnp.tanh(h1 @ w2.T + b2)
+        y = h2 @ w3 + b3
+        return jnp.sum((y - t) ** 2)
+
+    key = jax.random.PRNGKey(0)
+    ks = jax.random.split(key, 6)
+    w = (
+        0.3 * jax.random.normal(ks[0], (h, i)),
+        0.1 * jax.random.normal(ks[1], (h,)),
+        0.2 * jax.random.normal(ks[2], (h, h)),
+        0.1 * jax.random.normal(ks[3], (h,)),
+        0.2 * jax.random.normal(ks[4], (h,)),
+        jnp.float32(0.0),
+    )
+    return loss, w
+
+
+def median_ms(f, *args, repeats=30):
+    out = f(*args)
+    jax.block_until_ready(out)
+    for _ in range(3):
+        jax.block_until_ready(f(*args))
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        jax.block_until_ready(f(*args))
+        times.append(time.perf_counter() - t)
+    times.sort()
+    return 1e3 * times[len(times) // 2]
+
+
+def main():
+    print(f"JAX {jax.__version__} on {jax.devices()[0].device_kind}")
+    print("| network | precision | n | value ms | value_and_grad ms |")
+    print("|---|---|---|---|---|")
+    for name, (i, h) in [("8-32-32-1", (8, 32)), ("8-64-64-1", (8, 64))]:
+        loss, w = network(i, h)
+        for precision in ["default", "highest"]:
+            with jax.default_matmul_precision(precision):
+                value = jax.jit(loss)
+                vg = jax.jit(jax.value_and_grad(loss))
+                for log_n in [20, 24]:
+                    n = 1 << log_n
+                    kx, kt = jax.random.split(jax.random.PRNGKey(log_n))
+                    x = jax.random.uniform(kx, (n, i), minval=0.5, maxval=2.0)
+                    t = jax.random.uniform(kt, (n,), minval=0.5, maxval=2.0)
+                    v_ms = median_ms(value, w, x, t)
+                    g_ms = median_ms(vg, w, x, t)
+                    print(f"| {name} | {precision} | 2^{log_n} | {v_ms:.3f} | {g_ms:.3f} |")
+
+
+if __name__ == "__main__":
+    main()

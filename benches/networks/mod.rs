@@ -1,0 +1,83 @@
+//! The network table of the GPU bench (`--networks`): per-element I-H-H-1 tanh networks
+//! with shared weights, `value_and_grad` with the shared gradient summed over the batch,
+//! against the arithmetic ceiling measured in the same run. `benches/networks/jax_networks.py`
+//! times JAX on the same networks (run it in the same session on the same device).
+
+use crate::common::{net32, net64};
+use gradfuse::{Error, KernelSpec};
+
+/// One network of the table.
+struct Network {
+    name: &'static str,
+    /// Input, hidden and output widths.
+    dims: (usize, usize, usize),
+    forward: &'static KernelSpec,
+    adjoint: &'static KernelSpec,
+}
+
+impl Network {
+    /// Multiply-adds per element: the forward pass's products, and twice as many in the
+    /// reverse pass (the adjoint of each product feeds both factors). The tanh and the loss
+    /// are not counted: this is the work a batched matrix product would do.
+    fn fmas(&self, gradient: bool) -> f64 {
+        let (i, h, o) = self.dims;
+        let forward = (i * h + h * h + h * o) as f64;
+        if gradient { 3.0 * forward } else { forward }
+    }
+}
+
+/// The table's rows, for `sizes` (log2 of the batch), timed by `time(spec, input)`.
+pub fn table(
+    sizes: &[u32],
+    fma_rate: f64,
+    inputs: impl Fn(usize, u32) -> Vec<f32>,
+    time: impl Fn(&'static KernelSpec, &[f32]) -> Result<f64, Error>,
+) -> String {
+    let networks = [
+        Network {
+            name: "8-32-32-1",
+            dims: (8, 32, 1),
+            forward: &net32::FORWARD_KERNEL,
+            adjoint: &net32::ADJOINT_KERNEL,
+        },
+        Network {
+            name: "8-64-64-1",
+            dims: (8, 64, 1),
+            forward: &net64::FORWARD_KERNEL,
+            adjoint: &net64::ADJOINT_KERNEL,
+        },
+    ];
+    let mut out = String::from(
+        "| network | kernel | n | ms | FMAs per element | GFMA/s | % of FMA ceiling |\n|---|---|---|---|---|---|---|\n",
+    );
+    for net in &networks {
+        for &log_n in sizes {
+            let n = 1usize << log_n;
+            // x (8 words) and the target per element.
+            let input = inputs(n, 9);
+            for (kernel, spec, grad) in [
+                ("value", net.forward, false),
+                ("value_and_grad", net.adjoint, true),
+            ] {
+                let row = match time(spec, &input) {
+                    Ok(t) => {
+                        let rate = n as f64 * net.fmas(grad) / t;
+                        format!(
+                            "{:.3} | {:.0} | {:.0} | {:.1}%",
+                            t * 1e3,
+                            net.fmas(grad),
+                            rate / 1e9,
+                            100.0 * rate / fma_rate
+                        )
+                    }
+                    Err(e) => format!("skipped: {e} | | |"),
+                };
+                out.push_str(&format!(
+                    "| {} | {kernel} | 2^{log_n} | {row} |\n",
+                    net.name
+                ));
+            }
+        }
+    }
+    out
+}
