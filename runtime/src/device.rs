@@ -100,6 +100,8 @@ impl Device {
     /// split into several launches (by the storage binding size, the buffer size and the
     /// dispatch limits of the device). Unlimited on the CPU.
     pub fn chunk_elements(&self, spec: &KernelSpec) -> usize {
+        // Read only by the GPU backend (a build without it has the CPU alone).
+        let _ = spec;
         match &self.backend {
             Backend::Cpu => usize::MAX,
             #[cfg(feature = "gpu")]
@@ -245,6 +247,7 @@ impl Device {
         bytes: usize,
         repeats: usize,
     ) -> Result<(Vec<Duration>, Vec<Duration>), Error> {
+        let _ = bytes;
         match &self.backend {
             Backend::Cpu => Ok((vec![Duration::ZERO; repeats], vec![Duration::ZERO; repeats])),
             #[cfg(feature = "gpu")]
