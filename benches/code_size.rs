@@ -39,7 +39,18 @@ fn write_crates(dir: &std::path::Path, networks: &[(usize, usize, usize)]) -> st
         )?;
         std::fs::write(
             krate.join("src/lib.rs"),
-            format!("#[gradfuse::differentiable]\npub {}\n", network(i, h, o)),
+            format!(
+                "#[gradfuse::differentiable]\npub {}\n\n\
+                 /// Uses every CPU version and kernel description, so that rustc generates \
+                 their code in this crate (they are `#[inline]`).\n\
+                 pub fn use_all(a: &net::Args, s: &net::Shared) -> f32 {{\n\
+                 \x20   let (v, _, g) = net::value_and_grad(a, s);\n\
+                 \x20   let (w, d) = net::jvp(a, s, &net::Grad {{}}, &g);\n\
+                 \x20   std::hint::black_box((&net::FORWARD_KERNEL, &net::ADJOINT_KERNEL));\n\
+                 \x20   v + w + d\n\
+                 }}\n",
+                network(i, h, o)
+            ),
         )?;
     }
     Ok(())
