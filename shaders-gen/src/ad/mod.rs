@@ -80,15 +80,7 @@ fn add_at(
     let array = acc.unwrap_or_else(|| b.zero(ty, span));
     let old = b.push(Op::ArrayGet { array, index }, span, None);
     let value = b.call(Func::Add, vec![old, term], span);
-    b.push(
-        Op::ArraySet {
-            array,
-            index,
-            value,
-        },
-        span,
-        None,
-    )
+    b.set(array, index, value, span)
 }
 
 fn is_zero(b: &Builder, v: ValueId) -> bool {
@@ -353,15 +345,7 @@ fn vjp_into(
                 let k = map[index.index()];
                 let d_value = b.push(Op::ArrayGet { array: a, index: k }, span, None);
                 let zero = b.constant(0.0, span);
-                let d_array = b.push(
-                    Op::ArraySet {
-                        array: a,
-                        index: k,
-                        value: zero,
-                    },
-                    span,
-                    None,
-                );
+                let d_array = b.set(a, k, zero, span);
                 send(b, &mut adj, &mut guard, span, *value, d_value, g);
                 send(b, &mut adj, &mut guard, span, *array, d_array, g);
             }

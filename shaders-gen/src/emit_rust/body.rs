@@ -262,7 +262,7 @@ pub(super) fn rust_loop(
     let tape = (l.kind == LoopKind::Recording).then(|| ident(&fresh(taken, "tape")));
     let mut head = TokenStream::new();
     if let Some(tape) = &tape {
-        let (offsets, words) = tape_offsets(l);
+        let (offsets, words) = l.tape_layout();
         let len = (l.trip_count() as usize * words).max(1);
         code.extend(quote!(let mut #tape = ::std::vec![0.0f32; #len];));
         for (k, var) in vars.iter().enumerate() {
@@ -312,7 +312,7 @@ pub(super) fn rust_loop(
                 let Op::Loop(tl) = &f.node(tape_loop).op else {
                     unreachable!("a tape belongs to a loop")
                 };
-                let (offsets, words) = tape_offsets(tl);
+                let (offsets, words) = tl.tape_layout();
                 let off = offsets[k];
                 let at = quote!(((#index - #start) as usize * #words + #off));
                 match tl.carried_ty(k) {
@@ -358,18 +358,6 @@ pub(super) fn rust_loop(
         }
     });
     (vars, tape, code)
-}
-
-/// Where each carried value of `l` starts among an iteration's words of its tape, and how
-/// many words an iteration records.
-fn tape_offsets(l: &Loop) -> (Vec<usize>, usize) {
-    let mut offsets = Vec::with_capacity(l.init.len());
-    let mut words = 0;
-    for k in 0..l.init.len() {
-        offsets.push(words);
-        words += l.carried_ty(k).words();
-    }
-    (offsets, words)
 }
 
 /// The carried variables take the body's outputs at the end of an iteration; an output that

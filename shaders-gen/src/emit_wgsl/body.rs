@@ -2,7 +2,7 @@
 //! every operation.
 
 use super::f32_literal;
-use super::tape::{tape_index, tape_load, tape_offsets, tape_store};
+use super::tape::{tape_index, tape_load, tape_store};
 use crate::ir::{Function, InPlace, Loop, LoopInput, LoopKind, Op, Ty, ValueId, in_place};
 use crate::names::{fresh, local_names_with};
 use crate::ops::{Func, WgslForm, wgsl_helper_deps};
@@ -140,7 +140,7 @@ impl<'a> Ctx<'a> {
             let _ = writeln!(out, "{indent}var {var} = {};", self.operand(*init));
         }
         // Where each carried value sits in an iteration's words of the tape.
-        let (offsets, words) = tape_offsets(l);
+        let (offsets, words) = l.tape_layout();
         if l.kind == LoopKind::Recording {
             let tape = fresh(taken, "tape");
             let _ = writeln!(
@@ -218,7 +218,7 @@ impl<'a> Ctx<'a> {
                     let Op::Loop(tl) = &self.f.node(tape_loop).op else {
                         unreachable!("a tape belongs to a loop")
                     };
-                    let (toffsets, twords) = tape_offsets(tl);
+                    let (toffsets, twords) = tl.tape_layout();
                     let at = tape_index(&index, start, twords, toffsets[k]);
                     let ty = tl.carried_ty(k);
                     out.push_str(&tape_load(&tape, &at, &bctx.names[n], ty, taken, &inner));
@@ -236,7 +236,7 @@ impl<'a> Ctx<'a> {
     /// What the loop's header comment says after its trip count: what it records, or
     /// what its reverse reads.
     fn loop_comment(&self, l: &Loop) -> String {
-        let (c, trip, words) = (l.init.len(), l.trip_count(), tape_offsets(l).1);
+        let (c, trip, words) = (l.init.len(), l.trip_count(), l.tape_layout().1);
         match l.kind {
             LoopKind::Forward => "".to_string(),
             LoopKind::Recording => format!(

@@ -1,21 +1,9 @@
 //! A recording loop's tape in WGSL: a function-scope array of the carried values of every
 //! iteration, which the reverse loop reads back from the last iteration to the first.
 
-use crate::ir::{Loop, Ty};
+use crate::ir::Ty;
 use crate::names::fresh;
 use std::collections::HashSet;
-
-/// Where each carried value of `l` starts among an iteration's words of its tape, and how
-/// many words an iteration records.
-pub(super) fn tape_offsets(l: &Loop) -> (Vec<usize>, usize) {
-    let mut offsets = Vec::with_capacity(l.init.len());
-    let mut words = 0;
-    for k in 0..l.init.len() {
-        offsets.push(words);
-        words += l.carried_ty(k).words();
-    }
-    (offsets, words)
-}
 
 /// Where the word `k` of iteration `index` sits in a tape of `words` per iteration.
 pub(super) fn tape_index(index: &str, start: i64, words: usize, k: usize) -> String {

@@ -326,6 +326,19 @@ impl Builder {
         }
     }
 
+    /// `array` with the word at `index` replaced by `value`.
+    pub fn set(&mut self, array: ValueId, index: ValueId, value: ValueId, span: Span) -> ValueId {
+        self.push(
+            Op::ArraySet {
+                array,
+                index,
+                value,
+            },
+            span,
+            None,
+        )
+    }
+
     /// `array[k]` at a constant index.
     pub fn get(&mut self, array: ValueId, k: usize, span: Span) -> ValueId {
         let index = self.int(k as i64, span);

@@ -224,6 +224,18 @@ impl Loop {
         self.body.node(self.body.outputs[k]).ty
     }
 
+    /// Where each carried value starts among an iteration's words of the loop's tape
+    /// (arrays take their length), and how many words an iteration records.
+    pub fn tape_layout(&self) -> (Vec<usize>, usize) {
+        let mut offsets = Vec::with_capacity(self.init.len());
+        let mut words = 0;
+        for k in 0..self.init.len() {
+            offsets.push(words);
+            words += self.carried_ty(k).words();
+        }
+        (offsets, words)
+    }
+
     /// Iterations.
     pub fn trip_count(&self) -> i64 {
         (self.end - self.start).max(0)

@@ -428,16 +428,7 @@ impl Lowerer {
         if let Index::Const(k) = checked {
             self.b.name(value, &format!("{name}_{k}"));
         }
-        let new = self.b.push(
-            Op::ArraySet {
-                array,
-                index,
-                value,
-            },
-            span,
-            None,
-        );
-        Some(Value::Array(new, len))
+        Some(Value::Array(self.b.set(array, index, value, span), len))
     }
 
     pub(super) fn lower_let(&mut self, local: &syn::Local) {
