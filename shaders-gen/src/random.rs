@@ -7,7 +7,7 @@
 //! `cosh` and `tan` are bounded, so that values and derivatives stay finite.
 
 use crate::abi::{ArgLayout, ParamSlot};
-use crate::ir::{Builder, CmpOp, Function, Loop, LoopKind, Op, Ty, ValueId};
+use crate::ir::{Builder, CmpOp, Function, IntOp, Loop, LoopKind, Op, Ty, ValueId};
 use crate::ops::Func;
 use proc_macro2::Span;
 
@@ -120,7 +120,7 @@ pub fn build(inputs: u32, steps: &[Step], smooth_only: bool) -> Function {
 }
 
 /// How many kinds of `if`/`else` (and loop) [`branch`] builds.
-const BRANCHES: usize = 3;
+const BRANCHES: usize = 4;
 
 /// An `if`/`else` whose branch not taken is NaN (the square root or logarithm of a negative
 /// number): its derivative must be that of the branch taken all the same. Both kinds are
@@ -130,6 +130,9 @@ fn branch(b: &mut Builder, kind: usize, x: ValueId, y: ValueId, z: ValueId, span
     let half = b.constant(0.5, span);
     if kind == 2 {
         return small_loop(b, x, y, span);
+    }
+    if kind == 3 {
+        return array_loop(b, x, y, z, span);
     }
     if kind == 0 {
         // if x > 0 { x.sqrt() + y } else { (0.5 - x).ln() * z }: each branch is NaN on
@@ -193,6 +196,60 @@ fn small_loop(b: &mut Builder, x: ValueId, y: ValueId, span: Span) -> ValueId {
         None,
     );
     b.push(Op::Result(node, 0), span, None)
+}
+
+/// `let mut a = [x, y, z, x * y, 0.5]` (each word through `tanh`, and `y` too), then
+/// `for i in 0..4 { a[i + 1] = 0.5 * a[i + 1] + a[i].sin() * y; } a[4] + a[2]`: an array carried through a loop, read at `i` and
+/// `i + 1` and written at `i + 1` (computed indices), read at constants after it.
+fn array_loop(b: &mut Builder, x: ValueId, y: ValueId, z: ValueId, span: Span) -> ValueId {
+    // Bounded words, so that the sines stay well conditioned in f32 on the GPU.
+    let half = b.constant(0.5, span);
+    let xy = b.call(Func::Mul, vec![x, y], span);
+    let words: Vec<ValueId> = [x, y, z, xy]
+        .into_iter()
+        .map(|v| b.call(Func::Tanh, vec![v], span))
+        .chain([half])
+        .collect();
+    let y = words[1];
+    let init = b.array(words, span);
+    let mut body = Builder::with_inputs(vec![Ty::Int, Ty::Array(5), Ty::F32]);
+    let i = body.input(0, span, Some("i".into()));
+    let a = body.input(1, span, Some("a".into()));
+    let cy = body.input(2, span, Some("y".into()));
+    let one = body.int(1, span);
+    let next = body.push(Op::IntBin(IntOp::Add, i, one), span, None);
+    let here = body.push(Op::ArrayGet { array: a, index: i }, span, None);
+    let ahead = body.push(
+        Op::ArrayGet {
+            array: a,
+            index: next,
+        },
+        span,
+        None,
+    );
+    let bhalf = body.constant(0.5, span);
+    let damped = body.call(Func::Mul, vec![ahead, bhalf], span);
+    let s = body.call(Func::Sin, vec![here], span);
+    let t = body.call(Func::Mul, vec![s, cy], span);
+    let value = body.call(Func::Add, vec![damped, t], span);
+    let updated = body.set(a, next, value, span);
+    let body = body.finish(vec![updated]);
+    let node = b.push(
+        Op::Loop(Box::new(Loop {
+            start: 0,
+            end: 4,
+            init: vec![init],
+            captures: vec![y],
+            body,
+            kind: LoopKind::Forward,
+        })),
+        span,
+        None,
+    );
+    let out = b.push(Op::Result(node, 0), span, None);
+    let last = b.get(out, 4, span);
+    let mid = b.get(out, 2, span);
+    b.call(Func::Add, vec![last, mid], span)
 }
 
 fn apply(b: &mut Builder, f: Func, x: ValueId, y: ValueId, z: ValueId, span: Span) -> ValueId {
