@@ -12,7 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir="$root/target/build-scaling"
 mkdir -p "$dir"
-(cd "$root" && cargo bench -q --bench code_size -- --write-crates "$dir" "${1:-}")
+(cd "$root" && cargo bench -q --bench code_size -- --write-crates "$dir" ${1:+"$1"})
 wrapper="$dir/time-rustc.sh"
 cat > "$wrapper" <<'WRAP'
 #!/usr/bin/env bash

@@ -200,11 +200,11 @@ fn fold_call(b: &mut Builder, func: Func, args: Vec<ValueId>, span: proc_macro2:
 /// The most operations (counted per iteration, [`Function::dynamic_op_count`]) a loop nest
 /// may execute and still be unrolled by [`unroll_indexed_loops`].
 ///
-/// 2,048, not more: the CPU versions are straight-line Rust, one `let` (one nested scope)
-/// per operation, and rustc crashed (SIGSEGV in LLVM's debug info, debug builds) on the
-/// reverse-mode version of a nest unrolled to 3,200 operations (16 x 100 iterations of
-/// `s = s * 0.99 + w[r] * x`, budget 4,096); 2,600 compiled. `tests/shared.rs` compiles
-/// and runs a nest just under this budget.
+/// Only the kernels are unrolled (the CPU versions keep their loops: see
+/// [`crate::CpuIr`]). 2,048 bounds the straight-line code a kernel gets from one nest; it
+/// dates from when the CPU versions were unrolled too, and rustc crashed (SIGSEGV in
+/// LLVM's debug info, debug builds) on a reverse pass unrolled from 3,200 operations.
+/// `tests/shared.rs` compiles and runs a nest just under this budget.
 pub const UNROLL_BUDGET: usize = 2048;
 
 /// Unrolls the loops whose bodies index an array at a computed index, when the whole nest

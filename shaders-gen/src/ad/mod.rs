@@ -832,7 +832,6 @@ fn forward_loop(
     body_tangents
         .extend((0..kn).map(|j| captures_t.iter().position(|x| *x == j).map(|p| caps_t[p])));
     let (outs, tans) = forward_into(body, &mut nb, &body_inputs, &body_tangents);
-    nb.constant(0.0, span);
     let mut outputs = outs;
     for k in &carried_real {
         let t = tans[*k].unwrap_or_else(|| nb.zero(l.carried_ty(*k), span));

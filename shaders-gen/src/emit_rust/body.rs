@@ -38,12 +38,11 @@ impl Views {
     fn of(f: &Function, covered: &[bool]) -> Self {
         let n = f.nodes.len();
         let bound: Vec<Option<(u32, u32)>> = (0..n).map(|i| f.input_array(i)).collect();
+        let read_by_node = f.read_by_node();
         let mut needed = vec![false; n];
-        let mut read_by_node = vec![false; n];
         for (j, node) in f.nodes.iter().enumerate() {
-            for v in node.op.operands() {
-                read_by_node[v.index()] = true;
-                if bound[j].is_none() {
+            if bound[j].is_none() {
+                for v in node.op.operands() {
                     needed[v.index()] = true;
                 }
             }

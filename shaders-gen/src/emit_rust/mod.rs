@@ -68,6 +68,21 @@ impl<'a> ItemPlan<'a> {
         w: u32,
     ) -> TokenStream {
         let (slot, j) = self.layout.input_slot(w);
+        let head = self.field(args, shared, slot);
+        match j {
+            None => head,
+            Some(j) => quote!(#head[#j]),
+        }
+    }
+
+    /// The whole parameter of `slot` (`args.x`, `shared.w`, or `eval`'s `w`), read by the
+    /// user's own identifier.
+    fn field(
+        &self,
+        args: Option<&TokenStream>,
+        shared: Option<&TokenStream>,
+        slot: &crate::abi::ParamSlot,
+    ) -> TokenStream {
         let field = &self
             .sig
             .params
@@ -75,14 +90,9 @@ impl<'a> ItemPlan<'a> {
             .find(|p| p.name == slot.name)
             .expect("every slot is a parameter")
             .name;
-        let base = if slot.shared { shared } else { args };
-        let head = match base {
+        match if slot.shared { shared } else { args } {
             Some(b) => quote!(#b.#field),
             None => quote!(#field),
-        };
-        match j {
-            None => head,
-            Some(j) => quote!(#head[#j]),
         }
     }
 
@@ -96,13 +106,7 @@ impl<'a> ItemPlan<'a> {
         n: u32,
     ) -> Option<TokenStream> {
         let (slot, j) = self.layout.input_slot(w);
-        if j != Some(0) || slot.len != Some(n as usize) {
-            return None;
-        }
-        let head = self.access(args, shared, w);
-        // `x[0]` without its index: the whole argument.
-        let tokens: Vec<proc_macro2::TokenTree> = head.into_iter().collect();
-        Some(tokens[..tokens.len() - 1].iter().cloned().collect())
+        (j == Some(0) && slot.len == Some(n as usize)).then(|| self.field(args, shared, slot))
     }
 
     /// `covered[p]`: output `p` of `f` is stored as a word of a whole array, for the

@@ -76,13 +76,17 @@ impl Ctx<'_> {
         needed
     }
 
-    /// A read of `array[index]`.
-    pub(super) fn array_get(&self, array: ValueId, index: ValueId) -> String {
-        let n = self.f.node(array).ty.words();
-        let k = match self.f.node(index).op {
+    /// `index` into an array of `n` words: a constant, or clamped into range at run time.
+    fn index_text(&self, index: ValueId, n: usize) -> String {
+        match self.f.node(index).op {
             Op::Int(k) => format!("{}", k.clamp(0, n as i64 - 1)),
             _ => format!("clamp({}, 0i, {}i)", self.operand(index), n - 1),
-        };
+        }
+    }
+
+    /// A read of `array[index]`.
+    pub(super) fn array_get(&self, array: ValueId, index: ValueId) -> String {
+        let k = self.index_text(index, self.f.node(array).ty.words());
         if let Some(first) = self.shared_array.get(&array.index()) {
             let at = format!("{first}u + u32({k})");
             return if self.shared_uniform {
@@ -134,10 +138,7 @@ impl Ctx<'_> {
                 value,
             } => {
                 let target = self.updated(i, *array, indent, out);
-                let k = match f.node(*index).op {
-                    Op::Int(k) => format!("{}", k.clamp(0, n as i64 - 1)),
-                    _ => format!("clamp({}, 0i, {}i)", self.operand(*index), n - 1),
-                };
+                let k = self.index_text(*index, n);
                 let _ = writeln!(out, "{indent}{target}[{k}] = {};", self.operand(*value));
             }
             Op::ArrayAdd(a, b) => {
@@ -160,9 +161,6 @@ impl Ctx<'_> {
                     self.operand(*cond),
                     self.operand(*then)
                 );
-            }
-            Op::CustomGrad { value, .. } => {
-                let _ = writeln!(out, "{indent}var {name} = {};", self.operand(*value));
             }
             op => unreachable!("not an array operation: {op:?}"),
         }

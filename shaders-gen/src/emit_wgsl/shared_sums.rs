@@ -57,7 +57,7 @@ pub(super) fn shared_sums(
     let first = f.outputs.len() - shared_words as usize;
     let mut sums: Vec<WordSum> = Vec::with_capacity(shared_words as usize);
     let mut declarations = String::new();
-    let read_by_node = read_by_node(f);
+    let read_by_node = f.read_by_node();
     for slot in layout.slots.iter().filter(|s| s.shared) {
         let (k0, n) = (slot.offset, slot.len.unwrap_or(1) as u32);
         let outs = &f.outputs[first + k0 as usize..first + (k0 + n) as usize];
@@ -149,17 +149,6 @@ fn register_sum(
         _ => ctx.after.entry(out.index()).or_default().push_str(&add),
     }
     name
-}
-
-/// For each node, whether another node reads it.
-fn read_by_node(f: &Function) -> Vec<bool> {
-    let mut read = vec![false; f.nodes.len()];
-    for n in &f.nodes {
-        for v in n.op.operands() {
-            read[v.index()] = true;
-        }
-    }
-    read
 }
 
 /// Runs of consecutive shared words: zeros stored, registers summed over the workgroup 8

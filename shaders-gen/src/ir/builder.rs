@@ -116,7 +116,7 @@ impl Builder {
     /// The value `op` folds to without a node of its own, if it does: reads of arrays at
     /// constant indices (through writes, to the word written), and writes at constant
     /// indices into short array literals.
-    fn fold_array(&mut self, op: &Op, span: Span) -> Option<Result<ValueId, Op>> {
+    fn fold_array(&self, op: &Op) -> Option<Result<ValueId, Op>> {
         match *op {
             Op::ArrayGet { array, index } => {
                 let k = self.int_value(index);
@@ -165,10 +165,7 @@ impl Builder {
                     _ => None,
                 }
             }
-            _ => {
-                let _ = span;
-                None
-            }
+            _ => None,
         }
     }
 
@@ -176,7 +173,7 @@ impl Builder {
     /// and returns its value.
     pub fn push(&mut self, op: Op, span: Span, name: Option<String>) -> ValueId {
         let mut op = op;
-        while let Some(folded) = self.fold_array(&op, span) {
+        while let Some(folded) = self.fold_array(&op) {
             match folded {
                 Ok(v) => {
                     if let Some(name) = name {
@@ -312,7 +309,7 @@ impl Builder {
         self.push(Op::Input(w), span, name)
     }
 
-    /// The array of `words`, or the zero array of `n` words.
+    /// The array of these words.
     pub fn array(&mut self, words: Vec<ValueId>, span: Span) -> ValueId {
         self.push(Op::ArrayNew(words), span, None)
     }

@@ -575,15 +575,15 @@ impl Function {
         (patches.len() * 2 <= outputs.len()).then_some(OutputArray { array, patches })
     }
 
-    /// Whether node `v` is read by nothing but the nodes in `readers` (and not an output).
-    pub fn only_read_by(&self, v: usize, readers: &std::collections::HashSet<usize>) -> bool {
-        let id = ValueId(v as u32);
-        !self.outputs.contains(&id)
-            && self
-                .nodes
-                .iter()
-                .enumerate()
-                .all(|(j, n)| readers.contains(&j) || !n.op.operands().contains(&id))
+    /// For each node, whether another node reads it (outputs aside).
+    pub fn read_by_node(&self) -> Vec<bool> {
+        let mut read = vec![false; self.nodes.len()];
+        for n in &self.nodes {
+            for v in n.op.operands() {
+                read[v.index()] = true;
+            }
+        }
+        read
     }
 
     /// The type of each input (an input no node reads is an `F32` word).
