@@ -127,7 +127,7 @@ fn the_network_keeps_its_loops_and_reads_shared_words_in_place() {
 #[test]
 fn network_gradients_match_central_differences_on_cpu_and_gpu() {
     let mut rng = Rng(11);
-    let (batch, shared) = net_inputs(&mut rng, 48);
+    let (batch, shared) = net_inputs(&mut rng, 700);
     let shared_words = words(&shared);
     // The batch launch's shared gradient is the sum of the CPU version's per element, and
     // those match central differences of the f64 interpreter.

@@ -75,6 +75,29 @@ with_source! {
     }
 }
 
+with_source! {
+    STREAMED_SRC,
+    // More shared words than an adjoint sums per thread (`abi::MAX_PER_THREAD_SHARED_SUMS`):
+    // their gradients are streamed into the workgroup's sums. The table is read in a nest
+    // over the unrolling budget, each word 8 times (its gradient an accumulator array added
+    // into at computed indices); `w` in straight-line code (staged word by word).
+    #[differentiable]
+    pub fn streamed(#[constant] x: [f32; 2], #[shared] table: [f32; 64], #[shared] w: [f32; 10]) -> f32 {
+        let mut s = w[9] * x[0];
+        for r in 0..8 {
+            for _ in 0..8 {
+                for k in 0..8 {
+                    s = 0.9 * s + 0.1 * table[r * 8 + k] * (x[1] + s).sin();
+                }
+            }
+        }
+        for j in 0..9 {
+            s += w[j] * x[0] * x[1];
+        }
+        s * s
+    }
+}
+
 /// More shared words than a uniform buffer holds (`abi::MAX_UNIFORM_SHARED_WORDS`): read
 /// from a storage buffer instead, at a computed index too.
 #[differentiable]
@@ -543,4 +566,58 @@ fn a_nest_just_under_the_unrolling_budget_compiles_and_differentiates() {
             &all[1..]
         );
     }
+}
+
+#[test]
+fn streamed_shared_gradients_are_the_batch_sums_and_bit_identical() {
+    assert!(
+        streamed::WGSL_ADJOINT.contains("for ("),
+        "the nest stays a loop"
+    );
+    assert!(streamed::WGSL_ADJOINT.contains("stage_words[stage_count] = 0u + u32(clamp("));
+    assert!(
+        !streamed::WGSL_ADJOINT.contains("var sum_"),
+        "no per-thread sums"
+    );
+    // The CPU version against the oracle on a few elements.
+    let c = compile_str(STREAMED_SRC).expect("compiles");
+    let reverse = ad::reverse(&c.lowered.primal);
+    let mut rng = Rng(52);
+    let shared = streamed::Shared {
+        table: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
+        w: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
+    };
+    // 514 runs of 256: each thread takes 2 elements, the last run part way.
+    let n = 512 * 256 + 300;
+    let batch: Vec<streamed::Args> = (0..n)
+        .map(|_| streamed::Args {
+            x: [rng.uniform(-1.0, 1.0), rng.uniform(-1.0, 1.0)],
+        })
+        .collect();
+    for a in batch.iter().take(3) {
+        let all = interp::eval(&reverse, &words_of(a, &shared));
+        let (v, _, g) = streamed::value_and_grad(a, &shared);
+        assert!((v as f64 - all[0]).abs() <= 1e-5 * all[0].abs().max(1.0));
+        // Words: x (2), then the 74 shared ones.
+        assert!(scaled_error(&f32s(&g), &all[3..]) < 1e-5);
+    }
+    let kernel = streamed::kernel(device());
+    let (values, _, sg) = kernel.value_and_grad(&batch, &shared).expect("launch");
+    let (mut want, mut magnitude) = (vec![0.0f64; 74], vec![0.0f64; 74]);
+    for (a, v) in batch.iter().zip(&values) {
+        let (cv, _, g) = streamed::value_and_grad(a, &shared);
+        assert!((v - cv).abs() <= 1e-5 * cv.abs().max(1.0));
+        for (k, g) in f32s(&g).into_iter().enumerate() {
+            want[k] += g;
+            magnitude[k] += g.abs();
+        }
+    }
+    let got: Vec<f32> = f32s(&sg).iter().map(|v| *v as f32).collect();
+    let e = sum_error(&got, &want, &magnitude);
+    assert!(e < 1e-5, "shared gradient off by {e:e}");
+    let (_, _, again) = kernel.value_and_grad(&batch, &shared).expect("launch");
+    assert_eq!(
+        bytemuck::cast::<_, [u32; 74]>(sg),
+        bytemuck::cast::<_, [u32; 74]>(again)
+    );
 }

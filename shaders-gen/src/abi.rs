@@ -45,6 +45,17 @@ pub const PARTIALS_BINDING: u32 = 5;
 /// Shared gradient words a workgroup reduces at once (its stage is `WORKGROUP_SIZE * 8`
 /// f32, 8 KiB): fewer barriers than one word at a time, room left for staged gradients.
 pub const REDUCE_LANES: u32 = 8;
+/// Most `#[shared]` words whose gradients an adjoint kernel sums per thread, over the
+/// thread's elements, in registers of their own. A kernel with more streams every
+/// gradient word into its workgroup's sums as it is computed: a thread holding a sum per
+/// word would spill them to memory, and past some thousands of words fail to launch.
+pub const MAX_PER_THREAD_SHARED_SUMS: u32 = 64;
+
+/// Whether an adjoint kernel with `shared_words` `#[shared]` words streams their
+/// gradients into its workgroup's sums (see [`MAX_PER_THREAD_SHARED_SUMS`]).
+pub fn stream_shared_gradient(shared_words: u32) -> bool {
+    shared_words > MAX_PER_THREAD_SHARED_SUMS
+}
 /// Bindings of the second pass of the reduction: its `Params { n }` (partials per word),
 /// the partial sums, the sums.
 pub const REDUCE_PARAMS_BINDING: u32 = 0;

@@ -8,6 +8,9 @@ use std::collections::HashSet;
 /// the workgroup (generated names never take it).
 pub const REDUCE_STAGE_FN: &str = "gf_reduce_stage";
 
+/// The WGSL helper giving the 8 consecutive shared words from one on.
+pub const RUN_FN: &str = "gf_run";
+
 /// Identifiers no local may take: WGSL and Rust keywords and reserved words, the WGSL
 /// builtins and helpers gradfuse calls, and the names the generated kernels and Rust
 /// functions declare themselves.
@@ -47,6 +50,8 @@ const RESERVED: &[&str] = &[
     "group_first",
     "grad_stage",
     "reduce_stage",
+    "stage_count",
+    "stage_words",
     "shared_grad",
     "shared_args",
     "shared_partials",
@@ -286,7 +291,7 @@ pub fn reserved() -> HashSet<String> {
         .iter()
         .copied()
         .chain(crate::ops::WGSL_HELPERS.iter().map(|(name, _, _)| *name))
-        .chain([REDUCE_STAGE_FN])
+        .chain([REDUCE_STAGE_FN, RUN_FN])
         .map(str::to_string)
         .collect()
 }

@@ -2,6 +2,7 @@
 //! every operation.
 
 use super::f32_literal;
+use super::streams::{Streams, make_room, stage};
 use super::tape::{tape_index, tape_load, tape_store};
 use crate::ir::{Function, InPlace, Loop, LoopInput, LoopKind, Op, Ty, ValueId, in_place};
 use crate::names::{fresh, local_names_with};
@@ -38,6 +39,10 @@ pub(super) struct Ctx<'a> {
     pub(super) after: HashMap<usize, String>,
     /// Nodes not written: reads whose words the kernel takes from their array directly.
     pub(super) skip: HashSet<usize>,
+    /// Shared gradients added straight into the workgroup's sums (see `streams`).
+    pub(super) streams: Streams,
+    /// Stages left in the run the stage last made room for.
+    run_left: u32,
 }
 
 impl<'a> Ctx<'a> {
@@ -63,6 +68,8 @@ impl<'a> Ctx<'a> {
             inplace: in_place(f, owned),
             after: HashMap::new(),
             skip: HashSet::new(),
+            streams: Streams::default(),
+            run_left: 0,
         }
     }
 
@@ -86,9 +93,28 @@ impl<'a> Ctx<'a> {
         let f = self.f;
         for (i, node) in f.nodes.iter().enumerate() {
             match &node.op {
-                _ if self.skip.contains(&i) => {}
+                _ if self.skip.contains(&i) || self.streams.skip.contains(&i) => {}
+                _ if self.streams.adds.contains_key(&i) => {
+                    let add = &self.streams.adds[&i];
+                    let word = match self.f.node(add.index).op {
+                        Op::Int(k) => {
+                            format!("{}u", add.base as i64 + k.clamp(0, add.len as i64 - 1))
+                        }
+                        _ => format!(
+                            "{}u + u32(clamp({}, 0i, {}i))",
+                            add.base,
+                            self.operand(add.index),
+                            add.len - 1
+                        ),
+                    };
+                    let (value, label) = (self.operand(add.value), format!("{}[..]", add.label));
+                    self.emit_stage((i, 0), &word, &value, &label, indent, out);
+                }
                 Op::Input(_) | Op::Const(_) | Op::Int(_) => {}
-                Op::Loop(l) => self.emit_loop(i, l, taken, indent, out, helpers),
+                Op::Loop(l) => {
+                    debug_assert_eq!(self.run_left, 0, "a run of stages ends before a loop");
+                    self.emit_loop(i, l, taken, indent, out, helpers)
+                }
                 Op::Result(l, k) => {
                     let var = self.carried[&l.index()][*k as usize].clone();
                     if let Ty::Array(_) = node.ty {
@@ -109,7 +135,31 @@ impl<'a> Ctx<'a> {
             if let Some(after) = self.after.remove(&i) {
                 out.push_str(&after.replace(THIS_VALUE, &self.names[i]));
             }
+            let staged = self.streams.words.get(&i).cloned().unwrap_or_default();
+            for (done, (word, label)) in staged.iter().enumerate() {
+                let value = self.operand(ValueId(i as u32));
+                self.emit_stage((i, done as u32), word, &value, label, indent, out);
+            }
         }
+    }
+
+    /// One stage of node `at.0`'s run (after `at.1` of the node's own), after making room
+    /// for the run if it starts here.
+    fn emit_stage(
+        &mut self,
+        at: (usize, u32),
+        word: &str,
+        value: &str,
+        label: &str,
+        indent: &str,
+        out: &mut String,
+    ) {
+        if self.run_left == 0 {
+            self.run_left = self.streams.segment(self.f, at.0, at.1);
+            out.push_str(&make_room(self.run_left, indent));
+        }
+        self.run_left -= 1;
+        out.push_str(&stage(word, value, label, indent));
     }
 
     /// A loop: `var`s for its carried values, the loop, its body (inputs bound to the
@@ -136,8 +186,13 @@ impl<'a> Ctx<'a> {
         let trip = l.trip_count();
         let what = self.loop_comment(l);
         let _ = writeln!(out, "{indent}// {trip} iterations{what}.");
-        for (var, init) in vars.iter().zip(&l.init) {
-            let _ = writeln!(out, "{indent}var {var} = {};", self.operand(*init));
+        // Carried accumulators of the shared gradient are added into the workgroup's sums
+        // instead: they have no variable.
+        let streamed = self.streams.carried.remove(&i).unwrap_or_default();
+        for (k, (var, init)) in vars.iter().zip(&l.init).enumerate() {
+            if !streamed.contains(&k) {
+                let _ = writeln!(out, "{indent}var {var} = {};", self.operand(*init));
+            }
         }
         // Where each carried value sits in an iteration's words of the tape.
         let (offsets, words) = l.tape_layout();
@@ -175,6 +230,7 @@ impl<'a> Ctx<'a> {
         };
         let mut bctx = Ctx::with_owned_inputs(body, taken, owned);
         bctx.shared_uniform = self.shared_uniform;
+        bctx.streams = self.streams.bodies.remove(&i).unwrap_or_default();
         if let Some(tape) = self.tapes.get(&i) {
             for (k, var) in vars.iter().enumerate() {
                 let at = tape_index(&index, start, words, offsets[k]);
@@ -227,8 +283,15 @@ impl<'a> Ctx<'a> {
         }
         bctx.plan_shared_arrays();
         bctx.emit_nodes(taken, &inner, out, helpers);
-        let outs: Vec<String> = body.outputs.iter().map(|o| bctx.operand(*o)).collect();
-        assign_carried(&outs, &vars, taken, &inner, out);
+        let (outs, kept): (Vec<String>, Vec<String>) = body
+            .outputs
+            .iter()
+            .zip(&vars)
+            .enumerate()
+            .filter(|(k, _)| !streamed.contains(k))
+            .map(|(_, (o, var))| (bctx.operand(*o), var.clone()))
+            .unzip();
+        assign_carried(&outs, &kept, taken, &inner, out);
         let _ = writeln!(out, "{indent}}}");
         self.carried.insert(i, vars);
     }

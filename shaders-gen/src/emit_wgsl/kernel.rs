@@ -385,14 +385,21 @@ fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut Stri
     let _ = writeln!(
         s,
         "    // Workgroup `group` takes params.per_thread runs of {wg} consecutive elements (wide\n    \
-         // dispatches use the second dimension, at most {} groups per dimension). Each\n    \
-         // thread adds up the shared gradients of its elements in registers; the workgroup\n    \
-         // sums them once, in a fixed order (deterministic, no atomics), and a second kernel\n    \
-         // sums the workgroups' partials.",
+         // dispatches use the second dimension, at most {} groups per dimension). It adds\n    \
+         // up the shared gradients of its elements, in a fixed order (deterministic, no\n    \
+         // atomics), into its row of shared_partials; a second kernel sums the rows.",
         abi::MAX_WORKGROUPS_PER_DIM
     );
     let _ = writeln!(s, "    let group = wid.x + wid.y * groups.x;");
     let _ = writeln!(s, "    let per_thread = params.per_thread;");
+    let words = plan.layout.shared_words;
+    let _ = writeln!(
+        s,
+        "    // The row starts at zero. Thread lid owns its words lid, lid + {wg}, ..: only the\n    \
+         // owner writes a word, so no two threads race on one.\n    \
+         for (var word = lid; word < {words}u; word += {wg}u) {{\n        \
+         shared_partials[group * {words}u + word] = 0.0f;\n    }}"
+    );
     s.push_str(&sums.declarations);
     let _ = writeln!(
         s,

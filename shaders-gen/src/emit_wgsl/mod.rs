@@ -15,6 +15,7 @@ mod kernel;
 mod plan;
 mod reduce;
 mod shared_sums;
+mod streams;
 mod tape;
 
 pub use crate::names::REDUCE_STAGE_FN;

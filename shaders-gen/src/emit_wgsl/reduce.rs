@@ -3,20 +3,22 @@
 //! inputs give the same bits on every run, with no atomics.
 
 use crate::abi;
-use crate::names::REDUCE_STAGE_FN;
+use crate::names::{REDUCE_STAGE_FN, RUN_FN};
 
-/// The adjoint kernel's sum over the workgroup of the 8 words in `reduce_stage` (lane `l`'s
-/// word `k` at `k * 256 + l`), written to `shared_partials`: three levels of fixed-order
-/// sums, 8 terms each, then 4, with 4 barriers (a binary tree takes 9). Every level reads
-/// consecutive words across a warp's lanes, without bank conflicts.
+/// The adjoint kernel's sum over the workgroup of the `count` words in `reduce_stage`
+/// (lane `l`'s slot `k` at `k * 256 + l`), added into shared words `words[k]` of the
+/// workgroup's row of `shared_partials`: two levels of fixed-order sums, 8 terms each, then
+/// 4, with 3 barriers (a binary tree takes 9). Every level reads consecutive words across a
+/// warp's lanes, without bank conflicts. Word `w` of the row is only ever written by
+/// thread `w % 256`, so no two threads race on it, and slots of one word add in order.
 pub(super) fn reduce_stage_fn(shared_words: u32) -> String {
     const _: () = assert!(abi::WORKGROUP_SIZE == 256 && abi::REDUCE_LANES == 8);
     format!(
-        "// This workgroup's sums of words base..base + count of the shared gradient, over its
-// 256 lanes in a fixed order.
-fn {REDUCE_STAGE_FN}(lid: u32, group: u32, base: u32, count: u32) {{
+        "// Adds this workgroup's sums of the `count` staged slots, over its 256 lanes in a fixed
+// order, into words `words` of its row of partial sums.
+fn {REDUCE_STAGE_FN}(lid: u32, group: u32, words: array<u32, 8>, count: u32) {{
     workgroupBarrier();
-    // Thread (k, s) sums lanes s, s + 32, .., s + 224 of word k into lane s.
+    // Thread (k, s) sums lanes s, s + 32, .., s + 224 of slot k into lane s.
     let k = lid / 32u;
     let s = lid % 32u;
     var acc = 0.0f;
@@ -25,7 +27,7 @@ fn {REDUCE_STAGE_FN}(lid: u32, group: u32, base: u32, count: u32) {{
     }}
     reduce_stage[k * 256u + s] = acc;
     workgroupBarrier();
-    // Thread (k, q) sums lanes q, q + 4, .., q + 28 of word k into lane q.
+    // Thread (k, q) sums lanes q, q + 4, .., q + 28 of slot k into lane q.
     if (lid < 32u) {{
         let k2 = lid / 4u;
         let q = lid % 4u;
@@ -36,12 +38,21 @@ fn {REDUCE_STAGE_FN}(lid: u32, group: u32, base: u32, count: u32) {{
         reduce_stage[k2 * 256u + q] = acc2;
     }}
     workgroupBarrier();
-    if (lid < count) {{
-        let b = lid * 256u;
-        shared_partials[group * {shared_words}u + base + lid] = (reduce_stage[b] + reduce_stage[b + 1u]) + (reduce_stage[b + 2u] + reduce_stage[b + 3u]);
+    // The owner of each slot's word adds the slot's 4 lanes into it.
+    for (var j = 0u; j < count; j++) {{
+        let word = words[j];
+        if (word % 256u == lid) {{
+            let b = j * 256u;
+            shared_partials[group * {shared_words}u + word] += (reduce_stage[b] + reduce_stage[b + 1u]) + (reduce_stage[b + 2u] + reduce_stage[b + 3u]);
+        }}
     }}
-    // The next words' stores wait for these reads.
+    // The next slots' stores wait for these reads.
     workgroupBarrier();
+}}
+
+// The 8 consecutive shared words from `first` on.
+fn {RUN_FN}(first: u32) -> array<u32, 8> {{
+    return array<u32, 8>(first, first + 1u, first + 2u, first + 3u, first + 4u, first + 5u, first + 6u, first + 7u);
 }}
 "
     )

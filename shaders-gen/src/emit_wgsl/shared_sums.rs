@@ -1,26 +1,30 @@
-//! The shared gradient's sums in a kernel that reduces over the batch: each thread adds
-//! up the shared gradients of its elements, then its workgroup sums them in a fixed order
-//! (deterministic, no atomics) into `shared_partials`.
+//! The shared gradient's sums in a kernel that reduces over the batch. Each workgroup
+//! owns a row of `shared_partials`, zeroed first; the workgroup adds its sums into it in a
+//! fixed order (deterministic, no atomics), and a second kernel sums the rows.
 //!
-//! A shared scalar's gradient, or a word of an array the reverse pass computed word by
-//! word, is summed in a register of its own. A shared array whose gradient is one array
-//! value (a loop's adjoint accumulator) is summed into an array of the same length, one
-//! loop, and reduced over the workgroup in tiles of 8 words by a loop: the code does not
-//! grow with the array's length, and no thread holds thousands of sums in registers.
+//! A kernel with few shared words sums each word's gradient per thread over the thread's
+//! elements, in a register of its own (or, for an array whose gradient is one array value,
+//! in an array of the same length), and its workgroup sums them once at the end, 8 words
+//! at a time. A kernel with many shared words streams them instead (see `streams`): every
+//! gradient word, and every add of an accumulated array, goes into the workgroup's sums as
+//! soon as it is computed, so no thread holds a sum per shared word.
 
 use super::body::{Ctx, THIS_VALUE};
+use super::streams::accumulator;
 use crate::abi;
 use crate::emit_wgsl::plan::KernelPlan;
 use crate::ir::{Function, Op};
-use crate::names::{REDUCE_STAGE_FN, fresh};
+use crate::names::{REDUCE_STAGE_FN, RUN_FN, fresh};
 use std::collections::HashSet;
 use std::fmt::Write;
 
 /// How one shared word's per-thread sum is kept.
 #[derive(Clone, PartialEq)]
 enum WordSum {
-    /// No gradient flows to it: its partials are zeros.
+    /// No gradient flows to it: its partials stay zeros.
     Zero,
+    /// Added into the workgroup's sums as it is computed.
+    Streamed,
     /// In a register of its own.
     Register(String),
     /// Word `k` of a per-thread array of sums `name` of `len` words; a patched word (see
@@ -58,10 +62,23 @@ pub(super) fn shared_sums(
     let mut sums: Vec<WordSum> = Vec::with_capacity(shared_words as usize);
     let mut declarations = String::new();
     let read_by_node = f.read_by_node();
+    let stream = abi::stream_shared_gradient(shared_words);
     for slot in layout.slots.iter().filter(|s| s.shared) {
         let (k0, n) = (slot.offset, slot.len.unwrap_or(1) as u32);
         let outs = &f.outputs[first + k0 as usize..first + (k0 + n) as usize];
-        if let (Some(_), Some(whole)) = (slot.len, f.output_array(outs)) {
+        let whole = slot.len.and_then(|_| f.output_array(outs));
+        if stream
+            && let Some(whole) = &whole
+            && whole.patches.is_empty()
+            && let Some(chain) = accumulator(f, whole.array, outs, k0, &slot.name)
+        {
+            ctx.streams.merge(chain);
+            // Its words are added as they are computed: the array is never read whole.
+            ctx.skip.extend(outs.iter().map(|o| o.index()));
+            sums.extend((0..n).map(|_| WordSum::Streamed));
+            continue;
+        }
+        if let Some(whole) = whole.filter(|_| !stream) {
             let d = whole.array;
             let name = fresh(taken, &format!("sum_{}", slot.name));
             let _ = writeln!(declarations, "    var {name}: array<f32, {n}>;");
@@ -114,13 +131,58 @@ pub(super) fn shared_sums(
                 sums.push(WordSum::Zero);
                 continue;
             }
+            if stream {
+                let staged = (format!("{}u", w - words), layout.word_label(w));
+                ctx.streams
+                    .words
+                    .entry(out.index())
+                    .or_default()
+                    .push(staged);
+                sums.push(WordSum::Streamed);
+                continue;
+            }
             let name = register_sum(layout, w, *out, f, ctx, taken, &mut declarations, body);
             sums.push(WordSum::Register(name));
         }
     }
+    let streams = sums.contains(&WordSum::Streamed);
+    if streams {
+        let _ = writeln!(
+            declarations,
+            "    // Slots of reduce_stage filled so far, and the shared word of each.\n    \
+             var stage_count = 0u;\n    var stage_words: array<u32, {}>;",
+            abi::REDUCE_LANES
+        );
+    }
+    let mut workgroup_sum = workgroup_sum(plan, &sums, taken);
+    if streams {
+        workgroup_sum.insert_str(
+            0,
+            &format!(
+                "    // The last slots staged.\n    if (stage_count > 0u) {{\n        \
+                 {REDUCE_STAGE_FN}(lid, group, stage_words, stage_count);\n    }}\n"
+            ),
+        );
+    }
     SharedSums {
         declarations,
-        workgroup_sum: workgroup_sum(plan, &sums, taken),
+        workgroup_sum,
+    }
+}
+
+/// Writes `add` right after `out` is computed (at once if it is an input or constant).
+fn after_or_now(
+    f: &Function,
+    out: crate::ir::ValueId,
+    add: String,
+    ctx: &mut Ctx,
+    body: &mut String,
+) {
+    match f.nodes[out.index()].op {
+        Op::Input(_) | Op::Const(_) | Op::Int(_) => {
+            body.push_str(&add.replace(THIS_VALUE, &ctx.operand(out)))
+        }
+        _ => ctx.after.entry(out.index()).or_default().push_str(&add),
     }
 }
 
@@ -140,19 +202,16 @@ fn register_sum(
     let name = fresh(taken, &format!("sum_{}", layout.word_name(w)));
     let _ = writeln!(declarations, "    var {name} = 0.0f;");
     let add = format!(
-        "    {name} += {}; // d/d {}\n",
-        ctx.operand(out),
+        "    {name} += {THIS_VALUE}; // d/d {}\n",
         layout.word_label(w)
     );
-    match f.nodes[out.index()].op {
-        Op::Input(_) | Op::Const(_) | Op::Int(_) => body.push_str(&add),
-        _ => ctx.after.entry(out.index()).or_default().push_str(&add),
-    }
+    after_or_now(f, out, add, ctx, body);
     name
 }
 
-/// Runs of consecutive shared words: zeros stored, registers summed over the workgroup 8
-/// at a time, arrays of sums in a loop over tiles of 8.
+/// Runs of consecutive shared words summed per thread: registers summed over the
+/// workgroup 8 at a time, arrays of sums in a loop over tiles of 8. Zero and streamed words
+/// need nothing here.
 fn workgroup_sum(plan: &KernelPlan, sums: &[WordSum], taken: &mut HashSet<String>) -> String {
     let (words, shared_words, layout) = (plan.layout.words, plan.layout.shared_words, plan.layout);
     let wg = abi::WORKGROUP_SIZE;
@@ -160,74 +219,65 @@ fn workgroup_sum(plan: &KernelPlan, sums: &[WordSum], taken: &mut HashSet<String
     let mut out = String::new();
     let mut k = 0u32;
     while k < shared_words {
-        if let WordSum::InArray { name, len, .. } = &sums[k as usize] {
-            for sum in &sums[k as usize..(k + len) as usize] {
-                if let WordSum::InArray {
-                    k: j,
-                    patch: Some(reg),
-                    ..
-                } = sum
-                {
-                    let _ = writeln!(out, "    {name}[{j}] = {reg};");
+        match &sums[k as usize] {
+            WordSum::Zero | WordSum::Streamed => k += 1,
+            WordSum::InArray { name, len, .. } => {
+                let len = *len;
+                for sum in &sums[k as usize..(k + len) as usize] {
+                    if let WordSum::InArray {
+                        k: j,
+                        patch: Some(reg),
+                        ..
+                    } = sum
+                    {
+                        let _ = writeln!(out, "    {name}[{j}] = {reg};");
+                    }
                 }
+                let (t, j) = (fresh(taken, "tile"), fresh(taken, "j"));
+                let _ = writeln!(
+                    out,
+                    "    // d/d {}: {len} words, {lanes} at a time.\n    \
+                     for (var {t} = 0u; {t} < {len}u; {t} += {lanes}u) {{\n        \
+                     for (var {j} = 0u; {j} < {lanes}u; {j}++) {{\n            \
+                     reduce_stage[{j} * {wg}u + lid] = select(0.0f, {name}[min({t} + {j}, {}u)], {t} + {j} < {len}u);\n        \
+                     }}\n        \
+                     {REDUCE_STAGE_FN}(lid, group, {RUN_FN}({k}u + {t}), min({lanes}u, {len}u - {t}));\n    \
+                     }}",
+                    layout
+                        .word_label(words + k)
+                        .split('[')
+                        .next()
+                        .unwrap_or_default(),
+                    len - 1,
+                );
+                k += len;
             }
-            let (t, j) = (fresh(taken, "tile"), fresh(taken, "j"));
-            let _ = writeln!(
-                out,
-                "    // d/d {}: {len} words, {lanes} at a time.\n    \
-                 for (var {t} = 0u; {t} < {len}u; {t} += {lanes}u) {{\n        \
-                 for (var {j} = 0u; {j} < {lanes}u; {j}++) {{\n            \
-                 reduce_stage[{j} * {wg}u + lid] = select(0.0f, {name}[min({t} + {j}, {}u)], {t} + {j} < {len}u);\n        \
-                 }}\n        \
-                 {REDUCE_STAGE_FN}(lid, group, {k}u + {t}, min({lanes}u, {len}u - {t}));\n    \
-                 }}",
-                layout
-                    .word_label(words + k)
-                    .split('[')
-                    .next()
-                    .unwrap_or_default(),
-                len - 1,
-            );
-            k += len;
-            continue;
-        }
-        let zero = sums[k as usize] == WordSum::Zero;
-        let mut end = k + 1;
-        while end < shared_words
-            && matches!(sums[end as usize], WordSum::Zero) == zero
-            && !matches!(sums[end as usize], WordSum::InArray { .. })
-            && (zero || end - k < lanes)
-        {
-            end += 1;
-        }
-        let count = end - k;
-        if zero {
-            let _ = writeln!(
-                out,
-                "    // d/d {}{} is zero.\n    \
-                 for (var word = lid; word < {count}u; word += {wg}u) {{\n        \
-                 shared_partials[group * {shared_words}u + {k}u + word] = 0.0f;\n    }}",
-                layout.word_label(words + k),
-                if count > 1 {
-                    format!(" .. {}", layout.word_label(words + end - 1))
-                } else {
-                    String::new()
-                },
-            );
-        } else {
-            for (j, sum) in sums[k as usize..end as usize].iter().enumerate() {
-                let WordSum::Register(sum) = sum else {
-                    unreachable!("a run of registers")
-                };
-                let at = match j {
-                    0 => "lid".to_string(),
-                    j => format!("{}u + lid", j as u32 * wg),
-                };
-                let _ = writeln!(out, "    reduce_stage[{at}] = {sum};");
+            WordSum::Register(_) => {
+                let mut end = k + 1;
+                while end < shared_words
+                    && matches!(sums[end as usize], WordSum::Register(_))
+                    && end - k < lanes
+                {
+                    end += 1;
+                }
+                for (j, sum) in sums[k as usize..end as usize].iter().enumerate() {
+                    let WordSum::Register(sum) = sum else {
+                        unreachable!("a run of registers")
+                    };
+                    let at = match j {
+                        0 => "lid".to_string(),
+                        j => format!("{}u + lid", j as u32 * wg),
+                    };
+                    let _ = writeln!(out, "    reduce_stage[{at}] = {sum};");
+                }
+                let _ = writeln!(
+                    out,
+                    "    {REDUCE_STAGE_FN}(lid, group, {RUN_FN}({k}u), {}u);",
+                    end - k
+                );
+                k = end;
             }
-            let _ = writeln!(out, "    {REDUCE_STAGE_FN}(lid, group, {k}u, {count}u);");
         }
-        k = end;
     }
     out
 }

@@ -1,0 +1,301 @@
+//! Shared gradients streamed into the workgroup's sums as they are computed, instead of
+//! summed per thread.
+//!
+//! A large `#[shared]` array's gradient, summed per thread, costs every thread an array of
+//! all its words: past a few thousand words that no longer fits a thread's memory, and well
+//! before that it spills. But the reverse pass computes that gradient as a chain of adds
+//! into an array of zeros (`d = d with [k] = d[k] + v`, through loops as a carried value),
+//! and where every `k` is the same on all threads (built from constants and loop indices
+//! only) the workgroup can sum each add over its threads at once: each thread writes `v`
+//! into one slot of `reduce_stage`, and every 8 adds the workgroup sums the slots in a
+//! fixed order and the thread owning each word adds the sum into the workgroup's row of
+//! partials. No per-thread array, the same bits on every run, no atomics.
+//!
+//! A gradient word computed as a value of its own (an unrolled loop's) is staged the same
+//! way right after it. [`accumulator`] recognizes a chain; the statements' emitter writes
+//! its adds and the staged words in runs of up to 8 ([`Streams::segment`]): before each run
+//! one check that the stage has room, so the workgroup sum is called once per 8 adds, not
+//! once per add.
+
+use crate::abi;
+use crate::ir::{Function, LoopKind, Op, ValueId};
+use crate::names::REDUCE_STAGE_FN;
+use crate::ops::Func;
+use std::collections::{HashMap, HashSet};
+
+/// Slots of `reduce_stage` filled before the workgroup sums them.
+pub(super) const STAGE_SLOTS: u32 = abi::REDUCE_LANES;
+
+/// One add of an accumulator chain, written as a stage statement.
+#[derive(Clone, Debug)]
+pub(super) struct StreamAdd {
+    /// The shared word of the array's word 0.
+    pub base: u32,
+    /// The array's length (indices are clamped into it, like any array index).
+    pub len: u32,
+    /// The index added at, the same on every thread.
+    pub index: ValueId,
+    /// What is added.
+    pub value: ValueId,
+    /// The array's name in comments.
+    pub label: String,
+}
+
+/// The accumulators of one function (a kernel's, or a loop body's).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Streams {
+    /// Array updates written as stage statements, by node.
+    pub adds: HashMap<usize, StreamAdd>,
+    /// Nodes whose own value is staged right after them: `(word, label)` with `word` a
+    /// WGSL `u32` expression.
+    pub words: HashMap<usize, Vec<(String, String)>>,
+    /// Nodes of the chains that are not written at all: the arrays, their reads.
+    pub skip: HashSet<usize>,
+    /// For each loop node: its carried values that are accumulators (they get no `var`).
+    pub carried: HashMap<usize, HashSet<usize>>,
+    /// The accumulators of each loop's body, by loop node.
+    pub bodies: HashMap<usize, Streams>,
+}
+
+impl Streams {
+    /// Adds another function's accumulators to these.
+    pub fn merge(&mut self, other: Streams) {
+        self.adds.extend(other.adds);
+        for (i, w) in other.words {
+            self.words.entry(i).or_default().extend(w);
+        }
+        self.skip.extend(other.skip);
+        for (l, ks) in other.carried {
+            self.carried.entry(l).or_default().extend(ks);
+        }
+        for (l, body) in other.bodies {
+            self.bodies.entry(l).or_default().merge(body);
+        }
+    }
+
+    /// How many stages node `i` writes.
+    fn stages_at(&self, i: usize) -> u32 {
+        self.adds.contains_key(&i) as u32 + self.words.get(&i).map_or(0, |w| w.len() as u32)
+    }
+
+    /// The stages of a run that starts at node `i` of `f` after its first `done`: up to
+    /// [`STAGE_SLOTS`], up to the next loop (which stages its own).
+    pub fn segment(&self, f: &Function, i: usize, done: u32) -> u32 {
+        let mut n = 0;
+        for (j, node) in f.nodes.iter().enumerate().skip(i) {
+            if matches!(node.op, Op::Loop(_)) || n >= STAGE_SLOTS + done {
+                break;
+            }
+            n += self.stages_at(j);
+        }
+        (n - done).min(STAGE_SLOTS)
+    }
+}
+
+/// Where a chain begins.
+enum Start {
+    /// An array of zeros.
+    Zeros,
+    /// The function's input `w` (a loop body's carried value).
+    Input(u32),
+}
+
+/// The accumulator chain that computes `d`, the whole gradient of the shared array
+/// `label` of `len` words from shared word `base` on, if `d` is one: a chain of adds at
+/// indices the same on every thread, starting from zeros, through loops, read by nothing
+/// but the chain and the kernel's outputs `outputs` (its words in order).
+pub(super) fn accumulator(
+    f: &Function,
+    d: ValueId,
+    outputs: &[ValueId],
+    base: u32,
+    label: &str,
+) -> Option<Streams> {
+    let readers = reader_counts(f);
+    // Each output word is `d[k]`, read by the outputs only.
+    if readers[d.index()] as usize != outputs.len()
+        || outputs.iter().any(|o| readers[o.index()] != 1)
+    {
+        return None;
+    }
+    let uniform = uniform_ints(f, &vec![false; f.num_inputs as usize]);
+    let len = outputs.len() as u32;
+    let mut s = Streams::default();
+    let chain = Chain { base, len, label };
+    match chain.walk(f, d, &uniform, &readers, &mut s)? {
+        Start::Zeros => Some(s),
+        Start::Input(_) => None,
+    }
+}
+
+/// What every add of one chain shares.
+struct Chain<'a> {
+    base: u32,
+    len: u32,
+    label: &'a str,
+}
+
+impl Chain<'_> {
+    /// Walks the chain back from `v` (whose readers the caller checked) to its start,
+    /// recording its adds and arrays in `s`.
+    fn walk(
+        &self,
+        f: &Function,
+        mut v: ValueId,
+        uniform: &[bool],
+        readers: &[u32],
+        s: &mut Streams,
+    ) -> Option<Start> {
+        loop {
+            match &f.node(v).op {
+                Op::ArrayNew(words) => {
+                    let zero = |w: &ValueId| matches!(f.node(*w).op, Op::Const(c) if c == 0.0);
+                    if !words.iter().all(zero) {
+                        return None;
+                    }
+                    s.skip.insert(v.index());
+                    return Some(Start::Zeros);
+                }
+                Op::Input(w) => return Some(Start::Input(*w)),
+                Op::ArraySet {
+                    array,
+                    index,
+                    value,
+                } => {
+                    let (a, k) = (*array, *index);
+                    // `a` is read by this add's read and by the update, nothing else.
+                    if !uniform[k.index()] || readers[a.index()] != 2 || readers[value.index()] != 1
+                    {
+                        return None;
+                    }
+                    let Op::Call(Func::Add, terms) = &f.node(*value).op else {
+                        return None;
+                    };
+                    let is_read = |x: ValueId| {
+                        readers[x.index()] == 1
+                            && matches!(f.node(x).op, Op::ArrayGet { array, index }
+                                if array == a && same_index(f, index, k))
+                    };
+                    let (read, added) = match (terms[0], terms[1]) {
+                        (r, x) if is_read(r) => (r, x),
+                        (x, r) if is_read(r) => (r, x),
+                        _ => return None,
+                    };
+                    s.adds.insert(
+                        v.index(),
+                        StreamAdd {
+                            base: self.base,
+                            len: self.len,
+                            index: k,
+                            value: added,
+                            label: self.label.to_string(),
+                        },
+                    );
+                    s.skip.extend([read.index(), value.index()]);
+                    v = a;
+                }
+                Op::Result(l, k) => {
+                    s.skip.insert(v.index());
+                    v = self.through_loop(f, *l, *k as usize, uniform, s)?;
+                    if readers[v.index()] != 1 {
+                        return None;
+                    }
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// The chain through loop `l`'s carried value `k`: its body's chain from the carried
+    /// input to the body's output; returns the loop's initial value, where the chain goes on.
+    fn through_loop(
+        &self,
+        f: &Function,
+        l: ValueId,
+        k: usize,
+        uniform: &[bool],
+        s: &mut Streams,
+    ) -> Option<ValueId> {
+        let Op::Loop(lp) = &f.node(l).op else {
+            return None;
+        };
+        // A recording loop would tape the array; reverse passes never carry one there.
+        if lp.kind == LoopKind::Recording {
+            return None;
+        }
+        let body = &lp.body;
+        let c = lp.init.len();
+        let mut inputs = vec![false; body.num_inputs as usize];
+        inputs[0] = true;
+        for (j, cap) in lp.captures.iter().enumerate() {
+            inputs[1 + c + j] = uniform[cap.index()];
+        }
+        let body_uniform = uniform_ints(body, &inputs);
+        let body_readers = reader_counts(body);
+        let out = body.outputs[k];
+        if body_readers[out.index()] != 1 {
+            return None;
+        }
+        let mut bs = s.bodies.remove(&l.index()).unwrap_or_default();
+        let start = self.walk(body, out, &body_uniform, &body_readers, &mut bs);
+        s.bodies.insert(l.index(), bs);
+        match start? {
+            Start::Input(w) if w as usize == 1 + k => {}
+            _ => return None,
+        }
+        s.carried.entry(l.index()).or_default().insert(k);
+        Some(lp.init[k])
+    }
+}
+
+/// How many times each node is read, by nodes and by the outputs.
+fn reader_counts(f: &Function) -> Vec<u32> {
+    let mut n = vec![0u32; f.nodes.len()];
+    for node in &f.nodes {
+        for v in node.op.operands() {
+            n[v.index()] += 1;
+        }
+    }
+    for o in &f.outputs {
+        n[o.index()] += 1;
+    }
+    n
+}
+
+/// For each node, whether it is an integer the same on every thread: constants, loop
+/// indices and arithmetic on them (`inputs`: which inputs are).
+fn uniform_ints(f: &Function, inputs: &[bool]) -> Vec<bool> {
+    let mut u = vec![false; f.nodes.len()];
+    for (i, node) in f.nodes.iter().enumerate() {
+        u[i] = match node.op {
+            Op::Int(_) => true,
+            Op::IntBin(_, a, b) => u[a.index()] && u[b.index()],
+            Op::Input(w) => inputs.get(w as usize) == Some(&true),
+            _ => false,
+        };
+    }
+    u
+}
+
+/// Whether two integers are the same value.
+fn same_index(f: &Function, a: ValueId, b: ValueId) -> bool {
+    a == b || matches!((&f.node(a).op, &f.node(b).op), (Op::Int(x), Op::Int(y)) if x == y)
+}
+
+/// The check before a run of `run` stages: if the stage lacks room, the workgroup sums
+/// what it holds.
+pub(super) fn make_room(run: u32, indent: &str) -> String {
+    format!(
+        "{indent}if (stage_count > {}u) {{ {REDUCE_STAGE_FN}(lid, group, stage_words, stage_count); stage_count = 0u; }}\n",
+        STAGE_SLOTS - run
+    )
+}
+
+/// The statement that stages `value` as an add into shared word `word` (a WGSL `u32`
+/// expression), in a run [`make_room`] made room for.
+pub(super) fn stage(word: &str, value: &str, label: &str, indent: &str) -> String {
+    let wg = abi::WORKGROUP_SIZE;
+    format!(
+        "{indent}reduce_stage[stage_count * {wg}u + lid] = {value}; stage_words[stage_count] = {word}; stage_count++; // d/d {label}\n"
+    )
+}
