@@ -77,14 +77,14 @@ with_source! {
 
 with_source! {
     STREAMED_SRC,
-    // More shared words than an adjoint sums per thread (`abi::MAX_PER_THREAD_SHARED_SUMS`):
-    // their gradients are streamed into the workgroup's sums. The table is read in a nest
-    // over the unrolling budget, each word 8 times (its gradient an accumulator array added
-    // into at computed indices); `w` in straight-line code (staged word by word).
+    // A table gradient longer than an adjoint sums per thread (`abi::MAX_ARRAY_SUM`),
+    // streamed into the workgroup's sums: it is read in a nest over the unrolling budget,
+    // each word 8 times (its gradient an accumulator array added into at computed
+    // indices); `w`, read in straight-line code, is summed per thread in registers.
     #[differentiable]
-    pub fn streamed(#[constant] x: [f32; 2], #[shared] table: [f32; 64], #[shared] w: [f32; 10]) -> f32 {
+    pub fn streamed(#[constant] x: [f32; 2], #[shared] table: [f32; 72], #[shared] w: [f32; 10]) -> f32 {
         let mut s = w[9] * x[0];
-        for r in 0..8 {
+        for r in 0..9 {
             for _ in 0..8 {
                 for k in 0..8 {
                     s = 0.9 * s + 0.1 * table[r * 8 + k] * (x[1] + s).sin();
@@ -598,12 +598,12 @@ fn streamed_shared_gradients_are_the_batch_sums_and_bit_identical() {
         let all = interp::eval(&reverse, &words_of(a, &shared));
         let (v, _, g) = streamed::value_and_grad(a, &shared);
         assert!((v as f64 - all[0]).abs() <= 1e-5 * all[0].abs().max(1.0));
-        // Words: x (2), then the 74 shared ones.
+        // Words: x (2), then the 82 shared ones.
         assert!(scaled_error(&f32s(&g), &all[3..]) < 1e-5);
     }
     let kernel = streamed::kernel(device());
     let (values, _, sg) = kernel.value_and_grad(&batch, &shared).expect("launch");
-    let (mut want, mut magnitude) = (vec![0.0f64; 74], vec![0.0f64; 74]);
+    let (mut want, mut magnitude) = (vec![0.0f64; 82], vec![0.0f64; 82]);
     for (a, v) in batch.iter().zip(&values) {
         let (cv, _, g) = streamed::value_and_grad(a, &shared);
         assert!((v - cv).abs() <= 1e-5 * cv.abs().max(1.0));
@@ -617,7 +617,7 @@ fn streamed_shared_gradients_are_the_batch_sums_and_bit_identical() {
     assert!(e < 1e-5, "shared gradient off by {e:e}");
     let (_, _, again) = kernel.value_and_grad(&batch, &shared).expect("launch");
     assert_eq!(
-        bytemuck::cast::<_, [u32; 74]>(sg),
-        bytemuck::cast::<_, [u32; 74]>(again)
+        bytemuck::cast::<_, [u32; 82]>(sg),
+        bytemuck::cast::<_, [u32; 82]>(again)
     );
 }

@@ -2,12 +2,12 @@
 //! owns a row of `shared_partials`, zeroed first; the workgroup adds its sums into it in a
 //! fixed order (deterministic, no atomics), and a second kernel sums the rows.
 //!
-//! A kernel with few shared words sums each word's gradient per thread over the thread's
-//! elements, in a register of its own (or, for an array whose gradient is one array value,
-//! in an array of the same length), and its workgroup sums them once at the end, 8 words
-//! at a time. A kernel with many shared words streams them instead (see `streams`): every
-//! gradient word, and every add of an accumulated array, goes into the workgroup's sums as
-//! soon as it is computed, so no thread holds a sum per shared word.
+//! Up to [`abi::MAX_REGISTER_SUMS`] gradient words are summed per thread over the thread's
+//! elements, each in a register of its own, and an array gradient (a loop's accumulator)
+//! of up to [`abi::MAX_ARRAY_SUM`] words in an array of sums; the workgroup sums them once
+//! at the end, 8 words at a time. Past those bounds the words are streamed (see
+//! `streams`): every gradient word, and every add of a long accumulator array, goes into
+//! the workgroup's sums as soon as it is computed, so no thread holds a sum per word.
 
 use super::body::{Ctx, THIS_VALUE};
 use super::streams::accumulator;
@@ -62,12 +62,13 @@ pub(super) fn shared_sums(
     let mut sums: Vec<WordSum> = Vec::with_capacity(shared_words as usize);
     let mut declarations = String::new();
     let read_by_node = f.read_by_node();
-    let stream = abi::stream_shared_gradient(shared_words);
+    let mut registers = 0u32;
     for slot in layout.slots.iter().filter(|s| s.shared) {
         let (k0, n) = (slot.offset, slot.len.unwrap_or(1) as u32);
         let outs = &f.outputs[first + k0 as usize..first + (k0 + n) as usize];
         let whole = slot.len.and_then(|_| f.output_array(outs));
-        if stream
+        let long = n > abi::MAX_ARRAY_SUM;
+        if long
             && let Some(whole) = &whole
             && whole.patches.is_empty()
             && let Some(chain) = accumulator(f, whole.array, outs, k0, &slot.name)
@@ -78,7 +79,7 @@ pub(super) fn shared_sums(
             sums.extend((0..n).map(|_| WordSum::Streamed));
             continue;
         }
-        if let Some(whole) = whole.filter(|_| !stream) {
+        if let Some(whole) = whole.filter(|_| !long) {
             let d = whole.array;
             let name = fresh(taken, &format!("sum_{}", slot.name));
             let _ = writeln!(declarations, "    var {name}: array<f32, {n}>;");
@@ -123,11 +124,17 @@ pub(super) fn shared_sums(
             );
             continue;
         }
+        // The slot's words go into registers if they all fit, else all are streamed.
+        let nonzero = outs.iter().filter(|o| !is_zero(f, **o)).count() as u32;
+        let stream = registers + nonzero > abi::MAX_REGISTER_SUMS;
+        if !stream {
+            registers += nonzero;
+        }
         for (j, out) in outs.iter().enumerate() {
             let w = words + k0 + j as u32;
             // A word no gradient flows to (a large table read at a few places) needs no
             // sum: its partials are stored as zeros below.
-            if matches!(f.nodes[out.index()].op, Op::Const(c) if c == 0.0) {
+            if is_zero(f, *out) {
                 sums.push(WordSum::Zero);
                 continue;
             }
@@ -168,6 +175,11 @@ pub(super) fn shared_sums(
         declarations,
         workgroup_sum,
     }
+}
+
+/// Whether `v` is the constant zero (no gradient flows to its word).
+fn is_zero(f: &Function, v: crate::ir::ValueId) -> bool {
+    matches!(f.nodes[v.index()].op, Op::Const(c) if c == 0.0)
 }
 
 /// Writes `add` right after `out` is computed (at once if it is an input or constant).
