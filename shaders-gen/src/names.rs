@@ -4,12 +4,17 @@
 use crate::ir::{Function, Op};
 use std::collections::HashSet;
 
-/// The name of the WGSL helper with which an adjoint kernel sums its shared gradient over
-/// the workgroup (generated names never take it).
+/// The name of the WGSL helper with which an adjoint kernel adds its streamed shared
+/// gradient words, summed over the workgroup, into its partial sums (generated names never
+/// take it, nor the other helpers' names).
 pub const REDUCE_STAGE_FN: &str = "gf_reduce_stage";
 
-/// The WGSL helper giving the 8 consecutive shared words from one on.
-pub const RUN_FN: &str = "gf_run";
+/// The WGSL helper with which an adjoint kernel stores its per-thread sums of consecutive
+/// shared words, summed over the workgroup.
+pub const REDUCE_RUN_FN: &str = "gf_reduce_run";
+
+/// The WGSL helper both of those call: the sums over the workgroup.
+pub const REDUCE_LEVELS_FN: &str = "gf_reduce_levels";
 
 /// Identifiers no local may take: WGSL and Rust keywords and reserved words, the WGSL
 /// builtins and helpers gradfuse calls, and the names the generated kernels and Rust
@@ -291,7 +296,7 @@ pub fn reserved() -> HashSet<String> {
         .iter()
         .copied()
         .chain(crate::ops::WGSL_HELPERS.iter().map(|(name, _, _)| *name))
-        .chain([REDUCE_STAGE_FN, RUN_FN])
+        .chain([REDUCE_STAGE_FN, REDUCE_RUN_FN, REDUCE_LEVELS_FN])
         .map(str::to_string)
         .collect()
 }

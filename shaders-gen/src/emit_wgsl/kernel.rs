@@ -38,7 +38,7 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     ctx.emit_nodes(&mut taken, "    ", &mut body, &mut helpers);
     emit_stores(&plan, f, &ctx, &mut body);
     let mut s = header(&plan, signature);
-    declarations(&plan, &helpers, &mut s);
+    declarations(&plan, &helpers, sums.streams, &mut s);
     if plan.reduces {
         reducing_entry(&plan, &sums, &body, &mut s);
     } else {
@@ -298,8 +298,14 @@ fn header(plan: &KernelPlan, signature: &str) -> String {
     s
 }
 
-/// `Params`, the bindings, workgroup memory and the helper functions the body calls.
-fn declarations(plan: &KernelPlan, helpers: &BTreeSet<&'static str>, s: &mut String) {
+/// `Params`, the bindings, workgroup memory and the helper functions the body calls
+/// (`streams`: the body streams shared gradient words).
+fn declarations(
+    plan: &KernelPlan,
+    helpers: &BTreeSet<&'static str>,
+    streams: bool,
+    s: &mut String,
+) {
     let wg = abi::WORKGROUP_SIZE;
     if plan.reduces {
         let _ = writeln!(
@@ -361,7 +367,11 @@ fn declarations(plan: &KernelPlan, helpers: &BTreeSet<&'static str>, s: &mut Str
             "var<workgroup> reduce_stage: array<f32, {}>;",
             wg * abi::REDUCE_LANES
         );
-        let _ = write!(s, "\n{}", reduce_stage_fn(plan.layout.shared_words));
+        let _ = write!(
+            s,
+            "\n{}",
+            reduce_stage_fn(plan.layout.shared_words, streams)
+        );
     }
     for (name, _, src) in WGSL_HELPERS {
         if helpers.contains(name) {

@@ -3,20 +3,23 @@
 //! inputs give the same bits on every run, with no atomics.
 
 use crate::abi;
-use crate::names::{REDUCE_STAGE_FN, RUN_FN};
+use crate::names::{REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_STAGE_FN};
 
-/// The adjoint kernel's sum over the workgroup of the `count` words in `reduce_stage`
-/// (lane `l`'s slot `k` at `k * 256 + l`), added into shared words `words[k]` of the
-/// workgroup's row of `shared_partials`: two levels of fixed-order sums, 8 terms each, then
-/// 4, with 3 barriers (a binary tree takes 9). Every level reads consecutive words across a
-/// warp's lanes, without bank conflicts. Word `w` of the row is only ever written by
-/// thread `w % 256`, so no two threads race on it, and slots of one word add in order.
-pub(super) fn reduce_stage_fn(shared_words: u32) -> String {
+/// The adjoint kernel's sums over the workgroup of the slots of `reduce_stage` (lane
+/// `l`'s slot `k` at `k * 256 + l`) into the workgroup's row of `shared_partials`: two
+/// levels of fixed-order sums, 8 terms each, leave 4 per slot (3 barriers; a binary tree
+/// takes 9), every level reading consecutive words across a warp's lanes, without bank
+/// conflicts. Word `w` of the row is only ever written by thread `w % 256`, which zeroed
+/// it first, so no two threads race on it. Registers summed per thread are stored once, 8
+/// consecutive words at a time; streamed slots are added to their words, in order.
+pub(super) fn reduce_stage_fn(shared_words: u32, streams: bool) -> String {
     const _: () = assert!(abi::WORKGROUP_SIZE == 256 && abi::REDUCE_LANES == 8);
-    format!(
-        "// Adds this workgroup's sums of the `count` staged slots, over its 256 lanes in a fixed
-// order, into words `words` of its row of partial sums.
-fn {REDUCE_STAGE_FN}(lid: u32, group: u32, words: array<u32, 8>, count: u32) {{
+    let slot_sum =
+        "(reduce_stage[b] + reduce_stage[b + 1u]) + (reduce_stage[b + 2u] + reduce_stage[b + 3u])";
+    let mut s = format!(
+        "// Sums each of reduce_stage's 8 slots over the workgroup's 256 lanes, in a fixed order,
+// into lanes 0..4 of the slot.
+fn {REDUCE_LEVELS_FN}(lid: u32) {{
     workgroupBarrier();
     // Thread (k, s) sums lanes s, s + 32, .., s + 224 of slot k into lane s.
     let k = lid / 32u;
@@ -38,24 +41,43 @@ fn {REDUCE_STAGE_FN}(lid: u32, group: u32, words: array<u32, 8>, count: u32) {{
         reduce_stage[k2 * 256u + q] = acc2;
     }}
     workgroupBarrier();
-    // The owner of each slot's word adds the slot's 4 lanes into it.
+}}
+
+// Stores this workgroup's sums of words base..base + count (in slots 0..count) into its
+// row of partial sums.
+fn {REDUCE_RUN_FN}(lid: u32, group: u32, base: u32, count: u32) {{
+    {REDUCE_LEVELS_FN}(lid);
+    // The owner of word base + j is thread (base + j) % 256.
+    let j = (lid + 256u - base % 256u) % 256u;
+    if (j < count) {{
+        let b = j * 256u;
+        shared_partials[group * {shared_words}u + base + j] = {slot_sum};
+    }}
+    // The next words' stores wait for these reads.
+    workgroupBarrier();
+}}
+"
+    );
+    if streams {
+        s.push_str(&format!(
+            "
+// Adds this workgroup's sums of the `count` staged slots into words `words` of its row.
+fn {REDUCE_STAGE_FN}(lid: u32, group: u32, words: array<u32, 8>, count: u32) {{
+    {REDUCE_LEVELS_FN}(lid);
     for (var j = 0u; j < count; j++) {{
         let word = words[j];
         if (word % 256u == lid) {{
             let b = j * 256u;
-            shared_partials[group * {shared_words}u + word] += (reduce_stage[b] + reduce_stage[b + 1u]) + (reduce_stage[b + 2u] + reduce_stage[b + 3u]);
+            shared_partials[group * {shared_words}u + word] += {slot_sum};
         }}
     }}
     // The next slots' stores wait for these reads.
     workgroupBarrier();
 }}
-
-// The 8 consecutive shared words from `first` on.
-fn {RUN_FN}(first: u32) -> array<u32, 8> {{
-    return array<u32, 8>(first, first + 1u, first + 2u, first + 3u, first + 4u, first + 5u, first + 6u, first + 7u);
-}}
 "
-    )
+        ));
+    }
+    s
 }
 
 /// The second pass of the shared-gradient reduction of a function with `shared_words`

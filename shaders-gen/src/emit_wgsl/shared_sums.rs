@@ -10,11 +10,11 @@
 //! the workgroup's sums as soon as it is computed, so no thread holds a sum per word.
 
 use super::body::{Ctx, THIS_VALUE};
-use super::streams::accumulator;
+use super::streams::{Streams, accumulator};
 use crate::abi;
 use crate::emit_wgsl::plan::KernelPlan;
 use crate::ir::{Function, Op};
-use crate::names::{REDUCE_STAGE_FN, RUN_FN, fresh};
+use crate::names::{REDUCE_RUN_FN, REDUCE_STAGE_FN, fresh};
 use std::collections::HashSet;
 use std::fmt::Write;
 
@@ -45,6 +45,8 @@ pub(super) struct SharedSums {
     pub(super) declarations: String,
     /// The statements that sum over the workgroup, 8 words at a time.
     pub(super) workgroup_sum: String,
+    /// Whether any word is streamed.
+    pub(super) streams: bool,
 }
 
 /// Each thread adds up the shared gradients of several elements, each word (or array) as
@@ -62,24 +64,34 @@ pub(super) fn shared_sums(
     let mut sums: Vec<WordSum> = Vec::with_capacity(shared_words as usize);
     let mut declarations = String::new();
     let read_by_node = f.read_by_node();
-    let mut registers = 0u32;
-    for slot in layout.slots.iter().filter(|s| s.shared) {
+    let slots: Vec<_> = layout.slots.iter().filter(|s| s.shared).collect();
+    let outs_of = |slot: &crate::abi::ParamSlot| {
+        let (k0, n) = (slot.offset as usize, slot.len.unwrap_or(1));
+        &f.outputs[first + k0..first + k0 + n]
+    };
+    // Each slot's accumulator chain, where its gradient is one.
+    let chains: Vec<Option<Streams>> = slots
+        .iter()
+        .map(|slot| {
+            let outs = outs_of(slot);
+            let whole = slot.len.and_then(|_| f.output_array(outs))?;
+            whole.patches.is_empty().then_some(())?;
+            accumulator(f, whole.array, outs, slot.offset, &slot.name)
+        })
+        .collect();
+    let stream = streams_all(f, &slots, &chains, outs_of);
+    for (slot, chain) in slots.into_iter().zip(chains) {
         let (k0, n) = (slot.offset, slot.len.unwrap_or(1) as u32);
-        let outs = &f.outputs[first + k0 as usize..first + (k0 + n) as usize];
+        let outs = outs_of(slot);
         let whole = slot.len.and_then(|_| f.output_array(outs));
-        let long = n > abi::MAX_ARRAY_SUM;
-        if long
-            && let Some(whole) = &whole
-            && whole.patches.is_empty()
-            && let Some(chain) = accumulator(f, whole.array, outs, k0, &slot.name)
-        {
+        if stream && let Some(chain) = chain {
             ctx.streams.merge(chain);
             // Its words are added as they are computed: the array is never read whole.
             ctx.skip.extend(outs.iter().map(|o| o.index()));
             sums.extend((0..n).map(|_| WordSum::Streamed));
             continue;
         }
-        if let Some(whole) = whole.filter(|_| !long) {
+        if let Some(whole) = whole.filter(|_| !stream && n <= abi::MAX_ARRAY_SUM) {
             let d = whole.array;
             let name = fresh(taken, &format!("sum_{}", slot.name));
             let _ = writeln!(declarations, "    var {name}: array<f32, {n}>;");
@@ -123,12 +135,6 @@ pub(super) fn shared_sums(
                     }),
             );
             continue;
-        }
-        // The slot's words go into registers if they all fit, else all are streamed.
-        let nonzero = outs.iter().filter(|o| !is_zero(f, **o)).count() as u32;
-        let stream = registers + nonzero > abi::MAX_REGISTER_SUMS;
-        if !stream {
-            registers += nonzero;
         }
         for (j, out) in outs.iter().enumerate() {
             let w = words + k0 + j as u32;
@@ -174,7 +180,34 @@ pub(super) fn shared_sums(
     SharedSums {
         declarations,
         workgroup_sum,
+        streams,
     }
+}
+
+/// Whether the kernel streams its whole shared gradient: where a long accumulator array
+/// or too many words would be summed per thread. Then it streams every word: a few sums
+/// kept in registers next to streamed ones cost more registers than they save (on the
+/// H100 an 8-32-32-1 network's adjoint took 11.9 ms with its last layer's 33 words in
+/// registers, 7.7 ms with them streamed too).
+fn streams_all<'a>(
+    f: &Function,
+    slots: &[&'a crate::abi::ParamSlot],
+    chains: &[Option<Streams>],
+    outs_of: impl Fn(&'a crate::abi::ParamSlot) -> &'a [crate::ir::ValueId],
+) -> bool {
+    let mut registers = 0;
+    for (slot, chain) in slots.iter().zip(chains) {
+        let outs = outs_of(slot);
+        let n = outs.len() as u32;
+        let array_sum = slot.len.is_some() && f.output_array(outs).is_some();
+        if n > abi::MAX_ARRAY_SUM && chain.is_some() {
+            return true;
+        }
+        if !(array_sum && n <= abi::MAX_ARRAY_SUM) {
+            registers += outs.iter().filter(|o| !is_zero(f, **o)).count() as u32;
+        }
+    }
+    registers > abi::MAX_REGISTER_SUMS
 }
 
 /// Whether `v` is the constant zero (no gradient flows to its word).
@@ -253,7 +286,7 @@ fn workgroup_sum(plan: &KernelPlan, sums: &[WordSum], taken: &mut HashSet<String
                      for (var {j} = 0u; {j} < {lanes}u; {j}++) {{\n            \
                      reduce_stage[{j} * {wg}u + lid] = select(0.0f, {name}[min({t} + {j}, {}u)], {t} + {j} < {len}u);\n        \
                      }}\n        \
-                     {REDUCE_STAGE_FN}(lid, group, {RUN_FN}({k}u + {t}), min({lanes}u, {len}u - {t}));\n    \
+                     {REDUCE_RUN_FN}(lid, group, {k}u + {t}, min({lanes}u, {len}u - {t}));\n    \
                      }}",
                     layout
                         .word_label(words + k)
@@ -282,11 +315,7 @@ fn workgroup_sum(plan: &KernelPlan, sums: &[WordSum], taken: &mut HashSet<String
                     };
                     let _ = writeln!(out, "    reduce_stage[{at}] = {sum};");
                 }
-                let _ = writeln!(
-                    out,
-                    "    {REDUCE_STAGE_FN}(lid, group, {RUN_FN}({k}u), {}u);",
-                    end - k
-                );
+                let _ = writeln!(out, "    {REDUCE_RUN_FN}(lid, group, {k}u, {}u);", end - k);
                 k = end;
             }
         }
