@@ -9,7 +9,7 @@
 
 use gradfuse::{Device, Error, KernelSpec, KernelTime, OutputSpec, SharedSpec};
 use gradfuse_shaders_gen::compile_str;
-use gradfuse_shaders_gen::emit_wgsl::REDUCE_STAGE_FN;
+use gradfuse_shaders_gen::emit_wgsl::{REDUCE_LEVELS_FN, REDUCE_RUN_FN};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -437,26 +437,36 @@ fn shared_case_list() -> Vec<SharedCase> {
 
 /// For timing only: the generated adjoint with its workgroup sum of the shared gradient
 /// cut down to one store per word (no sum, no barriers; its partial sums are wrong). Its
-/// time against the whole kernel's is the in-kernel sum's share.
+/// time against the whole kernel's is the in-kernel sum's share. (Kernels that stream
+/// their shared gradient keep the stores of their staged slots.)
 fn without_workgroup_sum(gen_spec: &'static KernelSpec) -> &'static KernelSpec {
-    let wgsl = gen_spec.wgsl;
-    let start = wgsl
-        .find(&format!("fn {REDUCE_STAGE_FN}("))
-        .expect("the adjoint of a function with #[shared] arguments sums its gradient");
-    let end = start + wgsl[start..].find("\n}\n").expect("the helper ends") + 3;
     let words = gen_spec.shared_words();
-    let cut = format!(
-        "fn {REDUCE_STAGE_FN}(lid: u32, group: u32, base: u32, count: u32) {{\n    \
-         if (lid < count) {{\n        \
-         shared_partials[group * {words}u + base + lid] = reduce_stage[lid * 257u];\n    \
-         }}\n}}\n"
+    let wgsl = cut_fn(gen_spec.wgsl, REDUCE_LEVELS_FN, "(lid: u32) {}\n".to_string());
+    let wgsl = cut_fn(
+        &wgsl,
+        REDUCE_RUN_FN,
+        format!(
+            "(lid: u32, group: u32, base: u32, count: u32) {{\n    \
+             if (lid < count) {{\n        \
+             shared_partials[group * {words}u + base + lid] = reduce_stage[lid * 257u];\n    \
+             }}\n}}\n"
+        ),
     );
     same_buffers_as(
         gen_spec,
         "adjoint without its workgroup sum",
-        format!("{}{cut}{}", &wgsl[..start], &wgsl[end..]),
+        wgsl,
         gen_spec.entry_point,
     )
+}
+
+/// `wgsl` with the WGSL function `name` given the parameters and body `rest`.
+fn cut_fn(wgsl: &str, name: &str, rest: String) -> String {
+    let start = wgsl
+        .find(&format!("fn {name}("))
+        .expect("the adjoint of a function with #[shared] arguments sums its gradient");
+    let end = start + wgsl[start..].find("\n}\n").expect("the helper ends") + 3;
+    format!("{}fn {name}{rest}{}", &wgsl[..start], &wgsl[end..])
 }
 
 /// One table row's measurements: the generated kernel (and its reduction's second pass),

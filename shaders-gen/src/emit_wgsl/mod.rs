@@ -18,7 +18,7 @@ mod shared_sums;
 mod streams;
 mod tape;
 
-pub use crate::names::REDUCE_STAGE_FN;
+pub use crate::names::{REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_STAGE_FN};
 pub use kernel::emit_kernel;
 pub use reduce::emit_reduce_kernel;
 
