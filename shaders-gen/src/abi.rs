@@ -53,6 +53,20 @@ pub const REDUCE_LANES: u32 = 8;
 /// thread took 35 ms at 2^20 (spilled), streamed 7.7 ms, and 8-64-64-1 failed to launch.
 pub const MAX_REGISTER_SUMS: u32 = 256;
 
+/// Most sums a thread of a kernel that streams its shared gradient keeps for the words it
+/// owns (word `w` is owned by thread `w % 256`), in a function-scope array: adding a staged
+/// slot into it costs a thread no trip to memory, where an add into the workgroup's row of
+/// partials waits for a load (and the whole workgroup for that thread). Kernels with more
+/// shared words add into the row.
+pub const MAX_OWNED_SUMS: u32 = 256;
+
+/// How many sums each thread of a kernel streaming `shared_words` words keeps, if it keeps
+/// them (see [`MAX_OWNED_SUMS`]).
+pub fn owned_sums(shared_words: u32) -> Option<u32> {
+    let m = shared_words.div_ceil(WORKGROUP_SIZE);
+    (m <= MAX_OWNED_SUMS).then_some(m)
+}
+
 /// Longest array gradient (a loop's accumulator) an adjoint kernel sums per thread, in an
 /// array; a longer one is streamed into the workgroup's sums add by add.
 pub const MAX_ARRAY_SUM: u32 = 64;

@@ -57,6 +57,7 @@ const RESERVED: &[&str] = &[
     "reduce_stage",
     "stage_count",
     "stage_words",
+    "owned_sums",
     "shared_grad",
     "shared_args",
     "shared_partials",

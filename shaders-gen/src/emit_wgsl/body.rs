@@ -156,7 +156,7 @@ impl<'a> Ctx<'a> {
     ) {
         if self.run_left == 0 {
             self.run_left = self.streams.segment(self.f, at.0, at.1);
-            out.push_str(&make_room(self.run_left, indent));
+            out.push_str(&make_room(self.run_left, self.streams.owned, indent));
         }
         self.run_left -= 1;
         out.push_str(&stage(word, value, label, indent));
@@ -231,6 +231,7 @@ impl<'a> Ctx<'a> {
         let mut bctx = Ctx::with_owned_inputs(body, taken, owned);
         bctx.shared_uniform = self.shared_uniform;
         bctx.streams = self.streams.bodies.remove(&i).unwrap_or_default();
+        bctx.streams.owned = self.streams.owned;
         if let Some(tape) = self.tapes.get(&i) {
             for (k, var) in vars.iter().enumerate() {
                 let at = tape_index(&index, start, words, offsets[k]);

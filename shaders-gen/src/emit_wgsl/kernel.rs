@@ -38,7 +38,7 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     ctx.emit_nodes(&mut taken, "    ", &mut body, &mut helpers);
     emit_stores(&plan, f, &ctx, &mut body);
     let mut s = header(&plan, signature);
-    declarations(&plan, &helpers, sums.streams, &mut s);
+    declarations(&plan, &helpers, &sums, &mut s);
     if plan.reduces {
         reducing_entry(&plan, &sums, &body, &mut s);
     } else {
@@ -299,11 +299,11 @@ fn header(plan: &KernelPlan, signature: &str) -> String {
 }
 
 /// `Params`, the bindings, workgroup memory and the helper functions the body calls
-/// (`streams`: the body streams shared gradient words).
+/// (`sums`: how the body sums the shared gradient).
 fn declarations(
     plan: &KernelPlan,
     helpers: &BTreeSet<&'static str>,
-    streams: bool,
+    sums: &SharedSums,
     s: &mut String,
 ) {
     let wg = abi::WORKGROUP_SIZE;
@@ -370,7 +370,7 @@ fn declarations(
         let _ = write!(
             s,
             "\n{}",
-            reduce_stage_fn(plan.layout.shared_words, streams)
+            reduce_stage_fn(plan.layout.shared_words, sums.streams, sums.owned)
         );
     }
     for (name, _, src) in WGSL_HELPERS {
@@ -403,13 +403,15 @@ fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut Stri
     let _ = writeln!(s, "    let group = wid.x + wid.y * groups.x;");
     let _ = writeln!(s, "    let per_thread = params.per_thread;");
     let words = plan.layout.shared_words;
-    let _ = writeln!(
-        s,
-        "    // The row starts at zero. Thread lid owns its words lid, lid + {wg}, ..: only the\n    \
+    if !sums.owned {
+        let _ = writeln!(
+            s,
+            "    // The row starts at zero. Thread lid owns its words lid, lid + {wg}, ..: only the\n    \
          // owner writes a word, so no two threads race on one.\n    \
          for (var word = lid; word < {words}u; word += {wg}u) {{\n        \
          shared_partials[group * {words}u + word] = 0.0f;\n    }}"
-    );
+        );
+    }
     s.push_str(&sums.declarations);
     let _ = writeln!(
         s,

@@ -12,7 +12,7 @@ use crate::names::{REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_STAGE_FN};
 /// conflicts. Word `w` of the row is only ever written by thread `w % 256`, which zeroed
 /// it first, so no two threads race on it. Registers summed per thread are stored once, 8
 /// consecutive words at a time; streamed slots are added to their words, in order.
-pub(super) fn reduce_stage_fn(shared_words: u32, streams: bool) -> String {
+pub(super) fn reduce_stage_fn(shared_words: u32, streams: bool, owned: bool) -> String {
     const _: () = assert!(abi::WORKGROUP_SIZE == 256 && abi::REDUCE_LANES == 8);
     let slot_sum =
         "(reduce_stage[b] + reduce_stage[b + 1u]) + (reduce_stage[b + 2u] + reduce_stage[b + 3u])";
@@ -58,7 +58,27 @@ fn {REDUCE_RUN_FN}(lid: u32, group: u32, base: u32, count: u32) {{
 }}
 "
     );
-    if streams {
+    if streams && owned {
+        let m = abi::owned_sums(shared_words).unwrap_or(1);
+        s.push_str(&format!(
+            "
+// Adds this workgroup's sums of the `count` staged slots to words `words`: each word's
+// owner adds it to its own sums.
+fn {REDUCE_STAGE_FN}(lid: u32, words: array<u32, 8>, count: u32, owned: ptr<function, array<f32, {m}>>) {{
+    {REDUCE_LEVELS_FN}(lid);
+    for (var j = 0u; j < count; j++) {{
+        let word = words[j];
+        if (word % 256u == lid) {{
+            let b = j * 256u;
+            (*owned)[word / 256u] += {slot_sum};
+        }}
+    }}
+    // The next slots' stores wait for these reads.
+    workgroupBarrier();
+}}
+"
+        ));
+    } else if streams {
         s.push_str(&format!(
             "
 // Adds this workgroup's sums of the `count` staged slots into words `words` of its row.

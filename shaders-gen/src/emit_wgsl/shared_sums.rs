@@ -10,11 +10,11 @@
 //! the workgroup's sums as soon as it is computed, so no thread holds a sum per word.
 
 use super::body::{Ctx, THIS_VALUE};
-use super::streams::{Streams, accumulator};
+use super::streams::{Streams, accumulator, sum_stage};
 use crate::abi;
 use crate::emit_wgsl::plan::KernelPlan;
 use crate::ir::{Function, Op};
-use crate::names::{REDUCE_RUN_FN, REDUCE_STAGE_FN, fresh};
+use crate::names::{REDUCE_RUN_FN, fresh};
 use std::collections::HashSet;
 use std::fmt::Write;
 
@@ -47,6 +47,9 @@ pub(super) struct SharedSums {
     pub(super) workgroup_sum: String,
     /// Whether any word is streamed.
     pub(super) streams: bool,
+    /// Whether the workgroup's row is written whole at the end by the owners of its words
+    /// (no row to zero first).
+    pub(super) owned: bool,
 }
 
 /// Each thread adds up the shared gradients of several elements, each word (or array) as
@@ -159,6 +162,8 @@ pub(super) fn shared_sums(
         }
     }
     let streams = sums.contains(&WordSum::Streamed);
+    let owned = streams.then(|| abi::owned_sums(shared_words)).flatten();
+    ctx.streams.owned = owned.is_some();
     if streams {
         let _ = writeln!(
             declarations,
@@ -167,20 +172,41 @@ pub(super) fn shared_sums(
             abi::REDUCE_LANES
         );
     }
+    if let Some(m) = owned {
+        let _ = writeln!(
+            declarations,
+            "    // The sums of the words this thread owns: lid, lid + {wg}, ..\n    \
+             var owned_sums: array<f32, {m}>;",
+            wg = abi::WORKGROUP_SIZE
+        );
+    }
     let mut workgroup_sum = workgroup_sum(plan, &sums, taken);
     if streams {
         workgroup_sum.insert_str(
             0,
             &format!(
-                "    // The last slots staged.\n    if (stage_count > 0u) {{\n        \
-                 {REDUCE_STAGE_FN}(lid, group, stage_words, stage_count);\n    }}\n"
+                "    // The last slots staged.\n    if (stage_count > 0u) {{\n        {};\n    }}\n",
+                sum_stage(owned.is_some())
             ),
+        );
+    }
+    if let Some(m) = owned {
+        let wg = abi::WORKGROUP_SIZE;
+        let _ = writeln!(
+            workgroup_sum,
+            "    // Each thread stores the sums of the words it owns.\n    \
+             for (var k = 0u; k < {m}u; k++) {{\n        \
+             let word = lid + k * {wg}u;\n        \
+             if (word < {shared_words}u) {{\n            \
+             shared_partials[group * {shared_words}u + word] = owned_sums[k];\n        \
+             }}\n    }}"
         );
     }
     SharedSums {
         declarations,
         workgroup_sum,
         streams,
+        owned: owned.is_some(),
     }
 }
 

@@ -55,6 +55,9 @@ pub(super) struct Streams {
     pub carried: HashMap<usize, HashSet<usize>>,
     /// The accumulators of each loop's body, by loop node.
     pub bodies: HashMap<usize, Streams>,
+    /// Whether the owners of the words keep their sums (`owned_sums`, see
+    /// [`abi::MAX_OWNED_SUMS`]) rather than add into the workgroup's row.
+    pub owned: bool,
 }
 
 impl Streams {
@@ -284,11 +287,21 @@ fn same_index(f: &Function, a: ValueId, b: ValueId) -> bool {
 
 /// The check before a run of `run` stages: if the stage lacks room, the workgroup sums
 /// what it holds.
-pub(super) fn make_room(run: u32, indent: &str) -> String {
+pub(super) fn make_room(run: u32, owned: bool, indent: &str) -> String {
     format!(
-        "{indent}if (stage_count > {}u) {{ {REDUCE_STAGE_FN}(lid, group, stage_words, stage_count); stage_count = 0u; }}\n",
-        STAGE_SLOTS - run
+        "{indent}if (stage_count > {}u) {{ {}; stage_count = 0u; }}\n",
+        STAGE_SLOTS - run,
+        sum_stage(owned)
     )
+}
+
+/// The call that sums the stage's slots over the workgroup and adds them to their words.
+pub(super) fn sum_stage(owned: bool) -> String {
+    if owned {
+        format!("{REDUCE_STAGE_FN}(lid, stage_words, stage_count, &owned_sums)")
+    } else {
+        format!("{REDUCE_STAGE_FN}(lid, group, stage_words, stage_count)")
+    }
 }
 
 /// The statement that stages `value` as an add into shared word `word` (a WGSL `u32`
