@@ -9,7 +9,7 @@
 
 use gradfuse::{Device, Error, KernelSpec, KernelTime, OutputSpec, SharedSpec};
 use gradfuse_shaders_gen::compile_str;
-use gradfuse_shaders_gen::emit_wgsl::{REDUCE_LEVELS_FN, REDUCE_RUN_FN};
+use gradfuse_shaders_gen::emit_wgsl::{REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_STAGE_FN};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -437,21 +437,23 @@ fn shared_case_list() -> Vec<SharedCase> {
 
 /// For timing only: the generated adjoint with its workgroup sum of the shared gradient
 /// cut down to one store per word (no sum, no barriers; its partial sums are wrong). Its
-/// time against the whole kernel's is the in-kernel sum's share. (Kernels that stream
-/// their shared gradient keep the stores of their staged slots.)
+/// time against the whole kernel's is the in-kernel sum's share. (A kernel that streams
+/// its shared gradient still writes its stage slots, without summing them.)
 fn without_workgroup_sum(gen_spec: &'static KernelSpec) -> &'static KernelSpec {
     let words = gen_spec.shared_words();
-    let wgsl = cut_fn(gen_spec.wgsl, REDUCE_LEVELS_FN, "(lid: u32) {}\n".to_string());
-    let wgsl = cut_fn(
+    let mut wgsl = cut_body(gen_spec.wgsl, REDUCE_LEVELS_FN, "");
+    wgsl = cut_body(
         &wgsl,
         REDUCE_RUN_FN,
-        format!(
-            "(lid: u32, group: u32, base: u32, count: u32) {{\n    \
-             if (lid < count) {{\n        \
+        &format!(
+            "    if (lid < count) {{\n        \
              shared_partials[group * {words}u + base + lid] = reduce_stage[lid * 257u];\n    \
-             }}\n}}\n"
+             }}\n"
         ),
     );
+    if wgsl.contains(&format!("fn {REDUCE_STAGE_FN}(")) {
+        wgsl = cut_body(&wgsl, REDUCE_STAGE_FN, "");
+    }
     same_buffers_as(
         gen_spec,
         "adjoint without its workgroup sum",
@@ -460,13 +462,14 @@ fn without_workgroup_sum(gen_spec: &'static KernelSpec) -> &'static KernelSpec {
     )
 }
 
-/// `wgsl` with the WGSL function `name` given the parameters and body `rest`.
-fn cut_fn(wgsl: &str, name: &str, rest: String) -> String {
+/// `wgsl` with the body of WGSL function `name` replaced by `body`.
+fn cut_body(wgsl: &str, name: &str, body: &str) -> String {
     let start = wgsl
         .find(&format!("fn {name}("))
         .expect("the adjoint of a function with #[shared] arguments sums its gradient");
-    let end = start + wgsl[start..].find("\n}\n").expect("the helper ends") + 3;
-    format!("{}fn {name}{rest}{}", &wgsl[..start], &wgsl[end..])
+    let open = start + wgsl[start..].find("{\n").expect("the helper has a body") + 2;
+    let end = start + wgsl[start..].find("\n}\n").expect("the helper ends") + 1;
+    format!("{}{body}{}", &wgsl[..open], &wgsl[end..])
 }
 
 /// One table row's measurements: the generated kernel (and its reduction's second pass),
@@ -712,6 +715,7 @@ fn main() -> Result<(), Error> {
             fma_rate,
             inputs,
             |spec, input| kernel_time(&device, spec, input, warmup, launches),
+            without_workgroup_sum,
         ));
         print!("{out}");
         if let Ok(path) = std::env::var("GRADFUSE_BENCH_OUT") {

@@ -26,12 +26,15 @@ impl Network {
     }
 }
 
-/// The table's rows, for `sizes` (log2 of the batch), timed by `time(spec, input)`.
+/// The table's rows, for `sizes` (log2 of the batch), timed by `time(spec, input)`; each
+/// adjoint also with its workgroup sum cut out (`cut`, wrong sums: the reverse pass's own
+/// time).
 pub fn table(
     sizes: &[u32],
     fma_rate: f64,
     inputs: impl Fn(usize, u32) -> Vec<f32>,
     time: impl Fn(&'static KernelSpec, &[f32]) -> Result<f64, Error>,
+    cut: impl Fn(&'static KernelSpec) -> &'static KernelSpec,
 ) -> String {
     let networks = [
         Network {
@@ -58,6 +61,7 @@ pub fn table(
             for (kernel, spec, grad) in [
                 ("value", net.forward, false),
                 ("value_and_grad", net.adjoint, true),
+                ("value_and_grad, sum cut", cut(net.adjoint), true),
             ] {
                 let row = match time(spec, &input) {
                     Ok(t) => {

@@ -364,7 +364,7 @@ fn declarations(
     if plan.reduces {
         let _ = writeln!(
             s,
-            "var<workgroup> reduce_stage: array<f32, {}>;",
+            "var<workgroup> reduce_stage: array<f32, {}>;\nvar<workgroup> reduce_partials: array<f32, {wg}>;",
             wg * abi::REDUCE_LANES
         );
         let _ = write!(

@@ -3,44 +3,43 @@
 //! inputs give the same bits on every run, with no atomics.
 
 use crate::abi;
-use crate::names::{REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_STAGE_FN};
+use crate::names::{REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_SLOT_FN, REDUCE_STAGE_FN};
 
 /// The adjoint kernel's sums over the workgroup of the slots of `reduce_stage` (lane
-/// `l`'s slot `k` at `k * 256 + l`) into the workgroup's row of `shared_partials`: two
-/// levels of fixed-order sums, 8 terms each, leave 4 per slot (3 barriers; a binary tree
-/// takes 9), every level reading consecutive words across a warp's lanes, without bank
-/// conflicts. Word `w` of the row is only ever written by thread `w % 256`, which zeroed
-/// it first, so no two threads race on it. Registers summed per thread are stored once, 8
-/// consecutive words at a time; streamed slots are added to their words, in order.
+/// `l`'s slot `k` at `k * 256 + l`) into the workgroup's row of `shared_partials`: thread
+/// `(k, s)` sums 8 lanes of slot `k` into `reduce_partials`, then the thread owning the
+/// slot's word sums its 32 partials, in a fixed order (4 chains of 8). Two barriers per 8
+/// words (a binary tree takes 9), and none after: the next slots are written to
+/// `reduce_stage`, which nobody reads any more, and `reduce_partials` is next written after
+/// the next first barrier, which the owners reach after their reads. Reads of consecutive
+/// lanes across a warp, without bank conflicts. Word `w` of the row is only ever written
+/// by thread `w % 256`, so no two threads race on it. Registers summed per thread are
+/// stored once, 8 consecutive words at a time; streamed slots are added to their words.
 pub(super) fn reduce_stage_fn(shared_words: u32, streams: bool, owned: bool) -> String {
     const _: () = assert!(abi::WORKGROUP_SIZE == 256 && abi::REDUCE_LANES == 8);
-    let slot_sum =
-        "(reduce_stage[b] + reduce_stage[b + 1u]) + (reduce_stage[b + 2u] + reduce_stage[b + 3u])";
     let mut s = format!(
-        "// Sums each of reduce_stage's 8 slots over the workgroup's 256 lanes, in a fixed order,
-// into lanes 0..4 of the slot.
+        "// Sums each of reduce_stage's 8 slots over 8 of the workgroup's lanes, in a fixed order,
+// into 32 partial sums of the slot.
 fn {REDUCE_LEVELS_FN}(lid: u32) {{
     workgroupBarrier();
-    // Thread (k, s) sums lanes s, s + 32, .., s + 224 of slot k into lane s.
+    // Thread (k, s) sums lanes s, s + 32, .., s + 224 of slot k.
     let k = lid / 32u;
     let s = lid % 32u;
     var acc = 0.0f;
     for (var j = 0u; j < 8u; j++) {{
         acc += reduce_stage[k * 256u + s + 32u * j];
     }}
-    reduce_stage[k * 256u + s] = acc;
+    reduce_partials[lid] = acc;
     workgroupBarrier();
-    // Thread (k, q) sums lanes q, q + 4, .., q + 28 of slot k into lane q.
-    if (lid < 32u) {{
-        let k2 = lid / 4u;
-        let q = lid % 4u;
-        var acc2 = 0.0f;
-        for (var j = 0u; j < 8u; j++) {{
-            acc2 += reduce_stage[k2 * 256u + q + 4u * j];
-        }}
-        reduce_stage[k2 * 256u + q] = acc2;
+}}
+
+// Slot j's sum over the workgroup: its 32 partial sums, 4 chains of 8 in a fixed order.
+fn {REDUCE_SLOT_FN}(j: u32) -> f32 {{
+    var acc = vec4<f32>(0.0f);
+    for (var q = j * 32u; q < j * 32u + 32u; q += 4u) {{
+        acc += vec4<f32>(reduce_partials[q], reduce_partials[q + 1u], reduce_partials[q + 2u], reduce_partials[q + 3u]);
     }}
-    workgroupBarrier();
+    return (acc.x + acc.y) + (acc.z + acc.w);
 }}
 
 // Stores this workgroup's sums of words base..base + count (in slots 0..count) into its
@@ -50,11 +49,8 @@ fn {REDUCE_RUN_FN}(lid: u32, group: u32, base: u32, count: u32) {{
     // The owner of word base + j is thread (base + j) % 256.
     let j = (lid + 256u - base % 256u) % 256u;
     if (j < count) {{
-        let b = j * 256u;
-        shared_partials[group * {shared_words}u + base + j] = {slot_sum};
+        shared_partials[group * {shared_words}u + base + j] = {REDUCE_SLOT_FN}(j);
     }}
-    // The next words' stores wait for these reads.
-    workgroupBarrier();
 }}
 "
     );
@@ -69,12 +65,9 @@ fn {REDUCE_STAGE_FN}(lid: u32, words: array<u32, 8>, count: u32, owned: ptr<func
     for (var j = 0u; j < count; j++) {{
         let word = words[j];
         if (word % 256u == lid) {{
-            let b = j * 256u;
-            (*owned)[word / 256u] += {slot_sum};
+            (*owned)[word / 256u] += {REDUCE_SLOT_FN}(j);
         }}
     }}
-    // The next slots' stores wait for these reads.
-    workgroupBarrier();
 }}
 "
         ));
@@ -87,12 +80,9 @@ fn {REDUCE_STAGE_FN}(lid: u32, group: u32, words: array<u32, 8>, count: u32) {{
     for (var j = 0u; j < count; j++) {{
         let word = words[j];
         if (word % 256u == lid) {{
-            let b = j * 256u;
-            shared_partials[group * {shared_words}u + word] += {slot_sum};
+            shared_partials[group * {shared_words}u + word] += {REDUCE_SLOT_FN}(j);
         }}
     }}
-    // The next slots' stores wait for these reads.
-    workgroupBarrier();
 }}
 "
         ));
