@@ -6,20 +6,22 @@ use crate::abi;
 use crate::names::{REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_SLOT_FN, REDUCE_STAGE_FN};
 
 /// The adjoint kernel's sums over the workgroup of the slots of `reduce_stage` (lane
-/// `l`'s slot `k` at `k * 256 + l`) into the workgroup's row of `shared_partials`: thread
-/// `(k, s)` sums 8 lanes of slot `k` into `reduce_partials`, then the thread owning the
-/// slot's word sums its 32 partials, in a fixed order (4 chains of 8). Two barriers per 8
-/// words (a binary tree takes 9), and none after: the next slots are written to
-/// `reduce_stage`, which nobody reads any more, and `reduce_partials` is next written after
-/// the next first barrier, which the owners reach after their reads. Reads of consecutive
-/// lanes across a warp, without bank conflicts. Word `w` of the row is only ever written
-/// by thread `w % 256`, so no two threads race on it. Registers summed per thread are
-/// stored once, 8 consecutive words at a time; streamed slots are added to their words.
+/// `l`'s slot `k` at `k * 256 + l`) into the workgroup's row of `shared_partials`: two
+/// levels of fixed-order sums, 8 terms each, into `reduce_partials` leave 4 per slot, which
+/// the thread owning the slot's word adds up. Two barriers per 8 words (a binary tree
+/// takes 9), and none after: each buffer is next written after a barrier that its readers
+/// reach after their reads (the next slots go to `reduce_stage`, read by nobody after the
+/// first level). Every level reads consecutive words across a warp's lanes, without bank
+/// conflicts, and the second runs on 32 threads at once (one owner summing a slot's 32
+/// partials alone made the 8-32-32-1 adjoint 3 times slower on the H100). Word `w` of the
+/// row is only ever written by thread `w % 256`, so no two threads race on it. Registers
+/// summed per thread are stored once, 8 consecutive words at a time; streamed slots are
+/// added to their words.
 pub(super) fn reduce_stage_fn(shared_words: u32, streams: bool, owned: bool) -> String {
     const _: () = assert!(abi::WORKGROUP_SIZE == 256 && abi::REDUCE_LANES == 8);
     let mut s = format!(
-        "// Sums each of reduce_stage's 8 slots over 8 of the workgroup's lanes, in a fixed order,
-// into 32 partial sums of the slot.
+        "// Sums each of reduce_stage's 8 slots over the workgroup's 256 lanes, in a fixed order,
+// into 4 partial sums of the slot (reduce_partials[256 + 4 * slot ..]).
 fn {REDUCE_LEVELS_FN}(lid: u32) {{
     workgroupBarrier();
     // Thread (k, s) sums lanes s, s + 32, .., s + 224 of slot k.
@@ -31,15 +33,23 @@ fn {REDUCE_LEVELS_FN}(lid: u32) {{
     }}
     reduce_partials[lid] = acc;
     workgroupBarrier();
+    // Thread (k, q) sums partials q, q + 4, .., q + 28 of slot k.
+    if (lid < 32u) {{
+        let k2 = lid / 4u;
+        let q = lid % 4u;
+        var acc2 = 0.0f;
+        for (var j = 0u; j < 8u; j++) {{
+            acc2 += reduce_partials[k2 * 32u + q + 4u * j];
+        }}
+        reduce_partials[256u + lid] = acc2;
+    }}
+    workgroupBarrier();
 }}
 
-// Slot j's sum over the workgroup: its 32 partial sums, 4 chains of 8 in a fixed order.
+// Slot j's sum over the workgroup.
 fn {REDUCE_SLOT_FN}(j: u32) -> f32 {{
-    var acc = vec4<f32>(0.0f);
-    for (var q = j * 32u; q < j * 32u + 32u; q += 4u) {{
-        acc += vec4<f32>(reduce_partials[q], reduce_partials[q + 1u], reduce_partials[q + 2u], reduce_partials[q + 3u]);
-    }}
-    return (acc.x + acc.y) + (acc.z + acc.w);
+    let b = 256u + 4u * j;
+    return (reduce_partials[b] + reduce_partials[b + 1u]) + (reduce_partials[b + 2u] + reduce_partials[b + 3u]);
 }}
 
 // Stores this workgroup's sums of words base..base + count (in slots 0..count) into its
