@@ -275,9 +275,9 @@ pub fn vector_lanes(words: u32) -> u32 {
 /// bandwidth on the H100 for 7 words). Up to 16 words, so that the stage
 /// (`WORKGROUP_SIZE * words` f32) fits the 16 KiB of workgroup memory WebGPU guarantees.
 ///
-/// With shared gradients to reduce, the reduction's stage and partial sums take 9 KiB of it.
+/// With shared gradients to reduce, the reduction's stage takes half of that memory.
 pub fn stage_gradients(words: u32, reduces_shared: bool) -> bool {
-    let budget = if reduces_shared { 7168 } else { 16384 };
+    let budget = if reduces_shared { 8192 } else { 16384 };
     vector_lanes(words) == 1 && words > 1 && WORKGROUP_SIZE * words * 4 <= budget
 }
 

@@ -16,9 +16,6 @@ pub const REDUCE_RUN_FN: &str = "gf_reduce_run";
 /// The WGSL helper both of those call: the sums over the workgroup.
 pub const REDUCE_LEVELS_FN: &str = "gf_reduce_levels";
 
-/// The WGSL helper giving one staged slot's sum over the workgroup.
-pub const REDUCE_SLOT_FN: &str = "gf_slot_sum";
-
 /// Identifiers no local may take: WGSL and Rust keywords and reserved words, the WGSL
 /// builtins and helpers gradfuse calls, and the names the generated kernels and Rust
 /// functions declare themselves.
@@ -58,7 +55,6 @@ const RESERVED: &[&str] = &[
     "group_first",
     "grad_stage",
     "reduce_stage",
-    "reduce_partials",
     "stage_count",
     "stage_words",
     "owned_sums",
@@ -301,12 +297,7 @@ pub fn reserved() -> HashSet<String> {
         .iter()
         .copied()
         .chain(crate::ops::WGSL_HELPERS.iter().map(|(name, _, _)| *name))
-        .chain([
-            REDUCE_STAGE_FN,
-            REDUCE_RUN_FN,
-            REDUCE_LEVELS_FN,
-            REDUCE_SLOT_FN,
-        ])
+        .chain([REDUCE_STAGE_FN, REDUCE_RUN_FN, REDUCE_LEVELS_FN])
         .map(str::to_string)
         .collect()
 }

@@ -364,9 +364,8 @@ fn declarations(
     if plan.reduces {
         let _ = writeln!(
             s,
-            "var<workgroup> reduce_stage: array<f32, {}>;\nvar<workgroup> reduce_partials: array<f32, {}>;",
-            wg * abi::REDUCE_LANES,
-            wg + 4 * abi::REDUCE_LANES
+            "var<workgroup> reduce_stage: array<f32, {}>;",
+            wg * abi::REDUCE_LANES
         );
         let _ = write!(
             s,

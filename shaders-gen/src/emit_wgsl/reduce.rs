@@ -3,53 +3,48 @@
 //! inputs give the same bits on every run, with no atomics.
 
 use crate::abi;
-use crate::names::{REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_SLOT_FN, REDUCE_STAGE_FN};
+use crate::names::{REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_STAGE_FN};
 
 /// The adjoint kernel's sums over the workgroup of the slots of `reduce_stage` (lane
 /// `l`'s slot `k` at `k * 256 + l`) into the workgroup's row of `shared_partials`: two
-/// levels of fixed-order sums, 8 terms each, into `reduce_partials` leave 4 per slot, which
-/// the thread owning the slot's word adds up. Two barriers per 8 words (a binary tree
-/// takes 9), and none after: each buffer is next written after a barrier that its readers
-/// reach after their reads (the next slots go to `reduce_stage`, read by nobody after the
-/// first level). Every level reads consecutive words across a warp's lanes, without bank
-/// conflicts, and the second runs on 32 threads at once (one owner summing a slot's 32
-/// partials alone made the 8-32-32-1 adjoint 3 times slower on the H100). Word `w` of the
-/// row is only ever written by thread `w % 256`, so no two threads race on it. Registers
-/// summed per thread are stored once, 8 consecutive words at a time; streamed slots are
-/// added to their words.
+/// levels of fixed-order sums, 8 terms each, leave 4 per slot (3 barriers; a binary tree
+/// takes 9), every level reading consecutive words across a warp's lanes, without bank
+/// conflicts. Word `w` of the row is only ever written by thread `w % 256`, which zeroed
+/// it first, so no two threads race on it. Registers summed per thread are stored once, 8
+/// consecutive words at a time; streamed slots are added to their words, in order.
+///
+/// Fewer barriers measured slower on the H100 (8-32-32-1 adjoint at 2^20, streamed): 7.6 ms
+/// with these 4 per 8 words, 11.7 ms with 3 (level 2 into a separate buffer, no barrier
+/// after), 24.0 ms with 2 (the owner summing its slot's 32 partials alone).
 pub(super) fn reduce_stage_fn(shared_words: u32, streams: bool, owned: bool) -> String {
     const _: () = assert!(abi::WORKGROUP_SIZE == 256 && abi::REDUCE_LANES == 8);
+    let slot_sum =
+        "(reduce_stage[b] + reduce_stage[b + 1u]) + (reduce_stage[b + 2u] + reduce_stage[b + 3u])";
     let mut s = format!(
         "// Sums each of reduce_stage's 8 slots over the workgroup's 256 lanes, in a fixed order,
-// into 4 partial sums of the slot (reduce_partials[256 + 4 * slot ..]).
+// into lanes 0..4 of the slot.
 fn {REDUCE_LEVELS_FN}(lid: u32) {{
     workgroupBarrier();
-    // Thread (k, s) sums lanes s, s + 32, .., s + 224 of slot k.
+    // Thread (k, s) sums lanes s, s + 32, .., s + 224 of slot k into lane s.
     let k = lid / 32u;
     let s = lid % 32u;
     var acc = 0.0f;
     for (var j = 0u; j < 8u; j++) {{
         acc += reduce_stage[k * 256u + s + 32u * j];
     }}
-    reduce_partials[lid] = acc;
+    reduce_stage[k * 256u + s] = acc;
     workgroupBarrier();
-    // Thread (k, q) sums partials q, q + 4, .., q + 28 of slot k.
+    // Thread (k, q) sums lanes q, q + 4, .., q + 28 of slot k into lane q.
     if (lid < 32u) {{
         let k2 = lid / 4u;
         let q = lid % 4u;
         var acc2 = 0.0f;
         for (var j = 0u; j < 8u; j++) {{
-            acc2 += reduce_partials[k2 * 32u + q + 4u * j];
+            acc2 += reduce_stage[k2 * 256u + q + 4u * j];
         }}
-        reduce_partials[256u + lid] = acc2;
+        reduce_stage[k2 * 256u + q] = acc2;
     }}
     workgroupBarrier();
-}}
-
-// Slot j's sum over the workgroup.
-fn {REDUCE_SLOT_FN}(j: u32) -> f32 {{
-    let b = 256u + 4u * j;
-    return (reduce_partials[b] + reduce_partials[b + 1u]) + (reduce_partials[b + 2u] + reduce_partials[b + 3u]);
 }}
 
 // Stores this workgroup's sums of words base..base + count (in slots 0..count) into its
@@ -59,8 +54,11 @@ fn {REDUCE_RUN_FN}(lid: u32, group: u32, base: u32, count: u32) {{
     // The owner of word base + j is thread (base + j) % 256.
     let j = (lid + 256u - base % 256u) % 256u;
     if (j < count) {{
-        shared_partials[group * {shared_words}u + base + j] = {REDUCE_SLOT_FN}(j);
+        let b = j * 256u;
+        shared_partials[group * {shared_words}u + base + j] = {slot_sum};
     }}
+    // The next words' stores wait for these reads.
+    workgroupBarrier();
 }}
 "
     );
@@ -75,9 +73,12 @@ fn {REDUCE_STAGE_FN}(lid: u32, words: array<u32, 8>, count: u32, owned: ptr<func
     for (var j = 0u; j < count; j++) {{
         let word = words[j];
         if (word % 256u == lid) {{
-            (*owned)[word / 256u] += {REDUCE_SLOT_FN}(j);
+            let b = j * 256u;
+            (*owned)[word / 256u] += {slot_sum};
         }}
     }}
+    // The next slots' stores wait for these reads.
+    workgroupBarrier();
 }}
 "
         ));
@@ -90,9 +91,12 @@ fn {REDUCE_STAGE_FN}(lid: u32, group: u32, words: array<u32, 8>, count: u32) {{
     for (var j = 0u; j < count; j++) {{
         let word = words[j];
         if (word % 256u == lid) {{
-            shared_partials[group * {shared_words}u + word] += {REDUCE_SLOT_FN}(j);
+            let b = j * 256u;
+            shared_partials[group * {shared_words}u + word] += {slot_sum};
         }}
     }}
+    // The next slots' stores wait for these reads.
+    workgroupBarrier();
 }}
 "
         ));
