@@ -31,3 +31,43 @@ fn generated_code_does_not_grow_with_network_width() {
         }
     }
 }
+
+/// The adjoint's shared-gradient sums, read from its WGSL: per-thread sums declared, adds
+/// staged at a computed index (an accumulator array streamed through a kept loop), words
+/// staged one by one.
+fn adjoint_sums(i: usize, h: usize) -> (usize, usize, usize) {
+    let item: syn::ItemFn = syn::parse_str(&network(i, h, 1)).expect("the source parses");
+    let wgsl = compile(&item).expect("the network compiles").wgsl_reverse;
+    let staged = |computed: bool| {
+        wgsl.lines()
+            .filter(|l| l.contains("stage_words[stage_count] = "))
+            .filter(|l| l.contains("u32(clamp(") == computed)
+            .count()
+    };
+    (
+        wgsl.matches("var sum_").count(),
+        staged(true),
+        staged(false),
+    )
+}
+
+#[test]
+fn large_shared_gradients_are_streamed_and_small_ones_summed_per_thread() {
+    // 2-4-4-1: 37 shared words, in registers per thread; nothing staged.
+    let (sums, computed, words) = adjoint_sums(2, 4);
+    assert!(
+        sums > 0 && computed == 0 && words == 0,
+        "{sums} {computed} {words}"
+    );
+    // 8-32-32-1 and 8-128-128-1 (1,377 and 17,793 words): no per-thread sum at all; the
+    // second layer's gradient, an accumulator carried through its kept loop, is staged add
+    // by add at computed indices, and the code does not grow with the width.
+    let mut staged_adds = Vec::new();
+    for h in [32, 128] {
+        let (sums, computed, words) = adjoint_sums(8, h);
+        assert_eq!(sums, 0, "width {h}: per-thread sums");
+        assert!(computed > 0, "width {h}: no add staged at a computed index");
+        staged_adds.push(computed + words);
+    }
+    assert!(staged_adds[1] < 2 * staged_adds[0], "{staged_adds:?}");
+}
