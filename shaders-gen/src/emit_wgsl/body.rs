@@ -239,6 +239,34 @@ impl<'a> Ctx<'a> {
                 let _ = writeln!(out, "{inner}{store}");
             }
         }
+        self.bind_body_inputs(l, &mut bctx, (&index, &vars), taken, &inner, out);
+        bctx.plan_shared_arrays();
+        bctx.emit_nodes(taken, &inner, out, helpers);
+        let (outs, kept): (Vec<String>, Vec<String>) = body
+            .outputs
+            .iter()
+            .zip(&vars)
+            .enumerate()
+            .filter(|(k, _)| !streamed.contains(k))
+            .map(|(_, (o, var))| (bctx.operand(*o), var.clone()))
+            .unzip();
+        assign_carried(&outs, &kept, taken, &inner, out);
+        let _ = writeln!(out, "{indent}}}");
+        self.carried.insert(i, vars);
+    }
+
+    /// Binds loop `l`'s body inputs in `bctx`: `names` are the loop's index and carried
+    /// `var`s; taped values are loaded into `let`s.
+    fn bind_body_inputs(
+        &self,
+        l: &Loop,
+        bctx: &mut Ctx,
+        names: (&str, &[String]),
+        taken: &mut HashSet<String>,
+        inner: &str,
+        out: &mut String,
+    ) {
+        let (index, vars) = names;
         // The body's inputs: [i, carried..., captures..., taped...].
         let taped_from = match l.kind {
             // No tape when the body reads no taped value (the forward loop did not record).
@@ -250,15 +278,15 @@ impl<'a> Ctx<'a> {
         // Inputs read the index, the carried `var`s and the captures by their own names
         // (the body computes everything before the carried values change); taped values
         // are read into `let`s.
-        let used = body.used_inputs();
-        for (n, node) in body.nodes.iter().enumerate() {
+        let used = l.body.used_inputs();
+        for (n, node) in l.body.nodes.iter().enumerate() {
             let Op::Input(w) = node.op else { continue };
             let w = w as usize;
             if !used[w] {
                 continue;
             }
             match l.input(w) {
-                LoopInput::Index => bctx.names[n] = index.clone(),
+                LoopInput::Index => bctx.names[n] = index.to_string(),
                 LoopInput::Carried(k) => bctx.names[n] = vars[k].clone(),
                 LoopInput::Capture(j) => {
                     let outer = l.captures[j];
@@ -276,25 +304,12 @@ impl<'a> Ctx<'a> {
                         unreachable!("a tape belongs to a loop")
                     };
                     let (toffsets, twords) = tl.tape_layout();
-                    let at = tape_index(&index, start, twords, toffsets[k]);
+                    let at = tape_index(index, l.start, twords, toffsets[k]);
                     let ty = tl.carried_ty(k);
-                    out.push_str(&tape_load(&tape, &at, &bctx.names[n], ty, taken, &inner));
+                    out.push_str(&tape_load(&tape, &at, &bctx.names[n], ty, taken, inner));
                 }
             }
         }
-        bctx.plan_shared_arrays();
-        bctx.emit_nodes(taken, &inner, out, helpers);
-        let (outs, kept): (Vec<String>, Vec<String>) = body
-            .outputs
-            .iter()
-            .zip(&vars)
-            .enumerate()
-            .filter(|(k, _)| !streamed.contains(k))
-            .map(|(_, (o, var))| (bctx.operand(*o), var.clone()))
-            .unzip();
-        assign_carried(&outs, &kept, taken, &inner, out);
-        let _ = writeln!(out, "{indent}}}");
-        self.carried.insert(i, vars);
     }
 
     /// What the loop's header comment says after its trip count: what it records, or

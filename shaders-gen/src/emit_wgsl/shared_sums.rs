@@ -66,7 +66,6 @@ pub(super) fn shared_sums(
     let first = f.outputs.len() - shared_words as usize;
     let mut sums: Vec<WordSum> = Vec::with_capacity(shared_words as usize);
     let mut declarations = String::new();
-    let read_by_node = f.read_by_node();
     let slots: Vec<_> = layout.slots.iter().filter(|s| s.shared).collect();
     let outs_of = |slot: &crate::abi::ParamSlot| {
         let (k0, n) = (slot.offset as usize, slot.len.unwrap_or(1));
@@ -95,54 +94,14 @@ pub(super) fn shared_sums(
             continue;
         }
         if let Some(whole) = whole.filter(|_| !stream && n <= abi::MAX_ARRAY_SUM) {
-            let d = whole.array;
-            let name = fresh(taken, &format!("sum_{}", slot.name));
-            let _ = writeln!(declarations, "    var {name}: array<f32, {n}>;");
-            let k = fresh(taken, "k");
-            // The array's name is known once it is written (an update in place, or a
-            // loop's result, takes the name of the variable it lives in).
-            let add = format!(
-                "    for (var {k} = 0i; {k} < {n}i; {k}++) {{ {name}[{k}] += {THIS_VALUE}[{k}]; }} // d/d {}\n",
-                slot.name
-            );
-            ctx.after.entry(d.index()).or_default().push_str(&add);
-            // The words are summed as the array: their reads need no `let`.
-            for o in outs {
-                if !read_by_node[o.index()] {
-                    ctx.skip.insert(o.index());
-                }
-            }
-            let mut patch: Vec<Option<String>> = vec![None; n as usize];
-            for (j, p) in &whole.patches {
-                let w = words + k0 + *j as u32;
-                patch[*j] = Some(register_sum(
-                    layout,
-                    w,
-                    *p,
-                    f,
-                    ctx,
-                    taken,
-                    &mut declarations,
-                    body,
-                ));
-            }
-            sums.extend(
-                patch
-                    .into_iter()
-                    .enumerate()
-                    .map(|(k, patch)| WordSum::InArray {
-                        name: name.clone(),
-                        k: k as u32,
-                        len: n,
-                        patch,
-                    }),
-            );
+            let array = ArraySum { slot, whole, outs };
+            sums.extend(array.sums(plan, f, ctx, taken, &mut declarations, body));
             continue;
         }
         for (j, out) in outs.iter().enumerate() {
             let w = words + k0 + j as u32;
             // A word no gradient flows to (a large table read at a few places) needs no
-            // sum: its partials are stored as zeros below.
+            // sum: its partials stay the zeros the row starts with.
             if is_zero(f, *out) {
                 sums.push(WordSum::Zero);
                 continue;
@@ -161,6 +120,87 @@ pub(super) fn shared_sums(
             sums.push(WordSum::Register(name));
         }
     }
+    finish(plan, &sums, declarations, ctx, taken)
+}
+
+/// A shared array of at most [`abi::MAX_ARRAY_SUM`] words whose gradient is one array
+/// value: summed per thread in an array of the same length, by a loop.
+struct ArraySum<'a> {
+    slot: &'a crate::abi::ParamSlot,
+    whole: crate::ir::OutputArray,
+    outs: &'a [crate::ir::ValueId],
+}
+
+impl ArraySum<'_> {
+    /// Declares the array of sums, adds the gradient into it once computed, and returns
+    /// how each word is summed (a patched word in a register of its own).
+    fn sums(
+        &self,
+        plan: &KernelPlan,
+        f: &Function,
+        ctx: &mut Ctx,
+        taken: &mut HashSet<String>,
+        declarations: &mut String,
+        body: &mut String,
+    ) -> Vec<WordSum> {
+        let (slot, whole, outs) = (self.slot, &self.whole, self.outs);
+        let (words, layout) = (plan.layout.words, plan.layout);
+        let (k0, n) = (slot.offset, outs.len() as u32);
+        let read_by_node = f.read_by_node();
+        let d = whole.array;
+        let name = fresh(taken, &format!("sum_{}", slot.name));
+        let _ = writeln!(declarations, "    var {name}: array<f32, {n}>;");
+        let k = fresh(taken, "k");
+        // The array's name is known once it is written (an update in place, or a
+        // loop's result, takes the name of the variable it lives in).
+        let add = format!(
+            "    for (var {k} = 0i; {k} < {n}i; {k}++) {{ {name}[{k}] += {THIS_VALUE}[{k}]; }} // d/d {}\n",
+            slot.name
+        );
+        ctx.after.entry(d.index()).or_default().push_str(&add);
+        // The words are summed as the array: their reads need no `let`.
+        for o in outs {
+            if !read_by_node[o.index()] {
+                ctx.skip.insert(o.index());
+            }
+        }
+        let mut patch: Vec<Option<String>> = vec![None; n as usize];
+        for (j, p) in &whole.patches {
+            let w = words + k0 + *j as u32;
+            patch[*j] = Some(register_sum(
+                layout,
+                w,
+                *p,
+                f,
+                ctx,
+                taken,
+                declarations,
+                body,
+            ));
+        }
+        patch
+            .into_iter()
+            .enumerate()
+            .map(|(k, patch)| WordSum::InArray {
+                name: name.clone(),
+                k: k as u32,
+                len: n,
+                patch,
+            })
+            .collect()
+    }
+}
+
+/// The sums' declarations and the workgroup sum after the element loop, once every word
+/// knows how it is summed.
+fn finish(
+    plan: &KernelPlan,
+    sums: &[WordSum],
+    mut declarations: String,
+    ctx: &mut Ctx,
+    taken: &mut HashSet<String>,
+) -> SharedSums {
+    let shared_words = plan.layout.shared_words;
     let streams = sums.contains(&WordSum::Streamed);
     let owned = streams.then(|| abi::owned_sums(shared_words)).flatten();
     ctx.streams.owned = owned.is_some();
@@ -180,7 +220,7 @@ pub(super) fn shared_sums(
             wg = abi::WORKGROUP_SIZE
         );
     }
-    let mut workgroup_sum = workgroup_sum(plan, &sums, taken);
+    let mut workgroup_sum = workgroup_sum(plan, sums, taken);
     if streams {
         workgroup_sum.insert_str(
             0,
