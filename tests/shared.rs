@@ -98,6 +98,18 @@ with_source! {
     }
 }
 
+/// Streamed, and too many shared words for each thread to keep the sums of the words it
+/// owns (`abi::MAX_OWNED_SUMS` per thread): the staged slots are added into the
+/// workgroup's row of partials in memory. 300 words read, every 233rd.
+#[differentiable]
+pub fn sparse_table(#[constant] x: f32, #[shared] table: [f32; 70000]) -> f32 {
+    let mut s = 0.0;
+    for k in 0..300 {
+        s += table[k * 233] * (x + s).sin();
+    }
+    s
+}
+
 /// More shared words than a uniform buffer holds (`abi::MAX_UNIFORM_SHARED_WORDS`): read
 /// from a storage buffer instead, at a computed index too.
 #[differentiable]
@@ -620,4 +632,42 @@ fn streamed_shared_gradients_are_the_batch_sums_and_bit_identical() {
         bytemuck::cast::<_, [u32; 82]>(sg),
         bytemuck::cast::<_, [u32; 82]>(again)
     );
+}
+
+#[test]
+fn streamed_sums_past_the_owned_bound_are_added_in_the_row() {
+    let wgsl = sparse_table::WGSL_ADJOINT;
+    assert!(wgsl.contains("stage_count++") && !wgsl.contains("owned_sums"));
+    let mut rng = Rng(61);
+    let mut shared = Box::new(sparse_table::Shared {
+        table: [0.0; 70000],
+    });
+    for k in 0..300 {
+        shared.table[k * 233] = rng.uniform(-0.1, 0.1);
+    }
+    let batch: Vec<sparse_table::Args> = (0..3000)
+        .map(|_| sparse_table::Args {
+            x: rng.uniform(-1.0, 1.0),
+        })
+        .collect();
+    let (_, _, sg) = sparse_table::kernel(device())
+        .value_and_grad(&batch, &shared)
+        .expect("launch");
+    let (mut want, mut magnitude) = (vec![0.0f64; 300], vec![0.0f64; 300]);
+    for a in &batch {
+        let (_, _, g) = sparse_table::value_and_grad(a, &shared);
+        for k in 0..300 {
+            want[k] += g.table[k * 233] as f64;
+            magnitude[k] += (g.table[k * 233] as f64).abs();
+        }
+    }
+    let got: Vec<f32> = (0..300).map(|k| sg.table[k * 233]).collect();
+    let e = sum_error(&got, &want, &magnitude);
+    assert!(e < 1e-5, "shared gradient off by {e:e}");
+    let untouched = sg
+        .table
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| k % 233 != 0 || *k >= 300 * 233);
+    assert!(untouched.into_iter().all(|(_, g)| *g == 0.0));
 }

@@ -101,13 +101,6 @@ impl Gpu {
         shared_grad: &mut [f32],
     ) -> Result<(), Error> {
         self.check_lost()?;
-        if spec.shared_grad_words() > spec.max_workgroups_per_dim as usize {
-            return Err(Error::ShapeMismatch {
-                what: format!("{}: shared gradient words (one workgroup each)", spec.label),
-                expected: spec.max_workgroups_per_dim as usize,
-                got: spec.shared_grad_words(),
-            });
-        }
         let pipeline = self.pipeline(spec)?;
         let reduce = self.reduce_pipeline(spec)?;
         let pipelines = Pipelines {
@@ -360,7 +353,10 @@ impl Gpu {
         if let (Some(r), Some(p)) = (reduction, pipelines.reduce) {
             pass.set_pipeline(&p.pipeline);
             pass.set_bind_group(0, &r.bind_group, &[]);
-            pass.dispatch_workgroups(spec.shared_grad_words() as u32, 1, 1);
+            // One workgroup per word, in rows of at most the per-dimension limit.
+            let words = spec.shared_grad_words() as u32;
+            let y = words.div_ceil(spec.max_workgroups_per_dim);
+            pass.dispatch_workgroups(words.div_ceil(y), y, 1);
             true
         } else {
             false

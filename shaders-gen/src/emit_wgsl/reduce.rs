@@ -105,8 +105,9 @@ fn {REDUCE_STAGE_FN}(lid: u32, group: u32, words: array<u32, 8>, count: u32) {{
 }
 
 /// The second pass of the shared-gradient reduction of a function with `shared_words`
-/// shared words: one workgroup per word sums the first pass's per-workgroup partials, each
-/// thread a fixed stride of them, then a tree; the same order on every run.
+/// shared words: one workgroup per word (in rows of the dispatch's second dimension past
+/// its per-dimension limit) sums the first pass's per-workgroup partials, each thread a
+/// fixed stride of them, then a tree; the same order on every run.
 pub fn emit_reduce_kernel(signature: &str, shared_words: u32) -> String {
     let wg = abi::WORKGROUP_SIZE;
     format!(
@@ -123,8 +124,13 @@ struct Params {{
 var<workgroup> stage: array<f32, {wg}>;
 
 @compute @workgroup_size({wg})
-fn reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
-    let word = wid.x;
+fn reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+    // Past 65535 words the workgroups come in rows; the last row's excess returns at once
+    // (the whole workgroup: the barriers below stay uniform).
+    let word = wid.x + wid.y * groups.x;
+    if (word >= {shared_words}u) {{
+        return;
+    }}
     var acc = 0.0f;
     for (var g = lid; g < params.n; g += {wg}u) {{
         acc += partials[g * {shared_words}u + word];
