@@ -84,11 +84,17 @@ impl Ctx<'_> {
         }
     }
 
+    /// The shared word at `index` of the `n` words from `first` on (a WGSL `u32`).
+    pub(super) fn shared_word_at(&self, first: u32, index: ValueId, n: usize) -> String {
+        format!("{first}u + u32({})", self.index_text(index, n))
+    }
+
     /// A read of `array[index]`.
     pub(super) fn array_get(&self, array: ValueId, index: ValueId) -> String {
-        let k = self.index_text(index, self.f.node(array).ty.words());
+        let n = self.f.node(array).ty.words();
+        let k = self.index_text(index, n);
         if let Some(first) = self.shared_array.get(&array.index()) {
-            let at = format!("{first}u + u32({k})");
+            let at = self.shared_word_at(*first, index, n);
             return if self.shared_uniform {
                 format!("shared_args[({at}) / 4u][({at}) % 4u]")
             } else {

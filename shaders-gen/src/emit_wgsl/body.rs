@@ -96,17 +96,7 @@ impl<'a> Ctx<'a> {
                 _ if self.skip.contains(&i) || self.streams.skip.contains(&i) => {}
                 _ if self.streams.adds.contains_key(&i) => {
                     let add = &self.streams.adds[&i];
-                    let word = match self.f.node(add.index).op {
-                        Op::Int(k) => {
-                            format!("{}u", add.base as i64 + k.clamp(0, add.len as i64 - 1))
-                        }
-                        _ => format!(
-                            "{}u + u32(clamp({}, 0i, {}i))",
-                            add.base,
-                            self.operand(add.index),
-                            add.len - 1
-                        ),
-                    };
+                    let word = self.shared_word_at(add.base, add.index, add.len as usize);
                     let (value, label) = (self.operand(add.value), format!("{}[..]", add.label));
                     self.emit_stage((i, 0), &word, &value, &label, indent, out);
                 }

@@ -23,9 +23,6 @@ use crate::names::REDUCE_STAGE_FN;
 use crate::ops::Func;
 use std::collections::{HashMap, HashSet};
 
-/// Slots of `reduce_stage` filled before the workgroup sums them.
-pub(super) const STAGE_SLOTS: u32 = abi::REDUCE_LANES;
-
 /// One add of an accumulator chain, written as a stage statement.
 #[derive(Clone, Debug)]
 pub(super) struct StreamAdd {
@@ -82,16 +79,16 @@ impl Streams {
     }
 
     /// The stages of a run that starts at node `i` of `f` after its first `done`: up to
-    /// [`STAGE_SLOTS`], up to the next loop (which stages its own).
+    /// [`abi::REDUCE_LANES`], up to the next loop (which stages its own).
     pub fn segment(&self, f: &Function, i: usize, done: u32) -> u32 {
         let mut n = 0;
         for (j, node) in f.nodes.iter().enumerate().skip(i) {
-            if matches!(node.op, Op::Loop(_)) || n >= STAGE_SLOTS + done {
+            if matches!(node.op, Op::Loop(_)) || n >= abi::REDUCE_LANES + done {
                 break;
             }
             n += self.stages_at(j);
         }
-        (n - done).min(STAGE_SLOTS)
+        (n - done).min(abi::REDUCE_LANES)
     }
 }
 
@@ -290,7 +287,7 @@ fn same_index(f: &Function, a: ValueId, b: ValueId) -> bool {
 pub(super) fn make_room(run: u32, owned: bool, indent: &str) -> String {
     format!(
         "{indent}if (stage_count > {}u) {{ {}; stage_count = 0u; }}\n",
-        STAGE_SLOTS - run,
+        abi::REDUCE_LANES - run,
         sum_stage(owned)
     )
 }
