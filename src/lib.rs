@@ -39,9 +39,11 @@ extern crate self as gradfuse;
 #[doc(hidden)]
 pub use gradfuse_macros::__differentiable_with;
 pub use gradfuse_macros::differentiable;
+#[doc(hidden)]
+pub use gradfuse_runtime::{Bindings, RawBuffer};
 pub use gradfuse_runtime::{
-    Device, Dual, Error, KernelSpec, KernelTime, OutputSpec, REQUIRE_GPU_ENV, Real, ReductionSpec,
-    SharedSpec,
+    Buffer, Device, Dual, Error, KernelSpec, KernelTime, OutputSpec, REQUIRE_GPU_ENV, Real,
+    Recording, ReductionSpec, SharedSpec,
 };
 
 /// Re-exported for generated code (`Args` and `Grad` are `bytemuck::Pod`) and for users who

@@ -9,10 +9,12 @@ pub const REQUIRE_GPU_ENV: &str = "GRADFUSE_REQUIRE_GPU";
 
 /// A device that runs batched kernels.
 pub struct Device {
-    backend: Backend,
+    /// Unique among devices: buffers remember which device made them.
+    id: u64,
+    pub(crate) backend: Backend,
 }
 
-enum Backend {
+pub(crate) enum Backend {
     Cpu,
     #[cfg(feature = "gpu")]
     Gpu(Box<crate::gpu::Gpu>),
@@ -22,6 +24,11 @@ impl std::fmt::Debug for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_tuple("Device").field(&self.describe()).finish()
     }
+}
+
+fn next_device_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 fn gpu_required() -> bool {
@@ -34,6 +41,7 @@ impl Device {
         #[cfg(feature = "gpu")]
         {
             Ok(Device {
+                id: next_device_id(),
                 backend: Backend::Gpu(Box::new(crate::gpu::Gpu::open()?)),
             })
         }
@@ -46,6 +54,7 @@ impl Device {
     /// The CPU: each kernel's CPU version over the batch, in parallel with rayon.
     pub fn cpu() -> Device {
         Device {
+            id: next_device_id(),
             backend: Backend::Cpu,
         }
     }
@@ -71,6 +80,11 @@ impl Device {
                 Ok(Device::cpu())
             }
         }
+    }
+
+    /// Unique among the devices of this process.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     /// Which adapter or CPU this is.

@@ -42,6 +42,17 @@ pub enum Error {
         /// The driver's or wgpu's message.
         message: String,
     },
+    /// A buffer was bound to a launch or read on a device other than the one that made it.
+    #[error("wrong device: {0}")]
+    WrongDevice(String),
+    /// A launch or step would write a buffer it also reads or writes through another
+    /// binding.
+    #[error("{0}")]
+    Aliased(String),
+    /// A request the runtime cannot serve (a buffer of a type that is not made of 4-byte
+    /// words, a size beyond the device's limits, a hyper-parameter out of range).
+    #[error("{0}")]
+    Unsupported(String),
     /// Reading results back from the device failed.
     #[error("reading results back from the GPU failed: {0}")]
     Readback(String),

@@ -4,6 +4,7 @@
 //! each kernel with a [`KernelSpec`].
 #![warn(missing_docs)]
 
+mod buffer;
 mod cpu;
 mod device;
 mod dual;
@@ -11,12 +12,19 @@ mod error;
 #[cfg(feature = "gpu")]
 mod gpu;
 mod real;
+mod recording;
 mod spec;
 
+pub use buffer::Buffer;
+#[doc(hidden)]
+pub use buffer::RawBuffer;
 pub use device::{Device, REQUIRE_GPU_ENV};
 pub use dual::Dual;
 pub use error::Error;
 pub use real::Real;
+#[doc(hidden)]
+pub use recording::Bindings;
+pub use recording::Recording;
 #[doc(hidden)]
 pub use spec::KernelTime;
 pub use spec::{KernelSpec, OutputSpec, ReductionSpec, SharedSpec};

@@ -3,10 +3,12 @@
 //!
 //! [`pipelines`] compiles each kernel once per device; [`sets`] keeps the buffers of a
 //! launch for reuse; [`launch`] cuts a batch into chunks and streams them through;
+//! [`resident`] keeps buffers on the device and records launches over them;
 //! [`timing`] measures kernels and transfers for the benches.
 
 mod launch;
 mod pipelines;
+mod resident;
 mod sets;
 mod timing;
 
@@ -54,6 +56,8 @@ pub(crate) struct Gpu {
     timestamps: bool,
     pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
     sets: Mutex<HashMap<(PipelineKey, usize), Vec<LaunchSet>>>,
+    /// Per kernel, the partial sums of resident launches that reduce shared gradients.
+    scratch: Mutex<HashMap<PipelineKey, wgpu::Buffer>>,
     lost: Arc<Mutex<Option<String>>>,
     uncaptured: Arc<Mutex<Option<String>>>,
 }
@@ -124,6 +128,7 @@ impl Gpu {
             timestamps,
             pipelines: Mutex::new(HashMap::new()),
             sets: Mutex::new(HashMap::new()),
+            scratch: Mutex::new(HashMap::new()),
             lost,
             uncaptured,
         })

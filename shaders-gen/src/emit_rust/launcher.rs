@@ -141,3 +141,91 @@ pub(super) fn launcher(has_shared: bool, has_grads: bool) -> TokenStream {
         }
     }
 }
+
+/// The `impl Kernel` of the launches over device-resident buffers: `value_to` and
+/// `value_and_grad_to` record into a `gradfuse::Recording`, reading and writing
+/// `gradfuse::Buffer`s, with no host round trip.
+pub(super) fn resident_launcher(has_shared: bool, has_grads: bool) -> TokenStream {
+    let buf = quote!(::gradfuse::Buffer);
+    let err = quote!(::gradfuse::Error);
+    let (shared_param, shared_bind) = if has_shared {
+        (
+            quote!(shared: &#buf<Shared>,),
+            quote!(::core::option::Option::Some(shared.raw())),
+        )
+    } else {
+        (quote!(), quote!(::core::option::Option::None))
+    };
+    let (shared_grad_param, shared_grad_bind) = if has_shared {
+        (
+            quote!(shared_grad: &#buf<SharedGrad>,),
+            quote!(::core::option::Option::Some(shared_grad.raw())),
+        )
+    } else {
+        (quote!(), quote!(::core::option::Option::None))
+    };
+    // Without gradient words (every per-element argument #[constant]) there is no `grads`.
+    let (grads_param, grads_bind) = if has_grads {
+        (quote!(grads: &#buf<Grad>,), quote!(grads.raw()))
+    } else {
+        (quote!(), quote!())
+    };
+    let shared_doc = if has_shared {
+        "; `shared_grad` receives the gradient of the sum of the values in the shared \
+         arguments (summed in a fixed order: the same bits on every run)"
+    } else {
+        ""
+    };
+    let vg_doc = format!(
+        "Records the value and the gradient of every element of `args` into `values` and \
+         `grads` (one entry per element){shared_doc}. Nothing runs before the recording is \
+         submitted; lengths are checked now."
+    );
+    quote! {
+        impl Kernel<'_> {
+            /// Records the value of every element of `args` into `values` (one entry per
+            /// element), buffers of the recording's device. Nothing runs before the
+            /// recording is submitted; lengths are checked now.
+            pub fn value_to(
+                &self,
+                rec: &mut ::gradfuse::Recording<'_>,
+                args: &#buf<Args>,
+                #shared_param
+                values: &#buf<f32>,
+            ) -> ::core::result::Result<(), #err> {
+                rec.launch(
+                    self.device,
+                    &FORWARD_KERNEL,
+                    ::gradfuse::Bindings {
+                        input: args.raw(),
+                        shared: #shared_bind,
+                        outputs: &[values.raw()],
+                        shared_grad: ::core::option::Option::None,
+                    },
+                )
+            }
+
+            #[doc = #vg_doc]
+            pub fn value_and_grad_to(
+                &self,
+                rec: &mut ::gradfuse::Recording<'_>,
+                args: &#buf<Args>,
+                #shared_param
+                values: &#buf<f32>,
+                #grads_param
+                #shared_grad_param
+            ) -> ::core::result::Result<(), #err> {
+                rec.launch(
+                    self.device,
+                    &ADJOINT_KERNEL,
+                    ::gradfuse::Bindings {
+                        input: args.raw(),
+                        shared: #shared_bind,
+                        outputs: &[values.raw(), #grads_bind],
+                        shared_grad: #shared_grad_bind,
+                    },
+                )
+            }
+        }
+    }
+}

@@ -4,7 +4,7 @@
 
 use super::ItemPlan;
 use super::body::{body, body_storing, loads};
-use super::launcher::launcher;
+use super::launcher::{launcher, resident_launcher};
 use super::spec::kernel_spec;
 use super::tokens::{Scalar, operand};
 use crate::abi::KernelKind;
@@ -124,6 +124,7 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
         quote!(out[1 + #grad_count..].copy_from_slice(::gradfuse::bytemuck::cast_slice(::core::slice::from_ref(&sg)));)
     });
     let launcher = launcher(has_shared, grad_count > 0);
+    let resident = resident_launcher(has_shared, grad_count > 0);
     quote! {
         /// The value and the full gradient, by reverse mode on the CPU.
         #[inline]
@@ -167,5 +168,7 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
         pub static ADJOINT_KERNEL: ::gradfuse::KernelSpec = #adj_spec;
 
         #launcher
+
+        #resident
     }
 }

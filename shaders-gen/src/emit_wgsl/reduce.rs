@@ -116,6 +116,8 @@ pub fn emit_reduce_kernel(signature: &str, shared_words: u32) -> String {
 
 struct Params {{
     n: u32,
+    // Nonzero: add to the sums (the later chunks of a launch too large for one binding).
+    accumulate: u32,
 }}
 
 @group(0) @binding({pb}) var<uniform> params: Params;
@@ -144,7 +146,7 @@ fn reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups
         workgroupBarrier();
     }}
     if (lid == 0u) {{
-        sums[word] = stage[0];
+        sums[word] = select(stage[0], sums[word] + stage[0], params.accumulate != 0u);
     }}
 }}
 ",

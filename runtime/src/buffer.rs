@@ -1,0 +1,218 @@
+//! Device-resident data: typed buffers that stay on a device between launches.
+//!
+//! A [`Buffer<T>`] holds `len` values of a plain-old-data type made of 4-byte words (`f32`,
+//! `u32`, `[f32; 3]`, a function's `Args`, `Grad` or `Shared`). It is made from a slice
+//! ([`Device::buffer`]), read back only when asked ([`Device::read`]), and bound to launches
+//! and optimizer steps recorded with [`Device::record`](crate::Device::record).
+
+use crate::device::Device;
+use crate::error::Error;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// `len` values of `T`, resident on one device.
+///
+/// Buffers are handles: recorded work holds on to them until it has run, so dropping a
+/// buffer whose launch is still in flight is safe.
+pub struct Buffer<T> {
+    raw: Arc<RawBuffer>,
+    len: usize,
+    _values: PhantomData<fn() -> T>,
+}
+
+impl<T> std::fmt::Debug for Buffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Buffer")
+            .field("type", &std::any::type_name::<T>())
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl<T> Buffer<T> {
+    /// How many values of `T` it holds.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The untyped storage, for generated launchers.
+    #[doc(hidden)]
+    pub fn raw(&self) -> &Arc<RawBuffer> {
+        &self.raw
+    }
+}
+
+/// The untyped words of a [`Buffer`]: what launches bind. Not a stable API.
+#[doc(hidden)]
+pub struct RawBuffer {
+    /// Unique among all buffers: launches refuse to write a buffer they also read.
+    pub(crate) id: u64,
+    /// The device that made it.
+    pub(crate) device: u64,
+    /// 4-byte words.
+    pub(crate) words: usize,
+    pub(crate) storage: Storage,
+}
+
+pub(crate) enum Storage {
+    Cpu(RwLock<Vec<u32>>),
+    #[cfg(feature = "gpu")]
+    Gpu(wgpu::Buffer),
+}
+
+impl RawBuffer {
+    pub(crate) fn new(device: u64, words: usize, storage: Storage) -> RawBuffer {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        RawBuffer {
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
+            device,
+            words,
+            storage,
+        }
+    }
+
+    /// The words of a CPU buffer, to read. A panic while a lock was held leaves whole words
+    /// behind, so poisoning is not an error.
+    pub(crate) fn cpu_read(&self) -> RwLockReadGuard<'_, Vec<u32>> {
+        match &self.storage {
+            Storage::Cpu(w) => w.read().unwrap_or_else(PoisonError::into_inner),
+            #[cfg(feature = "gpu")]
+            Storage::Gpu(_) => unreachable!("checked by Recording: a CPU launch binds CPU buffers"),
+        }
+    }
+
+    /// The words of a CPU buffer, to write.
+    pub(crate) fn cpu_write(&self) -> RwLockWriteGuard<'_, Vec<u32>> {
+        match &self.storage {
+            Storage::Cpu(w) => w.write().unwrap_or_else(PoisonError::into_inner),
+            #[cfg(feature = "gpu")]
+            Storage::Gpu(_) => unreachable!("checked by Recording: a CPU launch binds CPU buffers"),
+        }
+    }
+
+    #[cfg(feature = "gpu")]
+    pub(crate) fn gpu(&self) -> &wgpu::Buffer {
+        match &self.storage {
+            Storage::Gpu(b) => b,
+            Storage::Cpu(_) => unreachable!("checked by Recording: a GPU launch binds GPU buffers"),
+        }
+    }
+}
+
+/// 4-byte words per value of `T`: buffers hold types made of whole words.
+pub(crate) fn words_per<T: bytemuck::Pod>() -> Result<usize, Error> {
+    let size = std::mem::size_of::<T>();
+    if size == 0 || !size.is_multiple_of(4) {
+        return Err(Error::Unsupported(format!(
+            "a Buffer holds values of whole 4-byte words; {} has {size} bytes",
+            std::any::type_name::<T>()
+        )));
+    }
+    Ok(size / 4)
+}
+
+impl Device {
+    /// A buffer on this device holding a copy of `values`.
+    pub fn buffer<T: bytemuck::Pod>(&self, values: &[T]) -> Result<Buffer<T>, Error> {
+        words_per::<T>()?;
+        let words: Vec<u32> = bytemuck::pod_collect_to_vec(values);
+        Ok(Buffer {
+            raw: Arc::new(self.raw_buffer(words)?),
+            len: values.len(),
+            _values: PhantomData,
+        })
+    }
+
+    /// A buffer of `len` values of `T` whose words are all zero.
+    pub fn zeros<T: bytemuck::Pod>(&self, len: usize) -> Result<Buffer<T>, Error> {
+        let words = len.checked_mul(words_per::<T>()?).ok_or_else(|| {
+            Error::Unsupported(format!("a buffer of {len} values does not fit in memory"))
+        })?;
+        Ok(Buffer {
+            raw: Arc::new(self.raw_buffer(vec![0; words])?),
+            len,
+            _values: PhantomData,
+        })
+    }
+
+    /// A copy of the buffer's values, once all work submitted before has run.
+    pub fn read<T: bytemuck::Pod>(&self, buffer: &Buffer<T>) -> Result<Vec<T>, Error> {
+        self.check_owns(buffer.raw(), "the buffer to read")?;
+        let words = self.read_words(buffer.raw())?;
+        Ok(bytemuck::pod_collect_to_vec(&words))
+    }
+
+    /// Overwrites the buffer's values with `values` (of the same length), after all work
+    /// submitted before and before any submitted after.
+    pub fn write<T: bytemuck::Pod>(&self, buffer: &Buffer<T>, values: &[T]) -> Result<(), Error> {
+        self.check_owns(buffer.raw(), "the buffer to write")?;
+        if values.len() != buffer.len {
+            return Err(Error::ShapeMismatch {
+                what: "values written to a buffer".into(),
+                expected: buffer.len,
+                got: values.len(),
+            });
+        }
+        self.write_words(buffer.raw(), bytemuck::cast_slice(values))
+    }
+
+    /// An error unless `buffer` was made by this device.
+    pub(crate) fn check_owns(&self, buffer: &RawBuffer, what: &str) -> Result<(), Error> {
+        if buffer.device == self.id() {
+            Ok(())
+        } else {
+            Err(Error::WrongDevice(format!(
+                "{what} was made by another device than {}",
+                self.describe()
+            )))
+        }
+    }
+}
+
+impl Device {
+    /// Device storage holding `words`.
+    fn raw_buffer(&self, words: Vec<u32>) -> Result<RawBuffer, Error> {
+        let n = words.len();
+        let storage = match &self.backend {
+            crate::device::Backend::Cpu => Storage::Cpu(RwLock::new(words)),
+            #[cfg(feature = "gpu")]
+            crate::device::Backend::Gpu(g) => Storage::Gpu(g.resident_buffer(&words)?),
+        };
+        Ok(RawBuffer::new(self.id(), n, storage))
+    }
+
+    /// The words of a buffer of this device, once the work submitted before has run.
+    fn read_words(&self, buffer: &RawBuffer) -> Result<Vec<u32>, Error> {
+        match &buffer.storage {
+            Storage::Cpu(_) => Ok(buffer.cpu_read().clone()),
+            #[cfg(feature = "gpu")]
+            Storage::Gpu(b) => match &self.backend {
+                crate::device::Backend::Gpu(g) => g.read_resident(b, buffer.words),
+                crate::device::Backend::Cpu => unreachable!("checked by check_owns"),
+            },
+        }
+    }
+
+    /// Overwrites a buffer of this device with `bytes` (its whole length).
+    fn write_words(&self, buffer: &RawBuffer, bytes: &[u8]) -> Result<(), Error> {
+        match &buffer.storage {
+            Storage::Cpu(_) => {
+                buffer
+                    .cpu_write()
+                    .copy_from_slice(&bytemuck::pod_collect_to_vec::<u8, u32>(bytes));
+                Ok(())
+            }
+            #[cfg(feature = "gpu")]
+            Storage::Gpu(b) => match &self.backend {
+                crate::device::Backend::Gpu(g) => g.write_resident(b, bytes),
+                crate::device::Backend::Cpu => unreachable!("checked by check_owns"),
+            },
+        }
+    }
+}
