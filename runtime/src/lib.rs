@@ -11,6 +11,7 @@ mod dual;
 mod error;
 #[cfg(feature = "gpu")]
 mod gpu;
+mod optim;
 mod real;
 mod recording;
 mod spec;
@@ -21,6 +22,7 @@ pub use buffer::RawBuffer;
 pub use device::{Device, REQUIRE_GPU_ENV};
 pub use dual::Dual;
 pub use error::Error;
+pub use optim::{Adam, Momentum};
 pub use real::Real;
 #[doc(hidden)]
 pub use recording::Bindings;

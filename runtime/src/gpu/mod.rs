@@ -7,6 +7,7 @@
 //! [`timing`] measures kernels and transfers for the benches.
 
 mod launch;
+mod optim;
 mod pipelines;
 mod resident;
 mod sets;

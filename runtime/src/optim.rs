@@ -1,0 +1,208 @@
+//! Optimizers on the device: gradient descent with momentum and Adam, stepping parameter
+//! buffers (parameter blocks, `#[shared]` arguments) by their gradient buffers inside a
+//! [`Recording`], with their state (moments) resident too. A loop of steps submits without
+//! waiting; nothing is read back unless asked.
+//!
+//! The CPU device runs the same formulas in the same order of f32 operations; a GPU's
+//! `sqrt` and division may round differently in the last bit.
+
+use crate::buffer::{Buffer, RawBuffer};
+use crate::error::Error;
+use crate::recording::Recording;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Adam (Kingma & Ba), as PyTorch's `torch.optim.Adam` without weight decay: per word,
+/// `m = β1 m + (1 - β1) g`, `v = β2 v + (1 - β2) g²`,
+/// `p -= lr (m / (1 - β1^t)) / (sqrt(v / (1 - β2^t)) + eps)`.
+#[derive(Debug)]
+pub struct Adam {
+    /// The learning rate.
+    pub lr: f32,
+    /// Decay of the first moment (0.9 by default).
+    pub beta1: f32,
+    /// Decay of the second moment (0.999 by default).
+    pub beta2: f32,
+    /// Added to the root of the second moment (1e-8 by default).
+    pub eps: f32,
+    states: HashMap<u64, State>,
+}
+
+/// Gradient descent with momentum, as PyTorch's `torch.optim.SGD` with `momentum`: per
+/// word, `v = μ v + g`, `p -= lr v`.
+#[derive(Debug)]
+pub struct Momentum {
+    /// The learning rate.
+    pub lr: f32,
+    /// The momentum μ (0.9 by default; 0 is plain gradient descent).
+    pub momentum: f32,
+    states: HashMap<u64, State>,
+}
+
+/// An optimizer's state for one parameter buffer: its moments, and the steps taken.
+struct State {
+    moments: Vec<Arc<RawBuffer>>,
+    steps: u32,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State").field("steps", &self.steps).finish()
+    }
+}
+
+/// Which update a step applies, with its hyper-parameters for this step.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Update {
+    /// Adam: `lr, beta1, beta2, eps, 1 - beta1^t, 1 - beta2^t`.
+    Adam([f32; 6]),
+    /// Momentum: `lr, momentum`.
+    Momentum([f32; 2]),
+}
+
+impl Update {
+    /// How many moment buffers it keeps per parameter buffer.
+    fn moments(self) -> usize {
+        match self {
+            Update::Adam(_) => 2,
+            Update::Momentum(_) => 1,
+        }
+    }
+
+    /// The update of words `p` (in place) from `g`, on the CPU.
+    pub(crate) fn apply_cpu(self, p: &mut [f32], g: &[f32], moments: &mut [&mut [f32]]) {
+        match (self, moments) {
+            (Update::Adam([lr, b1, b2, eps, c1, c2]), [m, v]) => {
+                for i in 0..p.len() {
+                    let gi = g[i];
+                    let mi = b1 * m[i] + (1.0 - b1) * gi;
+                    let vi = b2 * v[i] + (1.0 - b2) * gi * gi;
+                    m[i] = mi;
+                    v[i] = vi;
+                    p[i] -= lr * (mi / c1) / ((vi / c2).sqrt() + eps);
+                }
+            }
+            (Update::Momentum([lr, mu]), [v]) => {
+                for i in 0..p.len() {
+                    let vi = mu * v[i] + g[i];
+                    v[i] = vi;
+                    p[i] -= lr * vi;
+                }
+            }
+            _ => unreachable!("a state has the moments of its update"),
+        }
+    }
+}
+
+impl Adam {
+    /// Adam with learning rate `lr` and the usual β1 = 0.9, β2 = 0.999, eps = 1e-8.
+    pub fn new(lr: f32) -> Adam {
+        Adam {
+            lr,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            states: HashMap::new(),
+        }
+    }
+
+    /// Records one step of `params` by `grads` (the same number of words: `grads` may be
+    /// another type of the same layout, e.g. a function's `SharedGrad` for its `Shared`).
+    /// Each parameter buffer has its own moments and step count, made on its first step.
+    pub fn step<P: bytemuck::Pod, G: bytemuck::Pod>(
+        &mut self,
+        rec: &mut Recording<'_>,
+        params: &Buffer<P>,
+        grads: &Buffer<G>,
+    ) -> Result<(), Error> {
+        let ok = |b: f32| (0.0..1.0).contains(&b);
+        if !(self.lr.is_finite() && self.lr >= 0.0)
+            || !ok(self.beta1)
+            || !ok(self.beta2)
+            || !(self.eps.is_finite() && self.eps > 0.0)
+        {
+            return Err(Error::Unsupported(format!(
+                "Adam needs lr >= 0, 0 <= beta1, beta2 < 1 and eps > 0; got lr {}, beta1 {}, \
+                 beta2 {}, eps {}",
+                self.lr, self.beta1, self.beta2, self.eps
+            )));
+        }
+        let (lr, b1, b2, eps) = (self.lr, self.beta1, self.beta2, self.eps);
+        step(&mut self.states, rec, params, grads, |t| {
+            let c1 = 1.0 - f64::from(b1).powi(t as i32);
+            let c2 = 1.0 - f64::from(b2).powi(t as i32);
+            Update::Adam([lr, b1, b2, eps, c1 as f32, c2 as f32])
+        })
+    }
+}
+
+impl Momentum {
+    /// Gradient descent with learning rate `lr` and momentum 0.9.
+    pub fn new(lr: f32) -> Momentum {
+        Momentum {
+            lr,
+            momentum: 0.9,
+            states: HashMap::new(),
+        }
+    }
+
+    /// Records one step of `params` by `grads` (the same number of words), as
+    /// [`Adam::step`].
+    pub fn step<P: bytemuck::Pod, G: bytemuck::Pod>(
+        &mut self,
+        rec: &mut Recording<'_>,
+        params: &Buffer<P>,
+        grads: &Buffer<G>,
+    ) -> Result<(), Error> {
+        if !(self.lr.is_finite() && self.lr >= 0.0 && (0.0..1.0).contains(&self.momentum)) {
+            return Err(Error::Unsupported(format!(
+                "Momentum needs lr >= 0 and 0 <= momentum < 1; got lr {}, momentum {}",
+                self.lr, self.momentum
+            )));
+        }
+        let (lr, mu) = (self.lr, self.momentum);
+        step(&mut self.states, rec, params, grads, |_| {
+            Update::Momentum([lr, mu])
+        })
+    }
+}
+
+/// Records one step of `update` (given the step number, from 1) of `params` by `grads`.
+fn step<P, G>(
+    states: &mut HashMap<u64, State>,
+    rec: &mut Recording<'_>,
+    params: &Buffer<P>,
+    grads: &Buffer<G>,
+    update: impl FnOnce(u32) -> Update,
+) -> Result<(), Error> {
+    let device = rec.device();
+    let (p, g) = (params.raw(), grads.raw());
+    device.check_owns(p, "the parameters of an optimizer step")?;
+    device.check_owns(g, "the gradients of an optimizer step")?;
+    if p.words != g.words {
+        return Err(Error::ShapeMismatch {
+            what: "gradient words of an optimizer step (one per parameter word)".into(),
+            expected: p.words,
+            got: g.words,
+        });
+    }
+    if p.id == g.id {
+        return Err(Error::Aliased(
+            "an optimizer step's gradients are its parameters' own buffer".into(),
+        ));
+    }
+    let t = states.get(&p.id).map_or(1, |s| s.steps + 1);
+    let update = update(t);
+    if !states.contains_key(&p.id) {
+        let moments = (0..update.moments())
+            .map(|_| device.zeros::<f32>(p.words).map(|b| b.raw().clone()))
+            .collect::<Result<Vec<_>, Error>>()?;
+        states.insert(p.id, State { moments, steps: 0 });
+    }
+    let state = states
+        .get_mut(&p.id)
+        .ok_or_else(|| Error::Unsupported("optimizer state lost".into()))?;
+    rec.optimizer_step(update, p, g, &state.moments)?;
+    state.steps = t;
+    Ok(())
+}

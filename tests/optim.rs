@@ -1,0 +1,199 @@
+//! Optimizers on the device: Adam and momentum steps against a reference implementation in
+//! f64, on the GPU and the CPU device; resident training (launch, then step, recorded
+//! together) reaching its stated loss; bad steps are errors.
+
+mod common;
+
+use common::{Rng, device};
+use gradfuse::{Adam, Device, Error, Momentum, differentiable};
+
+#[differentiable]
+pub fn fit(x: [f32; 2], #[constant] y: f32, #[shared] w: [f32; 3]) -> f32 {
+    let r = (w[0] * x[0] + w[1] * x[1] + w[2]).tanh() - y;
+    r * r
+}
+
+/// PyTorch's Adam, in f64.
+fn adam_reference(p: &mut [f64], grads: &[Vec<f64>], lr: f64) {
+    let (b1, b2, eps) = (0.9f64, 0.999f64, 1e-8);
+    let mut m = vec![0.0; p.len()];
+    let mut v = vec![0.0; p.len()];
+    for (t, g) in grads.iter().enumerate() {
+        let t = t as i32 + 1;
+        for i in 0..p.len() {
+            m[i] = b1 * m[i] + (1.0 - b1) * g[i];
+            v[i] = b2 * v[i] + (1.0 - b2) * g[i] * g[i];
+            let mh = m[i] / (1.0 - b1.powi(t));
+            let vh = v[i] / (1.0 - b2.powi(t));
+            p[i] -= lr * mh / (vh.sqrt() + eps);
+        }
+    }
+}
+
+fn random(n: usize, seed: u64, scale: f64) -> Vec<f32> {
+    let mut rng = Rng(seed);
+    (0..n).map(|_| rng.uniform(-scale, scale)).collect()
+}
+
+fn steps_match_reference(d: &Device) {
+    // Past one workgroup, with words of every size (gradients from 1e-4 to 1).
+    let n = 1000;
+    let p0 = random(n, 1, 1.0);
+    let grads: Vec<Vec<f32>> = (0..4)
+        .map(|k| {
+            random(n, 10 + k, 1.0)
+                .iter()
+                .enumerate()
+                .map(|(i, g)| g * 10f32.powi(-((i % 5) as i32)))
+                .collect()
+        })
+        .collect();
+    let params = d.buffer(&p0).unwrap();
+    let g = d.zeros::<f32>(n).unwrap();
+    let mut adam = Adam::new(0.01);
+    for gk in &grads {
+        d.write(&g, gk).unwrap();
+        let mut rec = d.record();
+        adam.step(&mut rec, &params, &g).unwrap();
+        rec.submit().unwrap();
+    }
+    let got = d.read(&params).unwrap();
+    let mut want: Vec<f64> = p0.iter().map(|&x| f64::from(x)).collect();
+    let g64: Vec<Vec<f64>> = grads
+        .iter()
+        .map(|g| g.iter().map(|&x| f64::from(x)).collect())
+        .collect();
+    adam_reference(&mut want, &g64, 0.01);
+    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            (f64::from(*a) - b).abs() < 2e-6,
+            "adam word {i}: {a} vs {b}"
+        );
+    }
+
+    // Momentum: v = 0.9 v + g, p -= lr v.
+    let params = d.buffer(&p0).unwrap();
+    let mut sgd = Momentum::new(0.1);
+    let mut want: Vec<f64> = p0.iter().map(|&x| f64::from(x)).collect();
+    let mut v = vec![0.0f64; n];
+    for gk in &grads {
+        d.write(&g, gk).unwrap();
+        let mut rec = d.record();
+        sgd.step(&mut rec, &params, &g).unwrap();
+        rec.submit().unwrap();
+        for i in 0..n {
+            v[i] = 0.9 * v[i] + f64::from(gk[i]);
+            want[i] -= 0.1 * v[i];
+        }
+    }
+    let got = d.read(&params).unwrap();
+    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            (f64::from(*a) - b).abs() < 1e-6,
+            "momentum word {i}: {a} vs {b}"
+        );
+    }
+}
+
+#[test]
+fn adam_and_momentum_steps_match_a_reference() {
+    steps_match_reference(device());
+    steps_match_reference(&Device::cpu());
+}
+
+/// Data from known weights: Adam on the shared weights, value_and_grad then step recorded
+/// together, k steps per submission, drives the mean loss to 1e-5.
+fn train(d: &Device, steps_per_submit: usize) -> (Vec<f32>, f32) {
+    let n = 4096;
+    let truth = [0.8f32, -0.4, 0.2];
+    let mut rng = Rng(5);
+    let args: Vec<fit::Args> = (0..n)
+        .map(|_| {
+            let x = [rng.uniform(-2.0, 2.0), rng.uniform(-2.0, 2.0)];
+            let y = (truth[0] * x[0] + truth[1] * x[1] + truth[2]).tanh();
+            fit::Args { x, y }
+        })
+        .collect();
+    let k = fit::kernel(d);
+    let a = d.buffer(&args).unwrap();
+    let w = d.buffer(&[fit::Shared { w: [0.0; 3] }]).unwrap();
+    let (v, g, sg) = (
+        d.zeros::<f32>(n).unwrap(),
+        d.zeros::<fit::Grad>(n).unwrap(),
+        d.zeros::<fit::SharedGrad>(1).unwrap(),
+    );
+    let mut adam = Adam::new(0.02);
+    for _ in 0..(400 / steps_per_submit) {
+        let mut rec = d.record();
+        for _ in 0..steps_per_submit {
+            k.value_and_grad_to(&mut rec, &a, &w, &v, &g, &sg).unwrap();
+            adam.step(&mut rec, &w, &sg).unwrap();
+        }
+        rec.submit().unwrap();
+    }
+    let mut rec = d.record();
+    k.value_to(&mut rec, &a, &w, &v).unwrap();
+    rec.submit().unwrap();
+    let loss = d.read(&v).unwrap().iter().sum::<f32>() / n as f32;
+    (d.read(&w).unwrap()[0].w.to_vec(), loss)
+}
+
+#[test]
+fn resident_training_reaches_its_loss_and_recordings_of_several_steps_change_nothing() {
+    let (w1, loss1) = train(device(), 1);
+    assert!(loss1 < 1e-5, "mean loss {loss1} after 400 Adam steps");
+    for (a, b) in w1.iter().zip([0.8, -0.4, 0.2]) {
+        assert!((a - b).abs() < 1e-2, "{w1:?}");
+    }
+    // Ten steps per submission: the same work in the same order, the same bits.
+    let (w10, loss10) = train(device(), 10);
+    assert_eq!(w1, w10);
+    assert_eq!(loss1.to_bits(), loss10.to_bits());
+    // The CPU device trains to the same loss.
+    let (wc, lossc) = train(&Device::cpu(), 8);
+    assert!(lossc < 1e-5, "{lossc}");
+    for (a, b) in w1.iter().zip(&wc) {
+        assert!((a - b).abs() < 1e-3, "{w1:?} vs {wc:?}");
+    }
+}
+
+#[test]
+fn bad_steps_are_errors() {
+    let d = device();
+    let p = d.buffer(&[1.0f32; 8]).unwrap();
+    let g = d.zeros::<f32>(7).unwrap();
+    let mut adam = Adam::new(0.1);
+    let mut rec = d.record();
+    assert!(matches!(
+        adam.step(&mut rec, &p, &g),
+        Err(Error::ShapeMismatch {
+            expected: 8,
+            got: 7,
+            ..
+        })
+    ));
+    assert!(matches!(
+        adam.step(&mut rec, &p, &p),
+        Err(Error::Aliased(_))
+    ));
+    let cpu = Device::cpu();
+    let foreign = cpu.zeros::<f32>(8).unwrap();
+    assert!(matches!(
+        adam.step(&mut rec, &p, &foreign),
+        Err(Error::WrongDevice(_))
+    ));
+    adam.beta1 = 1.0;
+    let g8 = d.zeros::<f32>(8).unwrap();
+    assert!(matches!(
+        adam.step(&mut rec, &p, &g8),
+        Err(Error::Unsupported(_))
+    ));
+    let mut sgd = Momentum::new(f32::NAN);
+    assert!(matches!(
+        sgd.step(&mut rec, &p, &g8),
+        Err(Error::Unsupported(_))
+    ));
+    rec.submit().unwrap();
+    // Nothing was stepped.
+    assert_eq!(d.read(&p).unwrap(), vec![1.0; 8]);
+}
