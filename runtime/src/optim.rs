@@ -116,11 +116,13 @@ impl Adam {
         grads: &Buffer<G>,
     ) -> Result<(), Error> {
         let ok = |b: f32| (0.0..1.0).contains(&b);
-        if !(self.lr.is_finite() && self.lr >= 0.0)
-            || !ok(self.beta1)
-            || !ok(self.beta2)
-            || !(self.eps.is_finite() && self.eps > 0.0)
-        {
+        let valid = self.lr.is_finite()
+            && self.lr >= 0.0
+            && ok(self.beta1)
+            && ok(self.beta2)
+            && self.eps.is_finite()
+            && self.eps > 0.0;
+        if !valid {
             return Err(Error::Unsupported(format!(
                 "Adam needs lr >= 0, 0 <= beta1, beta2 < 1 and eps > 0; got lr {}, beta1 {}, \
                  beta2 {}, eps {}",
@@ -193,15 +195,15 @@ fn step<P, G>(
     }
     let t = states.get(&p.id).map_or(1, |s| s.steps + 1);
     let update = update(t);
-    if !states.contains_key(&p.id) {
-        let moments = (0..update.moments())
-            .map(|_| device.zeros::<f32>(p.words).map(|b| b.raw().clone()))
-            .collect::<Result<Vec<_>, Error>>()?;
-        states.insert(p.id, State { moments, steps: 0 });
-    }
-    let state = states
-        .get_mut(&p.id)
-        .ok_or_else(|| Error::Unsupported("optimizer state lost".into()))?;
+    let state = match states.entry(p.id) {
+        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::hash_map::Entry::Vacant(e) => {
+            let moments = (0..update.moments())
+                .map(|_| device.zeros::<f32>(p.words).map(|b| b.raw().clone()))
+                .collect::<Result<Vec<_>, Error>>()?;
+            e.insert(State { moments, steps: 0 })
+        }
+    };
     rec.optimizer_step(update, p, g, &state.moments)?;
     state.steps = t;
     Ok(())
