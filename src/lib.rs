@@ -40,11 +40,11 @@ extern crate self as gradfuse;
 pub use gradfuse_macros::__differentiable_with;
 pub use gradfuse_macros::differentiable;
 pub use gradfuse_runtime::{
-    Adam, Buffer, Device, Dual, Error, KernelSpec, KernelTime, Momentum, OutputSpec,
-    REQUIRE_GPU_ENV, Real, Recording, ReductionSpec, SharedSpec,
+    Adam, Buffer, Device, Dual, Error, Index, KernelSpec, KernelTime, Momentum, OutputSpec,
+    REQUIRE_GPU_ENV, Real, Recording, ReductionSpec, SharedSpec, Source,
 };
 #[doc(hidden)]
-pub use gradfuse_runtime::{Bindings, RawBuffer};
+pub use gradfuse_runtime::{Bindings, GatherField, GatherOutputs, RawBuffer};
 
 /// Re-exported for generated code (`Args` and `Grad` are `bytemuck::Pod`) and for users who
 /// cast batches to and from bytes.

@@ -60,6 +60,15 @@ pub struct RawBuffer {
     pub(crate) storage: Storage,
 }
 
+impl std::fmt::Debug for RawBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawBuffer")
+            .field("id", &self.id)
+            .field("words", &self.words)
+            .finish_non_exhaustive()
+    }
+}
+
 pub(crate) enum Storage {
     Cpu(RwLock<Vec<u32>>),
     #[cfg(feature = "gpu")]
@@ -214,5 +223,17 @@ impl Device {
                 crate::device::Backend::Cpu => unreachable!("checked by check_owns"),
             },
         }
+    }
+}
+
+impl Device {
+    /// Storage of `words` words for a launch's intermediate rows, zeroed, with no upload.
+    pub(crate) fn scratch(&self, words: usize) -> Result<Arc<RawBuffer>, Error> {
+        let storage = match &self.backend {
+            crate::device::Backend::Cpu => Storage::Cpu(RwLock::new(vec![0; words])),
+            #[cfg(feature = "gpu")]
+            crate::device::Backend::Gpu(g) => Storage::Gpu(g.scratch_buffer(words)?),
+        };
+        Ok(Arc::new(RawBuffer::new(self.id(), words, storage)))
     }
 }

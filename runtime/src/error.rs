@@ -42,6 +42,16 @@ pub enum Error {
         /// The driver's or wgpu's message.
         message: String,
     },
+    /// An index array has an entry past the rows of the blocks it indexes.
+    #[error("index entry {entry} is row {row}, but the block has {rows} rows")]
+    IndexOutOfRange {
+        /// Which entry.
+        entry: usize,
+        /// The row it names.
+        row: usize,
+        /// The rows there are.
+        rows: usize,
+    },
     /// A buffer was bound to a launch or read on a device other than the one that made it.
     #[error("wrong device: {0}")]
     WrongDevice(String),

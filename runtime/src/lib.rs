@@ -9,6 +9,8 @@ mod cpu;
 mod device;
 mod dual;
 mod error;
+mod gather;
+mod gather_launch;
 #[cfg(feature = "gpu")]
 mod gpu;
 mod optim;
@@ -22,6 +24,11 @@ pub use buffer::RawBuffer;
 pub use device::{Device, REQUIRE_GPU_ENV};
 pub use dual::Dual;
 pub use error::Error;
+#[doc(hidden)]
+pub use gather::GatherField;
+pub use gather::{Index, Source};
+#[doc(hidden)]
+pub use gather_launch::GatherOutputs;
 pub use optim::{Adam, Momentum};
 pub use real::Real;
 #[doc(hidden)]

@@ -52,6 +52,25 @@ impl Gpu {
         Ok(buffer)
     }
 
+    /// A zeroed storage buffer of `words` words, with no upload (wgpu zeroes new buffers).
+    pub(crate) fn scratch_buffer(&self, words: usize) -> Result<wgpu::Buffer, Error> {
+        use wgpu::BufferUsages as U;
+        let bytes = (words as u64 * 4).next_multiple_of(16).max(16);
+        if bytes > self.binding_bytes() {
+            return Err(Error::Unsupported(format!(
+                "a launch with gathered arguments needs {bytes} bytes of argument or gradient \
+                 rows, more than one binding holds ({} bytes); launch fewer elements at once",
+                self.binding_bytes()
+            )));
+        }
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let buffer = self.buffer("gradfuse scratch", U::STORAGE | U::COPY_SRC, bytes);
+        if let Some(e) = pollster::block_on(oom.pop()) {
+            return Err(Error::OutOfMemory(e.to_string()));
+        }
+        Ok(buffer)
+    }
+
     /// The first `words` words of `buffer`, once the work submitted before has run.
     pub(crate) fn read_resident(
         &self,

@@ -10,6 +10,7 @@
 
 mod arrays;
 mod body;
+mod gathered;
 mod launcher;
 mod scalar;
 mod spec;

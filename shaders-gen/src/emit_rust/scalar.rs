@@ -125,6 +125,7 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
     });
     let launcher = launcher(has_shared, grad_count > 0);
     let resident = resident_launcher(has_shared, grad_count > 0);
+    let gathered = super::gathered::gathered_api(plan);
     quote! {
         /// The value and the full gradient, by reverse mode on the CPU.
         #[inline]
@@ -170,5 +171,7 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
         #launcher
 
         #resident
+
+        #gathered
     }
 }

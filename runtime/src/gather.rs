@@ -1,0 +1,230 @@
+//! Gathered arguments: a per-element argument read from a row of a parameter block through
+//! an index array, and its gradient scattered back as the gradient of the batch sum in each
+//! row, summed in a fixed order (no float atomics: the same bits on every run).
+//!
+//! An [`Index`] is validated and grouped by row once, on the host: every later launch
+//! scatters by a segmented sum over that grouping (row `r` adds the gradients of the
+//! elements that read it, in element order). A launch with gathered arguments assembles the
+//! kernel's argument rows on the device, runs the kernel, then scatters each argument's
+//! gradient words into its sink; gradients that land in the same buffer add up, in the order
+//! of the function's arguments.
+
+use crate::buffer::{Buffer, RawBuffer};
+use crate::device::Device;
+use crate::error::Error;
+use std::sync::Arc;
+
+/// An index array into the rows of a block (`len` entries, each below `rows`), with its
+/// grouping by row for the scatter of gradients. Made by [`Device::index`].
+#[derive(Clone)]
+pub struct Index {
+    pub(crate) entries: Arc<RawBuffer>,
+    /// The elements sorted by the row they read (stable: in element order within a row).
+    pub(crate) order: Arc<RawBuffer>,
+    /// `rows + 1` offsets into `order`: row `r` is read by `order[starts[r]..starts[r + 1]]`.
+    pub(crate) starts: Arc<RawBuffer>,
+    pub(crate) rows: usize,
+    pub(crate) len: usize,
+}
+
+impl std::fmt::Debug for Index {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Index")
+            .field("len", &self.len)
+            .field("rows", &self.rows)
+            .finish()
+    }
+}
+
+impl Index {
+    /// Entries (elements of a launch).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Rows of the blocks it indexes.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+}
+
+impl Device {
+    /// An index into blocks of `rows` rows: element `k` of a launch reads row
+    /// `entries[k]`. An entry out of range is an error here, before any launch.
+    pub fn index(&self, entries: &[u32], rows: usize) -> Result<Index, Error> {
+        if let Some((k, &e)) = entries
+            .iter()
+            .enumerate()
+            .find(|&(_, &e)| e as usize >= rows)
+        {
+            return Err(Error::IndexOutOfRange {
+                entry: k,
+                row: e as usize,
+                rows,
+            });
+        }
+        if rows >= u32::MAX as usize || entries.len() >= u32::MAX as usize {
+            return Err(Error::Unsupported(format!(
+                "an index of {} entries into {rows} rows (at most 2^32 - 2 of each)",
+                entries.len()
+            )));
+        }
+        // Counting sort by row: stable, so each row's elements stay in element order.
+        let mut starts = vec![0u32; rows + 1];
+        for &e in entries {
+            starts[e as usize + 1] += 1;
+        }
+        for r in 0..rows {
+            starts[r + 1] += starts[r];
+        }
+        let mut next = starts.clone();
+        let mut order = vec![0u32; entries.len()];
+        for (k, &e) in entries.iter().enumerate() {
+            order[next[e as usize] as usize] = k as u32;
+            next[e as usize] += 1;
+        }
+        let raw = |b: Buffer<u32>| b.raw().clone();
+        Ok(Index {
+            entries: raw(self.buffer(entries)?),
+            order: raw(self.buffer(&order)?),
+            starts: raw(self.buffer(&starts)?),
+            rows,
+            len: entries.len(),
+        })
+    }
+}
+
+/// Where a per-element argument comes from in a launch with gathered arguments.
+#[derive(Debug)]
+pub enum Source<'b, T> {
+    /// One value per element: element `k` reads entry `k`.
+    Each(&'b Buffer<T>),
+    /// Rows of a parameter block: element `k` reads row `index[k]` of the block.
+    Gather(&'b Buffer<T>, &'b Index),
+}
+
+impl<T> Clone for Source<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Source<'_, T> {}
+
+impl<T> Source<'_, T> {
+    /// The untyped buffer and index, for generated launchers.
+    #[doc(hidden)]
+    pub fn parts(&self) -> (&Arc<RawBuffer>, Option<&Index>) {
+        match self {
+            Source::Each(b) => (b.raw(), None),
+            Source::Gather(b, i) => (b.raw(), Some(i)),
+        }
+    }
+}
+
+/// One per-element argument of a launch with gathered arguments, as generated launchers
+/// describe it. Not a stable API.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct GatherField<'b> {
+    /// f32 words of the argument.
+    pub words: u32,
+    /// Its first word in the kernel's argument row.
+    pub args_offset: u32,
+    /// Its first word in the kernel's gradient row (None for `#[constant]` arguments).
+    pub grad_offset: Option<u32>,
+    /// Where it is read from.
+    pub source: (&'b Arc<RawBuffer>, Option<&'b Index>),
+    /// Where its gradient goes: one entry per element for an `Each` source, one per block
+    /// row for a `Gather` source (None for values only, or `#[constant]`).
+    pub sink: Option<&'b Arc<RawBuffer>>,
+}
+
+impl GatherField<'_> {
+    /// Elements this field gives a launch.
+    pub(crate) fn elements(&self) -> usize {
+        match self.source.1 {
+            Some(i) => i.len,
+            None => self.source.0.words / self.words.max(1) as usize,
+        }
+    }
+}
+
+/// A [`GatherField`] that owns its buffers: recorded work outlives the launch call.
+#[derive(Clone)]
+pub(crate) struct Field {
+    pub(crate) words: u32,
+    pub(crate) args_offset: u32,
+    pub(crate) grad_offset: Option<u32>,
+    pub(crate) source: Arc<RawBuffer>,
+    pub(crate) index: Option<Index>,
+    pub(crate) sink: Option<Arc<RawBuffer>>,
+}
+
+impl From<&GatherField<'_>> for Field {
+    fn from(f: &GatherField<'_>) -> Field {
+        Field {
+            words: f.words,
+            args_offset: f.args_offset,
+            grad_offset: f.grad_offset,
+            source: f.source.0.clone(),
+            index: f.source.1.cloned(),
+            sink: f.sink.cloned(),
+        }
+    }
+}
+
+/// Copies the field's words from its source into the argument rows `args` (`in_words` per
+/// element), on the CPU.
+pub(crate) fn assemble_cpu(field: &Field, n: usize, in_words: usize, args: &mut [u32]) {
+    let w = field.words as usize;
+    let src = field.source.cpu_read();
+    let index = field.index.as_ref().map(|i| i.entries.cpu_read());
+    for k in 0..n {
+        let row = index.as_ref().map_or(k, |i| i[k] as usize);
+        let at = k * in_words + field.args_offset as usize;
+        args[at..at + w].copy_from_slice(&src[row * w..(row + 1) * w]);
+    }
+}
+
+/// Scatters the field's gradient words from the gradient rows `grads` (`grad_words` per
+/// element) into its sink, on the CPU: per element, or summed per row in the index's
+/// order; added to what is there if `accumulate`.
+pub(crate) fn scatter_cpu(field: &Field, grads: &[f32], grad_words: usize, accumulate: bool) {
+    let (Some(sink), Some(off)) = (&field.sink, field.grad_offset) else {
+        return;
+    };
+    let w = field.words as usize;
+    let mut out = sink.cpu_write();
+    let out: &mut [f32] = bytemuck::cast_slice_mut(&mut out[..]);
+    let word = |k: usize, j: usize| grads[k * grad_words + off as usize + j];
+    let put = |o: &mut f32, s: f32| *o = if accumulate { *o + s } else { s };
+    match &field.index {
+        None => {
+            for (k, row) in out.chunks_exact_mut(w).enumerate() {
+                for (j, o) in row.iter_mut().enumerate() {
+                    put(o, word(k, j));
+                }
+            }
+        }
+        Some(index) => {
+            let order = index.order.cpu_read();
+            let starts = index.starts.cpu_read();
+            for (r, row) in out.chunks_exact_mut(w).enumerate() {
+                let elements = &order[starts[r] as usize..starts[r + 1] as usize];
+                for (j, o) in row.iter_mut().enumerate() {
+                    let mut s = 0.0f32;
+                    for &k in elements {
+                        s += word(k as usize, j);
+                    }
+                    put(o, s);
+                }
+            }
+        }
+    }
+}

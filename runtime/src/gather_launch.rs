@@ -1,0 +1,207 @@
+//! Recording a launch with gathered arguments: check every binding, assemble the kernel's
+//! argument rows, launch, scatter the gradients (see [`crate::gather`]).
+
+use crate::buffer::RawBuffer;
+use crate::device::Device;
+use crate::error::Error;
+use crate::gather::{Field, GatherField, assemble_cpu, scatter_cpu};
+use crate::recording::{Bindings, Recording};
+use crate::spec::KernelSpec;
+use std::sync::Arc;
+
+/// The buffers of a launch with gathered arguments, besides its fields. Not a stable API.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct GatherOutputs<'b> {
+    /// The `#[shared]` arguments, for a kernel that has them.
+    pub shared: Option<&'b Arc<RawBuffer>>,
+    /// One value per element.
+    pub values: &'b Arc<RawBuffer>,
+    /// The gradient of the batch sum in the shared arguments (adjoint kernels with them).
+    pub shared_grad: Option<&'b Arc<RawBuffer>>,
+}
+
+impl Recording<'_> {
+    /// Records a launch of `spec` whose per-element arguments come from `fields` (in the
+    /// order of the kernel's argument row). Generated launchers call this; every length,
+    /// index and binding is checked first, and on an error nothing is recorded.
+    #[doc(hidden)]
+    pub fn launch_gathered(
+        &mut self,
+        kernel_device: &Device,
+        spec: &'static KernelSpec,
+        fields: &[GatherField<'_>],
+        out: GatherOutputs<'_>,
+    ) -> Result<(), Error> {
+        let n = self.check_gathered(spec, fields, &out)?;
+        let device = self.device();
+        let in_words = spec.input_words as usize;
+        let grad_words = spec.outputs.get(1).map_or(0, |o| o.words as usize);
+        let args = device.scratch(n * in_words)?;
+        let grads = device.scratch(n * grad_words)?;
+        let fields: Vec<Field> = fields.iter().map(Field::from).collect();
+        for f in &fields {
+            self.assemble(f, n, in_words, &args)?;
+        }
+        let grads_binding = [out.values, &grads];
+        let outputs = &grads_binding[..spec.outputs.len()];
+        self.launch(
+            kernel_device,
+            spec,
+            Bindings {
+                input: &args,
+                shared: out.shared,
+                outputs,
+                shared_grad: out.shared_grad,
+            },
+        )?;
+        // Gradients that land in one buffer add up, in the order of the arguments.
+        let mut written: Vec<u64> = Vec::new();
+        for f in fields.iter().filter(|f| f.grad_offset.is_some()) {
+            if let Some(sink) = &f.sink {
+                let accumulate = written.contains(&sink.id);
+                written.push(sink.id);
+                self.scatter(f, n, grad_words, &grads, accumulate)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The element count of a gathered launch, or why its bindings do not fit.
+    fn check_gathered(
+        &self,
+        spec: &KernelSpec,
+        fields: &[GatherField<'_>],
+        out: &GatherOutputs<'_>,
+    ) -> Result<usize, Error> {
+        let label = spec.label;
+        let device = self.device();
+        let n = fields.first().map_or(0, GatherField::elements);
+        let mut read: Vec<u64> = Vec::new();
+        for (k, f) in fields.iter().enumerate() {
+            let w = f.words as usize;
+            let what = format!("{label}: argument {k}");
+            device.check_owns(f.source.0, &what)?;
+            read.push(f.source.0.id);
+            let rows = match f.source.1 {
+                Some(index) => {
+                    device.check_owns(&index.entries, &format!("{what}'s index"))?;
+                    read.extend([index.entries.id, index.order.id, index.starts.id]);
+                    mismatch(
+                        format!("{what}: block words ({} rows × {w})", index.rows),
+                        index.rows * w,
+                        f.source.0.words,
+                    )?;
+                    index.rows
+                }
+                None => {
+                    mismatch(
+                        format!("{what}: words ({n} elements × {w})"),
+                        n * w,
+                        f.source.0.words,
+                    )?;
+                    n
+                }
+            };
+            mismatch(format!("{what}: elements"), n, f.elements())?;
+            if let (Some(sink), Some(_)) = (f.sink, f.grad_offset) {
+                device.check_owns(sink, &format!("{what}'s gradient"))?;
+                let rows_what = if f.source.1.is_some() {
+                    "block rows"
+                } else {
+                    "elements"
+                };
+                mismatch(
+                    format!("{what}: gradient words ({rows} {rows_what} × {w})"),
+                    rows * w,
+                    sink.words,
+                )?;
+            }
+        }
+        read.extend(out.shared.map(|s| s.id));
+        let writes = fields
+            .iter()
+            .filter_map(|f| f.sink)
+            .chain([out.values])
+            .chain(out.shared_grad);
+        for w in writes {
+            device.check_owns(w, label)?;
+            if read.contains(&w.id) {
+                return Err(Error::Aliased(format!(
+                    "{label}: a gradient or output buffer is also read by the launch"
+                )));
+            }
+        }
+        if out.values.id == out.shared_grad.map_or(0, |s| s.id) {
+            return Err(Error::Aliased(format!(
+                "{label}: values and shared gradient are one buffer"
+            )));
+        }
+        mismatch(
+            format!("{label}: arguments"),
+            spec.input_words as usize,
+            fields.iter().map(|f| f.words as usize).sum(),
+        )?;
+        Ok(n)
+    }
+
+    /// Records the copy of a field's words into the argument rows.
+    fn assemble(
+        &mut self,
+        f: &Field,
+        n: usize,
+        in_words: usize,
+        args: &Arc<RawBuffer>,
+    ) -> Result<(), Error> {
+        if n == 0 {
+            return Ok(());
+        }
+        #[cfg(feature = "gpu")]
+        if let Some((g, encoder)) = self.gpu_encoder() {
+            return g.record_assemble(encoder, f, n, in_words, args);
+        }
+        let (f, args) = (f.clone(), args.clone());
+        if let Some(steps) = self.cpu_steps() {
+            steps.push(Box::new(move || {
+                assemble_cpu(&f, n, in_words, &mut args.cpu_write())
+            }));
+        }
+        Ok(())
+    }
+
+    /// Records the scatter of a field's gradient words into its sink.
+    fn scatter(
+        &mut self,
+        f: &Field,
+        n: usize,
+        grad_words: usize,
+        grads: &Arc<RawBuffer>,
+        accumulate: bool,
+    ) -> Result<(), Error> {
+        #[cfg(feature = "gpu")]
+        if let Some((g, encoder)) = self.gpu_encoder() {
+            return g.record_scatter(encoder, f, n, grad_words, grads, accumulate);
+        }
+        let (f, grads) = (f.clone(), grads.clone());
+        if let Some(steps) = self.cpu_steps() {
+            steps.push(Box::new(move || {
+                let grads = grads.cpu_read();
+                scatter_cpu(&f, bytemuck::cast_slice(&grads[..]), grad_words, accumulate);
+            }));
+        }
+        Ok(())
+    }
+}
+
+/// A [`Error::ShapeMismatch`] unless `expected == got`.
+fn mismatch(what: String, expected: usize, got: usize) -> Result<(), Error> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(Error::ShapeMismatch {
+            what,
+            expected,
+            got,
+        })
+    }
+}
