@@ -182,6 +182,8 @@ impl Recording<'_> {
         if let Some((g, encoder)) = self.gpu_encoder() {
             return g.record_scatter(encoder, f, n, grad_words, grads, accumulate);
         }
+        // The CPU scatter takes its extent from the sink.
+        let _ = n;
         let (f, grads) = (f.clone(), grads.clone());
         if let Some(steps) = self.cpu_steps() {
             steps.push(Box::new(move || {
