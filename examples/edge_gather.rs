@@ -1,0 +1,267 @@
+//! The edge energy of an icosphere with its vertices gathered by index: each edge's residual
+//! reads its two vertices from one vertex block, and the gradient is scattered back per
+//! vertex (summed in a fixed order: the same bits on every run). The gradient is checked
+//! against the CPU device, then the sphere, squashed flat, relaxes back to its rest lengths
+//! by gradient descent with momentum, resident on the device. Writes the energy curve to an
+//! SVG file.
+//!
+//! Run: `cargo run --release --example edge_gather` (`--quick` for a small sphere, as CI
+//! does; `--out DIR` for where the plot goes, `target/plots` by default).
+
+use gradfuse::{Device, Momentum, Source, differentiable};
+use indicatif::{ProgressBar, ProgressStyle};
+use plotters::prelude::*;
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+/// Half the squared stretch of the edge from `p` to `q` against its rest length.
+#[differentiable]
+pub fn edge_energy(p: [f32; 3], q: [f32; 3], #[constant] rest: f32) -> f32 {
+    let dx = q[0] - p[0];
+    let dy = q[1] - p[1];
+    let dz = q[2] - p[2];
+    let stretch = (dx * dx + dy * dy + dz * dz).sqrt() - rest;
+    0.5 * stretch * stretch
+}
+
+/// An icosphere: the icosahedron's faces subdivided `levels` times, on the unit sphere.
+fn icosphere(levels: u32) -> (Vec<[f32; 3]>, Vec<[u32; 3]>) {
+    let t = (1.0 + 5f32.sqrt()) / 2.0;
+    let mut v: Vec<[f32; 3]> = [
+        [-1.0, t, 0.0],
+        [1.0, t, 0.0],
+        [-1.0, -t, 0.0],
+        [1.0, -t, 0.0],
+        [0.0, -1.0, t],
+        [0.0, 1.0, t],
+        [0.0, -1.0, -t],
+        [0.0, 1.0, -t],
+        [t, 0.0, -1.0],
+        [t, 0.0, 1.0],
+        [-t, 0.0, -1.0],
+        [-t, 0.0, 1.0],
+    ]
+    .to_vec();
+    let mut faces: Vec<[u32; 3]> = vec![
+        [0, 11, 5],
+        [0, 5, 1],
+        [0, 1, 7],
+        [0, 7, 10],
+        [0, 10, 11],
+        [1, 5, 9],
+        [5, 11, 4],
+        [11, 10, 2],
+        [10, 7, 6],
+        [7, 1, 8],
+        [3, 9, 4],
+        [3, 4, 2],
+        [3, 2, 6],
+        [3, 6, 8],
+        [3, 8, 9],
+        [4, 9, 5],
+        [2, 4, 11],
+        [6, 2, 10],
+        [8, 6, 7],
+        [9, 8, 1],
+    ];
+    for _ in 0..levels {
+        let mut mid: HashMap<(u32, u32), u32> = HashMap::new();
+        let mut split = |a: u32, b: u32, v: &mut Vec<[f32; 3]>| {
+            *mid.entry((a.min(b), a.max(b))).or_insert_with(|| {
+                let (pa, pb) = (v[a as usize], v[b as usize]);
+                v.push([0, 1, 2].map(|i| (pa[i] + pb[i]) / 2.0));
+                (v.len() - 1) as u32
+            })
+        };
+        let mut next = Vec::with_capacity(faces.len() * 4);
+        for [a, b, c] in faces {
+            let (ab, bc, ca) = (
+                split(a, b, &mut v),
+                split(b, c, &mut v),
+                split(c, a, &mut v),
+            );
+            next.extend([[a, ab, ca], [b, bc, ab], [c, ca, bc], [ab, bc, ca]]);
+        }
+        faces = next;
+    }
+    for p in &mut v {
+        let r = (p[0] * p[0] + p[1] * p[1] + p[2] * p[2]).sqrt();
+        *p = p.map(|x| x / r);
+    }
+    (v, faces)
+}
+
+/// Each edge of the faces once: its two vertex indices.
+fn edges(faces: &[[u32; 3]]) -> (Vec<u32>, Vec<u32>) {
+    let mut seen = std::collections::BTreeSet::new();
+    for &[a, b, c] in faces {
+        for (x, y) in [(a, b), (b, c), (c, a)] {
+            seen.insert((x.min(y), x.max(y)));
+        }
+    }
+    seen.into_iter().unzip()
+}
+
+fn length(a: [f32; 3], b: [f32; 3]) -> f32 {
+    ((a[0] - b[0]).powi(2) + (a[1] - b[1]).powi(2) + (a[2] - b[2]).powi(2)).sqrt()
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut quick = false;
+    let mut out = PathBuf::from("target/plots");
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--quick" => quick = true,
+            "--out" => out = args.next().map_or(out, PathBuf::from),
+            other => eprintln!("edge_gather: ignoring unknown argument {other}"),
+        }
+    }
+    let (levels, steps) = if quick { (4, 300) } else { (6, 3000) };
+    let device = Device::auto()?;
+    println!("device: {}", device.describe());
+    let (sphere, faces) = icosphere(levels);
+    let (p_idx, q_idx) = edges(&faces);
+    let rest: Vec<f32> = p_idx
+        .iter()
+        .zip(&q_idx)
+        .map(|(&a, &b)| length(sphere[a as usize], sphere[b as usize]))
+        .collect();
+    // Squashed to half its height: the edges' rest lengths pull it back into a sphere.
+    let squashed: Vec<[f32; 3]> = sphere.iter().map(|p| [p[0], p[1], 0.5 * p[2]]).collect();
+    println!("icosphere: {} vertices, {} edges", sphere.len(), rest.len());
+
+    // The gradient per vertex on this device and on the CPU device: the same sums.
+    let mut energies = Vec::new();
+    let mut grads = Vec::new();
+    for d in [&device, &Device::cpu()] {
+        let (e, g) = energy_and_grad(d, &squashed, &p_idx, &q_idx, &rest)?;
+        energies.push(e);
+        grads.push(g);
+    }
+    let scale = grads[1]
+        .iter()
+        .flatten()
+        .fold(0.0f32, |m, g| m.max(g.abs()));
+    let worst = grads[0]
+        .iter()
+        .flatten()
+        .zip(grads[1].iter().flatten())
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    println!(
+        "energy {:.6} ({:.6} on the CPU device); per-vertex gradient: largest difference \
+         {worst:.2e} of {scale:.2e}",
+        energies[0], energies[1]
+    );
+    if worst > 1e-4 * scale {
+        return Err("the device's per-vertex gradient disagrees with the CPU's".into());
+    }
+
+    // Relaxation: launch and step recorded together, the energy read every few steps.
+    let vertices = device.buffer(&squashed)?;
+    let (pi, qi) = (
+        device.index(&p_idx, sphere.len())?,
+        device.index(&q_idx, sphere.len())?,
+    );
+    let rest_buf = device.buffer(&rest)?;
+    let values = device.zeros::<f32>(rest.len())?;
+    let grad = device.zeros::<[f32; 3]>(sphere.len())?;
+    let kernel = edge_energy::kernel(&device);
+    let mut sgd = Momentum::new(0.2);
+    let every = 10;
+    let bar = ProgressBar::new(steps as u64).with_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} steps, {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut curve = Vec::new();
+    for chunk in 0..steps / every {
+        let mut rec = device.record();
+        for _ in 0..every {
+            let sources = edge_energy::Sources {
+                p: Source::Gather(&vertices, &pi),
+                q: Source::Gather(&vertices, &qi),
+                rest: Source::Each(&rest_buf),
+            };
+            let sinks = edge_energy::Sinks { p: &grad, q: &grad };
+            kernel.value_and_grad_gathered(&mut rec, &sources, &values, &sinks)?;
+            sgd.step(&mut rec, &vertices, &grad)?;
+        }
+        rec.submit()?;
+        let energy: f32 = device.read(&values)?.iter().sum();
+        let step = (chunk + 1) * every;
+        curve.push((step as u32, energy.max(1e-12)));
+        bar.set_position(step as u64);
+        bar.set_message(format!("energy {energy:.3e}"));
+    }
+    bar.finish();
+    let (first, last) = (energies[0], curve.last().map_or(energies[0], |c| c.1));
+    println!("energy {first:.4e} -> {last:.4e} after {steps} steps");
+    let path = plot(&out, &curve)?;
+    println!("energy curve: {}", path.display());
+    if last >= 1e-2 * first {
+        return Err("the relaxation did not reduce the energy a hundredfold".into());
+    }
+    Ok(())
+}
+
+/// The total energy and the per-vertex gradient from one gathered launch on `d`.
+fn energy_and_grad(
+    d: &Device,
+    vertices: &[[f32; 3]],
+    p: &[u32],
+    q: &[u32],
+    rest: &[f32],
+) -> Result<(f32, Vec<[f32; 3]>), gradfuse::Error> {
+    let v = d.buffer(vertices)?;
+    let (pi, qi) = (d.index(p, vertices.len())?, d.index(q, vertices.len())?);
+    let rest = d.buffer(rest)?;
+    let values = d.zeros::<f32>(p.len())?;
+    let grad = d.zeros::<[f32; 3]>(vertices.len())?;
+    let mut rec = d.record();
+    edge_energy::kernel(d).value_and_grad_gathered(
+        &mut rec,
+        &edge_energy::Sources {
+            p: Source::Gather(&v, &pi),
+            q: Source::Gather(&v, &qi),
+            rest: Source::Each(&rest),
+        },
+        &values,
+        &edge_energy::Sinks { p: &grad, q: &grad },
+    )?;
+    rec.submit()?;
+    Ok((d.read(&values)?.iter().sum(), d.read(&grad)?))
+}
+
+/// Writes the energy curve (log scale) to `dir/edge_gather_energy.svg`.
+fn plot(
+    dir: &std::path::Path,
+    curve: &[(u32, f32)],
+) -> Result<PathBuf, Box<dyn std::error::Error>> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("edge_gather_energy.svg");
+    {
+        let root = SVGBackend::new(&path, (800, 500)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let last = curve.last().map_or(1, |c| c.0);
+        let lo = curve.iter().map(|c| c.1).fold(f32::MAX, f32::min) * 0.5;
+        let hi = curve.iter().map(|c| c.1).fold(0.0, f32::max) * 2.0;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "icosphere edge energy, momentum descent",
+                ("sans-serif", 20),
+            )
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0u32..last, (lo..hi).log_scale())?;
+        chart
+            .configure_mesh()
+            .x_desc("step")
+            .y_desc("energy")
+            .draw()?;
+        chart.draw_series(LineSeries::new(curve.iter().copied(), &BLUE))?;
+        root.present()?;
+    }
+    Ok(path)
+}
