@@ -5,7 +5,7 @@ use crate::buffer::RawBuffer;
 use crate::device::Device;
 use crate::error::Error;
 use crate::gather::{Field, GatherField, assemble_cpu, scatter_cpu};
-use crate::recording::{Bindings, Recording};
+use crate::recording::{Bindings, Recording, mismatch};
 use crate::spec::KernelSpec;
 use std::sync::Arc;
 
@@ -192,18 +192,5 @@ impl Recording<'_> {
             }));
         }
         Ok(())
-    }
-}
-
-/// A [`Error::ShapeMismatch`] unless `expected == got`.
-fn mismatch(what: String, expected: usize, got: usize) -> Result<(), Error> {
-    if expected == got {
-        Ok(())
-    } else {
-        Err(Error::ShapeMismatch {
-            what,
-            expected,
-            got,
-        })
     }
 }

@@ -212,31 +212,20 @@ impl<'d> Recording<'d> {
             });
         }
         let n = b.input.words / in_words;
-        let expect = |what: String, expected: usize, got: usize| {
-            if expected == got {
-                Ok(())
-            } else {
-                Err(Error::ShapeMismatch {
-                    what,
-                    expected,
-                    got,
-                })
-            }
-        };
-        expect(
+        mismatch(
             format!("{label}: output buffers"),
             spec.outputs.len(),
             b.outputs.len(),
         )?;
         for (k, (out, o)) in b.outputs.iter().zip(spec.outputs).enumerate() {
             let what = format!("{label}: output {k} words ({n} elements × {})", o.words);
-            expect(what, n * o.words as usize, out.words)?;
+            mismatch(what, n * o.words as usize, out.words)?;
         }
         let words = |s: Option<&Arc<RawBuffer>>| s.map_or(0, |s| s.words);
         let what = format!("{label}: shared argument words");
-        expect(what, spec.shared_words(), words(b.shared))?;
+        mismatch(what, spec.shared_words(), words(b.shared))?;
         let what = format!("{label}: shared gradient words");
-        expect(what, spec.shared_grad_words(), words(b.shared_grad))?;
+        mismatch(what, spec.shared_grad_words(), words(b.shared_grad))?;
         Ok(n)
     }
 }
@@ -272,4 +261,17 @@ fn cpu_launch(spec: &'static KernelSpec, n: usize, b: &Bindings<'_>) -> CpuStep 
             grad,
         );
     })
+}
+
+/// A [`Error::ShapeMismatch`] about `what` unless `expected == got`.
+pub(crate) fn mismatch(what: String, expected: usize, got: usize) -> Result<(), Error> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(Error::ShapeMismatch {
+            what,
+            expected,
+            got,
+        })
+    }
 }

@@ -253,16 +253,7 @@ impl Gpu {
         outputs: &mut [&mut [f32]],
         shared_grad: &mut [f32],
     ) -> Result<(), Error> {
-        self.device
-            .poll(wgpu::PollType::Wait {
-                submission_index: Some(f.submission),
-                timeout: None,
-            })
-            .map_err(|e| {
-                self.check_lost()
-                    .err()
-                    .unwrap_or_else(|| Error::Readback(e.to_string()))
-            })?;
+        self.wait_for(f.submission)?;
         // On an error the set may be in any state: it is dropped rather than reused.
         self.await_map(&f.read)?;
         {
@@ -289,6 +280,21 @@ impl Gpu {
             self.return_set(spec, f.set);
         }
         Ok(())
+    }
+
+    /// Waits for a submission to finish; a device loss is reported as such.
+    pub(super) fn wait_for(&self, submission: wgpu::SubmissionIndex) -> Result<(), Error> {
+        self.device
+            .poll(wgpu::PollType::Wait {
+                submission_index: Some(submission),
+                timeout: None,
+            })
+            .map(|_| ())
+            .map_err(|e| {
+                self.check_lost()
+                    .err()
+                    .unwrap_or_else(|| Error::Readback(e.to_string()))
+            })
     }
 
     /// Waits for a map request's callback. Another thread's poll may be delivering it just

@@ -96,16 +96,7 @@ impl Gpu {
             .map_async(wgpu::MapMode::Read, move |r| {
                 let _ = tx.send(r);
             });
-        self.device
-            .poll(wgpu::PollType::Wait {
-                submission_index: Some(submission),
-                timeout: None,
-            })
-            .map_err(|e| {
-                self.check_lost()
-                    .err()
-                    .unwrap_or_else(|| Error::Readback(e.to_string()))
-            })?;
+        self.wait_for(submission)?;
         self.await_map(&rx)?;
         self.take_uncaptured("gradfuse read")?;
         let view = staging
