@@ -152,39 +152,6 @@ impl<'d> Recording<'d> {
         Ok(())
     }
 
-    /// Records an optimizer's update of `params` by `grads` (same words, checked by the
-    /// caller) with its moment buffers.
-    pub(crate) fn optimizer_step(
-        &mut self,
-        update: crate::optim::Update,
-        params: &Arc<RawBuffer>,
-        grads: &Arc<RawBuffer>,
-        moments: &[Arc<RawBuffer>],
-    ) -> Result<(), Error> {
-        #[cfg(feature = "gpu")]
-        if let Some((g, encoder)) = self.gpu_encoder() {
-            return g.record_update(encoder, update, params, grads, moments);
-        }
-        let (p, g, ms) = (params.clone(), grads.clone(), moments.to_vec());
-        if let Some(steps) = self.cpu_steps() {
-            steps.push(Box::new(move || {
-                let mut p = p.cpu_write();
-                let g = g.cpu_read();
-                let mut guards: Vec<_> = ms.iter().map(|m| m.cpu_write()).collect();
-                let mut views: Vec<&mut [f32]> = guards
-                    .iter_mut()
-                    .map(|m| bytemuck::cast_slice_mut(&mut m[..]))
-                    .collect();
-                update.apply_cpu(
-                    bytemuck::cast_slice_mut(&mut p[..]),
-                    bytemuck::cast_slice(&g[..]),
-                    &mut views,
-                );
-            }));
-        }
-        Ok(())
-    }
-
     /// The element count of a launch, or why its bindings do not fit `spec`.
     fn check_launch(&self, spec: &KernelSpec, b: &Bindings<'_>) -> Result<usize, Error> {
         let label = spec.label;
