@@ -156,15 +156,7 @@ impl Gpu {
     /// Elements of one chunk of a resident launch of `spec`: every binding fits the device's
     /// limit, and every chunk starts at an aligned offset.
     fn resident_chunk(&self, spec: &KernelSpec) -> usize {
-        let widest = spec
-            .outputs
-            .iter()
-            .map(|o| o.words)
-            .chain([spec.input_words])
-            .max()
-            .unwrap_or(1);
-        let most = self.elements_within(spec, widest, self.binding_bytes());
-        (most / CHUNK_ALIGN * CHUNK_ALIGN).max(CHUNK_ALIGN)
+        (self.max_binding_elements(spec) / CHUNK_ALIGN * CHUNK_ALIGN).max(CHUNK_ALIGN)
     }
 
     /// A scratch buffer of at least `bytes` for `spec`'s partial sums, kept for later
