@@ -238,6 +238,55 @@ fn bad_bindings_are_errors_that_record_nothing() {
     assert_eq!(d.read(&sg).unwrap(), vec![fit::SharedGrad { w: [0.0; 3] }]);
 }
 
+/// A cast is a view of the same words: reads and writes through it are the original's,
+/// words that do not divide are an error, and a launch cannot read one view and write the
+/// other.
+fn cast_views_the_same_words(d: &Device) {
+    let args = [
+        spring::Args {
+            p: [0.0, 1.0, 2.0],
+            q: [3.0, 4.0, 5.0],
+        },
+        spring::Args {
+            p: [6.0, 7.0, 8.0],
+            q: [9.0, 10.0, 11.0],
+        },
+    ];
+    let b = d.buffer(&args).unwrap();
+    let rows = b.cast::<[f32; 3]>().unwrap();
+    assert_eq!(rows.len(), 4);
+    let want: Vec<[f32; 3]> = (0..4)
+        .map(|r| [0, 1, 2].map(|c| (3 * r + c) as f32))
+        .collect();
+    assert_eq!(d.read(&rows).unwrap(), want);
+    d.write(&rows, &[[-1.0; 3]; 4]).unwrap();
+    assert_eq!(d.read(&b).unwrap()[1].q, [-1.0; 3]);
+    let e = b.cast::<[f32; 5]>().unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::ShapeMismatch {
+                expected: 15,
+                got: 12,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let values = b.cast::<f32>().unwrap();
+    let mut rec = d.record();
+    let e = spring::kernel(d)
+        .value_to(&mut rec, &b, &values)
+        .unwrap_err();
+    assert!(matches!(e, Error::Aliased(_)), "{e}");
+}
+
+#[test]
+fn casts_view_the_same_words() {
+    cast_views_the_same_words(device());
+    cast_views_the_same_words(&Device::cpu());
+}
+
 /// A batch larger than one storage binding (128 MiB on lavapipe) is launched in chunks
 /// bound at offsets; the shared gradient adds the chunks' sums in order.
 #[test]

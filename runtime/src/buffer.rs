@@ -41,6 +41,29 @@ impl<T> Buffer<T> {
         self.len == 0
     }
 
+    /// The same device memory viewed as values of another type: `n` `f32` outputs of one
+    /// launch as `n / 4` `[f32; 4]` rows of the next, without a copy. The view shares the
+    /// storage (a launch that reads one view and writes the other is refused as aliased).
+    /// `Error::ShapeMismatch` unless the words divide into whole values of `U`.
+    pub fn cast<U: bytemuck::Pod>(&self) -> Result<Buffer<U>, Error> {
+        let per = words_per::<U>()?;
+        if !self.raw.words.is_multiple_of(per) {
+            return Err(Error::ShapeMismatch {
+                what: format!(
+                    "the 4-byte words of a buffer viewed as {} (of {per} words each)",
+                    std::any::type_name::<U>()
+                ),
+                expected: self.raw.words.next_multiple_of(per),
+                got: self.raw.words,
+            });
+        }
+        Ok(Buffer {
+            raw: Arc::clone(&self.raw),
+            len: self.raw.words / per,
+            _values: PhantomData,
+        })
+    }
+
     /// The untyped storage, for generated launchers.
     #[doc(hidden)]
     pub fn raw(&self) -> &Arc<RawBuffer> {
