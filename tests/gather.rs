@@ -155,6 +155,46 @@ fn gathered_gradients_are_the_per_row_sums_and_bit_identical() {
     }
 }
 
+/// Launches of one size share their intermediate rows: recorded together, each must give
+/// what it gives alone (a later launch reuses the rows only after the earlier one is done).
+#[test]
+fn gathered_launches_recorded_together_equal_each_alone() {
+    let meshes = [mesh(300, 2000, 2), mesh(300, 2000, 3), mesh(300, 2000, 4)];
+    for d in [device(), &Device::cpu()] {
+        let alone: Vec<_> = meshes.iter().map(|m| run_edges(d, m)).collect();
+        let k = edge::kernel(d);
+        let bufs: Vec<_> = meshes
+            .iter()
+            .map(|m| {
+                (
+                    d.buffer(&m.vertices).unwrap(),
+                    d.index(&m.p, m.vertices.len()).unwrap(),
+                    d.index(&m.q, m.vertices.len()).unwrap(),
+                    d.buffer(&m.rest).unwrap(),
+                    d.zeros::<f32>(m.p.len()).unwrap(),
+                    d.zeros::<[f32; 3]>(m.vertices.len()).unwrap(),
+                )
+            })
+            .collect();
+        let mut rec = d.record();
+        for (v, pi, qi, rest, values, grad) in &bufs {
+            let sources = edge::Sources {
+                p: Source::Gather(v, pi),
+                q: Source::Gather(v, qi),
+                rest: Source::Each(rest),
+            };
+            let sinks = edge::Sinks { p: grad, q: grad };
+            k.value_and_grad_gathered(&mut rec, &sources, values, &sinks)
+                .unwrap();
+        }
+        rec.submit().unwrap();
+        for ((_, _, _, _, values, grad), (want_v, want_g)) in bufs.iter().zip(&alone) {
+            assert_eq!(&d.read(values).unwrap(), want_v);
+            assert_eq!(&d.read(grad).unwrap(), want_g);
+        }
+    }
+}
+
 #[test]
 fn two_blocks_a_plain_argument_and_a_shared_one() {
     let (cams, pts, n) = (7usize, 40usize, 2000usize);

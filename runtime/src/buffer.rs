@@ -249,14 +249,51 @@ impl Device {
     }
 }
 
+/// What a scratch buffer holds within one gathered launch: the two must never be one buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum ScratchRole {
+    /// The kernel's assembled argument rows.
+    Args,
+    /// The kernel's per-element gradient rows, before the scatter.
+    Grads,
+}
+
+/// Scratch buffers by role and exact size. Launches bind a buffer's whole length, so a
+/// buffer is reused only by launches of the same size; at most [`SCRATCH_KEPT`] are kept, so
+/// a sweep over many sizes does not keep all of them alive.
+#[derive(Default)]
+pub(crate) struct ScratchPool(
+    std::sync::Mutex<std::collections::HashMap<(ScratchRole, usize), Arc<RawBuffer>>>,
+);
+
+/// How many scratch buffers a device keeps between launches.
+const SCRATCH_KEPT: usize = 16;
+
 impl Device {
-    /// Storage of `words` words for a launch's intermediate rows, zeroed, with no upload.
-    pub(crate) fn scratch(&self, words: usize) -> Result<Arc<RawBuffer>, Error> {
+    /// Storage of `words` words for a launch's intermediate rows, with no upload: the same
+    /// buffer for every launch of this size and role. Sharing is safe because a device runs
+    /// recorded work in order (one GPU queue; the CPU device's steps at submit), so a later
+    /// launch overwrites the rows only after the earlier one has used them. Its words are
+    /// whatever the last launch left: every launch writes all the words it reads.
+    pub(crate) fn scratch(&self, role: ScratchRole, words: usize) -> Result<Arc<RawBuffer>, Error> {
+        let mut pool = self
+            .scratch
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(b) = pool.get(&(role, words)) {
+            return Ok(Arc::clone(b));
+        }
         let storage = match &self.backend {
             crate::device::Backend::Cpu => Storage::Cpu(RwLock::new(vec![0; words])),
             #[cfg(feature = "gpu")]
             crate::device::Backend::Gpu(g) => Storage::Gpu(g.scratch_buffer(words)?),
         };
-        Ok(Arc::new(RawBuffer::new(self.id(), words, storage)))
+        let buffer = Arc::new(RawBuffer::new(self.id(), words, storage));
+        if pool.len() >= SCRATCH_KEPT {
+            pool.clear();
+        }
+        pool.insert((role, words), Arc::clone(&buffer));
+        Ok(buffer)
     }
 }

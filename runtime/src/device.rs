@@ -12,6 +12,9 @@ pub struct Device {
     /// Unique among devices: buffers remember which device made them.
     id: u64,
     pub(crate) backend: Backend,
+    /// Intermediate rows of gathered launches, reused from launch to launch (see
+    /// [`Device::scratch`]).
+    pub(crate) scratch: crate::buffer::ScratchPool,
 }
 
 pub(crate) enum Backend {
@@ -43,6 +46,7 @@ impl Device {
             Ok(Device {
                 id: next_device_id(),
                 backend: Backend::Gpu(Box::new(crate::gpu::Gpu::open()?)),
+                scratch: Default::default(),
             })
         }
         #[cfg(not(feature = "gpu"))]
@@ -56,6 +60,7 @@ impl Device {
         Device {
             id: next_device_id(),
             backend: Backend::Cpu,
+            scratch: Default::default(),
         }
     }
 

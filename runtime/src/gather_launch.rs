@@ -1,7 +1,7 @@
 //! Recording a launch with gathered arguments: check every binding, assemble the kernel's
 //! argument rows, launch, scatter the gradients (see [`crate::gather`]).
 
-use crate::buffer::RawBuffer;
+use crate::buffer::{RawBuffer, ScratchRole};
 use crate::device::Device;
 use crate::error::Error;
 use crate::gather::{Field, GatherField, assemble_cpu, scatter_cpu};
@@ -37,8 +37,8 @@ impl Recording<'_> {
         let device = self.device();
         let in_words = spec.input_words as usize;
         let grad_words = spec.outputs.get(1).map_or(0, |o| o.words as usize);
-        let args = device.scratch(n * in_words)?;
-        let grads = device.scratch(n * grad_words)?;
+        let args = device.scratch(ScratchRole::Args, n * in_words)?;
+        let grads = device.scratch(ScratchRole::Grads, n * grad_words)?;
         let fields: Vec<Field> = fields.iter().map(Field::from).collect();
         for f in &fields {
             self.assemble(f, n, in_words, &args)?;
