@@ -1,0 +1,223 @@
+//! Resident work on one device: what a recorded training step costs against its launches
+//! run alone, and what gathering arguments by index costs against the same kernel on
+//! arguments gathered beforehand.
+//!
+//! `cargo bench --bench resident` (n = 2^20 and 2^24) or `-- --quick` (small n: CI runs it
+//! so the bench cannot rot; lavapipe's numbers only show that it runs). Times are wall
+//! clock over `k` launches recorded into one submission (one wait at the end), the median
+//! of several rounds after a warm-up round: per-launch host costs (bind groups, uniforms)
+//! count, as they do for a user. Real numbers come from an H100: see BENCHMARKS.md.
+//! Set GRADFUSE_BENCH_OUT=path to also write the table to a file.
+
+use gradfuse::{Adam, Buffer, Device, Error, Index, Recording, Source, differentiable};
+use std::fmt::Write as _;
+use std::time::Instant;
+
+/// A 2-4-1 tanh regression loss: a value_and_grad with a reduction of 17 shared weights.
+#[differentiable]
+pub fn fit(#[constant] x: [f32; 2], #[constant] t: f32, #[shared] w: [f32; 17]) -> f32 {
+    let mut y = w[16];
+    for j in 0..4 {
+        let h = (w[2 * j] * x[0] + w[2 * j + 1] * x[1] + w[8 + j]).tanh();
+        y += w[12 + j] * h;
+    }
+    (y - t) * (y - t)
+}
+
+/// Half the squared stretch of an edge against its rest length.
+#[differentiable]
+pub fn edge(p: [f32; 3], q: [f32; 3], #[constant] rest: f32) -> f32 {
+    let dx = q[0] - p[0];
+    let dy = q[1] - p[1];
+    let dz = q[2] - p[2];
+    let s = (dx * dx + dy * dy + dz * dz).sqrt() - rest;
+    0.5 * s * s
+}
+
+/// Seconds per repetition of what `record` records, `k` times in one submission: the
+/// median of `rounds` rounds after one warm-up round. Reading `tick` (one word) waits for
+/// all the work submitted before it.
+fn per_launch(
+    d: &Device,
+    k: usize,
+    rounds: usize,
+    tick: &Buffer<f32>,
+    mut record: impl FnMut(&mut Recording<'_>) -> Result<(), Error>,
+) -> Result<f64, Error> {
+    let mut times = Vec::new();
+    for round in 0..=rounds {
+        let t = Instant::now();
+        let mut rec = d.record();
+        for _ in 0..k {
+            record(&mut rec)?;
+        }
+        rec.submit()?;
+        d.read(tick)?;
+        if round > 0 {
+            times.push(t.elapsed().as_secs_f64() / k as f64);
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
+}
+
+/// A reproducible value in [-1, 1) for `i`.
+fn noise(i: usize) -> f32 {
+    let z = (i as u64 ^ 0x9E37_79B9_7F4A_7C15).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+}
+
+/// The training step table row at `n` elements.
+fn training_row(d: &Device, n: usize, k: usize, rounds: usize) -> Result<String, Error> {
+    let args: Vec<fit::Args> = (0..n)
+        .map(|i| fit::Args {
+            x: [noise(2 * i), noise(2 * i + 1)],
+            t: noise(3 * i + 7),
+        })
+        .collect();
+    let args = d.buffer(&args)?;
+    let w = d.buffer(&[fit::Shared {
+        w: std::array::from_fn(|i| 0.3 * noise(i + 11)),
+    }])?;
+    let (values, sg) = (d.zeros::<f32>(n)?, d.zeros::<fit::SharedGrad>(1)?);
+    let kernel = fit::kernel(d);
+    let tick = d.zeros::<f32>(1)?;
+    let mut adam = Adam::new(1e-3);
+    let vg = per_launch(d, k, rounds, &tick, |rec| {
+        kernel.value_and_grad_to(rec, &args, &w, &values, &sg)
+    })?;
+    let step = per_launch(d, k, rounds, &tick, |rec| adam.step(rec, &w, &sg))?;
+    let both = per_launch(d, k, rounds, &tick, |rec| {
+        kernel.value_and_grad_to(rec, &args, &w, &values, &sg)?;
+        adam.step(rec, &w, &sg)
+    })?;
+    Ok(format!(
+        "| 2^{} | {:.3} | {:.3} | {:.3} | {:.2} |",
+        n.trailing_zeros(),
+        vg * 1e3,
+        step * 1e3,
+        both * 1e3,
+        both / (vg + step)
+    ))
+}
+
+/// A grid of `side × side` vertices on a wavy sheet and its horizontal and vertical edges.
+fn grid(side: usize) -> (Vec<[f32; 3]>, Vec<u32>, Vec<u32>) {
+    let vertices = (0..side * side)
+        .map(|v| {
+            let (x, y) = ((v % side) as f32, (v / side) as f32);
+            [x, y, 0.2 * noise(v)]
+        })
+        .collect();
+    let (mut p, mut q) = (Vec::new(), Vec::new());
+    for v in 0..side * side {
+        if v % side + 1 < side {
+            p.push(v as u32);
+            q.push(v as u32 + 1);
+        }
+        if v / side + 1 < side {
+            p.push(v as u32);
+            q.push((v + side) as u32);
+        }
+    }
+    (vertices, p, q)
+}
+
+/// The gathered-edge table row for a grid of `side × side` vertices.
+fn edge_row(d: &Device, side: usize, k: usize, rounds: usize) -> Result<String, Error> {
+    let (vertices, p, q) = grid(side);
+    let m = p.len();
+    let rest = vec![1.0f32; m];
+    let pre: Vec<edge::Args> = (0..m)
+        .map(|e| edge::Args {
+            p: vertices[p[e] as usize],
+            q: vertices[q[e] as usize],
+            rest: rest[e],
+        })
+        .collect();
+    let pre = d.buffer(&pre)?;
+    let (values, grads) = (d.zeros::<f32>(m)?, d.zeros::<edge::Grad>(m)?);
+    let kernel = edge::kernel(d);
+    let tick = d.zeros::<f32>(1)?;
+    let plain = per_launch(d, k, rounds, &tick, |rec| {
+        kernel.value_and_grad_to(rec, &pre, &values, &grads)
+    })?;
+    let vbuf = d.buffer(&vertices)?;
+    let (pi, qi): (Index, Index) = (d.index(&p, vertices.len())?, d.index(&q, vertices.len())?);
+    let rest = d.buffer(&rest)?;
+    let vgrad = d.zeros::<[f32; 3]>(vertices.len())?;
+    let sources = edge::Sources {
+        p: Source::Gather(&vbuf, &pi),
+        q: Source::Gather(&vbuf, &qi),
+        rest: Source::Each(&rest),
+    };
+    let sinks = edge::Sinks {
+        p: &vgrad,
+        q: &vgrad,
+    };
+    let gathered = per_launch(d, k, rounds, &tick, |rec| {
+        kernel.value_and_grad_gathered(rec, &sources, &values, &sinks)
+    })?;
+    let plain_value = per_launch(d, k, rounds, &tick, |rec| {
+        kernel.value_to(rec, &pre, &values)
+    })?;
+    let gathered_value = per_launch(d, k, rounds, &tick, |rec| {
+        kernel.value_gathered(rec, &sources, &values)
+    })?;
+    Ok(format!(
+        "| {m} ({} vertices) | {:.3} | {:.3} | {:.2} | {:.3} | {:.3} | {:.2} |",
+        vertices.len(),
+        plain_value * 1e3,
+        gathered_value * 1e3,
+        gathered_value / plain_value,
+        plain * 1e3,
+        gathered * 1e3,
+        gathered / plain
+    ))
+}
+
+fn main() -> Result<(), Error> {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let device = Device::auto()?;
+    let (sizes, sides, k, rounds): (&[u32], &[usize], usize, usize) = if quick {
+        (&[12], &[64], 4, 3)
+    } else {
+        (&[20, 24], &[724], 50, 7)
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "device: {}\nms per repetition: {k} repetitions recorded into one submission, median of {rounds} rounds\n",
+        device.describe()
+    );
+    let _ = writeln!(
+        out,
+        "Training step (value_and_grad with the shared gradient's reduction, then Adam on the shared weights)\n"
+    );
+    let _ = writeln!(
+        out,
+        "| n | value_and_grad ms | Adam ms | step ms | step / (value_and_grad + Adam) |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|");
+    for &s in sizes {
+        let k = if s >= 24 { k.div_ceil(5) } else { k };
+        let _ = writeln!(out, "{}", training_row(&device, 1 << s, k, rounds)?);
+    }
+    let _ = writeln!(
+        out,
+        "\nEdge residual value_and_grad: arguments gathered beforehand (per-edge rows, per-edge gradients) against gathered by index (vertex rows, per-vertex gradients summed in a fixed order)\n"
+    );
+    let _ = writeln!(
+        out,
+        "| edges | value: pre-gathered ms | value: gathered ms | ratio | value and gradient: pre-gathered ms | gathered ms | ratio |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    for &side in sides {
+        let _ = writeln!(out, "{}", edge_row(&device, side, k, rounds)?);
+    }
+    print!("{out}");
+    if let Ok(path) = std::env::var("GRADFUSE_BENCH_OUT") {
+        let _ = std::fs::write(path, &out);
+    }
+    Ok(())
+}
