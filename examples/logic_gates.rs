@@ -105,6 +105,30 @@ struct Setup {
     steps: usize,
 }
 
+impl Setup {
+    /// A 4-bit adder learned by 32 networks of 14 layers; a 3-bit adder by 4 networks of
+    /// 10 layers with `quick` (about 75 times less work: CI's short run).
+    fn new(quick: bool) -> Setup {
+        if quick {
+            Setup {
+                bits: 3,
+                nets: 4,
+                width: 48,
+                depth: 10,
+                steps: 1500,
+            }
+        } else {
+            Setup {
+                bits: 4,
+                nets: 32,
+                width: 80,
+                depth: 14,
+                steps: 3000,
+            }
+        }
+    }
+}
+
 /// A reproducible generator (xorshift64*).
 struct Rng(u64);
 
@@ -415,11 +439,16 @@ fn live_gates(w: &Wiring, logits: &[Vec<[f32; 16]>], net: usize) -> [usize; 16] 
     kinds
 }
 
+/// Every layer's logits, as read from the device: `[layer][net * width + gate]`.
+type Logits = Vec<Vec<[f32; 16]>>;
+
 /// A check of the population: at `step`, each network's mean loss and hardened accuracy.
 struct Check {
     step: usize,
     loss: Vec<f32>,
     accuracy: Vec<f32>,
+    /// Each network's (sums right, output bits right), hardened.
+    scores: Vec<(usize, usize)>,
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -433,23 +462,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             other => eprintln!("logic_gates: ignoring unknown argument {other}"),
         }
     }
-    let s = if quick {
-        Setup {
-            bits: 3,
-            nets: 4,
-            width: 48,
-            depth: 10,
-            steps: 1500,
-        }
-    } else {
-        Setup {
-            bits: 4,
-            nets: 32,
-            width: 80,
-            depth: 14,
-            steps: 3000,
-        }
-    };
+    let s = Setup::new(quick);
     let device = Device::auto()?;
     println!("device: {}", device.describe());
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
@@ -497,35 +510,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         rec.submit()?;
         let step = (chunk + 1) * every;
-        let losses = device.read(&data.losses)?;
-        let logits = layers
-            .iter()
-            .map(|l| device.read(&l.logits))
-            .collect::<Result<Vec<_>, _>>()?;
-        let scores: Vec<(usize, usize)> = (0..s.nets)
-            .map(|n| hardened_score(&wiring, &logits, n, &inputs, &targets))
-            .collect();
-        let check = Check {
-            step,
-            loss: losses
-                .chunks(targets.len())
-                .map(|c| c.iter().sum::<f32>() / c.len() as f32)
-                .collect(),
-            accuracy: scores
-                .iter()
-                .map(|&(sums, _)| 100.0 * sums as f32 / samples as f32)
-                .collect(),
-        };
-        let best = (0..s.nets).max_by_key(|&n| scores[n]).unwrap_or(0);
+        let (check, logits) = check(&device, &layers, &data, &wiring, step, (&inputs, &targets))?;
+        let best = (0..s.nets).max_by_key(|&n| check.scores[n]).unwrap_or(0);
+        let score = check.scores[best];
         bar.set_position(step as u64);
         bar.set_message(format!(
             "best hardened network: {}/{samples} sums, mean loss {:.2e}",
-            scores[best].0,
+            score.0,
             check.loss.iter().sum::<f32>() / s.nets as f32
         ));
         checks.push(check);
-        if scores[best].0 == samples {
-            winner = Some((best, step, scores[best], logits));
+        if score.0 == samples {
+            winner = Some((best, step, score, logits));
             break;
         }
     }
@@ -546,7 +542,48 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         s.bits,
         samples * (s.bits + 1)
     );
-    let kinds = live_gates(&wiring, &logits, net);
+    print_circuit(&wiring, &logits, net);
+    Ok(())
+}
+
+/// Reads the population's losses and logits after `step` and scores every network
+/// hardened, on the adder's `table` (inputs, targets).
+fn check(
+    device: &Device,
+    layers: &[Layer],
+    data: &Data,
+    wiring: &Wiring,
+    step: usize,
+    (inputs, targets): (&[f32], &[f32]),
+) -> Result<(Check, Logits), gradfuse::Error> {
+    let losses = device.read(&data.losses)?;
+    let logits = layers
+        .iter()
+        .map(|l| device.read(&l.logits))
+        .collect::<Result<Vec<_>, _>>()?;
+    let nets = losses.len() / targets.len();
+    let samples = inputs.len() / wiring.widths[0];
+    let scores: Vec<(usize, usize)> = (0..nets)
+        .map(|n| hardened_score(wiring, &logits, n, inputs, targets))
+        .collect();
+    let check = Check {
+        step,
+        loss: losses
+            .chunks(targets.len())
+            .map(|c| c.iter().sum::<f32>() / c.len() as f32)
+            .collect(),
+        accuracy: scores
+            .iter()
+            .map(|&(sums, _)| 100.0 * sums as f32 / samples as f32)
+            .collect(),
+        scores,
+    };
+    Ok((check, logits))
+}
+
+/// Prints the gates network `net`'s outputs depend on, by kind.
+fn print_circuit(wiring: &Wiring, logits: &[Vec<[f32; 16]>], net: usize) {
+    let kinds = live_gates(wiring, logits, net);
     let live: usize = kinds.iter().sum();
     let listed: Vec<String> = (0..16)
         .filter(|&k| kinds[k] > 0)
@@ -556,7 +593,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "its circuit: {live} gates the outputs depend on ({})",
         listed.join(", ")
     );
-    Ok(())
 }
 
 /// Writes each network's loss (log scale) and hardened accuracy against the step to
