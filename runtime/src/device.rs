@@ -14,7 +14,7 @@ pub struct Device {
     pub(crate) backend: Backend,
     /// Intermediate rows of gathered launches, reused from launch to launch (see
     /// [`Device::scratch`]).
-    pub(crate) scratch: crate::buffer::ScratchPool,
+    pub(crate) scratch: crate::raw::ScratchPool,
 }
 
 pub(crate) enum Backend {

@@ -14,6 +14,7 @@ mod gather_launch;
 #[cfg(feature = "gpu")]
 mod gpu;
 mod optim;
+mod raw;
 mod real;
 mod recording;
 mod spec;
