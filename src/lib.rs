@@ -40,8 +40,8 @@ extern crate self as gradfuse;
 pub use gradfuse_macros::__differentiable_with;
 pub use gradfuse_macros::differentiable;
 pub use gradfuse_runtime::{
-    Adam, Buffer, Device, Dual, Error, Index, KernelSpec, KernelTime, Momentum, OutputSpec,
-    REQUIRE_GPU_ENV, Real, Recording, ReductionSpec, SharedSpec, Source,
+    Adam, Buffer, Device, Dual, Error, FieldSpec, GatheredSpec, Index, KernelSpec, KernelTime,
+    Momentum, OutputSpec, REQUIRE_GPU_ENV, Real, Recording, ReductionSpec, SharedSpec, Source,
 };
 #[doc(hidden)]
 pub use gradfuse_runtime::{Bindings, GatherField, GatherOutputs, RawBuffer};

@@ -15,7 +15,7 @@
 mod common;
 
 use common::{Rng, device, rel_error};
-use gradfuse::{Device, Dual, Error, differentiable};
+use gradfuse::{Device, Dual, Error, Source, differentiable};
 use gradfuse_shaders_gen::{ad, compile_str, interp, ops};
 
 /// Values and flattened gradient words of a batch.
@@ -37,6 +37,11 @@ struct Case {
     jvp: fn(&[f32], &[f32]) -> (f32, f32),
     gpu_value: fn(&Device, &[f32]) -> Result<Vec<f32>, Error>,
     gpu_grad: fn(&Device, &[f32]) -> Result<ValuesAndGrads, Error>,
+    /// The gathered kernels (forward, adjoint).
+    wgsl_gathered: [&'static str; 2],
+    /// Values and gradients by the gathered launch, every argument read through an index
+    /// (element `k` reads row `n - 1 - k`), put back in the batch's order.
+    gpu_gathered: fn(&Device, &[f32]) -> Result<ValuesAndGrads, Error>,
 }
 
 /// Takes one argument of type `f32` or `[f32; N]` from an iterator of scalars.
@@ -97,6 +102,36 @@ macro_rules! corpus {
                 gpu_grad: |d, w| {
                     let (v, g) = $name::kernel(d).value_and_grad(bytemuck::cast_slice(w))?;
                     Ok((v, bytemuck::cast_slice(&g).to_vec()))
+                },
+                wgsl_gathered: [$name::WGSL_FORWARD_GATHERED, $name::WGSL_ADJOINT_GATHERED],
+                gpu_gathered: |d, w| {
+                    let args: &[$name::Args] = bytemuck::cast_slice(w);
+                    let n = args.len();
+                    let reversed: Vec<u32> = (0..n as u32).rev().collect();
+                    let index = d.index(&reversed, n)?;
+                    let sources = $name::Sources {
+                        $($arg: Source::Gather(
+                            &d.buffer(&args.iter().map(|a| a.$arg).collect::<Vec<_>>())?,
+                            &index,
+                        )),*
+                    };
+                    let sinks = $name::Sinks { $($arg: &d.zeros(n)?),* };
+                    let values = d.zeros::<f32>(n)?;
+                    let mut rec = d.record();
+                    $name::kernel(d).value_and_grad_gathered(&mut rec, &sources, &values, &sinks)?;
+                    rec.submit()?;
+                    let mut v = d.read(&values)?;
+                    v.reverse();
+                    // Row r's gradient is that of the one element reading it: element r's.
+                    let rows: Vec<Vec<f32>> = vec![$(bytemuck::cast_slice(&d.read(sinks.$arg)?).to_vec()),*];
+                    let mut g = Vec::new();
+                    for r in 0..n {
+                        for row in &rows {
+                            let width = row.len() / n;
+                            g.extend_from_slice(&row[r * width..(r + 1) * width]);
+                        }
+                    }
+                    Ok((v, g))
                 },
             }),*]
         }
@@ -321,6 +356,9 @@ fn wgsl_snapshots_and_naga_validation() {
     for c in cases() {
         common::validate_wgsl(c.name, c.wgsl_forward);
         common::validate_wgsl(c.name, c.wgsl_adjoint);
+        for wgsl in c.wgsl_gathered {
+            common::validate_wgsl(c.name, wgsl);
+        }
         insta::assert_snapshot!(format!("{}_forward", c.name), c.wgsl_forward);
         insta::assert_snapshot!(format!("{}_adjoint", c.name), c.wgsl_adjoint);
     }
@@ -457,21 +495,25 @@ fn numerics_agree_with_the_oracle() {
         let d = device();
         let values = (c.gpu_value)(d, &batch).unwrap();
         let (gv, gg) = (c.gpu_grad)(d, &batch).unwrap();
+        let (hv, hg) = (c.gpu_gathered)(d, &batch).unwrap();
         let mut e_val = 0.0f64;
         let mut e_grad = 0.0f64;
         for i in 0..points {
             let want = want_values[i];
-            e_val = e_val.max(rel_error(&[values[i] as f64], &[want], 0.0));
-            e_val = e_val.max(rel_error(&[gv[i] as f64], &[want], 0.0));
-            let got: Vec<f64> = gg[i * words..(i + 1) * words]
-                .iter()
-                .map(|x| *x as f64)
-                .collect();
-            e_grad = e_grad.max(rel_error(
-                &got,
-                &want_grads[i * words..(i + 1) * words],
-                FLOOR,
-            ));
+            for got in [values[i], gv[i], hv[i]] {
+                e_val = e_val.max(rel_error(&[got as f64], &[want], 0.0));
+            }
+            for grads in [&gg, &hg] {
+                let got: Vec<f64> = grads[i * words..(i + 1) * words]
+                    .iter()
+                    .map(|x| *x as f64)
+                    .collect();
+                e_grad = e_grad.max(rel_error(
+                    &got,
+                    &want_grads[i * words..(i + 1) * words],
+                    FLOOR,
+                ));
+            }
         }
         if e_val >= GPU_TOL {
             misses.push(format!("{}: GPU values off by {e_val:e}", c.name));

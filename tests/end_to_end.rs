@@ -238,6 +238,10 @@ fn end_to_end_kernels_are_valid_and_snapshotted() {
         ("mlp_loss_adjoint", mlp_loss::WGSL_ADJOINT),
         ("soft_gate16_forward", soft_gate16::WGSL_FORWARD),
         ("edge_residual_adjoint", edge_residual::WGSL_ADJOINT),
+        (
+            "edge_residual_adjoint_gathered",
+            edge_residual::WGSL_ADJOINT_GATHERED,
+        ),
     ] {
         common::validate_wgsl(name, src);
         insta::assert_snapshot!(name, src);

@@ -4,6 +4,8 @@
 //! device, and for bit-identical reruns; bad indices and blocks are errors.
 // Per-coordinate loops read clearer than iterator chains over parallel arrays.
 #![allow(clippy::needless_range_loop)]
+// The widest functions a gathered kernel takes have sixteen arguments.
+#![allow(clippy::too_many_arguments)]
 
 mod common;
 
@@ -390,3 +392,124 @@ fn bad_indices_and_blocks_are_errors_before_any_launch() {
     rec.submit().unwrap();
     assert_eq!(d.read(&values).unwrap(), vec![0.0; 30]);
 }
+
+/// A chain of products over as many scalar arguments as a gathered kernel takes (16: on a
+/// device of 32 storage bindings per stage, such as lavapipe, its launch assembles argument
+/// rows first; elsewhere the kernel gathers) and one more (no gathered kernel at all).
+macro_rules! chain {
+    ($name:ident, $test:ident, $($a:ident),*) => {
+        #[differentiable]
+        pub fn $name($($a: f32),*) -> f32 {
+            let mut s = 0.0;
+            let mut prev = 1.0;
+            $(
+                s += prev * $a + 0.25 * $a * $a * $a;
+                prev = $a;
+            )*
+            s
+        }
+
+        /// Every other argument gathered from one block through one index, the others per
+        /// element: values and per-row gradients against the CPU reverse mode summed per
+        /// row in f64, on the GPU and the CPU device.
+        #[test]
+        fn $test() {
+            let (rows, n) = (13usize, 700usize);
+            let mut rng = Rng(17);
+            let block: Vec<f32> = (0..rows).map(|_| rng.uniform(-1.0, 1.0)).collect();
+            let entries: Vec<u32> = (0..n).map(|_| (rng.next_u64() % rows as u64) as u32).collect();
+            let own: Vec<f32> = (0..n).map(|_| rng.uniform(-1.0, 1.0)).collect();
+            let names = [$(stringify!($a)),*];
+            let gathered = |k: usize| k % 2 == 0;
+            for d in [device(), &Device::cpu()] {
+                let (bb, ob) = (d.buffer(&block).unwrap(), d.buffer(&own).unwrap());
+                let index = d.index(&entries, rows).unwrap();
+                let mut k = 0;
+                let sources = $name::Sources {
+                    $($a: {
+                        k += 1;
+                        if gathered(k - 1) { Source::Gather(&bb, &index) } else { Source::Each(&ob) }
+                    }),*
+                };
+                let (block_grad, own_grad) = (d.zeros::<f32>(rows).unwrap(), d.zeros::<f32>(n).unwrap());
+                let mut k = 0;
+                let sinks = $name::Sinks {
+                    $($a: {
+                        k += 1;
+                        if gathered(k - 1) { &block_grad } else { &own_grad }
+                    }),*
+                };
+                let values = d.zeros::<f32>(n).unwrap();
+                let mut rec = d.record();
+                $name::kernel(d)
+                    .value_and_grad_gathered(&mut rec, &sources, &values, &sinks)
+                    .unwrap();
+                rec.submit().unwrap();
+                let (values, block_grad, own_grad) =
+                    (d.read(&values).unwrap(), d.read(&block_grad).unwrap(), d.read(&own_grad).unwrap());
+                let mut want_block = vec![0.0f64; rows];
+                for e in 0..n {
+                    let words: Vec<f32> = (0..names.len())
+                        .map(|k| if gathered(k) { block[entries[e] as usize] } else { own[e] })
+                        .collect();
+                    let a: &$name::Args = &bytemuck::cast_slice(&words)[0];
+                    let (v, g) = $name::value_and_grad(a);
+                    let g: &[f32] = bytemuck::cast_slice(std::slice::from_ref(&g));
+                    let close = |a: f32, b: f64| (f64::from(a) - b).abs() <= 1e-4 * b.abs().max(1.0);
+                    assert!(close(values[e], f64::from(v)), "{}: element {e}", d.describe());
+                    let own_sum: f64 = (0..names.len()).filter(|k| !gathered(*k)).map(|k| f64::from(g[k])).sum();
+                    assert!(close(own_grad[e], own_sum), "{}: element {e}'s gradient", d.describe());
+                    for k in (0..names.len()).filter(|k| gathered(*k)) {
+                        want_block[entries[e] as usize] += f64::from(g[k]);
+                    }
+                }
+                for r in 0..rows {
+                    let close = (f64::from(block_grad[r]) - want_block[r]).abs() <= 1e-4 * want_block[r].abs().max(1.0);
+                    assert!(close, "{}: row {r}: {} vs {}", d.describe(), block_grad[r], want_block[r]);
+                }
+            }
+        }
+    };
+}
+
+chain!(
+    chain16,
+    sixteen_arguments_gather,
+    a0,
+    a1,
+    a2,
+    a3,
+    a4,
+    a5,
+    a6,
+    a7,
+    a8,
+    a9,
+    a10,
+    a11,
+    a12,
+    a13,
+    a14,
+    a15
+);
+chain!(
+    chain17,
+    seventeen_arguments_gather_by_assembling_rows,
+    a0,
+    a1,
+    a2,
+    a3,
+    a4,
+    a5,
+    a6,
+    a7,
+    a8,
+    a9,
+    a10,
+    a11,
+    a12,
+    a13,
+    a14,
+    a15,
+    a16
+);

@@ -413,6 +413,7 @@ fn shared_kernels_are_valid_and_snapshotted() {
         ("affine_loss_reduce", affine_loss::WGSL_REDUCE),
         ("tiny_net_adjoint", tiny_net::WGSL_ADJOINT),
         ("mixed_adjoint", mixed::WGSL_ADJOINT),
+        ("mixed_adjoint_gathered", mixed::WGSL_ADJOINT_GATHERED),
         // 3 of 16,400 shared words have a gradient: 3 sums, the rest stored as zeros.
         ("lookup_adjoint", lookup::WGSL_ADJOINT),
     ] {

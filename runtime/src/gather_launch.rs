@@ -6,7 +6,7 @@ use crate::device::Device;
 use crate::error::Error;
 use crate::gather::{Field, GatherField, assemble_cpu, scatter_cpu};
 use crate::recording::{Bindings, Recording, mismatch};
-use crate::spec::KernelSpec;
+use crate::spec::{GatheredSpec, KernelSpec};
 use std::sync::Arc;
 
 /// The buffers of a launch with gathered arguments, besides its fields. Not a stable API.
@@ -25,36 +25,41 @@ impl Recording<'_> {
     /// Records a launch of `spec` whose per-element arguments come from `fields` (in the
     /// order of the kernel's argument row). Generated launchers call this; every length,
     /// index and binding is checked first, and on an error nothing is recorded.
+    ///
+    /// On a GPU, the gathered variant of the kernel (`gathered`, where the function has
+    /// one and the device can bind its arguments) reads each argument where it is;
+    /// otherwise the argument rows are assembled first, into scratch rows.
     #[doc(hidden)]
     pub fn launch_gathered(
         &mut self,
         kernel_device: &Device,
         spec: &'static KernelSpec,
+        gathered: Option<&'static GatheredSpec>,
         fields: &[GatherField<'_>],
         out: GatherOutputs<'_>,
     ) -> Result<(), Error> {
         let n = self.check_gathered(spec, fields, &out)?;
+        self.check_kernel_device(kernel_device, spec)?;
         let device = self.device();
-        let in_words = spec.input_words as usize;
         let grad_words = spec.outputs.get(1).map_or(0, |o| o.words as usize);
-        let args = device.scratch(ScratchRole::Args, n * in_words)?;
         let grads = device.scratch(ScratchRole::Grads, n * grad_words)?;
         let fields: Vec<Field> = fields.iter().map(Field::from).collect();
-        for f in &fields {
-            self.assemble(f, n, in_words, &args)?;
-        }
         let grads_binding = [out.values, &grads];
         let outputs = &grads_binding[..spec.outputs.len()];
-        self.launch(
-            kernel_device,
-            spec,
-            Bindings {
+        if !self.record_in_place(gathered, n, &fields, &out, outputs)? {
+            let in_words = spec.input_words as usize;
+            let args = device.scratch(ScratchRole::Args, n * in_words)?;
+            for f in &fields {
+                self.assemble(f, n, in_words, &args)?;
+            }
+            let bindings = Bindings {
                 input: &args,
                 shared: out.shared,
                 outputs,
                 shared_grad: out.shared_grad,
-            },
-        )?;
+            };
+            self.launch(kernel_device, spec, bindings)?;
+        }
         // Gradients that land in one buffer add up, in the order of the arguments.
         let mut written: Vec<u64> = Vec::new();
         for f in fields.iter().filter(|f| f.grad_offset.is_some()) {
@@ -65,6 +70,28 @@ impl Recording<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Records the gathered kernel reading every argument where it is, if there is one that
+    /// fits this launch on this device (false: nothing recorded).
+    fn record_in_place(
+        &mut self,
+        gathered: Option<&'static GatheredSpec>,
+        n: usize,
+        fields: &[Field],
+        out: &GatherOutputs<'_>,
+        outputs: &[&Arc<RawBuffer>],
+    ) -> Result<bool, Error> {
+        #[cfg(feature = "gpu")]
+        if let (Some(g_spec), Some((g, encoder))) = (gathered, self.gpu_encoder())
+            && n > 0
+            && g.fits_gathered(g_spec, fields)
+        {
+            g.record_gathered(encoder, g_spec, n, fields, out, outputs)?;
+            return Ok(true);
+        }
+        let _ = (gathered, n, fields, out, outputs);
+        Ok(false)
     }
 
     /// The element count of a gathered launch, or why its bindings do not fit.

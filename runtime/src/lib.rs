@@ -37,4 +37,4 @@ pub use recording::Bindings;
 pub use recording::Recording;
 #[doc(hidden)]
 pub use spec::KernelTime;
-pub use spec::{KernelSpec, OutputSpec, ReductionSpec, SharedSpec};
+pub use spec::{FieldSpec, GatheredSpec, KernelSpec, OutputSpec, ReductionSpec, SharedSpec};

@@ -95,13 +95,7 @@ impl<'d> Recording<'d> {
         spec: &'static KernelSpec,
         b: Bindings<'_>,
     ) -> Result<(), Error> {
-        if kernel_device.id() != self.device.id() {
-            return Err(Error::WrongDevice(format!(
-                "{}: the kernel was made for another device than the recording's ({})",
-                spec.label,
-                self.device.describe()
-            )));
-        }
+        self.check_kernel_device(kernel_device, spec)?;
         let n = self.check_launch(spec, &b)?;
         if n == 0 {
             return self.zero_shared_grad(b.shared_grad);
@@ -114,6 +108,22 @@ impl<'d> Recording<'d> {
             steps.push(cpu_launch(spec, n, &b));
         }
         Ok(())
+    }
+
+    /// An error unless the kernel was made for the recording's device.
+    pub(crate) fn check_kernel_device(
+        &self,
+        kernel_device: &Device,
+        spec: &KernelSpec,
+    ) -> Result<(), Error> {
+        if kernel_device.id() == self.device.id() {
+            return Ok(());
+        }
+        Err(Error::WrongDevice(format!(
+            "{}: the kernel was made for another device than the recording's ({})",
+            spec.label,
+            self.device.describe()
+        )))
     }
 
     /// The CPU device's list of steps, run in order at submit (None on a GPU).

@@ -84,6 +84,30 @@ pub struct KernelSpec {
     pub cpu: fn(&[f32], &mut [f32]),
 }
 
+/// The gathered variant of a kernel: each per-element argument read from a buffer of its
+/// own, at the element's row, or at the row its index array names where bit `k` (argument
+/// `k`) of the uniform's third word is set. A launch whose arguments come from parameter
+/// blocks then runs no pass that assembles argument rows first.
+#[derive(Debug)]
+pub struct GatheredSpec {
+    /// The kernel (its `input_binding` is unused: the arguments are at `fields`).
+    pub kernel: KernelSpec,
+    /// The per-element arguments, in order.
+    pub fields: &'static [FieldSpec],
+}
+
+/// One per-element argument of a gathered kernel.
+#[derive(Clone, Copy, Debug)]
+pub struct FieldSpec {
+    /// Binding of its rows (read-only storage).
+    pub rows_binding: u32,
+    /// Binding of its index array (read-only storage; when its bit is clear, the rows are
+    /// bound here too, and not read).
+    pub index_binding: u32,
+    /// f32 words per row.
+    pub words: u32,
+}
+
 impl KernelSpec {
     /// Output words per element, all outputs together.
     pub fn output_words(&self) -> usize {

@@ -78,9 +78,29 @@ pub const REDUCE_INPUT_BINDING: u32 = 1;
 /// See [`REDUCE_PARAMS_BINDING`].
 pub const REDUCE_OUTPUT_BINDING: u32 = 2;
 
+/// First binding of the argument buffers of a *gathered* kernel, which reads each
+/// per-element argument from a buffer of its own instead of one interleaved row: argument
+/// `k`'s rows at `FIELDS_BINDING + 2k` (`array<f32>`, or a vector view), its index at
+/// `FIELDS_BINDING + 2k + 1` (`array<u32>`). Element `i` reads row `index[i]` of argument
+/// `k` if bit `k` of `params.gathered` is set, else row `i`: the runtime binds a parameter
+/// block and its index array, or the argument's own buffer twice. Gathering in the
+/// kernel's loads spares a launch the passes that would assemble the rows first.
+pub const FIELDS_BINDING: u32 = 8;
+/// Most per-element arguments a function may have for a gathered kernel to be generated (one
+/// bit each of `params.gathered`, two storage bindings each); a function with more is
+/// gathered by assembling its argument rows first.
+pub const MAX_GATHERED_FIELDS: u32 = 16;
+
+/// The bindings of argument `k`'s rows and index in a gathered kernel (see
+/// [`FIELDS_BINDING`]).
+pub fn field_bindings(k: u32) -> (u32, u32) {
+    (FIELDS_BINDING + 2 * k, FIELDS_BINDING + 2 * k + 1)
+}
+
 /// Size in bytes of the uniform `Params` block: `n`, the elements of the launch, then, in an
 /// adjoint kernel that reduces `#[shared]` gradients, `per_thread`, the elements each thread
-/// takes (runs of [`WORKGROUP_SIZE`] consecutive elements per workgroup); padded to 16.
+/// takes (runs of [`WORKGROUP_SIZE`] consecutive elements per workgroup), then, in a
+/// gathered kernel, `gathered`, one bit per argument read through its index; padded to 16.
 pub const PARAMS_BYTES: u64 = 16;
 
 /// Where one parameter's words sit in an element's argument words.
@@ -155,6 +175,17 @@ impl ArgLayout {
                 Some(n) => (0..n).map(|j| (s, Some(j))).collect(),
             })
             .collect()
+    }
+
+    /// The per-element parameters, in order: the arguments of a gathered kernel.
+    pub fn fields(&self) -> Vec<&ParamSlot> {
+        self.slots.iter().filter(|s| !s.shared).collect()
+    }
+
+    /// Whether a gathered kernel is generated for this layout (see [`FIELDS_BINDING`]).
+    pub fn has_gathered_kernel(&self) -> bool {
+        let fields = self.fields().len() as u32;
+        (1..=MAX_GATHERED_FIELDS).contains(&fields)
     }
 
     /// For each element word: its parameter slot and the element index (`None` for a

@@ -44,11 +44,24 @@ pub struct Compiled {
     pub wgsl_forward: String,
     /// The reverse kernel: adjoint (value and gradient) or Jacobian (values and Jacobian).
     pub wgsl_reverse: String,
+    /// The gathered variants of the forward and adjoint kernels, each per-element argument
+    /// read from a buffer of its own, directly or through an index (functions with an `f32`
+    /// result and 1 to [`abi::MAX_GATHERED_FIELDS`] per-element arguments).
+    pub wgsl_gathered: Option<GatheredWgsl>,
     /// The second pass of the shared-gradient reduction (functions with `#[shared]`
     /// arguments).
     pub wgsl_reduce: Option<String>,
     /// The IR of the CPU versions.
     pub cpu: CpuIr,
+}
+
+/// The WGSL of a function's gathered kernels ([`emit_wgsl::emit_gathered_kernel`]).
+#[derive(Clone, Debug)]
+pub struct GatheredWgsl {
+    /// The forward (value) kernel.
+    pub forward: String,
+    /// The adjoint (value and gradient) kernel.
+    pub adjoint: String,
 }
 
 /// The IR the CPU versions are written from: the same passes as the kernels' on the
@@ -134,6 +147,7 @@ pub fn compile_with(
             emit_wgsl::emit_kernel(&sig, layout, KernelKind::Jacobian, jacobian.function());
         return Ok(Compiled {
             wgsl_reduce: None,
+            wgsl_gathered: None,
             cpu: CpuIr {
                 primal: cpu_primal,
                 reverse: cpu_reverse,
@@ -169,8 +183,18 @@ pub fn compile_with(
     let wgsl_reverse = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Adjoint, &kernel_adjoint);
     let wgsl_reduce =
         (layout.shared_words > 0).then(|| emit_wgsl::emit_reduce_kernel(&sig, layout.shared_words));
+    let wgsl_gathered = layout.has_gathered_kernel().then(|| GatheredWgsl {
+        forward: emit_wgsl::emit_gathered_kernel(&sig, layout, KernelKind::Forward, &primal),
+        adjoint: emit_wgsl::emit_gathered_kernel(
+            &sig,
+            layout,
+            KernelKind::Adjoint,
+            &kernel_adjoint,
+        ),
+    });
     Ok(Compiled {
         wgsl_reduce,
+        wgsl_gathered,
         cpu: CpuIr {
             primal: cpu_primal,
             reverse: Reverse::Gradient(cpu_adjoint),

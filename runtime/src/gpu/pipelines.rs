@@ -3,8 +3,9 @@
 
 use super::{Gpu, PipelineKey, key, lock};
 use crate::error::Error;
-use crate::spec::KernelSpec;
+use crate::spec::{GatheredSpec, KernelSpec};
 use std::sync::Arc;
+use wgpu::BufferBindingType as B;
 
 /// A compiled pipeline and its bind group layout.
 pub(super) struct Pipeline {
@@ -21,26 +22,21 @@ pub(super) struct Pipelines<'a> {
 impl Gpu {
     /// The pipeline of `spec`, compiled on first use.
     pub(super) fn pipeline(&self, spec: &'static KernelSpec) -> Result<Arc<Pipeline>, Error> {
-        use wgpu::BufferBindingType as B;
-        let mut entries = vec![
-            (spec.params_binding, B::Uniform),
-            (spec.input_binding, B::Storage { read_only: true }),
-        ];
-        for o in spec.outputs {
-            entries.push((o.binding, B::Storage { read_only: false }));
-        }
-        if let Some(sh) = spec.shared {
-            entries.push((
-                sh.binding,
-                if sh.uniform {
-                    B::Uniform
-                } else {
-                    B::Storage { read_only: true }
-                },
-            ));
-            if let Some(r) = &sh.reduction {
-                entries.push((r.partials_binding, B::Storage { read_only: false }));
-            }
+        let mut entries = kernel_bindings(spec);
+        entries.push((spec.input_binding, B::Storage { read_only: true }));
+        self.compile(key(spec), spec.label, spec.wgsl, spec.entry_point, &entries)
+    }
+
+    /// The pipeline of a gathered kernel, compiled on first use.
+    pub(super) fn gathered_pipeline(
+        &self,
+        g: &'static GatheredSpec,
+    ) -> Result<Arc<Pipeline>, Error> {
+        let spec = &g.kernel;
+        let mut entries = kernel_bindings(spec);
+        for f in g.fields {
+            entries.push((f.rows_binding, B::Storage { read_only: true }));
+            entries.push((f.index_binding, B::Storage { read_only: true }));
         }
         self.compile(key(spec), spec.label, spec.wgsl, spec.entry_point, &entries)
     }
@@ -50,7 +46,6 @@ impl Gpu {
         &self,
         spec: &'static KernelSpec,
     ) -> Result<Option<Arc<Pipeline>>, Error> {
-        use wgpu::BufferBindingType as B;
         let Some(r) = spec.shared.and_then(|sh| sh.reduction.as_ref()) else {
             return Ok(None);
         };
@@ -134,4 +129,25 @@ impl Gpu {
         cache.insert(key, p.clone());
         Ok(p)
     }
+}
+
+/// The bindings of a kernel but its arguments': its uniform, outputs, shared words and
+/// partial sums.
+fn kernel_bindings(spec: &KernelSpec) -> Vec<(u32, B)> {
+    let mut entries = vec![(spec.params_binding, B::Uniform)];
+    for o in spec.outputs {
+        entries.push((o.binding, B::Storage { read_only: false }));
+    }
+    if let Some(sh) = spec.shared {
+        let ty = if sh.uniform {
+            B::Uniform
+        } else {
+            B::Storage { read_only: true }
+        };
+        entries.push((sh.binding, ty));
+        if let Some(r) = &sh.reduction {
+            entries.push((r.partials_binding, B::Storage { read_only: false }));
+        }
+    }
+    entries
 }

@@ -1,11 +1,16 @@
 //! Device-resident buffers on the GPU: creating, reading and writing them, and recording
 //! launches over them into a command encoder (one submission, no host round trip).
 
+use super::pipelines::Pipeline;
 use super::{Gpu, key, lock};
+use crate::buffer::RawBuffer;
 use crate::error::Error;
+use crate::gather::Field;
+use crate::gather_launch::GatherOutputs;
 use crate::recording::Bindings;
-use crate::spec::KernelSpec;
+use crate::spec::{FieldSpec, GatheredSpec, KernelSpec};
 use std::num::NonZeroU64;
+use std::sync::Arc;
 use wgpu::util::DeviceExt;
 
 /// Elements of a resident launch's chunks are a multiple of this: with 4-byte words,
@@ -185,6 +190,64 @@ impl Gpu {
     ) -> Result<(), Error> {
         self.check_lost()?;
         let main = self.pipeline(spec)?;
+        let dispatch = Dispatch {
+            args: ArgsIn::Rows(b.input),
+            outputs: b.outputs,
+            shared: b.shared,
+            shared_grad: b.shared_grad,
+        };
+        self.record_chunks(encoder, spec, &main, n, &dispatch)
+    }
+
+    /// Whether a launch of gathered kernel `g` can bind `fields` as they are: every block
+    /// read through an index within one binding, and the device's storage bindings enough.
+    pub(crate) fn fits_gathered(&self, g: &GatheredSpec, fields: &[Field]) -> bool {
+        let spec = &g.kernel;
+        let shared = spec.shared.map_or(0, |s| {
+            usize::from(!s.uniform) + usize::from(s.reduction.is_some())
+        });
+        let storage = 2 * g.fields.len() + spec.outputs.len() + shared;
+        let blocks_fit = fields
+            .iter()
+            .filter(|f| f.index.is_some())
+            .all(|f| f.source.words as u64 * 4 <= self.binding_bytes());
+        g.fields.len() == fields.len()
+            && storage <= self.limits.max_storage_buffers_per_shader_stage as usize
+            && blocks_fit
+    }
+
+    /// Records a launch of gathered kernel `g` over `n` elements (bindings already checked,
+    /// and [`Gpu::fits_gathered`]): each argument bound where it is, the kernel reading rows
+    /// of blocks through their indices itself.
+    pub(crate) fn record_gathered(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        g: &'static GatheredSpec,
+        n: usize,
+        fields: &[Field],
+        b: &GatherOutputs<'_>,
+        outputs: &[&Arc<RawBuffer>],
+    ) -> Result<(), Error> {
+        self.check_lost()?;
+        let main = self.gathered_pipeline(g)?;
+        let dispatch = Dispatch {
+            args: ArgsIn::Fields(g.fields, fields),
+            outputs,
+            shared: b.shared,
+            shared_grad: b.shared_grad,
+        };
+        self.record_chunks(encoder, &g.kernel, &main, n, &dispatch)
+    }
+
+    /// Records the dispatches of a launch, chunk by chunk (see [`Gpu::record_launch`]).
+    fn record_chunks(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        spec: &'static KernelSpec,
+        main: &Pipeline,
+        n: usize,
+        d: &Dispatch<'_>,
+    ) -> Result<(), Error> {
         let reduce = self.reduce_pipeline(spec)?;
         let chunk = self.resident_chunk(spec);
         let words = spec.shared_grad_words() as u64;
@@ -200,25 +263,22 @@ impl Gpu {
         while start < n {
             let m = chunk.min(n - start);
             let shape = Self::launch_shape(spec, m);
-            let params = self.uniform(spec.label, &shape.params(m));
+            let mut params = shape.params(m);
+            params[2] = d.args.gathered_mask();
+            let params = self.uniform(spec.label, &params);
             let range = |buffer, w| words_range(buffer, w, start, m);
-            let mut entries = vec![
-                wgpu::BindGroupEntry {
-                    binding: spec.params_binding,
-                    resource: params.as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: spec.input_binding,
-                    resource: range(b.input.gpu(), spec.input_words),
-                },
-            ];
-            for (o, buf) in spec.outputs.iter().zip(b.outputs) {
+            let mut entries = vec![wgpu::BindGroupEntry {
+                binding: spec.params_binding,
+                resource: params.as_entire_binding(),
+            }];
+            d.args.entries(spec, start, m, &mut entries);
+            for (o, buf) in spec.outputs.iter().zip(d.outputs) {
                 entries.push(wgpu::BindGroupEntry {
                     binding: o.binding,
                     resource: range(buf.gpu(), o.words),
                 });
             }
-            if let (Some(sh), Some(values)) = (spec.shared, b.shared) {
+            if let (Some(sh), Some(values)) = (spec.shared, d.shared) {
                 entries.push(wgpu::BindGroupEntry {
                     binding: sh.binding,
                     resource: values.gpu().as_entire_binding(),
@@ -239,7 +299,7 @@ impl Gpu {
             pass.set_pipeline(&main.pipeline);
             pass.set_bind_group(0, &group, &[]);
             pass.dispatch_workgroups(shape.x, shape.y, 1);
-            if let (Some(rp), Some(parts), Some(sums)) = (&reduce, &partials, b.shared_grad) {
+            if let (Some(rp), Some(parts), Some(sums)) = (&reduce, &partials, d.shared_grad) {
                 self.record_second_pass(
                     &mut pass,
                     spec,
@@ -253,6 +313,72 @@ impl Gpu {
         }
         Ok(())
     }
+}
+
+/// Where a recorded launch's kernel reads its per-element arguments.
+enum ArgsIn<'a> {
+    /// One interleaved row of `spec.input_words` words per element.
+    Rows(&'a Arc<RawBuffer>),
+    /// Each argument from a buffer of its own (a gathered kernel), a block's rows through
+    /// its index.
+    Fields(&'static [FieldSpec], &'a [Field]),
+}
+
+impl ArgsIn<'_> {
+    /// The gathered kernel's mask: bit `k` set where argument `k` is read through an index.
+    fn gathered_mask(&self) -> u32 {
+        match self {
+            ArgsIn::Rows(_) => 0,
+            ArgsIn::Fields(_, fields) => fields
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| f.index.is_some())
+                .fold(0, |mask, (k, _)| mask | 1 << k),
+        }
+    }
+
+    /// The bindings of elements `start..start + m`'s arguments: a block and its index's
+    /// entries of those elements, or the argument's own words of those elements (bound
+    /// again as the unread index).
+    fn entries<'b>(
+        &'b self,
+        spec: &KernelSpec,
+        start: usize,
+        m: usize,
+        entries: &mut Vec<wgpu::BindGroupEntry<'b>>,
+    ) {
+        let entry = |binding, resource| wgpu::BindGroupEntry { binding, resource };
+        match self {
+            ArgsIn::Rows(input) => entries.push(entry(
+                spec.input_binding,
+                words_range(input.gpu(), spec.input_words, start, m),
+            )),
+            ArgsIn::Fields(specs, fields) => {
+                for (fs, f) in specs.iter().zip(fields.iter()) {
+                    let (rows, index) = match &f.index {
+                        Some(index) => (
+                            f.source.gpu().as_entire_binding(),
+                            words_range(index.entries.gpu(), 1, start, m),
+                        ),
+                        None => {
+                            let own = || words_range(f.source.gpu(), fs.words, start, m);
+                            (own(), own())
+                        }
+                    };
+                    entries.push(entry(fs.rows_binding, rows));
+                    entries.push(entry(fs.index_binding, index));
+                }
+            }
+        }
+    }
+}
+
+/// The buffers of one recorded launch, its arguments wherever they are.
+struct Dispatch<'a> {
+    args: ArgsIn<'a>,
+    outputs: &'a [&'a Arc<RawBuffer>],
+    shared: Option<&'a Arc<RawBuffer>>,
+    shared_grad: Option<&'a Arc<RawBuffer>>,
 }
 
 impl Gpu {

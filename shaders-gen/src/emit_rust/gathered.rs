@@ -5,8 +5,12 @@
 //! does not compile.
 
 use super::ItemPlan;
+use super::spec::gathered_spec;
+use crate::GatheredWgsl;
+use crate::abi::KernelKind;
 use crate::signature::{Param, Shape};
 use proc_macro2::TokenStream;
+use quote::format_ident;
 use quote::quote;
 
 fn value_type(p: &Param) -> TokenStream {
@@ -23,8 +27,9 @@ fn words(p: &Param) -> u32 {
     }
 }
 
-/// The items, for a function with per-element arguments (none without).
-pub(super) fn gathered_api(plan: &ItemPlan) -> TokenStream {
+/// The items, for a function with per-element arguments (none without); `wgsl`: its
+/// gathered kernels, where it has them (else a launch assembles argument rows first).
+pub(super) fn gathered_api(plan: &ItemPlan, wgsl: Option<&GatheredWgsl>) -> TokenStream {
     let each: Vec<&Param> = plan.sig.params.iter().filter(|p| !p.shared).collect();
     if each.is_empty() {
         return quote!();
@@ -100,7 +105,35 @@ pub(super) fn gathered_api(plan: &ItemPlan) -> TokenStream {
         (quote!(), quote!())
     };
     let err = quote!(::gradfuse::Error);
+    let (kernels, fwd_gathered, adj_gathered) = match wgsl {
+        Some(w) => {
+            let (fwd, adj) = (&w.forward, &w.adjoint);
+            let fwd_spec = gathered_spec(plan, KernelKind::Forward, &format_ident!("cpu_forward"));
+            let adj_spec = gathered_spec(plan, KernelKind::Adjoint, &format_ident!("cpu_adjoint"));
+            (
+                quote! {
+                    /// The WGSL module of the gathered forward kernel: each per-element
+                    /// argument read from a buffer of its own, directly or through an index.
+                    pub const WGSL_FORWARD_GATHERED: &str = #fwd;
+                    /// The WGSL module of the gathered adjoint kernel.
+                    pub const WGSL_ADJOINT_GATHERED: &str = #adj;
+                    /// The gathered forward kernel's launch description.
+                    pub static FORWARD_GATHERED_KERNEL: ::gradfuse::GatheredSpec = #fwd_spec;
+                    /// The gathered adjoint kernel's launch description.
+                    pub static ADJOINT_GATHERED_KERNEL: ::gradfuse::GatheredSpec = #adj_spec;
+                },
+                quote!(::core::option::Option::Some(&FORWARD_GATHERED_KERNEL)),
+                quote!(::core::option::Option::Some(&ADJOINT_GATHERED_KERNEL)),
+            )
+        }
+        None => {
+            let none = quote!(::core::option::Option::None);
+            (quote!(), none.clone(), none)
+        }
+    };
     quote! {
+        #kernels
+
         /// Where each per-element argument comes from in the launches with gathered
         /// arguments: its own buffer (`Source::Each`, one value per element) or rows of a
         /// parameter block read through an index (`Source::Gather`).
@@ -125,6 +158,7 @@ pub(super) fn gathered_api(plan: &ItemPlan) -> TokenStream {
                 rec.launch_gathered(
                     self.device,
                     &FORWARD_KERNEL,
+                    #fwd_gathered,
                     &[#(#value_fields),*],
                     ::gradfuse::GatherOutputs {
                         shared: #shared_bind,
@@ -149,6 +183,7 @@ pub(super) fn gathered_api(plan: &ItemPlan) -> TokenStream {
                 rec.launch_gathered(
                     self.device,
                     &ADJOINT_KERNEL,
+                    #adj_gathered,
                     &[#(#grad_fields),*],
                     ::gradfuse::GatherOutputs {
                         shared: #shared_bind,

@@ -125,7 +125,7 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
     });
     let launcher = launcher(has_shared, grad_count > 0);
     let resident = resident_launcher(has_shared, grad_count > 0);
-    let gathered = super::gathered::gathered_api(plan);
+    let gathered = super::gathered::gathered_api(plan, c.wgsl_gathered.as_ref());
     quote! {
         /// The value and the full gradient, by reverse mode on the CPU.
         #[inline]

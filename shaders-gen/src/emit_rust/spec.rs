@@ -8,14 +8,46 @@ use quote::quote;
 
 /// The `::gradfuse::KernelSpec` of kernel `kind`, whose CPU version is the function `cpu`.
 pub(super) fn kernel_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident) -> TokenStream {
-    let (fname, layout, has_shared) = (&plan.fname, plan.layout, plan.has_shared);
-    let label = format!("{fname}::{}", kind.entry_point());
-    let entry = kind.entry_point();
     let wgsl = match kind {
         KernelKind::Forward => quote!(WGSL_FORWARD),
         KernelKind::Adjoint => quote!(WGSL_ADJOINT),
         KernelKind::Jacobian => quote!(WGSL_JACOBIAN),
     };
+    let label = format!("{}::{}", plan.fname, kind.entry_point());
+    spec_of(plan, kind, cpu, wgsl, &label)
+}
+
+/// The `::gradfuse::GatheredSpec` of the gathered variant of kernel `kind` (see
+/// [`abi::FIELDS_BINDING`]).
+pub(super) fn gathered_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident) -> TokenStream {
+    let wgsl = match kind {
+        KernelKind::Adjoint => quote!(WGSL_ADJOINT_GATHERED),
+        _ => quote!(WGSL_FORWARD_GATHERED),
+    };
+    let label = format!("{}::{} (gathered)", plan.fname, kind.entry_point());
+    let kernel = spec_of(plan, kind, cpu, wgsl, &label);
+    let fields = plan.layout.fields().into_iter().enumerate().map(|(k, slot)| {
+        let (rows, index) = abi::field_bindings(k as u32);
+        let words = slot.len.unwrap_or(1) as u32;
+        quote!(::gradfuse::FieldSpec { rows_binding: #rows, index_binding: #index, words: #words })
+    });
+    quote! {
+        ::gradfuse::GatheredSpec {
+            kernel: #kernel,
+            fields: &[#(#fields),*],
+        }
+    }
+}
+
+fn spec_of(
+    plan: &ItemPlan,
+    kind: KernelKind,
+    cpu: &syn::Ident,
+    wgsl: TokenStream,
+    label: &str,
+) -> TokenStream {
+    let (fname, layout, has_shared) = (&plan.fname, plan.layout, plan.has_shared);
+    let entry = kind.entry_point();
     let outs: Vec<TokenStream> = kind
         .outputs(layout)
         .iter()

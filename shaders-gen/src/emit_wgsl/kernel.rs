@@ -2,6 +2,7 @@
 //! the header, the declarations and the entry point around them.
 
 use super::body::{Ctx, scaled_index};
+use super::fields::{FieldNames, emit_field_loads, field_declarations, field_header, field_names};
 use super::plan::KernelPlan;
 use super::reduce::reduce_stage_fn;
 use super::shared_sums::{SharedSums, shared_sums};
@@ -23,12 +24,41 @@ const COMPONENTS: [&str; 4] = ["x", "y", "z", "w"];
 /// reverse pass's seed as one more input ([`crate::ad::vjp`]): the kernel seeds 1 for
 /// elements in the batch and 0 past its end.
 pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Function) -> String {
-    let plan = KernelPlan::new(layout, kind, f);
+    emit(signature, layout, kind, f, false)
+}
+
+/// Emits the gathered variant of a kernel ([`emit_kernel`]): each per-element argument read
+/// from a buffer of its own, directly or through an index (see [`abi::FIELDS_BINDING`]).
+pub fn emit_gathered_kernel(
+    signature: &str,
+    layout: &ArgLayout,
+    kind: KernelKind,
+    f: &Function,
+) -> String {
+    emit(signature, layout, kind, f, true)
+}
+
+fn emit(
+    signature: &str,
+    layout: &ArgLayout,
+    kind: KernelKind,
+    f: &Function,
+    gathered: bool,
+) -> String {
+    let plan = KernelPlan::new(layout, kind, f, gathered);
     let mut taken = reserved();
+    let fields = if gathered {
+        field_names(layout, &mut taken)
+    } else {
+        Vec::new()
+    };
     let mut ctx = Ctx::new(f, &mut taken);
     ctx.shared_uniform = plan.shared_uniform;
     let mut helpers = BTreeSet::new();
     let mut body = String::new();
+    if gathered {
+        emit_field_loads(&plan, &fields, &ctx, &mut body);
+    }
     emit_loads(&plan, &mut ctx, &mut body);
     let sums = if plan.reduces {
         shared_sums(&plan, f, &mut ctx, &mut taken, &mut body)
@@ -37,8 +67,8 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
     };
     ctx.emit_nodes(&mut taken, "    ", &mut body, &mut helpers);
     emit_stores(&plan, f, &ctx, &mut body);
-    let mut s = header(&plan, signature);
-    declarations(&plan, &helpers, &sums, &mut s);
+    let mut s = header(&plan, &fields, signature);
+    declarations(&plan, &fields, &helpers, &sums, &mut s);
     if plan.reduces {
         reducing_entry(&plan, &sums, &body, &mut s);
     } else {
@@ -51,7 +81,8 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
 /// after the element's, then, in an adjoint that sums shared gradients, the seed.
 fn emit_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
     let (words, lanes, loads) = (plan.layout.words, plan.lanes, &plan.loads);
-    for chunk in 0..words / lanes {
+    let row_chunks = if plan.gathered { 0 } else { words / lanes };
+    for chunk in 0..row_chunks {
         let used: Vec<(u32, usize)> = (chunk * lanes..(chunk + 1) * lanes)
             .filter_map(|w| loads[w as usize].map(|i| (w, i)))
             .collect();
@@ -226,7 +257,7 @@ fn store_words(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, bo
 }
 
 /// The header comment: which function, and a map of every buffer word to the user's names.
-fn header(plan: &KernelPlan, signature: &str) -> String {
+fn header(plan: &KernelPlan, fields: &[FieldNames], signature: &str) -> String {
     let (words, shared_words, layout) = (plan.layout.words, plan.layout.shared_words, plan.layout);
     let wg = abi::WORKGROUP_SIZE;
     let mut s = String::new();
@@ -236,19 +267,29 @@ fn header(plan: &KernelPlan, signature: &str) -> String {
         KernelKind::Jacobian => "Jacobian (values and Jacobian) kernel",
     };
     let _ = writeln!(s, "// gradfuse {what} of `{signature}`.");
-    if plan.reduces {
+    let threads = if plan.reduces {
+        format!("Each thread takes params.per_thread batch elements i, {wg} apart.")
+    } else {
+        "One thread per batch element i.".to_string()
+    };
+    if plan.gathered {
         let _ = writeln!(
             s,
-            "// Each thread takes params.per_thread batch elements i, {wg} apart. Element i's words:"
+            "// {threads}\n// Element i's words, each argument from a buffer of its own, at row r = i or, where\n\
+             // its bit of params.gathered is set, at row r = its index[i]:"
         );
     } else {
-        let _ = writeln!(s, "// One thread per batch element i. Element i's words:");
+        let _ = writeln!(s, "// {threads} Element i's words:");
     }
-    let _ = writeln!(
-        s,
-        "//   args[{words}i ..]: {}",
-        layout.words_label(0, words)
-    );
+    if plan.gathered {
+        field_header(layout, fields, &mut s);
+    } else {
+        let _ = writeln!(
+            s,
+            "//   args[{words}i ..]: {}",
+            layout.words_label(0, words)
+        );
+    }
     if shared_words > 0 {
         let names = layout.words_label(words, words + shared_words);
         let _ = writeln!(
@@ -302,12 +343,18 @@ fn header(plan: &KernelPlan, signature: &str) -> String {
 /// (`sums`: how the body sums the shared gradient).
 fn declarations(
     plan: &KernelPlan,
+    fields: &[FieldNames],
     helpers: &BTreeSet<&'static str>,
     sums: &SharedSums,
     s: &mut String,
 ) {
     let wg = abi::WORKGROUP_SIZE;
-    if plan.reduces {
+    if plan.gathered {
+        let _ = writeln!(
+            s,
+            "struct Params {{\n    n: u32,\n    per_thread: u32,\n    gathered: u32,\n}}\n"
+        );
+    } else if plan.reduces {
         let _ = writeln!(
             s,
             "struct Params {{\n    n: u32,\n    per_thread: u32,\n}}\n"
@@ -320,12 +367,16 @@ fn declarations(
         "@group(0) @binding({}) var<uniform> params: Params;",
         abi::PARAMS_BINDING
     );
-    let _ = writeln!(
-        s,
-        "@group(0) @binding({}) var<storage, read> args: array<{}>;",
-        abi::ARGS_BINDING,
-        abi::vector_type(plan.lanes)
-    );
+    if plan.gathered {
+        field_declarations(fields, s);
+    } else {
+        let _ = writeln!(
+            s,
+            "@group(0) @binding({}) var<storage, read> args: array<{}>;",
+            abi::ARGS_BINDING,
+            abi::vector_type(plan.lanes)
+        );
+    }
     for &(binding, w, name) in &plan.outputs {
         let _ = writeln!(
             s,
@@ -423,10 +474,15 @@ fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut Stri
          // Every thread reaches the barriers: threads past the end compute on the last\n        \
          // element and store and add nothing.\n        \
          let in_batch = i < params.n;\n        \
-         let elem = min(i, params.n - 1u);\n        \
-         let in_base = elem * {}u;",
-        plan.layout.words / plan.lanes
+         let elem = min(i, params.n - 1u);",
     );
+    if !plan.gathered {
+        let _ = writeln!(
+            s,
+            "        let in_base = elem * {}u;",
+            plan.layout.words / plan.lanes
+        );
+    }
     for line in body.lines() {
         if line.is_empty() {
             s.push('\n');
@@ -475,10 +531,14 @@ fn plain_entry(plan: &KernelPlan, body: &str, s: &mut String) {
              let in_batch = i < params.n;\n    \
              let elem = min(i, params.n - 1u);"
         );
-        let _ = writeln!(s, "    let in_base = elem * {in_words}u;");
+        if !plan.gathered {
+            let _ = writeln!(s, "    let in_base = elem * {in_words}u;");
+        }
     } else {
         let _ = writeln!(s, "    if (i >= params.n) {{\n        return;\n    }}");
-        let _ = writeln!(s, "    let in_base = {};", scaled_index(in_words));
+        if !plan.gathered {
+            let _ = writeln!(s, "    let in_base = {};", scaled_index(in_words));
+        }
     }
     s.push_str(body);
     s.push_str("}\n");

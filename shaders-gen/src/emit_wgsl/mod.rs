@@ -11,6 +11,7 @@
 
 mod arrays;
 mod body;
+mod fields;
 mod kernel;
 mod plan;
 mod reduce;
@@ -19,7 +20,7 @@ mod streams;
 mod tape;
 
 pub use crate::names::{REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_STAGE_FN};
-pub use kernel::emit_kernel;
+pub use kernel::{emit_gathered_kernel, emit_kernel};
 pub use reduce::emit_reduce_kernel;
 
 /// A WGSL f32 literal (non-finite values as bit casts: WGSL has no literal for them).

@@ -30,11 +30,14 @@ pub(super) struct KernelPlan<'a> {
     pub outputs: Vec<(u32, u32, &'static str)>,
     /// For each input word of `f`, the node that reads it, if one does.
     pub loads: Vec<Option<usize>>,
+    /// A gathered kernel: each per-element argument from a buffer of its own (see
+    /// [`abi::FIELDS_BINDING`]), instead of one interleaved row per element.
+    pub gathered: bool,
 }
 
 impl<'a> KernelPlan<'a> {
     /// The plan of kernel `kind` of `f`.
-    pub fn new(layout: &'a ArgLayout, kind: KernelKind, f: &Function) -> Self {
+    pub fn new(layout: &'a ArgLayout, kind: KernelKind, f: &Function, gathered: bool) -> Self {
         let mut loads = vec![None; f.num_inputs as usize];
         for (i, node) in f.nodes.iter().enumerate() {
             if let Op::Input(w) = node.op {
@@ -64,7 +67,14 @@ impl<'a> KernelPlan<'a> {
             grad_words,
             outputs: kind.outputs(layout),
             loads,
+            gathered,
         }
+    }
+
+    /// The element a thread's loads read: `elem` where threads past the end compute on the
+    /// last element, else `i`.
+    pub fn element(&self) -> &'static str {
+        if self.guarded { "elem" } else { "i" }
     }
 
     /// How many argument words have a gradient.

@@ -1,0 +1,140 @@
+//! The arguments of a gathered kernel (see [`abi::FIELDS_BINDING`]): each per-element
+//! argument read from a buffer of its own, at the element's row or at the row its index
+//! names, so that a launch whose arguments come from parameter blocks needs no pass that
+//! assembles argument rows first.
+
+use super::body::Ctx;
+use super::plan::KernelPlan;
+use crate::abi::{self, ArgLayout};
+use crate::names::sanitize;
+use std::collections::HashSet;
+use std::fmt::Write;
+
+const COMPONENTS: [&str; 4] = ["x", "y", "z", "w"];
+
+/// One argument of a gathered kernel: its buffers' names and where its words go.
+pub(super) struct FieldNames {
+    /// Its rows (`array<f32>` or a vector view).
+    rows: String,
+    /// Its index array.
+    index: String,
+    /// The row the element reads.
+    row: String,
+    /// Its first IR input.
+    first: u32,
+    /// Its words per row.
+    words: u32,
+    /// Words per load (see [`abi::vector_lanes`]).
+    lanes: u32,
+}
+
+/// The names of every per-element argument's buffers, taken so that no value of the body
+/// is named alike.
+pub(super) fn field_names(layout: &ArgLayout, taken: &mut HashSet<String>) -> Vec<FieldNames> {
+    layout
+        .fields()
+        .into_iter()
+        .map(|slot| {
+            let base = sanitize(&slot.name);
+            let words = slot.len.unwrap_or(1) as u32;
+            let lanes = abi::vector_lanes(words);
+            let field = FieldNames {
+                rows: format!("{base}_rows"),
+                index: format!("{base}_index"),
+                row: format!("{base}_row"),
+                first: layout.first_input(slot),
+                words,
+                lanes,
+            };
+            taken.extend([&field.rows, &field.index, &field.row].map(|s| s.to_string()));
+            if lanes > 1 {
+                taken.extend((0..words / lanes).map(|c| format!("{}_{c}", field.rows)));
+            }
+            field
+        })
+        .collect()
+}
+
+/// The loads of the words the body uses: per argument its row (from its index where its
+/// bit of `params.gathered` is set), then its words, several to a vector load.
+pub(super) fn emit_field_loads(
+    plan: &KernelPlan,
+    fields: &[FieldNames],
+    ctx: &Ctx,
+    body: &mut String,
+) {
+    let elem = plan.element();
+    for (bit, f) in fields.iter().enumerate() {
+        let used = |w: u32| plan.loads[(f.first + w) as usize];
+        if !(0..f.words).any(|w| used(w).is_some()) {
+            continue;
+        }
+        let _ = writeln!(
+            body,
+            "    var {row} = {elem};\n    if ((params.gathered & {mask}u) != 0u) {{\n        \
+             {row} = {index}[{elem}];\n    }}",
+            row = f.row,
+            mask = 1u32 << bit,
+            index = f.index,
+        );
+        let chunks = f.words / f.lanes;
+        for chunk in 0..chunks {
+            let loaded: Vec<(u32, usize)> = (chunk * f.lanes..(chunk + 1) * f.lanes)
+                .filter_map(|w| used(w).map(|node| (w, node)))
+                .collect();
+            if loaded.is_empty() {
+                continue;
+            }
+            let at = match (chunks, chunk) {
+                (1, _) => f.row.clone(),
+                (_, 0) => format!("{} * {chunks}u", f.row),
+                _ => format!("{} * {chunks}u + {chunk}u", f.row),
+            };
+            if f.lanes == 1 {
+                let name = &ctx.names[loaded[0].1];
+                let _ = writeln!(body, "    let {name} = {}[{at}];", f.rows);
+            } else {
+                let _ = writeln!(body, "    let {}_{chunk} = {}[{at}];", f.rows, f.rows);
+                for (w, node) in loaded {
+                    let c = COMPONENTS[(w % f.lanes) as usize];
+                    let _ = writeln!(
+                        body,
+                        "    let {} = {}_{chunk}.{c};",
+                        ctx.names[node], f.rows
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The bindings of the arguments' rows and indices.
+pub(super) fn field_declarations(fields: &[FieldNames], s: &mut String) {
+    for (k, f) in fields.iter().enumerate() {
+        let (rows, index) = abi::field_bindings(k as u32);
+        let _ = writeln!(
+            s,
+            "@group(0) @binding({rows}) var<storage, read> {}: array<{}>;",
+            f.rows,
+            abi::vector_type(f.lanes)
+        );
+        let _ = writeln!(
+            s,
+            "@group(0) @binding({index}) var<storage, read> {}: array<u32>;",
+            f.index
+        );
+    }
+}
+
+/// The header's lines on where each argument's words are.
+pub(super) fn field_header(layout: &ArgLayout, fields: &[FieldNames], s: &mut String) {
+    for (bit, f) in fields.iter().enumerate() {
+        let at = if f.words == 1 {
+            format!("{}[r]", f.rows)
+        } else {
+            format!("{}[{}r ..]", f.rows, f.words)
+        };
+        let words = layout.words_label(f.first, f.first + f.words);
+        let _ = writeln!(s, "//   {at}: {words} (bit {bit}: r = {}[i])", f.index);
+    }
+}
