@@ -6,10 +6,13 @@
 //! so the bench cannot rot; lavapipe's numbers only show that it runs). Times are wall
 //! clock over `k` launches recorded into one submission (one wait at the end), the median
 //! of several rounds after a warm-up round: per-launch host costs (bind groups, uniforms)
-//! count, as they do for a user. Real numbers come from an H100: see BENCHMARKS.md.
+//! count, as they do for a user. GPU times per pass come from a timed recording
+//! (timestamps around each compute pass; "n/a" on a device without timestamp queries).
+//! Real numbers come from an H100: see BENCHMARKS.md.
 //! Set GRADFUSE_BENCH_OUT=path to also write the table to a file.
 
 use gradfuse::{Adam, Buffer, Device, Error, Index, Recording, Source, differentiable};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Instant;
 
@@ -22,6 +25,12 @@ pub fn fit(#[constant] x: [f32; 2], #[constant] t: f32, #[shared] w: [f32; 17]) 
         y += w[12 + j] * h;
     }
     (y - t) * (y - t)
+}
+
+/// One word in, the same word out: its value kernel is a copy, the bandwidth roofline.
+#[differentiable]
+pub fn copy(x: f32) -> f32 {
+    x
 }
 
 /// Half the squared stretch of an edge against its rest length.
@@ -61,6 +70,32 @@ fn per_launch(
     Ok(times[times.len() / 2])
 }
 
+/// GPU seconds per repetition of each pass label of what `record` records, `k` times in
+/// one timed submission (empty without timestamp queries).
+fn gpu_times(
+    d: &Device,
+    k: usize,
+    mut record: impl FnMut(&mut Recording<'_>) -> Result<(), Error>,
+) -> Result<BTreeMap<&'static str, f64>, Error> {
+    let mut warm = d.record();
+    record(&mut warm)?;
+    warm.submit()?;
+    let mut rec = d.record_timed();
+    for _ in 0..k {
+        record(&mut rec)?;
+    }
+    let mut by_label = BTreeMap::new();
+    for (label, t) in rec.submit_timed()? {
+        *by_label.entry(label).or_insert(0.0) += t.as_secs_f64() / k as f64;
+    }
+    Ok(by_label)
+}
+
+/// Milliseconds with three decimals, or "n/a".
+fn ms(t: Option<f64>) -> String {
+    t.map_or("n/a".into(), |t| format!("{:.3}", t * 1e3))
+}
+
 /// A reproducible value in [-1, 1) for `i`.
 fn noise(i: usize) -> f32 {
     let z = (i as u64 ^ 0x9E37_79B9_7F4A_7C15).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -91,13 +126,20 @@ fn training_row(d: &Device, n: usize, k: usize, rounds: usize) -> Result<String,
         kernel.value_and_grad_to(rec, &args, &w, &values, &sg)?;
         adam.step(rec, &w, &sg)
     })?;
+    let passes = gpu_times(d, k, |rec| {
+        kernel.value_and_grad_to(rec, &args, &w, &values, &sg)?;
+        adam.step(rec, &w, &sg)
+    })?;
+    let gpu = (!passes.is_empty()).then(|| passes.values().sum::<f64>());
     Ok(format!(
-        "| 2^{} | {:.3} | {:.3} | {:.3} | {:.2} |",
+        "| 2^{} | {:.3} | {:.3} | {:.3} | {:.2} | {} | {} |",
         n.trailing_zeros(),
         vg * 1e3,
         step * 1e3,
         both * 1e3,
-        both / (vg + step)
+        both / (vg + step),
+        ms(gpu),
+        gpu.map_or("n/a".into(), |g| format!("{:.2}", both / g)),
     ))
 }
 
@@ -124,7 +166,8 @@ fn grid(side: usize) -> (Vec<[f32; 3]>, Vec<u32>, Vec<u32>) {
 }
 
 /// The gathered-edge table row for a grid of `side × side` vertices.
-fn edge_row(d: &Device, side: usize, k: usize, rounds: usize) -> Result<String, Error> {
+/// Returns the wall-clock row and the GPU-time row.
+fn edge_row(d: &Device, side: usize, k: usize, rounds: usize) -> Result<(String, String), Error> {
     let (vertices, p, q) = grid(side);
     let m = p.len();
     let rest = vec![1.0f32; m];
@@ -164,7 +207,7 @@ fn edge_row(d: &Device, side: usize, k: usize, rounds: usize) -> Result<String, 
     let gathered_value = per_launch(d, k, rounds, &tick, |rec| {
         kernel.value_gathered(rec, &sources, &values)
     })?;
-    Ok(format!(
+    let row = format!(
         "| {m} ({} vertices) | {:.3} | {:.3} | {:.2} | {:.3} | {:.3} | {:.2} |",
         vertices.len(),
         plain_value * 1e3,
@@ -173,7 +216,46 @@ fn edge_row(d: &Device, side: usize, k: usize, rounds: usize) -> Result<String, 
         plain * 1e3,
         gathered * 1e3,
         gathered / plain
-    ))
+    );
+    let pre_passes = gpu_times(d, k, |rec| {
+        kernel.value_and_grad_to(rec, &pre, &values, &grads)
+    })?;
+    let passes = gpu_times(d, k, |rec| {
+        kernel.value_and_grad_gathered(rec, &sources, &values, &sinks)
+    })?;
+    let words = d.buffer(&vec![copy::Args { x: 1.0 }; 2 * m])?;
+    let copied = d.zeros::<f32>(2 * m)?;
+    let copy_passes = gpu_times(d, k, |rec| copy::kernel(d).value_to(rec, &words, &copied))?;
+    let pass = |t: &BTreeMap<&str, f64>, l: &str| t.get(l).copied();
+    let pre_kernel = pass(&pre_passes, "edge::adjoint");
+    let gathered_kernel = pass(&passes, "edge::adjoint (gathered)");
+    let scatter = pass(&passes, "scatter_rows");
+    // The segmented sum reads, per entry of both indices, its element and 3 gradient
+    // words, per row the bounds of both indices, and writes 3 words per row.
+    let (v, entries) = (vertices.len() as f64, 2.0 * m as f64);
+    let sum_bytes = entries * 16.0 + v * 16.0 + v * 12.0;
+    let copy_bytes = 2.0 * m as f64 * 8.0;
+    let bandwidth = |bytes: f64, t: Option<f64>| t.map(|t| bytes / t / 1e9);
+    let (sum_bw, copy_bw) = (
+        bandwidth(sum_bytes, scatter),
+        bandwidth(copy_bytes, pass(&copy_passes, "copy::forward")),
+    );
+    let gb = |x: Option<f64>| x.map_or("n/a".into(), |x| format!("{x:.1}"));
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => format!("{:.2}", a / b),
+        _ => "n/a".into(),
+    };
+    let gpu_row = format!(
+        "| {m} | {} | {} | {} | {} | {} | {} | {} |",
+        ms(pre_kernel),
+        ms(gathered_kernel),
+        ms(scatter),
+        ratio(gathered_kernel.zip(scatter).map(|(a, b)| a + b), pre_kernel),
+        gb(sum_bw),
+        gb(copy_bw),
+        ratio(sum_bw, copy_bw),
+    );
+    Ok((row, gpu_row))
 }
 
 fn main() -> Result<(), Error> {
@@ -196,9 +278,9 @@ fn main() -> Result<(), Error> {
     );
     let _ = writeln!(
         out,
-        "| n | value_and_grad ms | Adam ms | step ms | step / (value_and_grad + Adam) |"
+        "| n | value_and_grad ms | Adam ms | step ms | step / (value_and_grad + Adam) | its passes' GPU ms | step / GPU |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
     for &s in sizes {
         let k = if s >= 24 { k.div_ceil(5) } else { k };
         let _ = writeln!(out, "{}", training_row(&device, 1 << s, k, rounds)?);
@@ -212,8 +294,23 @@ fn main() -> Result<(), Error> {
         "| edges | value: pre-gathered ms | value: gathered ms | ratio | value and gradient: pre-gathered ms | gathered ms | ratio |"
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    let mut gpu_rows = Vec::new();
     for &side in sides {
-        let _ = writeln!(out, "{}", edge_row(&device, side, k, rounds)?);
+        let (row, gpu_row) = edge_row(&device, side, k, rounds)?;
+        let _ = writeln!(out, "{row}");
+        gpu_rows.push(gpu_row);
+    }
+    let _ = writeln!(
+        out,
+        "\nThe same, GPU time per pass (timestamps): the adjoint kernel on pre-gathered rows; the gathered kernel (rows read through the indices) and the segmented sum of both indices' gradients into the vertex rows; the segmented sum's bandwidth against a copy kernel's\n"
+    );
+    let _ = writeln!(
+        out,
+        "| edges | pre-gathered kernel ms | gathered kernel ms | segmented sum ms | (gathered + sum) / pre-gathered | segmented sum GB/s | copy GB/s | sum / copy |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+    for row in gpu_rows {
+        let _ = writeln!(out, "{row}");
     }
     print!("{out}");
     if let Ok(path) = std::env::var("GRADFUSE_BENCH_OUT") {

@@ -332,3 +332,40 @@ fn resident_launches_past_one_binding_are_chunked() {
         "{got} vs {want_sum}"
     );
 }
+
+/// A timed recording names each pass it ran, in order (GPU timestamps where the device has
+/// them; the CPU device times nothing), and computes what an untimed one does.
+#[test]
+fn timed_recordings_name_their_passes() {
+    for d in [device(), &Device::cpu()] {
+        let args = [fit::Args {
+            x: [0.5, -1.0],
+            y: 0.25,
+        }; 300];
+        let w = fit::Shared {
+            w: [0.3, -0.7, 0.1],
+        };
+        let (values, grads, shared_grad) = fit::kernel(d).value_and_grad(&args, &w).unwrap();
+        let args = d.buffer(&args).unwrap();
+        let w_buf = d.buffer(&[w]).unwrap();
+        let (v, g) = (
+            d.zeros::<f32>(300).unwrap(),
+            d.zeros::<fit::Grad>(300).unwrap(),
+        );
+        let sg = d.zeros::<fit::SharedGrad>(1).unwrap();
+        let mut rec = d.record_timed();
+        let k = fit::kernel(d);
+        k.value_and_grad_to(&mut rec, &args, &w_buf, &v, &g, &sg)
+            .unwrap();
+        let passes = rec.submit_timed().unwrap();
+        assert_eq!(bits(&d.read(&v).unwrap()), bits(&values));
+        assert_eq!(d.read(&g).unwrap(), grads);
+        assert_eq!(d.read(&sg).unwrap(), vec![shared_grad]);
+        let labels: Vec<&str> = passes.iter().map(|(l, _)| *l).collect();
+        if !d.is_gpu() {
+            assert!(labels.is_empty());
+        } else if !labels.is_empty() {
+            assert_eq!(labels, ["fit::adjoint"], "{}", d.describe());
+        }
+    }
+}

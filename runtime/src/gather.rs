@@ -192,39 +192,94 @@ pub(crate) fn assemble_cpu(field: &Field, n: usize, in_words: usize, args: &mut 
     }
 }
 
-/// Scatters the field's gradient words from the gradient rows `grads` (`grad_words` per
-/// element) into its sink, on the CPU: per element, or summed per row in the index's
-/// order; added to what is there if `accumulate`.
-pub(crate) fn scatter_cpu(field: &Field, grads: &[f32], grad_words: usize, accumulate: bool) {
-    let (Some(sink), Some(off)) = (&field.sink, field.grad_offset) else {
-        return;
-    };
-    let w = field.words as usize;
-    let mut out = sink.cpu_write();
+/// One scatter of gradients into a sink: the gradient words of one or two arguments of the
+/// same kind bound to it (both per element, or both rows of blocks of its rows), summed per
+/// entry argument after argument (for rows: over the elements that read the row, in the
+/// index's order), then written into the sink, or added to it where earlier passes wrote it.
+/// Two at most, so that a pass binds at most six storage buffers (WebGPU guarantees eight).
+#[derive(Clone)]
+pub(crate) struct ScatterPass {
+    pub(crate) fields: Vec<Field>,
+    pub(crate) accumulate: bool,
+}
+
+impl ScatterPass {
+    /// The sink every field of the pass writes.
+    pub(crate) fn sink(&self) -> &Arc<RawBuffer> {
+        self.fields[0]
+            .sink
+            .as_ref()
+            .expect("scatter passes hold fields with sinks")
+    }
+
+    /// Whether its fields are rows of blocks (else per-element arguments).
+    pub(crate) fn rows(&self) -> bool {
+        self.fields[0].index.is_some()
+    }
+}
+
+/// The scatter passes of a launch's fields: each field with a gradient and a sink joins
+/// the pass of the field before it with the same sink where that pass has room and the
+/// same kind; a sink's later passes add to what its first wrote.
+pub(crate) fn scatter_passes(fields: &[Field]) -> Vec<ScatterPass> {
+    let mut passes: Vec<ScatterPass> = Vec::new();
+    for f in fields.iter().filter(|f| f.grad_offset.is_some()) {
+        let Some(sink) = &f.sink else { continue };
+        let last = passes.iter_mut().rev().find(|p| p.sink().id == sink.id);
+        match last {
+            Some(p) if p.fields.len() < 2 && p.rows() == f.index.is_some() => {
+                p.fields.push(f.clone());
+            }
+            Some(_) => passes.push(ScatterPass {
+                fields: vec![f.clone()],
+                accumulate: true,
+            }),
+            None => passes.push(ScatterPass {
+                fields: vec![f.clone()],
+                accumulate: false,
+            }),
+        }
+    }
+    passes
+}
+
+/// Runs a scatter pass on the CPU, from the gradient rows `grads` (`grad_words` per
+/// element), in the order the GPU sums.
+pub(crate) fn scatter_cpu(pass: &ScatterPass, grads: &[f32], grad_words: usize) {
+    let w = pass.fields[0].words as usize;
+    let mut out = pass.sink().cpu_write();
     let out: &mut [f32] = bytemuck::cast_slice_mut(&mut out[..]);
-    let word = |k: usize, j: usize| grads[k * grad_words + off as usize + j];
-    let put = |o: &mut f32, s: f32| *o = if accumulate { *o + s } else { s };
-    match &field.index {
-        None => {
-            for (k, row) in out.chunks_exact_mut(w).enumerate() {
-                for (j, o) in row.iter_mut().enumerate() {
-                    put(o, word(k, j));
+    let word = |f: &Field, k: usize, j: usize| {
+        grads[k * grad_words + f.grad_offset.unwrap_or(0) as usize + j]
+    };
+    let put = |o: &mut f32, s: f32| *o = if pass.accumulate { *o + s } else { s };
+    if !pass.rows() {
+        for (k, row) in out.chunks_exact_mut(w).enumerate() {
+            for (j, o) in row.iter_mut().enumerate() {
+                let mut s = word(&pass.fields[0], k, j);
+                for f in &pass.fields[1..] {
+                    s += word(f, k, j);
                 }
+                put(o, s);
             }
         }
-        Some(index) => {
-            let order = index.order.cpu_read();
-            let starts = index.starts.cpu_read();
-            for (r, row) in out.chunks_exact_mut(w).enumerate() {
-                let elements = &order[starts[r] as usize..starts[r + 1] as usize];
-                for (j, o) in row.iter_mut().enumerate() {
-                    let mut s = 0.0f32;
-                    for &k in elements {
-                        s += word(k as usize, j);
-                    }
-                    put(o, s);
+        return;
+    }
+    let groupings: Vec<_> = pass
+        .fields
+        .iter()
+        .filter_map(|f| f.index.as_ref())
+        .map(|i| (i.order.cpu_read(), i.starts.cpu_read()))
+        .collect();
+    for (r, row) in out.chunks_exact_mut(w).enumerate() {
+        for (j, o) in row.iter_mut().enumerate() {
+            let mut s = 0.0f32;
+            for (f, (order, starts)) in pass.fields.iter().zip(&groupings) {
+                for &k in &order[starts[r] as usize..starts[r + 1] as usize] {
+                    s += word(f, k as usize, j);
                 }
             }
+            put(o, s);
         }
     }
 }

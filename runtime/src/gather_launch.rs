@@ -4,7 +4,7 @@
 use crate::buffer::{RawBuffer, ScratchRole};
 use crate::device::Device;
 use crate::error::Error;
-use crate::gather::{Field, GatherField, assemble_cpu, scatter_cpu};
+use crate::gather::{Field, GatherField, ScatterPass, assemble_cpu, scatter_cpu, scatter_passes};
 use crate::recording::{Bindings, Recording, mismatch};
 use crate::spec::{GatheredSpec, KernelSpec};
 use std::sync::Arc;
@@ -61,13 +61,8 @@ impl Recording<'_> {
             self.launch(kernel_device, spec, bindings)?;
         }
         // Gradients that land in one buffer add up, in the order of the arguments.
-        let mut written: Vec<u64> = Vec::new();
-        for f in fields.iter().filter(|f| f.grad_offset.is_some()) {
-            if let Some(sink) = &f.sink {
-                let accumulate = written.contains(&sink.id);
-                written.push(sink.id);
-                self.scatter(f, n, grad_words, &grads, accumulate)?;
-            }
+        for pass in scatter_passes(&fields) {
+            self.scatter(pass, n, grad_words, &grads)?;
         }
         Ok(())
     }
@@ -83,11 +78,11 @@ impl Recording<'_> {
         outputs: &[&Arc<RawBuffer>],
     ) -> Result<bool, Error> {
         #[cfg(feature = "gpu")]
-        if let (Some(g_spec), Some((g, encoder))) = (gathered, self.gpu_encoder())
+        if let (Some(g_spec), Some((g, work))) = (gathered, self.gpu_work())
             && n > 0
             && g.fits_gathered(g_spec, fields)
         {
-            g.record_gathered(encoder, g_spec, n, fields, out, outputs)?;
+            g.record_gathered(work, g_spec, n, fields, out, outputs)?;
             return Ok(true);
         }
         let _ = (gathered, n, fields, out, outputs);
@@ -184,8 +179,8 @@ impl Recording<'_> {
             return Ok(());
         }
         #[cfg(feature = "gpu")]
-        if let Some((g, encoder)) = self.gpu_encoder() {
-            return g.record_assemble(encoder, f, n, in_words, args);
+        if let Some((g, work)) = self.gpu_work() {
+            return g.record_assemble(work, f, n, in_words, args);
         }
         let (f, args) = (f.clone(), args.clone());
         if let Some(steps) = self.cpu_steps() {
@@ -196,26 +191,25 @@ impl Recording<'_> {
         Ok(())
     }
 
-    /// Records the scatter of a field's gradient words into its sink.
+    /// Records a scatter pass of gradient words into its sink.
     fn scatter(
         &mut self,
-        f: &Field,
+        pass: ScatterPass,
         n: usize,
         grad_words: usize,
         grads: &Arc<RawBuffer>,
-        accumulate: bool,
     ) -> Result<(), Error> {
         #[cfg(feature = "gpu")]
-        if let Some((g, encoder)) = self.gpu_encoder() {
-            return g.record_scatter(encoder, f, n, grad_words, grads, accumulate);
+        if let Some((g, work)) = self.gpu_work() {
+            return g.record_scatter(work, &pass, n, grad_words, grads);
         }
         // The CPU scatter takes its extent from the sink.
         let _ = n;
-        let (f, grads) = (f.clone(), grads.clone());
+        let grads = grads.clone();
         if let Some(steps) = self.cpu_steps() {
             steps.push(Box::new(move || {
                 let grads = grads.cpu_read();
-                scatter_cpu(&f, bytemuck::cast_slice(&grads[..]), grad_words, accumulate);
+                scatter_cpu(&pass, bytemuck::cast_slice(&grads[..]), grad_words);
             }));
         }
         Ok(())

@@ -220,8 +220,8 @@ impl Recording<'_> {
         moments: &[Arc<RawBuffer>],
     ) -> Result<(), Error> {
         #[cfg(feature = "gpu")]
-        if let Some((g, encoder)) = self.gpu_encoder() {
-            return g.record_update(encoder, update, params, grads, moments);
+        if let Some((g, work)) = self.gpu_work() {
+            return g.record_update(work, update, params, grads, moments);
         }
         let (p, g, ms) = (params.clone(), grads.clone(), moments.to_vec());
         if let Some(steps) = self.cpu_steps() {

@@ -33,7 +33,7 @@ pub(crate) type CpuStep = Box<dyn FnOnce() + Send>;
 enum Work {
     Cpu(Vec<CpuStep>),
     #[cfg(feature = "gpu")]
-    Gpu(wgpu::CommandEncoder),
+    Gpu(crate::gpu::GpuWork),
 }
 
 /// The buffers of one recorded launch of a kernel (see [`Recording::launch`]).
@@ -52,11 +52,23 @@ pub struct Bindings<'b> {
 impl Device {
     /// An empty recording on this device.
     pub fn record(&self) -> Recording<'_> {
+        self.recording(false)
+    }
+
+    /// An empty recording whose passes are timed on the GPU ([`Recording::submit_timed`]),
+    /// for the benches. Not a stable API.
+    #[doc(hidden)]
+    pub fn record_timed(&self) -> Recording<'_> {
+        self.recording(true)
+    }
+
+    fn recording(&self, timed: bool) -> Recording<'_> {
         let work = match &self.backend {
             Backend::Cpu => Work::Cpu(Vec::new()),
             #[cfg(feature = "gpu")]
-            Backend::Gpu(g) => Work::Gpu(g.encoder("gradfuse recording")),
+            Backend::Gpu(g) => Work::Gpu(g.work(timed)),
         };
+        let _ = timed;
         Recording { device: self, work }
     }
 }
@@ -70,16 +82,25 @@ impl<'d> Recording<'d> {
     /// Submits the recorded work. On a GPU this does not wait for it: a later
     /// [`Device::read`] waits for what it reads.
     pub fn submit(self) -> Result<(), Error> {
+        self.submit_timed().map(|_| ())
+    }
+
+    /// Submits the recorded work; for a recording made by [`Device::record_timed`] on a GPU
+    /// with timestamp queries, waits for it and returns the GPU time of each compute pass
+    /// with its label (a kernel's label, `assemble`, `scatter_rows`, ...), in order (empty
+    /// otherwise). Not a stable API.
+    #[doc(hidden)]
+    pub fn submit_timed(self) -> Result<Vec<(&'static str, std::time::Duration)>, Error> {
         match self.work {
             Work::Cpu(steps) => {
                 for step in steps {
                     step();
                 }
-                Ok(())
+                Ok(Vec::new())
             }
             #[cfg(feature = "gpu")]
-            Work::Gpu(encoder) => match &self.device.backend {
-                Backend::Gpu(g) => g.submit(encoder),
+            Work::Gpu(work) => match &self.device.backend {
+                Backend::Gpu(g) => g.submit_work(work),
                 Backend::Cpu => unreachable!("a GPU recording is made by a GPU device"),
             },
         }
@@ -101,8 +122,8 @@ impl<'d> Recording<'d> {
             return self.zero_shared_grad(b.shared_grad);
         }
         #[cfg(feature = "gpu")]
-        if let Some((g, encoder)) = self.gpu_encoder() {
-            return g.record_launch(encoder, spec, n, &b);
+        if let Some((g, work)) = self.gpu_work() {
+            return g.record_launch(work, spec, n, &b);
         }
         if let Some(steps) = self.cpu_steps() {
             steps.push(cpu_launch(spec, n, &b));
@@ -135,13 +156,11 @@ impl<'d> Recording<'d> {
         }
     }
 
-    /// A GPU's encoder, which records at once (None on the CPU device).
+    /// A GPU's work, which records at once (None on the CPU device).
     #[cfg(feature = "gpu")]
-    pub(crate) fn gpu_encoder(
-        &mut self,
-    ) -> Option<(&'d crate::gpu::Gpu, &mut wgpu::CommandEncoder)> {
+    pub(crate) fn gpu_work(&mut self) -> Option<(&'d crate::gpu::Gpu, &mut crate::gpu::GpuWork)> {
         match (&mut self.work, &self.device.backend) {
-            (Work::Gpu(encoder), Backend::Gpu(g)) => Some((&**g, encoder)),
+            (Work::Gpu(work), Backend::Gpu(g)) => Some((&**g, work)),
             _ => None,
         }
     }
@@ -152,8 +171,8 @@ impl<'d> Recording<'d> {
             return Ok(());
         };
         #[cfg(feature = "gpu")]
-        if let Some((_, encoder)) = self.gpu_encoder() {
-            encoder.clear_buffer(g.gpu(), 0, None);
+        if let Some((_, work)) = self.gpu_work() {
+            work.encoder.clear_buffer(g.gpu(), 0, None);
             return Ok(());
         }
         if let Some(steps) = self.cpu_steps() {

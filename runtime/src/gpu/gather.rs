@@ -5,13 +5,15 @@
 use super::Gpu;
 use crate::buffer::RawBuffer;
 use crate::error::Error;
-use crate::gather::Field;
+use crate::gather::{Field, ScatterPass};
 use std::sync::Arc;
 
-/// `assemble`: word `j` of element `k` of a field into its argument row. `scatter_each`: a
-/// field's gradient words of element `k` into entry `k` of its sink. `scatter_rows`: word
-/// `j` of block row `r` is the sum, in element order, of the gradient words of the elements
-/// that read row `r`. `flag`: gathered (assemble), or add to the sink (scatters).
+/// `assemble`: word `j` of element `k` of a field into its argument row (the kernels that
+/// gather in their own loads need none). The scatters sum the gradient words of one or two
+/// fields (`count`, offsets `off0` and `off1` in the gradient rows) per entry, field after
+/// field, and write the sum (or add it, `flag` nonzero): `scatter_each` into entry `k` of a
+/// sink of one entry per element, `scatter_rows` into row `r` of a sink of block rows, over
+/// the elements that read row `r`, in the index's order. `flag` in `assemble`: gathered.
 const GATHER_WGSL: &str = "// gradfuse gathered arguments: assembly and scatter, one thread per word.
 
 struct Params {
@@ -20,17 +22,19 @@ struct Params {
     stride: u32,
     offset: u32,
     flag: u32,
-    pad0: u32,
-    pad1: u32,
-    pad2: u32,
+    count: u32,
+    off1: u32,
+    pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> src: array<f32>;
 @group(0) @binding(2) var<storage, read> index: array<u32>;
 @group(0) @binding(3) var<storage, read_write> dst: array<f32>;
-@group(0) @binding(4) var<storage, read> order: array<u32>;
-@group(0) @binding(5) var<storage, read> starts: array<u32>;
+@group(0) @binding(4) var<storage, read> order0: array<u32>;
+@group(0) @binding(5) var<storage, read> starts0: array<u32>;
+@group(0) @binding(6) var<storage, read> order1: array<u32>;
+@group(0) @binding(7) var<storage, read> starts1: array<u32>;
 
 fn thread(gid: vec3<u32>, groups: vec3<u32>) -> u32 {
     return gid.x + gid.y * groups.x * 256u;
@@ -59,7 +63,10 @@ fn scatter_each(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_work
     }
     let k = i / params.words;
     let j = i % params.words;
-    let g = src[k * params.stride + params.offset + j];
+    var g = src[k * params.stride + params.offset + j];
+    if (params.count > 1u) {
+        g += src[k * params.stride + params.off1 + j];
+    }
     dst[i] = select(g, dst[i] + g, params.flag != 0u);
 }
 
@@ -72,18 +79,22 @@ fn scatter_rows(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_work
     let r = i / params.words;
     let j = i % params.words;
     var s = 0.0f;
-    for (var e = starts[r]; e < starts[r + 1u]; e++) {
-        s += src[order[e] * params.stride + params.offset + j];
+    for (var e = starts0[r]; e < starts0[r + 1u]; e++) {
+        s += src[order0[e] * params.stride + params.offset + j];
+    }
+    if (params.count > 1u) {
+        for (var e = starts1[r]; e < starts1[r + 1u]; e++) {
+            s += src[order1[e] * params.stride + params.off1 + j];
+        }
     }
     dst[i] = select(s, dst[i] + s, params.flag != 0u);
-}
-";
+}";
 
 impl Gpu {
     /// Records the copy of `f`'s words, for `n` elements, into `args` (`in_words` per row).
     pub(crate) fn record_assemble(
         &self,
-        encoder: &mut wgpu::CommandEncoder,
+        work: &mut super::GpuWork,
         f: &Field,
         n: usize,
         in_words: usize,
@@ -96,50 +107,62 @@ impl Gpu {
             in_words,
             f.args_offset as usize,
             usize::from(f.index.is_some()),
+            0,
+            0,
         ];
         self.record_gather_pass(
-            encoder,
+            work,
             "assemble",
             params,
             &[(1, &f.source), (2, index), (3, args)],
         )
     }
 
-    /// Records the scatter of `f`'s gradient words from `grads` (`grad_words` per element)
-    /// into its sink, added to it if `accumulate`.
+    /// Records a scatter pass from `grads` (`grad_words` per element, `n` elements).
     pub(crate) fn record_scatter(
         &self,
-        encoder: &mut wgpu::CommandEncoder,
-        f: &Field,
+        work: &mut super::GpuWork,
+        pass: &ScatterPass,
         n: usize,
         grad_words: usize,
         grads: &Arc<RawBuffer>,
-        accumulate: bool,
     ) -> Result<(), Error> {
-        let (Some(sink), Some(off)) = (&f.sink, f.grad_offset) else {
-            return Ok(());
-        };
-        let w = f.words as usize;
-        let flag = usize::from(accumulate);
-        match &f.index {
-            None => {
-                let params = [n, w, grad_words, off as usize, flag];
-                self.record_gather_pass(encoder, "scatter_each", params, &[(1, grads), (3, sink)])
+        let fields = &pass.fields;
+        let (first, last) = (&fields[0], &fields[fields.len() - 1]);
+        let offset = |f: &Field| f.grad_offset.unwrap_or(0) as usize;
+        let mut params = [
+            n,
+            first.words as usize,
+            grad_words,
+            offset(first),
+            usize::from(pass.accumulate),
+            fields.len(),
+            offset(last),
+        ];
+        let sink = pass.sink();
+        match (&first.index, &last.index) {
+            (Some(i0), Some(i1)) => {
+                params[0] = i0.rows;
+                let bindings = [
+                    (1, grads),
+                    (3, sink),
+                    (4, &i0.order),
+                    (5, &i0.starts),
+                    (6, &i1.order),
+                    (7, &i1.starts),
+                ];
+                self.record_gather_pass(work, "scatter_rows", params, &bindings)
             }
-            Some(i) => {
-                let params = [i.rows, w, grad_words, off as usize, flag];
-                let bindings = [(1, grads), (3, sink), (4, &i.order), (5, &i.starts)];
-                self.record_gather_pass(encoder, "scatter_rows", params, &bindings)
-            }
+            _ => self.record_gather_pass(work, "scatter_each", params, &[(1, grads), (3, sink)]),
         }
     }
 
     /// One dispatch of `entry` over `params[0] * params[1]` words.
     fn record_gather_pass(
         &self,
-        encoder: &mut wgpu::CommandEncoder,
+        work: &mut super::GpuWork,
         entry: &'static str,
-        params: [usize; 5],
+        params: [usize; 7],
         bindings: &[(u32, &Arc<RawBuffer>)],
     ) -> Result<(), Error> {
         use wgpu::BufferBindingType as B;
@@ -174,10 +197,7 @@ impl Gpu {
             layout: &pipeline.layout,
             entries: &entries,
         });
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some(entry),
-            timestamp_writes: None,
-        });
+        let mut pass = work.pass(entry);
         pass.set_pipeline(&pipeline.pipeline);
         pass.set_bind_group(0, &group, &[]);
         let groups = threads.div_ceil(256);

@@ -9,10 +9,13 @@
 mod gather;
 mod launch;
 mod optim;
+mod passes;
 mod pipelines;
 mod resident;
 mod sets;
 mod timing;
+
+pub(crate) use passes::GpuWork;
 
 use crate::error::Error;
 use crate::spec::KernelSpec;

@@ -69,7 +69,7 @@ impl Gpu {
     /// Records `update` of `params` by `grads` with its moments.
     pub(crate) fn record_update(
         &self,
-        encoder: &mut wgpu::CommandEncoder,
+        work: &mut super::GpuWork,
         update: Update,
         params: &Arc<RawBuffer>,
         grads: &Arc<RawBuffer>,
@@ -95,10 +95,7 @@ impl Gpu {
         let pipeline = self.compile(key, "gradfuse optimizer", UPDATES_WGSL, entry, layout)?;
         let words = params.words as u64;
         let chunk = (self.binding_bytes() / 4 / CHUNK_ALIGN * CHUNK_ALIGN).max(CHUNK_ALIGN);
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("gradfuse optimizer"),
-            timestamp_writes: None,
-        });
+        let mut pass = work.pass(entry);
         let mut start = 0u64;
         while start < words {
             let m = chunk.min(words - start);

@@ -183,7 +183,7 @@ impl Gpu {
     /// writes the first chunk's sums and adds each later chunk's, in order.
     pub(crate) fn record_launch(
         &self,
-        encoder: &mut wgpu::CommandEncoder,
+        work: &mut super::GpuWork,
         spec: &'static KernelSpec,
         n: usize,
         b: &Bindings<'_>,
@@ -196,7 +196,7 @@ impl Gpu {
             shared: b.shared,
             shared_grad: b.shared_grad,
         };
-        self.record_chunks(encoder, spec, &main, n, &dispatch)
+        self.record_chunks(work, spec, &main, n, &dispatch)
     }
 
     /// Whether a launch of gathered kernel `g` can bind `fields` as they are: every block
@@ -221,7 +221,7 @@ impl Gpu {
     /// of blocks through their indices itself.
     pub(crate) fn record_gathered(
         &self,
-        encoder: &mut wgpu::CommandEncoder,
+        work: &mut super::GpuWork,
         g: &'static GatheredSpec,
         n: usize,
         fields: &[Field],
@@ -236,13 +236,13 @@ impl Gpu {
             shared: b.shared,
             shared_grad: b.shared_grad,
         };
-        self.record_chunks(encoder, &g.kernel, &main, n, &dispatch)
+        self.record_chunks(work, &g.kernel, &main, n, &dispatch)
     }
 
     /// Records the dispatches of a launch, chunk by chunk (see [`Gpu::record_launch`]).
     fn record_chunks(
         &self,
-        encoder: &mut wgpu::CommandEncoder,
+        work: &mut super::GpuWork,
         spec: &'static KernelSpec,
         main: &Pipeline,
         n: usize,
@@ -255,10 +255,7 @@ impl Gpu {
             let groups = Self::max_groups(spec, chunk.min(n)) as u64;
             self.scratch(spec, groups * words * 4)
         });
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some(spec.label),
-            timestamp_writes: None,
-        });
+        let mut pass = work.pass(spec.label);
         let mut start = 0;
         while start < n {
             let m = chunk.min(n - start);

@@ -1,0 +1,114 @@
+//! A recording's command encoder, and the timestamps of its compute passes where the
+//! recording asks for them (for the benches: the GPU time of each kernel, assembly, scatter
+//! and optimizer pass of a recorded step, side by side).
+
+use super::Gpu;
+use crate::error::Error;
+use std::time::Duration;
+
+/// Passes of one recording that get timestamps; later ones run untimed.
+const MAX_TIMED_PASSES: u32 = 2048;
+
+/// The work of a recording on a GPU.
+pub(crate) struct GpuWork {
+    pub(crate) encoder: wgpu::CommandEncoder,
+    timer: Option<PassTimer>,
+}
+
+/// The timestamps of a recording's passes: two per pass, in the order recorded.
+struct PassTimer {
+    queries: wgpu::QuerySet,
+    labels: Vec<&'static str>,
+}
+
+impl GpuWork {
+    /// A compute pass named `label`, between two timestamps if the recording is timed.
+    pub(crate) fn pass(&mut self, label: &'static str) -> wgpu::ComputePass<'_> {
+        let timestamp_writes = match &mut self.timer {
+            Some(t) if (t.labels.len() as u32) < MAX_TIMED_PASSES => {
+                let k = t.labels.len() as u32;
+                t.labels.push(label);
+                Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &t.queries,
+                    beginning_of_pass_write_index: Some(2 * k),
+                    end_of_pass_write_index: Some(2 * k + 1),
+                })
+            }
+            _ => None,
+        };
+        self.encoder
+            .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(label),
+                timestamp_writes,
+            })
+    }
+}
+
+impl Gpu {
+    /// The work of a new recording; `timed`: its passes get timestamps, where the device
+    /// has timestamp queries.
+    pub(crate) fn work(&self, timed: bool) -> GpuWork {
+        let timer = (timed && self.timestamps).then(|| PassTimer {
+            queries: self.device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("gradfuse pass timing"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2 * MAX_TIMED_PASSES,
+            }),
+            labels: Vec::new(),
+        });
+        GpuWork {
+            encoder: self.encoder("gradfuse recording"),
+            timer,
+        }
+    }
+
+    /// Submits a recording's work. Untimed, it does not wait; timed, it waits and returns
+    /// the GPU time of each timed pass, with its label.
+    pub(crate) fn submit_work(
+        &self,
+        work: GpuWork,
+    ) -> Result<Vec<(&'static str, Duration)>, Error> {
+        let GpuWork { mut encoder, timer } = work;
+        let Some(timer) = timer.filter(|t| !t.labels.is_empty()) else {
+            self.submit(encoder)?;
+            return Ok(Vec::new());
+        };
+        use wgpu::BufferUsages as U;
+        let count = 2 * timer.labels.len() as u32;
+        let bytes = 8 * count as u64;
+        let resolve = self.buffer(
+            "gradfuse pass timing",
+            U::QUERY_RESOLVE | U::COPY_SRC,
+            bytes,
+        );
+        let readback = self.buffer("gradfuse pass timing", U::MAP_READ | U::COPY_DST, bytes);
+        encoder.resolve_query_set(&timer.queries, 0..count, &resolve, 0);
+        encoder.copy_buffer_to_buffer(&resolve, 0, &readback, 0, bytes);
+        let submission = {
+            self.check_lost()?;
+            self.queue.submit([encoder.finish()])
+        };
+        let (tx, mapped) = std::sync::mpsc::channel();
+        readback.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.wait_for(submission)?;
+        self.await_map(&mapped)?;
+        self.take_uncaptured("gradfuse recording")?;
+        let period = self.queue.get_timestamp_period() as f64;
+        let view = readback
+            .slice(..)
+            .get_mapped_range()
+            .map_err(|e| Error::Readback(e.to_string()))?;
+        let ticks: &[u64] = bytemuck::cast_slice(&view);
+        Ok(timer
+            .labels
+            .iter()
+            .enumerate()
+            .map(|(k, label)| {
+                let ns = ticks[2 * k + 1].saturating_sub(ticks[2 * k]) as f64 * period;
+                (*label, Duration::from_nanos(ns as u64))
+            })
+            .collect())
+    }
+}
