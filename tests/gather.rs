@@ -272,7 +272,10 @@ fn two_blocks_a_plain_argument_and_a_shared_one() {
             let (_, g, gs) = observe::value_and_grad(&a, &s);
             (0..3).for_each(|i| want_c[ci[k] as usize][i] += f64::from(g.cam[i]));
             (0..2).for_each(|i| want_p[pi[k] as usize][i] += f64::from(g.pt[i]));
-            assert_eq!(og[k], g.obs, "element {k}");
+            // The GPU need not round as the CPU does (NVIDIA contracts products and sums
+            // into FMAs): close, not equal.
+            let near = (og[k] - g.obs).abs() <= 1e-6 * g.obs.abs().max(1.0);
+            assert!(near, "element {k}: {} vs {}", og[k], g.obs);
             want_s += f64::from(gs.s);
         }
         let close = |a: f32, b: f64| (f64::from(a) - b).abs() <= 1e-4 * b.abs().max(1.0);
