@@ -149,7 +149,7 @@ impl Device {
         let storage = match &self.backend {
             crate::device::Backend::Cpu => Storage::Cpu(RwLock::new(words)),
             #[cfg(feature = "gpu")]
-            crate::device::Backend::Gpu(g) => Storage::Gpu(g.resident_buffer(&words)?),
+            crate::device::Backend::Gpu(g) => Storage::Gpu(g.owned(g.resident_buffer(&words)?)),
         };
         Ok(RawBuffer::new(self.id(), n, storage))
     }
@@ -160,7 +160,7 @@ impl Device {
             Storage::Cpu(_) => Ok(buffer.cpu_read().clone()),
             #[cfg(feature = "gpu")]
             Storage::Gpu(b) => match &self.backend {
-                crate::device::Backend::Gpu(g) => g.read_resident(b, buffer.words),
+                crate::device::Backend::Gpu(g) => g.read_resident(&b.buffer, buffer.words),
                 crate::device::Backend::Cpu => unreachable!("checked by check_owns"),
             },
         }
@@ -177,7 +177,7 @@ impl Device {
             }
             #[cfg(feature = "gpu")]
             Storage::Gpu(b) => match &self.backend {
-                crate::device::Backend::Gpu(g) => g.write_resident(b, bytes),
+                crate::device::Backend::Gpu(g) => g.write_resident(&b.buffer, bytes),
                 crate::device::Backend::Cpu => unreachable!("checked by check_owns"),
             },
         }
@@ -202,7 +202,7 @@ impl Device {
         let storage = match &self.backend {
             crate::device::Backend::Cpu => Storage::Cpu(RwLock::new(vec![0; words])),
             #[cfg(feature = "gpu")]
-            crate::device::Backend::Gpu(g) => Storage::Gpu(g.scratch_buffer(words)?),
+            crate::device::Backend::Gpu(g) => Storage::Gpu(g.owned(g.scratch_buffer(words)?)),
         };
         let buffer = Arc::new(RawBuffer::new(self.id(), words, storage));
         if pool.len() >= SCRATCH_KEPT {

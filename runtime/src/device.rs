@@ -34,7 +34,8 @@ fn next_device_id() -> u64 {
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
-fn gpu_required() -> bool {
+/// Whether `GRADFUSE_REQUIRE_GPU` turns a missing GPU into an error.
+pub(crate) fn gpu_required() -> bool {
     std::env::var(REQUIRE_GPU_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
 }
 

@@ -29,7 +29,7 @@ impl std::fmt::Debug for RawBuffer {
 pub(crate) enum Storage {
     Cpu(RwLock<Vec<u32>>),
     #[cfg(feature = "gpu")]
-    Gpu(wgpu::Buffer),
+    Gpu(crate::gpu::OwnedBuffer),
 }
 
 impl RawBuffer {
@@ -65,7 +65,7 @@ impl RawBuffer {
     #[cfg(feature = "gpu")]
     pub(crate) fn gpu(&self) -> &wgpu::Buffer {
         match &self.storage {
-            Storage::Gpu(b) => b,
+            Storage::Gpu(b) => &b.buffer,
             Storage::Cpu(_) => unreachable!("checked by Recording: a GPU launch binds GPU buffers"),
         }
     }

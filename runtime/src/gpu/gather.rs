@@ -181,22 +181,17 @@ impl Gpu {
         let pipeline = self.compile(key, "gradfuse gather", GATHER_WGSL, entry, &layout)?;
         let mut words: Vec<u32> = params.iter().map(|&p| p as u32).collect();
         words.resize(8, 0);
-        let uniform = self.uniform("gradfuse gather", &words);
-        let mut entries = vec![wgpu::BindGroupEntry {
-            binding: 0,
-            resource: uniform.as_entire_binding(),
-        }];
-        for &(binding, b) in bindings {
-            entries.push(wgpu::BindGroupEntry {
-                binding,
-                resource: b.gpu().as_entire_binding(),
-            });
-        }
-        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("gradfuse gather"),
-            layout: &pipeline.layout,
-            entries: &entries,
-        });
+        let buffers: Vec<_> = bindings
+            .iter()
+            .map(|&(binding, b)| (binding, b.gpu(), 0, None))
+            .collect();
+        let group = self.cached_bind_group(
+            key,
+            &pipeline.layout,
+            "gradfuse gather",
+            (0, &words),
+            &buffers,
+        );
         let mut pass = work.pass(entry);
         pass.set_pipeline(&pipeline.pipeline);
         pass.set_bind_group(0, &group, &[]);

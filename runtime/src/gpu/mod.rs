@@ -6,6 +6,7 @@
 //! [`resident`] keeps buffers on the device and records launches over them;
 //! [`timing`] measures kernels and transfers for the benches.
 
+mod bind_cache;
 mod gather;
 mod launch;
 mod optim;
@@ -15,6 +16,7 @@ mod resident;
 mod sets;
 mod timing;
 
+pub(crate) use bind_cache::OwnedBuffer;
 pub(crate) use passes::GpuWork;
 
 use crate::error::Error;
@@ -65,6 +67,8 @@ pub(crate) struct Gpu {
     scratch: Mutex<HashMap<PipelineKey, wgpu::Buffer>>,
     lost: Arc<Mutex<Option<String>>>,
     uncaptured: Arc<Mutex<Option<String>>>,
+    /// Bind groups of recorded dispatches, for the next identical one.
+    bind_cache: Arc<bind_cache::BindCache>,
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -136,6 +140,7 @@ impl Gpu {
             scratch: Mutex::new(HashMap::new()),
             lost,
             uncaptured,
+            bind_cache: Arc::default(),
         })
     }
 

@@ -1,6 +1,7 @@
 //! Device-resident buffers on the GPU: creating, reading and writing them, and recording
 //! launches over them into a command encoder (one submission, no host round trip).
 
+use super::bind_cache::StorageBinding;
 use super::pipelines::Pipeline;
 use super::{Gpu, key, lock};
 use crate::buffer::RawBuffer;
@@ -262,37 +263,27 @@ impl Gpu {
             let shape = Self::launch_shape(spec, m);
             let mut params = shape.params(m);
             params[2] = d.args.gathered_mask();
-            let params = self.uniform(spec.label, &params);
             let range = |buffer, w| words_range(buffer, w, start, m);
-            let mut entries = vec![wgpu::BindGroupEntry {
-                binding: spec.params_binding,
-                resource: params.as_entire_binding(),
-            }];
-            d.args.entries(spec, start, m, &mut entries);
+            let mut buffers = Vec::new();
+            d.args.bindings(spec, start, m, &mut buffers);
             for (o, buf) in spec.outputs.iter().zip(d.outputs) {
-                entries.push(wgpu::BindGroupEntry {
-                    binding: o.binding,
-                    resource: range(buf.gpu(), o.words),
-                });
+                let (b, offset, size) = range(buf.gpu(), o.words);
+                buffers.push((o.binding, b, offset, size));
             }
             if let (Some(sh), Some(values)) = (spec.shared, d.shared) {
-                entries.push(wgpu::BindGroupEntry {
-                    binding: sh.binding,
-                    resource: values.gpu().as_entire_binding(),
-                });
+                buffers.push((sh.binding, values.gpu(), 0, None));
             }
             if let (Some(r), Some(p)) = (spec.shared.and_then(|s| s.reduction.as_ref()), &partials)
             {
-                entries.push(wgpu::BindGroupEntry {
-                    binding: r.partials_binding,
-                    resource: p.as_entire_binding(),
-                });
+                buffers.push((r.partials_binding, p, 0, None));
             }
-            let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some(spec.label),
-                layout: &main.layout,
-                entries: &entries,
-            });
+            let group = self.cached_bind_group(
+                key(spec),
+                &main.layout,
+                spec.label,
+                (spec.params_binding, &params),
+                &buffers,
+            );
             pass.set_pipeline(&main.pipeline);
             pass.set_bind_group(0, &group, &[]);
             pass.dispatch_workgroups(shape.x, shape.y, 1);
@@ -337,16 +328,16 @@ impl ArgsIn<'_> {
     /// The bindings of elements `start..start + m`'s arguments: a block and its index's
     /// entries of those elements, or the argument's own words of those elements (bound
     /// again as the unread index).
-    fn entries<'b>(
+    fn bindings<'b>(
         &'b self,
         spec: &KernelSpec,
         start: usize,
         m: usize,
-        entries: &mut Vec<wgpu::BindGroupEntry<'b>>,
+        buffers: &mut Vec<StorageBinding<'b>>,
     ) {
-        let entry = |binding, resource| wgpu::BindGroupEntry { binding, resource };
+        let at = |binding, (buffer, offset, size)| (binding, buffer, offset, size);
         match self {
-            ArgsIn::Rows(input) => entries.push(entry(
+            ArgsIn::Rows(input) => buffers.push(at(
                 spec.input_binding,
                 words_range(input.gpu(), spec.input_words, start, m),
             )),
@@ -354,16 +345,16 @@ impl ArgsIn<'_> {
                 for (fs, f) in specs.iter().zip(fields.iter()) {
                     let (rows, index) = match &f.index {
                         Some(index) => (
-                            f.source.gpu().as_entire_binding(),
+                            (f.source.gpu(), 0, None),
                             words_range(index.entries.gpu(), 1, start, m),
                         ),
                         None => {
-                            let own = || words_range(f.source.gpu(), fs.words, start, m);
-                            (own(), own())
+                            let own = words_range(f.source.gpu(), fs.words, start, m);
+                            (own, own)
                         }
                     };
-                    entries.push(entry(fs.rows_binding, rows));
-                    entries.push(entry(fs.index_binding, index));
+                    buffers.push(at(fs.rows_binding, rows));
+                    buffers.push(at(fs.index_binding, index));
                 }
             }
         }
@@ -394,25 +385,16 @@ impl Gpu {
         let Some(r) = spec.shared.and_then(|s| s.reduction.as_ref()) else {
             return;
         };
-        let params = self.uniform(r.label, &params);
-        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(r.label),
-            layout: &pipeline.layout,
-            entries: &[
-                wgpu::BindGroupEntry {
-                    binding: r.params_binding,
-                    resource: params.as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: r.input_binding,
-                    resource: partials.as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: r.output_binding,
-                    resource: sums.as_entire_binding(),
-                },
+        let group = self.cached_bind_group(
+            (r.wgsl.as_ptr() as usize, r.wgsl.len(), r.entry_point),
+            &pipeline.layout,
+            r.label,
+            (r.params_binding, &params),
+            &[
+                (r.input_binding, partials, 0, None),
+                (r.output_binding, sums, 0, None),
             ],
-        });
+        );
         pass.set_pipeline(&pipeline.pipeline);
         pass.set_bind_group(0, &group, &[]);
         // One workgroup per word, in rows of at most the per-dimension limit.
@@ -422,12 +404,18 @@ impl Gpu {
     }
 }
 
-/// The binding of elements `start..start + m` of a buffer of `w` words per element.
-fn words_range(buffer: &wgpu::Buffer, w: u32, start: usize, m: usize) -> wgpu::BindingResource<'_> {
+/// The binding of elements `start..start + m` of a buffer of `w` words per element:
+/// the buffer, the offset and the size in bytes.
+fn words_range(
+    buffer: &wgpu::Buffer,
+    w: u32,
+    start: usize,
+    m: usize,
+) -> (&wgpu::Buffer, u64, Option<NonZeroU64>) {
     let bytes = (m * w as usize * 4) as u64;
-    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+    (
         buffer,
-        offset: (start * w as usize * 4) as u64,
-        size: NonZeroU64::new(bytes),
-    })
+        (start * w as usize * 4) as u64,
+        NonZeroU64::new(bytes),
+    )
 }
