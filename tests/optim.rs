@@ -197,3 +197,40 @@ fn bad_steps_are_errors() {
     // Nothing was stepped.
     assert_eq!(d.read(&p).unwrap(), vec![1.0; 8]);
 }
+
+/// 1,100 Adam steps, past the 1,024 steps of bias corrections a GPU keeps per table, in two
+/// recordings of 700 and 400 steps: against the f64 reference, and the GPU against the CPU
+/// device.
+#[test]
+fn adam_runs_past_its_table_of_corrections() {
+    let (n, steps, lr) = (300, 1100, 1e-3);
+    let p0 = random(n, 3, 1.0);
+    let grads = [random(n, 4, 1.0), random(n, 5, 0.1)];
+    let mut results = Vec::new();
+    for d in [device(), &Device::cpu()] {
+        let params = d.buffer(&p0).unwrap();
+        let g = [d.buffer(&grads[0]).unwrap(), d.buffer(&grads[1]).unwrap()];
+        let mut adam = Adam::new(lr as f32);
+        for range in [0..700, 700..steps] {
+            let mut rec = d.record();
+            for t in range {
+                adam.step(&mut rec, &params, &g[t % 2]).unwrap();
+            }
+            rec.submit().unwrap();
+        }
+        results.push(d.read(&params).unwrap());
+    }
+    let mut want: Vec<f64> = p0.iter().map(|&x| f64::from(x)).collect();
+    let g64: Vec<Vec<f64>> = (0..steps)
+        .map(|t| grads[t % 2].iter().map(|&x| f64::from(x)).collect())
+        .collect();
+    adam_reference(&mut want, &g64, lr);
+    for (i, w) in want.iter().enumerate() {
+        let (gpu, cpu) = (f64::from(results[0][i]), f64::from(results[1][i]));
+        assert!((gpu - w).abs() < 2e-4, "word {i}: {gpu} vs {w}");
+        assert!(
+            (gpu - cpu).abs() < 1e-5,
+            "word {i}: GPU {gpu}, CPU device {cpu}"
+        );
+    }
+}

@@ -39,10 +39,36 @@ pub struct Momentum {
     states: HashMap<u64, State>,
 }
 
-/// An optimizer's state for one parameter buffer: its moments, and the steps taken.
+/// An optimizer's state for one parameter buffer: its moments, the steps taken, and on a
+/// GPU, Adam's schedule of bias corrections.
 struct State {
     moments: Vec<Arc<RawBuffer>>,
     steps: u32,
+    schedule: Option<Schedule>,
+}
+
+/// Rows of bias corrections in one [`Schedule`] table.
+pub(crate) const SCHEDULE_STEPS: u32 = 1024;
+
+/// Adam's bias corrections on a GPU, read from device memory rather than from the step's
+/// uniform, so that every step binds the same (one cached bind group, no uniform made per
+/// step): a clock of the steps taken (two words, each step reading one and writing the
+/// other, alternately) and a table of the corrections `1 - β^t` of [`SCHEDULE_STEPS`] steps
+/// from step `base + 1`, computed on the host in f64 as for the CPU device.
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+pub(crate) struct Schedule {
+    pub(crate) clock: Arc<RawBuffer>,
+    pub(crate) table: Arc<RawBuffer>,
+    pub(crate) base: u32,
+}
+
+/// What a GPU step reads its bias corrections from: the schedule and the clock word of
+/// this step (`(t - 1) % 2`).
+#[derive(Clone, Copy)]
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+pub(crate) struct ScheduleAt<'a> {
+    pub(crate) schedule: &'a Schedule,
+    pub(crate) parity: u32,
 }
 
 impl std::fmt::Debug for State {
@@ -175,7 +201,7 @@ fn step<P, G>(
     rec: &mut Recording<'_>,
     params: &Buffer<P>,
     grads: &Buffer<G>,
-    update: impl FnOnce(u32) -> Update,
+    update: impl Fn(u32) -> Update,
 ) -> Result<(), Error> {
     let device = rec.device();
     let (p, g) = (params.raw(), grads.raw());
@@ -194,19 +220,59 @@ fn step<P, G>(
         ));
     }
     let t = states.get(&p.id).map_or(1, |s| s.steps + 1);
-    let update = update(t);
+    let this = update(t);
     let state = match states.entry(p.id) {
         std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
         std::collections::hash_map::Entry::Vacant(e) => {
-            let moments = (0..update.moments())
+            let moments = (0..this.moments())
                 .map(|_| device.zeros::<f32>(p.words).map(|b| b.raw().clone()))
                 .collect::<Result<Vec<_>, Error>>()?;
-            e.insert(State { moments, steps: 0 })
+            e.insert(State {
+                moments,
+                steps: 0,
+                schedule: None,
+            })
         }
     };
-    rec.optimizer_step(update, p, g, &state.moments)?;
+    let schedule = match this {
+        Update::Adam(_) if device.is_gpu() => Some(ScheduleAt {
+            schedule: schedule_for(&mut state.schedule, device, t, &update)?,
+            parity: (t - 1) % 2,
+        }),
+        _ => None,
+    };
+    rec.optimizer_step(this, p, g, &state.moments, schedule)?;
     state.steps = t;
     Ok(())
+}
+
+/// The schedule that covers step `t`: the one kept, or a new table from step `t` on (the
+/// clock, which counts every step, is kept).
+fn schedule_for<'s>(
+    kept: &'s mut Option<Schedule>,
+    device: &crate::device::Device,
+    t: u32,
+    update: &impl Fn(u32) -> Update,
+) -> Result<&'s Schedule, Error> {
+    let covered = kept
+        .as_ref()
+        .is_some_and(|s| (s.base..s.base + SCHEDULE_STEPS).contains(&(t - 1)));
+    if !covered {
+        let base = t - 1;
+        let rows: Vec<[f32; 2]> = (base + 1..=base + SCHEDULE_STEPS)
+            .map(|step| match update(step) {
+                Update::Adam([_, _, _, _, c1, c2]) => [c1, c2],
+                Update::Momentum(_) => [1.0, 1.0],
+            })
+            .collect();
+        let table = device.buffer(&rows)?.raw().clone();
+        let clock = match kept.take() {
+            Some(s) => s.clock,
+            None => device.zeros::<u32>(2)?.raw().clone(),
+        };
+        *kept = Some(Schedule { clock, table, base });
+    }
+    Ok(kept.as_ref().expect("made above"))
 }
 
 impl Recording<'_> {
@@ -218,11 +284,13 @@ impl Recording<'_> {
         params: &Arc<RawBuffer>,
         grads: &Arc<RawBuffer>,
         moments: &[Arc<RawBuffer>],
+        schedule: Option<ScheduleAt<'_>>,
     ) -> Result<(), Error> {
         #[cfg(feature = "gpu")]
         if let Some((g, work)) = self.gpu_work() {
-            return g.record_update(work, update, params, grads, moments);
+            return g.record_update(work, update, params, grads, moments, schedule);
         }
+        let _ = schedule;
         let (p, g, ms) = (params.clone(), grads.clone(), moments.to_vec());
         if let Some(steps) = self.cpu_steps() {
             steps.push(Box::new(move || {

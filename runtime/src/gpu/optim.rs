@@ -2,21 +2,24 @@
 //! past one binding, recorded into a recording's encoder.
 
 use super::Gpu;
+use super::bind_cache::StorageBinding;
 use crate::buffer::RawBuffer;
 use crate::error::Error;
-use crate::optim::Update;
+use crate::optim::{ScheduleAt, Update};
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
-/// The updates, one entry point each. `h` holds the hyper-parameters of this step, in the
-/// order of [`Update`]'s arrays.
+/// The updates, one entry point each. `h` holds the hyper-parameters, in the order of
+/// [`Update`]'s arrays. Adam reads its bias corrections from its schedule: row
+/// `clock[parity] - base` of `corrections`; the first chunk's thread 0 advances the clock
+/// into the other word, which the next step reads.
 const UPDATES_WGSL: &str = "// gradfuse optimizer updates: one thread per parameter word.
 
 struct Params {
     n: u32,
-    pad0: u32,
-    pad1: u32,
-    pad2: u32,
+    parity: u32,
+    base: u32,
+    first: u32,
     h: array<vec4<f32>, 2>,
 }
 
@@ -25,6 +28,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read> g: array<f32>;
 @group(0) @binding(3) var<storage, read_write> m0: array<f32>;
 @group(0) @binding(4) var<storage, read_write> m1: array<f32>;
+@group(0) @binding(5) var<storage, read_write> clock: array<u32>;
+@group(0) @binding(6) var<storage, read> corrections: array<vec2<f32>>;
 
 fn word(gid: vec3<u32>, groups: vec3<u32>) -> u32 {
     return gid.x + gid.y * groups.x * 256u;
@@ -33,6 +38,10 @@ fn word(gid: vec3<u32>, groups: vec3<u32>) -> u32 {
 @compute @workgroup_size(256)
 fn adam(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = word(gid, groups);
+    let steps = clock[params.parity];
+    if (i == 0u && params.first != 0u) {
+        clock[1u - params.parity] = steps + 1u;
+    }
     if (i >= params.n) {
         return;
     }
@@ -40,14 +49,13 @@ fn adam(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let b1 = params.h[0].y;
     let b2 = params.h[0].z;
     let eps = params.h[0].w;
-    let c1 = params.h[1].x;
-    let c2 = params.h[1].y;
+    let c = corrections[min(steps - params.base, arrayLength(&corrections) - 1u)];
     let gi = g[i];
     let mi = b1 * m0[i] + (1.0 - b1) * gi;
     let vi = b2 * m1[i] + (1.0 - b2) * gi * gi;
     m0[i] = mi;
     m1[i] = vi;
-    p[i] = p[i] - lr * (mi / c1) / (sqrt(vi / c2) + eps);
+    p[i] = p[i] - lr * (mi / c.x) / (sqrt(vi / c.y) + eps);
 }
 
 @compute @workgroup_size(256)
@@ -66,7 +74,9 @@ fn momentum(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
 const CHUNK_ALIGN: u64 = 64;
 
 impl Gpu {
-    /// Records `update` of `params` by `grads` with its moments.
+    /// Records `update` of `params` by `grads` with its moments (and for Adam, its
+    /// schedule of bias corrections). Every step of one parameter buffer binds the same, so
+    /// its bind groups are made once.
     pub(crate) fn record_update(
         &self,
         work: &mut super::GpuWork,
@@ -74,23 +84,44 @@ impl Gpu {
         params: &Arc<RawBuffer>,
         grads: &Arc<RawBuffer>,
         moments: &[Arc<RawBuffer>],
+        schedule: Option<ScheduleAt<'_>>,
     ) -> Result<(), Error> {
         use wgpu::BufferBindingType as B;
         self.check_lost()?;
         let (entry, h): (&'static str, Vec<f32>) = match update {
-            Update::Adam(h) => ("adam", h.to_vec()),
+            // The bias corrections come from the schedule.
+            Update::Adam(h) => ("adam", h[..4].to_vec()),
             Update::Momentum(h) => ("momentum", h.to_vec()),
         };
-        let rw = B::Storage { read_only: false };
-        // One binding per moment: momentum's entry point does not read `m1`.
+        let (parity, base, extra) = match schedule {
+            Some(s) => (
+                s.parity,
+                s.schedule.base,
+                vec![&s.schedule.clock, &s.schedule.table],
+            ),
+            None => (0, 0, Vec::new()),
+        };
+        if entry == "adam" && extra.is_empty() {
+            return Err(Error::Unsupported(
+                "an Adam step on a GPU needs its schedule of bias corrections".into(),
+            ));
+        }
+        let (rw, ro) = (
+            B::Storage { read_only: false },
+            B::Storage { read_only: true },
+        );
+        // One binding per moment: momentum's entry point reads neither `m1` nor the
+        // schedule.
         let layout = [
             (0, B::Uniform),
             (1, rw),
-            (2, B::Storage { read_only: true }),
+            (2, ro),
             (3, rw),
             (4, rw),
+            (5, rw),
+            (6, ro),
         ];
-        let layout = &layout[..3 + moments.len()];
+        let layout = &layout[..3 + moments.len() + extra.len()];
         let key = (UPDATES_WGSL.as_ptr() as usize, UPDATES_WGSL.len(), entry);
         let pipeline = self.compile(key, "gradfuse optimizer", UPDATES_WGSL, entry, layout)?;
         let words = params.words as u64;
@@ -99,30 +130,23 @@ impl Gpu {
         let mut start = 0u64;
         while start < words {
             let m = chunk.min(words - start);
-            let mut uniform = vec![m as u32, 0, 0, 0];
+            let mut uniform = vec![m as u32, parity, base, u32::from(start == 0)];
             uniform.extend(h.iter().map(|x| x.to_bits()));
             uniform.resize(12, 0);
-            let uniform = self.uniform("gradfuse optimizer", &uniform);
-            let mut entries = vec![wgpu::BindGroupEntry {
-                binding: 0,
-                resource: uniform.as_entire_binding(),
-            }];
-            let buffers = [params, grads].into_iter().chain(moments);
-            for (binding, b) in (1..).zip(buffers) {
-                entries.push(wgpu::BindGroupEntry {
-                    binding,
-                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: b.gpu(),
-                        offset: start * 4,
-                        size: NonZeroU64::new(m * 4),
-                    }),
-                });
-            }
-            let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("gradfuse optimizer"),
-                layout: &pipeline.layout,
-                entries: &entries,
-            });
+            let chunked = [params, grads].into_iter().chain(moments);
+            let mut buffers: Vec<StorageBinding<'_>> = (1..)
+                .zip(chunked)
+                .map(|(binding, b)| (binding, b.gpu(), start * 4, NonZeroU64::new(m * 4)))
+                .collect();
+            let whole = (1 + buffers.len() as u32..).zip(&extra);
+            buffers.extend(whole.map(|(binding, b)| (binding, b.gpu(), 0, None)));
+            let group = self.cached_bind_group(
+                key,
+                &pipeline.layout,
+                "gradfuse optimizer",
+                (0, &uniform),
+                &buffers,
+            );
             pass.set_pipeline(&pipeline.pipeline);
             pass.set_bind_group(0, &group, &[]);
             let groups = m.div_ceil(256);
