@@ -382,6 +382,27 @@ fn bad_indices_and_blocks_are_errors_before_any_launch() {
         ),
         "{e}"
     );
+    // A values buffer of another length than the launch's elements (the gathered kernel
+    // binds it directly: it is checked before anything is recorded).
+    let short_values = d.zeros::<f32>(29).unwrap();
+    for launch in 0..2 {
+        let e = if launch == 0 {
+            edge::kernel(d).value_gathered(&mut rec, &sources, &short_values)
+        } else {
+            let sinks = edge::Sinks { p: &grad, q: &grad };
+            edge::kernel(d).value_and_grad_gathered(&mut rec, &sources, &short_values, &sinks)
+        };
+        let e = e.unwrap_err();
+        let expected = matches!(
+            e,
+            Error::ShapeMismatch {
+                expected: 30,
+                got: 29,
+                ..
+            }
+        );
+        assert!(expected, "{e}");
+    }
     // A sink that is also a source.
     let e = edge::kernel(d)
         .value_and_grad_gathered(

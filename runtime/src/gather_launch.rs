@@ -164,6 +164,18 @@ impl Recording<'_> {
             spec.input_words as usize,
             fields.iter().map(|f| f.words as usize).sum(),
         )?;
+        // The gathered kernel binds these directly: they are checked here, not by a launch.
+        let value_words = spec.outputs.first().map_or(1, |o| o.words as usize);
+        mismatch(
+            format!("{label}: values ({n} elements × {value_words})"),
+            n * value_words,
+            out.values.words,
+        )?;
+        let words = |s: Option<&Arc<RawBuffer>>| s.map_or(0, |s| s.words);
+        let what = format!("{label}: shared argument words");
+        mismatch(what, spec.shared_words(), words(out.shared))?;
+        let what = format!("{label}: shared gradient words");
+        mismatch(what, spec.shared_grad_words(), words(out.shared_grad))?;
         Ok(n)
     }
 
