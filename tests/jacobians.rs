@@ -8,7 +8,7 @@
 mod common;
 
 use common::{Rng, device};
-use gradfuse::{Device, Dual, differentiable};
+use gradfuse::{Device, Dual, Source, differentiable};
 use gradfuse_shaders_gen::{ad::JacobianMode, compile_str, interp};
 
 with_source! {
@@ -237,8 +237,74 @@ fn jacobian_kernels_are_valid_and_snapshotted() {
         ("polar_jacobian", polar::WGSL_JACOBIAN),
         ("helix_jacobian", helix::WGSL_JACOBIAN),
         ("rotate_forward", rotate::WGSL_FORWARD),
+        ("rotate_jacobian_gathered", rotate::WGSL_JACOBIAN_GATHERED),
     ] {
         common::validate_wgsl(name, src);
         insta::assert_snapshot!(name, src);
+    }
+}
+
+/// Jacobian blocks over resident buffers: points gathered from a block through an index
+/// with repeats (and rows no element reads), angles per element, and the same batch laid
+/// out per element (`value_and_jacobian_to`); each element's values and block against
+/// central differences, on the GPU and the CPU device.
+#[test]
+fn resident_and_gathered_jacobian_blocks() {
+    let (rows, n) = (40usize, 700usize);
+    let mut rng = Rng(43);
+    let points: Vec<[f32; 3]> = (0..rows)
+        .map(|_| std::array::from_fn(|_| rng.uniform(-1.0, 1.0)))
+        .collect();
+    let entries: Vec<u32> = (0..n).map(|_| (rng.next_u64() % 37) as u32).collect();
+    let angles: Vec<f32> = (0..n).map(|_| rng.uniform(-3.0, 3.0)).collect();
+    let per_element: Vec<rotate::Args> = (0..n)
+        .map(|e| rotate::Args {
+            p: points[entries[e] as usize],
+            angle: angles[e],
+        })
+        .collect();
+    for d in [device(), &Device::cpu()] {
+        let (block, angle) = (d.buffer(&points).unwrap(), d.buffer(&angles).unwrap());
+        let index = d.index(&entries, rows).unwrap();
+        let args = d.buffer(&per_element).unwrap();
+        let values = [
+            d.zeros::<[f32; 3]>(n).unwrap(),
+            d.zeros::<[f32; 3]>(n).unwrap(),
+        ];
+        let blocks = [
+            d.zeros::<rotate::Jacobian>(n).unwrap(),
+            d.zeros::<rotate::Jacobian>(n).unwrap(),
+        ];
+        let only_values = d.zeros::<[f32; 3]>(n).unwrap();
+        let sources = rotate::Sources {
+            p: Source::Gather(&block, &index),
+            angle: Source::Each(&angle),
+        };
+        let k = rotate::kernel(d);
+        let mut rec = d.record();
+        k.value_and_jacobian_gathered(&mut rec, &sources, &values[0], &blocks[0])
+            .unwrap();
+        k.value_and_jacobian_to(&mut rec, &args, &values[1], &blocks[1])
+            .unwrap();
+        k.value_gathered(&mut rec, &sources, &only_values).unwrap();
+        rec.submit().unwrap();
+        let only_values = d.read(&only_values).unwrap();
+        for (v, j) in values.iter().zip(&blocks) {
+            let (v, j) = (d.read(v).unwrap(), d.read(j).unwrap());
+            for (e, a) in per_element.iter().enumerate() {
+                let x: Vec<f64> = a.p.iter().chain([&a.angle]).map(|v| *v as f64).collect();
+                let (want_v, want_j) = oracle(ROTATE_SRC, &x);
+                for r in 0..3 {
+                    assert!(close(v[e][r] as f64, want_v[r], 2e-5), "{}", d.describe());
+                    assert!(close(only_values[e][r] as f64, want_v[r], 2e-5));
+                    let row = &j[e][r];
+                    let got = [row.p[0], row.p[1], row.p[2], row.angle];
+                    for w in 0..4 {
+                        let ok = close(got[w] as f64, want_j[r][w], 2e-5);
+                        assert!(ok, "{}: element {e}, d{r}/d{w}", d.describe());
+                    }
+                }
+            }
+        }
     }
 }

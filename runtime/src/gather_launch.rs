@@ -19,6 +19,9 @@ pub struct GatherOutputs<'b> {
     pub values: &'b Arc<RawBuffer>,
     /// The gradient of the batch sum in the shared arguments (adjoint kernels with them).
     pub shared_grad: Option<&'b Arc<RawBuffer>>,
+    /// Each element's Jacobian block (Jacobian kernels): the kernel's second output, bound
+    /// as it is (nothing is scattered).
+    pub jacobians: Option<&'b Arc<RawBuffer>>,
 }
 
 impl Recording<'_> {
@@ -41,10 +44,13 @@ impl Recording<'_> {
         let n = self.check_gathered(spec, fields, &out)?;
         self.check_kernel_device(kernel_device, spec)?;
         let device = self.device();
-        let grad_words = spec.outputs.get(1).map_or(0, |o| o.words as usize);
+        let grad_words = match out.jacobians {
+            Some(_) => 0,
+            None => spec.outputs.get(1).map_or(0, |o| o.words as usize),
+        };
         let grads = device.scratch(ScratchRole::Grads, n * grad_words)?;
         let fields: Vec<Field> = fields.iter().map(Field::from).collect();
-        let grads_binding = [out.values, &grads];
+        let grads_binding = [out.values, out.jacobians.unwrap_or(&grads)];
         let outputs = &grads_binding[..spec.outputs.len()];
         if !self.record_in_place(gathered, n, &fields, &out, outputs)? {
             let in_words = spec.input_words as usize;
@@ -145,7 +151,8 @@ impl Recording<'_> {
             .iter()
             .filter_map(|f| f.sink)
             .chain([out.values])
-            .chain(out.shared_grad);
+            .chain(out.shared_grad)
+            .chain(out.jacobians);
         for w in writes {
             device.check_owns(w, label)?;
             if read.contains(&w.id) {
@@ -154,9 +161,10 @@ impl Recording<'_> {
                 )));
             }
         }
-        if out.values.id == out.shared_grad.map_or(0, |s| s.id) {
+        let other = out.shared_grad.or(out.jacobians);
+        if out.values.id == other.map_or(0, |s| s.id) {
             return Err(Error::Aliased(format!(
-                "{label}: values and shared gradient are one buffer"
+                "{label}: values and another output are one buffer"
             )));
         }
         mismatch(
@@ -172,6 +180,14 @@ impl Recording<'_> {
             out.values.words,
         )?;
         let words = |s: Option<&Arc<RawBuffer>>| s.map_or(0, |s| s.words);
+        if let (Some(j), Some(o)) = (out.jacobians, spec.outputs.get(1)) {
+            let w = o.words as usize;
+            mismatch(
+                format!("{label}: Jacobians ({n} elements × {w})"),
+                n * w,
+                j.words,
+            )?;
+        }
         let what = format!("{label}: shared argument words");
         mismatch(what, spec.shared_words(), words(out.shared))?;
         let what = format!("{label}: shared gradient words");

@@ -44,9 +44,9 @@ pub struct Compiled {
     pub wgsl_forward: String,
     /// The reverse kernel: adjoint (value and gradient) or Jacobian (values and Jacobian).
     pub wgsl_reverse: String,
-    /// The gathered variants of the forward and adjoint kernels, each per-element argument
-    /// read from a buffer of its own, directly or through an index (functions with an `f32`
-    /// result and 1 to [`abi::MAX_GATHERED_FIELDS`] per-element arguments).
+    /// The gathered variants of the forward and reverse kernels, each per-element argument
+    /// read from a buffer of its own, directly or through an index (functions with 1 to
+    /// [`abi::MAX_GATHERED_FIELDS`] per-element arguments).
     pub wgsl_gathered: Option<GatheredWgsl>,
     /// The second pass of the shared-gradient reduction (functions with `#[shared]`
     /// arguments).
@@ -60,8 +60,9 @@ pub struct Compiled {
 pub struct GatheredWgsl {
     /// The forward (value) kernel.
     pub forward: String,
-    /// The adjoint (value and gradient) kernel.
-    pub adjoint: String,
+    /// The adjoint (value and gradient) kernel, or for a vector result the Jacobian
+    /// kernel.
+    pub reverse: String,
 }
 
 /// The IR the CPU versions are written from: the same passes as the kernels' on the
@@ -145,9 +146,18 @@ pub fn compile_with(
         let wgsl_forward = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Forward, &primal);
         let wgsl_reverse =
             emit_wgsl::emit_kernel(&sig, layout, KernelKind::Jacobian, jacobian.function());
+        let wgsl_gathered = layout.has_gathered_kernel().then(|| GatheredWgsl {
+            forward: emit_wgsl::emit_gathered_kernel(&sig, layout, KernelKind::Forward, &primal),
+            reverse: emit_wgsl::emit_gathered_kernel(
+                &sig,
+                layout,
+                KernelKind::Jacobian,
+                jacobian.function(),
+            ),
+        });
         return Ok(Compiled {
             wgsl_reduce: None,
-            wgsl_gathered: None,
+            wgsl_gathered,
             cpu: CpuIr {
                 primal: cpu_primal,
                 reverse: cpu_reverse,
@@ -185,7 +195,7 @@ pub fn compile_with(
         (layout.shared_words > 0).then(|| emit_wgsl::emit_reduce_kernel(&sig, layout.shared_words));
     let wgsl_gathered = layout.has_gathered_kernel().then(|| GatheredWgsl {
         forward: emit_wgsl::emit_gathered_kernel(&sig, layout, KernelKind::Forward, &primal),
-        adjoint: emit_wgsl::emit_gathered_kernel(
+        reverse: emit_wgsl::emit_gathered_kernel(
             &sig,
             layout,
             KernelKind::Adjoint,

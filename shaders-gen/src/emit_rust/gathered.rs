@@ -39,35 +39,29 @@ pub(super) fn gathered_api(plan: &ItemPlan, wgsl: Option<&GatheredWgsl>) -> Toke
     let types: Vec<TokenStream> = each.iter().map(|p| value_type(p)).collect();
     let grad_names: Vec<&syn::Ident> = with_grad.iter().map(|p| &p.name).collect();
     let grad_types: Vec<TokenStream> = with_grad.iter().map(|p| value_type(p)).collect();
+    let value_fields = fields_without_grads(&each);
     let (mut args_at, mut grad_at) = (0u32, 0u32);
-    let mut value_fields = Vec::new();
     let mut grad_fields = Vec::new();
     for p in &each {
         let (name, w) = (&p.name, words(p));
-        let grad_offset = if p.constant {
-            quote!(::core::option::Option::None)
+        let (grad_offset, sink) = if p.constant {
+            let none = quote!(::core::option::Option::None);
+            (none.clone(), none)
         } else {
-            quote!(::core::option::Option::Some(#grad_at))
+            (
+                quote!(::core::option::Option::Some(#grad_at)),
+                quote!(::core::option::Option::Some(sinks.#name.raw())),
+            )
         };
-        let sink = if p.constant {
-            quote!(::core::option::Option::None)
-        } else {
-            quote!(::core::option::Option::Some(sinks.#name.raw()))
-        };
-        let field = |grad_offset: &TokenStream, sink: &TokenStream| {
-            quote! {
-                ::gradfuse::GatherField {
-                    words: #w,
-                    args_offset: #args_at,
-                    grad_offset: #grad_offset,
-                    source: sources.#name.parts(),
-                    sink: #sink,
-                }
+        grad_fields.push(quote! {
+            ::gradfuse::GatherField {
+                words: #w,
+                args_offset: #args_at,
+                grad_offset: #grad_offset,
+                source: sources.#name.parts(),
+                sink: #sink,
             }
-        };
-        let none = quote!(::core::option::Option::None);
-        value_fields.push(field(&none, &none));
-        grad_fields.push(field(&grad_offset, &sink));
+        });
         args_at += w;
         if !p.constant {
             grad_at += w;
@@ -105,42 +99,12 @@ pub(super) fn gathered_api(plan: &ItemPlan, wgsl: Option<&GatheredWgsl>) -> Toke
         (quote!(), quote!())
     };
     let err = quote!(::gradfuse::Error);
-    let (kernels, fwd_gathered, adj_gathered) = match wgsl {
-        Some(w) => {
-            let (fwd, adj) = (&w.forward, &w.adjoint);
-            let fwd_spec = gathered_spec(plan, KernelKind::Forward, &format_ident!("cpu_forward"));
-            let adj_spec = gathered_spec(plan, KernelKind::Adjoint, &format_ident!("cpu_adjoint"));
-            (
-                quote! {
-                    /// The WGSL module of the gathered forward kernel: each per-element
-                    /// argument read from a buffer of its own, directly or through an index.
-                    pub const WGSL_FORWARD_GATHERED: &str = #fwd;
-                    /// The WGSL module of the gathered adjoint kernel.
-                    pub const WGSL_ADJOINT_GATHERED: &str = #adj;
-                    /// The gathered forward kernel's launch description.
-                    pub static FORWARD_GATHERED_KERNEL: ::gradfuse::GatheredSpec = #fwd_spec;
-                    /// The gathered adjoint kernel's launch description.
-                    pub static ADJOINT_GATHERED_KERNEL: ::gradfuse::GatheredSpec = #adj_spec;
-                },
-                quote!(::core::option::Option::Some(&FORWARD_GATHERED_KERNEL)),
-                quote!(::core::option::Option::Some(&ADJOINT_GATHERED_KERNEL)),
-            )
-        }
-        None => {
-            let none = quote!(::core::option::Option::None);
-            (quote!(), none.clone(), none)
-        }
-    };
+    let (kernels, fwd_gathered, adj_gathered) = gathered_kernels(plan, wgsl, KernelKind::Adjoint);
+    let sources_item = sources_item(&names, &types);
     quote! {
         #kernels
 
-        /// Where each per-element argument comes from in the launches with gathered
-        /// arguments: its own buffer (`Source::Each`, one value per element) or rows of a
-        /// parameter block read through an index (`Source::Gather`).
-        #[derive(Clone, Copy, Debug)]
-        pub struct Sources<'b> {
-            #(#[doc = "The argument of the same name."] pub #names: ::gradfuse::Source<'b, #types>,)*
-        }
+        #sources_item
 
         #sinks_item
 
@@ -164,6 +128,7 @@ pub(super) fn gathered_api(plan: &ItemPlan, wgsl: Option<&GatheredWgsl>) -> Toke
                         shared: #shared_bind,
                         values: values.raw(),
                         shared_grad: ::core::option::Option::None,
+                        jacobians: ::core::option::Option::None,
                     },
                 )
             }
@@ -189,9 +154,174 @@ pub(super) fn gathered_api(plan: &ItemPlan, wgsl: Option<&GatheredWgsl>) -> Toke
                         shared: #shared_bind,
                         values: values.raw(),
                         shared_grad: #shared_grad_bind,
+                        jacobians: ::core::option::Option::None,
                     },
                 )
             }
+        }
+    }
+}
+
+/// The `Sources` struct: one field per per-element argument.
+fn sources_item(names: &[&syn::Ident], types: &[TokenStream]) -> TokenStream {
+    quote! {
+        /// Where each per-element argument comes from in the launches with gathered
+        /// arguments: its own buffer (`Source::Each`, one value per element) or rows of a
+        /// parameter block read through an index (`Source::Gather`).
+        #[derive(Clone, Copy, Debug)]
+        pub struct Sources<'b> {
+            #(#[doc = "The argument of the same name."] pub #names: ::gradfuse::Source<'b, #types>,)*
+        }
+    }
+}
+
+/// The gathered kernels' WGSL and specs (forward, and `reverse`: the adjoint or the
+/// Jacobian kernel), and how a launcher names each (`None` where there are none).
+fn gathered_kernels(
+    plan: &ItemPlan,
+    wgsl: Option<&GatheredWgsl>,
+    reverse: KernelKind,
+) -> (TokenStream, TokenStream, TokenStream) {
+    let Some(w) = wgsl else {
+        let none = quote!(::core::option::Option::None);
+        return (quote!(), none.clone(), none);
+    };
+    let (fwd, rev) = (&w.forward, &w.reverse);
+    let (rev_cpu, rev_wgsl, rev_static, rev_doc) = match reverse {
+        KernelKind::Jacobian => (
+            "cpu_jacobian",
+            quote!(WGSL_JACOBIAN_GATHERED),
+            quote!(JACOBIAN_GATHERED_KERNEL),
+            "The WGSL module of the gathered Jacobian kernel.",
+        ),
+        _ => (
+            "cpu_adjoint",
+            quote!(WGSL_ADJOINT_GATHERED),
+            quote!(ADJOINT_GATHERED_KERNEL),
+            "The WGSL module of the gathered adjoint kernel.",
+        ),
+    };
+    let fwd_spec = gathered_spec(plan, KernelKind::Forward, &format_ident!("cpu_forward"));
+    let rev_spec = gathered_spec(plan, reverse, &format_ident!("{rev_cpu}"));
+    let items = quote! {
+        /// The WGSL module of the gathered forward kernel: each per-element argument read
+        /// from a buffer of its own, directly or through an index.
+        pub const WGSL_FORWARD_GATHERED: &str = #fwd;
+        #[doc = #rev_doc]
+        pub const #rev_wgsl: &str = #rev;
+        /// The gathered forward kernel's launch description.
+        pub static FORWARD_GATHERED_KERNEL: ::gradfuse::GatheredSpec = #fwd_spec;
+        /// The gathered reverse kernel's launch description.
+        pub static #rev_static: ::gradfuse::GatheredSpec = #rev_spec;
+    };
+    (
+        items,
+        quote!(::core::option::Option::Some(&FORWARD_GATHERED_KERNEL)),
+        quote!(::core::option::Option::Some(&#rev_static)),
+    )
+}
+
+/// The `GatherField` of each per-element argument, with no gradient (value and Jacobian
+/// launches, which scatter nothing).
+fn fields_without_grads(each: &[&Param]) -> Vec<TokenStream> {
+    let mut args_at = 0u32;
+    each.iter()
+        .map(|p| {
+            let (name, w) = (&p.name, words(p));
+            let field = quote! {
+                ::gradfuse::GatherField {
+                    words: #w,
+                    args_offset: #args_at,
+                    grad_offset: ::core::option::Option::None,
+                    source: sources.#name.parts(),
+                    sink: ::core::option::Option::None,
+                }
+            };
+            args_at += w;
+            field
+        })
+        .collect()
+}
+
+/// The items of a function with an `[f32; M]` or tuple result (no `#[shared]` arguments):
+/// `Sources`, and launches of values and of values with each element's Jacobian block.
+pub(super) fn jacobian_gathered_api(
+    plan: &ItemPlan,
+    wgsl: Option<&GatheredWgsl>,
+    has_grads: bool,
+) -> TokenStream {
+    let each: Vec<&Param> = plan.sig.params.iter().filter(|p| !p.shared).collect();
+    if each.is_empty() {
+        return quote!();
+    }
+    let names: Vec<&syn::Ident> = each.iter().map(|p| &p.name).collect();
+    let types: Vec<TokenStream> = each.iter().map(|p| value_type(p)).collect();
+    let sources_item = sources_item(&names, &types);
+    let (kernels, fwd_gathered, jac_gathered) = gathered_kernels(plan, wgsl, KernelKind::Jacobian);
+    let fields = fields_without_grads(&each);
+    let m = plan.layout.results as usize;
+    let (buf, err) = (quote!(::gradfuse::Buffer), quote!(::gradfuse::Error));
+    let none = quote!(::core::option::Option::None);
+    let outputs = |jacobians: TokenStream| {
+        quote! {
+            ::gradfuse::GatherOutputs {
+                shared: #none,
+                values: values.raw(),
+                shared_grad: #none,
+                jacobians: #jacobians,
+            }
+        }
+    };
+    let value_outputs = outputs(none.clone());
+    let jacobian_launch = has_grads.then(|| {
+        let jac_outputs = outputs(quote!(::core::option::Option::Some(jacobians.raw())));
+        quote! {
+            /// Records the values of every element into `values` and its Jacobian block
+            /// (a row per result word, the derivative in each argument word with a
+            /// gradient of the element's own rows: nothing is summed) into `jacobians`,
+            /// each argument read from its source.
+            pub fn value_and_jacobian_gathered(
+                &self,
+                rec: &mut ::gradfuse::Recording<'_>,
+                sources: &Sources<'_>,
+                values: &#buf<[f32; #m]>,
+                jacobians: &#buf<Jacobian>,
+            ) -> ::core::result::Result<(), #err> {
+                rec.launch_gathered(
+                    self.device,
+                    &JACOBIAN_KERNEL,
+                    #jac_gathered,
+                    &[#(#fields),*],
+                    #jac_outputs,
+                )
+            }
+        }
+    });
+    quote! {
+        #kernels
+
+        #sources_item
+
+        impl Kernel<'_> {
+            /// Records the values of every element into `values` (its result words), each
+            /// argument read from its source. Lengths and indices are checked now; nothing
+            /// runs before the recording is submitted.
+            pub fn value_gathered(
+                &self,
+                rec: &mut ::gradfuse::Recording<'_>,
+                sources: &Sources<'_>,
+                values: &#buf<[f32; #m]>,
+            ) -> ::core::result::Result<(), #err> {
+                rec.launch_gathered(
+                    self.device,
+                    &FORWARD_KERNEL,
+                    #fwd_gathered,
+                    &[#(#fields),*],
+                    #value_outputs,
+                )
+            }
+
+            #jacobian_launch
         }
     }
 }

@@ -21,8 +21,9 @@ pub(super) fn kernel_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident) -
 /// [`abi::FIELDS_BINDING`]).
 pub(super) fn gathered_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident) -> TokenStream {
     let wgsl = match kind {
+        KernelKind::Forward => quote!(WGSL_FORWARD_GATHERED),
         KernelKind::Adjoint => quote!(WGSL_ADJOINT_GATHERED),
-        _ => quote!(WGSL_FORWARD_GATHERED),
+        KernelKind::Jacobian => quote!(WGSL_JACOBIAN_GATHERED),
     };
     let label = format!("{}::{} (gathered)", plan.fname, kind.entry_point());
     let kernel = spec_of(plan, kind, cpu, wgsl, &label);

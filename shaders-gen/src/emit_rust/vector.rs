@@ -180,6 +180,9 @@ pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
     let words_of_v = unpack(c, &quote!(v));
     let w_items: Vec<TokenStream> = (0..m).map(|k| quote!(w[#k])).collect();
     let value_of_w = pack(c, &w_items);
+    let resident = resident_launchers(m, has_grads);
+    let gathered =
+        super::gathered::jacobian_gathered_api(plan, c.wgsl_gathered.as_ref(), has_grads);
     quote! {
         /// The result type. Result word `k` (the Jacobian's row `k`) is word `k` of it, in
         /// order.
@@ -264,6 +267,67 @@ pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
                 )?;
                 Ok((#collect_values, jacobians))
             }
+        }
+
+        #resident
+
+        #gathered
+    }
+}
+
+/// `value_to` and `value_and_jacobian_to`: launches over resident buffers.
+fn resident_launchers(m: usize, has_grads: bool) -> TokenStream {
+    let (buf, err) = (quote!(::gradfuse::Buffer), quote!(::gradfuse::Error));
+    let none = quote!(::core::option::Option::None);
+    let jacobian = has_grads.then(|| {
+        quote! {
+            /// Records the values of every element of `args` into `values` and its
+            /// Jacobian block into `jacobians` (one entry per element). Nothing runs before
+            /// the recording is submitted; lengths are checked now.
+            pub fn value_and_jacobian_to(
+                &self,
+                rec: &mut ::gradfuse::Recording<'_>,
+                args: &#buf<Args>,
+                values: &#buf<[f32; #m]>,
+                jacobians: &#buf<Jacobian>,
+            ) -> ::core::result::Result<(), #err> {
+                rec.launch(
+                    self.device,
+                    &JACOBIAN_KERNEL,
+                    ::gradfuse::Bindings {
+                        input: args.raw(),
+                        shared: #none,
+                        outputs: &[values.raw(), jacobians.raw()],
+                        shared_grad: #none,
+                    },
+                )
+            }
+        }
+    });
+    quote! {
+        impl Kernel<'_> {
+            /// Records the values of every element of `args` into `values` (its result
+            /// words; one entry per element), buffers of the recording's device. Nothing runs
+            /// before the recording is submitted; lengths are checked now.
+            pub fn value_to(
+                &self,
+                rec: &mut ::gradfuse::Recording<'_>,
+                args: &#buf<Args>,
+                values: &#buf<[f32; #m]>,
+            ) -> ::core::result::Result<(), #err> {
+                rec.launch(
+                    self.device,
+                    &FORWARD_KERNEL,
+                    ::gradfuse::Bindings {
+                        input: args.raw(),
+                        shared: #none,
+                        outputs: &[values.raw()],
+                        shared_grad: #none,
+                    },
+                )
+            }
+
+            #jacobian
         }
     }
 }
