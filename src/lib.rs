@@ -40,8 +40,9 @@ extern crate self as gradfuse;
 pub use gradfuse_macros::__differentiable_with;
 pub use gradfuse_macros::differentiable;
 pub use gradfuse_runtime::{
-    Adam, Buffer, Device, Dual, Error, FieldSpec, GatheredSpec, Index, KernelSpec, KernelTime,
-    Momentum, OutputSpec, REQUIRE_GPU_ENV, Real, Recording, ReductionSpec, SharedSpec, Source,
+    Adam, BatchedLm, BatchedSummary, Buffer, Device, Dual, Error, FieldSpec, GatheredSpec, Index,
+    KernelSpec, KernelTime, Momentum, OutputSpec, REQUIRE_GPU_ENV, Real, Recording, ReductionSpec,
+    SharedSpec, Source, Termination,
 };
 #[doc(hidden)]
 pub use gradfuse_runtime::{Bindings, GatherField, GatherOutputs, RawBuffer};

@@ -4,6 +4,7 @@
 //! each kernel with a [`KernelSpec`].
 #![warn(missing_docs)]
 
+mod batched_lm;
 mod buffer;
 mod cpu;
 mod device;
@@ -13,12 +14,14 @@ mod gather;
 mod gather_launch;
 #[cfg(feature = "gpu")]
 mod gpu;
+mod lm_passes;
 mod optim;
 mod raw;
 mod real;
 mod recording;
 mod spec;
 
+pub use batched_lm::{BatchedLm, BatchedSummary, Termination};
 pub use buffer::Buffer;
 #[doc(hidden)]
 pub use buffer::RawBuffer;

@@ -6,6 +6,7 @@
 //! [`resident`] keeps buffers on the device and records launches over them;
 //! [`timing`] measures kernels and transfers for the benches.
 
+mod batched_lm;
 mod bind_cache;
 mod gather;
 mod launch;
