@@ -69,15 +69,8 @@ fn solve_exp(
     let summary = lm.solve(
         d,
         &x,
-        |rec: &mut Recording<'_>,
-         x: &Buffer<[f32; 2]>,
-         v: &Buffer<[f32; 8]>,
-         j: &Buffer<[[f32; 2]; 8]>| {
-            k.value_and_jacobian_gathered(rec, &sources(x, &y), v, &j.cast()?)
-        },
-        |rec: &mut Recording<'_>, x: &Buffer<[f32; 2]>, v: &Buffer<[f32; 8]>| {
-            k.value_gathered(rec, &sources(x, &y), v)
-        },
+        |rec, x, v, j| k.value_and_jacobian_gathered(rec, &sources(x, &y), v, &j.cast()?),
+        |rec, x, v| k.value_gathered(rec, &sources(x, &y), v),
     )?;
     Ok((d.read(&x)?, summary))
 }
