@@ -170,21 +170,56 @@ fn propose(
     if gmax <= o.gradient_tolerance {
         return GRADIENT;
     }
-    let lambda = state[0];
+    let Some(delta) = damped_solve(&mut a, &g, n, state[0]) else {
+        // Not positive definite: propose nothing; the acceptance raises λ.
+        state[3] = 0.0;
+        x_try[..n].copy_from_slice(&x[..n]);
+        return RUNNING;
+    };
+    // The reduction the linear model predicts: -gᵀδ - ½|Jδ|².
+    let mut gd = 0.0f32;
+    let (mut step, mut size) = (0.0f32, 0.0f32);
+    for c in 0..n {
+        gd += g[c] * delta[c];
+        step += delta[c] * delta[c];
+        size += x[c] * x[c];
+    }
+    let mut jd2 = 0.0f32;
+    for k in 0..m {
+        let mut t = 0.0f32;
+        for c in 0..n {
+            t += j[k * n + c] * delta[c];
+        }
+        jd2 += t * t;
+    }
+    state[3] = -gd - 0.5 * jd2;
+    if step.sqrt() <= o.step_tolerance * (size.sqrt() + o.step_tolerance) {
+        return STEP;
+    }
+    for c in 0..n {
+        x_try[c] = x[c] + delta[c];
+    }
+    RUNNING
+}
+
+/// The solution `δ` of `(A + λ diag(A)) δ = −g` (`A`'s upper triangle given), by a
+/// Cholesky factorization `UᵀU` in place; None where it is not positive definite.
+fn damped_solve(
+    a: &mut [[f32; MAX_UNKNOWNS]; MAX_UNKNOWNS],
+    g: &[f32; MAX_UNKNOWNS],
+    n: usize,
+    lambda: f32,
+) -> Option<[f32; MAX_UNKNOWNS]> {
     for c in 0..n {
         a[c][c] += lambda * a[c][c].max(1e-12);
     }
-    // A = UᵀU, U upper triangular, in place.
     for c in 0..n {
         let mut s = a[c][c];
         for k in 0..c {
             s -= a[k][c] * a[k][c];
         }
         if s.is_nan() || s <= 0.0 {
-            // Not positive definite: propose nothing; the acceptance raises λ.
-            state[3] = 0.0;
-            x_try[..n].copy_from_slice(&x[..n]);
-            return RUNNING;
+            return None;
         }
         let u = s.sqrt();
         a[c][c] = u;
@@ -211,30 +246,7 @@ fn propose(
         }
         delta[c] = t / a[c][c];
     }
-    // The reduction the linear model predicts: -gᵀδ - ½|Jδ|².
-    let mut gd = 0.0f32;
-    let (mut step, mut size) = (0.0f32, 0.0f32);
-    for c in 0..n {
-        gd += g[c] * delta[c];
-        step += delta[c] * delta[c];
-        size += x[c] * x[c];
-    }
-    let mut jd2 = 0.0f32;
-    for k in 0..m {
-        let mut t = 0.0f32;
-        for c in 0..n {
-            t += j[k * n + c] * delta[c];
-        }
-        jd2 += t * t;
-    }
-    state[3] = -gd - 0.5 * jd2;
-    if step.sqrt() <= o.step_tolerance * (size.sqrt() + o.step_tolerance) {
-        return STEP;
-    }
-    for c in 0..n {
-        x_try[c] = x[c] + delta[c];
-    }
-    RUNNING
+    Some(delta)
 }
 
 /// The cost at `x + δ`, the step taken where it fell, λ and ν updated (Nielsen).
