@@ -16,6 +16,7 @@ mod gather_launch;
 mod gpu;
 mod lm_passes;
 mod optim;
+mod products;
 mod raw;
 mod real;
 mod recording;
@@ -34,6 +35,8 @@ pub use gather::{Index, Source};
 #[doc(hidden)]
 pub use gather_launch::GatherOutputs;
 pub use optim::{Adam, Momentum};
+#[doc(hidden)]
+pub use products::JacobianColumns;
 pub use real::Real;
 #[doc(hidden)]
 pub use recording::Bindings;

@@ -13,6 +13,7 @@ mod launch;
 mod optim;
 mod passes;
 mod pipelines;
+mod products;
 mod resident;
 mod sets;
 mod timing;
