@@ -45,7 +45,9 @@ pub use gradfuse_runtime::{
     SharedSpec, Source, Termination,
 };
 #[doc(hidden)]
-pub use gradfuse_runtime::{Bindings, GatherField, GatherOutputs, JacobianColumns, RawBuffer};
+pub use gradfuse_runtime::{
+    Bindings, Coefficient, GatherField, GatherOutputs, JacobianColumns, RawBuffer,
+};
 
 /// Re-exported for generated code (`Args` and `Grad` are `bytemuck::Pod`) and for users who
 /// cast batches to and from bytes.

@@ -21,6 +21,7 @@ mod raw;
 mod real;
 mod recording;
 mod spec;
+mod vectors;
 
 pub use batched_lm::{BatchedLm, BatchedSummary, Termination};
 pub use buffer::Buffer;
@@ -44,3 +45,5 @@ pub use recording::Recording;
 #[doc(hidden)]
 pub use spec::KernelTime;
 pub use spec::{FieldSpec, GatheredSpec, KernelSpec, OutputSpec, ReductionSpec, SharedSpec};
+#[doc(hidden)]
+pub use vectors::Coefficient;

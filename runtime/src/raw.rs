@@ -78,6 +78,9 @@ pub(crate) enum ScratchRole {
     Args,
     /// The kernel's per-element gradient rows, before the scatter.
     Grads,
+    /// A dot product's per-workgroup partial sums.
+    #[cfg(feature = "gpu")]
+    Partials,
 }
 
 /// Scratch buffers by role and exact size. Launches bind a buffer's whole length, so a

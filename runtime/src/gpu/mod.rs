@@ -17,6 +17,7 @@ mod products;
 mod resident;
 mod sets;
 mod timing;
+mod vectors;
 
 pub(crate) use bind_cache::OwnedBuffer;
 pub(crate) use passes::GpuWork;
