@@ -231,8 +231,18 @@ fn every_termination_reason() {
         );
         assert_eq!(d.read(&x).unwrap(), [[0.5]]);
     }
-    // Sizes past the limits, and bad options, are errors.
+    // Sizes past the limits, unknowns of another device, and bad options, are errors.
     let d = device();
+    let elsewhere = Device::cpu().buffer(&[[1.0f32, 0.0]]).unwrap();
+    let e = BatchedLm::default()
+        .solve(
+            d,
+            &elsewhere,
+            |_, _, _: &Buffer<[f32; 1]>, _: &Buffer<[[f32; 2]; 1]>| Ok(()),
+            |_, _, _: &Buffer<[f32; 1]>| Ok(()),
+        )
+        .unwrap_err();
+    assert!(matches!(e, Error::WrongDevice(_)), "{e}");
     let x = d.buffer(&[[0.0f32; 17]]).unwrap();
     let e = BatchedLm::default()
         .solve(

@@ -137,6 +137,7 @@ impl BatchedLm {
         [[f32; N]; M]: bytemuck::Pod,
     {
         self.check::<N, M>()?;
+        device.check_owns(x.raw(), "the unknowns of a batched solve")?;
         let n = x.len();
         let shape = LmShape {
             elements: n,
