@@ -252,12 +252,8 @@ impl Gpu {
             (0, &uniform),
             &buffers,
         );
-        let mut pass = work.pass(entry);
-        pass.set_pipeline(&pipeline.pipeline);
-        pass.set_bind_group(0, &group, &[]);
-        let groups = (shape.elements as u64).div_ceil(64).max(1);
-        let y = groups.div_ceil(self.limits.max_compute_workgroups_per_dimension as u64);
-        pass.dispatch_workgroups(groups.div_ceil(y) as u32, y as u32, 1);
+        let workgroups = self.workgroups((shape.elements as u64).div_ceil(64).max(1));
+        work.dispatch(entry, &pipeline.pipeline, &group, workgroups);
         Ok(())
     }
 }

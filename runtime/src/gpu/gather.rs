@@ -192,12 +192,8 @@ impl Gpu {
             (0, &words),
             &buffers,
         );
-        let mut pass = work.pass(entry);
-        pass.set_pipeline(&pipeline.pipeline);
-        pass.set_bind_group(0, &group, &[]);
-        let groups = threads.div_ceil(256);
-        let y = groups.div_ceil(self.limits.max_compute_workgroups_per_dimension as u64);
-        pass.dispatch_workgroups(groups.div_ceil(y) as u32, y as u32, 1);
+        let workgroups = self.workgroups(threads.div_ceil(256));
+        work.dispatch(entry, &pipeline.pipeline, &group, workgroups);
         Ok(())
     }
 }

@@ -80,6 +80,16 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+impl Gpu {
+    /// The workgroups `(x, y)` of a dispatch of `groups` workgroups: rows of at most the
+    /// device's per-dimension limit, the second dimension counting rows.
+    pub(super) fn workgroups(&self, groups: u64) -> (u32, u32) {
+        let limit = self.limits.max_compute_workgroups_per_dimension as u64;
+        let y = groups.div_ceil(limit).max(1);
+        (groups.div_ceil(y) as u32, y as u32)
+    }
+}
+
 pub(super) fn key(spec: &'static KernelSpec) -> PipelineKey {
     (
         spec.wgsl.as_ptr() as usize,

@@ -149,9 +149,8 @@ impl Gpu {
             );
             pass.set_pipeline(&pipeline.pipeline);
             pass.set_bind_group(0, &group, &[]);
-            let groups = m.div_ceil(256);
-            let y = groups.div_ceil(self.limits.max_compute_workgroups_per_dimension as u64);
-            pass.dispatch_workgroups(groups.div_ceil(y) as u32, y as u32, 1);
+            let (x, y) = self.workgroups(m.div_ceil(256));
+            pass.dispatch_workgroups(x, y, 1);
             start += m;
         }
         Ok(())

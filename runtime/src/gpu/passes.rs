@@ -44,6 +44,22 @@ impl GpuWork {
     }
 }
 
+impl GpuWork {
+    /// A compute pass named `label` with one dispatch of `pipeline` over `workgroups`.
+    pub(crate) fn dispatch(
+        &mut self,
+        label: &'static str,
+        pipeline: &wgpu::ComputePipeline,
+        group: &wgpu::BindGroup,
+        workgroups: (u32, u32),
+    ) {
+        let mut pass = self.pass(label);
+        pass.set_pipeline(pipeline);
+        pass.set_bind_group(0, group, &[]);
+        pass.dispatch_workgroups(workgroups.0, workgroups.1, 1);
+    }
+}
+
 impl Gpu {
     /// The work of a new recording; `timed`: its passes get timestamps, where the device
     /// has timestamp queries.

@@ -160,13 +160,8 @@ impl Gpu {
             (0, &uniform),
             &buffers,
         );
-        self.dispatch_words(
-            work,
-            "J·v",
-            &pipeline.pipeline,
-            &group,
-            (s.n * s.rows) as u64,
-        );
+        let workgroups = self.workgroups(((s.n * s.rows) as u64).div_ceil(256));
+        work.dispatch("J·v", &pipeline.pipeline, &group, workgroups);
         Ok(())
     }
 
@@ -204,33 +199,8 @@ impl Gpu {
             (0, &uniform),
             &buffers,
         );
-        self.dispatch_words(
-            work,
-            "Jᵀ·u",
-            &pipeline.pipeline,
-            &group,
-            (s.n * s.columns) as u64,
-        );
+        let workgroups = self.workgroups(((s.n * s.columns) as u64).div_ceil(256));
+        work.dispatch("Jᵀ·u", &pipeline.pipeline, &group, workgroups);
         Ok(())
-    }
-
-    /// One pass dispatching `threads` threads, 256 to a workgroup.
-    fn dispatch_words(
-        &self,
-        work: &mut super::GpuWork,
-        label: &'static str,
-        pipeline: &wgpu::ComputePipeline,
-        group: &wgpu::BindGroup,
-        threads: u64,
-    ) {
-        if threads == 0 {
-            return;
-        }
-        let mut pass = work.pass(label);
-        pass.set_pipeline(pipeline);
-        pass.set_bind_group(0, group, &[]);
-        let groups = threads.div_ceil(256);
-        let y = groups.div_ceil(self.limits.max_compute_workgroups_per_dimension as u64);
-        pass.dispatch_workgroups(groups.div_ceil(y) as u32, y as u32, 1);
     }
 }

@@ -124,9 +124,7 @@ impl Gpu {
             if x.words == 0 {
                 continue;
             }
-            let groups = x.words.div_ceil(256) as u64;
-            let dims = groups.div_ceil(self.limits.max_compute_workgroups_per_dimension as u64);
-            let shape = (groups.div_ceil(dims) as u32, dims as u32);
+            let shape = self.workgroups(x.words.div_ceil(256) as u64);
             let bindings = [(1, x.gpu()), (3, y.gpu()), (4, scalars.gpu())];
             let params = [x.words, 0, 0, 0];
             self.record_vector_pass(work, "combine", params, coefficients, &bindings, shape)?;
@@ -164,10 +162,7 @@ impl Gpu {
             (0, &uniform),
             &buffers,
         );
-        let mut pass = work.pass(entry);
-        pass.set_pipeline(&pipeline.pipeline);
-        pass.set_bind_group(0, &group, &[]);
-        pass.dispatch_workgroups(shape.0, shape.1, 1);
+        work.dispatch(entry, &pipeline.pipeline, &group, shape);
         Ok(())
     }
 }
