@@ -40,13 +40,14 @@ extern crate self as gradfuse;
 pub use gradfuse_macros::__differentiable_with;
 pub use gradfuse_macros::differentiable;
 pub use gradfuse_runtime::{
-    Adam, BatchedLm, BatchedSummary, Buffer, Device, Dual, Error, FieldSpec, GatheredSpec, Index,
-    KernelSpec, KernelTime, Momentum, OutputSpec, REQUIRE_GPU_ENV, Real, Recording, ReductionSpec,
-    SharedSpec, Source, Termination,
+    Adam, BatchedLm, BatchedSummary, BlockId, Buffer, Device, Dual, Error, FieldSpec, GatheredSpec,
+    Index, IterationReport, KernelSpec, KernelTime, LevenbergMarquardt, Loss, MAX_ROW_WORDS,
+    Momentum, OutputSpec, Problem, REQUIRE_GPU_ENV, Real, Recording, ReductionSpec, Residuals,
+    SharedSpec, Source, Summary, Termination,
 };
 #[doc(hidden)]
 pub use gradfuse_runtime::{
-    Bindings, Coefficient, GatherField, GatherOutputs, JacobianColumns, RawBuffer,
+    Bindings, Coefficient, GatherField, GatherOutputs, JacobianColumns, RawBuffer, ResidualArgument,
 };
 
 /// Re-exported for generated code (`Args` and `Grad` are `bytemuck::Pod`) and for users who

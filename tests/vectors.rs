@@ -94,6 +94,41 @@ fn combinations_read_their_coefficients_on_the_device() {
 }
 
 #[test]
+fn a_zero_b_overwrites_and_a_ratio_over_zero_is_zero() {
+    // y holds NaN and infinity: b = 0 copies a x over them without reading them (0 × NaN
+    // would be NaN); a ratio whose denominator is 0 is 0 (CG that converged exactly).
+    let x = random(700, 3);
+    let y = [f32::NAN, f32::INFINITY].repeat(350);
+    for d in [device(), &Device::cpu()] {
+        let (xb, yb, zb) = (
+            d.buffer(&x).unwrap(),
+            d.buffer(&y).unwrap(),
+            d.buffer(&x).unwrap(),
+        );
+        let scalars = d.buffer(&[3.0f32, 0.0]).unwrap();
+        let over_zero = Coefficient::Ratio {
+            num: 0,
+            den: 1,
+            sign: 1.0,
+        };
+        let mut rec = d.record();
+        rec.combine(
+            &[(&xb, &yb)],
+            Coefficient::Value(2.0),
+            Coefficient::Value(0.0),
+            &scalars,
+        )
+        .unwrap();
+        rec.combine(&[(&xb, &zb)], over_zero, Coefficient::Value(1.0), &scalars)
+            .unwrap();
+        rec.submit().unwrap();
+        let want: Vec<f32> = x.iter().map(|v| 2.0 * v).collect();
+        assert_eq!(d.read(&yb).unwrap(), want, "{}", d.describe());
+        assert_eq!(d.read(&zb).unwrap(), x, "{}", d.describe());
+    }
+}
+
+#[test]
 fn bad_vector_operations_are_errors() {
     let d = device();
     let (x, y) = (d.zeros::<f32>(10).unwrap(), d.zeros::<f32>(11).unwrap());

@@ -72,6 +72,17 @@ impl<T> Buffer<T> {
     }
 }
 
+impl Buffer<f32> {
+    /// Every word of a raw buffer, as f32 values.
+    pub(crate) fn words_of(raw: &Arc<RawBuffer>) -> Buffer<f32> {
+        Buffer {
+            raw: Arc::clone(raw),
+            len: raw.words,
+            _values: PhantomData,
+        }
+    }
+}
+
 /// 4-byte words per value of `T`: buffers hold types made of whole words.
 pub(crate) fn words_per<T: bytemuck::Pod>() -> Result<usize, Error> {
     let size = std::mem::size_of::<T>();

@@ -14,6 +14,7 @@ mod gather;
 mod gather_launch;
 #[cfg(feature = "gpu")]
 mod gpu;
+mod least_squares;
 mod lm_passes;
 mod optim;
 mod products;
@@ -35,6 +36,11 @@ pub use gather::GatherField;
 pub use gather::{Index, Source};
 #[doc(hidden)]
 pub use gather_launch::GatherOutputs;
+#[doc(hidden)]
+pub use least_squares::ResidualArgument;
+pub use least_squares::{
+    BlockId, IterationReport, LevenbergMarquardt, Loss, MAX_ROW_WORDS, Problem, Residuals, Summary,
+};
 pub use optim::{Adam, Momentum};
 #[doc(hidden)]
 pub use products::JacobianColumns;

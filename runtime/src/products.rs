@@ -99,6 +99,21 @@ impl Recording<'_> {
         u: &Buffer<f32>,
         outs: &[&Buffer<f32>],
     ) -> Result<(), Error> {
+        self.jacobian_transpose_adding(jacobians, rows, columns, u, outs, &mut Vec::new())
+    }
+
+    /// [`Recording::jacobian_transpose_times`], adding into the outputs in `written` (ids of
+    /// buffers earlier products wrote: a sum over several terms) and writing the others,
+    /// which join `written`.
+    pub(crate) fn jacobian_transpose_adding(
+        &mut self,
+        jacobians: &Buffer<f32>,
+        rows: usize,
+        columns: &[JacobianColumns<'_>],
+        u: &Buffer<f32>,
+        outs: &[&Buffer<f32>],
+        written: &mut Vec<u64>,
+    ) -> Result<(), Error> {
         let shape = self.check_product(jacobians, rows, columns, outs.len())?;
         mismatch("Jᵀ·u: u words".into(), shape.n * rows, u.len())?;
         for (f, (c, o)) in columns.iter().zip(outs).enumerate() {
@@ -119,18 +134,47 @@ impl Recording<'_> {
         if let Some((g, work)) = self.gpu_work() {
             let grads = device.scratch(ScratchRole::Grads, shape.n * shape.columns)?;
             g.record_transpose_rows(work, shape, jacobians.raw(), u.raw(), &grads)?;
-            for pass in scatter_passes(&fields) {
-                g.record_scatter(work, &pass, shape.n, shape.columns, &grads)?;
-            }
-            return Ok(());
+            return self.scatter_adding(&fields, shape.n, shape.columns, &grads, written);
         }
         let (j, u) = (jacobians.raw().clone(), u.raw().clone());
-        let passes: Vec<ScatterPass> = scatter_passes(&fields);
+        let passes = passes_adding(&fields, written);
         if let Some(steps) = self.cpu_steps() {
             steps.push(Box::new(move || {
                 let rows = transpose_rows_cpu(shape, &j, &u);
                 for pass in &passes {
                     scatter_cpu(pass, &rows, shape.columns);
+                }
+            }));
+        }
+        Ok(())
+    }
+
+    /// Records the scatter passes of `fields` from `rows` (`stride` words per element, `n`
+    /// elements), adding into the sinks in `written` (those earlier passes wrote) and
+    /// writing the others, which join `written`.
+    pub(crate) fn scatter_adding(
+        &mut self,
+        fields: &[Field],
+        n: usize,
+        stride: usize,
+        rows: &Arc<RawBuffer>,
+        written: &mut Vec<u64>,
+    ) -> Result<(), Error> {
+        let passes = passes_adding(fields, written);
+        #[cfg(feature = "gpu")]
+        if let Some((g, work)) = self.gpu_work() {
+            for pass in &passes {
+                g.record_scatter(work, pass, n, stride, rows)?;
+            }
+            return Ok(());
+        }
+        let rows = rows.clone();
+        if let Some(steps) = self.cpu_steps() {
+            steps.push(Box::new(move || {
+                let r = rows.cpu_read();
+                let r: &[f32] = bytemuck::cast_slice(&r[..]);
+                for pass in &passes {
+                    scatter_cpu(pass, &r[..n * stride], stride);
                 }
             }));
         }
@@ -179,9 +223,24 @@ impl Recording<'_> {
     }
 }
 
+/// The scatter passes of `fields`, each adding where its sink is in `written` (then
+/// marked written).
+fn passes_adding(fields: &[Field], written: &mut Vec<u64>) -> Vec<ScatterPass> {
+    let mut passes = scatter_passes(fields);
+    for pass in &mut passes {
+        let id = pass.sink().id;
+        if written.contains(&id) {
+            pass.accumulate = true;
+        } else {
+            written.push(id);
+        }
+    }
+    passes
+}
+
 /// The arguments of a product as gathered fields: their columns are the gradient words
 /// at `grad_offset`, `vectors` their directions or outputs (as sources and sinks).
-fn product_fields<'a>(
+pub(crate) fn product_fields<'a>(
     columns: &[JacobianColumns<'_>],
     vectors: impl Iterator<Item = &'a Arc<RawBuffer>>,
 ) -> Vec<Field> {

@@ -21,9 +21,9 @@ pub(crate) const DOT_MAX_GROUPS: usize = 256;
 #[doc(hidden)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Coefficient {
-    /// A constant.
+    /// A constant (`b = Value(0.0)` overwrites `y` without reading it).
     Value(f32),
-    /// `sign × scalars[num] / scalars[den]`.
+    /// `sign × scalars[num] / scalars[den]`, zero where the denominator is zero.
     Ratio {
         /// Slot of the numerator.
         num: u32,
@@ -49,7 +49,12 @@ impl Coefficient {
         match self {
             Coefficient::Value(v) => v,
             Coefficient::Ratio { num, den, sign } => {
-                sign * (scalars[num as usize] / scalars[den as usize])
+                let den = scalars[den as usize];
+                if den == 0.0 {
+                    0.0
+                } else {
+                    sign * (scalars[num as usize] / den)
+                }
             }
         }
     }
@@ -177,6 +182,7 @@ impl Recording<'_> {
             steps.push(Box::new(move || {
                 let s = scalars.cpu_read();
                 let s: &[f32] = bytemuck::cast_slice(&s[..]);
+                let overwrite = b == Coefficient::Value(0.0);
                 let (a, b) = (a.value(s), b.value(s));
                 for (x, y) in &raws {
                     let x = x.cpu_read();
@@ -184,7 +190,7 @@ impl Recording<'_> {
                     let mut y = y.cpu_write();
                     let y: &mut [f32] = bytemuck::cast_slice_mut(&mut y[..]);
                     for (yi, xi) in y.iter_mut().zip(x) {
-                        *yi = a * xi + b * *yi;
+                        *yi = if overwrite { a * xi } else { a * xi + b * *yi };
                     }
                 }
             }));

@@ -10,6 +10,7 @@ mod batched_lm;
 mod bind_cache;
 mod gather;
 mod launch;
+mod least_squares;
 mod optim;
 mod passes;
 mod pipelines;

@@ -66,11 +66,14 @@ fn total(@builtin(local_invocation_index) lid: u32) {
     }
 }
 
+// A ratio over a zero denominator is zero: CG that has converged exactly (rz = 0) stays
+// where it is instead of turning to NaN.
 fn coefficient(c: vec4<u32>) -> f32 {
     if (c.x == 0u) {
         return bitcast<f32>(c.y);
     }
-    return bitcast<f32>(c.y) * (scalars[c.z] / scalars[c.w]);
+    let den = scalars[c.w];
+    return select(bitcast<f32>(c.y) * (scalars[c.z] / den), 0.0, den == 0.0);
 }
 
 @compute @workgroup_size(256)
@@ -79,7 +82,13 @@ fn combine(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
     if (i >= params.len) {
         return;
     }
-    out[i] = coefficient(params.a) * x[i] + coefficient(params.b) * out[i];
+    let ax = coefficient(params.a) * x[i];
+    // b = 0 overwrites y without reading it (a copy into memory that may hold NaN).
+    if (params.b.x == 0u && bitcast<f32>(params.b.y) == 0.0) {
+        out[i] = ax;
+    } else {
+        out[i] = ax + coefficient(params.b) * out[i];
+    }
 }
 ";
 

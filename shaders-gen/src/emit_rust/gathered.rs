@@ -101,12 +101,38 @@ pub(super) fn gathered_api(plan: &ItemPlan, wgsl: Option<&GatheredWgsl>) -> Toke
     let err = quote!(::gradfuse::Error);
     let (kernels, fwd_gathered, adj_gathered) = gathered_kernels(plan, wgsl, KernelKind::Adjoint);
     let sources_item = sources_item(&names, &types);
+    // A residual term's Jacobian block is its element's gradient row: the adjoint kernel's
+    // per-element gradients, bound as they are (nothing scattered).
+    let residuals = (has_grads && !plan.has_shared).then(|| {
+        let none = quote!(::core::option::Option::None);
+        super::residuals::residuals_impl(
+            &each,
+            1,
+            quote!(self.value_gathered(rec, sources, values)),
+            quote! {
+                rec.launch_gathered(
+                    self.device,
+                    &ADJOINT_KERNEL,
+                    #adj_gathered,
+                    &[#(#value_fields),*],
+                    ::gradfuse::GatherOutputs {
+                        shared: #none,
+                        values: values.raw(),
+                        shared_grad: #none,
+                        jacobians: ::core::option::Option::Some(jacobians.raw()),
+                    },
+                )
+            },
+        )
+    });
     quote! {
         #kernels
 
         #sources_item
 
         #sinks_item
+
+        #residuals
 
         impl Kernel<'_> {
             /// Records the value of every element into `values`, each argument read from
@@ -297,10 +323,25 @@ pub(super) fn jacobian_gathered_api(
             }
         }
     });
+    let residuals = has_grads.then(|| {
+        super::residuals::residuals_impl(
+            &each,
+            m,
+            quote!(self.value_gathered(rec, sources, &values.cast()?)),
+            quote!(self.value_and_jacobian_gathered(
+                rec,
+                sources,
+                &values.cast()?,
+                &jacobians.cast()?
+            )),
+        )
+    });
     quote! {
         #kernels
 
         #sources_item
+
+        #residuals
 
         impl Kernel<'_> {
             /// Records the values of every element into `values` (its result words), each

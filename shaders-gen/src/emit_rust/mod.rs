@@ -12,6 +12,7 @@ mod arrays;
 mod body;
 mod gathered;
 mod launcher;
+mod residuals;
 mod scalar;
 mod spec;
 mod tokens;
