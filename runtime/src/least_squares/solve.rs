@@ -35,7 +35,9 @@ impl Default for LevenbergMarquardt {
         LevenbergMarquardt {
             max_iterations: 50,
             gradient_tolerance: 1e-10,
-            step_tolerance: 1e-8,
+            // f32 resolves a word to about 6e-8 of itself: a step far below 1e-6 of `x`
+            // is rounding, not progress.
+            step_tolerance: 1e-6,
             cost_tolerance: 1e-6,
             initial_lambda: 1e-4,
             cg_tolerance: 0.1,
