@@ -361,6 +361,43 @@ impl LevenbergMarquardt {
     }
 }
 
+impl Problem<'_> {
+    /// The cost `½ Σ ρ(|r_k|²)` where its parameter blocks are now.
+    pub fn cost(&self) -> Result<f64, Error> {
+        check(self)?;
+        let d = self.device;
+        let mut buffers = Vec::new();
+        for t in &self.terms {
+            let cost = match t.loss {
+                crate::least_squares::Loss::Squared => None,
+                _ => Some(d.zeros::<f32>(t.n)?),
+            };
+            buffers.push((d.zeros::<f32>(t.n * t.rows)?, cost));
+        }
+        let scalars = d.zeros::<f32>(1)?;
+        let mut rec = d.record();
+        for (t, (values, cost)) in self.terms.iter().zip(&buffers) {
+            t.launches.values(&mut rec, values)?;
+            if let Some(cost) = cost {
+                rec.block_op(crate::least_squares::ops::BlockOp::RobustCost {
+                    loss: t.loss,
+                    n: t.n,
+                    rows: t.rows,
+                    values: values.raw().clone(),
+                    cost: cost.raw().clone(),
+                })?;
+            }
+        }
+        let pairs: Vec<_> = buffers
+            .iter()
+            .map(|(v, c)| c.as_ref().map_or((v, v), |c| (c, c)))
+            .collect();
+        rec.dot(&pairs, &scalars, 0)?;
+        rec.submit()?;
+        Ok(0.5 * f64::from(d.read(&scalars)?[0]))
+    }
+}
+
 /// Why a problem cannot be solved, if it cannot.
 fn check(problem: &Problem<'_>) -> Result<(), Error> {
     if problem.terms.is_empty() {
