@@ -455,6 +455,25 @@ fn robust_losses_reach_a_stationary_point_and_resist_outliers() {
                 ty: Source::Each(&s_buf),
             };
             p.add_term(line::kernel(d), sources, loss).unwrap();
+            // The cost at the start, against ½ Σ ρ(r²) in f64.
+            let want: f64 = samples
+                .iter()
+                .map(|s| {
+                    let r2 = f64::from(s[1]).powi(2);
+                    0.5 * match loss {
+                        Loss::Huber(c) if r2 > f64::from(c * c) => {
+                            2.0 * f64::from(c) * r2.sqrt() - f64::from(c * c)
+                        }
+                        Loss::Cauchy(c) => f64::from(c * c) * (1.0 + r2 / f64::from(c * c)).ln(),
+                        _ => r2,
+                    }
+                })
+                .sum();
+            let got = p.cost().unwrap();
+            assert!(
+                (got - want).abs() <= 1e-5 * want,
+                "{loss:?}: cost {got} vs {want}"
+            );
             let options = LevenbergMarquardt {
                 max_iterations: 200,
                 cost_tolerance: 1e-9,
