@@ -13,48 +13,14 @@
 //! Run: `cargo run --release --example bundle_adjustment [-- FILE]` (`--quick` for a small
 //! synthetic problem, as CI does; `--out DIR` for the plot, `target/plots` by default).
 
-use gradfuse::{Device, LevenbergMarquardt, Loss, Problem, Source, Summary, differentiable};
+use gradfuse::{Device, LevenbergMarquardt, Loss, Summary};
 use indicatif::{ProgressBar, ProgressStyle};
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 
 #[path = "common/bal.rs"]
 mod bal;
-use bal::Bal;
-
-/// The reprojection error of `point` in `camera` against the observed pixel (BAL's camera
-/// model: `P = R(ω) X + t`, `p = −P.xy / P.z`, `f (1 + k1 |p|² + k2 |p|⁴) p`).
-#[differentiable]
-pub fn reprojection(camera: [f32; 9], point: [f32; 3], #[constant] observed: [f32; 2]) -> [f32; 2] {
-    let theta2 = camera[0] * camera[0] + camera[1] * camera[1] + camera[2] * camera[2];
-    let mut p = [0.0; 3];
-    if theta2 > 1e-12 {
-        // Rodrigues: X cos θ + (k × X) sin θ + k (k · X)(1 − cos θ), k the unit axis.
-        let theta = theta2.sqrt();
-        let c = theta.cos();
-        let s = theta.sin();
-        let k = [camera[0] / theta, camera[1] / theta, camera[2] / theta];
-        let kx = k[0] * point[0] + k[1] * point[1] + k[2] * point[2];
-        let cross = [
-            k[1] * point[2] - k[2] * point[1],
-            k[2] * point[0] - k[0] * point[2],
-            k[0] * point[1] - k[1] * point[0],
-        ];
-        for i in 0..3 {
-            p[i] = point[i] * c + cross[i] * s + k[i] * kx * (1.0 - c);
-        }
-    } else {
-        // Near the identity, to first order: X + ω × X.
-        p[0] = point[0] + camera[1] * point[2] - camera[2] * point[1];
-        p[1] = point[1] + camera[2] * point[0] - camera[0] * point[2];
-        p[2] = point[2] + camera[0] * point[1] - camera[1] * point[0];
-    }
-    let x = -(p[0] + camera[3]) / (p[2] + camera[5]);
-    let y = -(p[1] + camera[4]) / (p[2] + camera[5]);
-    let r2 = x * x + y * y;
-    let d = camera[6] * (1.0 + r2 * (camera[7] + camera[8] * r2));
-    [d * x - observed[0], d * y - observed[1]]
-}
+use bal::{Bal, BalBuffers};
 
 /// A solve's summary, or the cost where the unknowns are.
 enum Outcome {
@@ -152,24 +118,8 @@ fn solve(
     gauge: bool,
     iterations: u32,
 ) -> Result<Outcome, Box<dyn std::error::Error>> {
-    let cameras = device.buffer(&bal.cameras)?;
-    let points = device.buffer(&bal.points)?;
-    let observed = device.buffer(&bal.observed)?;
-    let camera_of = device.index(&bal.camera_of, bal.cameras.len())?;
-    let point_of = device.index(&bal.point_of, bal.points.len())?;
-    let mut problem = Problem::new(device);
-    let camera_block = problem.add_block(&cameras)?;
-    let point_block = problem.add_block(&points)?;
-    if gauge {
-        problem.hold_rows(camera_block, &[0])?;
-        problem.hold_rows(point_block, &[0])?;
-    }
-    let sources = reprojection::Sources {
-        camera: Source::Gather(&cameras, &camera_of),
-        point: Source::Gather(&points, &point_of),
-        observed: Source::Each(&observed),
-    };
-    problem.add_term(reprojection::kernel(device), sources, loss)?;
+    let buffers = BalBuffers::new(device, bal)?;
+    let problem = buffers.problem(device, loss, gauge)?;
     if iterations == 0 {
         return Ok(Outcome::Cost(problem.cost()?));
     }

@@ -9,55 +9,14 @@
 //! Run: `cargo run --release --example mesh` (`--quick` for a small sphere, as CI does;
 //! `--out DIR` for where the files go, `target/plots` by default).
 
-use gradfuse::{Device, LevenbergMarquardt, Loss, Problem, Source, differentiable};
+use gradfuse::{Device, LevenbergMarquardt};
 use indicatif::{ProgressBar, ProgressStyle};
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 
 #[path = "common/mesh.rs"]
 mod mesh;
-use mesh::{edges_with_wings, icosphere, write_obj};
-
-/// The length of the edge from `p` to `q` against the target's.
-#[differentiable]
-pub fn edge_length(p: [f32; 3], q: [f32; 3], #[constant] target: f32) -> f32 {
-    let dx = q[0] - p[0];
-    let dy = q[1] - p[1];
-    let dz = q[2] - p[2];
-    (dx * dx + dy * dy + dz * dz).sqrt() - target
-}
-
-/// The bending across the edge `p q` whose faces' other vertices are `a` and `b`: the
-/// edge's midpoint against theirs, against the target's, weighted.
-#[differentiable]
-pub fn bending(
-    p: [f32; 3],
-    q: [f32; 3],
-    a: [f32; 3],
-    b: [f32; 3],
-    #[constant] target: [f32; 3],
-) -> [f32; 3] {
-    let mut r = [0.0; 3];
-    for i in 0..3 {
-        r[i] = 0.5 * (0.5 * (p[i] + q[i]) - 0.5 * (a[i] + b[i]) - target[i]);
-    }
-    r
-}
-
-/// The target: the sphere pushed out and in by smooth bumps.
-fn target_of(s: [f32; 3]) -> [f32; 3] {
-    let bump = (3.0 * s[0]).sin() * (3.0 * s[1]).sin() * (3.0 * s[2]).sin();
-    let radius = 1.0 + 0.25 * bump + 0.15 * s[2] * s[2];
-    s.map(|x| x * radius)
-}
-
-fn sub(a: [f32; 3], b: [f32; 3]) -> [f32; 3] {
-    [a[0] - b[0], a[1] - b[1], a[2] - b[2]]
-}
-
-fn norm(a: [f32; 3]) -> f32 {
-    (a[0] * a[0] + a[1] * a[1] + a[2] * a[2]).sqrt()
-}
+use mesh::{Deformation, norm, sub, write_obj};
 
 struct Options {
     quick: bool,
@@ -85,62 +44,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let levels = if o.quick { 4 } else { 7 };
     let device = Device::auto()?;
     println!("device: {}", device.describe());
-    let (sphere, faces) = icosphere(levels);
-    let wings = edges_with_wings(&faces);
-    let target: Vec<[f32; 3]> = sphere.iter().map(|&s| target_of(s)).collect();
-    let corner = |w: &[u32; 4], k: usize| target[w[k] as usize];
-    let lengths: Vec<f32> = wings
-        .iter()
-        .map(|w| norm(sub(corner(w, 1), corner(w, 0))))
-        .collect();
-    let bends: Vec<[f32; 3]> = wings
-        .iter()
-        .map(|w| {
-            let mid =
-                |i: usize, j: usize| [0, 1, 2].map(|c| 0.5 * (corner(w, i)[c] + corner(w, j)[c]));
-            sub(mid(0, 1), mid(2, 3))
-        })
-        .collect();
+    let mesh = Deformation::new(&device, levels)?;
     println!(
         "icosphere: {} vertices, {} edges; {} unknowns",
-        sphere.len(),
-        wings.len(),
-        3 * (sphere.len() - 1)
+        mesh.sphere.len(),
+        mesh.edges,
+        3 * (mesh.sphere.len() - 1)
     );
-
-    let n = sphere.len();
-    let column = |k: usize| wings.iter().map(|w| w[k]).collect::<Vec<u32>>();
-    let vertices = device.buffer(&sphere)?;
-    let index: Vec<gradfuse::Index> = (0..4)
-        .map(|k| device.index(&column(k), n))
-        .collect::<Result<_, _>>()?;
-    let (lengths, bends) = (device.buffer(&lengths)?, device.buffer(&bends)?);
-    let mut problem = Problem::new(&device);
-    let block = problem.add_block(&vertices)?;
-    // Vertex 0 is where the target is (a pole of the sphere, on the z axis): held there.
-    problem.hold_rows(block, &[0])?;
-    let gather = |k: usize| Source::Gather(&vertices, &index[k]);
-    let lengths_term = edge_length::Sources {
-        p: gather(0),
-        q: gather(1),
-        target: Source::Each(&lengths),
-    };
-    problem.add_term(edge_length::kernel(&device), lengths_term, Loss::Squared)?;
-    let bending_term = bending::Sources {
-        p: gather(0),
-        q: gather(1),
-        a: gather(2),
-        b: gather(3),
-        target: Source::Each(&bends),
-    };
-    problem.add_term(bending::kernel(&device), bending_term, Loss::Squared)?;
-    // The sphere's vertex 0 is not on the z axis: move the target so they coincide there.
-    let shift = sub(sphere[0], target[0]);
-    let target: Vec<[f32; 3]> = target
-        .iter()
-        .map(|t| [t[0] + shift[0], t[1] + shift[1], t[2] + shift[2]])
-        .collect();
-
+    let problem = mesh.problem(&device)?;
     let options = LevenbergMarquardt {
         max_iterations: 100,
         ..LevenbergMarquardt::default()
@@ -164,15 +75,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("{summary}");
 
-    let result = device.read(&vertices)?;
+    let result = device.read(&mesh.vertices)?;
     let off = result
         .iter()
-        .zip(&target)
+        .zip(&mesh.target)
         .map(|(r, t)| norm(sub(*r, *t)))
         .fold(0.0f32, f32::max);
     std::fs::create_dir_all(&o.out)?;
     let obj = o.out.join("mesh.obj");
-    write_obj(&obj, &result, &faces)?;
+    write_obj(&obj, &result, &mesh.faces)?;
     let plot_path = plot(&o.out, &summary)?;
     println!("largest distance from the target shape: {off:.2e}");
     println!("deformed mesh: {}", obj.display());

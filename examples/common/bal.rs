@@ -2,6 +2,7 @@
 //! reader of its text files, and synthetic scenes with known truth.
 #![allow(dead_code)]
 
+use gradfuse::{Buffer, Device, Index, Loss, Problem, Source, differentiable};
 use std::path::Path;
 
 /// A bundle-adjustment problem: Snavely cameras (angle-axis rotation, translation, focal
@@ -153,6 +154,85 @@ impl Bal {
             }
         }
         (start, truth)
+    }
+}
+
+/// The reprojection error of `point` in `camera` against the observed pixel (BAL's camera
+/// model: `P = R(ω) X + t`, `p = −P.xy / P.z`, `f (1 + k1 |p|² + k2 |p|⁴) p`).
+#[differentiable]
+pub fn reprojection(camera: [f32; 9], point: [f32; 3], #[constant] observed: [f32; 2]) -> [f32; 2] {
+    let theta2 = camera[0] * camera[0] + camera[1] * camera[1] + camera[2] * camera[2];
+    let mut p = [0.0; 3];
+    if theta2 > 1e-12 {
+        // Rodrigues: X cos θ + (k × X) sin θ + k (k · X)(1 − cos θ), k the unit axis.
+        let theta = theta2.sqrt();
+        let c = theta.cos();
+        let s = theta.sin();
+        let k = [camera[0] / theta, camera[1] / theta, camera[2] / theta];
+        let kx = k[0] * point[0] + k[1] * point[1] + k[2] * point[2];
+        let cross = [
+            k[1] * point[2] - k[2] * point[1],
+            k[2] * point[0] - k[0] * point[2],
+            k[0] * point[1] - k[1] * point[0],
+        ];
+        for i in 0..3 {
+            p[i] = point[i] * c + cross[i] * s + k[i] * kx * (1.0 - c);
+        }
+    } else {
+        // Near the identity, to first order: X + ω × X.
+        p[0] = point[0] + camera[1] * point[2] - camera[2] * point[1];
+        p[1] = point[1] + camera[2] * point[0] - camera[0] * point[2];
+        p[2] = point[2] + camera[0] * point[1] - camera[1] * point[0];
+    }
+    let x = -(p[0] + camera[3]) / (p[2] + camera[5]);
+    let y = -(p[1] + camera[4]) / (p[2] + camera[5]);
+    let r2 = x * x + y * y;
+    let d = camera[6] * (1.0 + r2 * (camera[7] + camera[8] * r2));
+    [d * x - observed[0], d * y - observed[1]]
+}
+
+/// A BAL problem's cameras, points and observations on a device.
+pub struct BalBuffers {
+    pub cameras: Buffer<[f32; 9]>,
+    pub points: Buffer<[f32; 3]>,
+    observed: Buffer<[f32; 2]>,
+    camera_of: Index,
+    point_of: Index,
+}
+
+impl BalBuffers {
+    pub fn new(device: &Device, bal: &Bal) -> Result<BalBuffers, gradfuse::Error> {
+        Ok(BalBuffers {
+            cameras: device.buffer(&bal.cameras)?,
+            points: device.buffer(&bal.points)?,
+            observed: device.buffer(&bal.observed)?,
+            camera_of: device.index(&bal.camera_of, bal.cameras.len())?,
+            point_of: device.index(&bal.point_of, bal.points.len())?,
+        })
+    }
+
+    /// The problem: one reprojection residual per observation (`gauge`: camera 0 and
+    /// point 0 held).
+    pub fn problem<'b>(
+        &'b self,
+        device: &'b Device,
+        loss: Loss,
+        gauge: bool,
+    ) -> Result<Problem<'b>, gradfuse::Error> {
+        let mut problem = Problem::new(device);
+        let camera_block = problem.add_block(&self.cameras)?;
+        let point_block = problem.add_block(&self.points)?;
+        if gauge {
+            problem.hold_rows(camera_block, &[0])?;
+            problem.hold_rows(point_block, &[0])?;
+        }
+        let sources = reprojection::Sources {
+            camera: Source::Gather(&self.cameras, &self.camera_of),
+            point: Source::Gather(&self.points, &self.point_of),
+            observed: Source::Each(&self.observed),
+        };
+        problem.add_term(reprojection::kernel(device), sources, loss)?;
+        Ok(problem)
     }
 }
 

@@ -1,6 +1,8 @@
-//! Meshes the examples share: the icosphere and its edges.
+//! Meshes the examples (and the sparse least-squares bench) share: the icosphere, its
+//! edges, and the mesh deformation problem of the `mesh` example.
 #![allow(dead_code)]
 
+use gradfuse::{Buffer, Device, Index, Loss, Problem, Source, differentiable};
 use std::collections::HashMap;
 
 /// An icosphere: the icosahedron's faces subdivided `levels` times, on the unit sphere.
@@ -113,4 +115,126 @@ pub fn write_obj(
         writeln!(f, "f {} {} {}", t[0] + 1, t[1] + 1, t[2] + 1)?;
     }
     f.flush()
+}
+
+/// The length of the edge from `p` to `q` against the target's.
+#[differentiable]
+pub fn edge_length(p: [f32; 3], q: [f32; 3], #[constant] target: f32) -> f32 {
+    let dx = q[0] - p[0];
+    let dy = q[1] - p[1];
+    let dz = q[2] - p[2];
+    (dx * dx + dy * dy + dz * dz).sqrt() - target
+}
+
+/// The bending across the edge `p q` whose faces' other vertices are `a` and `b`: the
+/// edge's midpoint against theirs, against the target's, weighted.
+#[differentiable]
+pub fn bending(
+    p: [f32; 3],
+    q: [f32; 3],
+    a: [f32; 3],
+    b: [f32; 3],
+    #[constant] target: [f32; 3],
+) -> [f32; 3] {
+    let mut r = [0.0; 3];
+    for i in 0..3 {
+        r[i] = 0.5 * (0.5 * (p[i] + q[i]) - 0.5 * (a[i] + b[i]) - target[i]);
+    }
+    r
+}
+
+/// The target: the sphere pushed out and in by smooth bumps.
+fn target_of(s: [f32; 3]) -> [f32; 3] {
+    let bump = (3.0 * s[0]).sin() * (3.0 * s[1]).sin() * (3.0 * s[2]).sin();
+    let radius = 1.0 + 0.25 * bump + 0.15 * s[2] * s[2];
+    s.map(|x| x * radius)
+}
+
+pub fn sub(a: [f32; 3], b: [f32; 3]) -> [f32; 3] {
+    [a[0] - b[0], a[1] - b[1], a[2] - b[2]]
+}
+
+pub fn norm(a: [f32; 3]) -> f32 {
+    (a[0] * a[0] + a[1] * a[1] + a[2] * a[2]).sqrt()
+}
+
+/// The deformation of an icosphere into [`target_of`]'s shape: its buffers on a device.
+pub struct Deformation {
+    pub sphere: Vec<[f32; 3]>,
+    pub faces: Vec<[u32; 3]>,
+    /// The target, moved so that vertex 0 (held) is where the sphere's is.
+    pub target: Vec<[f32; 3]>,
+    pub edges: usize,
+    pub vertices: Buffer<[f32; 3]>,
+    index: Vec<Index>,
+    lengths: Buffer<f32>,
+    bends: Buffer<[f32; 3]>,
+}
+
+impl Deformation {
+    /// The sphere subdivided `levels` times, its vertices on `device`.
+    pub fn new(device: &Device, levels: u32) -> Result<Deformation, gradfuse::Error> {
+        let (sphere, faces) = icosphere(levels);
+        let wings = edges_with_wings(&faces);
+        let target: Vec<[f32; 3]> = sphere.iter().map(|&s| target_of(s)).collect();
+        let corner = |w: &[u32; 4], k: usize| target[w[k] as usize];
+        let lengths: Vec<f32> = wings
+            .iter()
+            .map(|w| norm(sub(corner(w, 1), corner(w, 0))))
+            .collect();
+        let bends: Vec<[f32; 3]> = wings
+            .iter()
+            .map(|w| {
+                let mid = |i: usize, j: usize| {
+                    [0, 1, 2].map(|c| 0.5 * (corner(w, i)[c] + corner(w, j)[c]))
+                };
+                sub(mid(0, 1), mid(2, 3))
+            })
+            .collect();
+        let n = sphere.len();
+        let column = |k: usize| wings.iter().map(|w| w[k]).collect::<Vec<u32>>();
+        let index = (0..4)
+            .map(|k| device.index(&column(k), n))
+            .collect::<Result<_, _>>()?;
+        // The cost does not change when the shape moves: the target that keeps vertex 0 (held)
+        // where the sphere has it is the minimum.
+        let shift = sub(sphere[0], target[0]);
+        let target = target
+            .iter()
+            .map(|t| [t[0] + shift[0], t[1] + shift[1], t[2] + shift[2]])
+            .collect();
+        Ok(Deformation {
+            vertices: device.buffer(&sphere)?,
+            sphere,
+            faces,
+            target,
+            edges: wings.len(),
+            index,
+            lengths: device.buffer(&lengths)?,
+            bends: device.buffer(&bends)?,
+        })
+    }
+
+    /// The problem: edge lengths and bending over the vertices, vertex 0 held.
+    pub fn problem<'b>(&'b self, device: &'b Device) -> Result<Problem<'b>, gradfuse::Error> {
+        let mut problem = Problem::new(device);
+        let block = problem.add_block(&self.vertices)?;
+        problem.hold_rows(block, &[0])?;
+        let gather = |k: usize| Source::Gather(&self.vertices, &self.index[k]);
+        let lengths = edge_length::Sources {
+            p: gather(0),
+            q: gather(1),
+            target: Source::Each(&self.lengths),
+        };
+        problem.add_term(edge_length::kernel(device), lengths, Loss::Squared)?;
+        let bending = bending::Sources {
+            p: gather(0),
+            q: gather(1),
+            a: gather(2),
+            b: gather(3),
+            target: Source::Each(&self.bends),
+        };
+        problem.add_term(bending::kernel(device), bending, Loss::Squared)?;
+        Ok(problem)
+    }
 }

@@ -36,11 +36,11 @@ pub use gather::GatherField;
 pub use gather::{Index, Source};
 #[doc(hidden)]
 pub use gather_launch::GatherOutputs;
-#[doc(hidden)]
-pub use least_squares::ResidualArgument;
 pub use least_squares::{
     BlockId, IterationReport, LevenbergMarquardt, Loss, MAX_ROW_WORDS, Problem, Residuals, Summary,
 };
+#[doc(hidden)]
+pub use least_squares::{CgTiming, ResidualArgument};
 pub use optim::{Adam, Momentum};
 #[doc(hidden)]
 pub use products::JacobianColumns;

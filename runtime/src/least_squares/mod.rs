@@ -19,7 +19,7 @@ mod solve;
 
 pub use ops::MAX_ROW_WORDS;
 pub use problem::{BlockId, Problem};
-pub use solve::{IterationReport, LevenbergMarquardt, Summary};
+pub use solve::{CgTiming, IterationReport, LevenbergMarquardt, Summary};
 
 use crate::buffer::{Buffer, RawBuffer};
 use crate::error::Error;

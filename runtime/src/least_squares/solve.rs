@@ -361,6 +361,62 @@ impl LevenbergMarquardt {
     }
 }
 
+/// Where a CG iteration's time goes, as the benches measure it. Not a stable API.
+#[doc(hidden)]
+#[derive(Clone, Debug)]
+pub struct CgTiming {
+    /// Wall time per iteration: iterations recorded into one submission, then a read.
+    pub wall: Duration,
+    /// GPU time per iteration of each kind of pass (timestamps around every pass).
+    pub passes: Vec<(&'static str, Duration)>,
+}
+
+impl LevenbergMarquardt {
+    /// Times `iterations` CG iterations of the first step of `problem` (after as many
+    /// untimed ones), leaving its blocks where they are. Not a stable API.
+    #[doc(hidden)]
+    pub fn time_cg(&self, problem: &Problem<'_>, iterations: u32) -> Result<CgTiming, Error> {
+        check(problem)?;
+        let state = State::new(problem)?;
+        let device = problem.device;
+        let mut rec = device.record();
+        state.record_evaluation(&mut rec, problem)?;
+        state.record_cg_start(&mut rec, self.initial_lambda)?;
+        rec.submit()?;
+        let mut done = 0;
+        let mut run = |rec: &mut crate::recording::Recording<'_>| -> Result<(), Error> {
+            for i in done..done + iterations {
+                state.record_cg_iteration(rec, problem, i)?;
+            }
+            done += iterations;
+            Ok(())
+        };
+        let mut warm_up = device.record();
+        run(&mut warm_up)?;
+        warm_up.submit()?;
+        state.read_scalars(device)?;
+        let began = Instant::now();
+        let mut rec = device.record();
+        run(&mut rec)?;
+        rec.submit()?;
+        state.read_scalars(device)?;
+        let wall = began.elapsed() / iterations.max(1);
+        let mut rec = device.record_timed();
+        run(&mut rec)?;
+        let mut passes: Vec<(&'static str, Duration)> = Vec::new();
+        for (label, t) in rec.submit_timed()? {
+            match passes.iter_mut().find(|(l, _)| *l == label) {
+                Some((_, sum)) => *sum += t,
+                None => passes.push((label, t)),
+            }
+        }
+        for (_, t) in &mut passes {
+            *t /= iterations.max(1);
+        }
+        Ok(CgTiming { wall, passes })
+    }
+}
+
 impl Problem<'_> {
     /// The cost `½ Σ ρ(|r_k|²)` where its parameter blocks are now.
     pub fn cost(&self) -> Result<f64, Error> {

@@ -1,0 +1,194 @@
+//! Sparse Levenberg–Marquardt on the two examples' problems at three sizes each: the mesh
+//! deformation (icosphere subdivided 5, 6, 7 times: 10k to 164k vertices) and synthetic
+//! bundle adjustment (16 to 64 cameras, 5k to 80k points, 6 observations a point). Per
+//! problem: time to convergence, iterations, CG iterations, time per LM and per CG
+//! iteration, the same solve on the CPU device (the smaller sizes), and a CG iteration's wall
+//! time against the GPU time of its passes (timestamps around each).
+//!
+//! `cargo bench --bench sparse_least_squares`, or `-- --quick` (the smallest problems: CI runs
+//! it so the bench cannot rot; lavapipe's numbers only show that it runs). Set
+//! GRADFUSE_BENCH_OUT=path to also write the tables to a file.
+
+use gradfuse::{Device, Error, LevenbergMarquardt, Loss, Problem, Summary};
+use std::fmt::Write as _;
+use std::time::Duration;
+
+#[path = "../examples/common/bal.rs"]
+mod bal;
+#[path = "../examples/common/mesh.rs"]
+mod mesh;
+
+use bal::{Bal, BalBuffers};
+use mesh::Deformation;
+
+/// A problem of the bench, made anew for every solve (a solve moves its blocks).
+#[derive(Clone, Copy)]
+enum Case {
+    Mesh { levels: u32 },
+    Bundle { cameras: usize, points: usize },
+}
+
+impl Case {
+    fn name(self) -> String {
+        match self {
+            Case::Mesh { levels } => {
+                let v = 10 * 4usize.pow(levels) + 2;
+                format!("mesh, {v} vertices")
+            }
+            Case::Bundle { cameras, points } => {
+                format!("bundle, {cameras} cameras, {points} points")
+            }
+        }
+    }
+
+    /// Runs `f` on the case's problem on `device`.
+    fn with_problem<R>(
+        self,
+        device: &Device,
+        f: impl FnOnce(&Problem<'_>) -> Result<R, Error>,
+    ) -> Result<R, Error> {
+        match self {
+            Case::Mesh { levels } => {
+                let m = Deformation::new(device, levels)?;
+                f(&m.problem(device)?)
+            }
+            Case::Bundle { cameras, points } => {
+                let (start, _) = Bal::synthetic(cameras, points, 6, 0.5, 7);
+                let b = BalBuffers::new(device, &start)?;
+                f(&b.problem(device, Loss::Squared, true)?)
+            }
+        }
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// One solve's row: size, time, iterations, CG iterations, per LM and per CG iteration.
+fn solve_row(
+    device: &Device,
+    case: Case,
+    options: &LevenbergMarquardt,
+) -> Result<(Summary, String), Error> {
+    let s = case.with_problem(device, |p| options.solve(p))?;
+    let lm = s.iterations.len().max(1) as f64;
+    let row = format!(
+        "| {} | {} | {} | {:.1} | {} ({} accepted) | {} | {:.2} | {:.3} | {:.3e} -> {:.3e} | {:?} |",
+        case.name(),
+        s.unknowns,
+        s.residuals,
+        ms(s.time),
+        s.iterations.len(),
+        s.successful_steps(),
+        s.cg_iterations(),
+        ms(s.time) / lm,
+        ms(s.time) / s.cg_iterations().max(1) as f64,
+        s.initial_cost,
+        s.final_cost,
+        s.termination
+    );
+    Ok((s, row))
+}
+
+fn main() -> Result<(), Error> {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let device = Device::auto()?;
+    let cases: Vec<Case> = if quick {
+        vec![
+            Case::Mesh { levels: 3 },
+            Case::Bundle {
+                cameras: 8,
+                points: 300,
+            },
+        ]
+    } else {
+        vec![
+            Case::Mesh { levels: 5 },
+            Case::Mesh { levels: 6 },
+            Case::Mesh { levels: 7 },
+            Case::Bundle {
+                cameras: 16,
+                points: 5_000,
+            },
+            Case::Bundle {
+                cameras: 32,
+                points: 20_000,
+            },
+            Case::Bundle {
+                cameras: 64,
+                points: 80_000,
+            },
+        ]
+    };
+    // The CPU device solves the problems up to this many unknowns.
+    let cpu_limit = if quick { usize::MAX } else { 130_000 };
+    let options = LevenbergMarquardt {
+        max_iterations: 100,
+        ..LevenbergMarquardt::default()
+    };
+    let cpu = Device::cpu();
+    let mut out = String::new();
+    let _ = writeln!(out, "device: {}\n", device.describe());
+    let header = "| problem | unknowns | residual words | ms to stop | iterations | CG iterations | ms per iteration | ms per CG iteration | cost | stop |\n|---|---|---|---|---|---|---|---|---|---|";
+    let _ = writeln!(
+        out,
+        "Solves on the device (wall clock, reads included)\n\n{header}"
+    );
+    let mut cpu_rows = Vec::new();
+    for &case in &cases {
+        let (s, row) = solve_row(&device, case, &options)?;
+        let _ = writeln!(out, "{row}");
+        eprintln!("{row}");
+        if s.unknowns <= cpu_limit {
+            let (c, row) = solve_row(&cpu, case, &options)?;
+            cpu_rows.push(format!("{row} {:.1}× |", ms(c.time) / ms(s.time)));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\nThe same solves on the CPU device ({} rayon threads); last column: CPU device time / device time\n\n{} CPU / device |\n{}---|",
+        rayon_threads(),
+        header.lines().next().unwrap_or_default(),
+        header.lines().nth(1).unwrap_or_default()
+    );
+    for r in &cpu_rows {
+        let _ = writeln!(out, "{r}");
+    }
+    let _ = writeln!(
+        out,
+        "\nOne CG iteration: wall time (20 iterations in one submission, then a read) against the GPU time of its passes\n\n| problem | wall ms | passes' GPU ms | wall / GPU | kinds of pass | the three longest (GPU ms) |\n|---|---|---|---|---|---|"
+    );
+    for &case in &cases {
+        let t = case.with_problem(&device, |p| options.time_cg(p, 20))?;
+        let gpu: Duration = t.passes.iter().map(|p| p.1).sum();
+        let mut longest = t.passes.clone();
+        longest.sort_by(|a, b| b.1.cmp(&a.1));
+        let top: Vec<String> = longest
+            .iter()
+            .take(3)
+            .map(|(l, d)| format!("{l} {:.3}", ms(*d)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "| {} | {:.3} | {:.3} | {:.2} | {} | {} |",
+            case.name(),
+            ms(t.wall),
+            ms(gpu),
+            ms(t.wall) / ms(gpu).max(1e-9),
+            t.passes.len(),
+            top.join(", ")
+        );
+    }
+    print!("{out}");
+    if let Ok(path) = std::env::var("GRADFUSE_BENCH_OUT") {
+        if let Err(e) = std::fs::write(&path, &out) {
+            eprintln!("could not write {path}: {e}");
+        }
+    }
+    Ok(())
+}
+
+fn rayon_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
