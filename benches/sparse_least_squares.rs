@@ -163,7 +163,7 @@ fn main() -> Result<(), Error> {
         let t = case.with_problem(&device, |p| options.time_cg(p, 20))?;
         let gpu: Duration = t.passes.iter().map(|p| p.1).sum();
         let mut longest = t.passes.clone();
-        longest.sort_by(|a, b| b.1.cmp(&a.1));
+        longest.sort_by_key(|p| std::cmp::Reverse(p.1));
         let top: Vec<String> = longest
             .iter()
             .take(3)
@@ -181,10 +181,10 @@ fn main() -> Result<(), Error> {
         );
     }
     print!("{out}");
-    if let Ok(path) = std::env::var("GRADFUSE_BENCH_OUT") {
-        if let Err(e) = std::fs::write(&path, &out) {
-            eprintln!("could not write {path}: {e}");
-        }
+    if let Ok(path) = std::env::var("GRADFUSE_BENCH_OUT")
+        && let Err(e) = std::fs::write(&path, &out)
+    {
+        eprintln!("could not write {path}: {e}");
     }
     Ok(())
 }
