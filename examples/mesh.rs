@@ -1,9 +1,10 @@
 //! Mesh deformation by nonlinear least squares on the device: an icosphere (163,842
 //! vertices at full size) deformed into a bumpy target shape by Levenberg–Marquardt over
-//! every vertex at once. Two residual terms read the vertices by index: each edge's length
-//! against the target's, and each edge's bending (the midpoint of the edge against the
-//! midpoint of the two vertices across it, a second difference) against the target's. One
-//! vertex is held fixed (the gauge). Writes the result as an OBJ file and the cost per
+//! every vertex at once. Three residual terms read the vertices by index: each edge's length
+//! against the target's; each edge's bending (the midpoint of the edge against the midpoint
+//! of the two vertices across it, a second difference) against the target's; and markers,
+//! one vertex in 16 against where the target has it (the shape's smooth modes are otherwise
+//! too ill-conditioned for CG in f32 on a large mesh). One vertex is held fixed. Writes the result as an OBJ file and the cost per
 //! iteration as an SVG plot, and checks that the result is the target.
 //!
 //! Run: `cargo run --release --example mesh` (`--quick` for a small sphere, as CI does;

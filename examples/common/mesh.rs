@@ -126,6 +126,15 @@ pub fn edge_length(p: [f32; 3], q: [f32; 3], #[constant] target: f32) -> f32 {
     (dx * dx + dy * dy + dz * dz).sqrt() - target
 }
 
+/// A marker: a vertex against where the target has it.
+#[differentiable]
+pub fn marker(p: [f32; 3], #[constant] target: [f32; 3]) -> [f32; 3] {
+    [p[0] - target[0], p[1] - target[1], p[2] - target[2]]
+}
+
+/// Every this many vertices is a marker.
+pub const MARKER_EVERY: usize = 16;
+
 /// The bending across the edge `p q` whose faces' other vertices are `a` and `b`: the
 /// edge's midpoint against theirs, against the target's, weighted.
 #[differentiable]
@@ -167,6 +176,8 @@ pub struct Deformation {
     pub edges: usize,
     pub vertices: Buffer<[f32; 3]>,
     index: Vec<Index>,
+    markers: Index,
+    marker_targets: Buffer<[f32; 3]>,
     lengths: Buffer<f32>,
     bends: Buffer<[f32; 3]>,
 }
@@ -196,13 +207,15 @@ impl Deformation {
         let index = (0..4)
             .map(|k| device.index(&column(k), n))
             .collect::<Result<_, _>>()?;
-        // The cost does not change when the shape moves: the target that keeps vertex 0 (held)
-        // where the sphere has it is the minimum.
+        // Edge lengths and bending do not change when the shape moves: the target that keeps
+        // vertex 0 (held) where the sphere has it is their minimum, and the markers' too.
         let shift = sub(sphere[0], target[0]);
-        let target = target
+        let target: Vec<[f32; 3]> = target
             .iter()
             .map(|t| [t[0] + shift[0], t[1] + shift[1], t[2] + shift[2]])
             .collect();
+        let markers: Vec<u32> = (0..n as u32).step_by(MARKER_EVERY).collect();
+        let marker_targets: Vec<[f32; 3]> = markers.iter().map(|&m| target[m as usize]).collect();
         Ok(Deformation {
             vertices: device.buffer(&sphere)?,
             sphere,
@@ -210,12 +223,16 @@ impl Deformation {
             target,
             edges: wings.len(),
             index,
+            markers: device.index(&markers, n)?,
+            marker_targets: device.buffer(&marker_targets)?,
             lengths: device.buffer(&lengths)?,
             bends: device.buffer(&bends)?,
         })
     }
 
-    /// The problem: edge lengths and bending over the vertices, vertex 0 held.
+    /// The problem: edge lengths and bending over the vertices, one vertex in
+    /// [`MARKER_EVERY`] pulled to the target (without them, the shape's smooth modes make the
+    /// system too ill-conditioned for f32 CG past some 10,000 vertices), vertex 0 held.
     pub fn problem<'b>(&'b self, device: &'b Device) -> Result<Problem<'b>, gradfuse::Error> {
         let mut problem = Problem::new(device);
         let block = problem.add_block(&self.vertices)?;
@@ -235,6 +252,11 @@ impl Deformation {
             target: Source::Each(&self.bends),
         };
         problem.add_term(bending::kernel(device), bending, Loss::Squared)?;
+        let markers = marker::Sources {
+            p: Source::Gather(&self.vertices, &self.markers),
+            target: Source::Each(&self.marker_targets),
+        };
+        problem.add_term(marker::kernel(device), markers, Loss::Squared)?;
         Ok(problem)
     }
 }
