@@ -25,6 +25,43 @@ pub struct Index {
     pub(crate) starts: Arc<RawBuffer>,
     pub(crate) rows: usize,
     pub(crate) len: usize,
+    /// Where a row is read by more than [`CHUNK`] elements: its elements in chunks, so that
+    /// a scatter sums each chunk in one thread and then each row's chunks (a camera read by
+    /// thousands of observations is not one thread's loop).
+    pub(crate) chunks: Option<Chunks>,
+}
+
+/// Most elements of a row one thread sums in a scatter.
+pub(crate) const CHUNK: usize = 32;
+
+/// An index's elements in chunks of at most [`CHUNK`] of one row each, in the index's order.
+#[derive(Clone)]
+pub(crate) struct Chunks {
+    /// Chunks in all.
+    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+    pub(crate) count: usize,
+    /// `count + 1` offsets into the index's `order`: chunk `c` is
+    /// `order[starts[c]..starts[c + 1]]`.
+    pub(crate) starts: Arc<RawBuffer>,
+    /// `rows + 1` offsets into the chunks: row `r`'s are `row_chunks[r]..row_chunks[r + 1]`.
+    pub(crate) row_chunks: Arc<RawBuffer>,
+}
+
+/// The chunks of a grouping by row (`starts`: `rows + 1` offsets), or `None` where no row
+/// has more than [`CHUNK`] elements.
+fn chunks_of(starts: &[u32]) -> Option<(Vec<u32>, Vec<u32>)> {
+    if starts.windows(2).all(|w| (w[1] - w[0]) as usize <= CHUNK) {
+        return None;
+    }
+    let mut chunk_starts = Vec::new();
+    let mut row_chunks = Vec::with_capacity(starts.len());
+    for w in starts.windows(2) {
+        row_chunks.push(chunk_starts.len() as u32);
+        chunk_starts.extend((w[0]..w[1]).step_by(CHUNK));
+    }
+    row_chunks.push(chunk_starts.len() as u32);
+    chunk_starts.push(starts.last().copied().unwrap_or(0));
+    Some((chunk_starts, row_chunks))
 }
 
 impl std::fmt::Debug for Index {
@@ -89,13 +126,36 @@ impl Device {
             next[e as usize] += 1;
         }
         let raw = |b: Buffer<u32>| b.raw().clone();
+        let chunks = match chunks_of(&starts) {
+            Some((chunk_starts, row_chunks)) => Some(Chunks {
+                count: chunk_starts.len() - 1,
+                starts: raw(self.buffer(&chunk_starts)?),
+                row_chunks: raw(self.buffer(&row_chunks)?),
+            }),
+            None => None,
+        };
         Ok(Index {
             entries: raw(self.buffer(entries)?),
             order: raw(self.buffer(&order)?),
             starts: raw(self.buffer(&starts)?),
             rows,
             len: entries.len(),
+            chunks,
         })
+    }
+}
+
+impl Device {
+    /// Scratch for a scatter pass's chunk partials, where its indices have chunks.
+    #[cfg(feature = "gpu")]
+    pub(crate) fn scatter_partials(
+        &self,
+        pass: &ScatterPass,
+    ) -> Result<Option<Arc<RawBuffer>>, Error> {
+        match pass.partial_words() {
+            0 => Ok(None),
+            words => Ok(Some(self.scratch(crate::raw::ScratchRole::Chunks, words)?)),
+        }
     }
 }
 
@@ -216,6 +276,22 @@ impl ScatterPass {
     pub(crate) fn rows(&self) -> bool {
         self.fields[0].index.is_some()
     }
+
+    /// The chunks of every field's index, where each has them (a sum in two passes).
+    pub(crate) fn chunks(&self) -> Option<Vec<&Chunks>> {
+        self.fields
+            .iter()
+            .map(|f| f.index.as_ref().and_then(|i| i.chunks.as_ref()))
+            .collect()
+    }
+
+    /// Words of the chunks' partial sums (none without chunks).
+    #[cfg(feature = "gpu")]
+    pub(crate) fn partial_words(&self) -> usize {
+        self.chunks().map_or(0, |c| {
+            c.iter().map(|c| c.count).sum::<usize>() * self.fields[0].words as usize
+        })
+    }
 }
 
 /// The scatter passes of a launch's fields: each field with a gradient and a sink joins
@@ -259,6 +335,40 @@ pub(crate) fn scatter_cpu(pass: &ScatterPass, grads: &[f32], grad_words: usize) 
                 let mut s = word(&pass.fields[0], k, j);
                 for f in &pass.fields[1..] {
                     s += word(f, k, j);
+                }
+                put(o, s);
+            }
+        }
+        return;
+    }
+    if let Some(chunks) = pass.chunks() {
+        // Each chunk summed from 0, then each row's chunks, field after field: the GPU's
+        // two passes.
+        let groupings: Vec<_> = pass
+            .fields
+            .iter()
+            .zip(&chunks)
+            .filter_map(|(f, c)| {
+                f.index.as_ref().map(|i| {
+                    (
+                        i.order.cpu_read(),
+                        c.starts.cpu_read(),
+                        c.row_chunks.cpu_read(),
+                    )
+                })
+            })
+            .collect();
+        for (r, row) in out.chunks_exact_mut(w).enumerate() {
+            for (j, o) in row.iter_mut().enumerate() {
+                let mut s = 0.0f32;
+                for (f, (order, starts, row_chunks)) in pass.fields.iter().zip(&groupings) {
+                    for c in row_chunks[r] as usize..row_chunks[r + 1] as usize {
+                        let mut p = 0.0f32;
+                        for &k in &order[starts[c] as usize..starts[c + 1] as usize] {
+                            p += word(f, k as usize, j);
+                        }
+                        s += p;
+                    }
                 }
                 put(o, s);
             }

@@ -228,8 +228,11 @@ impl Recording<'_> {
         grads: &Arc<RawBuffer>,
     ) -> Result<(), Error> {
         #[cfg(feature = "gpu")]
-        if let Some((g, work)) = self.gpu_work() {
-            return g.record_scatter(work, &pass, n, grad_words, grads);
+        {
+            let partials = self.device().scatter_partials(&pass)?;
+            if let Some((g, work)) = self.gpu_work() {
+                return g.record_scatter(work, &pass, n, grad_words, grads, partials.as_ref());
+            }
         }
         // The CPU scatter takes its extent from the sink.
         let _ = n;

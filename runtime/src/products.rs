@@ -162,9 +162,13 @@ impl Recording<'_> {
     ) -> Result<(), Error> {
         let passes = passes_adding(fields, written);
         #[cfg(feature = "gpu")]
-        if let Some((g, work)) = self.gpu_work() {
+        if self.gpu_work().is_some() {
+            let device = self.device();
             for pass in &passes {
-                g.record_scatter(work, pass, n, stride, rows)?;
+                let partials = device.scatter_partials(pass)?;
+                if let Some((g, work)) = self.gpu_work() {
+                    g.record_scatter(work, pass, n, stride, rows, partials.as_ref())?;
+                }
             }
             return Ok(());
         }

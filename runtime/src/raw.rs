@@ -81,6 +81,9 @@ pub(crate) enum ScratchRole {
     /// A dot product's per-workgroup partial sums.
     #[cfg(feature = "gpu")]
     Partials,
+    /// A scatter's per-chunk partial sums, for rows read by many elements.
+    #[cfg(feature = "gpu")]
+    Chunks,
 }
 
 /// Scratch buffers by role and exact size. Launches bind a buffer's whole length, so a

@@ -5,7 +5,7 @@
 use super::Gpu;
 use crate::buffer::RawBuffer;
 use crate::error::Error;
-use crate::gather::{Field, ScatterPass};
+use crate::gather::{Chunks, Field, ScatterPass};
 use std::sync::Arc;
 
 /// `assemble`: word `j` of element `k` of a field into its argument row (the kernels that
@@ -88,6 +88,45 @@ fn scatter_rows(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_work
         }
     }
     dst[i] = select(s, dst[i] + s, params.flag != 0u);
+}
+
+// The first of two passes over rows read by many elements: chunk c (of n) of one field
+// (order0, chunk bounds starts0) summed into dst at off1 + c * words.
+@compute @workgroup_size(256)
+fn scatter_chunks(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = thread(gid, groups);
+    if (i >= params.n * params.words) {
+        return;
+    }
+    let c = i / params.words;
+    let j = i % params.words;
+    var s = 0.0f;
+    for (var e = starts0[c]; e < starts0[c + 1u]; e++) {
+        s += src[order0[e] * params.stride + params.offset + j];
+    }
+    dst[params.off1 + i] = s;
+}
+
+// The second: row r's chunks' partial sums (src), field 0's (row bounds starts0), then
+// field 1's (starts1, from off1).
+@compute @workgroup_size(256)
+fn scatter_partials(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = thread(gid, groups);
+    if (i >= params.n * params.words) {
+        return;
+    }
+    let r = i / params.words;
+    let j = i % params.words;
+    var s = 0.0f;
+    for (var c = starts0[r]; c < starts0[r + 1u]; c++) {
+        s += src[c * params.words + j];
+    }
+    if (params.count > 1u) {
+        for (var c = starts1[r]; c < starts1[r + 1u]; c++) {
+            s += src[params.off1 + c * params.words + j];
+        }
+    }
+    dst[i] = select(s, dst[i] + s, params.flag != 0u);
 }";
 
 impl Gpu {
@@ -118,7 +157,8 @@ impl Gpu {
         )
     }
 
-    /// Records a scatter pass from `grads` (`grad_words` per element, `n` elements).
+    /// Records a scatter pass from `grads` (`grad_words` per element, `n` elements);
+    /// `partials` (of [`ScatterPass::partial_words`]) where its indices have chunks.
     pub(crate) fn record_scatter(
         &self,
         work: &mut super::GpuWork,
@@ -126,7 +166,11 @@ impl Gpu {
         n: usize,
         grad_words: usize,
         grads: &Arc<RawBuffer>,
+        partials: Option<&Arc<RawBuffer>>,
     ) -> Result<(), Error> {
+        if let (Some(chunks), Some(partials)) = (pass.chunks(), partials) {
+            return self.record_chunked_scatter(work, pass, &chunks, grad_words, grads, partials);
+        }
         let fields = &pass.fields;
         let (first, last) = (&fields[0], &fields[fields.len() - 1]);
         let offset = |f: &Field| f.grad_offset.unwrap_or(0) as usize;
@@ -155,6 +199,49 @@ impl Gpu {
             }
             _ => self.record_gather_pass(work, "scatter_each", params, &[(1, grads), (3, sink)]),
         }
+    }
+
+    /// Records a scatter pass in two: each field's chunks into `partials`, then each row's.
+    fn record_chunked_scatter(
+        &self,
+        work: &mut super::GpuWork,
+        pass: &ScatterPass,
+        chunks: &[&Chunks],
+        grad_words: usize,
+        grads: &Arc<RawBuffer>,
+        partials: &Arc<RawBuffer>,
+    ) -> Result<(), Error> {
+        let words = pass.fields[0].words as usize;
+        let mut first = 0;
+        for (f, c) in pass.fields.iter().zip(chunks) {
+            let Some(index) = &f.index else {
+                return Err(Error::Unsupported(
+                    "a chunked scatter of a field without an index".into(),
+                ));
+            };
+            let offset = f.grad_offset.unwrap_or(0) as usize;
+            let params = [c.count, words, grad_words, offset, 0, 1, first * words];
+            let bindings = [(1, grads), (3, partials), (4, &index.order), (5, &c.starts)];
+            self.record_gather_pass(work, "scatter_chunks", params, &bindings)?;
+            first += c.count;
+        }
+        let last = chunks[chunks.len() - 1];
+        let params = [
+            pass.fields[0].index.as_ref().map_or(0, |i| i.rows),
+            words,
+            0,
+            0,
+            usize::from(pass.accumulate),
+            pass.fields.len(),
+            chunks[0].count * words,
+        ];
+        let bindings = [
+            (1, partials),
+            (3, pass.sink()),
+            (5, &chunks[0].row_chunks),
+            (7, &last.row_chunks),
+        ];
+        self.record_gather_pass(work, "scatter_partials", params, &bindings)
     }
 
     /// One dispatch of `entry` over `params[0] * params[1]` words.
