@@ -134,16 +134,22 @@ fn main() -> Result<(), Error> {
         out,
         "One CG iteration: wall time (20 iterations, a submission each as a solve runs them, then a read; and all 20 in one submission) against the GPU time of its passes\n\n| problem | wall ms | passes' GPU ms | wall / GPU | wall ms, one submission | its / GPU | kinds of pass | the three longest (GPU ms) |\n|---|---|---|---|---|---|---|---|"
     );
+    let mut evaluations = String::from(
+        "\nAn outer iteration's evaluation (residuals, Jacobian blocks, Jᵀr, block diagonal of JᵀJ, cost) and CG's start (preconditioner), with a read\n\n| problem | wall ms | passes' GPU ms | wall / GPU | the three longest (GPU ms) |\n|---|---|---|---|---|\n",
+    );
     for &case in &cases {
         let t = case.with_problem(&device, |p| options.time_cg(p, 20))?;
+        let gpu: Duration = t.evaluation_passes.iter().map(|p| p.1).sum();
+        let _ = writeln!(
+            evaluations,
+            "| {} | {:.3} | {:.3} | {:.2} | {} |",
+            case.name(),
+            ms(t.evaluation),
+            ms(gpu),
+            ms(t.evaluation) / ms(gpu).max(1e-9),
+            longest(&t.evaluation_passes)
+        );
         let gpu: Duration = t.passes.iter().map(|p| p.1).sum();
-        let mut longest = t.passes.clone();
-        longest.sort_by_key(|p| std::cmp::Reverse(p.1));
-        let top: Vec<String> = longest
-            .iter()
-            .take(3)
-            .map(|(l, d)| format!("{l} {:.3}", ms(*d)))
-            .collect();
         let _ = writeln!(
             out,
             "| {} | {:.3} | {:.3} | {:.2} | {:.3} | {:.2} | {} | {} |",
@@ -154,9 +160,10 @@ fn main() -> Result<(), Error> {
             ms(t.wall_one_submission),
             ms(t.wall_one_submission) / ms(gpu).max(1e-9),
             t.passes.len(),
-            top.join(", ")
+            longest(&t.passes)
         );
     }
+    out.push_str(&evaluations);
     eprint!("{out}");
     let header = "| problem | unknowns | residual words | ms to stop | iterations | CG iterations | ms per iteration | ms per CG iteration | cost | stop |\n|---|---|---|---|---|---|---|---|---|---|";
     let _ = writeln!(
@@ -190,6 +197,18 @@ fn main() -> Result<(), Error> {
         eprintln!("could not write {path}: {e}");
     }
     Ok(())
+}
+
+/// The three longest passes, with their GPU ms.
+fn longest(passes: &[(&'static str, Duration)]) -> String {
+    let mut sorted = passes.to_vec();
+    sorted.sort_by_key(|p| std::cmp::Reverse(p.1));
+    let top: Vec<String> = sorted
+        .iter()
+        .take(3)
+        .map(|(l, d)| format!("{l} {:.3}", ms(*d)))
+        .collect();
+    top.join(", ")
 }
 
 fn rayon_threads() -> usize {

@@ -383,6 +383,11 @@ pub struct CgTiming {
     pub wall_one_submission: Duration,
     /// GPU time per iteration of each kind of pass (timestamps around every pass).
     pub passes: Vec<(&'static str, Duration)>,
+    /// Wall time of an outer iteration's evaluation (residuals, Jacobians, gradient, block
+    /// diagonal, cost) and CG's start (preconditioner), with a read.
+    pub evaluation: Duration,
+    /// GPU time of its passes, by kind.
+    pub evaluation_passes: Vec<(&'static str, Duration)>,
 }
 
 impl LevenbergMarquardt {
@@ -393,10 +398,24 @@ impl LevenbergMarquardt {
         check(problem)?;
         let state = State::new(problem)?;
         let device = problem.device;
+        let start = |rec: &mut crate::recording::Recording<'_>| -> Result<(), Error> {
+            state.record_evaluation(rec, problem)?;
+            state.record_cg_start(rec, self.initial_lambda)
+        };
+        // Once to compile and cache, once for the wall time, once for the passes' times.
         let mut rec = device.record();
-        state.record_evaluation(&mut rec, problem)?;
-        state.record_cg_start(&mut rec, self.initial_lambda)?;
+        start(&mut rec)?;
         rec.submit()?;
+        state.read_scalars(device)?;
+        let began = Instant::now();
+        let mut rec = device.record();
+        start(&mut rec)?;
+        rec.submit()?;
+        state.read_scalars(device)?;
+        let evaluation = began.elapsed();
+        let mut rec = device.record_timed();
+        start(&mut rec)?;
+        let evaluation_passes = sum_by_label(rec.submit_timed()?, 1);
         let mut done = 0;
         let mut one_submission = |rec: &mut crate::recording::Recording<'_>| -> Result<(), Error> {
             for i in done..done + iterations {
@@ -422,22 +441,30 @@ impl LevenbergMarquardt {
         submit_cg(&state, problem, done..done + iterations)?;
         state.read_scalars(device)?;
         let wall = began.elapsed() / iterations.max(1);
-        let mut passes: Vec<(&'static str, Duration)> = Vec::new();
-        for (label, t) in timed {
-            match passes.iter_mut().find(|(l, _)| *l == label) {
-                Some((_, sum)) => *sum += t,
-                None => passes.push((label, t)),
-            }
-        }
-        for (_, t) in &mut passes {
-            *t /= iterations.max(1);
-        }
+        let passes = sum_by_label(timed, iterations);
         Ok(CgTiming {
             wall,
             wall_one_submission,
             passes,
+            evaluation,
+            evaluation_passes,
         })
     }
+}
+
+/// Pass times summed by label, divided by `per`.
+fn sum_by_label(times: Vec<(&'static str, Duration)>, per: u32) -> Vec<(&'static str, Duration)> {
+    let mut passes: Vec<(&'static str, Duration)> = Vec::new();
+    for (label, t) in times {
+        match passes.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, sum)) => *sum += t,
+            None => passes.push((label, t)),
+        }
+    }
+    for (_, t) in &mut passes {
+        *t /= per.max(1);
+    }
+    passes
 }
 
 impl Problem<'_> {
