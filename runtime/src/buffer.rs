@@ -112,8 +112,15 @@ impl Device {
         let words = len.checked_mul(words_per::<T>()?).ok_or_else(|| {
             Error::Unsupported(format!("a buffer of {len} values does not fit in memory"))
         })?;
+        let storage = match &self.backend {
+            crate::device::Backend::Cpu => Storage::Cpu(RwLock::new(vec![0; words])),
+            #[cfg(feature = "gpu")]
+            crate::device::Backend::Gpu(g) => {
+                Storage::Gpu(g.owned(g.resident_buffer_of(words, None)?))
+            }
+        };
         Ok(Buffer {
-            raw: Arc::new(self.raw_buffer(vec![0; words])?),
+            raw: Arc::new(RawBuffer::new(self.id(), words, storage)),
             len,
             _values: PhantomData,
         })

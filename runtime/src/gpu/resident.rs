@@ -23,10 +23,18 @@ impl Gpu {
     /// A storage buffer holding `words` (padded to 16 bytes: a uniform binding of
     /// `vec4`s reads whole strides).
     pub(crate) fn resident_buffer(&self, words: &[u32]) -> Result<wgpu::Buffer, Error> {
+        self.resident_buffer_of(words.len(), Some(words))
+    }
+
+    /// A storage buffer of `len` words holding `words`, or zeros (`None`: no upload, wgpu
+    /// zeroes new buffers).
+    pub(crate) fn resident_buffer_of(
+        &self,
+        len: usize,
+        words: Option<&[u32]>,
+    ) -> Result<wgpu::Buffer, Error> {
         use wgpu::BufferUsages as U;
-        let bytes = (std::mem::size_of_val(words) as u64)
-            .next_multiple_of(16)
-            .max(16);
+        let bytes = (len as u64 * 4).next_multiple_of(16).max(16);
         if bytes > self.limits.max_buffer_size {
             return Err(Error::Unsupported(format!(
                 "a buffer of {bytes} bytes is larger than the device's largest ({} bytes)",
@@ -38,19 +46,20 @@ impl Gpu {
             label: Some("gradfuse buffer"),
             size: bytes,
             usage: U::STORAGE | U::UNIFORM | U::COPY_SRC | U::COPY_DST,
-            mapped_at_creation: true,
+            mapped_at_creation: words.is_some(),
         });
-        // wgpu zeroes new buffers: the padding needs no writes.
-        let fill = if words.is_empty() {
-            Ok(())
-        } else {
-            buffer
+        // wgpu zeroes new buffers: the padding, and a buffer of zeros, need no writes.
+        let fill = match words {
+            Some(words) if !words.is_empty() => buffer
                 .slice(..std::mem::size_of_val(words) as u64)
                 .get_mapped_range_mut()
                 .map(|mut view| view.copy_from_slice(bytemuck::cast_slice(words)))
-                .map_err(|e| Error::Readback(e.to_string()))
+                .map_err(|e| Error::Readback(e.to_string())),
+            _ => Ok(()),
         };
-        buffer.unmap();
+        if words.is_some() {
+            buffer.unmap();
+        }
         if let Some(e) = pollster::block_on(oom.pop()) {
             return Err(Error::OutOfMemory(e.to_string()));
         }
