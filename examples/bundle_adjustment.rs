@@ -15,11 +15,12 @@
 
 use gradfuse::{Device, LevenbergMarquardt, Loss, Summary};
 use indicatif::{ProgressBar, ProgressStyle};
-use plotters::prelude::*;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[path = "common/bal.rs"]
 mod bal;
+#[path = "common/cli.rs"]
+mod cli;
 use bal::{Bal, BalBuffers};
 
 /// A solve's summary, or the cost where the unknowns are.
@@ -28,36 +29,12 @@ enum Outcome {
     Cost(f64),
 }
 
-struct Options {
-    quick: bool,
-    file: Option<PathBuf>,
-    out: PathBuf,
-}
-
-fn options() -> Options {
-    let mut o = Options {
-        quick: false,
-        file: None,
-        out: PathBuf::from("target/plots"),
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--quick" => o.quick = true,
-            "--out" => o.out = args.next().map_or(o.out, PathBuf::from),
-            other if !other.starts_with("--") => o.file = Some(PathBuf::from(other)),
-            other => eprintln!("bundle_adjustment: ignoring unknown argument {other}"),
-        }
-    }
-    o
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let o = options();
+    let o = cli::options("bundle_adjustment");
     let device = Device::auto()?;
     println!("device: {}", device.describe());
-    let (start, truth, loss) = match &o.file {
-        Some(path) => (Bal::read(path)?, None, Loss::Huber(1.0)),
+    let (start, truth, loss) = match o.positional.first().map(PathBuf::from) {
+        Some(path) => (Bal::read(&path)?, None, Loss::Huber(1.0)),
         None => {
             let (cameras, points, per_point) = if o.quick {
                 (8, 500, 4)
@@ -94,7 +71,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         rms(summary.initial_cost),
         rms(summary.final_cost)
     );
-    let path = plot(&o.out, &summary)?;
+    let curve: Vec<(u32, f64)> = std::iter::once((0, summary.initial_cost))
+        .chain(summary.iterations.iter().map(|r| (r.iteration, r.new_cost)))
+        .collect();
+    let path = cli::log_plot(
+        &o.out,
+        "bundle_adjustment_cost.svg",
+        "bundle adjustment, Levenberg-Marquardt",
+        ("iteration", "cost"),
+        &curve,
+        true,
+    )?;
     println!("cost per iteration: {}", path.display());
     if let Some(truth_cost) = truth_cost {
         println!(
@@ -140,35 +127,4 @@ fn solve(
     })?;
     bar.finish_and_clear();
     Ok(Outcome::Solved(summary))
-}
-
-/// Writes the cost per iteration (log scale) to `dir/bundle_adjustment_cost.svg`.
-fn plot(dir: &Path, summary: &Summary) -> Result<PathBuf, Box<dyn std::error::Error>> {
-    std::fs::create_dir_all(dir)?;
-    let path = dir.join("bundle_adjustment_cost.svg");
-    let curve: Vec<(u32, f64)> = std::iter::once((0, summary.initial_cost))
-        .chain(summary.iterations.iter().map(|r| (r.iteration, r.new_cost)))
-        .collect();
-    {
-        let root = SVGBackend::new(&path, (800, 500)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let last = curve.last().map_or(1, |c| c.0.max(1));
-        let lo = curve.iter().map(|c| c.1).fold(f64::MAX, f64::min) * 0.5;
-        let hi = curve.iter().map(|c| c.1).fold(0.0, f64::max) * 2.0;
-        let mut chart = ChartBuilder::on(&root)
-            .caption("bundle adjustment, Levenberg-Marquardt", ("sans-serif", 20))
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0u32..last, (lo..hi).log_scale())?;
-        chart
-            .configure_mesh()
-            .x_desc("iteration")
-            .y_desc("cost")
-            .draw()?;
-        chart.draw_series(LineSeries::new(curve.iter().copied(), &BLUE))?;
-        chart.draw_series(curve.iter().map(|&p| Circle::new(p, 3, BLUE.filled())))?;
-        root.present()?;
-    }
-    Ok(path)
 }

@@ -10,9 +10,9 @@
 
 use gradfuse::{Device, Momentum, Source, differentiable};
 use indicatif::{ProgressBar, ProgressStyle};
-use plotters::prelude::*;
-use std::path::PathBuf;
 
+#[path = "common/cli.rs"]
+mod cli;
 #[path = "common/mesh.rs"]
 mod mesh;
 use mesh::{edges, icosphere};
@@ -32,17 +32,8 @@ fn length(a: [f32; 3], b: [f32; 3]) -> f32 {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut quick = false;
-    let mut out = PathBuf::from("target/plots");
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--quick" => quick = true,
-            "--out" => out = args.next().map_or(out, PathBuf::from),
-            other => eprintln!("edge_gather: ignoring unknown argument {other}"),
-        }
-    }
-    let (levels, steps) = if quick { (4, 300) } else { (6, 3000) };
+    let o = cli::options("edge_gather");
+    let (levels, steps) = if o.quick { (4, 300) } else { (6, 3000) };
     let device = Device::auto()?;
     println!("device: {}", device.describe());
     let (sphere, faces) = icosphere(levels);
@@ -122,7 +113,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     bar.finish();
     let (first, last) = (energies[0], curve.last().map_or(energies[0], |c| c.1));
     println!("energy {first:.4e} -> {last:.4e} after {steps} steps");
-    let path = plot(&out, &curve)?;
+    let curve: Vec<(u32, f64)> = curve.iter().map(|&(x, y)| (x, f64::from(y))).collect();
+    let path = cli::log_plot(
+        &o.out,
+        "edge_gather_energy.svg",
+        "icosphere edge energy, momentum descent",
+        ("step", "energy"),
+        &curve,
+        false,
+    )?;
     println!("energy curve: {}", path.display());
     if last >= 1e-2 * first {
         return Err("the relaxation did not reduce the energy a hundredfold".into());
@@ -156,37 +155,4 @@ fn energy_and_grad(
     )?;
     rec.submit()?;
     Ok((d.read(&values)?.iter().sum(), d.read(&grad)?))
-}
-
-/// Writes the energy curve (log scale) to `dir/edge_gather_energy.svg`.
-fn plot(
-    dir: &std::path::Path,
-    curve: &[(u32, f32)],
-) -> Result<PathBuf, Box<dyn std::error::Error>> {
-    std::fs::create_dir_all(dir)?;
-    let path = dir.join("edge_gather_energy.svg");
-    {
-        let root = SVGBackend::new(&path, (800, 500)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let last = curve.last().map_or(1, |c| c.0);
-        let lo = curve.iter().map(|c| c.1).fold(f32::MAX, f32::min) * 0.5;
-        let hi = curve.iter().map(|c| c.1).fold(0.0, f32::max) * 2.0;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                "icosphere edge energy, momentum descent",
-                ("sans-serif", 20),
-            )
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0u32..last, (lo..hi).log_scale())?;
-        chart
-            .configure_mesh()
-            .x_desc("step")
-            .y_desc("energy")
-            .draw()?;
-        chart.draw_series(LineSeries::new(curve.iter().copied(), &BLUE))?;
-        root.present()?;
-    }
-    Ok(path)
 }

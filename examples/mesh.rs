@@ -12,36 +12,15 @@
 
 use gradfuse::{Device, LevenbergMarquardt};
 use indicatif::{ProgressBar, ProgressStyle};
-use plotters::prelude::*;
-use std::path::{Path, PathBuf};
 
+#[path = "common/cli.rs"]
+mod cli;
 #[path = "common/mesh.rs"]
 mod mesh;
 use mesh::{Deformation, norm, sub, write_obj};
 
-struct Options {
-    quick: bool,
-    out: PathBuf,
-}
-
-fn options() -> Options {
-    let mut o = Options {
-        quick: false,
-        out: PathBuf::from("target/plots"),
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--quick" => o.quick = true,
-            "--out" => o.out = args.next().map_or(o.out, PathBuf::from),
-            other => eprintln!("mesh: ignoring unknown argument {other}"),
-        }
-    }
-    o
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let o = options();
+    let o = cli::options("mesh");
     let levels = if o.quick { 4 } else { 7 };
     let device = Device::auto()?;
     println!("device: {}", device.describe());
@@ -85,7 +64,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&o.out)?;
     let obj = o.out.join("mesh.obj");
     write_obj(&obj, &result, &mesh.faces)?;
-    let plot_path = plot(&o.out, &summary)?;
+    let plot_path = cli::log_plot(
+        &o.out,
+        "mesh_cost.svg",
+        "icosphere to target shape, Levenberg-Marquardt",
+        ("iteration", "cost"),
+        &cost_curve(&summary),
+        true,
+    )?;
     println!("largest distance from the target shape: {off:.2e}");
     println!("deformed mesh: {}", obj.display());
     println!("cost per iteration: {}", plot_path.display());
@@ -95,36 +81,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Writes the cost per iteration (log scale) to `dir/mesh_cost.svg`.
-fn plot(dir: &Path, summary: &gradfuse::Summary) -> Result<PathBuf, Box<dyn std::error::Error>> {
-    let path = dir.join("mesh_cost.svg");
-    let curve: Vec<(u32, f64)> = std::iter::once((0, summary.initial_cost))
+/// The cost before the first iteration and after each.
+fn cost_curve(summary: &gradfuse::Summary) -> Vec<(u32, f64)> {
+    std::iter::once((0, summary.initial_cost))
         .chain(summary.iterations.iter().map(|r| (r.iteration, r.new_cost)))
-        .map(|(i, c)| (i, c.max(1e-30)))
-        .collect();
-    {
-        let root = SVGBackend::new(&path, (800, 500)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let last = curve.last().map_or(1, |c| c.0.max(1));
-        let lo = curve.iter().map(|c| c.1).fold(f64::MAX, f64::min) * 0.5;
-        let hi = curve.iter().map(|c| c.1).fold(0.0, f64::max) * 2.0;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                "icosphere to target shape, Levenberg-Marquardt",
-                ("sans-serif", 20),
-            )
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0u32..last, (lo..hi).log_scale())?;
-        chart
-            .configure_mesh()
-            .x_desc("iteration")
-            .y_desc("cost")
-            .draw()?;
-        chart.draw_series(LineSeries::new(curve.iter().copied(), &BLUE))?;
-        chart.draw_series(curve.iter().map(|&p| Circle::new(p, 3, BLUE.filled())))?;
-        root.present()?;
-    }
-    Ok(path)
+        .collect()
 }

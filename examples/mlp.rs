@@ -7,6 +7,8 @@
 //! Run: `cargo run --release --example mlp` (add `--quick` for a short run, as CI does;
 //! `--out DIR` for where the plot goes, `target/plots` by default).
 
+#[path = "common/cli.rs"]
+mod cli;
 use gradfuse::{Adam, Device, differentiable};
 use indicatif::{ProgressBar, ProgressStyle};
 use plotters::prelude::*;
@@ -81,29 +83,8 @@ fn initial_weights(rng: &mut Rng) -> mlp::Shared {
     w
 }
 
-struct Options {
-    quick: bool,
-    out: PathBuf,
-}
-
-fn options() -> Options {
-    let mut o = Options {
-        quick: false,
-        out: PathBuf::from("target/plots"),
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--quick" => o.quick = true,
-            "--out" => o.out = args.next().map_or(o.out, PathBuf::from),
-            other => eprintln!("mlp: ignoring unknown argument {other}"),
-        }
-    }
-    o
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let opts = options();
+    let opts = cli::options("mlp");
     let (n, steps, goal) = if opts.quick {
         (1024, 300, 2e-2)
     } else {
