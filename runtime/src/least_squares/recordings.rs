@@ -173,15 +173,7 @@ impl State {
         for (t, s) in problem.terms.iter().zip(&self.terms) {
             self.record_gram(rec, t, s, &mut written)?;
         }
-        let costs: Vec<(&Buffer<f32>, &Buffer<f32>)> = problem
-            .terms
-            .iter()
-            .zip(&self.terms)
-            .map(|(t, s)| match t.loss {
-                Loss::Squared => (&s.values, &s.values),
-                _ => (&s.cost, &s.cost),
-            })
-            .collect();
+        let costs = self.cost_pairs(problem, |s| &s.values);
         rec.dot(&costs, &self.scalars, slot::COST)
     }
 
@@ -365,16 +357,26 @@ impl State {
                 })?;
             }
         }
-        let costs: Vec<(&Buffer<f32>, &Buffer<f32>)> = problem
+        let costs = self.cost_pairs(problem, |s| &s.values_new);
+        rec.dot(&costs, &self.scalars, slot::COST_NEW)
+    }
+
+    /// The pairs whose dot product is `Σ ρ`: a term's residuals (`values` of its state)
+    /// with themselves, or for a robust loss its per-residual `sqrt(ρ)`.
+    fn cost_pairs<'s>(
+        &'s self,
+        problem: &Problem<'_>,
+        values: impl Fn(&'s TermState) -> &'s Buffer<f32>,
+    ) -> Vec<(&'s Buffer<f32>, &'s Buffer<f32>)> {
+        problem
             .terms
             .iter()
             .zip(&self.terms)
             .map(|(t, s)| match t.loss {
-                Loss::Squared => (&s.values_new, &s.values_new),
+                Loss::Squared => (values(s), values(s)),
                 _ => (&s.cost, &s.cost),
             })
-            .collect();
-        rec.dot(&costs, &self.scalars, slot::COST_NEW)
+            .collect()
     }
 
     /// Records the return to the saved `x` after a rejected step.
