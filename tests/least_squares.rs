@@ -292,11 +292,15 @@ fn held_rows_stay_and_the_rest_converge() {
     }
 }
 
-/// A problem of one scalar unknown per element (`x` held in a block of `n` rows, each
-/// element reading its own row).
-fn scalar_problem<'b, K: gradfuse::Residuals<Sources<'b> = S> + 'b, S>(
+/// A problem of one term whose elements each read their own row of the block `x`.
+fn scalar_problem<
+    'b,
+    K: gradfuse::Residuals<Sources<'b> = S> + 'b,
+    S,
+    T: gradfuse::bytemuck::Pod,
+>(
     d: &'b Device,
-    x: &'b Buffer<f32>,
+    x: &'b Buffer<T>,
     kernel: K,
     sources: S,
 ) -> Problem<'b> {
@@ -552,5 +556,49 @@ fn badly_bound_problems_are_errors() {
     // A block of another device.
     if d.is_gpu() {
         assert!(matches!(p.add_block(&foreign), Err(Error::WrongDevice(_))));
+    }
+}
+
+/// `a + b − 1`: only the sum of the two unknowns is determined.
+#[differentiable]
+pub fn sum_of_two(ab: [f32; 2]) -> f32 {
+    ab[0] + ab[1] - 1.0
+}
+
+/// An unknown no residual depends on, beside one that is fitted.
+#[differentiable]
+pub fn first_only(ab: [f32; 2], #[constant] y: f32) -> f32 {
+    ab[0] * ab[0] - y
+}
+
+#[test]
+fn singular_systems_are_damped_not_fatal() {
+    for d in [device(), &Device::cpu()] {
+        // JᵀJ of rank 1 in 2 unknowns, and a column of zeros: the damping keeps each step
+        // finite and the solve reaches a minimum.
+        let ab = d.buffer(&[[3.0f32, 2.0]]).unwrap();
+        let sources = sum_of_two::Sources {
+            ab: Source::Each(&ab),
+        };
+        let s = LevenbergMarquardt::default()
+            .solve(&scalar_problem(d, &ab, sum_of_two::kernel(d), sources))
+            .unwrap();
+        assert!(s.termination.converged(), "{}: {s}", d.describe());
+        let [a, b] = d.read(&ab).unwrap()[0];
+        assert!((a + b - 1.0).abs() < 1e-5, "{a} + {b}");
+        // The two unknowns move alike (the minimum-norm step from (3, 2)).
+        assert!(((a - 3.0) - (b - 2.0)).abs() < 1e-4, "{a}, {b}");
+        let ab = d.buffer(&[[3.0f32, 7.0]]).unwrap();
+        let y = d.buffer(&[4.0f32]).unwrap();
+        let sources = first_only::Sources {
+            ab: Source::Each(&ab),
+            y: Source::Each(&y),
+        };
+        let s = LevenbergMarquardt::default()
+            .solve(&scalar_problem(d, &ab, first_only::kernel(d), sources))
+            .unwrap();
+        assert!(s.termination.converged(), "{}: {s}", d.describe());
+        let [a, b] = d.read(&ab).unwrap()[0];
+        assert!((a - 2.0).abs() < 1e-4 && b == 7.0, "{a}, {b}");
     }
 }

@@ -239,131 +239,189 @@ struct Dispatch<'b> {
 }
 
 fn dispatch_of(op: &BlockOp) -> Dispatch<'_> {
+    match op {
+        BlockOp::Gram { .. } => gram_dispatch(op),
+        BlockOp::RobustScale { .. } => robust_scale_dispatch(op),
+        BlockOp::RobustCost { .. } => robust_cost_dispatch(op),
+        BlockOp::Precondition { .. } => precondition_dispatch(op),
+        BlockOp::BlockTimes { .. } => block_times_dispatch(op),
+        BlockOp::Multiply { .. } => multiply_dispatch(op),
+    }
+}
+
+fn gram_dispatch(op: &BlockOp) -> Dispatch<'_> {
+    let BlockOp::Gram {
+        jacobians,
+        n,
+        rows,
+        columns,
+        first,
+        words,
+        stride,
+        offset,
+        out,
+    } = op
+    else {
+        return Dispatch::none();
+    };
     let mut params = [0u32; 12];
     let u = |x: usize| x as u32;
-    match op {
-        BlockOp::Gram {
-            jacobians,
-            n,
-            rows,
-            columns,
-            first,
-            words,
-            stride,
-            offset,
-            out,
-        } => {
-            params[..7].copy_from_slice(&[
-                u(*n),
-                u(*rows),
-                u(*columns),
-                *words,
-                *first,
-                *stride,
-                *offset,
-            ]);
-            let threads = n * (*words as usize).pow(2);
-            Dispatch {
-                entry: "gram",
-                params,
-                bindings: vec![(1, jacobians), (3, out)],
-                threads,
-                group: 256,
-            }
-        }
-        BlockOp::RobustScale {
-            loss,
-            n,
-            rows,
-            columns,
-            values,
-            jacobians,
-            cost,
-        } => {
-            let (kind, scale) = loss.words();
-            params[..3].copy_from_slice(&[u(*n), u(*rows), u(*columns)]);
-            (params[7], params[8]) = (kind, scale.to_bits());
-            let bindings = vec![(3, cost), (4, values), (5, jacobians)];
-            Dispatch {
-                entry: "robust_scale",
-                params,
-                bindings,
-                threads: *n,
-                group: 256,
-            }
-        }
-        BlockOp::RobustCost {
-            loss,
-            n,
-            rows,
-            values,
-            cost,
-        } => {
-            let (kind, scale) = loss.words();
-            params[..2].copy_from_slice(&[u(*n), u(*rows)]);
-            (params[7], params[8]) = (kind, scale.to_bits());
-            let bindings = vec![(1, values), (3, cost)];
-            Dispatch {
-                entry: "robust_cost",
-                params,
-                bindings,
-                threads: *n,
-                group: 256,
-            }
-        }
-        BlockOp::Precondition {
-            rows,
-            words,
-            lambda,
-            gram,
-            mask,
-            inverse,
-            damping,
-        } => {
-            (params[0], params[3], params[8]) = (u(*rows), *words, lambda.to_bits());
-            let bindings = vec![(1, gram), (2, mask), (3, inverse), (4, damping)];
-            Dispatch {
-                entry: "precondition",
-                params,
-                bindings,
-                threads: *rows,
-                group: 64,
-            }
-        }
-        BlockOp::BlockTimes {
-            rows,
-            words,
-            blocks,
-            x,
-            out,
-        } => {
-            (params[0], params[3]) = (u(*rows), *words);
-            let bindings = vec![(1, blocks), (2, x), (3, out)];
-            Dispatch {
-                entry: "block_times",
-                params,
-                bindings,
-                threads: rows * *words as usize,
-                group: 256,
-            }
-        }
-        BlockOp::Multiply {
-            scale,
-            accumulate,
-            a,
-            x,
-            out,
-        } => {
-            (params[0], params[7], params[8]) =
-                (u(out.words), u32::from(*accumulate), scale.to_bits());
-            let bindings = vec![(1, a), (2, x), (3, out)];
-            Dispatch {
-                entry: "multiply",
-                params,
-                bindings,
-                threads: out.words,
-                group: 256,
-            }
+    params[..7].copy_from_slice(&[
+        u(*n),
+        u(*rows),
+        u(*columns),
+        *words,
+        *first,
+        *stride,
+        *offset,
+    ]);
+    let threads = n * (*words as usize).pow(2);
+    Dispatch {
+        entry: "gram",
+        params,
+        bindings: vec![(1, jacobians), (3, out)],
+        threads,
+        group: 256,
+    }
+}
+
+fn robust_scale_dispatch(op: &BlockOp) -> Dispatch<'_> {
+    let BlockOp::RobustScale {
+        loss,
+        n,
+        rows,
+        columns,
+        values,
+        jacobians,
+        cost,
+    } = op
+    else {
+        return Dispatch::none();
+    };
+    let mut params = [0u32; 12];
+    let u = |x: usize| x as u32;
+    let (kind, scale) = loss.words();
+    params[..3].copy_from_slice(&[u(*n), u(*rows), u(*columns)]);
+    (params[7], params[8]) = (kind, scale.to_bits());
+    let bindings = vec![(3, cost), (4, values), (5, jacobians)];
+    Dispatch {
+        entry: "robust_scale",
+        params,
+        bindings,
+        threads: *n,
+        group: 256,
+    }
+}
+
+fn robust_cost_dispatch(op: &BlockOp) -> Dispatch<'_> {
+    let BlockOp::RobustCost {
+        loss,
+        n,
+        rows,
+        values,
+        cost,
+    } = op
+    else {
+        return Dispatch::none();
+    };
+    let mut params = [0u32; 12];
+    let u = |x: usize| x as u32;
+    let (kind, scale) = loss.words();
+    params[..2].copy_from_slice(&[u(*n), u(*rows)]);
+    (params[7], params[8]) = (kind, scale.to_bits());
+    let bindings = vec![(1, values), (3, cost)];
+    Dispatch {
+        entry: "robust_cost",
+        params,
+        bindings,
+        threads: *n,
+        group: 256,
+    }
+}
+
+fn precondition_dispatch(op: &BlockOp) -> Dispatch<'_> {
+    let BlockOp::Precondition {
+        rows,
+        words,
+        lambda,
+        gram,
+        mask,
+        inverse,
+        damping,
+    } = op
+    else {
+        return Dispatch::none();
+    };
+    let mut params = [0u32; 12];
+    let u = |x: usize| x as u32;
+    (params[0], params[3], params[8]) = (u(*rows), *words, lambda.to_bits());
+    let bindings = vec![(1, gram), (2, mask), (3, inverse), (4, damping)];
+    Dispatch {
+        entry: "precondition",
+        params,
+        bindings,
+        threads: *rows,
+        group: 64,
+    }
+}
+
+fn block_times_dispatch(op: &BlockOp) -> Dispatch<'_> {
+    let BlockOp::BlockTimes {
+        rows,
+        words,
+        blocks,
+        x,
+        out,
+    } = op
+    else {
+        return Dispatch::none();
+    };
+    let mut params = [0u32; 12];
+    let u = |x: usize| x as u32;
+    (params[0], params[3]) = (u(*rows), *words);
+    let bindings = vec![(1, blocks), (2, x), (3, out)];
+    Dispatch {
+        entry: "block_times",
+        params,
+        bindings,
+        threads: rows * *words as usize,
+        group: 256,
+    }
+}
+
+fn multiply_dispatch(op: &BlockOp) -> Dispatch<'_> {
+    let BlockOp::Multiply {
+        scale,
+        accumulate,
+        a,
+        x,
+        out,
+    } = op
+    else {
+        return Dispatch::none();
+    };
+    let mut params = [0u32; 12];
+    let u = |x: usize| x as u32;
+    (params[0], params[7], params[8]) = (u(out.words), u32::from(*accumulate), scale.to_bits());
+    let bindings = vec![(1, a), (2, x), (3, out)];
+    Dispatch {
+        entry: "multiply",
+        params,
+        bindings,
+        threads: out.words,
+        group: 256,
+    }
+}
+
+impl Dispatch<'_> {
+    /// Nothing to dispatch.
+    fn none() -> Self {
+        Dispatch {
+            entry: "none",
+            params: [0; 12],
+            bindings: Vec::new(),
+            threads: 0,
+            group: 256,
         }
     }
 }

@@ -143,131 +143,173 @@ fn write(b: &RawBuffer, values: &[f32]) {
 /// Runs an operation on the CPU device.
 fn run_cpu(op: &BlockOp) {
     match op {
-        BlockOp::Gram {
-            jacobians,
-            n,
-            rows,
-            columns,
-            first,
-            words: w,
-            stride,
-            offset,
-            out,
-        } => {
-            let j = words(jacobians);
-            let mut o = words(out);
-            let (w, first) = (*w as usize, *first as usize);
-            for k in 0..*n {
-                for ab in 0..w * w {
-                    let (a, b) = (ab / w, ab % w);
-                    let mut s = 0.0f32;
-                    for r in 0..*rows {
-                        let at = (k * rows + r) * columns + first;
-                        s += j[at + a] * j[at + b];
-                    }
-                    o[k * *stride as usize + *offset as usize + ab] = s;
-                }
-            }
-            write(out, &o);
-        }
-        BlockOp::RobustScale {
-            loss,
-            n,
-            rows,
-            columns,
-            values,
-            jacobians,
-            cost,
-        } => {
-            let (mut v, mut j, mut c) = (words(values), words(jacobians), words(cost));
-            for k in 0..*n {
-                let r = &mut v[k * rows..(k + 1) * rows];
-                let (rho, d) = loss.rho(r.iter().map(|x| x * x).sum());
-                c[k] = rho.sqrt();
-                let scale = d.sqrt();
-                r.iter_mut().for_each(|x| *x *= scale);
-                let block = &mut j[k * rows * columns..(k + 1) * rows * columns];
-                block.iter_mut().for_each(|x| *x *= scale);
-            }
-            write(values, &v);
-            write(jacobians, &j);
-            write(cost, &c);
-        }
-        BlockOp::RobustCost {
-            loss,
-            n,
-            rows,
-            values,
-            cost,
-        } => {
-            let (v, mut c) = (words(values), words(cost));
-            for (k, ck) in c.iter_mut().enumerate().take(*n) {
-                let s = v[k * rows..(k + 1) * rows].iter().map(|x| x * x).sum();
-                *ck = loss.rho(s).0.sqrt();
-            }
-            write(cost, &c);
-        }
-        BlockOp::Precondition {
-            rows,
-            words: w,
-            lambda,
-            gram,
-            mask,
-            inverse,
-            damping,
-        } => {
-            let (h, m) = (words(gram), words(mask));
-            let w = *w as usize;
-            let (mut p, mut d) = (vec![0.0f32; rows * w * w], vec![0.0f32; rows * w]);
+        BlockOp::Gram { .. } => gram_cpu(op),
+        BlockOp::RobustScale { .. } => robust_scale_cpu(op),
+        BlockOp::RobustCost { .. } => robust_cost_cpu(op),
+        BlockOp::Precondition { .. } => precondition_cpu(op),
+        BlockOp::BlockTimes { .. } => block_times_cpu(op),
+        BlockOp::Multiply { .. } => multiply_cpu(op),
+    }
+}
+
+/// Each residual's Gram block of one argument.
+fn gram_cpu(op: &BlockOp) {
+    let BlockOp::Gram {
+        jacobians,
+        n,
+        rows,
+        columns,
+        first,
+        words: w,
+        stride,
+        offset,
+        out,
+    } = op
+    else {
+        return;
+    };
+    let j = words(jacobians);
+    let mut o = words(out);
+    let (w, first) = (*w as usize, *first as usize);
+    for k in 0..*n {
+        for ab in 0..w * w {
+            let (a, b) = (ab / w, ab % w);
+            let mut s = 0.0f32;
             for r in 0..*rows {
-                let mut a = h[r * w * w..(r + 1) * w * w].to_vec();
-                for i in 0..w {
-                    let di = lambda * a[i * w + i].clamp(MIN_DIAGONAL, MAX_DIAGONAL);
-                    d[r * w + i] = di;
-                    a[i * w + i] += di;
-                }
-                if m[r * w] != 0.0 {
-                    invert(&mut a, w, &mut p[r * w * w..(r + 1) * w * w]);
-                }
+                let at = (k * rows + r) * columns + first;
+                s += j[at + a] * j[at + b];
             }
-            write(inverse, &p);
-            write(damping, &d);
-        }
-        BlockOp::BlockTimes {
-            rows,
-            words: w,
-            blocks,
-            x,
-            out,
-        } => {
-            let (b, x) = (words(blocks), words(x));
-            let w = *w as usize;
-            let mut o = vec![0.0f32; rows * w];
-            for (t, ot) in o.iter_mut().enumerate() {
-                let (r, i) = (t / w, t % w);
-                let mut s = 0.0f32;
-                for c in 0..w {
-                    s += b[r * w * w + i * w + c] * x[r * w + c];
-                }
-                *ot = s;
-            }
-            write(out, &o);
-        }
-        BlockOp::Multiply {
-            scale,
-            accumulate,
-            a,
-            x,
-            out,
-        } => {
-            let (a, x, mut o) = (words(a), words(x), words(out));
-            for (t, ot) in o.iter_mut().enumerate() {
-                let v = scale * a[t] * x[t];
-                *ot = if *accumulate { *ot + v } else { v };
-            }
-            write(out, &o);
+            o[k * *stride as usize + *offset as usize + ab] = s;
         }
     }
+    write(out, &o);
+}
+
+/// A robust loss's costs and reweighted residuals and Jacobian blocks.
+fn robust_scale_cpu(op: &BlockOp) {
+    let BlockOp::RobustScale {
+        loss,
+        n,
+        rows,
+        columns,
+        values,
+        jacobians,
+        cost,
+    } = op
+    else {
+        return;
+    };
+    let (mut v, mut j, mut c) = (words(values), words(jacobians), words(cost));
+    for k in 0..*n {
+        let r = &mut v[k * rows..(k + 1) * rows];
+        let (rho, d) = loss.rho(r.iter().map(|x| x * x).sum());
+        c[k] = rho.sqrt();
+        let scale = d.sqrt();
+        r.iter_mut().for_each(|x| *x *= scale);
+        let block = &mut j[k * rows * columns..(k + 1) * rows * columns];
+        block.iter_mut().for_each(|x| *x *= scale);
+    }
+    write(values, &v);
+    write(jacobians, &j);
+    write(cost, &c);
+}
+
+/// A robust loss's costs.
+fn robust_cost_cpu(op: &BlockOp) {
+    let BlockOp::RobustCost {
+        loss,
+        n,
+        rows,
+        values,
+        cost,
+    } = op
+    else {
+        return;
+    };
+    let (v, mut c) = (words(values), words(cost));
+    for (k, ck) in c.iter_mut().enumerate().take(*n) {
+        let s = v[k * rows..(k + 1) * rows].iter().map(|x| x * x).sum();
+        *ck = loss.rho(s).0.sqrt();
+    }
+    write(cost, &c);
+}
+
+/// The damped block diagonal's inverse and the damping.
+fn precondition_cpu(op: &BlockOp) {
+    let BlockOp::Precondition {
+        rows,
+        words: w,
+        lambda,
+        gram,
+        mask,
+        inverse,
+        damping,
+    } = op
+    else {
+        return;
+    };
+    let (h, m) = (words(gram), words(mask));
+    let w = *w as usize;
+    let (mut p, mut d) = (vec![0.0f32; rows * w * w], vec![0.0f32; rows * w]);
+    for r in 0..*rows {
+        let mut a = h[r * w * w..(r + 1) * w * w].to_vec();
+        for i in 0..w {
+            let di = lambda * a[i * w + i].clamp(MIN_DIAGONAL, MAX_DIAGONAL);
+            d[r * w + i] = di;
+            a[i * w + i] += di;
+        }
+        if m[r * w] != 0.0 {
+            invert(&mut a, w, &mut p[r * w * w..(r + 1) * w * w]);
+        }
+    }
+    write(inverse, &p);
+    write(damping, &d);
+}
+
+/// A block-diagonal product.
+fn block_times_cpu(op: &BlockOp) {
+    let BlockOp::BlockTimes {
+        rows,
+        words: w,
+        blocks,
+        x,
+        out,
+    } = op
+    else {
+        return;
+    };
+    let (b, x) = (words(blocks), words(x));
+    let w = *w as usize;
+    let mut o = vec![0.0f32; rows * w];
+    for (t, ot) in o.iter_mut().enumerate() {
+        let (r, i) = (t / w, t % w);
+        let mut s = 0.0f32;
+        for c in 0..w {
+            s += b[r * w * w + i * w + c] * x[r * w + c];
+        }
+        *ot = s;
+    }
+    write(out, &o);
+}
+
+/// An element-wise product.
+fn multiply_cpu(op: &BlockOp) {
+    let BlockOp::Multiply {
+        scale,
+        accumulate,
+        a,
+        x,
+        out,
+    } = op
+    else {
+        return;
+    };
+    let (a, x, mut o) = (words(a), words(x), words(out));
+    for (t, ot) in o.iter_mut().enumerate() {
+        let v = scale * a[t] * x[t];
+        *ot = if *accumulate { *ot + v } else { v };
+    }
+    write(out, &o);
 }
 
 /// `out = a⁻¹` for the symmetric `w × w` matrix `a` (overwritten by its Cholesky factor):
