@@ -33,7 +33,7 @@ pub(crate) type CpuStep = Box<dyn FnOnce() + Send>;
 enum Work {
     Cpu(Vec<CpuStep>),
     #[cfg(feature = "gpu")]
-    Gpu(crate::gpu::GpuWork),
+    Gpu(Box<crate::gpu::GpuWork>),
 }
 
 /// The buffers of one recorded launch of a kernel (see [`Recording::launch`]).
@@ -66,7 +66,7 @@ impl Device {
         let work = match &self.backend {
             Backend::Cpu => Work::Cpu(Vec::new()),
             #[cfg(feature = "gpu")]
-            Backend::Gpu(g) => Work::Gpu(g.work(timed)),
+            Backend::Gpu(g) => Work::Gpu(Box::new(g.work(timed))),
         };
         let _ = timed;
         Recording { device: self, work }
@@ -100,7 +100,7 @@ impl<'d> Recording<'d> {
             }
             #[cfg(feature = "gpu")]
             Work::Gpu(work) => match &self.device.backend {
-                Backend::Gpu(g) => g.submit_work(work),
+                Backend::Gpu(g) => g.submit_work(*work),
                 Backend::Cpu => unreachable!("a GPU recording is made by a GPU device"),
             },
         }
@@ -172,7 +172,7 @@ impl<'d> Recording<'d> {
         };
         #[cfg(feature = "gpu")]
         if let Some((_, work)) = self.gpu_work() {
-            work.encoder.clear_buffer(g.gpu(), 0, None);
+            work.encoder().clear_buffer(g.gpu(), 0, None);
             return Ok(());
         }
         if let Some(steps) = self.cpu_steps() {

@@ -126,7 +126,7 @@ impl Gpu {
         let pipeline = self.compile(key, "gradfuse optimizer", UPDATES_WGSL, entry, layout)?;
         let words = params.words as u64;
         let chunk = (self.binding_bytes() / 4 / CHUNK_ALIGN * CHUNK_ALIGN).max(CHUNK_ALIGN);
-        let mut pass = work.pass(entry);
+        let pass = work.pass(entry);
         let mut start = 0u64;
         while start < words {
             let m = chunk.min(words - start);

@@ -9,9 +9,13 @@ use std::time::Duration;
 /// Passes of one recording that get timestamps; later ones run untimed.
 const MAX_TIMED_PASSES: u32 = 2048;
 
-/// The work of a recording on a GPU.
+/// The work of a recording on a GPU. Untimed, consecutive dispatches share one compute
+/// pass (wgpu puts the barriers between them that their buffers need): a pass of its own
+/// per dispatch costs the host several µs each, as much as the GPU needs for a small
+/// dispatch. Timed, each dispatch is a pass between two timestamps.
 pub(crate) struct GpuWork {
-    pub(crate) encoder: wgpu::CommandEncoder,
+    encoder: wgpu::CommandEncoder,
+    open: Option<wgpu::ComputePass<'static>>,
     timer: Option<PassTimer>,
 }
 
@@ -22,30 +26,46 @@ struct PassTimer {
 }
 
 impl GpuWork {
-    /// A compute pass named `label`, between two timestamps if the recording is timed.
-    pub(crate) fn pass(&mut self, label: &'static str) -> wgpu::ComputePass<'_> {
-        let timestamp_writes = match &mut self.timer {
-            Some(t) if (t.labels.len() as u32) < MAX_TIMED_PASSES => {
-                let k = t.labels.len() as u32;
-                t.labels.push(label);
-                Some(wgpu::ComputePassTimestampWrites {
-                    query_set: &t.queries,
-                    beginning_of_pass_write_index: Some(2 * k),
-                    end_of_pass_write_index: Some(2 * k + 1),
+    /// The compute pass for the next dispatches, named `label`: the open one, or, when
+    /// timed (or none is open), a new one (between two timestamps if timed).
+    pub(crate) fn pass(&mut self, label: &'static str) -> &mut wgpu::ComputePass<'static> {
+        let timed = self
+            .timer
+            .as_ref()
+            .is_some_and(|t| (t.labels.len() as u32) < MAX_TIMED_PASSES);
+        if timed || self.open.is_none() {
+            self.open = None;
+            let timestamp_writes = match &mut self.timer {
+                Some(t) if timed => {
+                    let k = t.labels.len() as u32;
+                    t.labels.push(label);
+                    Some(wgpu::ComputePassTimestampWrites {
+                        query_set: &t.queries,
+                        beginning_of_pass_write_index: Some(2 * k),
+                        end_of_pass_write_index: Some(2 * k + 1),
+                    })
+                }
+                _ => None,
+            };
+            let pass = self
+                .encoder
+                .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some(label),
+                    timestamp_writes,
                 })
-            }
-            _ => None,
-        };
-        self.encoder
-            .begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some(label),
-                timestamp_writes,
-            })
+                .forget_lifetime();
+            self.open = Some(pass);
+        }
+        self.open.as_mut().expect("a compute pass was just opened")
     }
-}
 
-impl GpuWork {
-    /// A compute pass named `label` with one dispatch of `pipeline` over `workgroups`.
+    /// The encoder, for commands outside compute passes (the open pass is ended first).
+    pub(crate) fn encoder(&mut self) -> &mut wgpu::CommandEncoder {
+        self.open = None;
+        &mut self.encoder
+    }
+
+    /// One dispatch of `pipeline` over `workgroups`, in the pass for `label`.
     pub(crate) fn dispatch(
         &mut self,
         label: &'static str,
@@ -53,7 +73,7 @@ impl GpuWork {
         group: &wgpu::BindGroup,
         workgroups: (u32, u32),
     ) {
-        let mut pass = self.pass(label);
+        let pass = self.pass(label);
         pass.set_pipeline(pipeline);
         pass.set_bind_group(0, group, &[]);
         pass.dispatch_workgroups(workgroups.0, workgroups.1, 1);
@@ -74,6 +94,7 @@ impl Gpu {
         });
         GpuWork {
             encoder: self.encoder("gradfuse recording"),
+            open: None,
             timer,
         }
     }
@@ -84,7 +105,12 @@ impl Gpu {
         &self,
         work: GpuWork,
     ) -> Result<Vec<(&'static str, Duration)>, Error> {
-        let GpuWork { mut encoder, timer } = work;
+        let GpuWork {
+            mut encoder,
+            open,
+            timer,
+        } = work;
+        drop(open);
         let Some(timer) = timer.filter(|t| !t.labels.is_empty()) else {
             self.submit(encoder)?;
             return Ok(Vec::new());

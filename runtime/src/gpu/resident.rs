@@ -265,7 +265,7 @@ impl Gpu {
             let groups = Self::max_groups(spec, chunk.min(n)) as u64;
             self.scratch(spec, groups * words * 4)
         });
-        let mut pass = work.pass(spec.label);
+        let pass = work.pass(spec.label);
         let mut start = 0;
         while start < n {
             let m = chunk.min(n - start);
@@ -298,7 +298,7 @@ impl Gpu {
             pass.dispatch_workgroups(shape.x, shape.y, 1);
             if let (Some(rp), Some(parts), Some(sums)) = (&reduce, &partials, d.shared_grad) {
                 self.record_second_pass(
-                    &mut pass,
+                    pass,
                     spec,
                     rp,
                     parts,
