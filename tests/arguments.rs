@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Rng, device, rel_error};
+use common::{Rng, device, rel_error, validate_wgsl};
 use gradfuse::{Dual, differentiable};
 use gradfuse_shaders_gen::{ad, compile_str, interp};
 
@@ -180,4 +180,36 @@ fn constant_argument_kernels_are_valid_and_snapshotted() {
         common::validate_wgsl(name, src);
         insta::assert_snapshot!(name, src);
     }
+}
+
+/// Arguments and locals named with raw identifiers (`r#type`, a keyword): the expansion used
+/// to panic on the names it derives from them (`t_r#type`).
+#[differentiable]
+pub fn raw_names(r#type: f32, r#loop: [f32; 2], #[constant] r#in: f32) -> f32 {
+    let r#match = r#type * r#loop[0];
+    r#match * r#match + r#loop[1].sin() * r#in
+}
+
+#[test]
+fn raw_identifiers_name_arguments_and_locals() {
+    let a = raw_names::Args {
+        r#type: 1.5,
+        r#loop: [0.5, 0.25],
+        r#in: 2.0,
+    };
+    let (t, l, i) = (1.5f64, [0.5f64, 0.25], 2.0f64);
+    let want = (t * l[0]).powi(2) + l[1].sin() * i;
+    let want_grad = [2.0 * t * l[0] * l[0], 2.0 * t * t * l[0], l[1].cos() * i];
+    let (v, g) = raw_names::value_and_grad(&a);
+    assert!(close(v, want, 1e-6));
+    let got = [g.r#type, g.r#loop[0], g.r#loop[1]];
+    for (g, w) in got.iter().zip(want_grad) {
+        assert!(close(*g, w, 1e-6), "{g} vs {w}");
+    }
+    validate_wgsl("raw_names_adjoint", raw_names::WGSL_ADJOINT);
+    let (values, grads) = raw_names::kernel(device())
+        .value_and_grad(&[a; 300])
+        .expect("launch");
+    assert!(close(values[299], want, 1e-5));
+    assert!(close(grads[299].r#loop[1], want_grad[2], 1e-5));
 }

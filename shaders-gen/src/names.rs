@@ -124,6 +124,11 @@ const RESERVED: &[&str] = &[
     "fn",
     "for",
     "if",
+    // Rust keywords not in WGSL's lists.
+    "in",
+    "dyn",
+    "box",
+    "gen",
     "let",
     "loop",
     "override",
@@ -331,9 +336,11 @@ pub fn fresh(taken: &mut HashSet<String>, base: &str) -> String {
     name
 }
 
-/// A name valid in WGSL and Rust: raw-identifier prefixes dropped, no leading `__`.
+/// A name valid in WGSL and Rust: raw-identifier prefixes dropped (also inside names
+/// derived from one, `t_r#type`: no identifier holds a `#` otherwise), no leading `__`.
 pub(crate) fn sanitize(name: &str) -> String {
-    let name = name.strip_prefix("r#").unwrap_or(name);
+    let unraw = name.replace("r#", "");
+    let name = unraw.as_str();
     let trimmed = name.trim_start_matches('_');
     if trimmed.is_empty() {
         "v".to_string()

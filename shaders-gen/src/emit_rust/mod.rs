@@ -156,7 +156,7 @@ impl<'a> ItemPlan<'a> {
         let inits: Vec<TokenStream> = self
             .grad_slots(shared)
             .map(|slot| {
-                let field = format_ident!("{}", slot.name);
+                let field = tokens::ident(&slot.name);
                 match slot.len {
                     None => {
                         let v = operand(f, names, f.outputs[k], Scalar::F32);

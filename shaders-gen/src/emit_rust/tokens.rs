@@ -52,8 +52,12 @@ pub(super) fn literal(v: f64, scalar: Scalar) -> TokenStream {
     }
 }
 
+/// The identifier `name` (a raw identifier, `r#type`, as written: `Ident::new` refuses it).
 pub(super) fn ident(name: &str) -> syn::Ident {
-    format_ident!("{}", name)
+    match name.strip_prefix("r#") {
+        Some(raw) => syn::Ident::new_raw(raw, proc_macro2::Span::call_site()),
+        None => format_ident!("{}", name),
+    }
 }
 
 pub(super) fn operand(f: &Function, names: &[String], v: ValueId, scalar: Scalar) -> TokenStream {
