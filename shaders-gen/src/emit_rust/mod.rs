@@ -24,7 +24,7 @@ use crate::ir::Function;
 use crate::signature::{Param, Shape, Signature};
 use body::{body, loads};
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
+use quote::quote;
 use tokens::{Scalar, operand};
 
 /// What every part of the expansion reads of the compiled function.
