@@ -13,7 +13,9 @@
 //!
 //! Callees are found through paths (`f(x)`, `geom::dist(p, q)`). A call to a function that
 //! is not `#[differentiable]`, or that lives in another crate (the source macro is
-//! crate-private), fails with rustc's error that `f_differentiable_source` is not found.
+//! crate-private), fails with rustc's error that `f_differentiable_source` is not found;
+//! a call of one of the function's own values (a closure) or of a constructor (`Some(x)`)
+//! is reported before any callee is asked ([`uncallable`]).
 
 use proc_macro2::TokenStream;
 use quote::{ToTokens, quote};
@@ -48,6 +50,59 @@ pub fn callees(item: &syn::ItemFn) -> Vec<syn::Path> {
         calls.0.push(g);
     }
     calls.0
+}
+
+/// Calls that cannot reach a `#[differentiable]` function, each with its error: a call of
+/// one of the function's own values (a closure), or of a constructor (`Some(x)`,
+/// `Point(..)`). They are reported before the callees are asked for their sources, where a
+/// call would otherwise end in rustc's "cannot find `g_differentiable_source`".
+pub fn uncallable(item: &syn::ItemFn) -> Vec<syn::Error> {
+    struct Names(Vec<String>);
+    impl Visit<'_> for Names {
+        fn visit_pat_ident(&mut self, p: &syn::PatIdent) {
+            self.0.push(p.ident.to_string());
+            syn::visit::visit_pat_ident(self, p);
+        }
+    }
+    let mut names = Names(Vec::new());
+    names.visit_item_fn(item);
+    struct Calls<'n> {
+        locals: &'n [String],
+        errors: Vec<syn::Error>,
+    }
+    impl Visit<'_> for Calls<'_> {
+        fn visit_expr_call(&mut self, c: &syn::ExprCall) {
+            if let syn::Expr::Path(p) = &*c.func
+                && let Some(last) = p.path.segments.last()
+            {
+                let name = last.ident.to_string();
+                if p.path.segments.len() == 1 && self.locals.contains(&name) {
+                    self.errors.push(syn::Error::new_spanned(
+                        &p.path,
+                        format!(
+                            "`{name}` is a value of this function (a closure?), not a function: a call \
+                             goes to a #[differentiable] function"
+                        ),
+                    ));
+                } else if name.starts_with(|ch: char| ch.is_ascii_uppercase()) {
+                    self.errors.push(syn::Error::new_spanned(
+                        &p.path,
+                        format!(
+                            "`{name}(..)` builds a value of an enum or struct: a differentiable body \
+                             computes with f32 values, arrays and tuples"
+                        ),
+                    ));
+                }
+            }
+            syn::visit::visit_expr_call(self, c);
+        }
+    }
+    let mut calls = Calls {
+        locals: &names.0,
+        errors: Vec::new(),
+    };
+    calls.visit_block(&item.block);
+    calls.errors
 }
 
 /// The function named by `grad = ...` in `#[differentiable(grad = ...)]` (kept on the

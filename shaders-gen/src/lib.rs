@@ -334,6 +334,15 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     // The source, for the functions that call this one; then the calls this one makes:
     // ask each callee for its source first.
     let mut out = compose::source_module(&func);
+    let uncallable = compose::uncallable(&func);
+    if !uncallable.is_empty() {
+        out.extend(quote::quote!(#[allow(unused_variables)]));
+        out.extend(without_argument_attributes(func).to_token_stream());
+        for e in uncallable {
+            out.extend(e.to_compile_error());
+        }
+        return out;
+    }
     let mut pending = compose::missing(&func, &[]);
     if !pending.is_empty() {
         let next = pending.remove(0);
