@@ -144,3 +144,17 @@ fn signatures() {
         ",
     );
 }
+
+#[test]
+fn arrays_past_the_bound() {
+    // Found by tests/fuzz_tokens.rs: the first took the build's memory.
+    check(
+        "fn f(x: f32, #[shared] w: [f32; 2000000]) -> f32 {
+    let h = [0.0; 4294967295];
+    x + h[0]
+}",
+        "
+        1:33: an array holds at most 1048576 words (2^20, 4 MiB); split the data over several arguments
+        2:19: an array holds at most 1048576 words (2^20, 4 MiB); split the data over several arguments",
+    );
+}

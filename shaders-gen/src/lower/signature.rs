@@ -227,7 +227,12 @@ pub(super) fn param_type(ty: &syn::Type) -> Result<Shape, syn::Error> {
     }
 }
 
-/// The length of `[f32; N]`: a positive integer literal.
+/// Most words of one array (a `#[shared]` argument, a per-element one or a local): 4 MiB.
+/// Past it a kernel could bind no such buffer, and the compiler would spend the build's
+/// memory on it (`[0.0; 4294967295]` took a fuzzed build down).
+pub(crate) const MAX_ARRAY_LEN: usize = 1 << 20;
+
+/// The length of `[f32; N]`: a positive integer literal, at most [`MAX_ARRAY_LEN`].
 pub(super) fn array_len(len: &syn::Expr) -> Result<usize, syn::Error> {
     match len {
         // A `macro_rules!` fragment (`[f32; $n]`) arrives wrapped in an invisible group.
@@ -240,6 +245,13 @@ pub(super) fn array_len(len: &syn::Expr) -> Result<usize, syn::Error> {
             0 => Err(syn::Error::new(
                 i.span(),
                 "arrays must have at least one element",
+            )),
+            n if n > MAX_ARRAY_LEN => Err(syn::Error::new(
+                i.span(),
+                format!(
+                    "an array holds at most {MAX_ARRAY_LEN} words (2^20, 4 MiB); split the data \
+                     over several arguments"
+                ),
             )),
             n => Ok(n),
         },
