@@ -125,6 +125,12 @@ fn signature_text(item: &syn::ItemFn) -> String {
         .replace(" ;", ";")
 }
 
+/// Most operations a function may have once lowered, loop bodies counted once and calls
+/// inlined (a straight-line body of some 4,000 statements): past it the generated CPU
+/// versions and kernels would keep rustc busy for minutes (10,000 statements expanded to
+/// 16 MB of tokens).
+pub const MAX_OPERATIONS: usize = 20_000;
+
 /// Compiles a function: lowering, AD, optimization and WGSL emission.
 pub fn compile(item: &syn::ItemFn) -> Result<Compiled, Vec<syn::Error>> {
     compile_with(item, &[])
@@ -137,6 +143,17 @@ pub fn compile_with(
 ) -> Result<Compiled, Vec<syn::Error>> {
     let lowered = lower::lower_fn_with(item, library)?;
     let primal = opt::unroll_indexed_loops(&lowered.primal);
+    let size = primal.code_size();
+    if size > MAX_OPERATIONS {
+        return Err(vec![syn::Error::new(
+            item.sig.ident.span(),
+            format!(
+                "this function is {size} operations once lowered (calls inlined), past the \
+                 limit of {MAX_OPERATIONS}: its generated versions would cost rustc minutes \
+                 and much memory. Repeated work belongs in a `for` loop, which stays a loop"
+            ),
+        )]);
+    }
     let cpu_primal = opt::optimize(&lowered.primal);
     let sig = signature_text(item);
     let layout = &lowered.layout;

@@ -2,7 +2,7 @@
 //! Rust versions of a function use the same local names and can be read side by side.
 
 use crate::ir::{Function, Op};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// The name of the WGSL helper with which an adjoint kernel adds its streamed shared
 /// gradient words, summed over the workgroup, into its partial sums (generated names never
@@ -295,21 +295,52 @@ pub fn local_names(f: &Function) -> Vec<String> {
     local_names_with(f, &mut reserved())
 }
 
+/// The names taken in one generated function, and for each base name the next suffix to
+/// try: a variable assigned 3,000 times is named `s`, `s_1`, .. `s_2999` in linear time (a
+/// search from `_1` every time made a long function's emission quadratic: 10,000 statements
+/// took 90 s to expand).
+#[derive(Clone, Default)]
+pub struct Taken {
+    names: HashSet<String>,
+    next: HashMap<String, usize>,
+}
+
+impl Taken {
+    /// Whether `name` is taken.
+    pub fn contains(&self, name: &str) -> bool {
+        self.names.contains(name)
+    }
+
+    /// Takes `name`; false if it was taken.
+    pub fn insert(&mut self, name: String) -> bool {
+        self.names.insert(name)
+    }
+}
+
+impl Extend<String> for Taken {
+    fn extend<I: IntoIterator<Item = String>>(&mut self, names: I) {
+        self.names.extend(names);
+    }
+}
+
 /// The words no generated name may take: keywords, the kernels' own names, and the WGSL
 /// helper functions a kernel may call.
-pub fn reserved() -> HashSet<String> {
-    RESERVED
-        .iter()
-        .copied()
-        .chain(crate::ops::WGSL_HELPERS.iter().map(|(name, _, _)| *name))
-        .chain([REDUCE_STAGE_FN, REDUCE_RUN_FN, REDUCE_LEVELS_FN])
-        .map(str::to_string)
-        .collect()
+pub fn reserved() -> Taken {
+    let mut taken = Taken::default();
+    taken.extend(
+        RESERVED
+            .iter()
+            .copied()
+            .chain(crate::ops::WGSL_HELPERS.iter().map(|(name, _, _)| *name))
+            .chain([REDUCE_STAGE_FN, REDUCE_RUN_FN, REDUCE_LEVELS_FN])
+            .map(str::to_string),
+    );
+    taken
 }
 
 /// [`local_names`] avoiding, and adding to, `taken`: the bodies of loops are named with the
 /// names of the enclosing function taken, so every name of a kernel is unique.
-pub fn local_names_with(f: &Function, taken: &mut HashSet<String>) -> Vec<String> {
+pub fn local_names_with(f: &Function, taken: &mut Taken) -> Vec<String> {
     f.nodes
         .iter()
         .enumerate()
@@ -325,13 +356,18 @@ pub fn local_names_with(f: &Function, taken: &mut HashSet<String>) -> Vec<String
 }
 
 /// `base`, or `base_k` for the first free `k`, taken.
-pub fn fresh(taken: &mut HashSet<String>, base: &str) -> String {
-    let mut name = base.to_string();
-    let mut k = 1;
-    while taken.contains(&name) {
-        name = format!("{base}_{k}");
-        k += 1;
+pub fn fresh(taken: &mut Taken, base: &str) -> String {
+    if taken.insert(base.to_string()) {
+        return base.to_string();
     }
+    // Every suffix below the one remembered was taken when it was tried, and stays taken.
+    let mut k = taken.next.get(base).copied().unwrap_or(1);
+    let mut name = format!("{base}_{k}");
+    while taken.contains(&name) {
+        k += 1;
+        name = format!("{base}_{k}");
+    }
+    taken.next.insert(base.to_string(), k + 1);
     taken.insert(name.clone());
     name
 }

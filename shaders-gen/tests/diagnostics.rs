@@ -158,3 +158,29 @@ fn arrays_past_the_bound() {
         2:19: an array holds at most 1048576 words (2^20, 4 MiB); split the data over several arguments",
     );
 }
+
+#[test]
+fn functions_past_the_size_bound() {
+    // 8,000 statements straight: past MAX_OPERATIONS once lowered, a spanned error at the
+    // name instead of minutes of rustc (10,000 took 90 s to expand before names were made in
+    // linear time, and 16 MB of tokens after).
+    let body: String = (0..8000)
+        .map(|k| format!("s = s * 0.999 + ({k}.0 * x).sin();\n"))
+        .collect();
+    let src = format!("fn long(x: f32) -> f32 {{ let mut s = x; {body} s }}");
+    let errors = match gradfuse_shaders_gen::compile_str(&src) {
+        Ok(_) => panic!("an 8,000-statement function compiled"),
+        Err(e) => e,
+    };
+    assert_eq!(errors.len(), 1);
+    let message = errors[0].to_string();
+    assert!(message.contains("past the limit of 20000"), "{message}");
+    assert_eq!(errors[0].span().start().line, 1);
+    assert_eq!(errors[0].span().start().column, 3);
+    // Under the bound, the same kind of function compiles.
+    let body: String = (0..500)
+        .map(|k| format!("s = s * 0.999 + ({k}.0 * x).sin();\n"))
+        .collect();
+    let src = format!("fn short(x: f32) -> f32 {{ let mut s = x; {body} s }}");
+    assert!(gradfuse_shaders_gen::compile_str(&src).is_ok());
+}

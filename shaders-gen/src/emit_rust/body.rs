@@ -91,7 +91,7 @@ pub(super) fn nodes(
     f: &Function,
     names: &mut [String],
     scalar: Scalar,
-    taken: &mut std::collections::HashSet<String>,
+    taken: &mut crate::names::Taken,
     owned: impl Fn(u32) -> bool,
     skip: &HashSet<usize>,
 ) -> TokenStream {
@@ -233,7 +233,7 @@ pub(super) fn rust_loop(
     names: &[String],
     l: &Loop,
     scalar: Scalar,
-    taken: &mut std::collections::HashSet<String>,
+    taken: &mut crate::names::Taken,
     tapes: &std::collections::HashMap<usize, syn::Ident>,
 ) -> (Vec<syn::Ident>, Option<syn::Ident>, TokenStream) {
     let body = &l.body;
@@ -365,7 +365,7 @@ pub(super) fn rust_loop(
 fn assign_carried(
     vars: &[syn::Ident],
     outs: &[TokenStream],
-    taken: &mut std::collections::HashSet<String>,
+    taken: &mut crate::names::Taken,
 ) -> TokenStream {
     let var_names: Vec<String> = vars.iter().map(ToString::to_string).collect();
     let out_names: Vec<String> = outs.iter().map(ToString::to_string).collect();

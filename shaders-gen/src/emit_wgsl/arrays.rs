@@ -5,8 +5,8 @@
 
 use super::body::Ctx;
 use crate::ir::{Function, Op, ValueId};
+use crate::names::Taken;
 use crate::names::fresh;
-use std::collections::HashSet;
 use std::fmt::Write;
 
 /// Whether every reader of node `v` of `f` reads one word of it, directly or through a
@@ -109,7 +109,7 @@ impl Ctx<'_> {
     pub(super) fn emit_array_node(
         &mut self,
         i: usize,
-        taken: &mut HashSet<String>,
+        taken: &mut Taken,
         indent: &str,
         out: &mut String,
     ) {

@@ -5,6 +5,7 @@ use super::f32_literal;
 use super::streams::{Streams, make_room, stage};
 use super::tape::{tape_index, tape_load, tape_store};
 use crate::ir::{Function, InPlace, Loop, LoopInput, LoopKind, Op, Ty, ValueId, in_place};
+use crate::names::Taken;
 use crate::names::{fresh, local_names_with};
 use crate::ops::{Func, WgslForm, wgsl_helper_deps};
 use std::collections::BTreeSet;
@@ -47,16 +48,12 @@ pub(super) struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     /// The context of a kernel's function (its inputs are words, never arrays).
-    pub(super) fn new(f: &'a Function, taken: &mut HashSet<String>) -> Self {
+    pub(super) fn new(f: &'a Function, taken: &mut Taken) -> Self {
         Self::with_owned_inputs(f, taken, |_| false)
     }
 
     /// The context of a function whose inputs `owned(w)` may be updated in place.
-    fn with_owned_inputs(
-        f: &'a Function,
-        taken: &mut HashSet<String>,
-        owned: impl Fn(u32) -> bool,
-    ) -> Self {
+    fn with_owned_inputs(f: &'a Function, taken: &mut Taken, owned: impl Fn(u32) -> bool) -> Self {
         Ctx {
             f,
             names: local_names_with(f, taken),
@@ -85,7 +82,7 @@ impl<'a> Ctx<'a> {
     /// the caller binds to their names.
     pub(super) fn emit_nodes(
         &mut self,
-        taken: &mut HashSet<String>,
+        taken: &mut Taken,
         indent: &str,
         out: &mut String,
         helpers: &mut BTreeSet<&'static str>,
@@ -158,7 +155,7 @@ impl<'a> Ctx<'a> {
         &mut self,
         i: usize,
         l: &Loop,
-        taken: &mut HashSet<String>,
+        taken: &mut Taken,
         indent: &str,
         out: &mut String,
         helpers: &mut BTreeSet<&'static str>,
@@ -252,7 +249,7 @@ impl<'a> Ctx<'a> {
         l: &Loop,
         bctx: &mut Ctx,
         names: (&str, &[String]),
-        taken: &mut HashSet<String>,
+        taken: &mut Taken,
         inner: &str,
         out: &mut String,
     ) {
@@ -408,7 +405,7 @@ pub(super) fn powi(x: &str, n: i32, helpers: &mut BTreeSet<&'static str>) -> Str
 fn assign_carried(
     outs: &[String],
     vars: &[String],
-    taken: &mut HashSet<String>,
+    taken: &mut Taken,
     inner: &str,
     out: &mut String,
 ) {

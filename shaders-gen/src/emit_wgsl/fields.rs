@@ -6,8 +6,8 @@
 use super::body::Ctx;
 use super::plan::KernelPlan;
 use crate::abi::{self, ArgLayout};
+use crate::names::Taken;
 use crate::names::sanitize;
-use std::collections::HashSet;
 use std::fmt::Write;
 
 const COMPONENTS: [&str; 4] = ["x", "y", "z", "w"];
@@ -30,7 +30,7 @@ pub(super) struct FieldNames {
 
 /// The names of every per-element argument's buffers, taken so that no value of the body
 /// is named alike.
-pub(super) fn field_names(layout: &ArgLayout, taken: &mut HashSet<String>) -> Vec<FieldNames> {
+pub(super) fn field_names(layout: &ArgLayout, taken: &mut Taken) -> Vec<FieldNames> {
     layout
         .fields()
         .into_iter()

@@ -14,8 +14,8 @@ use super::streams::{Streams, accumulator, sum_stage};
 use crate::abi;
 use crate::emit_wgsl::plan::KernelPlan;
 use crate::ir::{Function, Op};
+use crate::names::Taken;
 use crate::names::{REDUCE_RUN_FN, fresh};
-use std::collections::HashSet;
 use std::fmt::Write;
 
 /// How one shared word's per-thread sum is kept.
@@ -59,7 +59,7 @@ pub(super) fn shared_sums(
     plan: &KernelPlan,
     f: &Function,
     ctx: &mut Ctx,
-    taken: &mut HashSet<String>,
+    taken: &mut Taken,
     body: &mut String,
 ) -> SharedSums {
     let (words, shared_words, layout) = (plan.layout.words, plan.layout.shared_words, plan.layout);
@@ -139,7 +139,7 @@ impl ArraySum<'_> {
         plan: &KernelPlan,
         f: &Function,
         ctx: &mut Ctx,
-        taken: &mut HashSet<String>,
+        taken: &mut Taken,
         declarations: &mut String,
         body: &mut String,
     ) -> Vec<WordSum> {
@@ -198,7 +198,7 @@ fn finish(
     sums: &[WordSum],
     mut declarations: String,
     ctx: &mut Ctx,
-    taken: &mut HashSet<String>,
+    taken: &mut Taken,
 ) -> SharedSums {
     let shared_words = plan.layout.shared_words;
     let streams = sums.contains(&WordSum::Streamed);
@@ -306,7 +306,7 @@ fn register_sum(
     out: crate::ir::ValueId,
     f: &Function,
     ctx: &mut Ctx,
-    taken: &mut HashSet<String>,
+    taken: &mut Taken,
     declarations: &mut String,
     body: &mut String,
 ) -> String {
@@ -323,7 +323,7 @@ fn register_sum(
 /// Runs of consecutive shared words summed per thread: registers summed over the
 /// workgroup 8 at a time, arrays of sums in a loop over tiles of 8. Zero and streamed words
 /// need nothing here.
-fn workgroup_sum(plan: &KernelPlan, sums: &[WordSum], taken: &mut HashSet<String>) -> String {
+fn workgroup_sum(plan: &KernelPlan, sums: &[WordSum], taken: &mut Taken) -> String {
     let (words, shared_words, layout) = (plan.layout.words, plan.layout.shared_words, plan.layout);
     let wg = abi::WORKGROUP_SIZE;
     let lanes = abi::REDUCE_LANES;

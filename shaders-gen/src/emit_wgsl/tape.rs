@@ -2,8 +2,8 @@
 //! iteration, which the reverse loop reads back from the last iteration to the first.
 
 use crate::ir::Ty;
+use crate::names::Taken;
 use crate::names::fresh;
-use std::collections::HashSet;
 
 /// Where the word `k` of iteration `index` sits in a tape of `words` per iteration.
 pub(super) fn tape_index(index: &str, start: i64, words: usize, k: usize) -> String {
@@ -23,13 +23,7 @@ pub(super) fn tape_index(index: &str, start: i64, words: usize, k: usize) -> Str
 
 /// `tape[at + t] = value[t]` for the words of a carried value of type `ty` (booleans as
 /// 0 and 1).
-pub(super) fn tape_store(
-    tape: &str,
-    at: &str,
-    value: &str,
-    ty: Ty,
-    taken: &mut HashSet<String>,
-) -> String {
+pub(super) fn tape_store(tape: &str, at: &str, value: &str, ty: Ty, taken: &mut Taken) -> String {
     match ty {
         Ty::Bool => format!("{tape}[{at}] = select(0.0f, 1.0f, {value});"),
         Ty::Array(n) => {
@@ -48,7 +42,7 @@ pub(super) fn tape_load(
     at: &str,
     name: &str,
     ty: Ty,
-    taken: &mut HashSet<String>,
+    taken: &mut Taken,
     indent: &str,
 ) -> String {
     match ty {

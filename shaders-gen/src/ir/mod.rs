@@ -621,4 +621,16 @@ impl Function {
             .filter(|n| !matches!(n.op, Op::Input(_) | Op::Const(_)))
             .count()
     }
+
+    /// Operations in the code: each loop's body counted once, as emitted code grows.
+    pub fn code_size(&self) -> usize {
+        self.nodes
+            .iter()
+            .map(|n| match &n.op {
+                Op::Input(_) | Op::Const(_) | Op::Int(_) => 0,
+                Op::Loop(l) => 1 + l.body.code_size(),
+                _ => 1,
+            })
+            .sum()
+    }
 }
