@@ -3,6 +3,7 @@
 //! index's fixed order), one thread per word.
 
 use super::Gpu;
+use super::pipelines::EntryPoint;
 use crate::buffer::RawBuffer;
 use crate::error::Error;
 use crate::gather::{Chunks, Field, ScatterPass};
@@ -244,7 +245,7 @@ impl Gpu {
         self.record_gather_pass(work, "scatter_partials", params, &bindings)
     }
 
-    /// One dispatch of `entry` over `params[0] * params[1]` words.
+    /// One dispatch of `entry` over `params[0] * params[1]` words (binding 3 written).
     fn record_gather_pass(
         &self,
         work: &mut super::GpuWork,
@@ -252,35 +253,23 @@ impl Gpu {
         params: [usize; 7],
         bindings: &[(u32, &Arc<RawBuffer>)],
     ) -> Result<(), Error> {
-        use wgpu::BufferBindingType as B;
         let threads = (params[0] as u64) * (params[1] as u64);
         if threads == 0 {
             return Ok(());
         }
-        let layout: Vec<(u32, B)> = std::iter::once((0, B::Uniform))
-            .chain(
-                bindings
-                    .iter()
-                    .map(|&(b, _)| (b, B::Storage { read_only: b != 3 })),
-            )
-            .collect();
-        let key = (GATHER_WGSL.as_ptr() as usize, GATHER_WGSL.len(), entry);
-        let pipeline = self.compile(key, "gradfuse gather", GATHER_WGSL, entry, &layout)?;
         let mut words: Vec<u32> = params.iter().map(|&p| p as u32).collect();
         words.resize(8, 0);
-        let buffers: Vec<_> = bindings
+        let storage: Vec<_> = bindings
             .iter()
-            .map(|&(binding, b)| (binding, b.gpu(), 0, None))
+            .map(|&(binding, b)| (binding, b.gpu(), binding != 3))
             .collect();
-        let group = self.cached_bind_group(
-            key,
-            &pipeline.layout,
-            "gradfuse gather",
-            (0, &words),
-            &buffers,
-        );
+        let at = EntryPoint {
+            module: "gradfuse gather",
+            wgsl: GATHER_WGSL,
+            entry,
+            pass: entry,
+        };
         let workgroups = self.workgroups(threads.div_ceil(256));
-        work.dispatch(entry, &pipeline.pipeline, &group, workgroups);
-        Ok(())
+        self.record_entry(work, &at, &words, &storage, workgroups)
     }
 }

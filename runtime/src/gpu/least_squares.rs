@@ -2,6 +2,7 @@
 //! steps, in the same order, as the CPU device's.
 
 use super::Gpu;
+use super::pipelines::EntryPoint;
 use crate::buffer::RawBuffer;
 use crate::error::Error;
 use crate::least_squares::ops::{BlockOp, MAX_DIAGONAL, MIN_DIAGONAL};
@@ -427,41 +428,28 @@ impl Dispatch<'_> {
 }
 
 impl Gpu {
-    /// Records one operation of the least-squares solver.
+    /// Records one operation of the least-squares solver (bindings from 3 written).
     pub(crate) fn record_block_op(
         &self,
         work: &mut super::GpuWork,
         op: &BlockOp,
     ) -> Result<(), Error> {
-        use wgpu::BufferBindingType as B;
         let d = dispatch_of(op);
         if d.threads == 0 {
             return Ok(());
         }
-        let wgsl = wgsl();
-        let layout: Vec<(u32, B)> = std::iter::once((0, B::Uniform))
-            .chain(
-                d.bindings
-                    .iter()
-                    .map(|&(b, _)| (b, B::Storage { read_only: b < 3 })),
-            )
-            .collect();
-        let key = (wgsl.as_ptr() as usize, wgsl.len(), d.entry);
-        let pipeline = self.compile(key, "gradfuse least squares", wgsl, d.entry, &layout)?;
-        let buffers: Vec<_> = d
+        let storage: Vec<_> = d
             .bindings
             .iter()
-            .map(|&(binding, b)| (binding, b.gpu(), 0, None))
+            .map(|&(binding, b)| (binding, b.gpu(), binding < 3))
             .collect();
-        let group = self.cached_bind_group(
-            key,
-            &pipeline.layout,
-            "gradfuse least squares",
-            (0, &d.params),
-            &buffers,
-        );
+        let at = EntryPoint {
+            module: "gradfuse least squares",
+            wgsl: wgsl(),
+            entry: d.entry,
+            pass: d.entry,
+        };
         let workgroups = self.workgroups((d.threads as u64).div_ceil(d.group));
-        work.dispatch(d.entry, &pipeline.pipeline, &group, workgroups);
-        Ok(())
+        self.record_entry(work, &at, &d.params, &storage, workgroups)
     }
 }

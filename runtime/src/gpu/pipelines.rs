@@ -131,6 +131,49 @@ impl Gpu {
     }
 }
 
+/// An entry point of one of the runtime's own WGSL modules (gather, vectors, products,
+/// least squares), as [`Gpu::record_entry`] dispatches it.
+pub(crate) struct EntryPoint {
+    /// Names the module's pipelines and bind groups.
+    pub(crate) module: &'static str,
+    pub(crate) wgsl: &'static str,
+    pub(crate) entry: &'static str,
+    /// Names its dispatches (a timed recording reports their times by it).
+    pub(crate) pass: &'static str,
+}
+
+impl Gpu {
+    /// Records one dispatch of `at` over `workgroups`: `uniform` at binding 0, and
+    /// `storage` as (binding, buffer, read-only). Its pipeline is compiled on first use and
+    /// its bind group made once for the same bindings.
+    pub(crate) fn record_entry(
+        &self,
+        work: &mut super::GpuWork,
+        at: &EntryPoint,
+        uniform: &[u32],
+        storage: &[(u32, &wgpu::Buffer, bool)],
+        workgroups: (u32, u32),
+    ) -> Result<(), Error> {
+        let layout: Vec<(u32, B)> = std::iter::once((0, B::Uniform))
+            .chain(
+                storage
+                    .iter()
+                    .map(|&(b, _, read_only)| (b, B::Storage { read_only })),
+            )
+            .collect();
+        let key = (at.wgsl.as_ptr() as usize, at.wgsl.len(), at.entry);
+        let pipeline = self.compile(key, at.module, at.wgsl, at.entry, &layout)?;
+        let buffers: Vec<_> = storage
+            .iter()
+            .map(|&(binding, buffer, _)| (binding, buffer, 0, None))
+            .collect();
+        let group =
+            self.cached_bind_group(key, &pipeline.layout, at.module, (0, uniform), &buffers);
+        work.dispatch(at.pass, &pipeline.pipeline, &group, workgroups);
+        Ok(())
+    }
+}
+
 /// The bindings of a kernel but its arguments': its uniform, outputs, shared words and
 /// partial sums.
 fn kernel_bindings(spec: &KernelSpec) -> Vec<(u32, B)> {

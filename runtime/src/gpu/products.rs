@@ -2,6 +2,7 @@
 //! each residual's `J_kᵀ u_k` one thread per column word before the scatter passes.
 
 use super::Gpu;
+use super::pipelines::EntryPoint;
 use crate::buffer::RawBuffer;
 use crate::error::Error;
 use crate::gather::Field;
@@ -115,18 +116,6 @@ impl Gpu {
         fields: &[Field],
         out: &Arc<RawBuffer>,
     ) -> Result<(), Error> {
-        use wgpu::BufferBindingType as B;
-        let wgsl = times_wgsl();
-        let mut layout = vec![
-            (0, B::Uniform),
-            (1, B::Storage { read_only: true }),
-            (2, B::Storage { read_only: false }),
-        ];
-        layout.extend(
-            (3..3 + 2 * MAX_COLUMN_BLOCKS as u32).map(|b| (b, B::Storage { read_only: true })),
-        );
-        let key = (wgsl.as_ptr() as usize, wgsl.len(), "times");
-        let pipeline = self.compile(key, "gradfuse J·v", wgsl, "times", &layout)?;
         let mut uniform = vec![s.n as u32, s.rows as u32, s.columns as u32, 0];
         let (mut words, mut first) = ([0u32; 8], [0u32; 8]);
         for (f, field) in fields.iter().enumerate() {
@@ -138,7 +127,7 @@ impl Gpu {
         }
         uniform.extend(words);
         uniform.extend(first);
-        let mut buffers = vec![(1, jacobians.gpu(), 0, None), (2, out.gpu(), 0, None)];
+        let mut storage = vec![(1, jacobians.gpu(), true), (2, out.gpu(), false)];
         for f in 0..MAX_COLUMN_BLOCKS {
             let b = 3 + 2 * f as u32;
             let (v, i) = match fields.get(f) {
@@ -151,18 +140,16 @@ impl Gpu {
                 ),
                 None => (jacobians.gpu(), jacobians.gpu()),
             };
-            buffers.extend([(b, v, 0, None), (b + 1, i, 0, None)]);
+            storage.extend([(b, v, true), (b + 1, i, true)]);
         }
-        let group = self.cached_bind_group(
-            key,
-            &pipeline.layout,
-            "gradfuse J·v",
-            (0, &uniform),
-            &buffers,
-        );
+        let at = EntryPoint {
+            module: "gradfuse J·v",
+            wgsl: times_wgsl(),
+            entry: "times",
+            pass: "J·v",
+        };
         let workgroups = self.workgroups(((s.n * s.rows) as u64).div_ceil(256));
-        work.dispatch("J·v", &pipeline.pipeline, &group, workgroups);
-        Ok(())
+        self.record_entry(work, &at, &uniform, &storage, workgroups)
     }
 
     /// Records each residual's `J_kᵀ u_k` into `rows` (`columns` words per residual).
@@ -174,33 +161,19 @@ impl Gpu {
         u: &Arc<RawBuffer>,
         rows: &Arc<RawBuffer>,
     ) -> Result<(), Error> {
-        use wgpu::BufferBindingType as B;
-        let (ro, rw) = (
-            B::Storage { read_only: true },
-            B::Storage { read_only: false },
-        );
-        let layout = [(0, B::Uniform), (1, ro), (2, ro), (3, rw)];
-        let key = (
-            TRANSPOSE_WGSL.as_ptr() as usize,
-            TRANSPOSE_WGSL.len(),
-            "rows",
-        );
-        let pipeline = self.compile(key, "gradfuse Jᵀ·u", TRANSPOSE_WGSL, "rows", &layout)?;
         let uniform = [s.n as u32, s.rows as u32, s.columns as u32, 0];
-        let buffers = [
-            (1, jacobians.gpu(), 0, None),
-            (2, u.gpu(), 0, None),
-            (3, rows.gpu(), 0, None),
+        let storage = [
+            (1, jacobians.gpu(), true),
+            (2, u.gpu(), true),
+            (3, rows.gpu(), false),
         ];
-        let group = self.cached_bind_group(
-            key,
-            &pipeline.layout,
-            "gradfuse Jᵀ·u",
-            (0, &uniform),
-            &buffers,
-        );
+        let at = EntryPoint {
+            module: "gradfuse Jᵀ·u",
+            wgsl: TRANSPOSE_WGSL,
+            entry: "rows",
+            pass: "Jᵀ·u",
+        };
         let workgroups = self.workgroups(((s.n * s.columns) as u64).div_ceil(256));
-        work.dispatch("Jᵀ·u", &pipeline.pipeline, &group, workgroups);
-        Ok(())
+        self.record_entry(work, &at, &uniform, &storage, workgroups)
     }
 }

@@ -2,6 +2,7 @@
 //! same order, as the CPU device's.
 
 use super::Gpu;
+use super::pipelines::EntryPoint;
 use crate::buffer::RawBuffer;
 use crate::error::Error;
 use crate::vectors::{Coefficient, DOT_GROUP, dot_groups};
@@ -141,7 +142,7 @@ impl Gpu {
         Ok(())
     }
 
-    /// One dispatch of a vector entry point.
+    /// One dispatch of a vector entry point (binding 3 written).
     fn record_vector_pass(
         &self,
         work: &mut super::GpuWork,
@@ -151,27 +152,15 @@ impl Gpu {
         bindings: &[(u32, &wgpu::Buffer)],
         shape: (u32, u32),
     ) -> Result<(), Error> {
-        use wgpu::BufferBindingType as B;
-        let layout: Vec<(u32, B)> = std::iter::once((0, B::Uniform))
-            .chain(
-                bindings
-                    .iter()
-                    .map(|&(b, _)| (b, B::Storage { read_only: b != 3 })),
-            )
-            .collect();
-        let key = (VECTORS_WGSL.as_ptr() as usize, VECTORS_WGSL.len(), entry);
-        let pipeline = self.compile(key, "gradfuse vectors", VECTORS_WGSL, entry, &layout)?;
         let mut uniform: Vec<u32> = params.iter().map(|&p| p as u32).collect();
         uniform.extend(coefficients);
-        let buffers: Vec<_> = bindings.iter().map(|&(b, buf)| (b, buf, 0, None)).collect();
-        let group = self.cached_bind_group(
-            key,
-            &pipeline.layout,
-            "gradfuse vectors",
-            (0, &uniform),
-            &buffers,
-        );
-        work.dispatch(entry, &pipeline.pipeline, &group, shape);
-        Ok(())
+        let storage: Vec<_> = bindings.iter().map(|&(b, buf)| (b, buf, b != 3)).collect();
+        let at = EntryPoint {
+            module: "gradfuse vectors",
+            wgsl: VECTORS_WGSL,
+            entry,
+            pass: entry,
+        };
+        self.record_entry(work, &at, &uniform, &storage, shape)
     }
 }
