@@ -47,7 +47,8 @@ pub use gradfuse_runtime::{
 };
 #[doc(hidden)]
 pub use gradfuse_runtime::{
-    Bindings, Coefficient, GatherField, GatherOutputs, JacobianColumns, RawBuffer, ResidualArgument,
+    Bindings, Coefficient, GatherField, GatherOutputs, JacobianColumns, RawBuffer,
+    ResidualArgument, tangent_rows,
 };
 
 /// Re-exported for generated code (`Args` and `Grad` are `bytemuck::Pod`) and for users who

@@ -18,8 +18,11 @@ use common::{Rng, device, rel_error};
 use gradfuse::{Device, Dual, Error, Source, differentiable};
 use gradfuse_shaders_gen::{ad, compile_str, interp, ops};
 
-/// Values and flattened gradient words of a batch.
+/// Values and flattened gradient words of a batch (or values and directional derivatives).
 type ValuesAndGrads = (Vec<f32>, Vec<f32>);
+
+/// A launch of the tangent kernel: device, argument words, tangent words.
+type TangentLaunch = fn(&Device, &[f32], &[f32]) -> Result<ValuesAndGrads, Error>;
 
 /// Everything generated for one corpus function, as functions over argument words.
 struct Case {
@@ -29,6 +32,7 @@ struct Case {
     domain: (f64, f64),
     wgsl_forward: &'static str,
     wgsl_adjoint: &'static str,
+    wgsl_tangent: &'static str,
     plain: fn(&[f32]) -> f32,
     eval_f32: fn(&[f32]) -> f32,
     eval_f64: fn(&[f64]) -> f64,
@@ -37,6 +41,9 @@ struct Case {
     jvp: fn(&[f32], &[f32]) -> (f32, f32),
     gpu_value: fn(&Device, &[f32]) -> Result<Vec<f32>, Error>,
     gpu_grad: fn(&Device, &[f32]) -> Result<ValuesAndGrads, Error>,
+    /// Values and directional derivatives by the tangent kernel (argument words, tangent
+    /// words: every corpus argument is differentiable).
+    gpu_jvp: TangentLaunch,
     /// The gathered kernels (forward, adjoint).
     wgsl_gathered: [&'static str; 2],
     /// Values and gradients by the gathered launch, every argument read through an index
@@ -68,6 +75,7 @@ macro_rules! corpus {
                 domain: ($lo, $hi),
                 wgsl_forward: $name::WGSL_FORWARD,
                 wgsl_adjoint: $name::WGSL_ADJOINT,
+                wgsl_tangent: $name::WGSL_TANGENT,
                 plain: |w| {
                     let a = &bytemuck::cast_slice::<f32, $name::Args>(w)[0];
                     $name($(a.$arg),*)
@@ -103,6 +111,7 @@ macro_rules! corpus {
                     let (v, g) = $name::kernel(d).value_and_grad(bytemuck::cast_slice(w))?;
                     Ok((v, bytemuck::cast_slice(&g).to_vec()))
                 },
+                gpu_jvp: |d, w, t| $name::kernel(d).jvp(bytemuck::cast_slice(w), bytemuck::cast_slice(t)),
                 wgsl_gathered: [$name::WGSL_FORWARD_GATHERED, $name::WGSL_ADJOINT_GATHERED],
                 gpu_gathered: |d, w| {
                     let args: &[$name::Args] = bytemuck::cast_slice(w);
@@ -356,11 +365,13 @@ fn wgsl_snapshots_and_naga_validation() {
     for c in cases() {
         common::validate_wgsl(c.name, c.wgsl_forward);
         common::validate_wgsl(c.name, c.wgsl_adjoint);
+        common::validate_wgsl(c.name, c.wgsl_tangent);
         for wgsl in c.wgsl_gathered {
             common::validate_wgsl(c.name, wgsl);
         }
         insta::assert_snapshot!(format!("{}_forward", c.name), c.wgsl_forward);
         insta::assert_snapshot!(format!("{}_adjoint", c.name), c.wgsl_adjoint);
+        insta::assert_snapshot!(format!("{}_tangent", c.name), c.wgsl_tangent);
     }
 }
 
@@ -536,4 +547,97 @@ fn numerics_agree_with_the_oracle() {
         device().describe(),
         misses.join("\n")
     );
+}
+
+/// Central difference of `f` at `w` along `t` with step `h`, in f64.
+fn central_difference(f: fn(&[f64]) -> f64, w: &[f64], t: &[f64], h: f64) -> f64 {
+    let at = |s: f64| -> Vec<f64> { w.iter().zip(t).map(|(w, t)| w + s * t).collect() };
+    (f(&at(h)) - f(&at(-h))) / (2.0 * h)
+}
+
+/// JAX's `check_grads`, on the GPU: for every corpus function (together they call every
+/// method of the table), forward mode (the tangent kernel) and reverse mode (the adjoint
+/// kernel) against f64 central differences of `eval::<f64>` along 10 random directions per
+/// point, with JAX's f32 tolerance (2e-3, absolute and relative); and forward against
+/// reverse, `<grad, t> = J t`, tighter. A difference that changes when its step is halved
+/// straddles a kink (`floor`, `abs`, a branch) and is skipped, as JAX's numerical check
+/// would fail there too.
+#[test]
+fn check_grads_forward_and_reverse_on_the_gpu() {
+    const TOL: f64 = 2e-3;
+    let d = device();
+    let mut misses = Vec::new();
+    let mut report = String::new();
+    for c in cases() {
+        let words = compile_str(c.src).unwrap().lowered.layout.words as usize;
+        let mut rng = Rng(0xc4ec ^ (c.name.len() as u64 * 104729));
+        let points = 32;
+        let w32: Vec<f32> = (0..points * words)
+            .map(|_| rng.uniform(c.domain.0, c.domain.1))
+            .collect();
+        let (values, grads) = (c.gpu_grad)(d, &w32).unwrap();
+        let (mut checked, mut skipped, mut worst_fd, mut worst_fr) = (0, 0, 0.0f64, 0.0f64);
+        for _ in 0..10 {
+            let t32: Vec<f32> = (0..points * words)
+                .map(|_| rng.uniform(-1.0, 1.0))
+                .collect();
+            let (jv, jd) = (c.gpu_jvp)(d, &w32, &t32).unwrap();
+            for i in 0..points {
+                let row = i * words..(i + 1) * words;
+                let w: Vec<f64> = w32[row.clone()].iter().map(|v| *v as f64).collect();
+                let t: Vec<f64> = t32[row.clone()].iter().map(|v| *v as f64).collect();
+                let cd = central_difference(c.eval_f64, &w, &t, 1e-4);
+                let cd_half = central_difference(c.eval_f64, &w, &t, 5e-5);
+                if (cd - cd_half).abs() > 1e-6 * (1.0 + cd.abs()) {
+                    skipped += 1;
+                    continue;
+                }
+                checked += 1;
+                let reverse: f64 = grads[row.clone()]
+                    .iter()
+                    .zip(&t)
+                    .map(|(g, t)| *g as f64 * t)
+                    .sum();
+                let scale: f64 = grads[row]
+                    .iter()
+                    .zip(&t)
+                    .map(|(g, t)| (*g as f64 * t).abs())
+                    .sum();
+                for (mode, got) in [("forward", jd[i] as f64), ("reverse", reverse)] {
+                    let e = (got - cd).abs() / (1.0 + cd.abs());
+                    worst_fd = worst_fd.max(e);
+                    if e > TOL {
+                        misses.push(format!(
+                            "{}: {mode} {got:e} vs central difference {cd:e} at {w:?} along {t:?}",
+                            c.name
+                        ));
+                    }
+                }
+                let e = (jd[i] as f64 - reverse).abs() / scale.max(1e-30);
+                worst_fr = worst_fr.max(e);
+                if e > 1e-4 {
+                    misses.push(format!(
+                        "{}: forward {} vs reverse {reverse}",
+                        c.name, jd[i]
+                    ));
+                }
+                if jv[i] != values[i]
+                    && (jv[i] as f64 - values[i] as f64).abs()
+                        > 1e-5 * (1.0 + values[i].abs() as f64)
+                {
+                    misses.push(format!(
+                        "{}: tangent kernel value {} vs adjoint's {}",
+                        c.name, jv[i], values[i]
+                    ));
+                }
+            }
+        }
+        assert!(checked >= 300, "{}: only {checked} smooth points", c.name);
+        report.push_str(&format!(
+            "{:<20} {checked} checked, {skipped} at kinks; vs differences {worst_fd:.1e}, forward vs reverse {worst_fr:.1e}\n",
+            c.name
+        ));
+    }
+    println!("check_grads on {}:\n{report}", d.describe());
+    assert!(misses.is_empty(), "{}", misses.join("\n"));
 }

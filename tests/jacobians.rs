@@ -231,12 +231,101 @@ fn jvp_and_duals_agree_with_the_jacobian() {
     }
 }
 
+/// The tangent kernel of vector functions (`Kernel::jvp`, forward mode on the device)
+/// against central differences of the f64 interpreter along random directions, and the
+/// dot-product identity `<c, J t> = <J^T c, t>` with `J` from the Jacobian kernel (reverse
+/// sweeps for `rotate`, a forward sweep for `helix`), on the GPU and the CPU device.
+#[test]
+fn tangent_kernels_and_the_dot_product_identity() {
+    let mut rng = Rng(77);
+    let batch: Vec<rotate::Args> = (0..300)
+        .map(|_| rotate::Args {
+            p: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
+            angle: rng.uniform(-3.0, 3.0),
+        })
+        .collect();
+    let tangents: Vec<rotate::Grad> = (0..300)
+        .map(|_| rotate::Grad {
+            p: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
+            angle: rng.uniform(-1.0, 1.0),
+        })
+        .collect();
+    let helix_batch: Vec<helix::Args> = (0..300)
+        .map(|_| helix::Args {
+            t: rng.uniform(-3.0, 3.0),
+            pitch: rng.uniform(0.1, 1.0),
+        })
+        .collect();
+    let helix_tangents: Vec<helix::Grad> = (0..300)
+        .map(|_| helix::Grad {
+            t: rng.uniform(-1.0, 1.0),
+        })
+        .collect();
+    let c = compile_str(ROTATE_SRC).expect("compiles");
+    let f = &c.lowered.primal;
+    for d in [device(), &Device::cpu()] {
+        let (values, derivatives) = rotate::kernel(d).jvp(&batch, &tangents).expect("launch");
+        let (jv, jj) = rotate::kernel(d)
+            .value_and_jacobian(&batch)
+            .expect("launch");
+        for (i, (a, t)) in batch.iter().zip(&tangents).enumerate() {
+            let x: Vec<f64> = a.p.iter().chain([&a.angle]).map(|v| *v as f64).collect();
+            let dir: Vec<f64> = t.p.iter().chain([&t.angle]).map(|v| *v as f64).collect();
+            let at = |s: f64| -> Vec<f64> {
+                let y: Vec<f64> = x.iter().zip(&dir).map(|(x, t)| x + s * t).collect();
+                interp::eval(f, &y)
+            };
+            let (plus, minus) = (at(1e-5), at(-1e-5));
+            let cs: [f64; 3] = std::array::from_fn(|_| rng.uniform(-1.0, 1.0) as f64);
+            let (mut c_jt, mut jtc_t) = (0.0, 0.0);
+            for k in 0..3 {
+                let cd = (plus[k] - minus[k]) / 2e-5;
+                assert!(
+                    close(derivatives[i][k] as f64, cd, 2e-3),
+                    "{k}: {} vs {cd}",
+                    derivatives[i][k]
+                );
+                assert_eq!(values[i][k], jv[i][k], "the tangent kernel's value");
+                let row = [jj[i][k].p[0], jj[i][k].p[1], jj[i][k].p[2], jj[i][k].angle];
+                c_jt += cs[k] * derivatives[i][k] as f64;
+                jtc_t += cs[k]
+                    * row
+                        .iter()
+                        .zip(&dir)
+                        .map(|(j, t)| *j as f64 * t)
+                        .sum::<f64>();
+            }
+            assert!(close(c_jt, jtc_t, 1e-5), "{c_jt} vs {jtc_t}");
+        }
+        let (hv, hd) = helix::kernel(d)
+            .jvp(&helix_batch, &helix_tangents)
+            .expect("launch");
+        let (_, hj) = helix::kernel(d)
+            .value_and_jacobian(&helix_batch)
+            .expect("launch");
+        for i in 0..helix_batch.len() {
+            let (v, _) = helix::value_and_jacobian(&helix_batch[i]);
+            for k in 0..4 {
+                assert!(close(hv[i][k] as f64, v[k] as f64, 2e-5));
+                let want = hj[i][k].t * helix_tangents[i].t;
+                assert!(close(hd[i][k] as f64, want as f64, 1e-5), "{k}");
+            }
+        }
+        let short = rotate::kernel(d).jvp(&batch, &tangents[1..]);
+        assert!(
+            matches!(short, Err(gradfuse::Error::ShapeMismatch { .. })),
+            "{short:?}"
+        );
+    }
+}
+
 #[test]
 fn jacobian_kernels_are_valid_and_snapshotted() {
     for (name, src) in [
         ("polar_jacobian", polar::WGSL_JACOBIAN),
         ("helix_jacobian", helix::WGSL_JACOBIAN),
         ("rotate_forward", rotate::WGSL_FORWARD),
+        ("rotate_tangent", rotate::WGSL_TANGENT),
         ("rotate_jacobian_gathered", rotate::WGSL_JACOBIAN_GATHERED),
     ] {
         common::validate_wgsl(name, src);

@@ -672,3 +672,100 @@ fn streamed_sums_past_the_owned_bound_are_added_in_the_row() {
         .filter(|(k, _)| k % 233 != 0 || *k >= 300 * 233);
     assert!(untouched.into_iter().all(|(_, g)| *g == 0.0));
 }
+
+/// Central difference of the f64 interpreter along `dir` (element words, then shared words).
+fn directional_difference(src: &str, words: &[f64], dir: &[f64]) -> f64 {
+    let c = compile_str(src).expect("the source compiles");
+    let at = |s: f64| -> f64 {
+        let y: Vec<f64> = words.iter().zip(dir).map(|(w, t)| w + s * t).collect();
+        interp::eval(&c.lowered.primal, &y)[0]
+    };
+    (at(1e-5) - at(-1e-5)) / 2e-5
+}
+
+/// The tangent kernel with `#[shared]` arguments: each element's tangent and the batch's
+/// shared tangent (a uniform buffer for `mixed`, per-element words with none for
+/// `tiny_net`), on the GPU and the CPU device, against central differences of the f64
+/// interpreter along the same direction.
+#[test]
+fn tangent_kernels_with_shared_tangents() {
+    let mut rng = Rng(12);
+    let n = 700;
+    let batch: Vec<mixed::Args> = (0..n)
+        .map(|_| mixed::Args {
+            p: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
+            c: rng.uniform(0.5, 1.5),
+        })
+        .collect();
+    let tangents: Vec<mixed::Grad> = (0..n)
+        .map(|_| mixed::Grad {
+            p: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
+        })
+        .collect();
+    let shared = mixed::Shared { s: 0.7 };
+    let shared_tangent = mixed::SharedGrad { s: -0.4 };
+    let nets: Vec<tiny_net::Args> = (0..n)
+        .map(|_| tiny_net::Args {
+            x: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
+            target: rng.uniform(-0.5, 0.5),
+        })
+        .collect();
+    let w = tiny_net::Shared {
+        w: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
+    };
+    let dw = tiny_net::SharedGrad {
+        w: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
+    };
+    let no_tangents = vec![tiny_net::Grad {}; n];
+    for d in [device(), &Device::cpu()] {
+        let (values, derivatives) = mixed::kernel(d)
+            .jvp(&batch, &shared, &tangents, &shared_tangent)
+            .expect("launch");
+        let plain = mixed::kernel(d).value(&batch, &shared).expect("launch");
+        for i in 0..n {
+            let words = words_of(&batch[i], &shared);
+            let mut dir = f32s(&tangents[i]);
+            dir.push(0.0); // c is #[constant]
+            dir.push(shared_tangent.s as f64);
+            let want = directional_difference(MIXED_SRC, &words, &dir);
+            let e = (derivatives[i] as f64 - want).abs() / (1.0 + want.abs());
+            assert!(e < 1e-4, "{i}: {} vs {want}", derivatives[i]);
+            assert!((values[i] - plain[i]).abs() <= 1e-6 * (1.0 + plain[i].abs()));
+        }
+        let (values, derivatives) = tiny_net::kernel(d)
+            .jvp(&nets, &w, &no_tangents, &dw)
+            .expect("launch");
+        for i in 0..n {
+            let words = words_of(&nets[i], &w);
+            let mut dir = vec![0.0; 3];
+            dir.extend(f32s(&dw));
+            let want = directional_difference(NET_SRC, &words, &dir);
+            let e = (derivatives[i] as f64 - want).abs() / (1.0 + want.abs());
+            assert!(e < 1e-4, "{i}: {} vs {want}", derivatives[i]);
+            let o = oracle(NET_SRC, &words);
+            assert!((values[i] as f64 - o.value).abs() < 1e-5 * (1.0 + o.value.abs()));
+        }
+        // 2 x 16,400 shared words: past a uniform buffer, read from storage.
+        let xs: Vec<lookup::Args> = (0..n)
+            .map(|k| lookup::Args { x: k as f32 * 0.01 })
+            .collect();
+        let table = lookup::Shared {
+            table: std::array::from_fn(|k| (k % 7) as f32),
+        };
+        let mut dt = lookup::SharedGrad {
+            table: [0.0; 16400],
+        };
+        (dt.table[0], dt.table[16398], dt.table[16399]) = (1.5, -2.0, 0.25);
+        let (_, derivatives) = lookup::kernel(d)
+            .jvp(&xs, &table, &vec![lookup::Grad {}; n], &dt)
+            .expect("launch");
+        for (a, got) in xs.iter().zip(derivatives) {
+            let x = a.x as f64;
+            let want = x * (1.5 + x * -2.0 + x * 0.25);
+            assert!(
+                (got as f64 - want).abs() < 1e-5 * (1.0 + want.abs()),
+                "{got} vs {want}"
+            );
+        }
+    }
+}

@@ -50,6 +50,8 @@ pub use recording::Bindings;
 pub use recording::Recording;
 #[doc(hidden)]
 pub use spec::KernelTime;
+#[doc(hidden)]
+pub use spec::tangent_rows;
 pub use spec::{FieldSpec, GatheredSpec, KernelSpec, OutputSpec, ReductionSpec, SharedSpec};
 #[doc(hidden)]
 pub use vectors::Coefficient;

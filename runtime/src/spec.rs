@@ -145,3 +145,32 @@ impl KernelTime {
         self.main + self.reduce
     }
 }
+
+/// The input rows of a tangent kernel: each element's argument words followed by its
+/// tangent words (`rows` elements; `args` and `tangents` hold `rows` rows each, the
+/// tangents' row possibly empty). Called by generated `jvp` launchers.
+#[doc(hidden)]
+pub fn tangent_rows(
+    rows: usize,
+    args: &[f32],
+    tangent_rows: usize,
+    tangents: &[f32],
+) -> Result<Vec<f32>, crate::Error> {
+    if tangent_rows != rows {
+        return Err(crate::Error::ShapeMismatch {
+            what: "tangents (one per element)".into(),
+            expected: rows,
+            got: tangent_rows,
+        });
+    }
+    if rows == 0 {
+        return Ok(Vec::new());
+    }
+    let (a, t) = (args.len() / rows, tangents.len() / rows);
+    let mut words = Vec::with_capacity(rows * (a + t));
+    for k in 0..rows {
+        words.extend_from_slice(&args[k * a..(k + 1) * a]);
+        words.extend_from_slice(&tangents[k * t..(k + 1) * t]);
+    }
+    Ok(words)
+}

@@ -245,6 +245,45 @@ impl ArgLayout {
         self.input_slot(input).0.differentiable
     }
 
+    /// The layout of the tangent kernel ([`KernelKind::Tangent`]): each element's words, then
+    /// its tangent (one word per gradient word, `f::Grad`'s layout, as `t_x` slots); the
+    /// shared words, then the shared tangent (`f::SharedGrad`'s layout, as `t_w` slots).
+    /// The tangent words are `#[constant]`: the kernel differentiates nothing itself.
+    pub fn tangent_layout(&self) -> ArgLayout {
+        let mut slots = Vec::new();
+        for shared in [false, true] {
+            let own: Vec<&ParamSlot> = self.slots.iter().filter(|s| s.shared == shared).collect();
+            let mut offset = own.iter().map(|s| s.len.unwrap_or(1) as u32).sum();
+            slots.extend(own.iter().map(|s| ParamSlot {
+                differentiable: false,
+                ..(*s).clone()
+            }));
+            for s in own.iter().filter(|s| s.differentiable) {
+                slots.push(ParamSlot {
+                    name: format!("t_{}", s.name),
+                    len: s.len,
+                    offset,
+                    differentiable: false,
+                    shared,
+                });
+                offset += s.len.unwrap_or(1) as u32;
+            }
+        }
+        let words = |shared: bool| {
+            slots
+                .iter()
+                .filter(|s: &&ParamSlot| s.shared == shared)
+                .map(|s| s.len.unwrap_or(1) as u32)
+                .sum()
+        };
+        ArgLayout {
+            words: words(false),
+            shared_words: words(true),
+            results: self.results,
+            slots,
+        }
+    }
+
     /// An IR input as the source spells it, for comments in generated code: `x` or `p[2]`.
     pub fn word_label(&self, word: u32) -> String {
         let (slot, elem) = self.input_slot(word);
@@ -330,6 +369,10 @@ pub enum KernelKind {
     Adjoint,
     /// For an `[f32; M]` result: the values and the Jacobian (`M` rows of gradient words).
     Jacobian,
+    /// Forward mode: the values and their directional derivatives along each element's
+    /// tangent (and the batch's shared tangent), read as more argument words: its layout is
+    /// [`ArgLayout::tangent_layout`]. Outputs `values` and `tangents`, `results` words each.
+    Tangent,
 }
 
 impl KernelKind {
@@ -337,6 +380,10 @@ impl KernelKind {
     pub fn outputs(self, layout: &ArgLayout) -> Vec<(u32, u32, &'static str)> {
         match self {
             KernelKind::Forward => vec![(VALUE_BINDING, layout.results, "values")],
+            KernelKind::Tangent => vec![
+                (VALUE_BINDING, layout.results, "values"),
+                (GRAD_BINDING, layout.results, "tangents"),
+            ],
             KernelKind::Jacobian => vec![
                 (VALUE_BINDING, layout.results, "values"),
                 (
@@ -364,6 +411,7 @@ impl KernelKind {
             KernelKind::Forward => "forward",
             KernelKind::Adjoint => "adjoint",
             KernelKind::Jacobian => "jacobian",
+            KernelKind::Tangent => "tangent",
         }
     }
 }

@@ -42,6 +42,9 @@ pub struct Compiled {
     pub tangent: Function,
     /// The forward (value) kernel.
     pub wgsl_forward: String,
+    /// The tangent kernel (values and directional derivatives, [`abi::KernelKind::Tangent`]),
+    /// over [`abi::ArgLayout::tangent_layout`].
+    pub wgsl_tangent: String,
     /// The reverse kernel: adjoint (value and gradient) or Jacobian (values and Jacobian).
     pub wgsl_reverse: String,
     /// The gathered variants of the forward and reverse kernels, each per-element argument
@@ -164,6 +167,7 @@ pub fn compile_with(
         let wgsl_forward = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Forward, &primal);
         let wgsl_reverse =
             emit_wgsl::emit_kernel(&sig, layout, KernelKind::Jacobian, jacobian.function());
+        let wgsl_tangent = tangent_kernel(&sig, layout, &tangent);
         let wgsl_gathered = layout.has_gathered_kernel().then(|| GatheredWgsl {
             forward: emit_wgsl::emit_gathered_kernel(&sig, layout, KernelKind::Forward, &primal),
             reverse: emit_wgsl::emit_gathered_kernel(
@@ -186,6 +190,7 @@ pub fn compile_with(
             reverse: jacobian,
             tangent,
             wgsl_forward,
+            wgsl_tangent,
             wgsl_reverse,
         });
     }
@@ -209,6 +214,7 @@ pub fn compile_with(
     };
     let wgsl_forward = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Forward, &primal);
     let wgsl_reverse = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Adjoint, &kernel_adjoint);
+    let wgsl_tangent = tangent_kernel(&sig, layout, &tangent);
     let wgsl_reduce =
         (layout.shared_words > 0).then(|| emit_wgsl::emit_reduce_kernel(&sig, layout.shared_words));
     let wgsl_gathered = layout.has_gathered_kernel().then(|| GatheredWgsl {
@@ -233,8 +239,39 @@ pub fn compile_with(
         reverse: Reverse::Gradient(adjoint),
         tangent,
         wgsl_forward,
+        wgsl_tangent,
         wgsl_reverse,
     })
+}
+
+/// The tangent kernel's WGSL: `tangent` (inputs: the element's words, the shared words, the
+/// element's tangent, the shared tangent) with its inputs in the order of
+/// [`abi::ArgLayout::tangent_layout`] (the element's words and tangent, then the shared
+/// words and tangent), so that the kernel reads an element's tangent as more argument words.
+fn tangent_kernel(sig: &str, layout: &abi::ArgLayout, tangent: &Function) -> String {
+    let (words, shared, grads) = (
+        layout.words,
+        layout.shared_words,
+        layout.grad_words().len() as u32,
+    );
+    let tangent_layout = layout.tangent_layout();
+    let mut f = tangent.clone();
+    for node in &mut f.nodes {
+        if let ir::Op::Input(w) = &mut node.op {
+            let moved = if *w < words {
+                *w
+            } else if *w < words + shared {
+                *w + grads
+            } else if *w < words + shared + grads {
+                *w - shared
+            } else {
+                *w
+            };
+            node.name = Some(tangent_layout.word_name(moved));
+            *w = moved;
+        }
+    }
+    emit_wgsl::emit_kernel(sig, &tangent_layout, KernelKind::Tangent, &f)
 }
 
 /// The outputs of a reverse pass a function with an `f32` result keeps: the value, the

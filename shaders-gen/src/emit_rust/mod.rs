@@ -15,6 +15,7 @@ mod launcher;
 mod residuals;
 mod scalar;
 mod spec;
+mod tangent;
 mod tokens;
 mod vector;
 
@@ -234,11 +235,13 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
     );
     let data_types = data_types(&plan);
     let eval = eval_fn(&plan);
-    let api = if c.cpu.reverse.jacobian_mode().is_some() {
+    let vector = c.cpu.reverse.jacobian_mode().is_some();
+    let api = if vector {
         vector::vector_api(&plan)
     } else {
         scalar::scalar_api(&plan)
     };
+    let tangent = tangent::tangent_api(&plan, vector);
     quote! {
         // The language loops over index ranges (it has no iterators): clippy's advice to
         // iterate instead does not apply.
@@ -273,6 +276,8 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
             }
 
             #api
+
+            #tangent
         }
     }
 }

@@ -12,9 +12,13 @@ pub(super) fn kernel_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident) -
         KernelKind::Forward => quote!(WGSL_FORWARD),
         KernelKind::Adjoint => quote!(WGSL_ADJOINT),
         KernelKind::Jacobian => quote!(WGSL_JACOBIAN),
+        KernelKind::Tangent => quote!(WGSL_TANGENT),
     };
     let label = format!("{}::{}", plan.fname, kind.entry_point());
-    spec_of(plan, kind, cpu, wgsl, &label)
+    if kind == KernelKind::Tangent {
+        return spec_of(plan, &plan.layout.tangent_layout(), kind, cpu, wgsl, &label);
+    }
+    spec_of(plan, plan.layout, kind, cpu, wgsl, &label)
 }
 
 /// The `::gradfuse::GatheredSpec` of the gathered variant of kernel `kind` (see
@@ -24,9 +28,10 @@ pub(super) fn gathered_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident)
         KernelKind::Forward => quote!(WGSL_FORWARD_GATHERED),
         KernelKind::Adjoint => quote!(WGSL_ADJOINT_GATHERED),
         KernelKind::Jacobian => quote!(WGSL_JACOBIAN_GATHERED),
+        KernelKind::Tangent => unreachable!("no gathered tangent kernel is generated"),
     };
     let label = format!("{}::{} (gathered)", plan.fname, kind.entry_point());
-    let kernel = spec_of(plan, kind, cpu, wgsl, &label);
+    let kernel = spec_of(plan, plan.layout, kind, cpu, wgsl, &label);
     let fields = plan.layout.fields().into_iter().enumerate().map(|(k, slot)| {
         let (rows, index) = abi::field_bindings(k as u32);
         let words = slot.len.unwrap_or(1) as u32;
@@ -42,12 +47,13 @@ pub(super) fn gathered_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident)
 
 fn spec_of(
     plan: &ItemPlan,
+    layout: &abi::ArgLayout,
     kind: KernelKind,
     cpu: &syn::Ident,
     wgsl: TokenStream,
     label: &str,
 ) -> TokenStream {
-    let (fname, layout, has_shared) = (&plan.fname, plan.layout, plan.has_shared);
+    let (fname, has_shared) = (&plan.fname, plan.has_shared);
     let entry = kind.entry_point();
     let outs: Vec<TokenStream> = kind
         .outputs(layout)

@@ -198,6 +198,8 @@ fn store_label(plan: &KernelPlan, name: &str, k: u32) -> String {
     match name {
         "values" if plan.layout.results == 1 => "the value".to_string(),
         "values" => format!("result[{k}]"),
+        "tangents" if plan.layout.results == 1 => "the value's tangent".to_string(),
+        "tangents" => format!("tangent of result[{k}]"),
         "jacobians" => format!(
             "d result[{}] / d {}",
             k / grad_count,
@@ -265,6 +267,7 @@ fn header(plan: &KernelPlan, fields: &[FieldNames], signature: &str) -> String {
         KernelKind::Forward => "forward (value) kernel",
         KernelKind::Adjoint => "adjoint (value and gradient) kernel",
         KernelKind::Jacobian => "Jacobian (values and Jacobian) kernel",
+        KernelKind::Tangent => "tangent (values and directional derivatives) kernel",
     };
     let _ = writeln!(s, "// gradfuse {what} of `{signature}`.");
     let threads = if plan.reduces {
@@ -310,7 +313,22 @@ fn header(plan: &KernelPlan, fields: &[FieldNames], signature: &str) -> String {
         }
     }
     for &(_, w, name) in &plan.outputs {
-        if w == 1 {
+        if name == "tangents" {
+            let what = if w == 1 {
+                "the value's"
+            } else {
+                "each result word's"
+            };
+            let at = if w == 1 {
+                "[i]".to_string()
+            } else {
+                format!("[{w}i ..]")
+            };
+            let _ = writeln!(
+                s,
+                "//   {name}{at}: {what} directional derivative along the t_ words"
+            );
+        } else if w == 1 {
             let _ = writeln!(s, "//   {name}[i]: the value");
         } else if name == "values" {
             let _ = writeln!(s, "//   {name}[{w}i ..]: the result's {w} words");
