@@ -26,6 +26,31 @@ macro_rules! unary {
                 |x: f64| x.$method(),
             )),*]
         }
+        /// `(name, every mode of the function over a batch)`.
+        fn modes() -> Vec<(&'static str, fn(&[f32]) -> Modes)> {
+            vec![$((
+                stringify!($method),
+                |xs: &[f32]| {
+                    let args: Vec<$name::Args> = xs.iter().map(|&x| $name::Args { x }).collect();
+                    let one = $name::Grad { x: 1.0 };
+                    let (gv, gg) = $name::kernel(device()).value_and_grad(&args).unwrap();
+                    let (tv, td) = $name::kernel(device()).jvp(&args, &vec![one; xs.len()]).unwrap();
+                    Modes {
+                        plain: xs.iter().map(|&x| $name(x)).collect(),
+                        cpu_reverse: args
+                            .iter()
+                            .map(|a| {
+                                let (v, g) = $name::value_and_grad(a);
+                                (v, g.x)
+                            })
+                            .collect(),
+                        cpu_forward: args.iter().map(|a| $name::jvp(a, &one)).collect(),
+                        gpu_reverse: gv.into_iter().zip(gg.into_iter().map(|g| g.x)).collect(),
+                        gpu_forward: tv.into_iter().zip(td).collect(),
+                    }
+                },
+            )),*]
+        }
     };
 }
 
@@ -257,4 +282,317 @@ fn two_argument_functions_match_rust_at_special_values() {
         device().describe(),
         failures.join("\n")
     );
+}
+
+/// One function's every mode over a batch of inputs: `(value, derivative)` per input, the
+/// derivative along the tangent 1.
+struct Modes {
+    /// The function itself, in Rust.
+    plain: Vec<f32>,
+    /// CPU reverse mode (`value_and_grad`).
+    cpu_reverse: Vec<(f32, f32)>,
+    /// CPU forward mode (`jvp`).
+    cpu_forward: Vec<(f32, f32)>,
+    /// The adjoint kernel.
+    gpu_reverse: Vec<(f32, f32)>,
+    /// The tangent kernel.
+    gpu_forward: Vec<(f32, f32)>,
+}
+
+/// Whether two results agree as the README promises: both NaN, the same infinity, both
+/// zero or subnormal (Vulkan lets a driver flush subnormals), or finite within `bound` ulp.
+fn agree(a: f32, b: f32, bound: u64) -> bool {
+    let tiny = |x: f32| x.abs() < f32::MIN_POSITIVE;
+    (a.is_nan() && b.is_nan())
+        || (tiny(a) && tiny(b))
+        || (!a.is_nan() && !b.is_nan() && ulps(a, b) <= bound)
+}
+
+/// The hostile inputs: signed zeros, subnormals, infinities, NaN, the extremes of the
+/// range, and ordinary values for contrast.
+fn hostile() -> Vec<f32> {
+    vec![
+        0.0,
+        -0.0,
+        f32::from_bits(1),
+        -f32::from_bits(1),
+        1e-40,
+        -1e-40,
+        f32::MIN_POSITIVE,
+        1e-38,
+        -1e-38,
+        1e38,
+        -1e38,
+        f32::MAX,
+        f32::MIN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+        1.0,
+        -1.0,
+        0.5,
+        -0.5,
+        2.5,
+        -2.5,
+        100.0,
+        -100.0,
+    ]
+}
+
+/// Every unary function of the table, at every hostile input, in every mode: CPU reverse
+/// and forward mode against the function itself (values) and each other (derivatives),
+/// the GPU's adjoint and tangent kernels against the CPU's. Where the GPU's `sin cos tan`
+/// leave gradfuse's own helpers (|x| > 8192, the driver's) only NaN-ness must agree.
+#[test]
+fn every_mode_agrees_with_rust_at_hostile_inputs() {
+    let xs = hostile();
+    // Vulkan lets a driver flush subnormal inputs too: the GPU may answer for a signed zero.
+    let flushed: Vec<f32> = xs
+        .iter()
+        .map(|&x| {
+            if x.abs() < f32::MIN_POSITIVE {
+                0.0f32.copysign(x)
+            } else {
+                x
+            }
+        })
+        .collect();
+    let mut failures = Vec::new();
+    for (name, modes) in modes() {
+        let m = modes(&xs);
+        let at_zero = modes(&flushed);
+        for (k, &x) in xs.iter().enumerate() {
+            let want = m.plain[k];
+            let (v, g) = m.cpu_reverse[k];
+            let (want_flushed, g_flushed) = at_zero.cpu_reverse[k];
+            let mut check = |what: &str, got: f32, want: f32, bound: u64| {
+                let flushed_want = if what.ends_with("value") {
+                    want_flushed
+                } else {
+                    g_flushed
+                };
+                let gpu = what.starts_with("GPU");
+                if !(agree(got, want, bound) || gpu && agree(got, flushed_want, bound)) {
+                    failures.push(format!("{name}({x:e}): {what} {got:e}, expected {want:e}"));
+                }
+            };
+            check("CPU reverse value", v, want, 0);
+            check("CPU forward value", m.cpu_forward[k].0, want, 0);
+            check("CPU forward derivative", m.cpu_forward[k].1, g, 0);
+            let driver = matches!(name, "sin" | "cos" | "tan") && (x.is_nan() || x.abs() > 8192.0);
+            if driver {
+                for (what, got) in [
+                    ("GPU reverse value", m.gpu_reverse[k].0),
+                    ("GPU forward value", m.gpu_forward[k].0),
+                ] {
+                    if got.is_nan() != want.is_nan() {
+                        failures.push(format!("{name}({x:e}): {what} {got:e}, expected {want:e}"));
+                    }
+                }
+                continue;
+            }
+            // Values: the bound of `every_function_is_accurate_on_the_gpu`; derivatives are
+            // compositions of a few such functions.
+            let bound = if matches!(name, "exp" | "exp2" | "cosh" | "sinh") {
+                3 + 2 * x.abs().min(100.0) as u64
+            } else {
+                3
+            };
+            check("GPU reverse value", m.gpu_reverse[k].0, want, bound);
+            check("GPU forward value", m.gpu_forward[k].0, want, bound);
+            check("GPU reverse derivative", m.gpu_reverse[k].1, g, 4 * bound);
+            check("GPU forward derivative", m.gpu_forward[k].1, g, 4 * bound);
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} on {}:\n{}",
+        failures.len(),
+        device().describe(),
+        failures.join("\n")
+    );
+}
+
+/// A two-argument function's every mode over a batch of pairs: value and the two partial
+/// derivatives (forward mode: one launch per tangent `(1, 0)` and `(0, 1)`).
+struct PairModes {
+    plain: Vec<f32>,
+    cpu_reverse: Vec<[f32; 3]>,
+    cpu_forward: Vec<[f32; 3]>,
+    gpu_reverse: Vec<[f32; 3]>,
+    gpu_forward: Vec<[f32; 3]>,
+}
+
+/// Every mode of two-argument function `$f` over a batch of pairs.
+macro_rules! pair_modes {
+    ($f:ident) => {
+        |pairs: &[(f32, f32)]| {
+            let args: Vec<$f::Args> = pairs.iter().map(|&(x, y)| $f::Args { x, y }).collect();
+            let (dx, dy) = ($f::Grad { x: 1.0, y: 0.0 }, $f::Grad { x: 0.0, y: 1.0 });
+            let k = $f::kernel(device());
+            let (gv, gg) = k.value_and_grad(&args).unwrap();
+            let (tv, tx) = k.jvp(&args, &vec![dx; args.len()]).unwrap();
+            let (_, ty) = k.jvp(&args, &vec![dy; args.len()]).unwrap();
+            PairModes {
+                // The generic version: Rust's own `clamp` panics on a NaN bound.
+                plain: pairs.iter().map(|&(x, y)| $f::eval::<f32>(x, y)).collect(),
+                cpu_reverse: args
+                    .iter()
+                    .map(|a| {
+                        let (v, g) = $f::value_and_grad(a);
+                        [v, g.x, g.y]
+                    })
+                    .collect(),
+                cpu_forward: args
+                    .iter()
+                    .map(|a| [$f::jvp(a, &dx).0, $f::jvp(a, &dx).1, $f::jvp(a, &dy).1])
+                    .collect(),
+                gpu_reverse: (0..args.len()).map(|i| [gv[i], gg[i].x, gg[i].y]).collect(),
+                gpu_forward: (0..args.len()).map(|i| [tv[i], tx[i], ty[i]]).collect(),
+            }
+        }
+    };
+}
+
+/// The two-argument functions at every pair of hostile inputs, in every mode: CPU modes
+/// against the function and each other, the GPU's kernels against the CPU. `powf` away
+/// from its special values is WGSL's `pow`, whose error grows with |y log2 x| (see
+/// `two_argument_functions_match_rust_at_special_values`): there the GPU is held to
+/// NaN-ness and infinities only.
+#[test]
+fn two_argument_functions_in_every_mode_at_hostile_inputs() {
+    let xs = hostile();
+    let pairs: Vec<(f32, f32)> = xs
+        .iter()
+        .flat_map(|&x| xs.iter().map(move |&y| (x, y)))
+        .collect();
+    type Modes2 = fn(&[(f32, f32)]) -> PairModes;
+    let cases: Vec<(&str, Modes2, u64)> = vec![
+        ("min", pair_modes!(f_min), 0),
+        ("max", pair_modes!(f_max), 0),
+        ("atan2", pair_modes!(f_atan2), 3),
+        ("powf", pair_modes!(f_powf), 3),
+        ("hypot", pair_modes!(f_hypot), 3),
+        ("clamp", pair_modes!(f_clamp), 0),
+        ("powi", pair_modes!(f_powi), 3),
+    ];
+    let mut failures = Vec::new();
+    for (name, modes, bound) in cases {
+        let m = modes(&pairs);
+        for (k, &(x, y)) in pairs.iter().enumerate() {
+            let cpu = m.cpu_reverse[k];
+            let mut check = |what: &str, got: [f32; 3], want: [f32; 3], bound: u64| {
+                for (j, part) in ["value", "d/dx", "d/dy"].iter().enumerate() {
+                    let loose = name == "powf" && what.starts_with("GPU") && want[j].is_finite();
+                    let ok = if loose {
+                        got[j].is_finite()
+                            || got[j].is_nan() == want[j].is_nan() && got[j] == want[j]
+                    } else {
+                        agree(got[j], want[j], if j == 0 { bound } else { 4 * bound })
+                    };
+                    if !ok {
+                        failures.push(format!(
+                            "{name}({x:e}, {y:e}) {part}: {what} {:e}, expected {:e}",
+                            got[j], want[j]
+                        ));
+                    }
+                }
+            };
+            let fwd = m.cpu_forward[k];
+            check("CPU reverse", cpu, [m.plain[k], cpu[1], cpu[2]], 0);
+            // Forward mode carries each tangent through every partial: a zero tangent times
+            // an infinite partial is NaN (atan2(0, 1e-45) along y), where reverse mode keeps
+            // the partials apart. Elsewhere the two agree.
+            let masked = |r: [f32; 3]| {
+                [
+                    r[0],
+                    if fwd[1].is_nan() { fwd[1] } else { r[1] },
+                    if fwd[2].is_nan() { fwd[2] } else { r[2] },
+                ]
+            };
+            check("CPU forward", fwd, masked([m.plain[k], cpu[1], cpu[2]]), 0);
+            check("GPU reverse", m.gpu_reverse[k], cpu, bound);
+            check("GPU forward", m.gpu_forward[k], fwd, bound);
+        }
+    }
+    let shown = failures.len().min(40);
+    assert!(
+        failures.is_empty(),
+        "{} on {} (first {shown}):\n{}",
+        failures.len(),
+        device().describe(),
+        failures[..shown].join("\n")
+    );
+}
+
+#[differentiable]
+pub fn f_abs_sqrt(x: f32, y: f32) -> f32 {
+    x.abs() + y.sqrt()
+}
+
+/// The derivatives the README documents where the math has none, in every mode on the CPU
+/// and the GPU, bit for bit: `abs` at ±0, ties of `min`/`max` (split 0.5/0.5) and `clamp`
+/// (to `x`), `sqrt` at ±0 (infinite, kept), `powf` at negative bases (0 in the exponent),
+/// `hypot` at the origin (0).
+#[test]
+fn documented_derivatives_at_special_points() {
+    let inf = f32::INFINITY;
+    // (function, x, y, value, d/dx, d/dy)
+    type Point = (&'static str, f32, f32, f32, f32, f32);
+    let points: Vec<Point> = vec![
+        ("abs+sqrt", 0.0, 4.0, 2.0, 0.0, 0.25),
+        ("abs+sqrt", -0.0, 4.0, 2.0, 0.0, 0.25),
+        ("abs+sqrt", 1.0, 0.0, 1.0, 1.0, inf),
+        ("abs+sqrt", -1.0, -0.0, 1.0, -1.0, -inf),
+        ("min", 2.0, 2.0, 2.0, 0.5, 0.5),
+        ("min", 1.0, 2.0, 1.0, 1.0, 0.0),
+        ("min", f32::NAN, 2.0, 2.0, 0.0, 1.0),
+        ("max", -3.0, -3.0, -3.0, 0.5, 0.5),
+        ("max", 1.0, 2.0, 2.0, 0.0, 1.0),
+        ("clamp", -1.0, 5.0, -1.0, 1.0, 0.0),
+        ("clamp", 5.0, 5.0, 5.0, 1.0, 0.0),
+        ("clamp", 6.0, 5.0, 5.0, 0.0, 1.0),
+        ("powf", -2.0, 3.0, -8.0, 12.0, 0.0),
+        ("powf", 0.0, 3.0, 0.0, 0.0, 0.0),
+        ("powf", 2.0, 3.0, 8.0, 12.0, 8.0 * std::f32::consts::LN_2),
+        ("hypot", 0.0, 0.0, 0.0, 0.0, 0.0),
+        ("hypot", 3.0, 4.0, 5.0, 0.6, 0.8),
+    ];
+    let mut failures = Vec::new();
+    for (name, x, y, v, dx, dy) in points {
+        let modes: fn(&[(f32, f32)]) -> PairModes = match name {
+            "abs+sqrt" => pair_modes!(f_abs_sqrt),
+            "min" => pair_modes!(f_min),
+            "max" => pair_modes!(f_max),
+            "clamp" => pair_modes!(f_clamp),
+            "powf" => pair_modes!(f_powf),
+            _ => pair_modes!(f_hypot),
+        };
+        let m = modes(&[(x, y)]);
+        // Forward mode multiplies each tangent by each partial: along (1, 0) an infinite
+        // partial in y still adds 0 * inf = NaN, as in JAX's jvp.
+        let reverse = [v, dx, dy];
+        let forward = [v, dx + 0.0 * dy, dy + 0.0 * dx];
+        for (what, got, want) in [
+            ("CPU reverse", m.cpu_reverse[0], reverse),
+            ("CPU forward", m.cpu_forward[0], forward),
+            ("GPU reverse", m.gpu_reverse[0], reverse),
+            ("GPU forward", m.gpu_forward[0], forward),
+        ] {
+            // Exact, but for powf's and hypot's finite values (a few ulp on the GPU).
+            let bound = if matches!(name, "powf" | "hypot") {
+                4
+            } else {
+                0
+            };
+            if (0..3).any(|j| !agree(got[j], want[j], bound) || got[j].is_nan() != want[j].is_nan())
+            {
+                failures.push(format!(
+                    "{name}({x}, {y}): {what} {got:?}, documented {want:?}"
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

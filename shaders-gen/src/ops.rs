@@ -280,7 +280,7 @@ pub const WGSL_HELPERS: &[(&str, &[&str], &str)] = &[
         &[],
         "// ln(x) = e ln 2 + r for finite x > 0 (Cephes' logf): returns (e, r). Drivers' log\n\
          // may be accurate only in absolute terms, which loses every digit near x = 1.\n\
-         fn gf_log_parts(x: f32) -> vec2<f32> {\n    let fr = frexp(x);\n    var m = fr.fract;\n    var e = f32(fr.exp);\n    if (m < 0.70710678) {\n        e = e - 1.0;\n        m = m + m - 1.0;\n    } else {\n        m = m - 1.0;\n    }\n    let z = m * m;\n    let p = ((((((((7.0376836292e-2 * m - 1.1514610310e-1) * m + 1.1676998740e-1) * m - 1.2420140846e-1) * m + 1.4249322787e-1) * m - 1.6668057665e-1) * m + 2.0000714765e-1) * m - 2.4999993993e-1) * m + 3.3333331174e-1) * m * z;\n    return vec2<f32>(e, m + (p - 0.5 * z));\n}",
+         fn gf_log_parts(x: f32) -> vec2<f32> {\n    // Drivers' frexp of a subnormal is not to be trusted (lavapipe's is off by its leading\n    // zeros): scale it into the normal range by 2^25 first.\n    let sub = x < bitcast<f32>(0x00800000u);\n    let fr = frexp(select(x, x * 33554432.0, sub));\n    var m = fr.fract;\n    var e = f32(fr.exp) - select(0.0, 25.0, sub);\n    if (m < 0.70710678) {\n        e = e - 1.0;\n        m = m + m - 1.0;\n    } else {\n        m = m - 1.0;\n    }\n    let z = m * m;\n    let p = ((((((((7.0376836292e-2 * m - 1.1514610310e-1) * m + 1.1676998740e-1) * m - 1.2420140846e-1) * m + 1.4249322787e-1) * m - 1.6668057665e-1) * m + 2.0000714765e-1) * m - 2.4999993993e-1) * m + 3.3333331174e-1) * m * z;\n    return vec2<f32>(e, m + (p - 0.5 * z));\n}",
     ),
     (
         "gf_log_special",

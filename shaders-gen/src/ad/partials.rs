@@ -136,16 +136,18 @@ pub fn partials(
         }
         Signum | Floor | Ceil | Round => vec![c(b, 0.0)],
         Min | Max => {
+            // The gradient goes to the argument the result is: split 0.5/0.5 on a tie, and
+            // none to a NaN argument (by Rust's rule never the result, unless both are).
+            // Comparing which argument wins would give a NaN's partner nothing either.
             let (p, q) = (args[0], args[1]);
             let (one, half, zero) = (c(b, 1.0), c(b, 0.5), c(b, 0.0));
-            let wins = if func == Min { CmpOp::Lt } else { CmpOp::Gt };
-            let tie = b.cmp(CmpOp::Eq, p, q, span);
-            let tied = b.select(tie, half, zero, span);
-            let p_wins = b.cmp(wins, p, q, span);
-            let q_wins = b.cmp(wins, q, p, span);
+            let p_is = b.cmp(CmpOp::Eq, result, p, span);
+            let q_is = b.cmp(CmpOp::Eq, result, q, span);
+            let p_share = b.select(q_is, half, one, span);
+            let q_share = b.select(p_is, half, one, span);
             vec![
-                b.select(p_wins, one, tied, span),
-                b.select(q_wins, one, tied, span),
+                b.select(p_is, p_share, zero, span),
+                b.select(q_is, q_share, zero, span),
             ]
         }
         Clamp => {
