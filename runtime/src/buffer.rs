@@ -116,7 +116,7 @@ impl Device {
             crate::device::Backend::Cpu => Storage::Cpu(RwLock::new(vec![0; words])),
             #[cfg(feature = "gpu")]
             crate::device::Backend::Gpu(g) => {
-                Storage::Gpu(g.owned(g.resident_buffer_of(words, None)?))
+                Storage::Gpu(g.owned(g.surface(g.resident_buffer_of(words, None))?))
             }
         };
         Ok(Buffer {
@@ -167,7 +167,9 @@ impl Device {
         let storage = match &self.backend {
             crate::device::Backend::Cpu => Storage::Cpu(RwLock::new(words)),
             #[cfg(feature = "gpu")]
-            crate::device::Backend::Gpu(g) => Storage::Gpu(g.owned(g.resident_buffer(&words)?)),
+            crate::device::Backend::Gpu(g) => {
+                Storage::Gpu(g.owned(g.surface(g.resident_buffer(&words))?))
+            }
         };
         Ok(RawBuffer::new(self.id(), n, storage))
     }
@@ -178,7 +180,9 @@ impl Device {
             Storage::Cpu(_) => Ok(buffer.cpu_read().clone()),
             #[cfg(feature = "gpu")]
             Storage::Gpu(b) => match &self.backend {
-                crate::device::Backend::Gpu(g) => g.read_resident(&b.buffer, buffer.words),
+                crate::device::Backend::Gpu(g) => {
+                    g.surface(g.read_resident(&b.buffer, buffer.words))
+                }
                 crate::device::Backend::Cpu => unreachable!("checked by check_owns"),
             },
         }
@@ -195,7 +199,7 @@ impl Device {
             }
             #[cfg(feature = "gpu")]
             Storage::Gpu(b) => match &self.backend {
-                crate::device::Backend::Gpu(g) => g.write_resident(&b.buffer, bytes),
+                crate::device::Backend::Gpu(g) => g.surface(g.write_resident(&b.buffer, bytes)),
                 crate::device::Backend::Cpu => unreachable!("checked by check_owns"),
             },
         }
@@ -220,7 +224,9 @@ impl Device {
         let storage = match &self.backend {
             crate::device::Backend::Cpu => Storage::Cpu(RwLock::new(vec![0; words])),
             #[cfg(feature = "gpu")]
-            crate::device::Backend::Gpu(g) => Storage::Gpu(g.owned(g.scratch_buffer(words)?)),
+            crate::device::Backend::Gpu(g) => {
+                Storage::Gpu(g.owned(g.surface(g.scratch_buffer(words))?))
+            }
         };
         let buffer = Arc::new(RawBuffer::new(self.id(), words, storage));
         if pool.len() >= SCRATCH_KEPT {

@@ -102,6 +102,28 @@ impl Device {
         }
     }
 
+    /// How many wgpu objects of each kind are alive (`None` on the CPU): for tests that
+    /// launch many times and check that nothing accumulates.
+    #[doc(hidden)]
+    pub fn resource_counts(&self) -> Option<ResourceCounts> {
+        match &self.backend {
+            Backend::Cpu => None,
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(g) => g.resource_counts(),
+        }
+    }
+
+    /// Destroys the GPU device under the runtime, as a driver reset or a removed GPU would
+    /// (wgpu's own tests inject device loss this way): every later use of this `Device`
+    /// returns [`Error::DeviceLost`]. No effect on the CPU.
+    #[doc(hidden)]
+    pub fn destroy_for_test(&self) {
+        #[cfg(feature = "gpu")]
+        if let Backend::Gpu(g) = &self.backend {
+            g.destroy();
+        }
+    }
+
     /// Whether kernels run on a GPU adapter (lavapipe included).
     pub fn is_gpu(&self) -> bool {
         !matches!(self.backend, Backend::Cpu)
@@ -206,7 +228,7 @@ impl Device {
                 Ok(())
             }
             #[cfg(feature = "gpu")]
-            Backend::Gpu(g) => g.launch(spec, input, shared, n, outputs, shared_grad),
+            Backend::Gpu(g) => g.surface(g.launch(spec, input, shared, n, outputs, shared_grad)),
         }
     }
 
@@ -286,4 +308,26 @@ impl Device {
             Backend::Gpu(g) => g.time_roundtrip(repeats),
         }
     }
+}
+
+/// Live wgpu objects of a device's instance, by kind ([`Device::resource_counts`]).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResourceCounts {
+    /// Buffers.
+    pub buffers: usize,
+    /// Bind groups.
+    pub bind_groups: usize,
+    /// Bind group layouts.
+    pub bind_group_layouts: usize,
+    /// Compute pipelines: one per kernel compiled.
+    pub compute_pipelines: usize,
+    /// Shader modules.
+    pub shader_modules: usize,
+    /// Command encoders.
+    pub command_encoders: usize,
+    /// Command buffers.
+    pub command_buffers: usize,
+    /// Query sets.
+    pub query_sets: usize,
 }

@@ -28,6 +28,8 @@ pub use batched_lm::{BatchedLm, BatchedSummary, Termination};
 pub use buffer::Buffer;
 #[doc(hidden)]
 pub use buffer::RawBuffer;
+#[doc(hidden)]
+pub use device::ResourceCounts;
 pub use device::{Device, REQUIRE_GPU_ENV};
 pub use dual::Dual;
 pub use error::Error;

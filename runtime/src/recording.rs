@@ -100,7 +100,7 @@ impl<'d> Recording<'d> {
             }
             #[cfg(feature = "gpu")]
             Work::Gpu(work) => match &self.device.backend {
-                Backend::Gpu(g) => g.submit_work(*work),
+                Backend::Gpu(g) => g.surface(g.submit_work(*work)),
                 Backend::Cpu => unreachable!("a GPU recording is made by a GPU device"),
             },
         }

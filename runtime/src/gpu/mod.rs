@@ -60,6 +60,8 @@ pub(super) type PipelineKey = (usize, usize, &'static str);
 
 /// An open GPU.
 pub(crate) struct Gpu {
+    /// Kept for its report of live wgpu objects ([`Gpu::resource_counts`]).
+    instance: wgpu::Instance,
     device: wgpu::Device,
     queue: wgpu::Queue,
     info: wgpu::AdapterInfo,
@@ -144,6 +146,7 @@ impl Gpu {
             }
         }));
         Ok(Gpu {
+            instance,
             device,
             queue,
             info,
@@ -170,9 +173,58 @@ impl Gpu {
         )
     }
 
+    /// How many wgpu objects of each kind the instance holds now (IDs allocated).
+    pub(crate) fn resource_counts(&self) -> Option<crate::ResourceCounts> {
+        let report = self.instance.generate_report()?;
+        let hub = report.hub_report();
+        Some(crate::ResourceCounts {
+            buffers: hub.buffers.num_allocated,
+            bind_groups: hub.bind_groups.num_allocated,
+            bind_group_layouts: hub.bind_group_layouts.num_allocated,
+            compute_pipelines: hub.compute_pipelines.num_allocated,
+            shader_modules: hub.shader_modules.num_allocated,
+            command_encoders: hub.command_encoders.num_allocated,
+            command_buffers: hub.command_buffers.num_allocated,
+            query_sets: hub.query_sets.num_allocated,
+        })
+    }
+
+    /// Destroys the wgpu device, as a driver reset or a removed GPU would. A loss the
+    /// driver reports reaches the lost callback at once (wgpu-core's `Device::lose`);
+    /// `destroy` defers it until the queue drains, which other threads' work may delay
+    /// indefinitely, so the loss is recorded here as the driver's path would.
+    pub(crate) fn destroy(&self) {
+        self.device.destroy();
+        let mut lost = lock(&self.lost);
+        if lost.is_none() {
+            *lost = Some("Destroyed: the device was destroyed".into());
+        }
+    }
+
     /// Whether the adapter is a CPU implementation (lavapipe, WARP, SwiftShader).
     pub(crate) fn is_software(&self) -> bool {
         self.info.device_type == wgpu::DeviceType::Cpu
+    }
+
+    /// `e`, or [`Error::DeviceLost`] where the device is lost: a lost device makes every
+    /// later operation fail with whatever error wgpu meets first (an invalid buffer, a
+    /// failed map, a submission that never happened), and wgpu reports the loss itself
+    /// only from a poll once the queue is empty.
+    pub(crate) fn lost_or(&self, e: Error) -> Error {
+        if matches!(e, Error::DeviceLost(_)) {
+            return e;
+        }
+        // wgpu calls the lost callback once the queue has drained: wait for that, briefly.
+        let _ = self.device.poll(wgpu::PollType::Wait {
+            submission_index: None,
+            timeout: Some(std::time::Duration::from_millis(500)),
+        });
+        self.check_lost().err().unwrap_or(e)
+    }
+
+    /// [`Gpu::lost_or`] on a result's error.
+    pub(crate) fn surface<T>(&self, r: Result<T, Error>) -> Result<T, Error> {
+        r.map_err(|e| self.lost_or(e))
     }
 
     pub(super) fn check_lost(&self) -> Result<(), Error> {
