@@ -281,3 +281,56 @@ fn ten_thousand_launches_leave_no_wgpu_objects_behind() {
         "wgpu objects before and after 10,000 launches"
     );
 }
+
+/// Memory past the device's, on a GPU with room to try (`GRADFUSE_HUGE_TESTS=1`; run on
+/// the H100, BENCHMARKS.md): a buffer of 100 GB is an error, not an abort; a resident
+/// batch of more than 2^31 bytes is launched in chunks whose bindings each stay under 2^31
+/// bytes (wgpu issue 2361: a larger binding was accepted and read as zeros), so the
+/// elements past the first 2 GiB get their own values; the device works afterwards.
+#[test]
+fn memory_past_the_device_and_batches_past_two_gib() {
+    if std::env::var("GRADFUSE_HUGE_TESTS").as_deref() != Ok("1") {
+        println!("GRADFUSE_HUGE_TESTS=1 runs this on a GPU with 3 GB to spare");
+        return;
+    }
+    let Some(d) = own_gpu() else { return };
+    let t = Instant::now();
+    let huge = d.zeros::<f32>(25_000_000_000);
+    println!("100 GB: {:?} in {:?}", huge.as_ref().err(), t.elapsed());
+    assert!(matches!(
+        huge,
+        Err(Error::OutOfMemory(_) | Error::Unsupported(_))
+    ));
+    // 2^31 bytes of springs and 7 more: past one binding.
+    let n = (1usize << 31) / std::mem::size_of::<spring::Args>() + 7;
+    let args = springs(n, 6);
+    match d.buffer(&args) {
+        Ok(big) => {
+            let values = d.zeros::<f32>(n).expect("values");
+            let mut rec = d.record();
+            spring::kernel(&d)
+                .value_to(&mut rec, &big, &values)
+                .expect("record");
+            rec.submit().expect("submit");
+            let got = d.read(&values).expect("read");
+            for k in [0, n / 2, n - 8, n - 1] {
+                let want = spring(args[k].p, args[k].q, args[k].rest);
+                assert!(
+                    (got[k] - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                    "{k}: {} vs {want}",
+                    got[k]
+                );
+            }
+            println!(
+                "{} bytes launched in chunks: last element {}",
+                n * 28,
+                got[n - 1]
+            );
+        }
+        Err(e) => println!("{} bytes refused at allocation: {e}", n * 28),
+    }
+    let (v, _) = spring::kernel(&d)
+        .value_and_grad(&springs(1000, 5))
+        .expect("still works");
+    assert_eq!(v.len(), 1000);
+}

@@ -301,8 +301,11 @@ struct Modes {
 
 /// Whether two results agree as the README promises: both NaN, the same infinity, both
 /// zero or subnormal (Vulkan lets a driver flush subnormals), or finite within `bound` ulp.
+/// "Subnormal" reaches up to 2^-125 here: Vulkan specifies division only for denominators
+/// up to 2^126, and NVIDIA's flushes quotients just above the subnormal range
+/// (`log2`'s derivative at 1e38, 1.44e-38, is 0 there).
 fn agree(a: f32, b: f32, bound: u64) -> bool {
-    let tiny = |x: f32| x.abs() < f32::MIN_POSITIVE;
+    let tiny = |x: f32| x.abs() < 2.0 * f32::MIN_POSITIVE;
     (a.is_nan() && b.is_nan())
         || (tiny(a) && tiny(b))
         || (!a.is_nan() && !b.is_nan() && ulps(a, b) <= bound)
@@ -477,20 +480,35 @@ fn two_argument_functions_in_every_mode_at_hostile_inputs() {
         ("clamp", pair_modes!(f_clamp), 0),
         ("powi", pair_modes!(f_powi), 3),
     ];
+    // A driver may flush subnormal inputs (NVIDIA's does): the GPU may answer for the pair
+    // with its subnormals replaced by signed zeros (`min(0, 1e-45)` is then a tie).
+    let flush = |x: f32| {
+        if x.abs() < f32::MIN_POSITIVE {
+            0.0f32.copysign(x)
+        } else {
+            x
+        }
+    };
+    let flushed: Vec<(f32, f32)> = pairs.iter().map(|&(x, y)| (flush(x), flush(y))).collect();
     let mut failures = Vec::new();
     for (name, modes, bound) in cases {
         let m = modes(&pairs);
+        let at_flushed = modes(&flushed);
         for (k, &(x, y)) in pairs.iter().enumerate() {
             let cpu = m.cpu_reverse[k];
             let mut check = |what: &str, got: [f32; 3], want: [f32; 3], bound: u64| {
+                let gpu = what.starts_with("GPU");
+                let alternative = if what.ends_with("reverse") {
+                    at_flushed.cpu_reverse[k]
+                } else {
+                    at_flushed.cpu_forward[k]
+                };
                 for (j, part) in ["value", "d/dx", "d/dy"].iter().enumerate() {
-                    let loose = name == "powf" && what.starts_with("GPU") && want[j].is_finite();
-                    let ok = if loose {
-                        got[j].is_finite()
-                            || got[j].is_nan() == want[j].is_nan() && got[j] == want[j]
-                    } else {
-                        agree(got[j], want[j], if j == 0 { bound } else { 4 * bound })
-                    };
+                    let loose = name == "powf" && gpu && want[j].is_finite();
+                    let bound = if j == 0 { bound } else { 4 * bound };
+                    let ok = agree(got[j], want[j], bound)
+                        || gpu && agree(got[j], alternative[j], bound)
+                        || loose && got[j].is_finite();
                     if !ok {
                         failures.push(format!(
                             "{name}({x:e}, {y:e}) {part}: {what} {:e}, expected {:e}",

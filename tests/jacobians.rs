@@ -285,7 +285,13 @@ fn tangent_kernels_and_the_dot_product_identity() {
                     "{k}: {} vs {cd}",
                     derivatives[i][k]
                 );
-                assert_eq!(values[i][k], jv[i][k], "the tangent kernel's value");
+                // Two kernels: a driver may contract their products into FMAs differently.
+                assert!(
+                    close(values[i][k] as f64, jv[i][k] as f64, 1e-6),
+                    "the tangent kernel's value {} vs {}",
+                    values[i][k],
+                    jv[i][k]
+                );
                 let row = [jj[i][k].p[0], jj[i][k].p[1], jj[i][k].p[2], jj[i][k].angle];
                 c_jt += cs[k] * derivatives[i][k] as f64;
                 jtc_t += cs[k]

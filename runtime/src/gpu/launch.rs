@@ -3,7 +3,7 @@
 
 use super::pipelines::Pipelines;
 use super::sets::{LaunchSet, upload_offsets};
-use super::{Gpu, MAX_CHUNK_BYTES, PARAMS_BYTES, REDUCE_GROUPS, lock};
+use super::{Gpu, MAX_BINDING_BYTES, MAX_CHUNK_BYTES, PARAMS_BYTES, REDUCE_GROUPS, lock};
 use crate::error::Error;
 use crate::spec::KernelSpec;
 use std::time::{Duration, Instant};
@@ -69,10 +69,15 @@ impl Gpu {
         self.elements_within(spec, widest, self.binding_bytes().min(MAX_CHUNK_BYTES))
     }
 
+    /// The largest storage binding the runtime makes: the device's limits, and never past
+    /// 2^31 bytes, whatever a backend reports (wgpu issue 2361: on Vulkan a binding larger
+    /// than that was accepted, then read as zeros; wgpu caps the limit at i32::MAX today,
+    /// and this keeps it so).
     pub(super) fn binding_bytes(&self) -> u64 {
         self.limits
             .max_storage_buffer_binding_size
             .min(self.limits.max_buffer_size)
+            .min(MAX_BINDING_BYTES)
     }
 
     pub(super) fn elements_within(

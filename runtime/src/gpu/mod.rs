@@ -35,6 +35,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// out overlap the GPU's work on their neighbours.
 pub(super) const MAX_CHUNK_BYTES: u64 = 64 << 20;
 
+/// Largest storage binding, in bytes, on any backend (see [`Gpu::binding_bytes`]).
+pub(super) const MAX_BINDING_BYTES: u64 = (1 << 31) - 16;
+
 /// Smallest launch set, in elements: small batches of different sizes share one.
 pub(super) const MIN_CAPACITY: usize = 1024;
 

@@ -165,11 +165,21 @@ pub fn partials(
         }
         MulAdd => vec![args[1], x, c(b, 1.0)],
         Hypot => {
+            // x / r and y / r, both scaled by 2^-64 (exactly) where r is huge: GPUs divide
+            // through a reciprocal that flushes below 2^-126, which made d/dy of
+            // hypot(0, 1e38) 0 instead of 1 on NVIDIA.
             let zero = c(b, 0.0);
-            let inv = call(b, Recip, vec![result]);
+            let huge = c(b, 18446744073709551616.0);
+            let big = b.cmp(CmpOp::Gt, result, huge, span);
+            let (tiny, one) = (c(b, 5.421010862427522e-20), c(b, 1.0));
+            let scale = b.select(big, tiny, one, span);
+            let r = call(b, Mul, vec![result, scale]);
+            let inv = call(b, Recip, vec![r]);
             let pos = b.cmp(CmpOp::Gt, result, zero, span);
-            let dx = call(b, Mul, vec![x, inv]);
-            let dy = call(b, Mul, vec![args[1], inv]);
+            let xs = call(b, Mul, vec![x, scale]);
+            let ys = call(b, Mul, vec![args[1], scale]);
+            let dx = call(b, Mul, vec![xs, inv]);
+            let dy = call(b, Mul, vec![ys, inv]);
             vec![b.select(pos, dx, zero, span), b.select(pos, dy, zero, span)]
         }
     }
