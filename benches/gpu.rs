@@ -67,6 +67,8 @@ fn spec_shared(
         input_words,
         outputs,
         shared,
+        // A hand-written kernel's few operations: never cut for work.
+        work_per_element: 1,
         cpu,
     }))
 }

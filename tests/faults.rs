@@ -334,3 +334,105 @@ fn memory_past_the_device_and_batches_past_two_gib() {
         .expect("still works");
     assert_eq!(v.len(), 1000);
 }
+
+/// A long loop per element: the watchdog and timeout tests' kernel.
+#[differentiable]
+pub fn long_loop(x: f32) -> f32 {
+    let mut s = x;
+    for _ in 0..100_000 {
+        s = s * 0.999 + x;
+    }
+    s
+}
+
+/// A launch is cut into submissions of bounded work: the 100,000-iteration loop runs at
+/// most `WORK_PER_SUBMISSION` operations per submission, and the results of a launch cut
+/// that way equal the CPU's. With `GRADFUSE_HUGE_TESTS=1` (the H100), 2^24 elements of it,
+/// with the time per submission printed and held under 100 ms.
+#[test]
+fn long_kernels_are_cut_into_short_submissions() {
+    let d = device();
+    let spec = &long_loop::FORWARD_KERNEL;
+    assert!(
+        spec.work_per_element >= 100_000,
+        "{}",
+        spec.work_per_element
+    );
+    let chunk = d.chunk_elements(spec);
+    if d.is_gpu() {
+        assert!(
+            chunk as u64 * spec.work_per_element <= gradfuse::KernelSpec::WORK_PER_SUBMISSION,
+            "{chunk} elements of {} operations",
+            spec.work_per_element
+        );
+    }
+    let huge = std::env::var("GRADFUSE_HUGE_TESTS").as_deref() == Ok("1");
+    let n = match (huge, d.is_gpu()) {
+        (true, _) => 1 << 24,
+        // Three submissions and a part of a fourth.
+        (false, true) => 3 * chunk + 17,
+        (false, false) => 4096,
+    };
+    let args: Vec<long_loop::Args> = (0..n)
+        .map(|k| long_loop::Args {
+            x: (k % 1000) as f32 * 1e-3,
+        })
+        .collect();
+    let t = Instant::now();
+    let values = long_loop::kernel(d).value(&args).expect("launch");
+    let took = t.elapsed();
+    let submissions = n.div_ceil(chunk);
+    println!(
+        "{n} elements of {} operations: {submissions} submissions of {chunk} elements, {:?} in all, {:?} each",
+        spec.work_per_element,
+        took,
+        took / submissions as u32
+    );
+    for k in [0, 1, n / 2, n - 1] {
+        let want = long_loop(args[k].x);
+        assert!(
+            (values[k] - want).abs() <= 1e-3 * (1.0 + want.abs()),
+            "{k}: {} vs {want}",
+            values[k]
+        );
+    }
+    if huge && d.is_gpu() {
+        assert!(took / (submissions as u32) < Duration::from_millis(100));
+    }
+}
+
+/// A wait past the device's time limit is `Error::Timeout`, not a hang; the caller's data
+/// is untouched and the device goes on giving the same results once the limit is lifted.
+#[test]
+fn a_wait_past_the_time_limit_is_an_error() {
+    let Some(d) = own_gpu() else { return };
+    // A batch the device needs at least 20 ms for.
+    let mut n = 256;
+    let (args, want) = loop {
+        let args: Vec<long_loop::Args> = (0..n)
+            .map(|k| long_loop::Args { x: k as f32 * 1e-4 })
+            .collect();
+        let t = Instant::now();
+        let want = long_loop::kernel(&d).value(&args).expect("launch");
+        if t.elapsed() > Duration::from_millis(20) || n >= 1 << 22 {
+            break (args, want);
+        }
+        n *= 4;
+    };
+    let before = args.clone();
+    d.set_timeout(Duration::from_millis(1));
+    let t = Instant::now();
+    let r = long_loop::kernel(&d).value(&args);
+    assert!(matches!(r, Err(Error::Timeout(_))), "{n} elements: {r:?}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(
+        args.iter()
+            .zip(&before)
+            .all(|(a, b)| a.x.to_bits() == b.x.to_bits())
+    );
+    d.set_timeout(Duration::from_secs(60));
+    let again = long_loop::kernel(&d)
+        .value(&args)
+        .expect("launch after a timeout");
+    assert_eq!(bits(&again), bits(&want));
+}

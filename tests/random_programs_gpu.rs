@@ -17,7 +17,7 @@ fn gpu_only(_: &[f32], _: &mut [f32]) {
 }
 
 /// A kernel spec for the adjoint of a random program, leaked: specs are `'static`.
-fn adjoint_spec(inputs: u32, src: String) -> &'static KernelSpec {
+fn adjoint_spec(inputs: u32, src: String, work_per_element: u64) -> &'static KernelSpec {
     let outputs: &'static [OutputSpec] = Box::leak(
         KernelKind::Adjoint
             .outputs(&scalar_layout(inputs))
@@ -40,6 +40,7 @@ fn adjoint_spec(inputs: u32, src: String) -> &'static KernelSpec {
         input_words: inputs,
         outputs,
         shared: None,
+        work_per_element,
         cpu: gpu_only,
     }))
 }
@@ -66,7 +67,7 @@ proptest! {
         let f = build(inputs, &program, false);
         let adjoint = opt::optimize(&ad::reverse(&opt::optimize(&f)));
         let src = emit_wgsl::emit_kernel("fn random(..) -> f32", &scalar_layout(inputs), KernelKind::Adjoint, &adjoint);
-        let spec = adjoint_spec(inputs, src);
+        let spec = adjoint_spec(inputs, src, adjoint.work());
         let n = inputs as usize;
         let input: Vec<f32> = points[..64 * n].to_vec();
         let mut values = vec![0.0f32; 64];

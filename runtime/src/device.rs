@@ -102,6 +102,20 @@ impl Device {
         }
     }
 
+    /// Sets the longest any launch, submission or readback waits for the GPU before it
+    /// returns [`Error::Timeout`] (60 s unless set; at least 1 ms). The work itself is not
+    /// stopped (no GPU API can): its results are dropped, the caller's data is untouched,
+    /// and the device stays usable. Every launch is cut into submissions of bounded work
+    /// ([`KernelSpec::WORK_PER_SUBMISSION`]), so a limit above a few seconds is reached only
+    /// by a hung device. No effect on the CPU.
+    pub fn set_timeout(&self, timeout: Duration) {
+        #[cfg(feature = "gpu")]
+        if let Backend::Gpu(g) = &self.backend {
+            g.set_timeout(timeout);
+        }
+        let _ = timeout;
+    }
+
     /// How many wgpu objects of each kind are alive (`None` on the CPU): for tests that
     /// launch many times and check that nothing accumulates.
     #[doc(hidden)]

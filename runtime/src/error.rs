@@ -63,6 +63,10 @@ pub enum Error {
     /// words, a size beyond the device's limits, a hyper-parameter out of range).
     #[error("{0}")]
     Unsupported(String),
+    /// The GPU did not finish in the device's time limit ([`crate::Device::set_timeout`]):
+    /// the work may still be running; its results are dropped.
+    #[error("the GPU did not finish within {0:?}; its work was abandoned (Device::set_timeout)")]
+    Timeout(std::time::Duration),
     /// Reading results back from the device failed.
     #[error("reading results back from the GPU failed: {0}")]
     Readback(String),

@@ -77,6 +77,10 @@ pub struct KernelSpec {
     pub outputs: &'static [OutputSpec],
     /// Batch-uniform arguments, if the function has `#[shared]` ones.
     pub shared: Option<&'static SharedSpec>,
+    /// Operations one element costs, each loop counted by its trip count: a launch is cut
+    /// into submissions of at most [`KernelSpec::WORK_PER_SUBMISSION`] operations, so that
+    /// no submission runs long enough to trip a driver's watchdog.
+    pub work_per_element: u64,
     /// The same computation for one element on the CPU: reads `input_words` words (then
     /// the shared words, if any) and writes every output's words, concatenated in the
     /// order of `outputs` (then this element's shared gradient words, if the kernel
@@ -109,6 +113,19 @@ pub struct FieldSpec {
 }
 
 impl KernelSpec {
+    /// Most operations one submission of a launch runs (2^32: a few milliseconds on the
+    /// H100 for arithmetic, some tens for loops over memory; a kernel whose every element
+    /// costs more than 2^24 runs one workgroup per submission).
+    pub const WORK_PER_SUBMISSION: u64 = 1 << 32;
+
+    /// Most elements one submission takes by its work (at least one workgroup).
+    pub fn elements_per_submission(&self) -> usize {
+        let by_work = Self::WORK_PER_SUBMISSION / self.work_per_element.max(1);
+        by_work
+            .max(self.workgroup_size as u64)
+            .min(usize::MAX as u64) as usize
+    }
+
     /// Output words per element, all outputs together.
     pub fn output_words(&self) -> usize {
         self.outputs.iter().map(|o| o.words as usize).sum()

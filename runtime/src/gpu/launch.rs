@@ -6,7 +6,7 @@ use super::sets::{LaunchSet, upload_offsets};
 use super::{Gpu, MAX_BINDING_BYTES, MAX_CHUNK_BYTES, PARAMS_BYTES, REDUCE_GROUPS, lock};
 use crate::error::Error;
 use crate::spec::KernelSpec;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// How a launch of `m` elements is dispatched: workgroups in x and y, and the elements each
 /// thread takes (1 but for kernels that reduce shared gradients).
@@ -63,10 +63,12 @@ impl Gpu {
     }
 
     /// Most elements one streamed chunk holds: its staging buffer holds every output
-    /// together, and no buffer exceeds [`MAX_CHUNK_BYTES`].
+    /// together, no buffer exceeds [`MAX_CHUNK_BYTES`], and its submission runs at most
+    /// [`KernelSpec::WORK_PER_SUBMISSION`] operations (a watchdog's limit).
     pub(crate) fn max_chunk_elements(&self, spec: &KernelSpec) -> usize {
         let widest = (spec.output_words() as u32).max(spec.input_words);
         self.elements_within(spec, widest, self.binding_bytes().min(MAX_CHUNK_BYTES))
+            .min(spec.elements_per_submission())
     }
 
     /// The largest storage binding the runtime makes: the device's limits, and never past
@@ -289,23 +291,27 @@ impl Gpu {
 
     /// Waits for a submission to finish; a device loss is reported as such.
     pub(super) fn wait_for(&self, submission: wgpu::SubmissionIndex) -> Result<(), Error> {
+        let timeout = self.timeout();
         self.device
             .poll(wgpu::PollType::Wait {
                 submission_index: Some(submission),
-                timeout: None,
+                timeout: Some(timeout),
             })
             .map(|_| ())
-            .map_err(|e| {
-                self.check_lost()
+            .map_err(|e| match e {
+                wgpu::PollError::Timeout => Error::Timeout(timeout),
+                e => self
+                    .check_lost()
                     .err()
-                    .unwrap_or_else(|| Error::Readback(e.to_string()))
+                    .unwrap_or_else(|| Error::Readback(e.to_string())),
             })
     }
 
     /// Waits for a map request's callback. Another thread's poll may be delivering it just
     /// as this thread's wait for the submission returns, so the callback is awaited itself.
     pub(super) fn await_map(&self, rx: &MapReceiver) -> Result<(), Error> {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let timeout = self.timeout();
+        let deadline = Instant::now() + timeout;
         loop {
             match rx.try_recv() {
                 Ok(r) => return r.map_err(|e| Error::Readback(e.to_string())),
@@ -313,9 +319,7 @@ impl Gpu {
                     return Err(Error::Readback("a map request was dropped".into()));
                 }
                 Err(std::sync::mpsc::TryRecvError::Empty) if Instant::now() > deadline => {
-                    return Err(Error::Readback(
-                        "a map request did not complete in 60 s".into(),
-                    ));
+                    return Err(Error::Timeout(timeout));
                 }
                 Err(std::sync::mpsc::TryRecvError::Empty) => {
                     self.device
@@ -447,6 +451,7 @@ mod tests {
             input_words: 1,
             outputs: &[],
             shared,
+            work_per_element: 10,
             cpu: |_, _| {},
         }
     }

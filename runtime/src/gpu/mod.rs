@@ -78,7 +78,14 @@ pub(crate) struct Gpu {
     uncaptured: Arc<Mutex<Option<String>>>,
     /// Bind groups of recorded dispatches, for the next identical one.
     bind_cache: Arc<bind_cache::BindCache>,
+    /// The longest wait for the GPU, in milliseconds ([`crate::Device::set_timeout`]).
+    timeout_ms: std::sync::atomic::AtomicU64,
 }
+
+/// How long a wait for the GPU lasts before it is an [`Error::Timeout`], unless the user
+/// sets another: far past any submission the runtime makes (each is cut to
+/// [`KernelSpec::WORK_PER_SUBMISSION`] operations), so only a hung device reaches it.
+pub(crate) const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A panic elsewhere while holding the lock leaves the data consistent (we only insert
@@ -161,6 +168,7 @@ impl Gpu {
             lost,
             uncaptured,
             bind_cache: Arc::default(),
+            timeout_ms: (DEFAULT_TIMEOUT.as_millis() as u64).into(),
         })
     }
 
@@ -190,6 +198,19 @@ impl Gpu {
             command_buffers: hub.command_buffers.num_allocated,
             query_sets: hub.query_sets.num_allocated,
         })
+    }
+
+    /// The longest wait for the GPU.
+    pub(crate) fn timeout(&self) -> std::time::Duration {
+        let ms = self.timeout_ms.load(std::sync::atomic::Ordering::Relaxed);
+        std::time::Duration::from_millis(ms)
+    }
+
+    /// Sets the longest wait for the GPU (at least a millisecond).
+    pub(crate) fn set_timeout(&self, timeout: std::time::Duration) {
+        let ms = (timeout.as_millis() as u64).max(1);
+        self.timeout_ms
+            .store(ms, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Destroys the wgpu device, as a driver reset or a removed GPU would. A loss the

@@ -69,6 +69,12 @@ fn spec_of(
         abi::ARGS_BINDING,
     );
     let input_words = layout.words;
+    let c = plan.c;
+    let work = match kind {
+        KernelKind::Forward => c.primal.work(),
+        KernelKind::Adjoint | KernelKind::Jacobian => c.reverse.function().work(),
+        KernelKind::Tangent => c.tangent.work(),
+    };
     let shared = if has_shared {
         let (sb, sw) = (abi::SHARED_BINDING, layout.shared_words);
         let reduction = if kind == KernelKind::Adjoint {
@@ -113,6 +119,7 @@ fn spec_of(
             input_words: #input_words,
             outputs: &[#(#outs),*],
             shared: #shared,
+            work_per_element: #work,
             cpu: #cpu,
         }
     }

@@ -622,6 +622,22 @@ impl Function {
             .count()
     }
 
+    /// Operations one evaluation executes: [`Function::code_size`] with each loop's body
+    /// counted once per iteration (a kernel's work per element, for cutting long launches).
+    pub fn work(&self) -> u64 {
+        self.nodes
+            .iter()
+            .map(|n| match &n.op {
+                Op::Input(_) | Op::Const(_) | Op::Int(_) => 0,
+                Op::Loop(l) => {
+                    let trips = (l.end - l.start).max(0) as u64;
+                    1u64.saturating_add(trips.saturating_mul(l.body.work()))
+                }
+                _ => 1,
+            })
+            .fold(0u64, u64::saturating_add)
+    }
+
     /// Operations in the code: each loop's body counted once, as emitted code grows.
     pub fn code_size(&self) -> usize {
         self.nodes
