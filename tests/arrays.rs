@@ -226,3 +226,49 @@ fn array_lengths_from_macro_literals() {
         assert!((g.a[k] - want).abs() < 1e-5, "{k}: {} vs {want}", g.a[k]);
     }
 }
+
+with_source! {
+    PATCHED_SRC,
+    // A shared array whose gradient is a loop's accumulator array with one word patched
+    // (`w[0]`'s gradient is its own term): found by the grammar fuzzer, whose WGSL named
+    // the patched word without defining it (the adjoint kernel did not compile).
+    #[differentiable]
+    pub fn patched(x: f32, #[shared] w: [f32; 2]) -> f32 {
+        let mut s = x;
+        for i in 0..3 {
+            s += w[1] * (i as f32) * x;
+        }
+        s * w[0]
+    }
+}
+
+/// The shared gradient of `patched` over a batch, on the GPU and the CPU device, against
+/// the sum of central differences of the f64 interpreter.
+#[test]
+fn a_shared_array_gradient_with_a_patched_word() {
+    let c = compile_str(PATCHED_SRC).expect("compiles");
+    let args: Vec<patched::Args> = (0..700)
+        .map(|k| patched::Args {
+            x: (k % 13) as f32 * 0.1 - 0.5,
+        })
+        .collect();
+    let shared = patched::Shared { w: [0.7, -0.3] };
+    let mut want = [0.0f64; 2];
+    for a in &args {
+        let words = [a.x as f64, shared.w[0] as f64, shared.w[1] as f64];
+        let fd = interp::finite_difference_gradient(&c.lowered.primal, &words, 1e-6);
+        want[0] += fd[1];
+        want[1] += fd[2];
+    }
+    for d in [device(), &Device::cpu()] {
+        let (_, _, g) = patched::kernel(d)
+            .value_and_grad(&args, &shared)
+            .expect("launch");
+        let got = [g.w[0] as f64, g.w[1] as f64];
+        assert!(
+            rel_error(&got, &want, 1.0) < 1e-4,
+            "{got:?} vs {want:?} on {}",
+            d.describe()
+        );
+    }
+}

@@ -184,3 +184,19 @@ fn functions_past_the_size_bound() {
     let src = format!("fn short(x: f32) -> f32 {{ let mut s = x; {body} s }}");
     assert!(gradfuse_shaders_gen::compile_str(&src).is_ok());
 }
+
+/// A `let` of a type the language lacks is a variable's error, not an argument's (it said
+/// "unsupported argument type `i32`: arguments are ..."; found by `fuzz_grammar.rs`).
+#[test]
+fn variables_of_other_types() {
+    check(
+        "fn f(x: f32) -> f32 {
+    let k: i32 = 3;
+    let r: &f32 = &x;
+    x
+}",
+        "2:12: unsupported variable type `i32`: variables are `f32`, `[f32; N]` or `bool`; an integer is a `const N: usize = ...;` or a loop index
+         3:12: references are not supported: take the variable by value (`x: f32` or `p: [f32; N]`)
+         3:19: references are not supported: the language works with values",
+    );
+}

@@ -151,3 +151,38 @@ fn loops_over_the_unroll_budget_stay_loops() {
         assert!((g - 2.0 * x[k]).abs() < 1e-12, "word {k}: {g}");
     }
 }
+
+/// Found by `fuzz_grammar.rs`: a loop in a branch whose body reads an array only in dead
+/// code. The body then has no node for that capture, its type was taken for `f32`, and the
+/// reverse pass selected between the array's adjoints as if they were words (invalid WGSL,
+/// and every word of the gradient read from word 0). The gradient against finite
+/// differences, and the kernels valid to naga.
+#[test]
+fn an_array_read_only_in_dead_code_of_a_loop_in_a_branch() {
+    let src = "fn f(p0: [f32; 4], p1: f32) -> f32 {
+        let mut v = p1;
+        if p1 > 0.0 {
+            for i in 0..2 {
+                v = (i as f32).sqrt() * v;
+                let u = p0[1] / p1.atan2(2.0);
+            }
+        }
+        v + p0[0] * p0[3]
+    }";
+    let c = compile_str(src).expect("compiles");
+    for wgsl in [&c.wgsl_forward, &c.wgsl_tangent, &c.wgsl_reverse] {
+        naga::front::wgsl::parse_str(wgsl).expect("valid WGSL");
+    }
+    for x in [[0.3, -0.7, 1.1, 0.4, 0.8], [0.3, -0.7, 1.1, 0.4, -0.8]] {
+        let adj = interp::eval(c.reverse.function(), &x);
+        let fd = interp::finite_difference_gradient(&c.lowered.primal, &x, 1e-6);
+        for w in 0..5 {
+            assert!(
+                (adj[1 + w] - fd[w]).abs() < 1e-6,
+                "{w}: {} vs {}",
+                adj[1 + w],
+                fd[w]
+            );
+        }
+    }
+}

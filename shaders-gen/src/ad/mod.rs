@@ -192,7 +192,7 @@ pub fn reverse(f: &Function) -> Function {
         .map(|w| b.push(Op::Input(w), Span::call_site(), None))
         .collect();
     let one = b.constant(1.0, f.node(f.outputs[0]).span);
-    let (primal, grads) = vjp_into(f, &mut b, &inputs, &[Some(one)], &[]);
+    let (primal, grads) = vjp_into(f, &mut b, &inputs, &[Some(one)], &[], &f.input_types());
     let mut outputs = vec![primal[0]];
     outputs.extend(grads);
     b.finish(outputs)
@@ -207,9 +207,14 @@ pub fn reverse(f: &Function) -> Function {
 /// own type: the adjoint accumulated so far, which their adjoint output adds to (for
 /// arrays, word by word where they are read, never a whole-array sum).
 pub fn vjp(f: &Function, accumulating: &[bool]) -> Function {
+    vjp_typed(f, accumulating, f.input_types())
+}
+
+/// [`vjp`] of a function whose inputs have the types `input_tys` (a loop body's, which
+/// its nodes alone may not tell: [`crate::ir::Loop::body_input_types`]).
+fn vjp_typed(f: &Function, accumulating: &[bool], input_tys: Vec<Ty>) -> Function {
     let n = f.num_inputs;
     let m = f.outputs.len() as u32;
-    let input_tys = f.input_types();
     let mut tys = input_tys.clone();
     tys.extend(f.outputs.iter().map(|o| f.node(*o).ty));
     tys.extend(
@@ -240,7 +245,7 @@ pub fn vjp(f: &Function, accumulating: &[bool]) -> Function {
             })
         })
         .collect();
-    let (primal, grads) = vjp_into(f, &mut b, &inputs, &seeds, &acc);
+    let (primal, grads) = vjp_into(f, &mut b, &inputs, &seeds, &acc, &input_tys);
     let mut outputs = primal;
     outputs.extend(grads);
     b.finish(outputs)
@@ -255,6 +260,7 @@ fn vjp_into(
     inputs: &[ValueId],
     seeds: &[Option<ValueId>],
     acc: &[Option<ValueId>],
+    input_tys: &[Ty],
 ) -> (Vec<ValueId>, Vec<ValueId>) {
     let map = inline(f, b, inputs, true);
     let mut adj: Vec<Option<ValueId>> = vec![None; f.nodes.len()];
@@ -446,12 +452,11 @@ fn vjp_into(
         }
     }
     let primal: Vec<ValueId> = f.outputs.iter().map(|o| map[o.index()]).collect();
-    let tys = f.input_types();
     let grads = input_adj
         .into_iter()
         .zip(acc_left)
-        .zip(tys)
-        .map(|((a, left), ty)| a.or(left).unwrap_or_else(|| b.zero(ty, Span::call_site())))
+        .zip(input_tys)
+        .map(|((a, left), ty)| a.or(left).unwrap_or_else(|| b.zero(*ty, Span::call_site())))
         .collect();
     (primal, grads)
 }
@@ -477,7 +482,7 @@ fn reverse_loop(
 ) -> Option<ValueId> {
     let body = &l.body;
     let c = l.init.len();
-    let body_tys = body.input_types();
+    let body_tys = l.body_input_types(f);
     let carried_real: Vec<usize> = (0..c).filter(|k| l.carried_ty(*k).is_real()).collect();
     let captures_real: Vec<usize> = (0..l.captures.len())
         .filter(|j| f.node(l.captures[*j]).ty.is_real())
@@ -489,10 +494,10 @@ fn reverse_loop(
     for j in &captures_real {
         accumulating[1 + c + j] = cap_acc[*j].is_some();
     }
-    let g = vjp(body, &accumulating);
+    let g = vjp_typed(body, &accumulating, body_tys.clone());
     // R's inputs: [i, d_c (real carried), d_captures accumulators, captures, taped carried].
     let (cf, kf, kn) = (carried_real.len(), captures_real.len(), l.captures.len());
-    let carried_ty = |k: usize| l.carried_ty(k);
+    let carried_ty = |k: usize| body_tys[1 + k];
     let mut tys = vec![body_tys[0]];
     tys.extend(carried_real.iter().map(|k| carried_ty(*k)));
     tys.extend(captures_real.iter().map(|j| body_tys[1 + c + j]));
@@ -801,7 +806,7 @@ fn forward_loop(
     let body = &l.body;
     let c = l.init.len();
     let kn = l.captures.len();
-    let body_tys = body.input_types();
+    let body_tys = l.body_input_types(f);
     let carried_real: Vec<usize> = (0..c).filter(|k| l.carried_ty(*k).is_real()).collect();
     let captures_t: Vec<usize> = (0..kn)
         .filter(|j| tan[l.captures[*j].index()].is_some())
@@ -907,7 +912,7 @@ pub fn jacobian(f: &Function, wrt: &[u32]) -> (Function, JacobianMode) {
             for (k, row) in rows.iter_mut().enumerate() {
                 let one = b.constant(1.0, span);
                 let seeds: Vec<Option<ValueId>> = (0..m).map(|j| (j == k).then_some(one)).collect();
-                let (outs, grads) = vjp_into(f, &mut b, &inputs, &seeds, &[]);
+                let (outs, grads) = vjp_into(f, &mut b, &inputs, &seeds, &[], &f.input_types());
                 values = outs;
                 *row = wrt.iter().map(|w| grads[*w as usize]).collect();
             }

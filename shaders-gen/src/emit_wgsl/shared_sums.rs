@@ -158,9 +158,11 @@ impl ArraySum<'_> {
             slot.name
         );
         ctx.after.entry(d.index()).or_default().push_str(&add);
-        // The words are summed as the array: their reads need no `let`.
-        for o in outs {
-            if !read_by_node[o.index()] {
+        // The words are summed as the array: their reads need no `let`. A patched word is
+        // summed in a register of its own, from its value: that one is written.
+        for (j, o) in outs.iter().enumerate() {
+            let patched = whole.patches.iter().any(|(k, _)| *k == j);
+            if !read_by_node[o.index()] && !patched {
                 ctx.skip.insert(o.index());
             }
         }

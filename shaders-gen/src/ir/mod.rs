@@ -224,6 +224,23 @@ impl Loop {
         self.body.node(self.body.outputs[k]).ty
     }
 
+    /// The types of the body's inputs, `[i, carried..., captures..., taped...]`, taken from
+    /// the values of `outer` the loop starts from and captures where it has them: a body
+    /// that never reads an input has no node to say its type ([`Function::input_types`]
+    /// takes it for `f32`), and an array mistaken for a scalar there made the reverse pass
+    /// select between arrays as if they were words.
+    pub fn body_input_types(&self, outer: &Function) -> Vec<Ty> {
+        let mut tys = self.body.input_types();
+        let c = self.init.len();
+        for (k, v) in self.init.iter().enumerate() {
+            tys[1 + k] = outer.node(*v).ty;
+        }
+        for (j, v) in self.captures.iter().enumerate() {
+            tys[1 + c + j] = outer.node(*v).ty;
+        }
+        tys
+    }
+
     /// Where each carried value starts among an iteration's words of the loop's tape
     /// (arrays take their length), and how many words an iteration records.
     pub fn tape_layout(&self) -> (Vec<usize>, usize) {

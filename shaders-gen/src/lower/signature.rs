@@ -191,12 +191,23 @@ pub(super) fn is_f32(ty: &syn::Type) -> bool {
 
 /// The shape of an argument type, or an error saying what is supported.
 pub(super) fn param_type(ty: &syn::Type) -> Result<Shape, syn::Error> {
+    value_type(ty, "argument")
+}
+
+/// The shape of the declared type of a `let`, or an error saying what is supported.
+pub(super) fn local_type(ty: &syn::Type) -> Result<Shape, syn::Error> {
+    value_type(ty, "variable")
+}
+
+/// The shape of the type of an argument or a variable (`what`), or an error saying what is
+/// supported.
+fn value_type(ty: &syn::Type, what: &str) -> Result<Shape, syn::Error> {
     // A type passed through a `macro_rules!` `$t:ty` arrives in an invisible group.
     if let syn::Type::Group(g) = ty {
-        return param_type(&g.elem);
+        return value_type(&g.elem, what);
     }
     if let syn::Type::Paren(p) = ty {
-        return param_type(&p.elem);
+        return value_type(&p.elem, what);
     }
     if is_f32(ty) {
         return Ok(Shape::Scalar);
@@ -206,16 +217,28 @@ pub(super) fn param_type(ty: &syn::Type) -> Result<Shape, syn::Error> {
             if !is_f32(&arr.elem) {
                 return Err(syn::Error::new(
                     arr.elem.span(),
-                    "array arguments must be `[f32; N]`: nested arrays and other element \
-                     types are not supported",
+                    format!(
+                        "array {what}s must be `[f32; N]`: nested arrays and other element \
+                     types are not supported"
+                    ),
                 ));
             }
             Ok(Shape::Array(array_len(&arr.len)?))
         }
         syn::Type::Reference(r) => Err(syn::Error::new(
             r.span(),
-            "references are not supported: take the argument by value (`x: f32` or \
-             `p: [f32; N]`)",
+            format!(
+                "references are not supported: take the {what} by value (`x: f32` or \
+                 `p: [f32; N]`)"
+            ),
+        )),
+        other if what == "variable" => Err(syn::Error::new(
+            other.span(),
+            format!(
+                "unsupported variable type `{}`: variables are `f32`, `[f32; N]` or `bool`; \
+                 an integer is a `const N: usize = ...;` or a loop index",
+                quote::quote!(#other)
+            ),
         )),
         other => Err(syn::Error::new(
             other.span(),

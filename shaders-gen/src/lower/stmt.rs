@@ -1,7 +1,7 @@
 //! Statements: bodies and blocks, `let`, assignment, `if`/`else`, `const`.
 
 use super::expr::Index;
-use super::signature::is_f32;
+use super::signature::{is_f32, local_type};
 use super::syntax::{is_compound_assign, target_has_index};
 use super::*;
 
@@ -493,7 +493,7 @@ impl Lowerer {
         {
             return Some(Kind::Bool);
         }
-        self.diag.report(param_type(ty)).map(Kind::Real)
+        self.diag.report(local_type(ty)).map(Kind::Real)
     }
 
     /// `const N: usize = 8;` in the body: an integer known at compile time.
