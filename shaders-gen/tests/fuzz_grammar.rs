@@ -5,12 +5,13 @@
 //! same functions with one nearby unsupported construct put in (`while`, `return`, an
 //! integer variable, a closure, a macro, a cast to another type, an index past the end...).
 //!
-//! Properties: a function of the language compiles, and every kernel it generates (value,
-//! tangent, adjoint or Jacobian) is valid WGSL to naga; a function with an unsupported
+//! Properties: a function of the language compiles, every kernel it generates (value,
+//! tangent, adjoint or Jacobian) is valid WGSL to naga, and its reverse and forward modes
+//! agree with central differences where it is smooth; a function with an unsupported
 //! construct is a list of errors whose spans lie inside its source; neither panics. A fixed
 //! seed and case count (`GRADFUSE_FUZZ_CASES=N` runs more); a failure prints the source.
 
-use gradfuse_shaders_gen::{compile_str, ops};
+use gradfuse_shaders_gen::{Compiled, compile_str, interp, ops};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
 
@@ -321,9 +322,73 @@ fn validate(name: &str, wgsl: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// For a function with an `f32` result: its reverse and forward mode (the optimized IR the
+/// kernels are written from, run by the f64 interpreter) against central differences of
+/// the lowered function, at a random point, word by word. A difference that changes when
+/// its step is halved, or whose one-sided halves disagree, is at a kink (a branch, `floor`,
+/// `abs`, a tie) and is not checked.
+fn derivatives_agree(c: &Compiled, seed: u64) -> Result<bool, String> {
+    if c.reverse.jacobian_mode().is_some() {
+        return Ok(false);
+    }
+    let layout = &c.lowered.layout;
+    let n = (layout.words + layout.shared_words) as usize;
+    let mut rng = Rng(seed ^ 0x5eed);
+    let x: Vec<f64> = (0..n)
+        .map(|_| (rng.below(2000) as f64 - 1000.0) / 700.0)
+        .collect();
+    let value = interp::eval(&c.lowered.primal, &x)[0];
+    if !value.is_finite() || value.abs() > 1e6 {
+        return Ok(false);
+    }
+    let reverse = interp::eval(c.reverse.function(), &x);
+    let kept: Vec<u32> = layout
+        .grad_words()
+        .into_iter()
+        .chain(layout.words..layout.words + layout.shared_words)
+        .collect();
+    let fd = interp::finite_difference_gradient(&c.lowered.primal, &x, 1e-6);
+    let fd_half = interp::finite_difference_gradient(&c.lowered.primal, &x, 5e-7);
+    // Forward mode along the tangent 1 in every word with a derivative.
+    let mut with_tangent = x.clone();
+    with_tangent.extend(kept.iter().map(|_| 1.0));
+    let tangent = interp::eval(&c.tangent, &with_tangent)[1];
+    let mut sum = 0.0;
+    for (k, w) in kept.iter().enumerate() {
+        let (d, want) = (reverse[1 + k], fd[*w as usize]);
+        sum += d;
+        if (want - fd_half[*w as usize]).abs() > 1e-5 * (1.0 + want.abs()) {
+            return Ok(false);
+        }
+        // A kink exactly at the point (two inputs drawn equal, a `clamp` tie) has equal
+        // central differences at every step, but one-sided ones that differ: there the
+        // documented convention, not the average slope, is the derivative.
+        let one_sided = |h: f64| {
+            let mut y = x.clone();
+            y[*w as usize] += h;
+            (interp::eval(&c.lowered.primal, &y)[0] - value) / h
+        };
+        if (one_sided(1e-6) - one_sided(-1e-6)).abs() > 1e-3 * (1.0 + want.abs()) {
+            return Ok(false);
+        }
+        if (d - want).abs() > 1e-4 * (1.0 + want.abs()) {
+            return Err(format!(
+                "d/d word {w}: reverse {d}, central difference {want}"
+            ));
+        }
+    }
+    if (tangent - sum).abs() > 1e-8 * (1.0 + sum.abs()) && !(tangent.is_nan() && sum.is_nan()) {
+        return Err(format!(
+            "forward {tangent} against the reverse gradient's sum {sum}"
+        ));
+    }
+    Ok(true)
+}
+
 #[test]
 fn functions_of_the_language_compile_to_valid_kernels() {
     std::panic::set_hook(Box::new(|_| {}));
+    let checked = std::cell::Cell::new(0u32);
     let result = runner().run(&any::<u64>(), |seed| {
         let src = Grammar {
             rng: Rng(seed),
@@ -348,12 +413,27 @@ fn functions_of_the_language_compile_to_valid_kernels() {
         ] {
             validate(name, wgsl).map_err(|e| TestCaseError::fail(format!("{e}\n{src}")))?;
         }
+        let agreed =
+            derivatives_agree(&c, seed).map_err(|e| TestCaseError::fail(format!("{e}\n{src}")))?;
+        checked.set(checked.get() + agreed as u32);
         Ok(())
     });
     let _ = std::panic::take_hook();
     if let Err(e) = result {
         panic!("{e}");
     }
+    // Most functions are smooth and finite at their random point: their derivatives were
+    // checked, not skipped.
+    eprintln!(
+        "derivatives checked on {} of {} functions",
+        checked.get(),
+        cases()
+    );
+    assert!(
+        checked.get() * 3 >= cases(),
+        "only {} checked",
+        checked.get()
+    );
 }
 
 #[test]
