@@ -283,7 +283,8 @@ fn ten_thousand_launches_leave_no_wgpu_objects_behind() {
 }
 
 /// Memory past the device's, on a GPU with room to try (`GRADFUSE_HUGE_TESTS=1`; run on
-/// the H100, BENCHMARKS.md): a buffer of 100 GB is an error, not an abort; a resident
+/// the H100, BENCHMARKS.md): a buffer of 100 GB is an error, not an abort, and so is the
+/// buffer that fills the device's memory, 2 GiB at a time; a resident
 /// batch of more than 2^31 bytes is launched in chunks whose bindings each stay under 2^31
 /// bytes (wgpu issue 2361: a larger binding was accepted and read as zeros), so the
 /// elements past the first 2 GiB get their own values; the device works afterwards.
@@ -329,6 +330,23 @@ fn memory_past_the_device_and_batches_past_two_gib() {
         }
         Err(e) => println!("{} bytes refused at allocation: {e}", n * 28),
     }
+    // More than the device's memory, 2 GiB at a time: an error once it is full, then the
+    // memory back when the buffers are dropped.
+    let mut held = Vec::new();
+    let outcome = loop {
+        match d.zeros::<f32>(1 << 29) {
+            Ok(b) if held.len() < 60 => held.push(b),
+            Ok(_) => break None,
+            Err(e) => break Some(e),
+        }
+    };
+    println!("{} buffers of 2 GiB, then {outcome:?}", held.len());
+    // A device whose largest buffer is smaller refuses the first one instead.
+    assert!(
+        matches!(outcome, Some(Error::OutOfMemory(_) | Error::Unsupported(_))),
+        "{outcome:?}"
+    );
+    drop(held);
     let (v, _) = spring::kernel(&d)
         .value_and_grad(&springs(1000, 5))
         .expect("still works");
