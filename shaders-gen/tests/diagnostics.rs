@@ -200,3 +200,16 @@ fn variables_of_other_types() {
          3:19: references are not supported: the language works with values",
     );
 }
+
+/// An argument whose declaration is an error is reported once: its reads in the body are
+/// not "cannot find" errors on top (they were, one per read).
+#[test]
+fn a_bad_argument_is_one_error() {
+    check(
+        "fn f(x: f32, #[shared] w: [f32; 2000000], v: f64) -> f32 {
+    x * w[0] + w[1] * v
+}",
+        "1:33: an array holds at most 1048576 words (2^20, 4 MiB); split the data over several arguments
+         1:46: unsupported argument type `f64`: arguments are `f32` or `[f32; N]`",
+    );
+}

@@ -496,6 +496,10 @@ impl Lowerer {
             if let Some(id) = self.lookup(&name) {
                 return self.vars[id].value.clone();
             }
+            if self.failed_params.contains(&name) {
+                // Its declaration was reported; every read of it would repeat that.
+                return None;
+            }
             self.error(
                 span,
                 format!(

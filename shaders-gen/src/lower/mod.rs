@@ -143,11 +143,29 @@ struct Lowerer {
     library: Vec<syn::ItemFn>,
     /// The functions being lowered, outermost first: a call to one of them is recursion.
     inlining: Vec<String>,
+    /// Arguments whose declaration was an error: a read of one is not a second error.
+    failed_params: std::collections::HashSet<String>,
 }
 
 /// Lowers a function, or returns every error found in it.
 pub fn lower_fn(item: &syn::ItemFn) -> Result<Lowered, Vec<syn::Error>> {
     lower_fn_with(item, &[])
+}
+
+/// The names of the arguments of `item` that are not among the parameters lowered
+/// (their declaration was reported).
+fn failed_params(item: &syn::Signature, sig: &Signature) -> std::collections::HashSet<String> {
+    item.inputs
+        .iter()
+        .filter_map(|arg| match arg {
+            syn::FnArg::Typed(pt) => match &*pt.pat {
+                syn::Pat::Ident(p) => Some(p.ident.to_string()),
+                _ => None,
+            },
+            syn::FnArg::Receiver(_) => None,
+        })
+        .filter(|name| !sig.params.iter().any(|p| p.name == name))
+        .collect()
 }
 
 /// [`lower_fn`] with the sources of the differentiable functions it calls, which are
@@ -176,6 +194,7 @@ pub fn lower_fn_with(
         saw_return: false,
         library: library.to_vec(),
         inlining: vec![item.sig.ident.to_string()],
+        failed_params: failed_params(&item.sig, &sig),
     };
     let mut param_values = Vec::new();
     for (p, slot) in sig.params.iter().zip(&layout.slots) {
