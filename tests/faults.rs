@@ -365,7 +365,7 @@ pub fn long_loop(x: f32) -> f32 {
 
 /// A launch is cut into submissions of bounded work: the 100,000-iteration loop runs at
 /// most `WORK_PER_SUBMISSION` operations per submission, and the results of a launch cut
-/// that way equal the CPU's. With `GRADFUSE_HUGE_TESTS=1` (the H100), 2^24 elements of it,
+/// that way equal the CPU's; a recording of it is submitted in such parts too. With `GRADFUSE_HUGE_TESTS=1` (the H100), 2^24 elements of it,
 /// with the time per submission printed and held under 100 ms.
 #[test]
 fn long_kernels_are_cut_into_short_submissions() {
@@ -417,6 +417,19 @@ fn long_kernels_are_cut_into_short_submissions() {
     if huge && d.is_gpu() {
         assert!(took / (submissions as u32) < Duration::from_millis(100));
     }
+    // The same launch recorded over device buffers: the recording is submitted in parts
+    // of bounded work, in order, with the same values.
+    let resident = d.buffer(&args).expect("upload");
+    let out = d.zeros::<f32>(n).expect("values");
+    let t = Instant::now();
+    let mut rec = d.record();
+    long_loop::kernel(d)
+        .value_to(&mut rec, &resident, &out)
+        .expect("record");
+    rec.submit().expect("submit");
+    let recorded = d.read(&out).expect("read");
+    println!("recorded: {:?}", t.elapsed());
+    assert_eq!(bits(&recorded), bits(&values));
 }
 
 /// A wait past the device's time limit is `Error::Timeout`, not a hang; the caller's data

@@ -17,6 +17,8 @@ pub(crate) struct GpuWork {
     encoder: wgpu::CommandEncoder,
     open: Option<wgpu::ComputePass<'static>>,
     timer: Option<PassTimer>,
+    /// Operations recorded since the last submission (see [`Gpu::flush_long_work`]).
+    work: u64,
 }
 
 /// The timestamps of a recording's passes: two per pass, in the order recorded.
@@ -96,7 +98,24 @@ impl Gpu {
             encoder: self.encoder("gradfuse recording"),
             open: None,
             timer,
+            work: 0,
         }
+    }
+
+    /// Counts `operations` more recorded into `work`, and once an untimed recording holds
+    /// more than [`crate::KernelSpec::WORK_PER_SUBMISSION`], submits what it holds and goes
+    /// on in a new encoder: a recording of long kernels is several submissions in order,
+    /// none long enough for a driver's watchdog. (A timed recording stays one submission:
+    /// its timestamps are one query set's.)
+    pub(crate) fn flush_long_work(&self, work: &mut GpuWork, operations: u64) -> Result<(), Error> {
+        work.work = work.work.saturating_add(operations);
+        if work.timer.is_some() || work.work <= crate::KernelSpec::WORK_PER_SUBMISSION {
+            return Ok(());
+        }
+        work.open = None;
+        let done = std::mem::replace(&mut work.encoder, self.encoder("gradfuse recording"));
+        work.work = 0;
+        self.submit(done)
     }
 
     /// Submits a recording's work. Untimed, it does not wait; timed, it waits and returns
@@ -109,6 +128,7 @@ impl Gpu {
             mut encoder,
             open,
             timer,
+            work: _,
         } = work;
         drop(open);
         let Some(timer) = timer.filter(|t| !t.labels.is_empty()) else {

@@ -171,7 +171,10 @@ impl Gpu {
     /// Elements of one chunk of a resident launch of `spec`: every binding fits the device's
     /// limit, and every chunk starts at an aligned offset.
     fn resident_chunk(&self, spec: &KernelSpec) -> usize {
-        (self.max_binding_elements(spec) / CHUNK_ALIGN * CHUNK_ALIGN).max(CHUNK_ALIGN)
+        let elements = self
+            .max_binding_elements(spec)
+            .min(spec.elements_per_submission());
+        (elements / CHUNK_ALIGN * CHUNK_ALIGN).max(CHUNK_ALIGN)
     }
 
     /// A scratch buffer of at least `bytes` for `spec`'s partial sums, kept for later
@@ -265,10 +268,10 @@ impl Gpu {
             let groups = Self::max_groups(spec, chunk.min(n)) as u64;
             self.scratch(spec, groups * words * 4)
         });
-        let pass = work.pass(spec.label);
         let mut start = 0;
         while start < n {
             let m = chunk.min(n - start);
+            let pass = work.pass(spec.label);
             let shape = Self::launch_shape(spec, m);
             let mut params = shape.params(m);
             params[2] = d.args.gathered_mask();
@@ -307,6 +310,7 @@ impl Gpu {
                 );
             }
             start += m;
+            self.flush_long_work(work, spec.work_per_element.saturating_mul(m as u64))?;
         }
         Ok(())
     }
