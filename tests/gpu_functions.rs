@@ -148,13 +148,7 @@ fn every_function_is_accurate_on_the_gpu() {
         }
         println!("{name:<7} worst {} ulp at {:e}", worst.0, worst.1);
     }
-    assert!(
-        failures.is_empty(),
-        "{} on {}:\n{}",
-        failures.len(),
-        device().describe(),
-        failures.join("\n")
-    );
+    assert_none(&failures);
 }
 
 #[differentiable]
@@ -275,13 +269,7 @@ fn two_argument_functions_match_rust_at_special_values() {
             }
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} on {}:\n{}",
-        failures.len(),
-        device().describe(),
-        failures.join("\n")
-    );
+    assert_none(&failures);
 }
 
 /// One function's every mode over a batch of inputs: `(value, derivative)` per input, the
@@ -408,13 +396,7 @@ fn every_mode_agrees_with_rust_at_hostile_inputs() {
             check("GPU forward derivative", m.gpu_forward[k].1, g, 4 * bound);
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} on {}:\n{}",
-        failures.len(),
-        device().describe(),
-        failures.join("\n")
-    );
+    assert_none(&failures);
 }
 
 /// A two-argument function's every mode over a batch of pairs: value and the two partial
@@ -534,14 +516,7 @@ fn two_argument_functions_in_every_mode_at_hostile_inputs() {
             check("GPU forward", m.gpu_forward[k], fwd, bound);
         }
     }
-    let shown = failures.len().min(40);
-    assert!(
-        failures.is_empty(),
-        "{} on {} (first {shown}):\n{}",
-        failures.len(),
-        device().describe(),
-        failures[..shown].join("\n")
-    );
+    assert_none(&failures);
 }
 
 #[differentiable]
@@ -613,4 +588,16 @@ fn documented_derivatives_at_special_points() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Fails with every failure listed (the first 40), and the device they happened on.
+fn assert_none(failures: &[String]) {
+    let shown = failures.len().min(40);
+    assert!(
+        failures.is_empty(),
+        "{} on {} (first {shown}):\n{}",
+        failures.len(),
+        device().describe(),
+        failures[..shown].join("\n")
+    );
 }

@@ -15,16 +15,19 @@ use gradfuse_shaders_gen::{Compiled, compile_str, interp, ops};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
 
-/// A small deterministic generator (SplitMix64) driven by proptest's seed.
-struct Rng(u64);
+/// Proptest's own generator, seeded by the case's seed: the grammar draws from it.
+struct Draws(proptest::test_runner::TestRng);
 
-impl Rng {
+impl Draws {
+    fn new(seed: u64) -> Self {
+        Draws(proptest::test_runner::TestRng::from_seed(
+            proptest::test_runner::RngAlgorithm::ChaCha,
+            &[seed.to_le_bytes(), (!seed).to_le_bytes(), [7; 8], [11; 8]].concat(),
+        ))
+    }
+
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     fn below(&mut self, n: usize) -> usize {
@@ -49,7 +52,7 @@ struct Scope {
 
 /// The generator of one function.
 struct Grammar {
-    rng: Rng,
+    rng: Draws,
     fresh: usize,
 }
 
@@ -333,7 +336,7 @@ fn derivatives_agree(c: &Compiled, seed: u64) -> Result<bool, String> {
     }
     let layout = &c.lowered.layout;
     let n = (layout.words + layout.shared_words) as usize;
-    let mut rng = Rng(seed ^ 0x5eed);
+    let mut rng = Draws::new(seed ^ 0x5eed);
     let x: Vec<f64> = (0..n)
         .map(|_| (rng.below(2000) as f64 - 1000.0) / 700.0)
         .collect();
@@ -391,7 +394,7 @@ fn functions_of_the_language_compile_to_valid_kernels() {
     let checked = std::cell::Cell::new(0u32);
     let result = runner().run(&any::<u64>(), |seed| {
         let src = Grammar {
-            rng: Rng(seed),
+            rng: Draws::new(seed),
             fresh: 0,
         }
         .function();
@@ -441,7 +444,7 @@ fn unsupported_constructs_are_spanned_errors() {
     std::panic::set_hook(Box::new(|_| {}));
     let result = runner().run(&(any::<u64>(), 0..UNSUPPORTED.len()), |(seed, k)| {
         let good = Grammar {
-            rng: Rng(seed),
+            rng: Draws::new(seed),
             fresh: 0,
         }
         .function();
