@@ -162,37 +162,7 @@ pub fn compile_with(
     let sig = signature_text(item);
     let layout = &lowered.layout;
     if layout.results > 1 || matches!(lowered.sig.result, signature::Shape::Array(_)) {
-        let (jacobian, tangent) = derive_vector(layout, &primal);
-        let (cpu_reverse, cpu_tangent) = derive_vector(layout, &cpu_primal);
-        let wgsl_forward = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Forward, &primal);
-        let wgsl_reverse =
-            emit_wgsl::emit_kernel(&sig, layout, KernelKind::Jacobian, jacobian.function());
-        let wgsl_tangent = tangent_kernel(&sig, layout, &tangent);
-        let wgsl_gathered = layout.has_gathered_kernel().then(|| GatheredWgsl {
-            forward: emit_wgsl::emit_gathered_kernel(&sig, layout, KernelKind::Forward, &primal),
-            reverse: emit_wgsl::emit_gathered_kernel(
-                &sig,
-                layout,
-                KernelKind::Jacobian,
-                jacobian.function(),
-            ),
-        });
-        return Ok(Compiled {
-            wgsl_reduce: None,
-            wgsl_gathered,
-            cpu: CpuIr {
-                primal: cpu_primal,
-                reverse: cpu_reverse,
-                tangent: cpu_tangent,
-            },
-            lowered,
-            primal,
-            reverse: jacobian,
-            tangent,
-            wgsl_forward,
-            wgsl_tangent,
-            wgsl_reverse,
-        });
+        return Ok(compile_vector(lowered, primal, cpu_primal, &sig));
     }
     let (adjoint, tangent) = derive_scalar(layout, &primal);
     let (cpu_adjoint, cpu_tangent) = derive_scalar(layout, &cpu_primal);
@@ -272,6 +242,43 @@ fn tangent_kernel(sig: &str, layout: &abi::ArgLayout, tangent: &Function) -> Str
         }
     }
     emit_wgsl::emit_kernel(sig, &tangent_layout, KernelKind::Tangent, &f)
+}
+
+/// The rest of [`compile_with`] for a function with an `[f32; M]` or tuple result: its
+/// Jacobian instead of a gradient, and no shared arguments.
+fn compile_vector(lowered: Lowered, primal: Function, cpu_primal: Function, sig: &str) -> Compiled {
+    let layout = &lowered.layout;
+    let (jacobian, tangent) = derive_vector(layout, &primal);
+    let (cpu_reverse, cpu_tangent) = derive_vector(layout, &cpu_primal);
+    let wgsl_forward = emit_wgsl::emit_kernel(sig, layout, KernelKind::Forward, &primal);
+    let wgsl_reverse =
+        emit_wgsl::emit_kernel(sig, layout, KernelKind::Jacobian, jacobian.function());
+    let wgsl_tangent = tangent_kernel(sig, layout, &tangent);
+    let wgsl_gathered = layout.has_gathered_kernel().then(|| GatheredWgsl {
+        forward: emit_wgsl::emit_gathered_kernel(sig, layout, KernelKind::Forward, &primal),
+        reverse: emit_wgsl::emit_gathered_kernel(
+            sig,
+            layout,
+            KernelKind::Jacobian,
+            jacobian.function(),
+        ),
+    });
+    Compiled {
+        wgsl_reduce: None,
+        wgsl_gathered,
+        cpu: CpuIr {
+            primal: cpu_primal,
+            reverse: cpu_reverse,
+            tangent: cpu_tangent,
+        },
+        lowered,
+        primal,
+        reverse: jacobian,
+        tangent,
+        wgsl_forward,
+        wgsl_tangent,
+        wgsl_reverse,
+    }
 }
 
 /// The outputs of a reverse pass a function with an `f32` result keeps: the value, the

@@ -282,6 +282,23 @@ impl Builder {
         )
     }
 
+    /// `acc + term`, where a missing accumulator is zero (element-wise for arrays): how
+    /// both AD modes sum the terms of a derivative.
+    pub fn accumulate(&mut self, acc: Option<ValueId>, term: ValueId, span: Span) -> ValueId {
+        match acc {
+            None => term,
+            Some(a) if matches!(self.ty(a), Ty::Array(_)) => {
+                self.push(Op::ArrayAdd(a, term), span, None)
+            }
+            Some(a) => self.call(Func::Add, vec![a, term], span),
+        }
+    }
+
+    /// Whether `v` is the constant zero (a derivative term that adds nothing).
+    pub fn is_const_zero(&self, v: ValueId) -> bool {
+        self.const_value(v) == Some(0.0)
+    }
+
     /// The node behind a value built so far.
     pub fn node(&self, id: ValueId) -> &Node {
         &self.func.nodes[id.index()]

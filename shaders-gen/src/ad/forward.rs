@@ -1,0 +1,302 @@
+//! Forward mode: each value carried with its tangent, loops as one loop carrying both
+//! (the primal computed once). The partial derivatives are the derivative table's
+//! ([`super::partials`]), the same the reverse mode uses.
+
+use super::partials::partials;
+use crate::ir::{Builder, Function, Loop, LoopKind, Op, ValueId};
+use crate::ops::Func;
+use proc_macro2::Span;
+
+/// Forward mode: the result takes `2 * n` inputs (the primal words, then one tangent word
+/// per primal word) and has the outputs `[outputs..., tangent of each output...]`.
+pub fn forward(f: &Function) -> Function {
+    forward_active(f, &vec![true; f.num_inputs as usize])
+}
+
+/// Forward mode with tangents only for the inputs marked in `active` (the others, such as
+/// `#[constant]` arguments, have tangent zero): the result takes the primal words, then one
+/// tangent word per active input, in order.
+///
+/// A loop becomes one loop carrying its values and their tangents (the body's forward
+/// mode), so the primal is computed once.
+pub fn forward_active(f: &Function, active: &[bool]) -> Function {
+    let n = f.num_inputs;
+    let extra = active.iter().filter(|a| **a).count() as u32;
+    let mut b = Builder::new(n + extra);
+    let inputs: Vec<ValueId> = (0..n)
+        .map(|w| b.push(Op::Input(w), Span::call_site(), None))
+        .collect();
+    let mut k = n;
+    let tangents: Vec<Option<ValueId>> = active
+        .iter()
+        .map(|a| {
+            a.then(|| {
+                k += 1;
+                b.push(Op::Input(k - 1), Span::call_site(), None)
+            })
+        })
+        .collect();
+    let (outs, tans) = forward_into(f, &mut b, &inputs, &tangents);
+    let mut outputs = outs;
+    for (t, o) in tans.into_iter().zip(&f.outputs) {
+        outputs.push(t.unwrap_or_else(|| b.constant(0.0, f.node(*o).span)));
+    }
+    b.finish(outputs)
+}
+
+/// Builds into `b`: `f` on `inputs` and the tangent of every output given the tangents of
+/// the inputs (`None`: zero). Returns the outputs and their tangents.
+pub(super) fn forward_into(
+    f: &Function,
+    b: &mut Builder,
+    inputs: &[ValueId],
+    input_tangents: &[Option<ValueId>],
+) -> (Vec<ValueId>, Vec<Option<ValueId>>) {
+    let mut map: Vec<ValueId> = Vec::with_capacity(f.nodes.len());
+    let mut tan: Vec<Option<ValueId>> = vec![None; f.nodes.len()];
+    // For each loop node: where each carried value's tangent is among its new results.
+    let mut loop_tangent_slot: std::collections::HashMap<usize, Vec<Option<u32>>> =
+        Default::default();
+    for (i, node) in f.nodes.iter().enumerate() {
+        let span = node.span;
+        let m = |v: &ValueId| map[v.index()];
+        let (id, t) = match &node.op {
+            Op::Input(w) => {
+                let id = inputs[*w as usize];
+                if let Some(name) = &node.name {
+                    b.name(id, name);
+                }
+                (id, input_tangents[*w as usize])
+            }
+            Op::Call(func, args) => {
+                let margs: Vec<ValueId> = args.iter().map(m).collect();
+                let id = b.push(Op::Call(*func, margs.clone()), span, node.name.clone());
+                let partials = partials(*func, b, &margs, id, span);
+                let mut acc = None;
+                for (arg, p) in args.iter().zip(partials) {
+                    if let Some(ta) = tan[arg.index()]
+                        && !b.is_const_zero(p)
+                    {
+                        let term = b.call(Func::Mul, vec![p, ta], span);
+                        acc = Some(b.accumulate(acc, term, span));
+                    }
+                }
+                (id, acc)
+            }
+            Op::Select {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let id = b.select(m(cond), m(then), m(otherwise), span);
+                let t = match (tan[then.index()], tan[otherwise.index()]) {
+                    (None, None) => None,
+                    (t, o) => {
+                        let zero = b.zero(node.ty, span);
+                        Some(b.select(m(cond), t.unwrap_or(zero), o.unwrap_or(zero), span))
+                    }
+                };
+                (id, t)
+            }
+            Op::ArrayNew(elems) => {
+                let id = b.push(
+                    Op::ArrayNew(elems.iter().map(m).collect()),
+                    span,
+                    node.name.clone(),
+                );
+                let t = elems.iter().any(|e| tan[e.index()].is_some()).then(|| {
+                    let zero = b.constant(0.0, span);
+                    let t = elems
+                        .iter()
+                        .map(|e| tan[e.index()].unwrap_or(zero))
+                        .collect();
+                    b.push(Op::ArrayNew(t), span, None)
+                });
+                (id, t)
+            }
+            Op::ArrayGet { array, index } => {
+                let id = b.push(
+                    Op::ArrayGet {
+                        array: m(array),
+                        index: m(index),
+                    },
+                    span,
+                    node.name.clone(),
+                );
+                let t = tan[array.index()].map(|ta| {
+                    b.push(
+                        Op::ArrayGet {
+                            array: ta,
+                            index: m(index),
+                        },
+                        span,
+                        None,
+                    )
+                });
+                (id, t)
+            }
+            Op::ArraySet {
+                array,
+                index,
+                value,
+            } => {
+                let id = b.push(
+                    node.op.map_operands(|v| map[v.index()]),
+                    span,
+                    node.name.clone(),
+                );
+                let t = match (tan[array.index()], tan[value.index()]) {
+                    (None, None) => None,
+                    (ta, tv) => {
+                        let ta = ta.unwrap_or_else(|| b.zero(node.ty, span));
+                        let tv = tv.unwrap_or_else(|| b.constant(0.0, span));
+                        Some(b.push(
+                            Op::ArraySet {
+                                array: ta,
+                                index: m(index),
+                                value: tv,
+                            },
+                            span,
+                            None,
+                        ))
+                    }
+                };
+                (id, t)
+            }
+            Op::ArrayAdd(x, y) => {
+                let id = b.push(Op::ArrayAdd(m(x), m(y)), span, node.name.clone());
+                let t = match (tan[x.index()], tan[y.index()]) {
+                    (None, None) => None,
+                    (Some(t), None) | (None, Some(t)) => Some(t),
+                    (Some(p), Some(q)) => Some(b.push(Op::ArrayAdd(p, q), span, None)),
+                };
+                (id, t)
+            }
+            Op::Loop(l) => {
+                let (id, slots) = forward_loop(f, l, &map, &tan, b, span);
+                loop_tangent_slot.insert(i, slots);
+                (id, None)
+            }
+            Op::CustomGrad { args, partials, .. } => {
+                let id = b.push(
+                    node.op.map_operands(|v| map[v.index()]),
+                    span,
+                    node.name.clone(),
+                );
+                let mut acc = None;
+                for (arg, p) in args.iter().zip(partials) {
+                    if let Some(ta) = tan[arg.index()] {
+                        let term = b.call(Func::Mul, vec![m(p), ta], span);
+                        acc = Some(b.accumulate(acc, term, span));
+                    }
+                }
+                (id, acc)
+            }
+            Op::Result(l, k) => {
+                let id = b.push(Op::Result(m(l), *k), span, node.name.clone());
+                let t = loop_tangent_slot[&l.index()][*k as usize]
+                    .map(|s| b.push(Op::Result(m(l), s), span, None));
+                (id, t)
+            }
+            op => (
+                b.push(op.map_operands(|v| map[v.index()]), span, node.name.clone()),
+                None,
+            ),
+        };
+        if let (Some(t), Some(name)) = (t, &node.name) {
+            b.name(t, &format!("t_{name}"));
+        }
+        map.push(id);
+        tan[i] = t;
+    }
+    let outs = f.outputs.iter().map(|o| map[o.index()]).collect();
+    let tans = f.outputs.iter().map(|o| tan[o.index()]).collect();
+    (outs, tans)
+}
+
+/// The forward-mode loop of `l`: it carries `l`'s values, then the tangents of its F32
+/// carried values; it captures `l`'s captures, then the tangents of those that have one.
+/// Returns the new loop node and, per carried value, the result slot of its tangent.
+fn forward_loop(
+    f: &Function,
+    l: &Loop,
+    map: &[ValueId],
+    tan: &[Option<ValueId>],
+    b: &mut Builder,
+    span: Span,
+) -> (ValueId, Vec<Option<u32>>) {
+    let body = &l.body;
+    let c = l.init.len();
+    let kn = l.captures.len();
+    let body_tys = l.body_input_types(f);
+    let carried_real: Vec<usize> = (0..c).filter(|k| l.carried_ty(*k).is_real()).collect();
+    let captures_t: Vec<usize> = (0..kn)
+        .filter(|j| tan[l.captures[*j].index()].is_some())
+        .collect();
+    let (cf, kt) = (carried_real.len(), captures_t.len());
+    // The new body's inputs: [i, carried, carried tangents, captures, capture tangents].
+    let mut tys = body_tys[..1 + c].to_vec();
+    tys.extend(carried_real.iter().map(|k| l.carried_ty(*k)));
+    tys.extend(&body_tys[1 + c..1 + c + kn]);
+    tys.extend(captures_t.iter().map(|j| body_tys[1 + c + j]));
+    let mut nb = Builder::with_inputs(tys);
+    let inp = |nb: &mut Builder, w: usize| nb.push(Op::Input(w as u32), span, None);
+    let index = inp(&mut nb, 0);
+    let carried: Vec<ValueId> = (0..c).map(|k| inp(&mut nb, 1 + k)).collect();
+    let carried_t: Vec<ValueId> = (0..cf).map(|k| inp(&mut nb, 1 + c + k)).collect();
+    let caps: Vec<ValueId> = (0..kn).map(|j| inp(&mut nb, 1 + c + cf + j)).collect();
+    let caps_t: Vec<ValueId> = (0..kt).map(|j| inp(&mut nb, 1 + c + cf + kn + j)).collect();
+    let mut body_inputs = vec![index];
+    body_inputs.extend(&carried);
+    body_inputs.extend(&caps);
+    let mut body_tangents: Vec<Option<ValueId>> = vec![None];
+    body_tangents.extend((0..c).map(|k| {
+        carried_real
+            .iter()
+            .position(|x| *x == k)
+            .map(|p| carried_t[p])
+    }));
+    body_tangents
+        .extend((0..kn).map(|j| captures_t.iter().position(|x| *x == j).map(|p| caps_t[p])));
+    let (outs, tans) = forward_into(body, &mut nb, &body_inputs, &body_tangents);
+    let mut outputs = outs;
+    for k in &carried_real {
+        let t = tans[*k].unwrap_or_else(|| nb.zero(l.carried_ty(*k), span));
+        outputs.push(t);
+    }
+    let new_body = nb.finish(outputs);
+    let mut init: Vec<ValueId> = l.init.iter().map(|v| map[v.index()]).collect();
+    init.extend(
+        carried_real
+            .iter()
+            .map(|k| tan[l.init[*k].index()].unwrap_or_else(|| b.zero(l.carried_ty(*k), span))),
+    );
+    let mut captures: Vec<ValueId> = l.captures.iter().map(|v| map[v.index()]).collect();
+    captures.extend(
+        captures_t
+            .iter()
+            .map(|j| tan[l.captures[*j].index()].expect("has a tangent")),
+    );
+    let id = b.push(
+        Op::Loop(Box::new(Loop {
+            start: l.start,
+            end: l.end,
+            init,
+            captures,
+            body: new_body,
+            kind: LoopKind::Forward,
+        })),
+        span,
+        None,
+    );
+    let slots = (0..c)
+        .map(|k| {
+            carried_real
+                .iter()
+                .position(|x| *x == k)
+                .map(|p| (c + p) as u32)
+        })
+        .collect();
+    let _ = f;
+    (id, slots)
+}
