@@ -307,3 +307,38 @@ fn split<T: Real>(a_wins: bool, b_wins: bool, tie: bool) -> (T, T) {
     };
     (w(a_wins), w(b_wins))
 }
+
+/// A hyper-dual number `re + eps1 ε1 + eps2 ε2 + eps1eps2 ε1ε2` (ε1² = ε2² = 0), for
+/// second derivatives through `f::eval`: argument word `i` seeded with `eps1 = 1` and word
+/// `j` with `eps2 = 1` (the same word for a diagonal entry), the result's
+/// [`eps1eps2`](Dual::eps1eps2) is ∂²f/∂x_i∂x_j, its `eps1` and `eps2` the first
+/// derivatives. It is a dual number over dual numbers (ε2's coefficient is itself a dual
+/// in ε1), so every function of [`Real`] and every convention of `Dual` carries over.
+pub type HyperDual<T> = Dual<Dual<T, 1>, 1>;
+
+impl<T: Real> Dual<Dual<T, 1>, 1> {
+    /// The hyper-dual number with these four parts.
+    pub fn hyper(re: T, eps1: T, eps2: T, eps1eps2: T) -> Self {
+        Dual::new(Dual::new(re, [eps1]), [Dual::new(eps2, [eps1eps2])])
+    }
+
+    /// The real part.
+    pub fn re(&self) -> T {
+        self.re.re
+    }
+
+    /// The coefficient of ε1: the derivative along the first seeding.
+    pub fn eps1(&self) -> T {
+        self.re.eps[0]
+    }
+
+    /// The coefficient of ε2: the derivative along the second seeding.
+    pub fn eps2(&self) -> T {
+        self.eps[0].re
+    }
+
+    /// The coefficient of ε1ε2: the second derivative along both seedings.
+    pub fn eps1eps2(&self) -> T {
+        self.eps[0].eps[0]
+    }
+}

@@ -31,7 +31,7 @@ pub use buffer::RawBuffer;
 #[doc(hidden)]
 pub use device::ResourceCounts;
 pub use device::{Device, REQUIRE_GPU_ENV};
-pub use dual::Dual;
+pub use dual::{Dual, HyperDual};
 pub use error::Error;
 #[doc(hidden)]
 pub use gather::GatherField;
