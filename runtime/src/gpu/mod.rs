@@ -235,7 +235,11 @@ impl Gpu {
     /// failed map, a submission that never happened), and wgpu reports the loss itself
     /// only from a poll once the queue is empty.
     pub(crate) fn lost_or(&self, e: Error) -> Error {
-        if matches!(e, Error::DeviceLost(_)) {
+        // Only what wgpu reports can hide a loss; the runtime's own checks cannot.
+        if !matches!(
+            e,
+            Error::Readback(_) | Error::Validation { .. } | Error::OutOfMemory(_)
+        ) {
             return e;
         }
         // wgpu calls the lost callback once the queue has drained: wait for that, briefly.
