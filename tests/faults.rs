@@ -363,6 +363,27 @@ pub fn long_loop(x: f32) -> f32 {
     s
 }
 
+/// A batch of the long loop that `d` needs at least `at_least` for, timed with the
+/// pipeline already compiled (a first launch's compilation would make a small batch look
+/// long), and its values.
+fn long_batch(d: &Device, at_least: Duration) -> (Vec<long_loop::Args>, Vec<f32>) {
+    long_loop::kernel(d)
+        .value(&[long_loop::Args { x: 0.5 }])
+        .expect("compile");
+    let mut n = 256;
+    loop {
+        let args: Vec<long_loop::Args> = (0..n)
+            .map(|k| long_loop::Args { x: k as f32 * 1e-4 })
+            .collect();
+        let t = Instant::now();
+        let values = long_loop::kernel(d).value(&args).expect("launch");
+        if t.elapsed() > at_least || n >= 1 << 24 {
+            return (args, values);
+        }
+        n *= 4;
+    }
+}
+
 /// A launch is cut into submissions of bounded work: the 100,000-iteration loop runs at
 /// most `WORK_PER_SUBMISSION` operations per submission, and the results of a launch cut
 /// that way equal the CPU's; a recording of it is submitted in such parts too. With `GRADFUSE_HUGE_TESTS=1` (the H100), 2^24 elements of it,
@@ -437,24 +458,17 @@ fn long_kernels_are_cut_into_short_submissions() {
 #[test]
 fn a_wait_past_the_time_limit_is_an_error() {
     let Some(d) = own_gpu() else { return };
-    // A batch the device needs at least 20 ms for.
-    let mut n = 256;
-    let (args, want) = loop {
-        let args: Vec<long_loop::Args> = (0..n)
-            .map(|k| long_loop::Args { x: k as f32 * 1e-4 })
-            .collect();
-        let t = Instant::now();
-        let want = long_loop::kernel(&d).value(&args).expect("launch");
-        if t.elapsed() > Duration::from_millis(20) || n >= 1 << 22 {
-            break (args, want);
-        }
-        n *= 4;
-    };
+    // Fifty times the limit set below.
+    let (args, want) = long_batch(&d, Duration::from_millis(50));
     let before = args.clone();
     d.set_timeout(Duration::from_millis(1));
     let t = Instant::now();
     let r = long_loop::kernel(&d).value(&args);
-    assert!(matches!(r, Err(Error::Timeout(_))), "{n} elements: {r:?}");
+    assert!(
+        matches!(r, Err(Error::Timeout(_))),
+        "{} elements: {r:?}",
+        args.len()
+    );
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     assert!(
         args.iter()
@@ -466,4 +480,53 @@ fn a_wait_past_the_time_limit_is_an_error() {
         .value(&args)
         .expect("launch after a timeout");
     assert_eq!(bits(&again), bits(&want));
+}
+
+/// Device loss at fixed points of a recording's life: after its submission, before the
+/// readback; and while the readback's map is pending (the kernel still running when another
+/// thread destroys the device). Both are `Error::DeviceLost` within a second of the loss.
+#[test]
+fn losing_the_device_after_a_submit_and_during_a_map() {
+    let Some(probe) = own_gpu() else { return };
+    // Ten times the moment of the loss below.
+    let (args, _) = long_batch(&probe, Duration::from_millis(300));
+    drop(probe);
+    for during_map in [false, true] {
+        let d = Device::gpu().expect("a GPU");
+        let input = d.buffer(&args).expect("upload");
+        let values = d.zeros::<f32>(args.len()).expect("zeros");
+        let mut rec = d.record();
+        long_loop::kernel(&d)
+            .value_to(&mut rec, &input, &values)
+            .expect("record");
+        rec.submit().expect("submit");
+        let destroyed = std::sync::Mutex::new(None);
+        let failed = std::thread::scope(|s| {
+            let destroyer = s.spawn(|| {
+                if during_map {
+                    // The reader below has issued its copy and map by then.
+                    std::thread::sleep(Duration::from_millis(30));
+                }
+                d.destroy_for_test();
+                *destroyed.lock().expect("lock") = Some(Instant::now());
+            });
+            if !during_map {
+                // Destroyed after the submit, before any readback.
+                destroyer.join().expect("destroyer");
+            }
+            let r = d.read(&values);
+            assert!(
+                matches!(r, Err(Error::DeviceLost(_))),
+                "during_map {during_map}: {:?}",
+                r.map(|v| v.len())
+            );
+            Instant::now()
+        });
+        let destroyed = destroyed.into_inner().expect("lock").expect("destroyed");
+        assert!(
+            failed.saturating_duration_since(destroyed) < Duration::from_secs(1),
+            "during_map {during_map}: the error came {:?} after the loss",
+            failed.saturating_duration_since(destroyed)
+        );
+    }
 }
