@@ -81,6 +81,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("iteration", "cost"),
         &curve,
         true,
+        None,
     )?;
     println!("cost per iteration: {}", path.display());
     if let Some(truth_cost) = truth_cost {

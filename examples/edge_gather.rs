@@ -121,6 +121,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("step", "energy"),
         &curve,
         false,
+        None,
     )?;
     println!("energy curve: {}", path.display());
     if last >= 1e-2 * first {

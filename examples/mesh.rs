@@ -71,6 +71,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("iteration", "cost"),
         &cost_curve(&summary),
         true,
+        None,
     )?;
     println!("largest distance from the target shape: {off:.2e}");
     println!("deformed mesh: {}", obj.display());

@@ -11,8 +11,6 @@
 mod cli;
 use gradfuse::{Adam, Device, differentiable};
 use indicatif::{ProgressBar, ProgressStyle};
-use plotters::prelude::*;
-use std::path::PathBuf;
 use std::time::Instant;
 
 /// The squared error of a 2-32-32-1 tanh network at input `x` against target `t`. Each
@@ -142,56 +140,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
          error {loss:.2e} (goal {goal:.0e})",
         seconds * 1e3 / steps as f64
     );
-    let path = plot(&opts.out, &curve, goal)?;
+    let curve: Vec<(u32, f64)> = curve.iter().map(|&(x, y)| (x, y as f64)).collect();
+    let path = cli::log_plot(
+        &opts.out,
+        "mlp_loss.svg",
+        "2-32-32-1 tanh network, Adam: mean squared error",
+        ("step", "loss"),
+        &curve,
+        false,
+        Some(goal as f64),
+    )?;
     println!("loss curve: {}", path.display());
     if loss >= goal {
         return Err(format!("the network did not reach its goal: {loss:.2e} >= {goal:.0e}").into());
     }
     Ok(())
-}
-
-/// Writes the loss curve (log scale) to `dir/mlp_loss.svg`.
-fn plot(
-    dir: &std::path::Path,
-    curve: &[(u32, f32)],
-    goal: f32,
-) -> Result<PathBuf, Box<dyn std::error::Error>> {
-    std::fs::create_dir_all(dir)?;
-    let path = dir.join("mlp_loss.svg");
-    let root = SVGBackend::new(&path, (800, 500)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let last = curve.last().map_or(1, |c| c.0);
-    let lo = curve.iter().map(|c| c.1).fold(goal, f32::min).max(1e-7) * 0.5;
-    let hi = curve.iter().map(|c| c.1).fold(goal, f32::max) * 2.0;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            "2-32-32-1 tanh network, Adam: mean squared error",
-            ("sans-serif", 20),
-        )
-        .margin(10)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0u32..last, (lo..hi).log_scale())?;
-    chart
-        .configure_mesh()
-        .x_desc("step")
-        .y_desc("loss")
-        .draw()?;
-    chart
-        .draw_series(LineSeries::new(curve.iter().copied(), &BLUE))?
-        .label("loss")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
-    chart
-        .draw_series(LineSeries::new([(0, goal), (last, goal)], &RED))?
-        .label("goal")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED));
-    chart
-        .configure_series_labels()
-        .background_style(WHITE)
-        .border_style(BLACK)
-        .draw()?;
-    root.present()?;
-    drop(chart);
-    drop(root);
-    Ok(path)
 }

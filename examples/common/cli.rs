@@ -34,7 +34,8 @@ pub fn options(name: &str) -> Options {
     o
 }
 
-/// Writes `curve` (x, y > 0) on a log scale to `dir/file`, a dot at every point if `dots`.
+/// Writes `curve` (x, y > 0) on a log scale to `dir/file`, a dot at every point if `dots`,
+/// and with a `goal` the line it must reach, labelled.
 pub fn log_plot(
     dir: &Path,
     file: &str,
@@ -42,6 +43,7 @@ pub fn log_plot(
     (x_desc, y_desc): (&str, &str),
     curve: &[(u32, f64)],
     dots: bool,
+    goal: Option<f64>,
 ) -> Result<PathBuf, Box<dyn std::error::Error>> {
     std::fs::create_dir_all(dir)?;
     let path = dir.join(file);
@@ -50,8 +52,9 @@ pub fn log_plot(
         let root = SVGBackend::new(&path, (800, 500)).into_drawing_area();
         root.fill(&WHITE)?;
         let last = curve.last().map_or(1, |c| c.0.max(1));
-        let lo = curve.iter().map(|c| c.1).fold(f64::MAX, f64::min) * 0.5;
-        let hi = curve.iter().map(|c| c.1).fold(0.0, f64::max) * 2.0;
+        let ys = || curve.iter().map(|c| c.1).chain(goal);
+        let lo = ys().fold(f64::MAX, f64::min) * 0.5;
+        let hi = ys().fold(0.0, f64::max) * 2.0;
         let mut chart = ChartBuilder::on(&root)
             .caption(caption, ("sans-serif", 20))
             .margin(10)
@@ -63,9 +66,23 @@ pub fn log_plot(
             .x_desc(x_desc)
             .y_desc(y_desc)
             .draw()?;
-        chart.draw_series(LineSeries::new(curve.iter().copied(), &BLUE))?;
+        chart
+            .draw_series(LineSeries::new(curve.iter().copied(), &BLUE))?
+            .label(y_desc)
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
         if dots {
             chart.draw_series(curve.iter().map(|&p| Circle::new(p, 3, BLUE.filled())))?;
+        }
+        if let Some(goal) = goal {
+            chart
+                .draw_series(LineSeries::new([(0, goal), (last, goal)], &RED))?
+                .label("goal")
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED));
+            chart
+                .configure_series_labels()
+                .background_style(WHITE)
+                .border_style(BLACK)
+                .draw()?;
         }
         root.present()?;
     }
