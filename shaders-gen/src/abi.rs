@@ -42,6 +42,9 @@ pub fn shared_in_uniform(shared_words: u32) -> bool {
 /// Binding, in an adjoint kernel with `#[shared]` arguments, of the per-workgroup partial
 /// sums of their gradients (`array<f32>`, `shared_words` per workgroup).
 pub const PARTIALS_BINDING: u32 = 5;
+/// Binding, in a Hessian kernel ([`KernelKind::Hessian`]), of the Hessians (`array<f32>`,
+/// gradient words squared per element, row-major).
+pub const HESSIAN_BINDING: u32 = 6;
 /// Shared gradient words a workgroup reduces at once (its stage is `WORKGROUP_SIZE * 8`
 /// f32, 8 KiB): fewer barriers than one word at a time, room left for staged gradients.
 pub const REDUCE_LANES: u32 = 8;
@@ -373,6 +376,10 @@ pub enum KernelKind {
     /// tangent (and the batch's shared tangent), read as more argument words: its layout is
     /// [`ArgLayout::tangent_layout`]. Outputs `values` and `tangents`, `results` words each.
     Tangent,
+    /// For an `f32` result: the value, the gradient and the Hessian in the element's
+    /// gradient words (forward-over-reverse, [`crate::ad::hessian`]). Outputs `values`,
+    /// `grads` and `hessians`.
+    Hessian,
 }
 
 impl KernelKind {
@@ -392,6 +399,14 @@ impl KernelKind {
                     "jacobians",
                 ),
             ],
+            KernelKind::Hessian => {
+                let grads = layout.grad_words().len() as u32;
+                vec![
+                    (VALUE_BINDING, 1, "values"),
+                    (GRAD_BINDING, grads, "grads"),
+                    (HESSIAN_BINDING, grads * grads, "hessians"),
+                ]
+            }
             KernelKind::Adjoint => {
                 let grads = layout.grad_words().len() as u32;
                 let mut outs = vec![(VALUE_BINDING, 1, "values")];
@@ -412,6 +427,7 @@ impl KernelKind {
             KernelKind::Adjoint => "adjoint",
             KernelKind::Jacobian => "jacobian",
             KernelKind::Tangent => "tangent",
+            KernelKind::Hessian => "hessian",
         }
     }
 }

@@ -56,6 +56,31 @@ pub struct Compiled {
     pub wgsl_reduce: Option<String>,
     /// The IR of the CPU versions.
     pub cpu: CpuIr,
+    /// Second order, for an `f32` result with gradient words.
+    pub second: Option<SecondOrder>,
+}
+
+/// The second-order versions of a function with an `f32` result, in the element's
+/// gradient words (`#[shared]` words are inputs, held fixed: no Hessian block in them).
+#[derive(Clone, Debug)]
+pub struct SecondOrder {
+    /// The CPU Hessian-vector product: inputs `[element words, shared words, one word of
+    /// `v` per gradient word]`, outputs `H v`.
+    pub cpu_hvp: Function,
+    /// The Hessian, for functions with at most [`MAX_HESSIAN_WORDS`] gradient words.
+    pub hessian: Option<HessianKernel>,
+}
+
+/// A function's whole Hessian: on the GPU from [`HessianKernel::wgsl`], on the CPU as the
+/// rows of [`SecondOrder::cpu_hvp`].
+#[derive(Clone, Debug)]
+pub struct HessianKernel {
+    /// The kernel's IR: outputs `[value, gradient words..., Hessian words (row-major)...]`.
+    pub function: Function,
+    /// How it lays out its sweeps.
+    pub form: ad::HessianForm,
+    /// Its WGSL ([`abi::KernelKind::Hessian`]).
+    pub wgsl: String,
 }
 
 /// The WGSL of a function's gathered kernels ([`emit_wgsl::emit_gathered_kernel`]).
@@ -135,6 +160,16 @@ fn signature_text(item: &syn::ItemFn) -> String {
 /// grows faster than their size.
 pub const MAX_OPERATIONS: usize = 6_000;
 
+/// Most gradient words a function may have for a whole Hessian: one of 64 x 64 words is
+/// 16 KiB per element, and its kernel sweeps 64 times. Past it, a function has `hvp` but no
+/// `value_grad_hessian`.
+pub const MAX_HESSIAN_WORDS: usize = 64;
+
+/// Most operations (adjoint size times directions) for which the Hessian kernel is
+/// straight-line sweeps sharing the primal ([`ad::HessianForm::Sweeps`]); past it, one
+/// sweep in a loop over the directions ([`ad::HessianForm::Loop`]), code the size of one.
+pub const HESSIAN_SWEEPS_BUDGET: usize = 8_192;
+
 /// Compiles a function: lowering, AD, optimization and WGSL emission.
 pub fn compile(item: &syn::ItemFn) -> Result<Compiled, Vec<syn::Error>> {
     compile_with(item, &[])
@@ -187,6 +222,7 @@ pub fn compile_with(
     let wgsl_tangent = tangent_kernel(&sig, layout, &tangent);
     let wgsl_reduce =
         (layout.shared_words > 0).then(|| emit_wgsl::emit_reduce_kernel(&sig, layout.shared_words));
+    let second = second_order(&sig, layout, (&primal, &adjoint), &cpu_primal);
     let wgsl_gathered = layout.has_gathered_kernel().then(|| GatheredWgsl {
         forward: emit_wgsl::emit_gathered_kernel(&sig, layout, KernelKind::Forward, &primal),
         reverse: emit_wgsl::emit_gathered_kernel(
@@ -199,6 +235,7 @@ pub fn compile_with(
     Ok(Compiled {
         wgsl_reduce,
         wgsl_gathered,
+        second,
         cpu: CpuIr {
             primal: cpu_primal,
             reverse: Reverse::Gradient(cpu_adjoint),
@@ -211,6 +248,40 @@ pub fn compile_with(
         wgsl_forward,
         wgsl_tangent,
         wgsl_reverse,
+    })
+}
+
+/// The second-order versions of a function with an `f32` result: the Hessian kernel from
+/// the kernels' primal (straight-line sweeps when `adjoint`'s size times the directions is
+/// within [`HESSIAN_SWEEPS_BUDGET`], else a loop), the CPU Hessian-vector product from the
+/// CPU versions' primal.
+fn second_order(
+    sig: &str,
+    layout: &abi::ArgLayout,
+    (primal, adjoint): (&Function, &Function),
+    cpu_primal: &Function,
+) -> Option<SecondOrder> {
+    let wrt = layout.grad_words();
+    if wrt.is_empty() {
+        return None;
+    }
+    let hessian = (wrt.len() <= MAX_HESSIAN_WORDS).then(|| {
+        let form = if adjoint.code_size() * wrt.len() <= HESSIAN_SWEEPS_BUDGET {
+            ad::HessianForm::Sweeps
+        } else {
+            ad::HessianForm::Loop
+        };
+        let function = opt::optimize(&ad::hessian(primal, &wrt, form));
+        let wgsl = emit_wgsl::emit_kernel(sig, layout, KernelKind::Hessian, &function);
+        HessianKernel {
+            function,
+            form,
+            wgsl,
+        }
+    });
+    Some(SecondOrder {
+        cpu_hvp: opt::optimize(&ad::hvp(cpu_primal, &wrt)),
+        hessian,
     })
 }
 
@@ -266,6 +337,7 @@ fn compile_vector(lowered: Lowered, primal: Function, cpu_primal: Function, sig:
     Compiled {
         wgsl_reduce: None,
         wgsl_gathered,
+        second: None,
         cpu: CpuIr {
             primal: cpu_primal,
             reverse: cpu_reverse,

@@ -11,7 +11,7 @@
 //! construct is a list of errors whose spans lie inside its source; neither panics. A fixed
 //! seed and case count (`GRADFUSE_FUZZ_CASES=N` runs more); a failure prints the source.
 
-use gradfuse_shaders_gen::{Compiled, compile_str, interp, ops};
+use gradfuse_shaders_gen::{Compiled, abi, ad, compile_str, emit_wgsl, interp, ops};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
 
@@ -385,7 +385,121 @@ fn derivatives_agree(c: &Compiled, seed: u64) -> Result<bool, String> {
             "forward {tangent} against the reverse gradient's sum {sum}"
         ));
     }
+    hessian_agrees(c, &x)?;
     Ok(true)
+}
+
+/// Hessian entries held against central differences, over the run.
+static HESSIAN_ENTRIES_CHECKED: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
+/// The Hessian (forward-over-reverse, both forms; and the Hessian-vector product) against
+/// central differences of the reverse gradient, where those are smooth at `x` (they agree
+/// at two steps); its kernels valid to naga.
+fn hessian_agrees(c: &Compiled, x: &[f64]) -> Result<(), String> {
+    let Some(second) = &c.second else {
+        return Ok(());
+    };
+    let Some(h) = &second.hessian else {
+        return Ok(());
+    };
+    let layout = &c.lowered.layout;
+    let wrt = layout.grad_words();
+    let d = wrt.len();
+    let looped = ad::hessian(&c.primal, &wrt, ad::HessianForm::Loop);
+    let other = match h.form {
+        ad::HessianForm::Sweeps => ad::HessianForm::Loop,
+        ad::HessianForm::Loop => ad::HessianForm::Sweeps,
+    };
+    let wgsl = emit_wgsl::emit_kernel("fn f()", layout, abi::KernelKind::Hessian, &looped);
+    validate("hessian (loop)", &h.wgsl)?;
+    validate("hessian (other form)", &wgsl)?;
+    let got = interp::eval(&h.function, x);
+    let twin = interp::eval(&ad::hessian(&c.primal, &wrt, other), x);
+    let gradient_at = |y: &[f64]| interp::eval(c.reverse.function(), y);
+    let g0 = gradient_at(x);
+    // An infinite intermediate of the value or its adjoint (`p / 0.0` divided into
+    // something; `powf`'s partials at a zero base) gives second derivatives of `0 * inf`:
+    // NaN, where the differences of a finite gradient say 0.
+    let mut probe = c.reverse.function().clone();
+    probe.outputs = (0..probe.nodes.len() as u32)
+        .map(gradfuse_shaders_gen::ir::ValueId)
+        .filter(|v| probe.node(*v).ty == gradfuse_shaders_gen::ir::Ty::F32)
+        .collect();
+    if interp::eval(&probe, x).iter().any(|v| v.is_infinite()) {
+        return Ok(());
+    }
+    let v: Vec<f64> = (0..d).map(|k| 1.0 + k as f64 / 3.0).collect();
+    let mut with_v = x.to_vec();
+    with_v.extend(&v);
+    let hv = interp::eval(&second.cpu_hvp, &with_v);
+    for i in 0..d {
+        // The primal's own NaNs (a `ln` of a negative that a `min` discards) reach the
+        // derivatives of every order alike.
+        let close = |a: f64, b: f64, tol: f64| {
+            (a - b).abs() <= tol * (1.0 + b.abs()) || (a.is_nan() && b.is_nan())
+        };
+        if !close(got[1 + i], g0[1 + i], 1e-9) {
+            return Err(format!(
+                "the Hessian kernel's gradient word {i}: {} against {}",
+                got[1 + i],
+                g0[1 + i]
+            ));
+        }
+        let central = |step: f64| {
+            let s = step * x[wrt[i] as usize].abs().max(1.0);
+            let (mut p, mut m) = (x.to_vec(), x.to_vec());
+            p[wrt[i] as usize] += s;
+            m[wrt[i] as usize] -= s;
+            let (gp, gm) = (gradient_at(&p), gradient_at(&m));
+            (0..d)
+                .map(|j| (gp[1 + j] - gm[1 + j]) / (2.0 * s))
+                .collect::<Vec<f64>>()
+        };
+        let (fd, fd_half) = (central(1e-5), central(5e-6));
+        let mut row_v = 0.0;
+        for j in 0..d {
+            let entry = got[1 + d + i * d + j];
+            row_v += entry * v[j];
+            if entry.to_bits() != got[1 + d + j * d + i].to_bits() && !entry.is_nan() {
+                return Err(format!(
+                    "H[{i}][{j}] = {entry} but H[{j}][{i}] = {}",
+                    got[1 + d + j * d + i]
+                ));
+            }
+            // Where the primal has a NaN that does not reach the value, a sweep that knows an
+            // entry's tangent is zero skips it, one that multiplies by a zero direction
+            // word gets NaN: both forms are right about the finite entries.
+            let nan_in_one = entry.is_nan() != twin[1 + d + i * d + j].is_nan();
+            if !close(twin[1 + d + i * d + j], entry, 1e-9) && !nan_in_one {
+                return Err(format!(
+                    "H[{i}][{j}]: {entry}, the other form {}",
+                    twin[1 + d + i * d + j]
+                ));
+            }
+            let want = fd[j];
+            // A NaN gradient (a NaN partial times a zero adjoint, as in JAX) has NaN
+            // second derivatives: the first-order check does not hold it against the
+            // differences either.
+            let smooth = close(want, fd_half[j], 1e-6) && want.is_finite();
+            let nan_gradient = g0[1 + i].is_nan() || g0[1 + j].is_nan();
+            if smooth && !nan_gradient {
+                HESSIAN_ENTRIES_CHECKED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            if smooth && !nan_gradient && !close(entry, want, 1e-4) {
+                return Err(format!(
+                    "H[{i}][{j}]: {entry}, central difference of the gradient {want}"
+                ));
+            }
+        }
+        if row_v.is_finite() && !close(hv[i], row_v, 1e-9) {
+            return Err(format!(
+                "(H v)[{i}]: hvp {}, the Hessian's row times v {row_v}",
+                hv[i]
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[test]
@@ -436,6 +550,12 @@ fn functions_of_the_language_compile_to_valid_kernels() {
         checked.get() * 3 >= cases(),
         "only {} checked",
         checked.get()
+    );
+    let entries = HESSIAN_ENTRIES_CHECKED.load(std::sync::atomic::Ordering::Relaxed);
+    eprintln!("Hessian entries checked against differences of the gradient: {entries}");
+    assert!(
+        entries as u32 >= cases(),
+        "only {entries} Hessian entries checked"
     );
 }
 

@@ -173,7 +173,11 @@ pub(super) fn forward_into(
                 (id, t)
             }
             Op::Loop(l) => {
-                let (id, slots) = forward_loop(f, l, &map, &tan, b, span);
+                let tape_slots = match l.kind {
+                    LoopKind::Reverse { tape, .. } => Some(&loop_tangent_slot[&tape.index()]),
+                    _ => None,
+                };
+                let (id, slots) = forward_loop(f, l, (&map, &tan), tape_slots, b, span);
                 loop_tangent_slot.insert(i, slots);
                 (id, None)
             }
@@ -217,11 +221,16 @@ pub(super) fn forward_into(
 /// The forward-mode loop of `l`: it carries `l`'s values, then the tangents of its F32
 /// carried values; it captures `l`'s captures, then the tangents of those that have one.
 /// Returns the new loop node and, per carried value, the result slot of its tangent.
+///
+/// A recording loop stays one, and records its tangents with its values; the reverse loop
+/// that reads its tape (`tape_slots`: where the recording loop's tangents went, `Some` for
+/// a [`LoopKind::Reverse`] loop) reads the values and their tangents back. So forward mode
+/// also applies to a reverse pass (forward-over-reverse: Hessian-vector products).
 fn forward_loop(
     f: &Function,
     l: &Loop,
-    map: &[ValueId],
-    tan: &[Option<ValueId>],
+    (map, tan): (&[ValueId], &[Option<ValueId>]),
+    tape_slots: Option<&Vec<Option<u32>>>,
     b: &mut Builder,
     span: Span,
 ) -> (ValueId, Vec<Option<u32>>) {
@@ -234,11 +243,34 @@ fn forward_loop(
         .filter(|j| tan[l.captures[*j].index()].is_some())
         .collect();
     let (cf, kt) = (carried_real.len(), captures_t.len());
-    // The new body's inputs: [i, carried, carried tangents, captures, capture tangents].
+    // A reverse loop's taped inputs: the new recording loop's carried values (the old
+    // ones, then their tangents), of the types it carries.
+    let (kind, tape_tys) = match (l.kind, tape_slots) {
+        (LoopKind::Reverse { tape, .. }, Some(_)) => {
+            let new_tape = map[tape.index()];
+            let Op::Loop(rec) = &b.node(new_tape).op else {
+                unreachable!("a tape belongs to a loop")
+            };
+            let tys: Vec<_> = (0..rec.init.len()).map(|k| rec.carried_ty(k)).collect();
+            let taped = tys.len() as u32;
+            (
+                LoopKind::Reverse {
+                    tape: new_tape,
+                    taped,
+                },
+                tys,
+            )
+        }
+        (kind, _) => (kind, Vec::new()),
+    };
+    let taped_old = body.num_inputs as usize - 1 - c - kn;
+    // The new body's inputs: [i, carried, carried tangents, captures, capture tangents,
+    // taped values and tangents].
     let mut tys = body_tys[..1 + c].to_vec();
     tys.extend(carried_real.iter().map(|k| l.carried_ty(*k)));
     tys.extend(&body_tys[1 + c..1 + c + kn]);
     tys.extend(captures_t.iter().map(|j| body_tys[1 + c + j]));
+    tys.extend(&tape_tys);
     let mut nb = Builder::with_inputs(tys);
     let inp = |nb: &mut Builder, w: usize| nb.push(Op::Input(w as u32), span, None);
     let index = inp(&mut nb, 0);
@@ -246,9 +278,14 @@ fn forward_loop(
     let carried_t: Vec<ValueId> = (0..cf).map(|k| inp(&mut nb, 1 + c + k)).collect();
     let caps: Vec<ValueId> = (0..kn).map(|j| inp(&mut nb, 1 + c + cf + j)).collect();
     let caps_t: Vec<ValueId> = (0..kt).map(|j| inp(&mut nb, 1 + c + cf + kn + j)).collect();
+    let tape_base = 1 + c + cf + kn + kt;
+    let taped_new: Vec<ValueId> = (0..tape_tys.len())
+        .map(|k| inp(&mut nb, tape_base + k))
+        .collect();
     let mut body_inputs = vec![index];
     body_inputs.extend(&carried);
     body_inputs.extend(&caps);
+    body_inputs.extend(&taped_new[..taped_old.min(taped_new.len())]);
     let mut body_tangents: Vec<Option<ValueId>> = vec![None];
     body_tangents.extend((0..c).map(|k| {
         carried_real
@@ -258,6 +295,9 @@ fn forward_loop(
     }));
     body_tangents
         .extend((0..kn).map(|j| captures_t.iter().position(|x| *x == j).map(|p| caps_t[p])));
+    if let Some(slots) = tape_slots {
+        body_tangents.extend(slots.iter().map(|s| s.map(|s| taped_new[s as usize])));
+    }
     let (outs, tans) = forward_into(body, &mut nb, &body_inputs, &body_tangents);
     let mut outputs = outs;
     for k in &carried_real {
@@ -284,7 +324,7 @@ fn forward_loop(
             init,
             captures,
             body: new_body,
-            kind: LoopKind::Forward,
+            kind,
         })),
         span,
         None,
@@ -297,6 +337,5 @@ fn forward_loop(
                 .map(|p| (c + p) as u32)
         })
         .collect();
-    let _ = f;
     (id, slots)
 }

@@ -4,15 +4,17 @@
 //! outputs and the derivatives, built through a [`Builder`] (so shared subexpressions of
 //! primal and derivative code are computed once). Partial derivatives come from
 //! `partials.rs`, the one derivative table both modes read. Reverse mode and the Jacobian
-//! are here; forward mode is `forward.rs`.
+//! are here; forward mode is `forward.rs`, second order (forward-over-reverse) `hessian.rs`.
 
 mod forward;
+mod hessian;
 mod partials;
 
 use crate::ir::{Builder, Function, Loop, LoopKind, Op, Ty, ValueId};
 use crate::ops::Func;
 use forward::forward_into;
 pub use forward::{forward, forward_active};
+pub use hessian::{HessianForm, hessian, hvp};
 use partials::partials;
 use proc_macro2::Span;
 

@@ -13,6 +13,7 @@ pub(super) fn kernel_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident) -
         KernelKind::Adjoint => quote!(WGSL_ADJOINT),
         KernelKind::Jacobian => quote!(WGSL_JACOBIAN),
         KernelKind::Tangent => quote!(WGSL_TANGENT),
+        KernelKind::Hessian => quote!(WGSL_HESSIAN),
     };
     let label = format!("{}::{}", plan.fname, kind.entry_point());
     if kind == KernelKind::Tangent {
@@ -28,7 +29,9 @@ pub(super) fn gathered_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident)
         KernelKind::Forward => quote!(WGSL_FORWARD_GATHERED),
         KernelKind::Adjoint => quote!(WGSL_ADJOINT_GATHERED),
         KernelKind::Jacobian => quote!(WGSL_JACOBIAN_GATHERED),
-        KernelKind::Tangent => unreachable!("no gathered tangent kernel is generated"),
+        KernelKind::Tangent | KernelKind::Hessian => {
+            unreachable!("no gathered tangent or Hessian kernel is generated")
+        }
     };
     let label = format!("{}::{} (gathered)", plan.fname, kind.entry_point());
     let kernel = spec_of(plan, plan.layout, kind, cpu, wgsl, &label);
@@ -74,6 +77,11 @@ fn spec_of(
         KernelKind::Forward => c.primal.work(),
         KernelKind::Adjoint | KernelKind::Jacobian => c.reverse.function().work(),
         KernelKind::Tangent => c.tangent.work(),
+        KernelKind::Hessian => c
+            .second
+            .as_ref()
+            .and_then(|s| s.hessian.as_ref())
+            .map_or(0, |h| h.function.work()),
     };
     let shared = if has_shared {
         let (sb, sw) = (abi::SHARED_BINDING, layout.shared_words);

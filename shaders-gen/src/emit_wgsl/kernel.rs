@@ -200,6 +200,11 @@ fn store_label(plan: &KernelPlan, name: &str, k: u32) -> String {
         "values" => format!("result[{k}]"),
         "tangents" if plan.layout.results == 1 => "the value's tangent".to_string(),
         "tangents" => format!("tangent of result[{k}]"),
+        "hessians" => format!(
+            "d2 / d {} d {}",
+            plan.grad_label(k / grad_count),
+            plan.grad_label(k % grad_count)
+        ),
         "jacobians" => format!(
             "d result[{}] / d {}",
             k / grad_count,
@@ -268,6 +273,7 @@ fn header(plan: &KernelPlan, fields: &[FieldNames], signature: &str) -> String {
         KernelKind::Adjoint => "adjoint (value and gradient) kernel",
         KernelKind::Jacobian => "Jacobian (values and Jacobian) kernel",
         KernelKind::Tangent => "tangent (values and directional derivatives) kernel",
+        KernelKind::Hessian => "Hessian (value, gradient and Hessian) kernel",
     };
     let _ = writeln!(s, "// gradfuse {what} of `{signature}`.");
     let threads = if plan.reduces {
@@ -332,6 +338,13 @@ fn header(plan: &KernelPlan, fields: &[FieldNames], signature: &str) -> String {
             let _ = writeln!(s, "//   {name}[i]: the value");
         } else if name == "values" {
             let _ = writeln!(s, "//   {name}[{w}i ..]: the result's {w} words");
+        } else if name == "hessians" {
+            let _ = writeln!(
+                s,
+                "//   {name}[{w}i ..]: the Hessian, row-major (symmetric: each mirrored pair of \
+                 entries is one value), in the {} argument words with a gradient",
+                plan.grad_count()
+            );
         } else if name == "jacobians" {
             let _ = writeln!(
                 s,
