@@ -15,7 +15,7 @@
 mod common;
 
 use common::{Rng, device, rel_error};
-use gradfuse::{Device, Dual, Error, Source, differentiable};
+use gradfuse::{Device, Dual, Error, HyperDual, Source, differentiable};
 use gradfuse_shaders_gen::{ad, compile_str, interp, ops};
 
 /// Values and flattened gradient words of a batch (or values and directional derivatives).
@@ -49,6 +49,11 @@ struct Case {
     /// Values and gradients by the gathered launch, every argument read through an index
     /// (element `k` reads row `n - 1 - k`), put back in the batch's order.
     gpu_gathered: fn(&Device, &[f32]) -> Result<ValuesAndGrads, Error>,
+    wgsl_hessian: &'static str,
+    /// The Hessian kernel's Hessians (flattened, row-major per element).
+    gpu_hessian: fn(&Device, &[f32]) -> Result<Vec<f32>, Error>,
+    /// `eval` over hyper-dual numbers, ε1 on word `i` and ε2 on word `j`.
+    hyper: fn(&[f64], usize, usize) -> HyperDual<f64>,
 }
 
 /// Takes one argument of type `f32` or `[f32; N]` from an iterator of scalars.
@@ -141,6 +146,17 @@ macro_rules! corpus {
                         }
                     }
                     Ok((v, g))
+                },
+                wgsl_hessian: $name::WGSL_HESSIAN,
+                gpu_hessian: |d, w| {
+                    let (_, _, h) = $name::kernel(d).value_grad_hessian(bytemuck::cast_slice(w))?;
+                    Ok(bytemuck::cast_slice(&h).to_vec())
+                },
+                hyper: |w, i, j| {
+                    let one = |b: bool| if b { 1.0 } else { 0.0 };
+                    let mut it = w.iter().enumerate().map(|(k, v)| HyperDual::hyper(*v, one(k == i), one(k == j), 0.0));
+                    $(let $arg = take!(it, $ty);)*
+                    $name::eval($($arg),*)
                 },
             }),*]
         }
@@ -366,12 +382,14 @@ fn wgsl_snapshots_and_naga_validation() {
         common::validate_wgsl(c.name, c.wgsl_forward);
         common::validate_wgsl(c.name, c.wgsl_adjoint);
         common::validate_wgsl(c.name, c.wgsl_tangent);
+        common::validate_wgsl(c.name, c.wgsl_hessian);
         for wgsl in c.wgsl_gathered {
             common::validate_wgsl(c.name, wgsl);
         }
         insta::assert_snapshot!(format!("{}_forward", c.name), c.wgsl_forward);
         insta::assert_snapshot!(format!("{}_adjoint", c.name), c.wgsl_adjoint);
         insta::assert_snapshot!(format!("{}_tangent", c.name), c.wgsl_tangent);
+        insta::assert_snapshot!(format!("{}_hessian", c.name), c.wgsl_hessian);
     }
 }
 
@@ -639,5 +657,50 @@ fn check_grads_forward_and_reverse_on_the_gpu() {
         ));
     }
     println!("check_grads on {}:\n{report}", d.describe());
+    assert!(misses.is_empty(), "{}", misses.join("\n"));
+}
+
+/// Every corpus function's Hessian kernel (so every method's second derivative, and
+/// branches, loops, arrays) against hyper-dual evaluation of its `eval` in f64, at 32
+/// random points; symmetric to the bit.
+#[test]
+fn hessians_of_every_method_on_the_gpu() {
+    let d = device();
+    let mut misses = Vec::new();
+    let mut report = String::new();
+    for c in cases() {
+        let n = compile_str(c.src).unwrap().lowered.layout.words as usize;
+        let mut rng = Rng(0x4e55 ^ (c.name.len() as u64 * 7919));
+        let points = 32;
+        let w32: Vec<f32> = (0..points * n)
+            .map(|_| rng.uniform(c.domain.0, c.domain.1))
+            .collect();
+        let h = (c.gpu_hessian)(d, &w32).unwrap();
+        let mut worst = 0.0f64;
+        for p in 0..points {
+            let w: Vec<f64> = w32[p * n..(p + 1) * n].iter().map(|v| *v as f64).collect();
+            let got = &h[p * n * n..(p + 1) * n * n];
+            let mut want = vec![0.0; n * n];
+            for i in 0..n {
+                for j in 0..n {
+                    want[i * n + j] = (c.hyper)(&w, i, j).eps1eps2();
+                    if got[i * n + j].to_bits() != got[j * n + i].to_bits() {
+                        misses.push(format!("{}: not symmetric at {w:?}", c.name));
+                    }
+                }
+            }
+            let got: Vec<f64> = got.iter().map(|v| *v as f64).collect();
+            let e = rel_error(&got, &want, 1e-3);
+            worst = worst.max(e);
+            if e > 2e-3 {
+                misses.push(format!(
+                    "{}: {got:?}\nvs hyper-dual {want:?} at {w:?}",
+                    c.name
+                ));
+            }
+        }
+        report.push_str(&format!("{:<20} worst {worst:.1e}\n", c.name));
+    }
+    println!("Hessians on {}:\n{report}", d.describe());
     assert!(misses.is_empty(), "{}", misses.join("\n"));
 }

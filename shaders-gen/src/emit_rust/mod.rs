@@ -11,6 +11,7 @@
 mod arrays;
 mod body;
 mod gathered;
+mod hessian;
 mod launcher;
 mod residuals;
 mod scalar;
@@ -242,6 +243,10 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
         scalar::scalar_api(&plan)
     };
     let tangent = tangent::tangent_api(&plan, vector);
+    let second = c
+        .second
+        .as_ref()
+        .map(|s| hessian::second_order_api(&plan, s));
     quote! {
         // The language loops over index ranges (it has no iterators): clippy's advice to
         // iterate instead does not apply.
@@ -278,6 +283,8 @@ pub fn emit(item: &syn::ItemFn, c: &Compiled) -> TokenStream {
             #api
 
             #tangent
+
+            #second
         }
     }
 }
