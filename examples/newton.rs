@@ -9,6 +9,9 @@
 //! `--out DIR` for where the plot goes, `target/plots` by default; a number for the
 //! problem count).
 
+// The Cholesky factorization indexes rows and columns side by side.
+#![allow(clippy::needless_range_loop)]
+
 #[path = "common/cli.rs"]
 mod cli;
 use gradfuse::{Device, differentiable};
