@@ -7,118 +7,23 @@
 //! show that it runs). Real numbers come from an H100: see BENCHMARKS.md for the command.
 //! Set GRADFUSE_BENCH_OUT=path to also write the tables to a file.
 
-use gradfuse::{Device, Error, KernelSpec, KernelTime, OutputSpec, SharedSpec};
+use gradfuse::{Device, Error, KernelSpec};
 use gradfuse_shaders_gen::compile_str;
 use gradfuse_shaders_gen::emit_wgsl::{REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_STAGE_FN};
 use std::fmt::Write as _;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+mod ceilings;
 mod common;
 mod networks;
+use ceilings::{
+    FMA_PER_THREAD, WARM_UP_S, copy_spec, fma_spec, inputs, kernel_time, kernel_times, median,
+    no_cpu, spec, spec_shared,
+};
 use common::{
     EDGE_RESIDUAL, MLP_LOSS, ROSENBROCK4, SOFT_GATE16, TRANSCENDENTAL4, edge_residual, mlp_loss,
     rosenbrock4, soft_gate16, transcendental4,
 };
-
-/// A kernel spec for a hand-written or reference kernel (specs are `'static`: leaked, once).
-fn spec(
-    label: &'static str,
-    wgsl: String,
-    entry: &'static str,
-    wg: u32,
-    input_words: u32,
-    outputs: &[(u32, u32)],
-    cpu: fn(&[f32], &mut [f32]),
-) -> &'static KernelSpec {
-    spec_shared(label, wgsl, entry, wg, input_words, outputs, None, cpu)
-}
-
-/// [`spec`] for a kernel with `#[shared]` arguments: it uses the generated kernel's shared
-/// buffers (and, for an adjoint, its second pass of the reduction).
-#[allow(clippy::too_many_arguments)]
-fn spec_shared(
-    label: &'static str,
-    wgsl: String,
-    entry: &'static str,
-    wg: u32,
-    input_words: u32,
-    outputs: &[(u32, u32)],
-    shared: Option<&'static SharedSpec>,
-    cpu: fn(&[f32], &mut [f32]),
-) -> &'static KernelSpec {
-    let outputs: &'static [OutputSpec] = Box::leak(
-        outputs
-            .iter()
-            .map(|(binding, words)| OutputSpec {
-                binding: *binding,
-                words: *words,
-            })
-            .collect::<Vec<_>>()
-            .into_boxed_slice(),
-    );
-    Box::leak(Box::new(KernelSpec {
-        label,
-        wgsl: Box::leak(wgsl.into_boxed_str()),
-        entry_point: entry,
-        workgroup_size: wg,
-        max_workgroups_per_dim: 65535,
-        params_binding: 0,
-        input_binding: 1,
-        input_words,
-        outputs,
-        shared,
-        // A hand-written kernel's few operations: never cut for work.
-        work_per_element: 1,
-        cpu,
-    }))
-}
-
-fn no_cpu(_: &[f32], _: &mut [f32]) {
-    unreachable!("reference kernels run on the GPU only")
-}
-
-/// The bandwidth ceiling for a case's bytes: reads `n * inp` words and writes `n * out`
-/// words, through buffers of exactly the generated kernel's sizes, as vec4s in a grid-stride
-/// loop, so that every warp access is one contiguous 512-byte range. Needs `n * inp` and
-/// `n * out` to be multiples of 4 (n is a power of two here).
-fn copy_spec(inp: u32, out: u32) -> &'static KernelSpec {
-    let wgsl = format!(
-        "struct Params {{\n    n: u32,\n}}\n\
-         @group(0) @binding(0) var<uniform> params: Params;\n\
-         @group(0) @binding(1) var<storage, read> args: array<vec4<f32>>;\n\
-         @group(0) @binding(2) var<storage, read_write> values: array<vec4<f32>>;\n\
-         @compute @workgroup_size(256)\n\
-         fn copy(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {{\n\
-             let i = gid.x + gid.y * groups.x * 256u;\n    let n = params.n;\n    if (i >= n) {{\n        return;\n    }}\n\
-             var acc = vec4<f32>(0.0);\n    for (var s = i; s < n * {inp}u / 4u; s += n) {{\n        acc += args[s];\n    }}\n\
-             for (var s = i; s < n * {out}u / 4u; s += n) {{\n        values[s] = acc;\n    }}\n}}\n"
-    );
-    spec("copy", wgsl, "copy", 256, inp, &[(2, out)], no_cpu)
-}
-
-/// 8 independent chains of 256 FMAs per thread (named registers: an indexed private array
-/// would live in local memory): the arithmetic ceiling.
-const FMA_PER_THREAD: f64 = 8.0 * 256.0;
-fn fma_spec() -> &'static KernelSpec {
-    let chains: String = (0..8)
-        .map(|j| format!("        a{j} = fma(a{j}, 0.9999, 0.0001);\n"))
-        .collect();
-    let inits: String = (0..8)
-        .map(|j| format!("    var a{j} = x + {j}.0;\n"))
-        .collect();
-    let wgsl = format!(
-        "struct Params {{\n    n: u32,\n}}\n\
-         @group(0) @binding(0) var<uniform> params: Params;\n\
-         @group(0) @binding(1) var<storage, read> args: array<f32>;\n\
-         @group(0) @binding(2) var<storage, read_write> values: array<f32>;\n\
-         @compute @workgroup_size(256)\n\
-         fn fma_peak(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {{\n\
-             let i = gid.x + gid.y * groups.x * 256u;\n    if (i >= params.n) {{\n        return;\n    }}\n\
-             let x = args[i];\n{inits}    for (var k = 0u; k < 256u; k++) {{\n{chains}    }}\n\
-             values[i] = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;\n}}\n"
-    );
-    spec("fma", wgsl, "fma_peak", 256, 1, &[(2, 1)], no_cpu)
-}
 
 /// `value_and_grad_into` over raw words: arguments, values, gradients.
 type IntoLaunch = fn(&Device, &[f32], &mut [f32], &mut [f32]) -> Result<(), Error>;
@@ -261,19 +166,6 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-/// Reproducible arguments in (0.5, 2): inside every case's domain.
-fn inputs(n: usize, words: u32) -> Vec<f32> {
-    let mut s = 0x2545_F491_4F6C_DD1Du64;
-    (0..n * words as usize)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            0.5 + 1.5 * ((s >> 40) as f32 / (1u64 << 24) as f32)
-        })
-        .collect()
-}
-
 /// What a fresh result allocation of `words` f32 costs beyond writing it: the page faults
 /// of memory touched for the first time, which a launcher returning new `Vec`s pays and the
 /// transfer measurements (into a reused buffer) do not.
@@ -293,53 +185,6 @@ fn first_touch(words: usize, repeats: usize) -> f64 {
         std::hint::black_box(&reused);
     }
     (median(fresh) - median(warm)).max(0.0)
-}
-
-fn median(mut v: Vec<Duration>) -> f64 {
-    v.sort();
-    v[v.len() / 2].as_secs_f64()
-}
-
-/// Median kernel time (both passes of a shared gradient's reduction) after `warmup`
-/// discarded launches.
-fn kernel_time(
-    d: &Device,
-    spec: &'static KernelSpec,
-    input: &[f32],
-    warmup: usize,
-    launches: usize,
-) -> Result<f64, Error> {
-    Ok(kernel_times(d, spec, input, warmup, launches)?.0)
-}
-
-/// GPU time of warm-up before each measured kernel, in seconds.
-const WARM_UP_S: f64 = 0.2;
-/// At most this many warm-up launches (tiny kernels reach [`WARM_UP_S`] slowly).
-const MAX_WARM_UP_LAUNCHES: f64 = 1000.0;
-
-/// Median kernel time and median time of the reduction's second pass.
-fn kernel_times(
-    d: &Device,
-    spec: &'static KernelSpec,
-    input: &[f32],
-    warmup: usize,
-    launches: usize,
-) -> Result<(f64, f64), Error> {
-    // Warm-up long enough for the device's clocks to settle: with 3 launches, some H100
-    // rows measured right after the CPU had prepared the next inputs came out up to 3x
-    // slow, the copy kernel's included (suspected: clocks lowered while the GPU idled).
-    // At least `warmup` launches, and at least WARM_UP_S of GPU time.
-    let first = d.time_kernel(spec, input, warmup)?;
-    let per_launch = median(first.iter().map(KernelTime::total).collect()).max(1e-6);
-    let more = (WARM_UP_S / per_launch).ceil().min(MAX_WARM_UP_LAUNCHES) as usize;
-    if more > warmup {
-        d.time_kernel(spec, input, more)?;
-    }
-    let times = d.time_kernel(spec, input, launches)?;
-    Ok((
-        median(times.iter().map(KernelTime::total).collect()),
-        median(times.iter().map(|t| t.reduce).collect()),
-    ))
 }
 
 /// A shared-parameter case: generated and hand-written kernels, value then value_and_grad.
