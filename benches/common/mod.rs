@@ -34,6 +34,36 @@ bench_fn! { EDGE_RESIDUAL; fn edge_residual(p: [f32; 3], q: [f32; 3], rest: f32)
     (dx * dx + dy * dy + dz * dz).sqrt() - rest
 }}
 
+bench_fn! { REPROJECTION; fn reprojection(cam: [f32; 9], point: [f32; 3], obs: [f32; 2]) -> f32 {
+    // A bundle-adjustment residual's squared norm: angle-axis rotation (Rodrigues),
+    // translation, projection, radial distortion, focal length.
+    let theta = (cam[0] * cam[0] + cam[1] * cam[1] + cam[2] * cam[2] + 1e-12).sqrt();
+    let kx = cam[0] / theta;
+    let ky = cam[1] / theta;
+    let kz = cam[2] / theta;
+    let c = theta.cos();
+    let s = theta.sin();
+    let dot = (kx * point[0] + ky * point[1] + kz * point[2]) * (1.0 - c);
+    let px = point[0] * c + (ky * point[2] - kz * point[1]) * s + kx * dot + cam[3];
+    let py = point[1] * c + (kz * point[0] - kx * point[2]) * s + ky * dot + cam[4];
+    let pz = point[2] * c + (kx * point[1] - ky * point[0]) * s + kz * dot + cam[5];
+    let u = -px / pz;
+    let v = -py / pz;
+    let r2 = u * u + v * v;
+    let d = cam[6] * (1.0 + cam[7] * r2 + cam[8] * r2 * r2);
+    let ex = d * u - obs[0];
+    let ey = d * v - obs[1];
+    0.5 * (ex * ex + ey * ey)
+}}
+
+bench_fn! { CHAIN24; fn chain24(x: [f32; 24]) -> f32 {
+    let mut s = 0.0;
+    for i in 0..23 {
+        s += (x[i] * x[i + 1]).sin() * (0.5 * x[i]).exp() + (x[i] - x[i + 1]) * (x[i] - x[i + 1]);
+    }
+    s
+}}
+
 /// Defines items and keeps their source text.
 macro_rules! with_source {
     ($src:ident, $($item:tt)*) => {

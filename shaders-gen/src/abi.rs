@@ -342,6 +342,21 @@ pub fn vector_lanes(words: u32) -> u32 {
     }
 }
 
+/// Words of each element a Hessian kernel stages through workgroup memory at a time (its
+/// stage, `WORKGROUP_SIZE` times this many f32, is the 16 KiB WebGPU guarantees): its
+/// outputs of many words per element are stored in runs of this many consecutive words
+/// instead of one strided word per thread.
+pub const OUTPUT_STAGE_WORDS: u32 = 16;
+
+/// Whether a Hessian kernel stores an output of `words` words per element in chunks
+/// through workgroup memory ([`OUTPUT_STAGE_WORDS`]): where no vector view exists, or past
+/// 16 words. On the H100 (`benches/hessian.rs`), chunks took 7-word gradients and
+/// 49-word Hessians from 8% to 34% of the copy bandwidth, but 4-word gradients and 16-word
+/// Hessians, stored as vectors, from 60% down to 52%.
+pub fn chunk_output(words: u32) -> bool {
+    words > 1 && (vector_lanes(words) == 1 || words > OUTPUT_STAGE_WORDS)
+}
+
 /// Whether an adjoint kernel stages an element's `words` gradient words through workgroup
 /// memory and stores the group's gradients contiguously: where no vector view exists (an
 /// odd count) the per-thread stores would be strided 4-byte writes (34% of the copy

@@ -21,6 +21,9 @@ pub(super) struct KernelPlan<'a> {
     /// Gradients go through workgroup memory so that consecutive threads store
     /// consecutive words.
     pub staged: bool,
+    /// Some outputs go through workgroup memory in chunks of [`abi::OUTPUT_STAGE_WORDS`]
+    /// words (a Hessian kernel's, where [`abi::chunk_output`] says so).
+    pub chunked: bool,
     /// Every thread reaches the barriers: threads past the end compute on the last
     /// element and store nothing, instead of returning early.
     pub guarded: bool,
@@ -56,16 +59,19 @@ impl<'a> KernelPlan<'a> {
         let grad_words = layout.grad_words();
         let staged =
             kind == KernelKind::Adjoint && abi::stage_gradients(grad_words.len() as u32, reduces);
+        let outputs = kind.outputs(layout);
+        let chunked = kind == KernelKind::Hessian && outputs.iter().any(|o| abi::chunk_output(o.1));
         KernelPlan {
             kind,
+            chunked,
             layout,
             lanes: abi::vector_lanes(layout.words),
             shared_uniform: abi::shared_in_uniform(shared_words),
             reduces,
             staged,
-            guarded: staged || reduces,
+            guarded: staged || reduces || chunked,
             grad_words,
-            outputs: kind.outputs(layout),
+            outputs,
             loads,
             gathered,
         }
