@@ -110,7 +110,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Timed launches are one binding each: at most 2^31 bytes of the largest output.
         let widest = c.hessian.outputs.iter().map(|o| o.words).max().unwrap_or(1);
         let fits = 31 - (widest * 4).next_power_of_two().trailing_zeros();
-        for log_n in sizes.iter().map(|l| (*l).min(c.max_log_n).min(fits)) {
+        let mut logs: Vec<u32> = sizes
+            .iter()
+            .map(|l| (*l).min(c.max_log_n).min(fits))
+            .collect();
+        logs.dedup();
+        for log_n in logs {
             let n = 1usize << log_n;
             let input = inputs(n, words);
             let check = spot_check(&d, &c, &input)?;
