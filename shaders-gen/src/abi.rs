@@ -8,7 +8,7 @@
 //! cache line is used. Gradients use the same layout as the arguments without the words of
 //! `#[constant]` arguments (`f::Grad`).
 
-use crate::signature::{Shape, Signature};
+use crate::signature::{Precision, Shape, Signature};
 
 /// Threads per workgroup of every generated kernel (256: measured on the H100 against 64,
 /// with the hand-written kernels of `benches/gpu.rs`).
@@ -135,6 +135,9 @@ pub struct ArgLayout {
     pub shared_words: u32,
     /// Words of the result: 1 for `f32`, `M` for `[f32; M]`.
     pub results: u32,
+    /// The type of every word (the counts above are of these words; the runtime's are of
+    /// 4-byte words, [`Precision::words_per_scalar`] times as many).
+    pub precision: Precision,
 }
 
 impl ArgLayout {
@@ -166,6 +169,7 @@ impl ArgLayout {
             words: element,
             shared_words: shared,
             results: sig.result.words() as u32,
+            precision: sig.precision,
         }
     }
 
@@ -283,6 +287,7 @@ impl ArgLayout {
             words: words(false),
             shared_words: words(true),
             results: self.results,
+            precision: self.precision,
             slots,
         }
     }
@@ -369,12 +374,12 @@ pub fn stage_gradients(words: u32, reduces_shared: bool) -> bool {
     vector_lanes(words) == 1 && words > 1 && WORKGROUP_SIZE * words * 4 <= budget
 }
 
-/// The WGSL type of `lanes` f32 words.
-pub fn vector_type(lanes: u32) -> &'static str {
+/// The WGSL type of `lanes` words of `precision`.
+pub fn vector_type(lanes: u32, precision: Precision) -> String {
+    let scalar = precision.name();
     match lanes {
-        4 => "vec4<f32>",
-        2 => "vec2<f32>",
-        _ => "f32",
+        4 | 2 => format!("vec{lanes}<{scalar}>"),
+        _ => scalar.to_string(),
     }
 }
 

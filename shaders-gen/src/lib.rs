@@ -15,6 +15,7 @@ pub mod ir;
 pub mod lower;
 pub mod names;
 pub mod ops;
+mod ops_f64;
 pub mod opt;
 #[cfg(feature = "testing")]
 pub mod random;

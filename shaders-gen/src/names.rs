@@ -332,6 +332,11 @@ pub fn reserved() -> Taken {
             .iter()
             .copied()
             .chain(crate::ops::WGSL_HELPERS.iter().map(|(name, _, _)| *name))
+            .chain(
+                crate::ops::wgsl_helpers(crate::signature::Precision::F64)
+                    .iter()
+                    .map(|(name, _, _)| *name),
+            )
             .chain([REDUCE_STAGE_FN, REDUCE_RUN_FN, REDUCE_LEVELS_FN])
             .map(str::to_string),
     );

@@ -16,6 +16,8 @@
 //! - `sqrt` at `0`, `ln` at `0`, `asin`/`acos` at `±1`: the infinite derivative is kept
 //!   (`inf`), not hidden.
 
+use crate::signature::Precision;
+
 /// A supported function, arithmetic included.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)] // each variant is the Rust method of the same name
@@ -333,17 +335,26 @@ pub const WGSL_HELPERS: &[(&str, &[&str], &str)] = &[
     ),
 ];
 
-/// The source of the WGSL helper `name`.
-pub fn wgsl_helper(name: &str) -> Option<&'static str> {
-    WGSL_HELPERS
+/// The WGSL helpers of kernels of `precision`: `(name, helpers it calls directly or not,
+/// source)`.
+pub fn wgsl_helpers(precision: Precision) -> &'static [(&'static str, &'static [&'static str], &'static str)] {
+    match precision {
+        Precision::F32 => WGSL_HELPERS,
+        Precision::F64 => crate::ops_f64::WGSL_HELPERS_F64,
+    }
+}
+
+/// The source of the WGSL helper `name` of `precision`.
+pub fn wgsl_helper(name: &str, precision: Precision) -> Option<&'static str> {
+    wgsl_helpers(precision)
         .iter()
         .find(|(n, _, _)| *n == name)
         .map(|(_, _, src)| *src)
 }
 
 /// The helpers `name` calls, directly or not.
-pub fn wgsl_helper_deps(name: &str) -> &'static [&'static str] {
-    WGSL_HELPERS
+pub fn wgsl_helper_deps(name: &str, precision: Precision) -> &'static [&'static str] {
+    wgsl_helpers(precision)
         .iter()
         .find(|(n, _, _)| *n == name)
         .map(|(_, deps, _)| *deps)
@@ -361,7 +372,18 @@ impl Func {
         }
     }
 
-    /// How it is written in WGSL.
+    /// How it is written in WGSL in a kernel of `precision`: f64 kernels compute `exp`,
+    /// `exp2` and `cosh` with helpers too (Vulkan's builtins take 32-bit floats only).
+    pub fn wgsl_in(self, precision: Precision) -> WgslForm {
+        match (precision, self) {
+            (Precision::F64, Func::Exp) => WgslForm::Helper("gf_exp"),
+            (Precision::F64, Func::Exp2) => WgslForm::Helper("gf_exp2"),
+            (Precision::F64, Func::Cosh) => WgslForm::Helper("gf_cosh"),
+            _ => self.wgsl(),
+        }
+    }
+
+    /// How it is written in WGSL (in an f32 kernel).
     pub fn wgsl(self) -> WgslForm {
         use Func::*;
         use WgslForm as W;

@@ -83,6 +83,7 @@ pub fn scalar_layout(n: u32) -> ArgLayout {
         words: n,
         shared_words: 0,
         results: 1,
+        precision: Default::default(),
     }
 }
 

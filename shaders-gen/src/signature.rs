@@ -11,6 +11,49 @@ pub enum Shape {
     Array(usize),
 }
 
+/// The float type a function is written over: its arguments, locals, literals and result,
+/// and so its CPU versions, its kernels and their buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Precision {
+    /// `f32`: every adapter runs it.
+    #[default]
+    F32,
+    /// `f64`: kernels need the adapter's `SHADER_F64` feature.
+    F64,
+}
+
+impl Precision {
+    /// The type's name in Rust and WGSL.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F64 => "f64",
+        }
+    }
+
+    /// The other precision.
+    pub fn other(self) -> Precision {
+        match self {
+            Precision::F32 => Precision::F64,
+            Precision::F64 => Precision::F32,
+        }
+    }
+
+    /// 4-byte words per scalar: the runtime moves 4-byte words, so an f64 is two.
+    pub fn words_per_scalar(self) -> u32 {
+        match self {
+            Precision::F32 => 1,
+            Precision::F64 => 2,
+        }
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One parameter of a differentiable function.
 #[derive(Clone, Debug)]
 pub struct Param {
@@ -40,6 +83,8 @@ pub struct Signature {
     pub result: Shape,
     /// The parts of a tuple result (`(f32, [f32; 3])`), in order.
     pub result_parts: Option<Vec<Shape>>,
+    /// The float type it is written over.
+    pub precision: Precision,
 }
 
 impl Shape {

@@ -1,7 +1,8 @@
 //! The statements of a kernel: one `let` per IR node, loops, and the WGSL expression of
 //! every operation.
 
-use super::f32_literal;
+use super::float_literal;
+use crate::signature::Precision;
 use super::streams::{Streams, make_room, stage};
 use super::tape::{tape_index, tape_load, tape_store};
 use crate::ir::{Function, InPlace, Loop, LoopInput, LoopKind, Op, Ty, ValueId, in_place};
@@ -32,6 +33,8 @@ pub(super) struct Ctx<'a> {
     pub(super) shared_array: HashMap<usize, u32>,
     /// Whether the shared words are in a uniform buffer (`array<vec4<f32>, _>`).
     pub(super) shared_uniform: bool,
+    /// The float type of every value.
+    pub(super) precision: Precision,
     /// Which array updates are written in place.
     pub(super) inplace: InPlace,
     /// Statements to write right after node `i` (the shared gradient's sums, as soon as
@@ -62,6 +65,7 @@ impl<'a> Ctx<'a> {
             shared_word: HashMap::new(),
             shared_array: HashMap::new(),
             shared_uniform: false,
+            precision: Precision::F32,
             inplace: in_place(f, owned),
             after: HashMap::new(),
             skip: HashSet::new(),
@@ -72,7 +76,7 @@ impl<'a> Ctx<'a> {
 
     pub(super) fn operand(&self, v: ValueId) -> String {
         match self.f.node(v).op {
-            Op::Const(c) => f32_literal(c),
+            Op::Const(c) => float_literal(c, self.precision),
             Op::Int(k) => format!("{k}i"),
             _ => self.names[v.index()].clone(),
         }
@@ -187,7 +191,8 @@ impl<'a> Ctx<'a> {
             let tape = fresh(taken, "tape");
             let _ = writeln!(
                 out,
-                "{indent}var {tape}: array<f32, {}>;",
+                "{indent}var {tape}: array<{}, {}>;",
+                self.precision.name(),
                 (trip as usize * words).max(1)
             );
             self.tapes.insert(i, tape);
@@ -222,7 +227,7 @@ impl<'a> Ctx<'a> {
         if let Some(tape) = self.tapes.get(&i) {
             for (k, var) in vars.iter().enumerate() {
                 let at = tape_index(&index, start, words, offsets[k]);
-                let store = tape_store(tape, &at, var, l.carried_ty(k), taken);
+                let store = tape_store(tape, &at, var, (l.carried_ty(k), self.precision), taken);
                 let _ = writeln!(out, "{inner}{store}");
             }
         }
@@ -293,7 +298,14 @@ impl<'a> Ctx<'a> {
                     let (toffsets, twords) = tl.tape_layout();
                     let at = tape_index(index, l.start, twords, toffsets[k]);
                     let ty = tl.carried_ty(k);
-                    out.push_str(&tape_load(&tape, &at, &bctx.names[n], ty, taken, inner));
+                    out.push_str(&tape_load(
+                        &tape,
+                        &at,
+                        &bctx.names[n],
+                        (ty, self.precision),
+                        taken,
+                        inner,
+                    ));
                 }
             }
         }
@@ -329,7 +341,7 @@ impl<'a> Ctx<'a> {
             Op::IntBin(o, a, b) => {
                 format!("{} {} {}", self.operand(*a), o.symbol(), self.operand(*b))
             }
-            Op::IntToF32(a) => format!("f32({})", self.operand(*a)),
+            Op::IntToF32(a) => format!("{}({})", self.precision.name(), self.operand(*a)),
             // The value; its derivative was given by the user (used by the AD passes).
             Op::CustomGrad { value, .. } => self.operand(*value),
             Op::ArrayGet { array, index } => self.array_get(*array, *index),
@@ -353,15 +365,15 @@ impl<'a> Ctx<'a> {
             Op::Call(func, args) => {
                 let a: Vec<String> = args.iter().map(|v| self.operand(*v)).collect();
                 if let Func::Powi(n) = func {
-                    return powi(&a[0], *n, helpers);
+                    return powi(&a[0], *n, self.precision, helpers);
                 }
-                match func.wgsl() {
+                match func.wgsl_in(self.precision) {
                     WgslForm::Infix(op) => format!("{} {op} {}", a[0], a[1]),
                     WgslForm::Prefix(op) => format!("{op}{}", a[0]),
                     WgslForm::Builtin(name) => format!("{name}({})", a.join(", ")),
                     WgslForm::Helper(name) => {
                         helpers.insert(name);
-                        helpers.extend(wgsl_helper_deps(name));
+                        helpers.extend(wgsl_helper_deps(name, self.precision));
                         format!("{name}({})", a.join(", "))
                     }
                     WgslForm::Template(t) => {
@@ -387,13 +399,18 @@ pub(super) fn scaled_index(k: u32) -> String {
 }
 
 /// `x.powi(n)`: small exponents as products (exact, like Rust's), others by the helper.
-pub(super) fn powi(x: &str, n: i32, helpers: &mut BTreeSet<&'static str>) -> String {
+pub(super) fn powi(
+    x: &str,
+    n: i32,
+    precision: Precision,
+    helpers: &mut BTreeSet<&'static str>,
+) -> String {
     match n {
-        0 => "1.0f".into(),
+        0 => float_literal(1.0, precision),
         1 => x.into(),
         2 => format!("{x} * {x}"),
         3 => format!("{x} * {x} * {x}"),
-        -1 => format!("1.0f / {x}"),
+        -1 => format!("{} / {x}", float_literal(1.0, precision)),
         _ => {
             helpers.insert("gf_powi");
             format!("gf_powi({x}, {n})")

@@ -8,6 +8,7 @@ use super::plan::KernelPlan;
 use crate::abi::{self, ArgLayout};
 use crate::names::Taken;
 use crate::names::sanitize;
+use crate::signature::Precision;
 use std::fmt::Write;
 
 const COMPONENTS: [&str; 4] = ["x", "y", "z", "w"];
@@ -109,14 +110,14 @@ pub(super) fn emit_field_loads(
 }
 
 /// The bindings of the arguments' rows and indices.
-pub(super) fn field_declarations(fields: &[FieldNames], s: &mut String) {
+pub(super) fn field_declarations(fields: &[FieldNames], precision: Precision, s: &mut String) {
     for (k, f) in fields.iter().enumerate() {
         let (rows, index) = abi::field_bindings(k as u32);
         let _ = writeln!(
             s,
             "@group(0) @binding({rows}) var<storage, read> {}: array<{}>;",
             f.rows,
-            abi::vector_type(f.lanes)
+            abi::vector_type(f.lanes, precision)
         );
         let _ = writeln!(
             s,

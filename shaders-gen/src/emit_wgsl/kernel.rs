@@ -2,6 +2,7 @@
 //! the header, the declarations and the entry point around them.
 
 use super::body::{Ctx, scaled_index};
+use super::float_literal;
 use super::fields::{FieldNames, emit_field_loads, field_declarations, field_header, field_names};
 use super::plan::KernelPlan;
 use super::reduce::reduce_stage_fn;
@@ -9,7 +10,7 @@ use super::shared_sums::{SharedSums, shared_sums};
 use crate::abi::{self, ArgLayout, KernelKind};
 use crate::ir::{Function, ValueId};
 use crate::names::reserved;
-use crate::ops::{WGSL_HELPERS, wgsl_helper};
+use crate::ops::{wgsl_helper, wgsl_helpers};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
@@ -54,6 +55,7 @@ fn emit(
     };
     let mut ctx = Ctx::new(f, &mut taken);
     ctx.shared_uniform = plan.shared_uniform;
+    ctx.precision = layout.precision;
     let mut helpers = BTreeSet::new();
     let mut body = String::new();
     if gathered {
@@ -132,8 +134,10 @@ fn emit_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
         let _ = writeln!(
             body,
             "    // The adjoint's seed: elements past the end add nothing to the sums.\n    \
-             let {} = select(0.0f, 1.0f, in_batch);",
-            ctx.names[seed]
+             let {} = select({}, {}, in_batch);",
+            ctx.names[seed],
+            float_literal(0.0, ctx.precision),
+            float_literal(1.0, ctx.precision),
         );
     }
 }
@@ -306,7 +310,7 @@ fn store_words(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, bo
         let value = if glanes == 1 {
             vals[0].clone()
         } else {
-            format!("{}({})", abi::vector_type(glanes), vals.join(", "))
+            format!("{}({})", abi::vector_type(glanes, ctx.precision), vals.join(", "))
         };
         let _ = writeln!(
             body,
@@ -437,6 +441,7 @@ fn declarations(
     s: &mut String,
 ) {
     let wg = abi::WORKGROUP_SIZE;
+    let t = plan.layout.precision;
     if plan.gathered {
         let _ = writeln!(
             s,
@@ -456,13 +461,13 @@ fn declarations(
         abi::PARAMS_BINDING
     );
     if plan.gathered {
-        field_declarations(fields, s);
+        field_declarations(fields, t, s);
     } else {
         let _ = writeln!(
             s,
             "@group(0) @binding({}) var<storage, read> args: array<{}>;",
             abi::ARGS_BINDING,
-            abi::vector_type(plan.lanes)
+            abi::vector_type(plan.lanes, t)
         );
     }
     for &(binding, w, name) in &plan.outputs {
@@ -475,7 +480,7 @@ fn declarations(
         let _ = writeln!(
             s,
             "@group(0) @binding({binding}) var<storage, read_write> {name}: array<{}>;",
-            abi::vector_type(lanes)
+            abi::vector_type(lanes, t)
         );
     }
     if plan.shared_uniform && plan.layout.shared_words > 0 {
@@ -488,35 +493,35 @@ fn declarations(
     } else if plan.layout.shared_words > 0 {
         let _ = writeln!(
             s,
-            "@group(0) @binding({}) var<storage, read> shared_args: array<f32>;",
+            "@group(0) @binding({}) var<storage, read> shared_args: array<{t}>;",
             abi::SHARED_BINDING
         );
     }
     if plan.reduces {
         let _ = writeln!(
             s,
-            "@group(0) @binding({}) var<storage, read_write> shared_partials: array<f32>;",
+            "@group(0) @binding({}) var<storage, read_write> shared_partials: array<{t}>;",
             abi::PARTIALS_BINDING
         );
     }
     if plan.staged {
         let _ = writeln!(
             s,
-            "var<workgroup> grad_stage: array<f32, {}>;",
+            "var<workgroup> grad_stage: array<{t}, {}>;",
             wg * plan.grad_count()
         );
     }
     if plan.chunked {
         let _ = writeln!(
             s,
-            "var<workgroup> out_stage: array<f32, {}>;",
+            "var<workgroup> out_stage: array<{t}, {}>;",
             wg * abi::OUTPUT_STAGE_WORDS
         );
     }
     if plan.reduces {
         let _ = writeln!(
             s,
-            "var<workgroup> reduce_stage: array<f32, {}>;",
+            "var<workgroup> reduce_stage: array<{t}, {}>;",
             wg * abi::REDUCE_LANES
         );
         let _ = write!(
@@ -525,12 +530,13 @@ fn declarations(
             reduce_stage_fn(plan.layout.shared_words, sums.streams, sums.owned)
         );
     }
-    for (name, _, src) in WGSL_HELPERS {
+    let precision = plan.layout.precision;
+    for (name, _, src) in wgsl_helpers(precision) {
         if helpers.contains(name) {
             let _ = write!(s, "\n{src}\n");
         }
     }
-    debug_assert!(helpers.iter().all(|h| wgsl_helper(h).is_some()));
+    debug_assert!(helpers.iter().all(|h| wgsl_helper(h, precision).is_some()));
     let _ = writeln!(s);
 }
 
@@ -561,7 +567,8 @@ fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut Stri
             "    // The row starts at zero. Thread lid owns its words lid, lid + {wg}, ..: only the\n    \
          // owner writes a word, so no two threads race on one.\n    \
          for (var word = lid; word < {words}u; word += {wg}u) {{\n        \
-         shared_partials[group * {words}u + word] = 0.0f;\n    }}"
+         shared_partials[group * {words}u + word] = {zero};\n    }}",
+            zero = float_literal(0.0, plan.layout.precision),
         );
     }
     s.push_str(&sums.declarations);

@@ -23,8 +23,22 @@ pub use crate::names::{REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_STAGE_FN};
 pub use kernel::{emit_gathered_kernel, emit_kernel};
 pub use reduce::emit_reduce_kernel;
 
-/// A WGSL f32 literal (non-finite values as bit casts: WGSL has no literal for them).
-pub fn f32_literal(v: f64) -> String {
+use crate::signature::Precision;
+
+/// A WGSL literal of `precision` (non-finite values as bit casts: WGSL has no literal for
+/// them; an f64 one from its f32 twin, which converts exactly).
+pub fn float_literal(v: f64, precision: Precision) -> String {
+    if precision == Precision::F64 {
+        return if v.is_finite() {
+            if v.is_sign_negative() {
+                format!("({v:?}lf)")
+            } else {
+                format!("{v:?}lf")
+            }
+        } else {
+            format!("f64({})", float_literal(v, Precision::F32))
+        };
+    }
     let x = v as f32;
     if x.is_nan() {
         "bitcast<f32>(0x7fc00000u)".into()

@@ -4,6 +4,7 @@
 
 use crate::abi::{self, ArgLayout, KernelKind};
 use crate::ir::{Function, Op};
+use crate::signature::Precision;
 
 /// The decisions behind one kernel's text.
 pub(super) struct KernelPlan<'a> {
@@ -57,10 +58,15 @@ impl<'a> KernelPlan<'a> {
             );
         }
         let grad_words = layout.grad_words();
-        let staged =
-            kind == KernelKind::Adjoint && abi::stage_gradients(grad_words.len() as u32, reduces);
+        // Workgroup stages are sized in 4-byte words: f64 kernels store from registers.
+        let f32 = layout.precision == Precision::F32;
+        let staged = f32
+            && kind == KernelKind::Adjoint
+            && abi::stage_gradients(grad_words.len() as u32, reduces);
         let outputs = kind.outputs(layout);
-        let chunked = kind == KernelKind::Hessian && outputs.iter().any(|o| abi::chunk_output(o.1));
+        let chunked = f32
+            && kind == KernelKind::Hessian
+            && outputs.iter().any(|o| abi::chunk_output(o.1));
         KernelPlan {
             kind,
             chunked,

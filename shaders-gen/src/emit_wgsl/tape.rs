@@ -1,7 +1,9 @@
 //! A recording loop's tape in WGSL: a function-scope array of the carried values of every
 //! iteration, which the reverse loop reads back from the last iteration to the first.
 
+use super::float_literal;
 use crate::ir::Ty;
+use crate::signature::Precision;
 use crate::names::Taken;
 use crate::names::fresh;
 
@@ -23,9 +25,19 @@ pub(super) fn tape_index(index: &str, start: i64, words: usize, k: usize) -> Str
 
 /// `tape[at + t] = value[t]` for the words of a carried value of type `ty` (booleans as
 /// 0 and 1).
-pub(super) fn tape_store(tape: &str, at: &str, value: &str, ty: Ty, taken: &mut Taken) -> String {
+pub(super) fn tape_store(
+    tape: &str,
+    at: &str,
+    value: &str,
+    (ty, precision): (Ty, Precision),
+    taken: &mut Taken,
+) -> String {
     match ty {
-        Ty::Bool => format!("{tape}[{at}] = select(0.0f, 1.0f, {value});"),
+        Ty::Bool => format!(
+            "{tape}[{at}] = select({}, {}, {value});",
+            float_literal(0.0, precision),
+            float_literal(1.0, precision)
+        ),
         Ty::Array(n) => {
             let t = fresh(taken, "t");
             format!(
@@ -41,16 +53,20 @@ pub(super) fn tape_load(
     tape: &str,
     at: &str,
     name: &str,
-    ty: Ty,
+    (ty, precision): (Ty, Precision),
     taken: &mut Taken,
     indent: &str,
 ) -> String {
+    let scalar = precision.name();
     match ty {
-        Ty::Bool => format!("{indent}let {name} = {tape}[{at}] != 0.0f;\n"),
+        Ty::Bool => format!(
+            "{indent}let {name} = {tape}[{at}] != {};\n",
+            float_literal(0.0, precision)
+        ),
         Ty::Array(n) => {
             let t = fresh(taken, "t");
             format!(
-                "{indent}var {name}: array<f32, {n}>;\n{indent}for (var {t} = 0i; {t} < {n}i; \
+                "{indent}var {name}: array<{scalar}, {n}>;\n{indent}for (var {t} = 0i; {t} < {n}i; \
                  {t}++) {{ {name}[{t}] = {tape}[{at} + {t}]; }}\n"
             )
         }

@@ -1,6 +1,6 @@
 //! Expressions: literals, operators, paths, indexing and integer arithmetic.
 
-use super::signature::{array_len, is_f32};
+use super::signature::{array_len, is_float};
 use super::syntax::{is_compound_assign, is_integer_expr};
 use super::*;
 
@@ -158,7 +158,7 @@ impl Lowerer {
             E::MethodCall(mc) => self.lower_method(mc),
             E::Call(call) => self.lower_call(call),
             E::Cast(c) => {
-                let to_f32 = is_f32(&c.ty);
+                let to_f32 = is_float(&c.ty);
                 match self.lower_expr(&c.expr)? {
                     Value::Int(v, ..) if to_f32 => {
                         Some(Value::Scalar(self.b.push(Op::IntToF32(v), span, None)))
@@ -348,12 +348,12 @@ impl Lowerer {
     pub(super) fn lower_lit(&mut self, lit: &syn::Lit) -> Option<ValueId> {
         match lit {
             syn::Lit::Float(f) => {
-                if !matches!(f.suffix(), "" | "f32") {
+                if !matches!(f.suffix(), "" | "f32" | "f64") {
                     self.error(
                         f.span(),
                         format!(
-                            "`{}` literals are not supported: the language is f32 (write `1.0` \
-                             or `1.0f32`)",
+                            "`{}` literals are not supported: the language is f32 or f64 (write `1.0`, \
+                             `1.0f32` or `1.0f64`)",
                             f.suffix()
                         ),
                     );
@@ -522,7 +522,7 @@ impl Lowerer {
             .collect();
         let is_consts = matches!(
             prefix.as_slice(),
-            ["std", "f32", "consts"] | ["core", "f32", "consts"]
+            ["std" | "core", "f32" | "f64", "consts"]
         );
         if is_consts && let Some((_, v)) = CONSTS.iter().find(|(n, _)| *n == last) {
             return Some(Value::Scalar(self.b.constant(*v, span)));

@@ -16,6 +16,7 @@ mod calls;
 mod diagnostics;
 mod expr;
 mod loops;
+mod precision;
 mod signature;
 mod stmt;
 mod syntax;
@@ -177,6 +178,7 @@ pub fn lower_fn_with(
     let mut diag = Diagnostics::default();
     let mut sig = lower_signature(&item.sig, &mut diag);
     sig.vis = item.vis.clone();
+    sig.precision = precision::precision_of(item, &mut diag);
     let layout = ArgLayout::of(&sig);
     let result = match &item.sig.output {
         syn::ReturnType::Type(_, t) if tuple_parts(t).is_some() => Some(Kind::Real(sig.result)),

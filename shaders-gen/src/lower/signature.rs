@@ -41,6 +41,7 @@ pub(super) fn lower_signature(sig: &syn::Signature, diag: &mut Diagnostics) -> S
         name: sig.ident.clone(),
         vis: syn::Visibility::Inherited,
         params,
+        precision: Default::default(),
     }
 }
 
@@ -180,11 +181,14 @@ fn lower_result(sig: &syn::Signature, diag: &mut Diagnostics) -> (Shape, Option<
     (result, result_parts)
 }
 
-pub(super) fn is_f32(ty: &syn::Type) -> bool {
+/// Whether `ty` is `f32` or `f64` (`precision.rs` reports a function that mixes them).
+pub(super) fn is_float(ty: &syn::Type) -> bool {
     match ty {
-        syn::Type::Path(p) => p.qself.is_none() && p.path.is_ident("f32"),
-        syn::Type::Paren(p) => is_f32(&p.elem),
-        syn::Type::Group(g) => is_f32(&g.elem),
+        syn::Type::Path(p) => {
+            p.qself.is_none() && (p.path.is_ident("f32") || p.path.is_ident("f64"))
+        }
+        syn::Type::Paren(p) => is_float(&p.elem),
+        syn::Type::Group(g) => is_float(&g.elem),
         _ => false,
     }
 }
@@ -209,12 +213,12 @@ fn value_type(ty: &syn::Type, what: &str) -> Result<Shape, syn::Error> {
     if let syn::Type::Paren(p) = ty {
         return value_type(&p.elem, what);
     }
-    if is_f32(ty) {
+    if is_float(ty) {
         return Ok(Shape::Scalar);
     }
     match ty {
         syn::Type::Array(arr) => {
-            if !is_f32(&arr.elem) {
+            if !is_float(&arr.elem) {
                 return Err(syn::Error::new(
                     arr.elem.span(),
                     format!(

@@ -1,7 +1,7 @@
 //! Statements: bodies and blocks, `let`, assignment, `if`/`else`, `const`.
 
 use super::expr::Index;
-use super::signature::{is_f32, local_type};
+use super::signature::{is_float, local_type};
 use super::syntax::{is_compound_assign, target_has_index};
 use super::*;
 
@@ -502,7 +502,7 @@ impl Lowerer {
         let value = match self.lower_expr(&c.expr) {
             Some(v @ Value::Int(_, lo, hi)) if lo == hi => Some(v),
             Some(Value::Int(..)) | None => None,
-            Some(v @ Value::Scalar(_)) if is_f32(&c.ty) => Some(v),
+            Some(v @ Value::Scalar(_)) if is_float(&c.ty) => Some(v),
             Some(other) => {
                 self.error(
                     c.expr.span(),
