@@ -42,8 +42,8 @@ pub use gradfuse_macros::differentiable;
 pub use gradfuse_runtime::{
     Adam, BatchedLm, BatchedSummary, BlockId, Buffer, Device, Dual, Error, FieldSpec, GatheredSpec,
     HyperDual, Index, IterationReport, KernelSpec, KernelTime, LevenbergMarquardt, Loss,
-    MAX_ROW_WORDS, Momentum, OutputSpec, Problem, REQUIRE_GPU_ENV, Real, Recording, ReductionSpec,
-    Residuals, SharedSpec, Source, Summary, Termination,
+    MAX_ROW_WORDS, Momentum, OutputSpec, Precision, Problem, REQUIRE_GPU_ENV, Real, Recording,
+    ReductionSpec, Residuals, SharedSpec, Source, Summary, Termination,
 };
 #[doc(hidden)]
 pub use gradfuse_runtime::{

@@ -41,6 +41,7 @@ fn adjoint_spec(inputs: u32, src: String, work_per_element: u64) -> &'static Ker
         outputs,
         shared: None,
         work_per_element,
+        precision: gradfuse::Precision::F32,
         cpu: gpu_only,
     }))
 }

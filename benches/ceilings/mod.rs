@@ -56,6 +56,7 @@ pub fn spec_shared(
         shared,
         // A hand-written kernel's few operations: never cut for work.
         work_per_element: 1,
+        precision: gradfuse::Precision::F32,
         cpu,
     }))
 }

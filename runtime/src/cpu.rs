@@ -34,16 +34,21 @@ pub(crate) fn launch(
         .into_par_iter()
         .enumerate()
         .map(|(b, mut outs)| {
-            let mut scratch = vec![0.0f32; total + sg_words];
+            // 8-byte aligned, so that an f64 kernel's CPU version views its words as f64.
+            let mut scratch_store = aligned_words(total + sg_words);
+            let scratch: &mut [f32] =
+                &mut bytemuck::cast_slice_mut(&mut scratch_store[..])[..total + sg_words];
             let mut sum = vec![0.0f32; sg_words];
-            let mut args = vec![0.0f32; in_words + shared.len()];
+            let mut args_store = aligned_words(in_words + shared.len());
+            let args: &mut [f32] =
+                &mut bytemuck::cast_slice_mut(&mut args_store[..])[..in_words + shared.len()];
             args[in_words..].copy_from_slice(shared);
             let start = b * BLOCK;
             let len = BLOCK.min(n - start);
             for j in 0..len {
                 let e = start + j;
                 args[..in_words].copy_from_slice(&input[e * in_words..(e + 1) * in_words]);
-                (spec.cpu)(&args, &mut scratch);
+                (spec.cpu)(args, scratch);
                 let mut off = 0;
                 for (out, o) in outs.iter_mut().zip(spec.outputs) {
                     let w = o.words as usize;
@@ -63,4 +68,9 @@ pub(crate) fn launch(
             *s += g;
         }
     }
+}
+
+/// Zeroed storage for `n` f32 words, 8-byte aligned (a `Vec<f64>` of half as many).
+fn aligned_words(n: usize) -> Vec<f64> {
+    vec![0.0f64; n.div_ceil(2)]
 }

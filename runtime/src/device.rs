@@ -93,6 +93,18 @@ impl Device {
         self.id
     }
 
+    /// Whether this device runs f64 kernels (functions written over `f64`): the CPU always,
+    /// a GPU where its adapter has 64-bit floats in shaders (wgpu's `SHADER_F64`: NVIDIA's
+    /// and lavapipe have it; many mobile and Apple GPUs do not). Elsewhere an f64 launch
+    /// returns [`Error::Unsupported`].
+    pub fn has_f64(&self) -> bool {
+        match &self.backend {
+            Backend::Cpu => true,
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(g) => g.has_f64(),
+        }
+    }
+
     /// Which adapter or CPU this is.
     pub fn describe(&self) -> String {
         match &self.backend {

@@ -54,6 +54,8 @@ pub use recording::Recording;
 pub use spec::KernelTime;
 #[doc(hidden)]
 pub use spec::tangent_rows;
-pub use spec::{FieldSpec, GatheredSpec, KernelSpec, OutputSpec, ReductionSpec, SharedSpec};
+pub use spec::{
+    FieldSpec, GatheredSpec, KernelSpec, OutputSpec, Precision, ReductionSpec, SharedSpec,
+};
 #[doc(hidden)]
 pub use vectors::Coefficient;

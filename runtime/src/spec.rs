@@ -4,6 +4,17 @@
 //! describes each kernel with a [`KernelSpec`] whose numbers all come from the compiler's
 //! ABI module (`gradfuse-shaders-gen::abi`), the one place the buffer layout is defined.
 
+/// The float type a kernel computes in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Precision {
+    /// 32-bit floats: every adapter.
+    #[default]
+    F32,
+    /// 64-bit floats: adapters with `SHADER_F64` (NVIDIA's, lavapipe); the CPU fallback
+    /// always.
+    F64,
+}
+
 /// One output buffer of a kernel.
 #[derive(Clone, Copy, Debug)]
 pub struct OutputSpec {
@@ -81,6 +92,10 @@ pub struct KernelSpec {
     /// into submissions of at most [`KernelSpec::WORK_PER_SUBMISSION`] operations, so that
     /// no submission runs long enough to trip a driver's watchdog.
     pub work_per_element: u64,
+    /// The float type of its words: an f64 kernel runs only on a device with 64-bit
+    /// floats in shaders ([`crate::Device::has_f64`]); its word counts above are still of
+    /// 4-byte words (two per f64).
+    pub precision: Precision,
     /// The same computation for one element on the CPU: reads `input_words` words (then
     /// the shared words, if any) and writes every output's words, concatenated in the
     /// order of `outputs` (then this element's shared gradient words, if the kernel

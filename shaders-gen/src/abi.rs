@@ -191,8 +191,9 @@ impl ArgLayout {
 
     /// Whether a gathered kernel is generated for this layout (see [`FIELDS_BINDING`]).
     pub fn has_gathered_kernel(&self) -> bool {
+        // The gathering runtime (parameter blocks, least squares) moves f32 rows.
         let fields = self.fields().len() as u32;
-        (1..=MAX_GATHERED_FIELDS).contains(&fields)
+        self.precision == Precision::F32 && (1..=MAX_GATHERED_FIELDS).contains(&fields)
     }
 
     /// For each element word: its parameter slot and the element index (`None` for a

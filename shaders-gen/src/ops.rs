@@ -337,7 +337,9 @@ pub const WGSL_HELPERS: &[(&str, &[&str], &str)] = &[
 
 /// The WGSL helpers of kernels of `precision`: `(name, helpers it calls directly or not,
 /// source)`.
-pub fn wgsl_helpers(precision: Precision) -> &'static [(&'static str, &'static [&'static str], &'static str)] {
+pub fn wgsl_helpers(
+    precision: Precision,
+) -> &'static [(&'static str, &'static [&'static str], &'static str)] {
     match precision {
         Precision::F32 => WGSL_HELPERS,
         Precision::F64 => crate::ops_f64::WGSL_HELPERS_F64,

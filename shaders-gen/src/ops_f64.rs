@@ -4,7 +4,8 @@
 //! 32-bit floats only, so an f64 kernel cannot call them: each is computed here with range
 //! reduction and a Taylor polynomial long enough for about 1 ulp, checked against Rust's
 //! f64 functions by `tests/f64.rs`. Only IEEE-exact builtins are used (`sqrt`, `abs`,
-//! `floor`, `round`, `trunc`, `fract`, `fma`, `frexp`, `ldexp`, `min`, `max`).
+//! `floor`, `ceil`, `fract`, `fma`, `ldexp`, `min`, `max`; not `round` or `trunc`, which lavapipe
+//! gets wrong for large doubles).
 
 /// The f64 WGSL helpers: `(name, helpers it calls directly or not, source)`.
 pub const WGSL_HELPERS_F64: &[(&str, &[&str], &str)] = &[
@@ -70,11 +71,15 @@ fn gf_clamp(x: f64, lo: f64, hi: f64) -> f64 {
     ),
     (
         "gf_round",
-        &[],
+        &["gf_sign_bit"],
         r#"// Rust's f64::round: ties away from zero (WGSL's round() takes ties to even).
 fn gf_round(x: f64) -> f64 {
-    let t = trunc(x);
-    return select(t, t + sign(x), abs(x - t) >= 0.5lf);
+    // By floor, the one rounding builtin every driver gets right in f64 (lavapipe's
+    // round and trunc return large doubles unrounded); x - floor(x) is exact.
+    let a = abs(x);
+    let t = floor(a);
+    let r = t + select(0.0lf, 1.0lf, a - t >= 0.5lf);
+    return select(r, -r, gf_sign_bit(x));
 }"#,
     ),
     (
@@ -155,7 +160,7 @@ fn gf_exp(x: f64) -> f64 {
     if (x < -745.2lf) {
         return 0.0lf;
     }
-    let k = round(x * 1.4426950408889634lf);
+    let k = floor(x * 1.4426950408889634lf + 0.5lf);
     let r = (x - k * 0.6931471803691238lf) - k * 1.9082149292705877e-10lf;
     return gf_scale(gf_exp_poly(r), k);
 }"#,
@@ -174,7 +179,7 @@ fn gf_exp2(x: f64) -> f64 {
     if (x < -1075.0lf) {
         return 0.0lf;
     }
-    let k = round(x);
+    let k = floor(x + 0.5lf);
     return gf_scale(gf_exp_poly((x - k) * 0.6931471805599453lf), k);
 }"#,
     ),
@@ -254,7 +259,15 @@ fn gf_cosh(x: f64) -> f64 {
     ),
     (
         "gf_tanh",
-        &["gf_expm1", "gf_exp", "gf_is_nan", "gf_sign_bit", "gf_inf", "gf_exp_poly", "gf_scale"],
+        &[
+            "gf_expm1",
+            "gf_exp",
+            "gf_is_nan",
+            "gf_sign_bit",
+            "gf_inf",
+            "gf_exp_poly",
+            "gf_scale",
+        ],
         r#"// tanh to about 2 ulp: expm1(2|x|) / (expm1(2|x|) + 2), which does not cancel near 0.
 fn gf_tanh(x: f64) -> f64 {
     if (gf_is_nan(x)) {
@@ -275,14 +288,30 @@ fn gf_tanh(x: f64) -> f64 {
         r#"// ln(x) = e ln 2 + r for finite x > 0: returns (e, r), r = ln(m) for m in [sqrt(1/2),
 // sqrt(2)) by the series of 2 atanh(s), s = (m - 1) / (m + 1), |s| <= 0.172.
 fn gf_log_parts(x: f64) -> vec2<f64> {
-    // frexp of a subnormal: scaled into the normal range by 2^54 first.
-    let sub = x < 2.2250738585072014e-308lf;
-    let fr = frexp(select(x, x * 18014398509481984.0lf, sub));
-    var m = fr.fract;
-    var e = f64(fr.exp) - select(0.0lf, 54.0lf, sub);
-    if (m < 0.7071067811865476lf) {
+    // x = m 2^e, m in [1, 2): naga's frexp of an f64 needs 64-bit integers, and WGSL cannot
+    // take an f64's bits; the exponent is read from an f32 copy scaled into its range.
+    var y = x;
+    var e = 0;
+    for (var i = 0; i < 11; i++) {
+        if (y >= 1.2676506002282294e30lf) {
+            y = ldexp(y, -100);
+            e = e + 100;
+        } else if (y < 7.888609052210118e-31lf) {
+            y = ldexp(y, 100);
+            e = e - 100;
+        }
+    }
+    var b = i32((bitcast<u32>(f32(y)) >> 23u) & 0xffu) - 127;
+    var m = ldexp(y, -b);
+    // The f32 copy may have rounded up to the next power of two.
+    if (m < 1.0lf) {
         m = m + m;
-        e = e - 1.0lf;
+        b = b - 1;
+    }
+    var ef = f64(e + b);
+    if (m > 1.4142135623730951lf) {
+        m = m * 0.5lf;
+        ef = ef + 1.0lf;
     }
     let f = m - 1.0lf;
     let s = f / (2.0lf + f);
@@ -299,7 +328,7 @@ fn gf_log_parts(x: f64) -> vec2<f64> {
     p = p * z + 0.2lf;
     p = p * z + 0.3333333333333333lf;
     p = p * z + 1.0lf;
-    return vec2<f64>(e, 2.0lf * s * p);
+    return vec2<f64>(ef, 2.0lf * s * p);
 }"#,
     ),
     (
@@ -354,13 +383,38 @@ fn gf_log10(x: f64) -> f64 {
     ),
     (
         "gf_sincos",
-        &[],
-        r#"// (sin x, cos x) to about 1 ulp for |x| < 2^20 pi/2: x = k pi/2 + r (pi/2 in three parts,
-// the first two exact times k), Taylor polynomials on |r| <= pi/4, the quadrant from k.
-// Past 2^20 pi/2 the reduction loses digits (about |x| 2^-73 absolute).
+        &["gf_nan"],
+        r#"// (sin x, cos x) to about 1 ulp for |x| < 2^50: x = k pi/2 + r, then Taylor polynomials on
+// |r| <= pi/4 and the quadrant from k. NaN past 2^50 (about 1.1e15), where an exact
+// reduction needs a table of 2/pi's bits (Payne-Hanek) that this library does not carry.
 fn gf_sincos(x: f64) -> vec2<f64> {
-    let k = round(x * 0.6366197723675814lf);
-    let r = ((x - k * 1.5707963267341256lf) - k * 6.077100506303966e-11lf) - k * 2.0222662487111665e-21lf;
+    let k = floor(x * 0.6366197723675814lf + 0.5lf);
+    if (!(abs(x) < 1125899906842624.0lf)) {
+        // Past 2^50 the quadrant needs more of pi than this reduction holds; NaN and the
+        // infinities give NaN.
+        return vec2<f64>(gf_nan(), gf_nan());
+    }
+    // x - k pi/2 exactly enough: pi/2 in seven parts of 23 bits and k = kh + kl (|kl| below
+    // 2^20, the sign of k), so every product is exact, subtracted largest first (each difference exact
+    // while it cancels). No fma: drivers may compute it unfused (lavapipe does).
+    let kh_abs = floor(abs(k) * 9.5367431640625e-7lf) * 1048576.0lf;
+    let kh = select(kh_abs, -kh_abs, k < 0.0lf);
+    let kl = k - kh;
+    var r = x;
+    r = r - kh * 1.570796251296997lf;
+    r = r - kh * 7.549789415861596e-08lf;
+    r = r - kl * 1.570796251296997lf;
+    r = r - kh * 5.390302529957765e-15lf;
+    r = r - kl * 7.549789415861596e-08lf;
+    r = r - kh * 3.2820031633724233e-22lf;
+    r = r - kl * 5.390302529957765e-15lf;
+    r = r - kh * 3.795010649787914e-29lf;
+    r = r - kl * 3.2820031633724233e-22lf;
+    r = r - kh * 1.2293330898111133e-36lf;
+    r = r - kl * 3.795010649787914e-29lf;
+    r = r - kh * 2.7337005381646456e-44lf;
+    r = r - kl * 1.2293330898111133e-36lf;
+    r = r - kl * 2.7337005381646456e-44lf;
     let z = r * r;
     var sp = -8.22063524662433e-18lf;
     sp = sp * z + 2.8114572543455206e-15lf;
@@ -399,7 +453,7 @@ fn gf_sincos(x: f64) -> vec2<f64> {
     ),
     (
         "gf_sin",
-        &["gf_sincos"],
+        &["gf_sincos", "gf_nan"],
         r#"// sin (see gf_sincos); sin(-0) = -0.
 fn gf_sin(x: f64) -> f64 {
     if (x == 0.0lf) {
@@ -410,7 +464,7 @@ fn gf_sin(x: f64) -> f64 {
     ),
     (
         "gf_cos",
-        &["gf_sincos"],
+        &["gf_sincos", "gf_nan"],
         r#"// cos (see gf_sincos).
 fn gf_cos(x: f64) -> f64 {
     return gf_sincos(x).y;
@@ -418,7 +472,7 @@ fn gf_cos(x: f64) -> f64 {
     ),
     (
         "gf_tan",
-        &["gf_sincos"],
+        &["gf_sincos", "gf_nan"],
         r#"// tan as the ratio of sin and cos (about 2 ulp); tan(-0) = -0.
 fn gf_tan(x: f64) -> f64 {
     if (x == 0.0lf) {
@@ -488,7 +542,14 @@ fn gf_atan(x: f64) -> f64 {
     ),
     (
         "gf_atan2",
-        &["gf_atan", "gf_atan_unit", "gf_is_nan", "gf_sign_bit", "gf_nan", "gf_inf"],
+        &[
+            "gf_atan",
+            "gf_atan_unit",
+            "gf_is_nan",
+            "gf_sign_bit",
+            "gf_nan",
+            "gf_inf",
+        ],
         r#"// Rust's f64::atan2(y, x) (C99 Annex F): quadrants, signed zeros, infinities, NaN.
 fn gf_atan2(y: f64, x: f64) -> f64 {
     if (gf_is_nan(x) || gf_is_nan(y)) {
@@ -519,7 +580,15 @@ fn gf_atan2(y: f64, x: f64) -> f64 {
     ),
     (
         "gf_asin",
-        &["gf_atan2", "gf_atan", "gf_atan_unit", "gf_is_nan", "gf_sign_bit", "gf_nan", "gf_inf"],
+        &[
+            "gf_atan2",
+            "gf_atan",
+            "gf_atan_unit",
+            "gf_is_nan",
+            "gf_sign_bit",
+            "gf_nan",
+            "gf_inf",
+        ],
         r#"// asin(x) = atan2(x, sqrt((1 - x)(1 + x))): accurate up to |x| = 1.
 fn gf_asin(x: f64) -> f64 {
     return gf_atan2(x, sqrt((1.0lf - x) * (1.0lf + x)));
@@ -527,7 +596,15 @@ fn gf_asin(x: f64) -> f64 {
     ),
     (
         "gf_acos",
-        &["gf_atan2", "gf_atan", "gf_atan_unit", "gf_is_nan", "gf_sign_bit", "gf_nan", "gf_inf"],
+        &[
+            "gf_atan2",
+            "gf_atan",
+            "gf_atan_unit",
+            "gf_is_nan",
+            "gf_sign_bit",
+            "gf_nan",
+            "gf_inf",
+        ],
         r#"// acos(x) = atan2(sqrt((1 - x)(1 + x)), x): accurate up to |x| = 1.
 fn gf_acos(x: f64) -> f64 {
     return gf_atan2(sqrt((1.0lf - x) * (1.0lf + x)), x);
@@ -558,7 +635,18 @@ fn gf_hypot(x: f64, y: f64) -> f64 {
     ),
     (
         "gf_powf",
-        &["gf_is_nan", "gf_sign_bit", "gf_nan", "gf_inf", "gf_exp", "gf_exp_poly", "gf_scale", "gf_ln", "gf_log_parts", "gf_log_special"],
+        &[
+            "gf_is_nan",
+            "gf_sign_bit",
+            "gf_nan",
+            "gf_inf",
+            "gf_exp",
+            "gf_exp_poly",
+            "gf_scale",
+            "gf_ln",
+            "gf_log_parts",
+            "gf_log_special",
+        ],
         r#"// Rust's f64::powf (C99 Annex F): 1 for y = 0 or x = 1, NaN for a negative base and a
 // non-integer exponent, signed zeros and infinities at the edges; small integer exponents
 // by repeated squaring, others as exp(y ln |x|) (about |y ln x| 2^-53 relative).

@@ -452,6 +452,7 @@ mod tests {
             outputs: &[],
             shared,
             work_per_element: 10,
+            precision: crate::spec::Precision::F32,
             cpu: |_, _| {},
         }
     }

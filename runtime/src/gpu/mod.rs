@@ -70,6 +70,8 @@ pub(crate) struct Gpu {
     info: wgpu::AdapterInfo,
     limits: wgpu::Limits,
     timestamps: bool,
+    /// Whether the device was opened with `SHADER_F64`.
+    f64: bool,
     pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
     sets: Mutex<HashMap<(PipelineKey, usize), Vec<LaunchSet>>>,
     /// Per kernel, the partial sums of resident launches that reduce shared gradients.
@@ -125,11 +127,11 @@ impl Gpu {
         let limits = adapter.limits();
         // Timestamp queries, where the adapter has them, time kernels for benchmarks.
         let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
-        let required_features = if timestamps {
-            wgpu::Features::TIMESTAMP_QUERY
-        } else {
-            wgpu::Features::empty()
-        };
+        // 64-bit floats in shaders, where the adapter has them: f64 kernels need them.
+        let f64 = adapter.features().contains(wgpu::Features::SHADER_F64);
+        let mut required_features = wgpu::Features::empty();
+        required_features.set(wgpu::Features::TIMESTAMP_QUERY, timestamps);
+        required_features.set(wgpu::Features::SHADER_F64, f64);
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("gradfuse"),
             required_features,
@@ -162,6 +164,7 @@ impl Gpu {
             info,
             limits,
             timestamps,
+            f64,
             pipelines: Mutex::new(HashMap::new()),
             sets: Mutex::new(HashMap::new()),
             scratch: Mutex::new(HashMap::new()),
@@ -170,6 +173,11 @@ impl Gpu {
             bind_cache: Arc::default(),
             timeout_ms: (DEFAULT_TIMEOUT.as_millis() as u64).into(),
         })
+    }
+
+    /// Whether kernels may compute in f64.
+    pub(crate) fn has_f64(&self) -> bool {
+        self.f64
     }
 
     /// The adapter, for [`crate::Device::describe`].

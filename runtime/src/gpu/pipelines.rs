@@ -3,7 +3,7 @@
 
 use super::{Gpu, PipelineKey, key, lock};
 use crate::error::Error;
-use crate::spec::{GatheredSpec, KernelSpec};
+use crate::spec::{GatheredSpec, KernelSpec, Precision};
 use std::sync::Arc;
 use wgpu::BufferBindingType as B;
 
@@ -22,9 +22,24 @@ pub(super) struct Pipelines<'a> {
 impl Gpu {
     /// The pipeline of `spec`, compiled on first use.
     pub(super) fn pipeline(&self, spec: &'static KernelSpec) -> Result<Arc<Pipeline>, Error> {
+        self.check_precision(spec)?;
         let mut entries = kernel_bindings(spec);
         entries.push((spec.input_binding, B::Storage { read_only: true }));
         self.compile(key(spec), spec.label, spec.wgsl, spec.entry_point, &entries)
+    }
+
+    /// An f64 kernel on a device without 64-bit floats in shaders: an error that says so,
+    /// before any WGSL reaches the driver.
+    fn check_precision(&self, spec: &KernelSpec) -> Result<(), Error> {
+        if spec.precision == Precision::F64 && !self.has_f64() {
+            return Err(Error::Unsupported(format!(
+                "{}: an f64 kernel needs 64-bit floats in shaders (wgpu's SHADER_F64), which \
+                 {} does not have; run it with Device::cpu(), or write the function over f32",
+                spec.label,
+                self.describe()
+            )));
+        }
+        Ok(())
     }
 
     /// The pipeline of a gathered kernel, compiled on first use.
@@ -33,6 +48,7 @@ impl Gpu {
         g: &'static GatheredSpec,
     ) -> Result<Arc<Pipeline>, Error> {
         let spec = &g.kernel;
+        self.check_precision(spec)?;
         let mut entries = kernel_bindings(spec);
         for f in g.fields {
             entries.push((f.rows_binding, B::Storage { read_only: true }));

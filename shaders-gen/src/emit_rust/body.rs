@@ -2,7 +2,7 @@
 //! of every operation, over `f32` or a generic `S: gradfuse::Real`.
 
 use super::arrays::{array_stmt, index_of};
-use super::tokens::{Scalar, ident, operand};
+use super::tokens::{Scalar, ident, literal, operand};
 use crate::ir::{Function, Loop, LoopInput, LoopKind, Op, Ty, ValueId, in_place};
 use crate::names::{fresh, local_names_with, reserved};
 use crate::ops::{Func, RustForm};
@@ -134,7 +134,7 @@ pub(super) fn nodes(
                 args,
                 partials,
             } => match scalar {
-                Scalar::F32 => o(value),
+                Scalar::F32 | Scalar::F64 => o(value),
                 Scalar::Generic => {
                     let (v, a, p) = (
                         o(value),
@@ -153,6 +153,7 @@ pub(super) fn nodes(
                 let a = o(a);
                 match scalar {
                     Scalar::F32 => quote!((#a as f32)),
+                    Scalar::F64 => quote!((#a as f64)),
                     Scalar::Generic => quote!(<S as ::gradfuse::Real>::from_f64(#a as f64)),
                 }
             }
@@ -263,12 +264,16 @@ pub(super) fn rust_loop(
     if let Some(tape) = &tape {
         let (offsets, words) = l.tape_layout();
         let len = (l.trip_count() as usize * words).max(1);
-        code.extend(quote!(let mut #tape = ::std::vec![0.0f32; #len];));
+        let zero = literal(0.0, scalar);
+        code.extend(quote!(let mut #tape = ::std::vec![#zero; #len];));
         for (k, var) in vars.iter().enumerate() {
             let off = offsets[k];
             let at = quote!(((#index - #start) as usize * #words + #off));
             head.extend(match l.carried_ty(k) {
-                Ty::Bool => quote!(#tape[#at] = if #var { 1.0f32 } else { 0.0f32 };),
+                Ty::Bool => {
+                    let one = literal(1.0, scalar);
+                    quote!(#tape[#at] = if #var { #one } else { #zero };)
+                }
                 Ty::Array(n) => {
                     let n = n as usize;
                     quote!(#tape[#at..#at + #n].copy_from_slice(&#var);)
@@ -315,11 +320,15 @@ pub(super) fn rust_loop(
                 let off = offsets[k];
                 let at = quote!(((#index - #start) as usize * #words + #off));
                 match tl.carried_ty(k) {
-                    Ty::Bool => quote!((#tape[#at] != 0.0f32)),
+                    Ty::Bool => {
+                        let zero = literal(0.0, scalar);
+                        quote!((#tape[#at] != #zero))
+                    }
                     Ty::Array(len) => {
                         let (name, len) = (ident(&bnames[n]), len as usize);
+                        let zero = literal(0.0, scalar);
                         head.extend(quote! {
-                            let mut #name = [0.0f32; #len];
+                            let mut #name = [#zero; #len];
                             #name.copy_from_slice(&#tape[#at..#at + #len]);
                         });
                         continue;

@@ -6,7 +6,7 @@
 use super::ItemPlan;
 use super::body::{body_storing, loads};
 use super::spec::kernel_spec;
-use super::tokens::Scalar;
+
 use crate::SecondOrder;
 use crate::abi::KernelKind;
 use proc_macro2::TokenStream;
@@ -18,7 +18,8 @@ pub(super) fn second_order_api(plan: &ItemPlan, second: &SecondOrder) -> TokenSt
     let Some(hessian) = &second.hessian else {
         return hvp;
     };
-    let (n, words, has_shared) = (plan.grad_count(), plan.words, plan.has_shared);
+    let (n, words, has_shared) = (plan.grad_count(), plan.words4(), plan.has_shared);
+    let (float, out_view) = (plan.float_ty(), plan.out_view());
     let wgsl = &hessian.wgsl;
     let spec = kernel_spec(plan, KernelKind::Hessian, &format_ident!("cpu_hessian"));
     let cast = quote!(::gradfuse::bytemuck::cast);
@@ -48,20 +49,20 @@ pub(super) fn second_order_api(plan: &ItemPlan, second: &SecondOrder) -> TokenSt
             ""
         }
     );
-    let launcher = hessian_launcher(has_shared);
+    let launcher = hessian_launcher(has_shared, &float);
     quote! {
         #[doc = #hessian_doc]
-        pub type Hessian = [[f32; #n]; #n];
+        pub type Hessian = [[#float; #n]; #n];
 
         /// The value, the gradient and the Hessian, on the CPU: each row of the Hessian is
         /// a Hessian-vector product along a unit vector ([`hvp`]).
-        pub fn value_grad_hessian(args: &Args, #shared_param) -> (f32, Grad, Hessian) {
+        pub fn value_grad_hessian(args: &Args, #shared_param) -> (#float, Grad, Hessian) {
             #vg
-            let mut hessian: Hessian = [[0.0f32; #n]; #n];
+            let mut hessian: Hessian = [[0.0; #n]; #n];
             for i in 0..#n {
-                let mut unit = [0.0f32; #n];
+                let mut unit: [#float; #n] = [0.0; #n];
                 unit[i] = 1.0;
-                let row: [f32; #n] = #cast(hvp(args, #shared_arg &#cast::<[f32; #n], Grad>(unit)));
+                let row: [#float; #n] = #cast(hvp(args, #shared_arg &#cast::<[#float; #n], Grad>(unit)));
                 // The upper triangle, mirrored: symmetric to the bit, as the kernel's.
                 for j in i..#n {
                     hessian[i][j] = row[j];
@@ -79,6 +80,7 @@ pub(super) fn second_order_api(plan: &ItemPlan, second: &SecondOrder) -> TokenSt
 
         fn cpu_hessian(words: &[f32], out: &mut [f32]) {
             let args: &Args = &::gradfuse::bytemuck::cast_slice::<f32, Args>(&words[..#words])[0];
+            #out_view
             #read_shared
             let (value, grad, hessian) = value_grad_hessian(args, #shared_arg);
             out[0] = value;
@@ -99,7 +101,7 @@ fn hvp_fn(plan: &ItemPlan, second: &SecondOrder) -> TokenStream {
     let f = &second.cpu_hvp;
     let (n, layout) = (plan.grad_count(), plan.layout);
     let covered = plan.covered(f, &[(0, false)]);
-    let b = body_storing(f, Scalar::F32, &covered);
+    let b = body_storing(f, plan.scalar(), &covered);
     let (args_ref, shared_ref, v_ref) = (quote!(args), quote!(shared), quote!(v));
     let n_inputs = layout.words + layout.shared_words;
     // Input `w`: which struct, and which argument word.
@@ -147,11 +149,10 @@ fn hvp_fn(plan: &ItemPlan, second: &SecondOrder) -> TokenStream {
 }
 
 /// `Kernel::value_grad_hessian`: one launch of the Hessian kernel.
-fn hessian_launcher(has_shared: bool) -> TokenStream {
+fn hessian_launcher(has_shared: bool, float: &TokenStream) -> TokenStream {
     let (vec, err) = (quote!(::std::vec::Vec), quote!(::gradfuse::Error));
     let cast_mut = quote!(::gradfuse::bytemuck::cast_slice_mut);
-    let outputs =
-        quote!(&mut [&mut values[..], #cast_mut(&mut grads[..]), #cast_mut(&mut hessians[..])]);
+    let outputs = quote!(&mut [#cast_mut(&mut values[..]), #cast_mut(&mut grads[..]), #cast_mut(&mut hessians[..])]);
     let (shared_param, launch) = if has_shared {
         (
             quote!(shared: &Shared,),
@@ -181,8 +182,8 @@ fn hessian_launcher(has_shared: bool) -> TokenStream {
                 &self,
                 args: &[Args],
                 #shared_param
-            ) -> ::core::result::Result<(#vec<f32>, #vec<Grad>, #vec<Hessian>), #err> {
-                let mut values = ::std::vec![0.0f32; args.len()];
+            ) -> ::core::result::Result<(#vec<#float>, #vec<Grad>, #vec<Hessian>), #err> {
+                let mut values: #vec<#float> = ::std::vec![0.0; args.len()];
                 let mut grads: #vec<Grad> = ::gradfuse::bytemuck::zeroed_vec(args.len());
                 let mut hessians: #vec<Hessian> = ::gradfuse::bytemuck::zeroed_vec(args.len());
                 #launch

@@ -5,7 +5,7 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 /// The `impl Kernel` of the batched launches.
-pub(super) fn launcher(has_shared: bool, has_grads: bool) -> TokenStream {
+pub(super) fn launcher(has_shared: bool, has_grads: bool, float: &TokenStream) -> TokenStream {
     let vec = quote!(::std::vec::Vec);
     let err = quote!(::gradfuse::Error);
     let grads_alloc = if has_grads {
@@ -18,9 +18,12 @@ pub(super) fn launcher(has_shared: bool, has_grads: bool) -> TokenStream {
     // The `_into` launchers write into the caller's slices; the others allocate and call
     // them.
     let into_outputs = if has_grads {
-        quote!(&mut [values, ::gradfuse::bytemuck::cast_slice_mut(grads)])
+        quote!(&mut [
+            ::gradfuse::bytemuck::cast_slice_mut(values),
+            ::gradfuse::bytemuck::cast_slice_mut(grads)
+        ])
     } else {
-        quote!(&mut [values])
+        quote!(&mut [::gradfuse::bytemuck::cast_slice_mut(values)])
     };
     // Without gradient words the kernel has no gradient buffer to check `grads` against.
     let grads_check = if has_grads {
@@ -46,12 +49,12 @@ pub(super) fn launcher(has_shared: bool, has_grads: bool) -> TokenStream {
         return quote! {
             impl Kernel<'_> {
                 /// The value of every element: one thread per element.
-                pub fn value(&self, args: &[Args]) -> ::core::result::Result<#vec<f32>, #err> {
-                    let mut values = ::std::vec![0.0f32; args.len()];
+                pub fn value(&self, args: &[Args]) -> ::core::result::Result<#vec<#float>, #err> {
+                    let mut values: #vec<#float> = ::std::vec![0.0; args.len()];
                     self.device.launch(
                         &FORWARD_KERNEL,
                         ::gradfuse::bytemuck::cast_slice(args),
-                        &mut [&mut values[..]],
+                        &mut [::gradfuse::bytemuck::cast_slice_mut(&mut values[..])],
                     )?;
                     Ok(values)
                 }
@@ -60,8 +63,8 @@ pub(super) fn launcher(has_shared: bool, has_grads: bool) -> TokenStream {
                 pub fn value_and_grad(
                     &self,
                     args: &[Args],
-                ) -> ::core::result::Result<(#vec<f32>, #vec<Grad>), #err> {
-                    let mut values = ::std::vec![0.0f32; args.len()];
+                ) -> ::core::result::Result<(#vec<#float>, #vec<Grad>), #err> {
+                    let mut values: #vec<#float> = ::std::vec![0.0; args.len()];
                     #grads_alloc
                     self.value_and_grad_into(args, &mut values, &mut grads)?;
                     Ok((values, grads))
@@ -71,7 +74,7 @@ pub(super) fn launcher(has_shared: bool, has_grads: bool) -> TokenStream {
                 pub fn value_and_grad_into(
                     &self,
                     args: &[Args],
-                    values: &mut [f32],
+                    values: &mut [#float],
                     grads: &mut [Grad],
                 ) -> ::core::result::Result<(), #err> {
                     #grads_check
@@ -92,13 +95,13 @@ pub(super) fn launcher(has_shared: bool, has_grads: bool) -> TokenStream {
                 &self,
                 args: &[Args],
                 shared: &Shared,
-            ) -> ::core::result::Result<#vec<f32>, #err> {
-                let mut values = ::std::vec![0.0f32; args.len()];
+            ) -> ::core::result::Result<#vec<#float>, #err> {
+                let mut values: #vec<#float> = ::std::vec![0.0; args.len()];
                 self.device.launch_shared(
                     &FORWARD_KERNEL,
                     ::gradfuse::bytemuck::cast_slice(args),
                     ::gradfuse::bytemuck::cast_slice(::core::slice::from_ref(shared)),
-                    &mut [&mut values[..]],
+                    &mut [::gradfuse::bytemuck::cast_slice_mut(&mut values[..])],
                     &mut [],
                 )?;
                 Ok(values)
@@ -112,8 +115,8 @@ pub(super) fn launcher(has_shared: bool, has_grads: bool) -> TokenStream {
                 &self,
                 args: &[Args],
                 shared: &Shared,
-            ) -> ::core::result::Result<(#vec<f32>, #vec<Grad>, SharedGrad), #err> {
-                let mut values = ::std::vec![0.0f32; args.len()];
+            ) -> ::core::result::Result<(#vec<#float>, #vec<Grad>, SharedGrad), #err> {
+                let mut values: #vec<#float> = ::std::vec![0.0; args.len()];
                 #grads_alloc
                 let shared_grad = self.value_and_grad_into(args, shared, &mut values, &mut grads)?;
                 Ok((values, grads, shared_grad))
@@ -124,7 +127,7 @@ pub(super) fn launcher(has_shared: bool, has_grads: bool) -> TokenStream {
                 &self,
                 args: &[Args],
                 shared: &Shared,
-                values: &mut [f32],
+                values: &mut [#float],
                 grads: &mut [Grad],
             ) -> ::core::result::Result<SharedGrad, #err> {
                 #grads_check
@@ -145,7 +148,11 @@ pub(super) fn launcher(has_shared: bool, has_grads: bool) -> TokenStream {
 /// The `impl Kernel` of the launches over device-resident buffers: `value_to` and
 /// `value_and_grad_to` record into a `gradfuse::Recording`, reading and writing
 /// `gradfuse::Buffer`s, with no host round trip.
-pub(super) fn resident_launcher(has_shared: bool, has_grads: bool) -> TokenStream {
+pub(super) fn resident_launcher(
+    has_shared: bool,
+    has_grads: bool,
+    float: &TokenStream,
+) -> TokenStream {
     let buf = quote!(::gradfuse::Buffer);
     let err = quote!(::gradfuse::Error);
     let (shared_param, shared_bind) = if has_shared {
@@ -191,7 +198,7 @@ pub(super) fn resident_launcher(has_shared: bool, has_grads: bool) -> TokenStrea
                 rec: &mut ::gradfuse::Recording<'_>,
                 args: &#buf<Args>,
                 #shared_param
-                values: &#buf<f32>,
+                values: &#buf<#float>,
             ) -> ::core::result::Result<(), #err> {
                 rec.launch(
                     self.device,
@@ -211,7 +218,7 @@ pub(super) fn resident_launcher(has_shared: bool, has_grads: bool) -> TokenStrea
                 rec: &mut ::gradfuse::Recording<'_>,
                 args: &#buf<Args>,
                 #shared_param
-                values: &#buf<f32>,
+                values: &#buf<#float>,
                 #grads_param
                 #shared_grad_param
             ) -> ::core::result::Result<(), #err> {

@@ -23,7 +23,7 @@ mod vector;
 use crate::Compiled;
 use crate::abi::ArgLayout;
 use crate::ir::Function;
-use crate::signature::{Param, Shape, Signature};
+use crate::signature::{Param, Precision, Shape, Signature};
 use body::{body, loads};
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -54,6 +54,33 @@ impl<'a> ItemPlan<'a> {
             words: layout.words as usize,
             has_shared: layout.shared_words > 0,
             grad_list: layout.grad_words(),
+        }
+    }
+
+    /// The concrete float type of the CPU versions.
+    fn scalar(&self) -> Scalar {
+        Scalar::of(self.sig.precision)
+    }
+
+    /// `f32` or `f64`.
+    fn float_ty(&self) -> TokenStream {
+        tokens::float_ty(self.sig.precision)
+    }
+
+    /// 4-byte words of the per-element arguments: the runtime's unit, in which the CPU
+    /// versions receive them.
+    fn words4(&self) -> usize {
+        self.words * self.sig.precision.words_per_scalar() as usize
+    }
+
+    /// The start of a CPU version: its output words (4-byte, 8-byte aligned by the runtime)
+    /// seen as f64 in an f64 function.
+    fn out_view(&self) -> TokenStream {
+        match self.sig.precision {
+            Precision::F32 => quote!(),
+            Precision::F64 => {
+                quote!(let out: &mut [f64] = ::gradfuse::bytemuck::cast_slice_mut(out);)
+            }
         }
     }
 
@@ -161,13 +188,13 @@ impl<'a> ItemPlan<'a> {
                 let field = tokens::ident(&slot.name);
                 match slot.len {
                     None => {
-                        let v = operand(f, names, f.outputs[k], Scalar::F32);
+                        let v = operand(f, names, f.outputs[k], self.scalar());
                         k += 1;
                         quote!(#field: #v)
                     }
                     Some(n) if f.output_array(&f.outputs[k..k + n]).is_some() => {
                         let whole = f.output_array(&f.outputs[k..k + n]).expect("checked");
-                        let v = operand(f, names, whole.array, Scalar::F32);
+                        let v = operand(f, names, whole.array, self.scalar());
                         k += n;
                         if whole.patches.is_empty() {
                             quote!(#field: #v)
@@ -175,14 +202,14 @@ impl<'a> ItemPlan<'a> {
                             let (at, p): (Vec<usize>, Vec<TokenStream>) = whole
                                 .patches
                                 .iter()
-                                .map(|(j, p)| (*j, operand(f, names, *p, Scalar::F32)))
+                                .map(|(j, p)| (*j, operand(f, names, *p, self.scalar())))
                                 .unzip();
                             quote!(#field: { let mut g = #v; #(g[#at] = #p;)* g })
                         }
                     }
                     Some(n) => {
                         let vs: Vec<TokenStream> = (0..n)
-                            .map(|j| operand(f, names, f.outputs[k + j], Scalar::F32))
+                            .map(|j| operand(f, names, f.outputs[k + j], self.scalar()))
                             .collect();
                         k += n;
                         quote!(#field: [#(#vs),*])
@@ -210,15 +237,16 @@ impl<'a> ItemPlan<'a> {
     }
 }
 
-/// The fields of one generated struct: names and f32 types.
+/// The fields of one generated struct: names and types (over `float`, `f32` or `f64`).
 fn struct_fields<'a>(
     params: impl Iterator<Item = &'a Param>,
+    float: &TokenStream,
 ) -> (Vec<&'a syn::Ident>, Vec<TokenStream>) {
     params
         .map(|p| {
             let ty = match p.kind {
-                Shape::Scalar => quote!(f32),
-                Shape::Array(n) => quote!([f32; #n]),
+                Shape::Scalar => quote!(#float),
+                Shape::Array(n) => quote!([#float; #n]),
             };
             (&p.name, ty)
         })
@@ -295,11 +323,15 @@ fn data_types(plan: &ItemPlan) -> TokenStream {
     let (sig, fname, words) = (plan.sig, &plan.fname, plan.words);
     // Args: per-element arguments; Grad: those that are not #[constant]; Shared and
     // SharedGrad: the #[shared] ones.
-    let (arg_fields, arg_types) = struct_fields(sig.params.iter().filter(|p| !p.shared));
-    let (grad_fields, grad_types) =
-        struct_fields(sig.params.iter().filter(|p| !p.shared && !p.constant));
+    let float = tokens::float_ty(sig.precision);
+    let (arg_fields, arg_types) = struct_fields(sig.params.iter().filter(|p| !p.shared), &float);
+    let (grad_fields, grad_types) = struct_fields(
+        sig.params.iter().filter(|p| !p.shared && !p.constant),
+        &float,
+    );
     let args_doc = format!(
-        "The per-element arguments of `{fname}` ({words} f32 words, no padding){}.",
+        "The per-element arguments of `{fname}` ({words} {} words, no padding){}.",
+        sig.precision,
         if plan.has_shared {
             "; `#[shared]` ones are in [`Shared`]"
         } else {
@@ -340,7 +372,9 @@ fn data_types(plan: &ItemPlan) -> TokenStream {
 /// `Shared`, `SharedGrad` and `WGSL_REDUCE`.
 fn shared_types(plan: &ItemPlan) -> TokenStream {
     let fname = &plan.fname;
-    let (shared_fields, shared_types) = struct_fields(plan.sig.params.iter().filter(|p| p.shared));
+    let float = tokens::float_ty(plan.sig.precision);
+    let (shared_fields, shared_types) =
+        struct_fields(plan.sig.params.iter().filter(|p| p.shared), &float);
     let wgsl_reduce = plan.c.wgsl_reduce.as_deref().unwrap_or_default();
     let sw = plan.layout.shared_words as usize;
     let shared_doc = format!(

@@ -6,14 +6,14 @@ use super::ItemPlan;
 use super::body::{body, body_storing, loads};
 use super::launcher::{launcher, resident_launcher};
 use super::spec::kernel_spec;
-use super::tokens::{Scalar, operand};
+use super::tokens::operand;
 use crate::abi::KernelKind;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
 /// `value_and_grad` (reverse mode), `jvp` (forward mode) and everything batched.
 pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
-    let (c, layout, words) = (plan.c, plan.layout, plan.words);
+    let (c, layout, words) = (plan.c, plan.layout, plan.words4());
     let (grad_list, grad_count, has_shared) = (&plan.grad_list, plan.grad_count(), plan.has_shared);
     let args_ref = quote!(args);
     let shared_ref = quote!(shared);
@@ -21,7 +21,7 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
     // value_and_grad: the adjoint.
     let f = c.cpu.reverse.function();
     let covered = plan.covered(f, &[(1, false), (1 + grad_count, true)]);
-    let adj = body_storing(f, Scalar::F32, &covered);
+    let adj = body_storing(f, plan.scalar(), &covered);
     let adj_loads = loads(
         f,
         &adj,
@@ -33,7 +33,7 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
         c.cpu.reverse.function(),
         &adj.names,
         c.cpu.reverse.function().outputs[0],
-        Scalar::F32,
+        plan.scalar(),
     );
     let adj_grad = plan.grad_literal(c.cpu.reverse.function(), &adj.names, 1, false);
     let adj_shared_grad =
@@ -41,7 +41,7 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
 
     // jvp: the tangent. Its inputs: the arguments, then one tangent word per gradient
     // word (the element's, then the shared ones).
-    let tan = body(&c.cpu.tangent, Scalar::F32);
+    let tan = body(&c.cpu.tangent, plan.scalar());
     let tangent_ref = quote!(tangent);
     let shared_tangent_ref = quote!(shared_tangent);
     let n_inputs = layout.words + layout.shared_words;
@@ -73,13 +73,13 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
         &c.cpu.tangent,
         &tan.names,
         c.cpu.tangent.outputs[0],
-        Scalar::F32,
+        plan.scalar(),
     );
     let tan_dir = operand(
         &c.cpu.tangent,
         &tan.names,
         c.cpu.tangent.outputs[1],
-        Scalar::F32,
+        plan.scalar(),
     );
 
     let wgsl_forward = &c.wgsl_forward;
@@ -87,21 +87,22 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
     let eval_args = plan.eval_args();
     let fwd_spec = kernel_spec(plan, KernelKind::Forward, &format_ident!("cpu_forward"));
     let adj_spec = kernel_spec(plan, KernelKind::Adjoint, &format_ident!("cpu_adjoint"));
+    let (float, out_view) = (plan.float_ty(), plan.out_view());
     let (vg_sig, vg_ret) = if has_shared {
         (
-            quote!(pub fn value_and_grad(args: &Args, shared: &Shared) -> (f32, Grad, SharedGrad)),
+            quote!(pub fn value_and_grad(args: &Args, shared: &Shared) -> (#float, Grad, SharedGrad)),
             quote!((#adj_value, #adj_grad, #adj_shared_grad)),
         )
     } else {
         (
-            quote!(pub fn value_and_grad(args: &Args) -> (f32, Grad)),
+            quote!(pub fn value_and_grad(args: &Args) -> (#float, Grad)),
             quote!((#adj_value, #adj_grad)),
         )
     };
     let jvp_sig = if has_shared {
-        quote!(pub fn jvp(args: &Args, shared: &Shared, tangent: &Grad, shared_tangent: &SharedGrad) -> (f32, f32))
+        quote!(pub fn jvp(args: &Args, shared: &Shared, tangent: &Grad, shared_tangent: &SharedGrad) -> (#float, #float))
     } else {
-        quote!(pub fn jvp(args: &Args, tangent: &Grad) -> (f32, f32))
+        quote!(pub fn jvp(args: &Args, tangent: &Grad) -> (#float, #float))
     };
     // The CPU versions for the runtime: element words, then shared words in; value, the
     // element's gradient words, then its shared gradient words out.
@@ -123,8 +124,8 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
     let copy_shared_grads = has_shared.then(|| {
         quote!(out[1 + #grad_count..].copy_from_slice(::gradfuse::bytemuck::cast_slice(::core::slice::from_ref(&sg)));)
     });
-    let launcher = launcher(has_shared, grad_count > 0);
-    let resident = resident_launcher(has_shared, grad_count > 0);
+    let launcher = launcher(has_shared, grad_count > 0, &float);
+    let resident = resident_launcher(has_shared, grad_count > 0, &float);
     let gathered = super::gathered::gathered_api(plan, c.wgsl_gathered.as_ref());
     quote! {
         /// The value and the full gradient, by reverse mode on the CPU.
@@ -150,12 +151,14 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
 
         fn cpu_forward(words: &[f32], out: &mut [f32]) {
             let a: &Args = &::gradfuse::bytemuck::cast_slice::<f32, Args>(&words[..#words])[0];
+            #out_view
             #read_shared
-            out[0] = eval::<f32>(#(#eval_args),*);
+            out[0] = eval::<#float>(#(#eval_args),*);
         }
 
         fn cpu_adjoint(words: &[f32], out: &mut [f32]) {
             let a: &Args = &::gradfuse::bytemuck::cast_slice::<f32, Args>(&words[..#words])[0];
+            #out_view
             #read_shared
             #call_vg
             out[0] = v;

@@ -58,10 +58,17 @@ fn spec_of(
 ) -> TokenStream {
     let (fname, has_shared) = (&plan.fname, plan.has_shared);
     let entry = kind.entry_point();
+    // The runtime counts 4-byte words.
+    let wps = layout.precision.words_per_scalar();
+    let precision = match layout.precision {
+        crate::signature::Precision::F32 => quote!(::gradfuse::Precision::F32),
+        crate::signature::Precision::F64 => quote!(::gradfuse::Precision::F64),
+    };
     let outs: Vec<TokenStream> = kind
         .outputs(layout)
         .iter()
         .map(|(binding, words, _)| {
+            let words = words * wps;
             quote!(::gradfuse::OutputSpec { binding: #binding, words: #words })
         })
         .collect();
@@ -71,7 +78,7 @@ fn spec_of(
         abi::PARAMS_BINDING,
         abi::ARGS_BINDING,
     );
-    let input_words = layout.words;
+    let input_words = layout.words * wps;
     let c = plan.c;
     let work = match kind {
         KernelKind::Forward => c.primal.work(),
@@ -128,6 +135,7 @@ fn spec_of(
             outputs: &[#(#outs),*],
             shared: #shared,
             work_per_element: #work,
+            precision: #precision,
             cpu: #cpu,
         }
     }

@@ -13,7 +13,14 @@ use quote::{format_ident, quote};
 /// function has an `[f32; M]` or tuple result (`jvp` returns `Value`s).
 pub(super) fn tangent_api(plan: &ItemPlan, vector: bool) -> TokenStream {
     let layout = plan.layout;
-    let (w, g, s) = (plan.words, plan.grad_count(), layout.shared_words as usize);
+    // Offsets in the runtime's 4-byte words (an f64 is two; the runtime aligns rows to 8).
+    let wps = plan.sig.precision.words_per_scalar() as usize;
+    let (w, g, s) = (
+        plan.words * wps,
+        plan.grad_count() * wps,
+        layout.shared_words as usize,
+    );
+    let (float, out_view) = (plan.float_ty(), plan.out_view());
     let m = layout.results as usize;
     let wgsl = &plan.c.wgsl_tangent;
     let spec = kernel_spec(plan, KernelKind::Tangent, &format_ident!("cpu_tangent"));
@@ -45,7 +52,7 @@ pub(super) fn tangent_api(plan: &ItemPlan, vector: bool) -> TokenStream {
             out[1] = d;
         }
     };
-    let launcher = jvp_launcher(vector, m, g > 0, s > 0);
+    let launcher = jvp_launcher(vector, m, (g > 0, s > 0), &float);
     quote! {
         /// The WGSL module of the tangent (values and directional derivatives) kernel: each
         /// element's words followed by its tangent (`Grad`'s words), and the shared words
@@ -54,6 +61,7 @@ pub(super) fn tangent_api(plan: &ItemPlan, vector: bool) -> TokenStream {
 
         fn cpu_tangent(words: &[f32], out: &mut [f32]) {
             let a: &Args = &#cast::<f32, Args>(&words[..#w])[0];
+            #out_view
             #read_tangent
             #read_shared
             let (v, d) = #call;
@@ -69,7 +77,12 @@ pub(super) fn tangent_api(plan: &ItemPlan, vector: bool) -> TokenStream {
 
 /// `Kernel::jvp`: the batch's rows and tangents interleaved into the tangent kernel's
 /// input rows, one launch, values and derivatives back.
-fn jvp_launcher(vector: bool, m: usize, has_grads: bool, has_shared: bool) -> TokenStream {
+fn jvp_launcher(
+    vector: bool,
+    m: usize,
+    (has_grads, has_shared): (bool, bool),
+    float: &TokenStream,
+) -> TokenStream {
     let cast = quote!(::gradfuse::bytemuck::cast_slice);
     let (vec, err) = (quote!(::std::vec::Vec), quote!(::gradfuse::Error));
     // A `Grad` without words is a zero-sized type: no slice of words to cast.
@@ -81,11 +94,15 @@ fn jvp_launcher(vector: bool, m: usize, has_grads: bool, has_shared: bool) -> To
     let (out_ty, zero, collect) = if vector {
         (
             quote!(Value),
-            quote!([0.0f32; #m]),
-            quote!(|v: #vec<[f32; #m]>| v.iter().map(value_of).collect::<#vec<Value>>()),
+            quote!([0.0 as #float; #m]),
+            quote!(|v: #vec<[#float; #m]>| v.iter().map(value_of).collect::<#vec<Value>>()),
         )
     } else {
-        (quote!(f32), quote!(0.0f32), quote!(|v: #vec<f32>| v))
+        (
+            quote!(#float),
+            quote!(0.0 as #float),
+            quote!(|v: #vec<#float>| v),
+        )
     };
     let (shared_params, launch) = if has_shared {
         (

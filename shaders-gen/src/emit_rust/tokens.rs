@@ -2,14 +2,34 @@
 //! over `f32` or a generic `S: gradfuse::Real`.
 
 use crate::ir::{Function, Op, ValueId};
+use crate::signature::Precision;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
-/// Whether code is emitted for `f32` or for a generic `S: gradfuse::Real`.
+/// Whether code is emitted for `f32`, `f64` or a generic `S: gradfuse::Real`.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Scalar {
     F32,
+    F64,
     Generic,
+}
+
+impl Scalar {
+    /// The concrete type of a function of `precision`.
+    pub(super) fn of(precision: Precision) -> Scalar {
+        match precision {
+            Precision::F32 => Scalar::F32,
+            Precision::F64 => Scalar::F64,
+        }
+    }
+}
+
+/// The Rust float type of `precision`.
+pub(super) fn float_ty(precision: Precision) -> TokenStream {
+    match precision {
+        Precision::F32 => quote!(f32),
+        Precision::F64 => quote!(f64),
+    }
 }
 
 pub(super) fn literal(v: f64, scalar: Scalar) -> TokenStream {
@@ -25,6 +45,22 @@ pub(super) fn literal(v: f64, scalar: Scalar) -> TokenStream {
             } else {
                 let lit = proc_macro2::Literal::f32_suffixed(x.abs());
                 if x.is_sign_negative() {
+                    quote!((-#lit))
+                } else {
+                    quote!(#lit)
+                }
+            }
+        }
+        Scalar::F64 => {
+            if v.is_nan() {
+                quote!(f64::NAN)
+            } else if v == f64::INFINITY {
+                quote!(f64::INFINITY)
+            } else if v == f64::NEG_INFINITY {
+                quote!(f64::NEG_INFINITY)
+            } else {
+                let lit = proc_macro2::Literal::f64_suffixed(v.abs());
+                if v.is_sign_negative() {
                     quote!((-#lit))
                 } else {
                     quote!(#lit)

@@ -4,7 +4,7 @@
 use super::ItemPlan;
 use super::body::{body, body_storing, loads};
 use super::spec::kernel_spec;
-use super::tokens::{Scalar, operand};
+use super::tokens::operand;
 use crate::Compiled;
 use crate::abi::KernelKind;
 use crate::signature::Shape;
@@ -84,12 +84,13 @@ pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
     let g = plan.grad_count();
     let rows_at: Vec<(usize, bool)> = (0..m).map(|k| (m + k * g, false)).collect();
     let covered = plan.covered(c.cpu.reverse.function(), &rows_at);
-    let adj = &body_storing(c.cpu.reverse.function(), Scalar::F32, &covered);
-    let tan = &body(&c.cpu.tangent, Scalar::F32);
+    let adj = &body_storing(c.cpu.reverse.function(), plan.scalar(), &covered);
+    let tan = &body(&c.cpu.tangent, plan.scalar());
     let eval_args = plan.eval_args();
     let fwd_spec = kernel_spec(plan, KernelKind::Forward, &format_ident!("cpu_forward"));
     let jac_spec = kernel_spec(plan, KernelKind::Jacobian, &format_ident!("cpu_jacobian"));
-    let words = layout.words as usize;
+    let words = plan.words4();
+    let (float, out_view) = (plan.float_ty(), plan.out_view());
     let has_grads = g > 0;
     let f = c.cpu.reverse.function();
     // Row k of the Jacobian: the adjoint's outputs after the M values, g words a row.
@@ -97,14 +98,14 @@ pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
         .map(|k| plan.grad_literal(f, &adj.names, m + k * g, false))
         .collect();
     let values: Vec<TokenStream> = (0..m)
-        .map(|k| operand(f, &adj.names, f.outputs[k], Scalar::F32))
+        .map(|k| operand(f, &adj.names, f.outputs[k], plan.scalar()))
         .collect();
     let t = &c.cpu.tangent;
     let tan_values: Vec<TokenStream> = (0..m)
-        .map(|k| operand(t, &tan.names, t.outputs[k], Scalar::F32))
+        .map(|k| operand(t, &tan.names, t.outputs[k], plan.scalar()))
         .collect();
     let tan_dirs: Vec<TokenStream> = (0..m)
-        .map(|k| operand(t, &tan.names, t.outputs[m + k], Scalar::F32))
+        .map(|k| operand(t, &tan.names, t.outputs[m + k], plan.scalar()))
         .collect();
     let (adj_stmts, tan_stmts) = (&adj.stmts, &tan.stmts);
     // Input loads: value_and_jacobian and jvp read `args` (and `tangent`).
@@ -167,7 +168,7 @@ pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
     } else {
         quote!(&mut [::gradfuse::bytemuck::cast_slice_mut(&mut values[..])])
     };
-    let value_ty = result_type(c, &quote!(f32));
+    let value_ty = result_type(c, &float);
     // Arrays are their own words; tuples are rebuilt from them.
     let collect_values = if c.lowered.sig.result_parts.is_some() {
         quote!(values.iter().map(value_of).collect())
@@ -180,7 +181,7 @@ pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
     let words_of_v = unpack(c, &quote!(v));
     let w_items: Vec<TokenStream> = (0..m).map(|k| quote!(w[#k])).collect();
     let value_of_w = pack(c, &w_items);
-    let resident = resident_launchers(m, has_grads);
+    let resident = resident_launchers(m, has_grads, &float);
     let gathered =
         super::gathered::jacobian_gathered_api(plan, c.wgsl_gathered.as_ref(), has_grads);
     quote! {
@@ -192,12 +193,12 @@ pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
         pub type Jacobian = [Grad; #m];
 
         /// A result's words, in order.
-        pub fn words_of(v: Value) -> [f32; #m] {
+        pub fn words_of(v: Value) -> [#float; #m] {
             #words_of_v
         }
 
         /// A result from its words.
-        pub fn value_of(w: &[f32; #m]) -> Value {
+        pub fn value_of(w: &[#float; #m]) -> Value {
             #value_of_w
         }
 
@@ -225,11 +226,13 @@ pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
 
         fn cpu_forward(words: &[f32], out: &mut [f32]) {
             let a: &Args = &::gradfuse::bytemuck::cast_slice::<f32, Args>(&words[..#words])[0];
-            out[..#m].copy_from_slice(&words_of(eval::<f32>(#(#eval_args),*)));
+            #out_view
+            out[..#m].copy_from_slice(&words_of(eval::<#float>(#(#eval_args),*)));
         }
 
         fn cpu_jacobian(words: &[f32], out: &mut [f32]) {
             let a: &Args = &::gradfuse::bytemuck::cast_slice::<f32, Args>(&words[..#words])[0];
+            #out_view
             let (v, j) = value_and_jacobian(a);
             out[..#m].copy_from_slice(&words_of(v));
             #copy_jacobian
@@ -243,7 +246,7 @@ pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
         impl Kernel<'_> {
             /// The values of every element: one thread per element.
             pub fn value(&self, args: &[Args]) -> ::core::result::Result<::std::vec::Vec<Value>, ::gradfuse::Error> {
-                let mut values = ::std::vec![[0.0f32; #m]; args.len()];
+                let mut values = ::std::vec![[0.0 as #float; #m]; args.len()];
                 self.device.launch(
                     &FORWARD_KERNEL,
                     ::gradfuse::bytemuck::cast_slice(args),
@@ -258,7 +261,7 @@ pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
                 &self,
                 args: &[Args],
             ) -> ::core::result::Result<(::std::vec::Vec<Value>, ::std::vec::Vec<Jacobian>), ::gradfuse::Error> {
-                let mut values = ::std::vec![[0.0f32; #m]; args.len()];
+                let mut values = ::std::vec![[0.0 as #float; #m]; args.len()];
                 #jac_alloc
                 self.device.launch(
                     &JACOBIAN_KERNEL,
@@ -276,7 +279,7 @@ pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
 }
 
 /// `value_to` and `value_and_jacobian_to`: launches over resident buffers.
-fn resident_launchers(m: usize, has_grads: bool) -> TokenStream {
+fn resident_launchers(m: usize, has_grads: bool, float: &TokenStream) -> TokenStream {
     let (buf, err) = (quote!(::gradfuse::Buffer), quote!(::gradfuse::Error));
     let none = quote!(::core::option::Option::None);
     let jacobian = has_grads.then(|| {
@@ -288,7 +291,7 @@ fn resident_launchers(m: usize, has_grads: bool) -> TokenStream {
                 &self,
                 rec: &mut ::gradfuse::Recording<'_>,
                 args: &#buf<Args>,
-                values: &#buf<[f32; #m]>,
+                values: &#buf<[#float; #m]>,
                 jacobians: &#buf<Jacobian>,
             ) -> ::core::result::Result<(), #err> {
                 rec.launch(
@@ -313,7 +316,7 @@ fn resident_launchers(m: usize, has_grads: bool) -> TokenStream {
                 &self,
                 rec: &mut ::gradfuse::Recording<'_>,
                 args: &#buf<Args>,
-                values: &#buf<[f32; #m]>,
+                values: &#buf<[#float; #m]>,
             ) -> ::core::result::Result<(), #err> {
                 rec.launch(
                     self.device,

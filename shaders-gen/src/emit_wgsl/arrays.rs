@@ -120,7 +120,11 @@ impl Ctx<'_> {
         match &node.op {
             Op::ArrayNew(_) if self.shared_array.contains_key(&i) => {}
             Op::ArrayNew(elems) if elems.iter().all(|e| *e == elems[0]) => {
-                let _ = writeln!(out, "{indent}var {name}: array<{}, {n}>;", self.precision.name());
+                let _ = writeln!(
+                    out,
+                    "{indent}var {name}: array<{}, {n}>;",
+                    self.precision.name()
+                );
                 if f.node(elems[0]).op != Op::Const(0.0) {
                     let x = self.operand(elems[0]);
                     let k = fresh(taken, "k");

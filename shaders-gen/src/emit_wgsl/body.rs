@@ -2,13 +2,13 @@
 //! every operation.
 
 use super::float_literal;
-use crate::signature::Precision;
 use super::streams::{Streams, make_room, stage};
 use super::tape::{tape_index, tape_load, tape_store};
 use crate::ir::{Function, InPlace, Loop, LoopInput, LoopKind, Op, Ty, ValueId, in_place};
 use crate::names::Taken;
 use crate::names::{fresh, local_names_with};
 use crate::ops::{Func, WgslForm, wgsl_helper_deps};
+use crate::signature::Precision;
 use std::collections::BTreeSet;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
@@ -221,6 +221,7 @@ impl<'a> Ctx<'a> {
             )
         };
         let mut bctx = Ctx::with_owned_inputs(body, taken, owned);
+        bctx.precision = self.precision;
         bctx.shared_uniform = self.shared_uniform;
         bctx.streams = self.streams.bodies.remove(&i).unwrap_or_default();
         bctx.streams.owned = self.streams.owned;

@@ -2,8 +2,8 @@
 //! the header, the declarations and the entry point around them.
 
 use super::body::{Ctx, scaled_index};
-use super::float_literal;
 use super::fields::{FieldNames, emit_field_loads, field_declarations, field_header, field_names};
+use super::float_literal;
 use super::plan::KernelPlan;
 use super::reduce::reduce_stage_fn;
 use super::shared_sums::{SharedSums, shared_sums};
@@ -310,7 +310,11 @@ fn store_words(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, bo
         let value = if glanes == 1 {
             vals[0].clone()
         } else {
-            format!("{}({})", abi::vector_type(glanes, ctx.precision), vals.join(", "))
+            format!(
+                "{}({})",
+                abi::vector_type(glanes, ctx.precision),
+                vals.join(", ")
+            )
         };
         let _ = writeln!(
             body,

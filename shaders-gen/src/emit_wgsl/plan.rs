@@ -64,9 +64,8 @@ impl<'a> KernelPlan<'a> {
             && kind == KernelKind::Adjoint
             && abi::stage_gradients(grad_words.len() as u32, reduces);
         let outputs = kind.outputs(layout);
-        let chunked = f32
-            && kind == KernelKind::Hessian
-            && outputs.iter().any(|o| abi::chunk_output(o.1));
+        let chunked =
+            f32 && kind == KernelKind::Hessian && outputs.iter().any(|o| abi::chunk_output(o.1));
         KernelPlan {
             kind,
             chunked,

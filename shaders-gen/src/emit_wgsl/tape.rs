@@ -3,9 +3,9 @@
 
 use super::float_literal;
 use crate::ir::Ty;
-use crate::signature::Precision;
 use crate::names::Taken;
 use crate::names::fresh;
+use crate::signature::Precision;
 
 /// Where the word `k` of iteration `index` sits in a tape of `words` per iteration.
 pub(super) fn tape_index(index: &str, start: i64, words: usize, k: usize) -> String {

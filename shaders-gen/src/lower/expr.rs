@@ -520,10 +520,7 @@ impl Lowerer {
             .iter()
             .map(String::as_str)
             .collect();
-        let is_consts = matches!(
-            prefix.as_slice(),
-            ["std" | "core", "f32" | "f64", "consts"]
-        );
+        let is_consts = matches!(prefix.as_slice(), ["std" | "core", "f32" | "f64", "consts"]);
         if is_consts && let Some((_, v)) = CONSTS.iter().find(|(n, _)| *n == last) {
             return Some(Value::Scalar(self.b.constant(*v, span)));
         }

@@ -7,7 +7,7 @@
 use crate::abi::ArgLayout;
 use crate::ir::{Builder, CmpOp, Function, IntOp, Loop, LoopKind, Op, Ty, ValueId};
 use crate::ops::{self, Func};
-use crate::signature::{Param, Shape, Signature};
+use crate::signature::{Param, Precision, Shape, Signature};
 use proc_macro2::Span;
 use std::collections::HashMap;
 use syn::spanned::Spanned;
@@ -179,6 +179,15 @@ pub fn lower_fn_with(
     let mut sig = lower_signature(&item.sig, &mut diag);
     sig.vis = item.vis.clone();
     sig.precision = precision::precision_of(item, &mut diag);
+    if sig.precision == Precision::F64
+        && let Some(p) = sig.params.iter().find(|p| p.shared)
+    {
+        diag.error(
+            p.name.span(),
+            "`#[shared]` arguments are f32 only for now (their batch sums are reduced in \
+             f32 stages): pass this one per element, or write the function over f32",
+        );
+    }
     let layout = ArgLayout::of(&sig);
     let result = match &item.sig.output {
         syn::ReturnType::Type(_, t) if tuple_parts(t).is_some() => Some(Kind::Real(sig.result)),

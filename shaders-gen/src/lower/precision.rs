@@ -19,7 +19,11 @@ pub(super) fn precision_of(item: &syn::ItemFn, diag: &mut Diagnostics) -> Precis
     let mut body = Mentions::default();
     body.visit_block(&item.block);
     let (name, other) = (precision.name(), precision.other().name());
-    for span in sig.of(precision.other()).iter().chain(body.of(precision.other())) {
+    for span in sig
+        .of(precision.other())
+        .iter()
+        .chain(body.of(precision.other()))
+    {
         diag.error(
             *span,
             format!(
@@ -72,4 +76,3 @@ impl<'ast> Visit<'ast> for Mentions {
         // A nested item is reported by lowering as unsupported; its types are its own.
     }
 }
-
