@@ -4,7 +4,9 @@ hessian f)) (the three results gradfuse's Hessian kernel writes), at the bench's
 sizes, inputs uniform in (0.5, 2) like the bench's. Run on the device next to the Rust bench:
 
     python3 benches/hessian/jax_hessian.py
+    python3 benches/hessian/jax_hessian.py --f64   # the f64 table's functions, in float64
 """
+import sys
 import time
 
 import jax
@@ -70,18 +72,28 @@ def median_ms(f, *args, repeats=20):
     return 1e3 * times[len(times) // 2]
 
 
+F64_CASES = [
+    ("transcendental4", transcendental4, 4, 23),
+    ("rosenbrock4", rosenbrock4, 4, 23),
+    ("edge_residual", edge_residual, 7, 22),
+]
+
+
 def main():
-    print(f"JAX {jax.__version__} on {jax.devices()[0].device_kind}")
+    f64 = "--f64" in sys.argv
+    if f64:
+        jax.config.update("jax_enable_x64", True)
+    dtype = jnp.float64 if f64 else jnp.float32
+    cases = F64_CASES if f64 else CASES
+    print(f"JAX {jax.__version__} on {jax.devices()[0].device_kind}, {jnp.dtype(dtype).name}")
     print("| function | N | n | jit(vmap(hessian)) ms | value, grad and hessian ms |")
     print("|---|---|---|---|---|")
-    for name, f, words, max_log_n in CASES:
+    for name, f, words, max_log_n in cases:
         hess = jax.jit(jax.vmap(jax.hessian(f)))
         all3 = jax.jit(jax.vmap(lambda x: (f(x), jax.grad(f)(x), jax.hessian(f)(x))))
-        for log_n in [20, 24]:
-            if log_n > max_log_n:
-                continue
+        for log_n in sorted({20, min(24, max_log_n)}):
             n = 1 << log_n
-            x = jax.random.uniform(jax.random.PRNGKey(log_n), (n, words), minval=0.5, maxval=2.0)
+            x = jax.random.uniform(jax.random.PRNGKey(log_n), (n, words), dtype=dtype, minval=0.5, maxval=2.0)
             try:
                 h_ms = median_ms(hess, x)
                 a_ms = median_ms(all3, x)

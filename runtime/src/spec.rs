@@ -4,6 +4,11 @@
 //! describes each kernel with a [`KernelSpec`] whose numbers all come from the compiler's
 //! ABI module (`gradfuse-shaders-gen::abi`), the one place the buffer layout is defined.
 
+/// The environment variable that opens GPUs without 64-bit floats in shaders, as on an
+/// adapter that lacks them (Apple's, most mobile ones): f64 launches then return
+/// [`crate::Error::Unsupported`]. For testing what users of such adapters see.
+pub const DISABLE_F64_ENV: &str = "GRADFUSE_DISABLE_F64";
+
 /// The float type a kernel computes in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Precision {

@@ -40,6 +40,7 @@ fn several_errors_in_one_build() {
     x
 }",
         "
+        2:18: `f64` in a function over `f32`: a differentiable function is written in one precision, its signature's (write `f32` here)
         2:15: only an integer (a loop index) converts, and only to `f32` (`i as f32`): this value is already an `f32`, and array indices are integers computed from loop indices
         3:15: index 2 is out of range for an array of length 2
         4:15: `%` is not supported; use `x - (x / m).floor() * m`
@@ -138,9 +139,9 @@ fn signatures() {
         1:38: `#[constant]` takes no arguments
         1:64: references are not supported: take the argument by value (`x: f32` or `p: [f32; N]`)
         1:70: an argument cannot be both `#[shared]` and `#[constant]` yet: a shared argument has a gradient (summed over the batch)
-        1:103: unsupported argument type `f64`: arguments are `f32` or `[f32; N]`
         1:117: arrays must have at least one element
         1:30: `#[shared]` arguments need an `f32` result (their gradient is that of the sum over the batch); with an array result, pass them per element
+        1:103: `f64` in a function over `f32`: a differentiable function is written in one precision, its signature's (write `f32` here)
         ",
     );
 }
@@ -210,6 +211,6 @@ fn a_bad_argument_is_one_error() {
     x * w[0] + w[1] * v
 }",
         "1:33: an array holds at most 1048576 words (2^20, 4 MiB); split the data over several arguments
-         1:46: unsupported argument type `f64`: arguments are `f32` or `[f32; N]`",
+         1:46: `f64` in a function over `f32`: a differentiable function is written in one precision, its signature's (write `f32` here)",
     );
 }

@@ -128,7 +128,10 @@ impl Gpu {
         // Timestamp queries, where the adapter has them, time kernels for benchmarks.
         let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
         // 64-bit floats in shaders, where the adapter has them: f64 kernels need them.
-        let f64 = adapter.features().contains(wgpu::Features::SHADER_F64);
+        let f64 = adapter.features().contains(wgpu::Features::SHADER_F64)
+            && std::env::var(crate::spec::DISABLE_F64_ENV)
+                .ok()
+                .is_none_or(|v| v.is_empty() || v == "0");
         let mut required_features = wgpu::Features::empty();
         required_features.set(wgpu::Features::TIMESTAMP_QUERY, timestamps);
         required_features.set(wgpu::Features::SHADER_F64, f64);
