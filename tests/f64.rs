@@ -22,7 +22,7 @@ pub fn mixed(x: [f64; 3], #[constant] c: f64, y: f64) -> f64 {
         s += (x[i] * y).sin() * x[i].exp() + (x[i] * x[i] + 1.0).ln();
     }
     if s > c {
-        s * y.tanh() + x[0].atan2(y) + std::f64::consts::PI * 1e-3
+        s * y.tanh() + x[0].atan2(y) + std::f64::consts::PI * 1e-3 + f64::hypot(x[1], y)
     } else {
         s.cosh().sqrt() + (y * y).powf(0.7) - x[2].powi(3)
     }

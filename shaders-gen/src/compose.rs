@@ -30,7 +30,8 @@ pub fn callees(item: &syn::ItemFn) -> Vec<syn::Path> {
         fn visit_expr_call(&mut self, c: &syn::ExprCall) {
             if let syn::Expr::Path(p) = &*c.func
                 && p.qself.is_none()
-                && !(p.path.segments.len() == 2 && p.path.segments[0].ident == "f32")
+                && !(p.path.segments.len() == 2
+                    && (p.path.segments[0].ident == "f32" || p.path.segments[0].ident == "f64"))
             {
                 let key = p.path.to_token_stream().to_string();
                 if !self

@@ -27,19 +27,20 @@ impl Lowerer {
     }
 
     pub(super) fn lower_call(&mut self, call: &syn::ExprCall) -> Option<Value> {
-        // `f32::sin(x)` is the same as `x.sin()`.
+        // `f32::sin(x)` (or `f64::sin(x)`) is the same as `x.sin()`.
         if let syn::Expr::Path(p) = &*call.func
             && p.qself.is_none()
             && p.path.segments.len() == 2
-            && p.path.segments[0].ident == "f32"
+            && (p.path.segments[0].ident == "f32" || p.path.segments[0].ident == "f64")
         {
+            let ty = p.path.segments[0].ident.to_string();
             let name = p.path.segments[1].ident.to_string();
             let span = p.path.segments[1].ident.span();
             let Some(info) = ops::method(&name) else {
                 self.error(
                     span,
                     format!(
-                        "unsupported function `f32::{name}`; the supported f32 methods are: {}",
+                        "unsupported function `{ty}::{name}`; the supported {ty} methods are: {}",
                         ops::method_names()
                     ),
                 );
