@@ -348,19 +348,24 @@ pub fn vector_lanes(words: u32) -> u32 {
     }
 }
 
-/// Words of each element a Hessian kernel stages through workgroup memory at a time (its
-/// stage, `WORKGROUP_SIZE` times this many f32, is the 16 KiB WebGPU guarantees): its
-/// outputs of many words per element are stored in runs of this many consecutive words
-/// instead of one strided word per thread.
+/// 4-byte words of each element a Hessian kernel stages through workgroup memory at a
+/// time (its stage, `WORKGROUP_SIZE` times this many, is the 16 KiB WebGPU guarantees):
+/// its outputs of many words per element are stored in runs of consecutive words instead
+/// of one strided word per thread.
 pub const OUTPUT_STAGE_WORDS: u32 = 16;
 
-/// Whether a Hessian kernel stores an output of `words` words per element in chunks
-/// through workgroup memory ([`OUTPUT_STAGE_WORDS`]): where no vector view exists, or past
-/// 16 words. On the H100 (`benches/hessian.rs`), chunks took 7-word gradients and
-/// 49-word Hessians from 8% to 34% of the copy bandwidth, but 4-word gradients and 16-word
-/// Hessians, stored as vectors, from 60% down to 52%.
-pub fn chunk_output(words: u32) -> bool {
-    words > 1 && (vector_lanes(words) == 1 || words > OUTPUT_STAGE_WORDS)
+/// Words of `precision` per element of one chunk of staged outputs (8 f64 or 16 f32).
+pub fn output_stage_words(precision: Precision) -> u32 {
+    OUTPUT_STAGE_WORDS / precision.words_per_scalar()
+}
+
+/// Whether a Hessian kernel stores an output of `words` words of `precision` per element
+/// in chunks through workgroup memory ([`output_stage_words`]): where no vector view
+/// exists, or past one chunk (64 bytes). On the H100 (`benches/hessian.rs`), chunks took
+/// 7-word gradients and 49-word Hessians from 8% to 34% of the copy bandwidth, but 4-word
+/// gradients and 16-word Hessians, stored as vectors, from 60% down to 52%.
+pub fn chunk_output(words: u32, precision: Precision) -> bool {
+    words > 1 && (vector_lanes(words) == 1 || words > output_stage_words(precision))
 }
 
 /// Whether an adjoint kernel stages an element's `words` gradient words through workgroup
@@ -369,10 +374,12 @@ pub fn chunk_output(words: u32) -> bool {
 /// bandwidth on the H100 for 7 words). Up to 16 words, so that the stage
 /// (`WORKGROUP_SIZE * words` f32) fits the 16 KiB of workgroup memory WebGPU guarantees.
 ///
-/// With shared gradients to reduce, the reduction's stage takes half of that memory.
-pub fn stage_gradients(words: u32, reduces_shared: bool) -> bool {
+/// With shared gradients to reduce, the reduction's stage takes half of that memory; an
+/// f64 word takes 8 bytes.
+pub fn stage_gradients(words: u32, reduces_shared: bool, precision: Precision) -> bool {
     let budget = if reduces_shared { 8192 } else { 16384 };
-    vector_lanes(words) == 1 && words > 1 && WORKGROUP_SIZE * words * 4 <= budget
+    let bytes = 4 * precision.words_per_scalar();
+    vector_lanes(words) == 1 && words > 1 && WORKGROUP_SIZE * words * bytes <= budget
 }
 
 /// The WGSL type of `lanes` words of `precision`.

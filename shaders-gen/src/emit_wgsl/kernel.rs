@@ -159,7 +159,7 @@ fn emit_stores(plan: &KernelPlan, f: &Function, ctx: &Ctx, body: &mut String) {
             }
         } else if plan.staged && name == "grads" {
             store_staged(plan, ctx, outputs, name, body);
-        } else if plan.chunked && abi::chunk_output(w) {
+        } else if plan.chunked && abi::chunk_output(w, plan.layout.precision) {
             store_chunked(plan, ctx, outputs, name, body);
         } else {
             store_words(plan, ctx, outputs, name, body);
@@ -199,13 +199,13 @@ fn store_staged(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, b
 }
 
 /// An output of several words per element through workgroup memory, a chunk of
-/// [`abi::OUTPUT_STAGE_WORDS`] words of every element of the group at a time: each thread
+/// [`abi::output_stage_words`] words of every element of the group at a time: each thread
 /// writes its chunk to `out_stage`, then consecutive threads store the group's chunks,
 /// runs of consecutive words. Stored by each thread from registers, 7 or 49 words apart,
 /// a Hessian kernel's words ran at 8% of the copy bandwidth on the H100.
 fn store_chunked(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, body: &mut String) {
     let (w, wg) = (outputs.len(), abi::WORKGROUP_SIZE);
-    let c = (abi::OUTPUT_STAGE_WORDS as usize).min(w);
+    let c = (abi::output_stage_words(plan.layout.precision) as usize).min(w);
     let _ = writeln!(body, "    let {name}_group = (i - lid) * {w}u;");
     for (chunk, words) in outputs.chunks(c).enumerate() {
         let (cw, first) = (words.len(), chunk * c);
@@ -476,7 +476,7 @@ fn declarations(
     }
     for &(binding, w, name) in &plan.outputs {
         // Chunked outputs are stored word by word, in runs.
-        let lanes = if plan.chunked && abi::chunk_output(w) {
+        let lanes = if plan.chunked && abi::chunk_output(w, t) {
             1
         } else {
             abi::vector_lanes(w)
@@ -519,7 +519,7 @@ fn declarations(
         let _ = writeln!(
             s,
             "var<workgroup> out_stage: array<{t}, {}>;",
-            wg * abi::OUTPUT_STAGE_WORDS
+            wg * abi::output_stage_words(t)
         );
     }
     if plan.reduces {

@@ -4,7 +4,6 @@
 
 use crate::abi::{self, ArgLayout, KernelKind};
 use crate::ir::{Function, Op};
-use crate::signature::Precision;
 
 /// The decisions behind one kernel's text.
 pub(super) struct KernelPlan<'a> {
@@ -22,7 +21,7 @@ pub(super) struct KernelPlan<'a> {
     /// Gradients go through workgroup memory so that consecutive threads store
     /// consecutive words.
     pub staged: bool,
-    /// Some outputs go through workgroup memory in chunks of [`abi::OUTPUT_STAGE_WORDS`]
+    /// Some outputs go through workgroup memory in chunks of [`abi::output_stage_words`]
     /// words (a Hessian kernel's, where [`abi::chunk_output`] says so).
     pub chunked: bool,
     /// Every thread reaches the barriers: threads past the end compute on the last
@@ -58,14 +57,12 @@ impl<'a> KernelPlan<'a> {
             );
         }
         let grad_words = layout.grad_words();
-        // Workgroup stages are sized in 4-byte words: f64 kernels store from registers.
-        let f32 = layout.precision == Precision::F32;
-        let staged = f32
-            && kind == KernelKind::Adjoint
-            && abi::stage_gradients(grad_words.len() as u32, reduces);
+        let precision = layout.precision;
+        let staged = kind == KernelKind::Adjoint
+            && abi::stage_gradients(grad_words.len() as u32, reduces, precision);
         let outputs = kind.outputs(layout);
-        let chunked =
-            f32 && kind == KernelKind::Hessian && outputs.iter().any(|o| abi::chunk_output(o.1));
+        let chunked = kind == KernelKind::Hessian
+            && outputs.iter().any(|o| abi::chunk_output(o.1, precision));
         KernelPlan {
             kind,
             chunked,
