@@ -372,7 +372,9 @@ fn the_f64_math_library_is_within_a_few_ulp_of_rust() {
     for (name, gpu, cpu, lo, hi) in cases {
         let mut xs = spread(lo, hi, &mut rng);
         xs.extend(special);
-        // Near 0 and 1, where relative accuracy is hardest.
+        // Integers (tan(-19) was 22 ulp off on the H100 once), and near 0 and 1, where
+        // relative accuracy is hardest.
+        xs.extend((-40..=40).map(f64::from));
         xs.extend((1..60).map(|k| 1.0 + (k as f64 - 30.0) * 1e-12));
         xs.extend((1..40).map(|k| 2f64.powi(-k * 20)));
         let got = gpu(d, &xs);
@@ -388,11 +390,21 @@ fn the_f64_math_library_is_within_a_few_ulp_of_rust() {
                 // Exact, signed zero included.
                 g.to_bits() == w.to_bits() || (w == 0.0 && *g == 0.0 && name == "f_round")
             } else {
-                // 4 ulp (tan, a quotient of two: 16; 12 seen on the H100, whose f64
-                // division is not correctly rounded), with the absolute floor of the
-                // sin/cos reduction at large |x|.
-                let ulps = if name == "f_tan" { 16.0 } else { 4.0 };
-                let tol = ulps * f64::EPSILON * w.abs() + x.abs() * 2f64.powi(-70);
+                // Within 4 ulp of Rust's value at an argument within 2 ulp of x (a
+                // backward error of 2 ulp, the most an argument reduction that is not
+                // exact adds). NVIDIA's driver reorders the two-part reductions of exp and
+                // tan in some kernels (probed on the H100: the same WGSL is exact in
+                // others), so the reduced argument is only as good as x's last bits.
+                let nearby = [
+                    x * (1.0 + 2.0 * f64::EPSILON),
+                    x * (1.0 - 2.0 * f64::EPSILON),
+                ];
+                let backward = nearby
+                    .iter()
+                    .map(|&y| (cpu(y) - w).abs())
+                    .filter(|d| d.is_finite())
+                    .fold(0.0f64, f64::max);
+                let tol = 4.0 * f64::EPSILON * w.abs() + backward;
                 (g - w).abs() <= tol
             };
             assert!(ok, "{name}({x:e}) = {g:e} on the device, {w:e} in Rust");

@@ -166,6 +166,18 @@ fn gf_exp(x: f64) -> f64 {
 }"#,
     ),
     (
+        "gf_half_exp",
+        &["gf_inf", "gf_exp_poly", "gf_scale"],
+        r#"// exp(x) / 2 for x >= 700 (sinh and cosh near the overflow): the halving is in the
+// power of two, so neither exp(x) nor a product overflows first (NVIDIA's driver turned
+// (e / 2) e into e (e / 2)... and overflowed). +inf stays +inf.
+fn gf_half_exp(x: f64) -> f64 {
+    let k = floor(x * 1.4426950408889634lf + 0.5lf);
+    let r = (x - k * 0.6931471803691238lf) - k * 1.9082149292705877e-10lf;
+    return select(gf_scale(gf_exp_poly(r), k - 1.0lf), x, x == gf_inf());
+}"#,
+    ),
+    (
         "gf_exp2",
         &["gf_is_nan", "gf_inf", "gf_exp_poly", "gf_scale"],
         r#"// exp2 to about 1 ulp, exact at integers: 2^k exp((x - k) ln 2).
@@ -213,9 +225,16 @@ fn gf_expm1(y: f64) -> f64 {
     ),
     (
         "gf_sinh",
-        &["gf_exp", "gf_is_nan", "gf_inf", "gf_exp_poly", "gf_scale"],
-        r#"// sinh to about 2 ulp: the series below 1, where (e^x - e^-x) / 2 cancels; e^(x/2) squared
-// near the overflow, so that sinh overflows only where it should.
+        &[
+            "gf_exp",
+            "gf_is_nan",
+            "gf_inf",
+            "gf_exp_poly",
+            "gf_scale",
+            "gf_half_exp",
+        ],
+        r#"// sinh to about 2 ulp: the series below 1, where (e^x - e^-x) / 2 cancels; exp(x) / 2 by its exponent
+// near the overflow (gf_half_exp), so that sinh overflows only where it should.
 fn gf_sinh(x: f64) -> f64 {
     let a = abs(x);
     if (a < 1.0lf) {
@@ -237,24 +256,29 @@ fn gf_sinh(x: f64) -> f64 {
         let e = gf_exp(a);
         s = 0.5lf * e - 0.5lf / e;
     } else {
-        let e = gf_exp(0.5lf * a);
-        s = (0.5lf * e) * e;
+        s = gf_half_exp(a);
     }
     return select(s, -s, x < 0.0lf);
 }"#,
     ),
     (
         "gf_cosh",
-        &["gf_exp", "gf_is_nan", "gf_inf", "gf_exp_poly", "gf_scale"],
-        r#"// cosh to about 1 ulp (e^(x/2) squared near the overflow).
+        &[
+            "gf_exp",
+            "gf_is_nan",
+            "gf_inf",
+            "gf_exp_poly",
+            "gf_scale",
+            "gf_half_exp",
+        ],
+        r#"// cosh to about 1 ulp (exp(x) / 2 by its exponent near the overflow).
 fn gf_cosh(x: f64) -> f64 {
     let a = abs(x);
     if (a < 700.0lf) {
         let e = gf_exp(a);
         return 0.5lf * e + 0.5lf / e;
     }
-    let e = gf_exp(0.5lf * a);
-    return (0.5lf * e) * e;
+    return gf_half_exp(a);
 }"#,
     ),
     (
@@ -389,11 +413,6 @@ fn gf_log10(x: f64) -> f64 {
 // reduction needs a table of 2/pi's bits (Payne-Hanek) that this library does not carry.
 fn gf_sincos(x: f64) -> vec2<f64> {
     let k = floor(x * 0.6366197723675814lf + 0.5lf);
-    if (!(abs(x) < 1125899906842624.0lf)) {
-        // Past 2^50 the quadrant needs more of pi than this reduction holds; NaN and the
-        // infinities give NaN.
-        return vec2<f64>(gf_nan(), gf_nan());
-    }
     // x - k pi/2 exactly enough: pi/2 in seven parts of 23 bits and k = kh + kl (|kl| below
     // 2^20, the sign of k), so every product is exact, subtracted largest first (each difference exact
     // while it cancels). No fma: drivers may compute it unfused (lavapipe does).
@@ -439,16 +458,15 @@ fn gf_sincos(x: f64) -> vec2<f64> {
     c = c * z + 1.0lf;
     let s = r * sp;
     let q = k - 4.0lf * floor(k * 0.25lf);
-    if (q == 1.0lf) {
-        return vec2<f64>(c, -s);
-    }
-    if (q == 2.0lf) {
-        return vec2<f64>(-s, -c);
-    }
-    if (q == 3.0lf) {
-        return vec2<f64>(-c, s);
-    }
-    return vec2<f64>(s, c);
+    var sc = vec2<f64>(s, c);
+    sc = select(sc, vec2<f64>(c, -s), q == 1.0lf);
+    sc = select(sc, vec2<f64>(-s, -c), q == 2.0lf);
+    sc = select(sc, vec2<f64>(-c, s), q == 3.0lf);
+    // Past 2^50 the quadrant needs more of pi than this reduction holds; NaN and the
+    // infinities give NaN. A select, not an early return: with one, NVIDIA's driver
+    // compiled the reduction into garbage (probed on the H100).
+    let nan = gf_nan();
+    return select(sc, vec2<f64>(nan, nan), !(abs(x) < 1125899906842624.0lf));
 }"#,
     ),
     (
@@ -456,10 +474,7 @@ fn gf_sincos(x: f64) -> vec2<f64> {
         &["gf_sincos", "gf_nan"],
         r#"// sin (see gf_sincos); sin(-0) = -0.
 fn gf_sin(x: f64) -> f64 {
-    if (x == 0.0lf) {
-        return x;
-    }
-    return gf_sincos(x).x;
+    return select(gf_sincos(x).x, x, x == 0.0lf);
 }"#,
     ),
     (
@@ -473,13 +488,13 @@ fn gf_cos(x: f64) -> f64 {
     (
         "gf_tan",
         &["gf_sincos", "gf_nan"],
-        r#"// tan as the ratio of sin and cos (about 2 ulp); tan(-0) = -0.
+        r#"// tan as the ratio of sin and cos (a few ulp); tan(-0) = -0.
 fn gf_tan(x: f64) -> f64 {
-    if (x == 0.0lf) {
-        return x;
-    }
     let sc = gf_sincos(x);
-    return sc.x / sc.y;
+    // One correction of the quotient by its residual: f64 division on NVIDIA's Vulkan
+    // driver is not correctly rounded (x / 7 one ulp off, probed on the H100).
+    let q = sc.x / sc.y;
+    return select(q + fma(-q, sc.y, sc.x) / sc.y, x, x == 0.0lf);
 }"#,
     ),
     (
