@@ -146,10 +146,26 @@ fn gf_scale(p: f64, k: f64) -> f64 {
 }"#,
     ),
     (
+        "gf_exp_scaled",
+        &["gf_exp_poly", "gf_scale"],
+        r#"// exp(x) 2^m for finite x: x = k ln 2 + r (ln 2 in two parts, the first exact times k),
+// then exp(r) 2^(k + m), so that a scaled result overflows only if it is out of range.
+fn gf_exp_scaled(x: f64, m: f64) -> f64 {
+    let k = floor(x * 1.4426950408889634lf + 0.5lf);
+    let r = (x - k * 0.6931471803691238lf) - k * 1.9082149292705877e-10lf;
+    return gf_scale(gf_exp_poly(r), k + m);
+}"#,
+    ),
+    (
         "gf_exp",
-        &["gf_is_nan", "gf_inf", "gf_exp_poly", "gf_scale"],
-        r#"// exp to about 1 ulp: x = k ln 2 + r (ln 2 in two parts, the first exact times k), then
-// exp(r) 2^k.
+        &[
+            "gf_is_nan",
+            "gf_inf",
+            "gf_exp_poly",
+            "gf_scale",
+            "gf_exp_scaled",
+        ],
+        r#"// exp to about 1 ulp, with its overflow, underflow and NaN.
 fn gf_exp(x: f64) -> f64 {
     if (gf_is_nan(x)) {
         return x;
@@ -160,21 +176,17 @@ fn gf_exp(x: f64) -> f64 {
     if (x < -745.2lf) {
         return 0.0lf;
     }
-    let k = floor(x * 1.4426950408889634lf + 0.5lf);
-    let r = (x - k * 0.6931471803691238lf) - k * 1.9082149292705877e-10lf;
-    return gf_scale(gf_exp_poly(r), k);
+    return gf_exp_scaled(x, 0.0lf);
 }"#,
     ),
     (
         "gf_half_exp",
-        &["gf_inf", "gf_exp_poly", "gf_scale"],
+        &["gf_inf", "gf_exp_poly", "gf_scale", "gf_exp_scaled"],
         r#"// exp(x) / 2 for x >= 700 (sinh and cosh near the overflow): the halving is in the
 // power of two, so neither exp(x) nor a product overflows first (NVIDIA's driver turned
 // (e / 2) e into e (e / 2)... and overflowed). +inf stays +inf.
 fn gf_half_exp(x: f64) -> f64 {
-    let k = floor(x * 1.4426950408889634lf + 0.5lf);
-    let r = (x - k * 0.6931471803691238lf) - k * 1.9082149292705877e-10lf;
-    return select(gf_scale(gf_exp_poly(r), k - 1.0lf), x, x == gf_inf());
+    return select(gf_exp_scaled(x, -1.0lf), x, x == gf_inf());
 }"#,
     ),
     (
@@ -197,7 +209,14 @@ fn gf_exp2(x: f64) -> f64 {
     ),
     (
         "gf_expm1",
-        &["gf_exp", "gf_is_nan", "gf_inf", "gf_exp_poly", "gf_scale"],
+        &[
+            "gf_exp",
+            "gf_is_nan",
+            "gf_inf",
+            "gf_exp_poly",
+            "gf_scale",
+            "gf_exp_scaled",
+        ],
         r#"// exp(y) - 1 without the cancellation near 0: the series below |y| = 1/2.
 fn gf_expm1(y: f64) -> f64 {
     if (abs(y) >= 0.5lf) {
@@ -232,6 +251,7 @@ fn gf_expm1(y: f64) -> f64 {
             "gf_exp_poly",
             "gf_scale",
             "gf_half_exp",
+            "gf_exp_scaled",
         ],
         r#"// sinh to about 2 ulp: the series below 1, where (e^x - e^-x) / 2 cancels; exp(x) / 2 by its exponent
 // near the overflow (gf_half_exp), so that sinh overflows only where it should.
@@ -270,6 +290,7 @@ fn gf_sinh(x: f64) -> f64 {
             "gf_exp_poly",
             "gf_scale",
             "gf_half_exp",
+            "gf_exp_scaled",
         ],
         r#"// cosh to about 1 ulp (exp(x) / 2 by its exponent near the overflow).
 fn gf_cosh(x: f64) -> f64 {
@@ -291,6 +312,7 @@ fn gf_cosh(x: f64) -> f64 {
             "gf_inf",
             "gf_exp_poly",
             "gf_scale",
+            "gf_exp_scaled",
         ],
         r#"// tanh to about 2 ulp: expm1(2|x|) / (expm1(2|x|) + 2), which does not cancel near 0.
 fn gf_tanh(x: f64) -> f64 {
@@ -661,6 +683,7 @@ fn gf_hypot(x: f64, y: f64) -> f64 {
             "gf_ln",
             "gf_log_parts",
             "gf_log_special",
+            "gf_exp_scaled",
         ],
         r#"// Rust's f64::powf (C99 Annex F): 1 for y = 0 or x = 1, NaN for a negative base and a
 // non-integer exponent, signed zeros and infinities at the edges; small integer exponents

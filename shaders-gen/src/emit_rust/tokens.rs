@@ -32,35 +32,29 @@ pub(super) fn float_ty(precision: Precision) -> TokenStream {
     }
 }
 
+/// `v` as a literal of the emitted code's type: rounded to f32 for f32 code, exact for f64,
+/// through `Real::from_f64` for generic code.
 pub(super) fn literal(v: f64, scalar: Scalar) -> TokenStream {
     match scalar {
-        Scalar::F32 => {
-            let x = v as f32;
+        Scalar::F32 | Scalar::F64 => {
+            let (x, ty) = if scalar == Scalar::F32 {
+                (v as f32 as f64, quote!(f32))
+            } else {
+                (v, quote!(f64))
+            };
             if x.is_nan() {
-                quote!(f32::NAN)
-            } else if x == f32::INFINITY {
-                quote!(f32::INFINITY)
-            } else if x == f32::NEG_INFINITY {
-                quote!(f32::NEG_INFINITY)
+                quote!(#ty::NAN)
+            } else if x.is_infinite() && x > 0.0 {
+                quote!(#ty::INFINITY)
+            } else if x.is_infinite() {
+                quote!(#ty::NEG_INFINITY)
             } else {
-                let lit = proc_macro2::Literal::f32_suffixed(x.abs());
-                if x.is_sign_negative() {
-                    quote!((-#lit))
+                let lit = if scalar == Scalar::F32 {
+                    proc_macro2::Literal::f32_suffixed(x.abs() as f32)
                 } else {
-                    quote!(#lit)
-                }
-            }
-        }
-        Scalar::F64 => {
-            if v.is_nan() {
-                quote!(f64::NAN)
-            } else if v == f64::INFINITY {
-                quote!(f64::INFINITY)
-            } else if v == f64::NEG_INFINITY {
-                quote!(f64::NEG_INFINITY)
-            } else {
-                let lit = proc_macro2::Literal::f64_suffixed(v.abs());
-                if v.is_sign_negative() {
+                    proc_macro2::Literal::f64_suffixed(x.abs())
+                };
+                if x.is_sign_negative() {
                     quote!((-#lit))
                 } else {
                     quote!(#lit)
