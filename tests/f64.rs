@@ -473,3 +473,40 @@ fn f64_kernels_validate_with_naga() {
         assert!(src.contains("f64"), "{name} computes in f64");
     }
 }
+
+/// Resident launches of an f64 kernel (`value_and_grad_to`, `value_to` over
+/// `gradfuse::Buffer`s) give the bits the host-slice launches give, on the device and on
+/// the CPU fallback.
+#[test]
+fn resident_f64_launches_match_host_launches() {
+    for d in [device(), &gradfuse::Device::cpu()] {
+        if !d.has_f64() {
+            continue;
+        }
+        let mut rng = Rng(68);
+        let args: Vec<mixed::Args> = (0..700).map(|_| mixed_args(&mut rng)).collect();
+        let k = mixed::kernel(d);
+        let a = d.buffer(&args).expect("args");
+        let (values, grads, values2) = (
+            d.zeros::<f64>(args.len()).expect("values"),
+            d.zeros::<mixed::Grad>(args.len()).expect("grads"),
+            d.zeros::<f64>(args.len()).expect("values"),
+        );
+        let mut rec = d.record();
+        k.value_and_grad_to(&mut rec, &a, &values, &grads)
+            .expect("record");
+        k.value_to(&mut rec, &a, &values2).expect("record");
+        rec.submit().expect("submit");
+        let (want_v, want_g) = k.value_and_grad(&args).expect("host launch");
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&d.read(&values).expect("read")),
+            bits(&want_v),
+            "{}",
+            d.describe()
+        );
+        assert_eq!(bits(&d.read(&values2).expect("read")), bits(&want_v));
+        let got: Vec<mixed::Grad> = d.read(&grads).expect("read");
+        assert_eq!(got, want_g, "{}", d.describe());
+    }
+}
