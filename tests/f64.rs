@@ -505,7 +505,10 @@ fn resident_f64_launches_match_host_launches() {
             "{}",
             d.describe()
         );
-        assert_eq!(bits(&d.read(&values2).expect("read")), bits(&want_v));
+        // The forward kernel's values against the forward kernel's (NVIDIA's driver
+        // compiles the adjoint kernel's value with other roundings).
+        let want_v2 = k.value(&args).expect("host launch");
+        assert_eq!(bits(&d.read(&values2).expect("read")), bits(&want_v2));
         let got: Vec<mixed::Grad> = d.read(&grads).expect("read");
         assert_eq!(got, want_g, "{}", d.describe());
     }
