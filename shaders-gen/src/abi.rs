@@ -368,6 +368,19 @@ pub fn chunk_output(words: u32, precision: Precision) -> bool {
     words > 1 && (vector_lanes(words) == 1 || words > output_stage_words(precision))
 }
 
+/// Elements per round when a Hessian kernel stores an output of `words` words of
+/// `precision` whole elements at a time (`emit_wgsl`'s `store_rounds`): as many as the
+/// stage holds, a power of two so that rounds divide the workgroup. `None` where one chunk
+/// holds an element (its chunk is already one run) or the stage not even one.
+pub fn elements_per_round(words: u32, precision: Precision) -> Option<u32> {
+    let stage = output_stage_words(precision);
+    if words <= stage {
+        return None;
+    }
+    let fit = (WORKGROUP_SIZE * stage / words).min(WORKGROUP_SIZE);
+    (fit > 0).then(|| 1 << fit.ilog2())
+}
+
 /// Whether an adjoint kernel stages an element's `words` gradient words through workgroup
 /// memory and stores the group's gradients contiguously: where no vector view exists (an
 /// odd count) the per-thread stores would be strided 4-byte writes (34% of the copy

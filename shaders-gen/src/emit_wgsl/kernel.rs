@@ -160,7 +160,10 @@ fn emit_stores(plan: &KernelPlan, f: &Function, ctx: &Ctx, body: &mut String) {
         } else if plan.staged && name == "grads" {
             store_staged(plan, ctx, outputs, name, body);
         } else if plan.chunked && abi::chunk_output(w, plan.layout.precision) {
-            store_chunked(plan, ctx, outputs, name, body);
+            match abi::elements_per_round(w, plan.layout.precision) {
+                Some(per_round) => store_rounds(plan, ctx, outputs, (name, per_round), body),
+                None => store_chunked(plan, ctx, outputs, name, body),
+            }
         } else {
             store_words(plan, ctx, outputs, name, body);
         }
@@ -251,6 +254,63 @@ fn store_chunked(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, 
         );
         let _ = writeln!(body, "        }}\n    }}");
     }
+}
+
+/// An output of more words per element than one chunk, whole elements at a time: in each
+/// round `per_round` threads write their elements' words to `out_stage`, then the group
+/// stores those elements, `per_round * w` consecutive words, every store part of a full
+/// run. (In chunks of 16 words, 49-word Hessians were runs of 64 bytes 196 bytes apart:
+/// 33% of the copy bandwidth on the H100.)
+fn store_rounds(
+    plan: &KernelPlan,
+    ctx: &Ctx,
+    outputs: &[ValueId],
+    (name, per_round): (&str, u32),
+    body: &mut String,
+) {
+    let (w, wg) = (outputs.len() as u32, abi::WORKGROUP_SIZE);
+    let rounds = wg / per_round;
+    let _ = writeln!(body, "    let {name}_group = (i - lid) * {w}u;");
+    let _ = writeln!(
+        body,
+        "    // {rounds} rounds of {per_round} elements: each round's elements are {} consecutive \
+         words.",
+        per_round * w
+    );
+    let _ = writeln!(
+        body,
+        "    for (var round = 0u; round < {rounds}u; round++) {{"
+    );
+    let _ = writeln!(body, "        workgroupBarrier();");
+    let _ = writeln!(body, "        if (lid / {per_round}u == round) {{");
+    let _ = writeln!(body, "            let at = (lid % {per_round}u) * {w}u;");
+    for (j, out) in outputs.iter().enumerate() {
+        let label = store_label(plan, name, j as u32);
+        let v = ctx.operand(*out);
+        let at = if j == 0 {
+            "at".to_string()
+        } else {
+            format!("at + {j}u")
+        };
+        let _ = writeln!(body, "            out_stage[{at}] = {v}; // {label}");
+    }
+    let _ = writeln!(body, "        }}");
+    let _ = writeln!(body, "        workgroupBarrier();");
+    let _ = writeln!(body, "        let first = round * {per_round}u;");
+    let _ = writeln!(
+        body,
+        "        for (var word = lid; word < {}u; word += {wg}u) {{",
+        per_round * w
+    );
+    let _ = writeln!(
+        body,
+        "            if (i - lid + first + word / {w}u < params.n) {{"
+    );
+    let _ = writeln!(
+        body,
+        "                {name}[{name}_group + first * {w}u + word] = out_stage[word];"
+    );
+    let _ = writeln!(body, "            }}\n        }}\n    }}");
 }
 
 /// What output word `k` of buffer `name` is, for the comment on its store.
