@@ -370,16 +370,25 @@ pub fn chunk_output(words: u32, precision: Precision) -> bool {
 
 /// Elements per round when a Hessian kernel stores an output of `words` words of
 /// `precision` whole elements at a time (`emit_wgsl`'s `store_rounds`): as many as the
-/// stage holds, a power of two so that rounds divide the workgroup. `None` where one chunk
-/// holds an element (its chunk is already one run) or the stage not even one.
+/// stage holds, a power of two so that rounds divide the workgroup. Only past two chunks
+/// and for at most [`MAX_STORE_ROUNDS`] rounds; else `None`, and chunks. On the H100
+/// (`benches/hessian.rs`): 49-word Hessians went from 33% to 94% of the copy bandwidth
+/// (4 rounds), 196-word ones from 32% to 35% (16 rounds); 16-word f64 ones lost (92% in two
+/// chunks, 72% in two rounds) and a 576-word one ran 3.4 times slower in 64 rounds, whose
+/// writes to the stage are one warp's at a time.
 pub fn elements_per_round(words: u32, precision: Precision) -> Option<u32> {
     let stage = output_stage_words(precision);
-    if words <= stage {
+    if words <= 2 * stage {
         return None;
     }
     let fit = (WORKGROUP_SIZE * stage / words).min(WORKGROUP_SIZE);
-    (fit > 0).then(|| 1 << fit.ilog2())
+    let per_round = (fit > 0).then(|| 1u32 << fit.ilog2())?;
+    (WORKGROUP_SIZE / per_round <= MAX_STORE_ROUNDS).then_some(per_round)
 }
+
+/// Most rounds [`elements_per_round`] takes: past it the stage's writes, a few threads'
+/// at a time, cost more than the runs save.
+pub const MAX_STORE_ROUNDS: u32 = 16;
 
 /// Whether an adjoint kernel stages an element's `words` gradient words through workgroup
 /// memory and stores the group's gradients contiguously: where no vector view exists (an
