@@ -36,7 +36,7 @@ fn next_device_id() -> u64 {
 
 /// Whether `GRADFUSE_REQUIRE_GPU` turns a missing GPU into an error.
 pub(crate) fn gpu_required() -> bool {
-    std::env::var(REQUIRE_GPU_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
+    crate::spec::env_flag(REQUIRE_GPU_ENV)
 }
 
 impl Device {

@@ -9,6 +9,11 @@
 /// [`crate::Error::Unsupported`]. For testing what users of such adapters see.
 pub const DISABLE_F64_ENV: &str = "GRADFUSE_DISABLE_F64";
 
+/// Whether the environment flag `name` is set (to anything but empty or `0`).
+pub(crate) fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
 /// The float type a kernel computes in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Precision {

@@ -17,6 +17,7 @@
 //! a call of one of the function's own values (a closure) or of a constructor (`Some(x)`)
 //! is reported before any callee is asked ([`uncallable`]).
 
+use crate::signature::Precision;
 use proc_macro2::TokenStream;
 use quote::{ToTokens, quote};
 use syn::parse::{ParseStream, Parser};
@@ -30,8 +31,7 @@ pub fn callees(item: &syn::ItemFn) -> Vec<syn::Path> {
         fn visit_expr_call(&mut self, c: &syn::ExprCall) {
             if let syn::Expr::Path(p) = &*c.func
                 && p.qself.is_none()
-                && !(p.path.segments.len() == 2
-                    && (p.path.segments[0].ident == "f32" || p.path.segments[0].ident == "f64"))
+                && Precision::of_method_path(&p.path).is_none()
             {
                 let key = p.path.to_token_stream().to_string();
                 if !self

@@ -31,6 +31,22 @@ impl Precision {
         }
     }
 
+    /// The precision a type name (`f32`, `f64`) or literal suffix names, if any.
+    pub fn named(name: &str) -> Option<Precision> {
+        [Precision::F32, Precision::F64]
+            .into_iter()
+            .find(|p| p.name() == name)
+    }
+
+    /// The type of a float method called through it (`f32::sin` in `f32::sin(x)`, which
+    /// is `x.sin()`): a path of two segments whose first names a precision.
+    pub fn of_method_path(path: &syn::Path) -> Option<Precision> {
+        match path.segments.len() {
+            2 => Precision::named(&path.segments[0].ident.to_string()),
+            _ => None,
+        }
+    }
+
     /// The other precision.
     pub fn other(self) -> Precision {
         match self {

@@ -129,9 +129,7 @@ impl Gpu {
         let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
         // 64-bit floats in shaders, where the adapter has them: f64 kernels need them.
         let f64 = adapter.features().contains(wgpu::Features::SHADER_F64)
-            && std::env::var(crate::spec::DISABLE_F64_ENV)
-                .ok()
-                .is_none_or(|v| v.is_empty() || v == "0");
+            && !crate::spec::env_flag(crate::spec::DISABLE_F64_ENV);
         let mut required_features = wgpu::Features::empty();
         required_features.set(wgpu::Features::TIMESTAMP_QUERY, timestamps);
         required_features.set(wgpu::Features::SHADER_F64, f64);

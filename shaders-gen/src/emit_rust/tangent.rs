@@ -16,7 +16,7 @@ pub(super) fn tangent_api(plan: &ItemPlan, vector: bool) -> TokenStream {
     // Offsets in the runtime's 4-byte words (an f64 is two; the runtime aligns rows to 8).
     let wps = plan.sig.precision.words_per_scalar() as usize;
     let (w, g, s) = (
-        plan.words * wps,
+        plan.words4(),
         plan.grad_count() * wps,
         layout.shared_words as usize,
     );

@@ -30,10 +30,8 @@ impl Lowerer {
         // `f32::sin(x)` (or `f64::sin(x)`) is the same as `x.sin()`.
         if let syn::Expr::Path(p) = &*call.func
             && p.qself.is_none()
-            && p.path.segments.len() == 2
-            && (p.path.segments[0].ident == "f32" || p.path.segments[0].ident == "f64")
+            && let Some(ty) = Precision::of_method_path(&p.path)
         {
-            let ty = p.path.segments[0].ident.to_string();
             let name = p.path.segments[1].ident.to_string();
             let span = p.path.segments[1].ident.span();
             let Some(info) = ops::method(&name) else {

@@ -348,7 +348,7 @@ impl Lowerer {
     pub(super) fn lower_lit(&mut self, lit: &syn::Lit) -> Option<ValueId> {
         match lit {
             syn::Lit::Float(f) => {
-                if !matches!(f.suffix(), "" | "f32" | "f64") {
+                if !f.suffix().is_empty() && Precision::named(f.suffix()).is_none() {
                     self.error(
                         f.span(),
                         format!(
@@ -520,7 +520,7 @@ impl Lowerer {
             .iter()
             .map(String::as_str)
             .collect();
-        let is_consts = matches!(prefix.as_slice(), ["std" | "core", "f32" | "f64", "consts"]);
+        let is_consts = matches!(prefix.as_slice(), ["std" | "core", ty, "consts"] if Precision::named(ty).is_some());
         if is_consts && let Some((_, v)) = CONSTS.iter().find(|(n, _)| *n == last) {
             return Some(Value::Scalar(self.b.constant(*v, span)));
         }

@@ -51,10 +51,10 @@ impl Mentions {
     }
 
     fn note(&mut self, name: &str, span: proc_macro2::Span) {
-        match name {
-            "f32" => self.f32.push(span),
-            "f64" => self.f64.push(span),
-            _ => {}
+        match Precision::named(name) {
+            Some(Precision::F32) => self.f32.push(span),
+            Some(Precision::F64) => self.f64.push(span),
+            None => {}
         }
     }
 }

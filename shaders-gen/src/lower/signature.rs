@@ -185,7 +185,10 @@ fn lower_result(sig: &syn::Signature, diag: &mut Diagnostics) -> (Shape, Option<
 pub(super) fn is_float(ty: &syn::Type) -> bool {
     match ty {
         syn::Type::Path(p) => {
-            p.qself.is_none() && (p.path.is_ident("f32") || p.path.is_ident("f64"))
+            p.qself.is_none()
+                && p.path
+                    .get_ident()
+                    .is_some_and(|i| Precision::named(&i.to_string()).is_some())
         }
         syn::Type::Paren(p) => is_float(&p.elem),
         syn::Type::Group(g) => is_float(&g.elem),
