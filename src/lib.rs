@@ -41,7 +41,7 @@ pub use gradfuse_macros::__differentiable_with;
 pub use gradfuse_macros::differentiable;
 pub use gradfuse_runtime::{
     Adam, BatchedLm, BatchedSummary, BlockId, Buffer, DISABLE_F64_ENV, Device, Dual, Error,
-    FieldSpec, GatheredSpec, HyperDual, Index, IterationReport, KernelSpec, KernelTime,
+    FieldSpec, Floats, GatheredSpec, HyperDual, Index, IterationReport, KernelSpec, KernelTime,
     LevenbergMarquardt, Loss, MAX_ROW_WORDS, Momentum, OutputSpec, Precision, Problem,
     REQUIRE_GPU_ENV, Real, Recording, ReductionSpec, Residuals, SharedSpec, Source, Summary,
     Termination,

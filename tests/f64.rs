@@ -462,14 +462,7 @@ fn f64_kernels_validate_with_naga() {
         ("iterated64 adjoint", iterated64::WGSL_ADJOINT),
         ("polar64 jacobian", polar64::WGSL_JACOBIAN),
     ] {
-        let module = naga::front::wgsl::parse_str(src)
-            .unwrap_or_else(|e| panic!("{name}: {}\n{src}", e.emit_to_string(src)));
-        naga::valid::Validator::new(
-            naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::FLOAT64,
-        )
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{name}: naga rejects the WGSL: {e:?}\n{src}"));
+        common::validate_wgsl_f64(name, src);
         assert!(src.contains("f64"), "{name} computes in f64");
     }
 }

@@ -39,6 +39,7 @@ pub(crate) fn launch(
             let scratch: &mut [f32] =
                 &mut bytemuck::cast_slice_mut(&mut scratch_store[..])[..total + sg_words];
             let mut sum = vec![0.0f32; sg_words];
+            let precision = spec.precision;
             let mut args_store = aligned_words(in_words + shared.len());
             let args: &mut [f32] =
                 &mut bytemuck::cast_slice_mut(&mut args_store[..])[..in_words + shared.len()];
@@ -55,18 +56,14 @@ pub(crate) fn launch(
                     out[j * w..(j + 1) * w].copy_from_slice(&scratch[off..off + w]);
                     off += w;
                 }
-                for (s, g) in sum.iter_mut().zip(&scratch[total..]) {
-                    *s += g;
-                }
+                precision.add_words(&mut sum, &scratch[total..]);
             }
             sum
         })
         .collect();
     shared_grad.fill(0.0);
     for block in sums {
-        for (s, g) in shared_grad.iter_mut().zip(block) {
-            *s += g;
-        }
+        spec.precision.add_words(shared_grad, &block);
     }
 }
 

@@ -12,6 +12,7 @@
 use crate::buffer::{Buffer, RawBuffer};
 use crate::device::Device;
 use crate::error::Error;
+use crate::spec::Precision;
 use std::sync::Arc;
 
 /// An index array into the rows of a block (`len` entries, each below `rows`), with its
@@ -192,7 +193,7 @@ impl<T> Source<'_, T> {
 #[doc(hidden)]
 #[derive(Debug)]
 pub struct GatherField<'b> {
-    /// f32 words of the argument.
+    /// 4-byte words of the argument (an f64 is two).
     pub words: u32,
     /// Its first word in the kernel's argument row.
     pub args_offset: u32,
@@ -261,6 +262,8 @@ pub(crate) fn assemble_cpu(field: &Field, n: usize, in_words: usize, args: &mut 
 pub(crate) struct ScatterPass {
     pub(crate) fields: Vec<Field>,
     pub(crate) accumulate: bool,
+    /// The scalars the words hold: an f64 kernel's gradients are summed as f64.
+    pub(crate) precision: Precision,
 }
 
 impl ScatterPass {
@@ -297,7 +300,7 @@ impl ScatterPass {
 /// The scatter passes of a launch's fields: each field with a gradient and a sink joins
 /// the pass of the field before it with the same sink where that pass has room and the
 /// same kind; a sink's later passes add to what its first wrote.
-pub(crate) fn scatter_passes(fields: &[Field]) -> Vec<ScatterPass> {
+pub(crate) fn scatter_passes(fields: &[Field], precision: Precision) -> Vec<ScatterPass> {
     let mut passes: Vec<ScatterPass> = Vec::new();
     for f in fields.iter().filter(|f| f.grad_offset.is_some()) {
         let Some(sink) = &f.sink else { continue };
@@ -309,26 +312,48 @@ pub(crate) fn scatter_passes(fields: &[Field]) -> Vec<ScatterPass> {
             Some(_) => passes.push(ScatterPass {
                 fields: vec![f.clone()],
                 accumulate: true,
+                precision,
             }),
             None => passes.push(ScatterPass {
                 fields: vec![f.clone()],
                 accumulate: false,
+                precision,
             }),
         }
     }
     passes
 }
 
-/// Runs a scatter pass on the CPU, from the gradient rows `grads` (`grad_words` per
-/// element), in the order the GPU sums.
+/// Runs a scatter pass on the CPU, from the gradient rows `grads` (`grad_words` 4-byte
+/// words per element), in the order the GPU sums, in the pass's precision.
 pub(crate) fn scatter_cpu(pass: &ScatterPass, grads: &[f32], grad_words: usize) {
-    let w = pass.fields[0].words as usize;
     let mut out = pass.sink().cpu_write();
-    let out: &mut [f32] = bytemuck::cast_slice_mut(&mut out[..]);
+    match pass.precision {
+        Precision::F32 => {
+            let out: &mut [f32] = bytemuck::cast_slice_mut(&mut out[..]);
+            scatter_in(pass, grads, grad_words, 1, out);
+        }
+        Precision::F64 => {
+            // The CPU device's words are 4-byte aligned: the f64s are summed in copies.
+            let grads: Vec<f64> = bytemuck::pod_collect_to_vec(grads);
+            let mut sums: Vec<f64> = bytemuck::pod_collect_to_vec(&out[..]);
+            scatter_in(pass, &grads, grad_words / 2, 2, &mut sums);
+            out.copy_from_slice(bytemuck::cast_slice(&sums));
+        }
+    }
+}
+
+/// [`scatter_cpu`] over scalars `T`, `wps` 4-byte words each: `grad_words` and `out`
+/// count scalars, the fields' words and offsets 4-byte words.
+fn scatter_in<T>(pass: &ScatterPass, grads: &[T], grad_words: usize, wps: usize, out: &mut [T])
+where
+    T: Copy + Default + std::ops::Add<Output = T> + std::ops::AddAssign,
+{
+    let w = pass.fields[0].words as usize / wps;
     let word = |f: &Field, k: usize, j: usize| {
-        grads[k * grad_words + f.grad_offset.unwrap_or(0) as usize + j]
+        grads[k * grad_words + f.grad_offset.unwrap_or(0) as usize / wps + j]
     };
-    let put = |o: &mut f32, s: f32| *o = if pass.accumulate { *o + s } else { s };
+    let put = |o: &mut T, s: T| *o = if pass.accumulate { *o + s } else { s };
     if !pass.rows() {
         for (k, row) in out.chunks_exact_mut(w).enumerate() {
             for (j, o) in row.iter_mut().enumerate() {
@@ -360,10 +385,10 @@ pub(crate) fn scatter_cpu(pass: &ScatterPass, grads: &[f32], grad_words: usize) 
             .collect();
         for (r, row) in out.chunks_exact_mut(w).enumerate() {
             for (j, o) in row.iter_mut().enumerate() {
-                let mut s = 0.0f32;
+                let mut s = T::default();
                 for (f, (order, starts, row_chunks)) in pass.fields.iter().zip(&groupings) {
                     for c in row_chunks[r] as usize..row_chunks[r + 1] as usize {
-                        let mut p = 0.0f32;
+                        let mut p = T::default();
                         for &k in &order[starts[c] as usize..starts[c + 1] as usize] {
                             p += word(f, k as usize, j);
                         }
@@ -383,7 +408,7 @@ pub(crate) fn scatter_cpu(pass: &ScatterPass, grads: &[f32], grad_words: usize) 
         .collect();
     for (r, row) in out.chunks_exact_mut(w).enumerate() {
         for (j, o) in row.iter_mut().enumerate() {
-            let mut s = 0.0f32;
+            let mut s = T::default();
             for (f, (order, starts)) in pass.fields.iter().zip(&groupings) {
                 for &k in &order[starts[r] as usize..starts[r + 1] as usize] {
                     s += word(f, k as usize, j);

@@ -67,7 +67,7 @@ impl Recording<'_> {
             self.launch(kernel_device, spec, bindings)?;
         }
         // Gradients that land in one buffer add up, in the order of the arguments.
-        for pass in scatter_passes(&fields) {
+        for pass in scatter_passes(&fields, spec.precision) {
             self.scatter(pass, n, grad_words, &grads)?;
         }
         Ok(())

@@ -55,8 +55,8 @@ pub use spec::KernelTime;
 #[doc(hidden)]
 pub use spec::tangent_rows;
 pub use spec::{
-    DISABLE_F64_ENV, FieldSpec, GatheredSpec, KernelSpec, OutputSpec, Precision, ReductionSpec,
-    SharedSpec,
+    DISABLE_F64_ENV, FieldSpec, Floats, GatheredSpec, KernelSpec, OutputSpec, Precision,
+    ReductionSpec, SharedSpec,
 };
 #[doc(hidden)]
 pub use vectors::Coefficient;

@@ -3,12 +3,14 @@
 //! [`Recording`], with their state (moments) resident too. A loop of steps submits without
 //! waiting; nothing is read back unless asked.
 //!
-//! The CPU device runs the same formulas in the same order of f32 operations; a GPU's
-//! `sqrt` and division may round differently in the last bit.
+//! Parameters of f64 (a function written over f64) are stepped in f64, from the same f32
+//! hyper-parameters. The CPU device runs the same formulas in the same order of operations;
+//! a GPU's `sqrt` and division may round differently in the last bit.
 
 use crate::buffer::{Buffer, RawBuffer};
 use crate::error::Error;
 use crate::recording::Recording;
+use crate::spec::{Floats, Precision};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -95,28 +97,91 @@ impl Update {
         }
     }
 
-    /// The update of words `p` (in place) from `g`, on the CPU.
-    pub(crate) fn apply_cpu(self, p: &mut [f32], g: &[f32], moments: &mut [&mut [f32]]) {
-        match (self, moments) {
-            (Update::Adam([lr, b1, b2, eps, c1, c2]), [m, v]) => {
-                for i in 0..p.len() {
-                    let gi = g[i];
-                    let mi = b1 * m[i] + (1.0 - b1) * gi;
-                    let vi = b2 * v[i] + (1.0 - b2) * gi * gi;
-                    m[i] = mi;
-                    v[i] = vi;
-                    p[i] -= lr * (mi / c1) / ((vi / c2).sqrt() + eps);
+    /// The update of the floats of `precision` in words `p` (in place) from `g`, on the
+    /// CPU.
+    pub(crate) fn apply_cpu(
+        self,
+        precision: Precision,
+        p: &mut [u32],
+        g: &[u32],
+        moments: &mut [&mut [u32]],
+    ) {
+        match precision {
+            Precision::F32 => {
+                let mut views: Vec<&mut [f32]> = moments
+                    .iter_mut()
+                    .map(|m| bytemuck::cast_slice_mut(&mut m[..]))
+                    .collect();
+                let p: &mut [f32] = bytemuck::cast_slice_mut(p);
+                self.apply(p, bytemuck::cast_slice(g), &mut views);
+            }
+            Precision::F64 => {
+                // The CPU device's words are 4-byte aligned: f64 copies, written back.
+                let mut ms: Vec<Vec<f64>> = moments
+                    .iter()
+                    .map(|m| bytemuck::pod_collect_to_vec(&m[..]))
+                    .collect();
+                let mut views: Vec<&mut [f64]> = ms.iter_mut().map(|m| &mut m[..]).collect();
+                let mut pf: Vec<f64> = bytemuck::pod_collect_to_vec(p);
+                let gf: Vec<f64> = bytemuck::pod_collect_to_vec(g);
+                self.apply(&mut pf, &gf, &mut views);
+                p.copy_from_slice(bytemuck::cast_slice(&pf));
+                for (m, f) in moments.iter_mut().zip(&ms) {
+                    m.copy_from_slice(bytemuck::cast_slice(f));
                 }
             }
-            (Update::Momentum([lr, mu]), [v]) => {
+        }
+    }
+
+    /// The update over floats `T`, the hyper-parameters converted to `T` as the GPU does.
+    fn apply<T: CpuFloat>(self, p: &mut [T], g: &[T], moments: &mut [&mut [T]]) {
+        let one = T::from(1.0);
+        match (self, moments) {
+            (Update::Adam(h), [m, v]) => {
+                let [lr, b1, b2, eps, c1, c2] = h.map(T::from);
+                for i in 0..p.len() {
+                    let gi = g[i];
+                    let mi = b1 * m[i] + (one - b1) * gi;
+                    let vi = b2 * v[i] + (one - b2) * gi * gi;
+                    m[i] = mi;
+                    v[i] = vi;
+                    p[i] = p[i] - lr * (mi / c1) / ((vi / c2).sqrt() + eps);
+                }
+            }
+            (Update::Momentum(h), [v]) => {
+                let [lr, mu] = h.map(T::from);
                 for i in 0..p.len() {
                     let vi = mu * v[i] + g[i];
                     v[i] = vi;
-                    p[i] -= lr * vi;
+                    p[i] = p[i] - lr * vi;
                 }
             }
             _ => unreachable!("a state has the moments of its update"),
         }
+    }
+}
+
+/// The float types the CPU device steps.
+trait CpuFloat:
+    Copy
+    + From<f32>
+    + std::ops::Add<Output = Self>
+    + std::ops::Sub<Output = Self>
+    + std::ops::Mul<Output = Self>
+    + std::ops::Div<Output = Self>
+{
+    fn sqrt(self) -> Self;
+}
+
+impl CpuFloat for f32 {
+    fn sqrt(self) -> Self {
+        f32::sqrt(self)
+    }
+}
+
+impl CpuFloat for f64 {
+    fn sqrt(self) -> Self {
+        f64::sqrt(self)
     }
 }
 
@@ -135,7 +200,7 @@ impl Adam {
     /// Records one step of `params` by `grads` (the same number of words: `grads` may be
     /// another type of the same layout, e.g. a function's `SharedGrad` for its `Shared`).
     /// Each parameter buffer has its own moments and step count, made on its first step.
-    pub fn step<P: bytemuck::Pod, G: bytemuck::Pod>(
+    pub fn step<P: Floats, G: Floats>(
         &mut self,
         rec: &mut Recording<'_>,
         params: &Buffer<P>,
@@ -176,7 +241,7 @@ impl Momentum {
 
     /// Records one step of `params` by `grads` (the same number of words), as
     /// [`Adam::step`].
-    pub fn step<P: bytemuck::Pod, G: bytemuck::Pod>(
+    pub fn step<P: Floats, G: Floats>(
         &mut self,
         rec: &mut Recording<'_>,
         params: &Buffer<P>,
@@ -196,7 +261,7 @@ impl Momentum {
 }
 
 /// Records one step of `update` (given the step number, from 1) of `params` by `grads`.
-fn step<P, G>(
+fn step<P: Floats, G: Floats>(
     states: &mut HashMap<u64, State>,
     rec: &mut Recording<'_>,
     params: &Buffer<P>,
@@ -213,6 +278,13 @@ fn step<P, G>(
             expected: p.words,
             got: g.words,
         });
+    }
+    if P::PRECISION != G::PRECISION {
+        return Err(Error::Unsupported(format!(
+            "an optimizer step's parameters are {:?} and its gradients {:?}: one precision",
+            P::PRECISION,
+            G::PRECISION
+        )));
     }
     if p.id == g.id {
         return Err(Error::Aliased(
@@ -241,7 +313,7 @@ fn step<P, G>(
         }),
         _ => None,
     };
-    rec.optimizer_step(this, p, g, &state.moments, schedule)?;
+    rec.optimizer_step(this, P::PRECISION, p, g, &state.moments, schedule)?;
     state.steps = t;
     Ok(())
 }
@@ -281,6 +353,7 @@ impl Recording<'_> {
     pub(crate) fn optimizer_step(
         &mut self,
         update: Update,
+        precision: Precision,
         params: &Arc<RawBuffer>,
         grads: &Arc<RawBuffer>,
         moments: &[Arc<RawBuffer>],
@@ -288,7 +361,7 @@ impl Recording<'_> {
     ) -> Result<(), Error> {
         #[cfg(feature = "gpu")]
         if let Some((g, work)) = self.gpu_work() {
-            return g.record_update(work, update, params, grads, moments, schedule);
+            return g.record_update(work, (update, precision), params, grads, moments, schedule);
         }
         let _ = schedule;
         let (p, g, ms) = (params.clone(), grads.clone(), moments.to_vec());
@@ -297,15 +370,8 @@ impl Recording<'_> {
                 let mut p = p.cpu_write();
                 let g = g.cpu_read();
                 let mut guards: Vec<_> = ms.iter().map(|m| m.cpu_write()).collect();
-                let mut views: Vec<&mut [f32]> = guards
-                    .iter_mut()
-                    .map(|m| bytemuck::cast_slice_mut(&mut m[..]))
-                    .collect();
-                update.apply_cpu(
-                    bytemuck::cast_slice_mut(&mut p[..]),
-                    bytemuck::cast_slice(&g[..]),
-                    &mut views,
-                );
+                let mut views: Vec<&mut [u32]> = guards.iter_mut().map(|m| &mut m[..]).collect();
+                update.apply_cpu(precision, &mut p[..], &g[..], &mut views);
             }));
         }
         Ok(())

@@ -230,7 +230,8 @@ impl Recording<'_> {
 /// The scatter passes of `fields`, each adding where its sink is in `written` (then
 /// marked written).
 fn passes_adding(fields: &[Field], written: &mut Vec<u64>) -> Vec<ScatterPass> {
-    let mut passes = scatter_passes(fields);
+    // Least squares is f32 (its Jacobian blocks come from f32 kernels).
+    let mut passes = scatter_passes(fields, crate::spec::Precision::F32);
     for pass in &mut passes {
         let id = pass.sink().id;
         if written.contains(&id) {

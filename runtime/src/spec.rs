@@ -25,24 +25,78 @@ pub enum Precision {
     F64,
 }
 
+impl Precision {
+    /// 4-byte words per scalar: 1 for f32, 2 for f64.
+    pub fn words_per_scalar(self) -> usize {
+        match self {
+            Precision::F32 => 1,
+            Precision::F64 => 2,
+        }
+    }
+
+    /// `sum += g`, as the scalars the words hold: f32 words, or pairs of words holding an
+    /// f64 each (read unaligned: the slices are f32 words). Adding an f64's halves as two
+    /// f32s would quiet a half that reads as a signalling NaN, flipping a bit.
+    pub(crate) fn add_words(self, sum: &mut [f32], g: &[f32]) {
+        match self {
+            Precision::F32 => {
+                for (s, g) in sum.iter_mut().zip(g) {
+                    *s += g;
+                }
+            }
+            Precision::F64 => {
+                for (s, g) in sum.chunks_exact_mut(2).zip(g.chunks_exact(2)) {
+                    let a: f64 = bytemuck::pod_read_unaligned(bytemuck::cast_slice(s));
+                    let b: f64 = bytemuck::pod_read_unaligned(bytemuck::cast_slice(g));
+                    s.copy_from_slice(bytemuck::cast_slice(&[a + b]));
+                }
+            }
+        }
+    }
+}
+
+/// A plain-data type made of floats of one precision: what an optimizer steps, so that it
+/// knows whether the words are f32 or f64. Implemented for `f32`, `f64`, arrays of them, and
+/// the types `#[differentiable]` generates (`Args`, `Grad`, `Shared`, `SharedGrad`).
+pub trait Floats: bytemuck::Pod {
+    /// The precision of every float of the type.
+    const PRECISION: Precision;
+}
+
+impl Floats for f32 {
+    const PRECISION: Precision = Precision::F32;
+}
+
+impl Floats for f64 {
+    const PRECISION: Precision = Precision::F64;
+}
+
+impl<T: Floats, const N: usize> Floats for [T; N]
+where
+    [T; N]: bytemuck::Pod,
+{
+    const PRECISION: Precision = T::PRECISION;
+}
+
 /// One output buffer of a kernel.
 #[derive(Clone, Copy, Debug)]
 pub struct OutputSpec {
     /// Its binding in group 0.
     pub binding: u32,
-    /// f32 words per batch element.
+    /// 4-byte words per batch element (an f64 is two).
     pub words: u32,
 }
 
 /// Batch-uniform (`#[shared]`) arguments of a kernel: one copy for the whole launch.
 #[derive(Debug)]
 pub struct SharedSpec {
-    /// Binding of the shared words (`array<f32>`, read only) in the kernel.
+    /// Binding of the shared words (`array<f32>` or `array<f64>`, read only) in the kernel.
     pub binding: u32,
-    /// How many f32 words.
+    /// How many 4-byte words (an f64 is two).
     pub words: u32,
-    /// Whether the kernel reads them from a uniform buffer (`array<vec4<f32>, _>`, read
-    /// through the constant cache) rather than a read-only storage buffer.
+    /// Whether the kernel reads them from a uniform buffer (`array<vec4<f32>, _>` or
+    /// `array<vec2<f64>, _>`, read through the constant cache) rather than a read-only
+    /// storage buffer.
     pub uniform: bool,
     /// For an adjoint kernel: how the gradient of the sum over the batch is reduced.
     pub reduction: Option<ReductionSpec>,
@@ -92,7 +146,7 @@ pub struct KernelSpec {
     pub params_binding: u32,
     /// Binding of the input buffer.
     pub input_binding: u32,
-    /// f32 words per element in the input buffer.
+    /// 4-byte words per element in the input buffer (an f64 is two).
     pub input_words: u32,
     /// The output buffers.
     pub outputs: &'static [OutputSpec],
@@ -133,7 +187,7 @@ pub struct FieldSpec {
     /// Binding of its index array (read-only storage; when its bit is clear, the rows are
     /// bound here too, and not read).
     pub index_binding: u32,
-    /// f32 words per row.
+    /// 4-byte words per row (an f64 is two).
     pub words: u32,
 }
 
@@ -166,6 +220,12 @@ impl KernelSpec {
         self.shared
             .filter(|s| s.reduction.is_some())
             .map_or(0, |s| s.words as usize)
+    }
+
+    /// Shared gradient scalars the kernel reduces over the batch: the words of an f64 kernel
+    /// pair up. The reduction's second pass takes one workgroup per scalar.
+    pub fn shared_grad_scalars(&self) -> usize {
+        self.shared_grad_words() / self.precision.words_per_scalar()
     }
 }
 

@@ -32,11 +32,17 @@ pub const SHARED_BINDING: u32 = 4;
 /// cache, as operands of the arithmetic itself on NVIDIA, instead of one load each.
 pub const MAX_UNIFORM_SHARED_WORDS: u32 = 16384;
 
-/// Whether a kernel with `shared_words` `#[shared]` words reads them from a uniform buffer
-/// (`array<vec4<f32>, ceil(words / 4)>`: uniform arrays have a 16-byte stride) rather than
-/// a storage buffer (`array<f32>`).
-pub fn shared_in_uniform(shared_words: u32) -> bool {
-    shared_words <= MAX_UNIFORM_SHARED_WORDS
+/// Whether a kernel with `shared_words` `#[shared]` scalars of `precision` reads them from
+/// a uniform buffer (16-byte elements, [`uniform_lanes`] scalars each: uniform arrays have
+/// a 16-byte stride) rather than a storage buffer (`array<f32>` or `array<f64>`).
+pub fn shared_in_uniform(shared_words: u32, precision: Precision) -> bool {
+    shared_words * precision.words_per_scalar() <= MAX_UNIFORM_SHARED_WORDS
+}
+
+/// Scalars of `precision` in one 16-byte element of a uniform array: `vec4<f32>` or
+/// `vec2<f64>`.
+pub fn uniform_lanes(precision: Precision) -> u32 {
+    4 / precision.words_per_scalar()
 }
 
 /// Binding, in an adjoint kernel with `#[shared]` arguments, of the per-workgroup partial
@@ -45,9 +51,17 @@ pub const PARTIALS_BINDING: u32 = 5;
 /// Binding, in a Hessian kernel ([`KernelKind::Hessian`]), of the Hessians (`array<f32>`,
 /// gradient words squared per element, row-major).
 pub const HESSIAN_BINDING: u32 = 6;
-/// Shared gradient words a workgroup reduces at once (its stage is `WORKGROUP_SIZE * 8`
-/// f32, 8 KiB): fewer barriers than one word at a time, room left for staged gradients.
-pub const REDUCE_LANES: u32 = 8;
+/// Bytes of workgroup memory the shared-gradient reduction stages in (8 KiB: half of the
+/// 16 KiB WebGPU guarantees, room left for staged gradients).
+pub const REDUCE_STAGE_BYTES: u32 = 8192;
+
+/// Shared gradient words of `precision` a workgroup reduces at once, the slots of its
+/// stage of [`REDUCE_STAGE_BYTES`]: 8 f32 or 4 f64 (fewer barriers than one word at a
+/// time).
+pub fn reduce_lanes(precision: Precision) -> u32 {
+    REDUCE_STAGE_BYTES / (WORKGROUP_SIZE * 4 * precision.words_per_scalar())
+}
+
 /// Most `#[shared]` gradient words an adjoint kernel sums per thread, over the thread's
 /// elements, in registers of their own; the words past them are streamed into the
 /// workgroup's sums as they are computed. Registers are the fastest sum while they fit: on
@@ -191,9 +205,8 @@ impl ArgLayout {
 
     /// Whether a gathered kernel is generated for this layout (see [`FIELDS_BINDING`]).
     pub fn has_gathered_kernel(&self) -> bool {
-        // The gathering runtime (parameter blocks, least squares) moves f32 rows.
         let fields = self.fields().len() as u32;
-        self.precision == Precision::F32 && (1..=MAX_GATHERED_FIELDS).contains(&fields)
+        (1..=MAX_GATHERED_FIELDS).contains(&fields)
     }
 
     /// For each element word: its parameter slot and the element index (`None` for a
@@ -399,7 +412,12 @@ pub const MAX_STORE_ROUNDS: u32 = 16;
 /// With shared gradients to reduce, the reduction's stage takes half of that memory; an
 /// f64 word takes 8 bytes.
 pub fn stage_gradients(words: u32, reduces_shared: bool, precision: Precision) -> bool {
-    let budget = if reduces_shared { 8192 } else { 16384 };
+    let budget = 16384
+        - if reduces_shared {
+            REDUCE_STAGE_BYTES
+        } else {
+            0
+        };
     let bytes = 4 * precision.words_per_scalar();
     vector_lanes(words) == 1 && words > 1 && WORKGROUP_SIZE * words * bytes <= budget
 }

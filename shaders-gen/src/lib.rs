@@ -221,8 +221,8 @@ pub fn compile_with(
     let wgsl_forward = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Forward, &primal);
     let wgsl_reverse = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Adjoint, &kernel_adjoint);
     let wgsl_tangent = tangent_kernel(&sig, layout, &tangent);
-    let wgsl_reduce =
-        (layout.shared_words > 0).then(|| emit_wgsl::emit_reduce_kernel(&sig, layout.shared_words));
+    let wgsl_reduce = (layout.shared_words > 0)
+        .then(|| emit_wgsl::emit_reduce_kernel(&sig, layout.shared_words, layout.precision));
     let second = second_order(&sig, layout, (&primal, &adjoint), &cpu_primal);
     let wgsl_gathered = layout.has_gathered_kernel().then(|| GatheredWgsl {
         forward: emit_wgsl::emit_gathered_kernel(&sig, layout, KernelKind::Forward, &primal),

@@ -53,18 +53,40 @@ pub fn rel_error(got: &[f64], want: &[f64], floor: f64) -> f64 {
 
 /// Parses and validates a generated WGSL module with naga, panicking with naga's report.
 pub fn validate_wgsl(name: &str, src: &str) {
+    validate_wgsl_with(name, src, naga::valid::Capabilities::empty());
+}
+
+/// [`validate_wgsl`] of a module computing in f64.
+pub fn validate_wgsl_f64(name: &str, src: &str) {
+    validate_wgsl_with(name, src, naga::valid::Capabilities::FLOAT64);
+}
+
+fn validate_wgsl_with(name: &str, src: &str, capabilities: naga::valid::Capabilities) {
     let module = naga::front::wgsl::parse_str(src).unwrap_or_else(|e| {
         panic!(
             "{name}: naga cannot parse the WGSL: {}\n{src}",
             e.emit_to_string(src)
         )
     });
-    naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::empty(),
-    )
-    .validate(&module)
-    .unwrap_or_else(|e| panic!("{name}: naga rejects the WGSL: {e:?}\n{src}"));
+    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), capabilities)
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{name}: naga rejects the WGSL: {e:?}\n{src}"));
+}
+
+/// The devices an f64 test runs on: the CPU device, and the GPU where it has 64-bit floats
+/// in shaders (else it says so).
+pub fn f64_devices() -> Vec<&'static Device> {
+    static CPU: OnceLock<Device> = OnceLock::new();
+    let mut d = vec![CPU.get_or_init(Device::cpu)];
+    if device().has_f64() {
+        d.push(device());
+    } else {
+        eprintln!(
+            "{}: no 64-bit floats in shaders; CPU only",
+            device().describe()
+        );
+    }
+    d
 }
 
 /// Defines items and keeps their source text in a `const`, for the f64 oracle.

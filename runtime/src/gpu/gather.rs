@@ -3,10 +3,11 @@
 //! index's fixed order), one thread per word.
 
 use super::Gpu;
-use super::pipelines::EntryPoint;
+use super::pipelines::{EntryPoint, PrecisionModule};
 use crate::buffer::RawBuffer;
 use crate::error::Error;
 use crate::gather::{Chunks, Field, ScatterPass};
+use crate::spec::Precision;
 use std::sync::Arc;
 
 /// `assemble`: word `j` of element `k` of a field into its argument row (the kernels that
@@ -15,7 +16,11 @@ use std::sync::Arc;
 /// field, and write the sum (or add it, `flag` nonzero): `scatter_each` into entry `k` of a
 /// sink of one entry per element, `scatter_rows` into row `r` of a sink of block rows, over
 /// the elements that read row `r`, in the index's order. `flag` in `assemble`: gathered.
+///
+/// Written over `T`, f32; [`GATHER`] makes the f64 module from it.
 const GATHER_WGSL: &str = "// gradfuse gathered arguments: assembly and scatter, one thread per word.
+
+alias T = f32;
 
 struct Params {
     n: u32,
@@ -29,9 +34,9 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> src: array<f32>;
+@group(0) @binding(1) var<storage, read> src: array<T>;
 @group(0) @binding(2) var<storage, read> index: array<u32>;
-@group(0) @binding(3) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(3) var<storage, read_write> dst: array<T>;
 @group(0) @binding(4) var<storage, read> order0: array<u32>;
 @group(0) @binding(5) var<storage, read> starts0: array<u32>;
 @group(0) @binding(6) var<storage, read> order1: array<u32>;
@@ -79,7 +84,7 @@ fn scatter_rows(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_work
     }
     let r = i / params.words;
     let j = i % params.words;
-    var s = 0.0f;
+    var s = T(0);
     for (var e = starts0[r]; e < starts0[r + 1u]; e++) {
         s += src[order0[e] * params.stride + params.offset + j];
     }
@@ -101,7 +106,7 @@ fn scatter_chunks(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wo
     }
     let c = i / params.words;
     let j = i % params.words;
-    var s = 0.0f;
+    var s = T(0);
     for (var e = starts0[c]; e < starts0[c + 1u]; e++) {
         s += src[order0[e] * params.stride + params.offset + j];
     }
@@ -118,7 +123,7 @@ fn scatter_partials(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_
     }
     let r = i / params.words;
     let j = i % params.words;
-    var s = 0.0f;
+    var s = T(0);
     for (var c = starts0[r]; c < starts0[r + 1u]; c++) {
         s += src[c * params.words + j];
     }
@@ -129,6 +134,22 @@ fn scatter_partials(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_
     }
     dst[i] = select(s, dst[i] + s, params.flag != 0u);
 }";
+
+/// [`GATHER_WGSL`] in either precision: in the f64 module every count, stride and offset
+/// is of f64 scalars (see [`scalar_params`]).
+static GATHER: PrecisionModule =
+    PrecisionModule::new(["gradfuse gather", "gradfuse gather f64"], GATHER_WGSL);
+
+/// A pass's parameters in `precision`'s scalars: the words of an f64 come in pairs, so the
+/// words per row, the stride and both offsets (`params[1, 2, 3, 6]`) halve.
+fn scalar_params(mut params: [usize; 7], precision: Precision) -> [usize; 7] {
+    if precision == Precision::F64 {
+        for k in [1, 2, 3, 6] {
+            params[k] /= 2;
+        }
+    }
+    params
+}
 
 impl Gpu {
     /// Records the copy of `f`'s words, for `n` elements, into `args` (`in_words` per row).
@@ -150,9 +171,10 @@ impl Gpu {
             0,
             0,
         ];
+        // A copy of 4-byte words, whatever they hold.
         self.record_gather_pass(
             work,
-            "assemble",
+            ("assemble", Precision::F32),
             params,
             &[(1, &f.source), (2, index), (3, args)],
         )
@@ -185,6 +207,7 @@ impl Gpu {
             offset(last),
         ];
         let sink = pass.sink();
+        let p = pass.precision;
         match (&first.index, &last.index) {
             (Some(i0), Some(i1)) => {
                 params[0] = i0.rows;
@@ -196,9 +219,11 @@ impl Gpu {
                     (6, &i1.order),
                     (7, &i1.starts),
                 ];
-                self.record_gather_pass(work, "scatter_rows", params, &bindings)
+                self.record_gather_pass(work, ("scatter_rows", p), params, &bindings)
             }
-            _ => self.record_gather_pass(work, "scatter_each", params, &[(1, grads), (3, sink)]),
+            _ => {
+                self.record_gather_pass(work, ("scatter_each", p), params, &[(1, grads), (3, sink)])
+            }
         }
     }
 
@@ -223,7 +248,8 @@ impl Gpu {
             let offset = f.grad_offset.unwrap_or(0) as usize;
             let params = [c.count, words, grad_words, offset, 0, 1, first * words];
             let bindings = [(1, grads), (3, partials), (4, &index.order), (5, &c.starts)];
-            self.record_gather_pass(work, "scatter_chunks", params, &bindings)?;
+            let entry = ("scatter_chunks", pass.precision);
+            self.record_gather_pass(work, entry, params, &bindings)?;
             first += c.count;
         }
         let last = chunks[chunks.len() - 1];
@@ -242,17 +268,20 @@ impl Gpu {
             (5, &chunks[0].row_chunks),
             (7, &last.row_chunks),
         ];
-        self.record_gather_pass(work, "scatter_partials", params, &bindings)
+        let entry = ("scatter_partials", pass.precision);
+        self.record_gather_pass(work, entry, params, &bindings)
     }
 
-    /// One dispatch of `entry` over `params[0] * params[1]` words (binding 3 written).
+    /// One dispatch of `entry` of the module over `precision` over `params[0] * params[1]`
+    /// scalars (binding 3 written); `params` in 4-byte words.
     fn record_gather_pass(
         &self,
         work: &mut super::GpuWork,
-        entry: &'static str,
+        (entry, precision): (&'static str, Precision),
         params: [usize; 7],
         bindings: &[(u32, &Arc<RawBuffer>)],
     ) -> Result<(), Error> {
+        let params = scalar_params(params, precision);
         let threads = (params[0] as u64) * (params[1] as u64);
         if threads == 0 {
             return Ok(());
@@ -263,9 +292,10 @@ impl Gpu {
             .iter()
             .map(|&(binding, b)| (binding, b.gpu(), binding != 3))
             .collect();
+        let (module, wgsl) = GATHER.get(precision);
         let at = EntryPoint {
-            module: "gradfuse gather",
-            wgsl: GATHER_WGSL,
+            module,
+            wgsl,
             entry,
             pass: entry,
         };

@@ -278,9 +278,8 @@ impl Gpu {
                 at += f.m * w;
             }
             // Chunks complete in order: their sums are added in a fixed order too.
-            for (g, partial) in shared_grad.iter_mut().zip(&words[at..]) {
-                *g += partial;
-            }
+            let sums = &words[at..at + shared_grad.len()];
+            spec.precision.add_words(shared_grad, sums);
         }
         f.set.staging.unmap();
         if self.await_map(&f.rearm).is_ok() {
@@ -368,8 +367,8 @@ impl Gpu {
         if let (Some(r), Some(p)) = (reduction, pipelines.reduce) {
             pass.set_pipeline(&p.pipeline);
             pass.set_bind_group(0, &r.bind_group, &[]);
-            // One workgroup per word, in rows of at most the per-dimension limit.
-            let words = spec.shared_grad_words() as u32;
+            // One workgroup per word (scalar), in rows of at most the per-dimension limit.
+            let words = spec.shared_grad_scalars() as u32;
             let y = words.div_ceil(spec.max_workgroups_per_dim);
             pass.dispatch_workgroups(words.div_ceil(y), y, 1);
             true

@@ -147,6 +147,38 @@ impl Gpu {
     }
 }
 
+/// One of the runtime's own WGSL modules written over `alias T = f32;`, in either
+/// precision: the f64 text (the alias changed) is made on first use.
+pub(crate) struct PrecisionModule {
+    /// Its names in f32 and in f64.
+    names: [&'static str; 2],
+    wgsl: &'static str,
+    f64: std::sync::OnceLock<String>,
+}
+
+impl PrecisionModule {
+    /// The module named `names` (f32, f64) of text `wgsl`, which declares `alias T = f32;`.
+    pub(crate) const fn new(names: [&'static str; 2], wgsl: &'static str) -> Self {
+        PrecisionModule {
+            names,
+            wgsl,
+            f64: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Its name and text over `precision`'s floats.
+    pub(crate) fn get(&'static self, precision: Precision) -> (&'static str, &'static str) {
+        match precision {
+            Precision::F32 => (self.names[0], self.wgsl),
+            Precision::F64 => (
+                self.names[1],
+                self.f64
+                    .get_or_init(|| self.wgsl.replace("alias T = f32;", "alias T = f64;")),
+            ),
+        }
+    }
+}
+
 /// An entry point of one of the runtime's own WGSL modules (gather, vectors, products,
 /// least squares), as [`Gpu::record_entry`] dispatches it.
 pub(crate) struct EntryPoint {

@@ -410,8 +410,8 @@ impl Gpu {
         );
         pass.set_pipeline(&pipeline.pipeline);
         pass.set_bind_group(0, &group, &[]);
-        // One workgroup per word, in rows of at most the per-dimension limit.
-        let words = spec.shared_grad_words() as u32;
+        // One workgroup per word (scalar), in rows of at most the per-dimension limit.
+        let words = spec.shared_grad_scalars() as u32;
         let y = words.div_ceil(spec.max_workgroups_per_dim);
         pass.dispatch_workgroups(words.div_ceil(y), y, 1);
     }

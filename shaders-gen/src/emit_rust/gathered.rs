@@ -8,23 +8,26 @@ use super::ItemPlan;
 use super::spec::gathered_spec;
 use crate::GatheredWgsl;
 use crate::abi::KernelKind;
-use crate::signature::{Param, Shape};
+use crate::signature::{Param, Precision, Shape};
 use proc_macro2::TokenStream;
 use quote::format_ident;
 use quote::quote;
 
-fn value_type(p: &Param) -> TokenStream {
+/// The type of an argument's values in its source and sink buffers.
+fn value_type(p: &Param, float: &TokenStream) -> TokenStream {
     match p.kind {
-        Shape::Scalar => quote!(f32),
-        Shape::Array(n) => quote!([f32; #n]),
+        Shape::Scalar => quote!(#float),
+        Shape::Array(n) => quote!([#float; #n]),
     }
 }
 
-fn words(p: &Param) -> u32 {
-    match p.kind {
+/// An argument's 4-byte words (the runtime's unit: an f64 is two).
+fn words(p: &Param, precision: Precision) -> u32 {
+    let scalars = match p.kind {
         Shape::Scalar => 1,
         Shape::Array(n) => n as u32,
-    }
+    };
+    scalars * precision.words_per_scalar()
 }
 
 /// The items, for a function with per-element arguments (none without); `wgsl`: its
@@ -34,16 +37,17 @@ pub(super) fn gathered_api(plan: &ItemPlan, wgsl: Option<&GatheredWgsl>) -> Toke
     if each.is_empty() {
         return quote!();
     }
+    let (float, precision) = (plan.float_ty(), plan.sig.precision);
     let with_grad: Vec<&Param> = each.iter().copied().filter(|p| !p.constant).collect();
     let names: Vec<&syn::Ident> = each.iter().map(|p| &p.name).collect();
-    let types: Vec<TokenStream> = each.iter().map(|p| value_type(p)).collect();
+    let types: Vec<TokenStream> = each.iter().map(|p| value_type(p, &float)).collect();
     let grad_names: Vec<&syn::Ident> = with_grad.iter().map(|p| &p.name).collect();
-    let grad_types: Vec<TokenStream> = with_grad.iter().map(|p| value_type(p)).collect();
-    let value_fields = fields_without_grads(&each);
+    let grad_types: Vec<TokenStream> = with_grad.iter().map(|p| value_type(p, &float)).collect();
+    let value_fields = fields_without_grads(&each, precision);
     let (mut args_at, mut grad_at) = (0u32, 0u32);
     let mut grad_fields = Vec::new();
     for p in &each {
-        let (name, w) = (&p.name, words(p));
+        let (name, w) = (&p.name, words(p, precision));
         let (grad_offset, sink) = if p.constant {
             let none = quote!(::core::option::Option::None);
             (none.clone(), none)
@@ -102,8 +106,9 @@ pub(super) fn gathered_api(plan: &ItemPlan, wgsl: Option<&GatheredWgsl>) -> Toke
     let (kernels, fwd_gathered, adj_gathered) = gathered_kernels(plan, wgsl, KernelKind::Adjoint);
     let sources_item = sources_item(&names, &types);
     // A residual term's Jacobian block is its element's gradient row: the adjoint kernel's
-    // per-element gradients, bound as they are (nothing scattered).
-    let residuals = (has_grads && !plan.has_shared).then(|| {
+    // per-element gradients, bound as they are (nothing scattered). Least squares solves
+    // in f32.
+    let residuals = (has_grads && !plan.has_shared && precision == Precision::F32).then(|| {
         let none = quote!(::core::option::Option::None);
         super::residuals::residuals_impl(
             &each,
@@ -143,7 +148,7 @@ pub(super) fn gathered_api(plan: &ItemPlan, wgsl: Option<&GatheredWgsl>) -> Toke
                 rec: &mut ::gradfuse::Recording<'_>,
                 sources: &Sources<'_>,
                 #shared_param
-                values: &#buf<f32>,
+                values: &#buf<#float>,
             ) -> ::core::result::Result<(), #err> {
                 rec.launch_gathered(
                     self.device,
@@ -167,7 +172,7 @@ pub(super) fn gathered_api(plan: &ItemPlan, wgsl: Option<&GatheredWgsl>) -> Toke
                 rec: &mut ::gradfuse::Recording<'_>,
                 sources: &Sources<'_>,
                 #shared_param
-                values: &#buf<f32>,
+                values: &#buf<#float>,
                 #sinks_param
                 #shared_grad_param
             ) -> ::core::result::Result<(), #err> {
@@ -249,11 +254,11 @@ fn gathered_kernels(
 
 /// The `GatherField` of each per-element argument, with no gradient (value and Jacobian
 /// launches, which scatter nothing).
-fn fields_without_grads(each: &[&Param]) -> Vec<TokenStream> {
+fn fields_without_grads(each: &[&Param], precision: Precision) -> Vec<TokenStream> {
     let mut args_at = 0u32;
     each.iter()
         .map(|p| {
-            let (name, w) = (&p.name, words(p));
+            let (name, w) = (&p.name, words(p, precision));
             let field = quote! {
                 ::gradfuse::GatherField {
                     words: #w,
@@ -280,11 +285,12 @@ pub(super) fn jacobian_gathered_api(
     if each.is_empty() {
         return quote!();
     }
+    let (float, precision) = (plan.float_ty(), plan.sig.precision);
     let names: Vec<&syn::Ident> = each.iter().map(|p| &p.name).collect();
-    let types: Vec<TokenStream> = each.iter().map(|p| value_type(p)).collect();
+    let types: Vec<TokenStream> = each.iter().map(|p| value_type(p, &float)).collect();
     let sources_item = sources_item(&names, &types);
     let (kernels, fwd_gathered, jac_gathered) = gathered_kernels(plan, wgsl, KernelKind::Jacobian);
-    let fields = fields_without_grads(&each);
+    let fields = fields_without_grads(&each, precision);
     let m = plan.layout.results as usize;
     let (buf, err) = (quote!(::gradfuse::Buffer), quote!(::gradfuse::Error));
     let none = quote!(::core::option::Option::None);
@@ -310,7 +316,7 @@ pub(super) fn jacobian_gathered_api(
                 &self,
                 rec: &mut ::gradfuse::Recording<'_>,
                 sources: &Sources<'_>,
-                values: &#buf<[f32; #m]>,
+                values: &#buf<[#float; #m]>,
                 jacobians: &#buf<Jacobian>,
             ) -> ::core::result::Result<(), #err> {
                 rec.launch_gathered(
@@ -323,7 +329,7 @@ pub(super) fn jacobian_gathered_api(
             }
         }
     });
-    let residuals = has_grads.then(|| {
+    let residuals = (has_grads && precision == Precision::F32).then(|| {
         super::residuals::residuals_impl(
             &each,
             m,
@@ -351,7 +357,7 @@ pub(super) fn jacobian_gathered_api(
                 &self,
                 rec: &mut ::gradfuse::Recording<'_>,
                 sources: &Sources<'_>,
-                values: &#buf<[f32; #m]>,
+                values: &#buf<[#float; #m]>,
             ) -> ::core::result::Result<(), #err> {
                 rec.launch_gathered(
                     self.device,

@@ -343,6 +343,7 @@ fn data_types(plan: &ItemPlan) -> TokenStream {
          (but `#[constant]` ones), with the argument's type."
     );
     let shared_items = plan.has_shared.then(|| shared_types(plan));
+    let floats = ["Args", "Grad"].map(|t| tokens::floats_impl(t, sig.precision));
     quote! {
         #[doc = #args_doc]
         #[repr(C)]
@@ -350,8 +351,8 @@ fn data_types(plan: &ItemPlan) -> TokenStream {
         pub struct Args {
             #(#[doc = "Argument of the same name."] pub #arg_fields: #arg_types,)*
         }
-        // SAFETY: #[repr(C)] of f32 and [f32; N] fields only: no padding, every bit
-        // pattern is valid, zero is valid.
+        // SAFETY: #[repr(C)] of float and [float; N] fields of one type only: no padding,
+        // every bit pattern is valid, zero is valid.
         unsafe impl ::gradfuse::bytemuck::Zeroable for Args {}
         unsafe impl ::gradfuse::bytemuck::Pod for Args {}
 
@@ -365,6 +366,8 @@ fn data_types(plan: &ItemPlan) -> TokenStream {
         unsafe impl ::gradfuse::bytemuck::Zeroable for Grad {}
         unsafe impl ::gradfuse::bytemuck::Pod for Grad {}
 
+        #(#floats)*
+
         #shared_items
     }
 }
@@ -376,10 +379,12 @@ fn shared_types(plan: &ItemPlan) -> TokenStream {
     let (shared_fields, shared_types) =
         struct_fields(plan.sig.params.iter().filter(|p| p.shared), &float);
     let wgsl_reduce = plan.c.wgsl_reduce.as_deref().unwrap_or_default();
+    let floats = ["Shared", "SharedGrad"].map(|t| tokens::floats_impl(t, plan.sig.precision));
     let sw = plan.layout.shared_words as usize;
     let shared_doc = format!(
-        "The `#[shared]` arguments of `{fname}`: one value for the whole batch ({sw} f32 \
-         words)."
+        "The `#[shared]` arguments of `{fname}`: one value for the whole batch ({sw} {} \
+         words).",
+        plan.sig.precision
     );
     let shared_grad_doc = format!(
         "The gradient in the `#[shared]` arguments of `{fname}`; from a batch launch, the \
@@ -392,7 +397,7 @@ fn shared_types(plan: &ItemPlan) -> TokenStream {
         pub struct Shared {
             #(#[doc = "Argument of the same name."] pub #shared_fields: #shared_types,)*
         }
-        // SAFETY: #[repr(C)] of f32 and [f32; N] fields only.
+        // SAFETY: #[repr(C)] of float and [float; N] fields of one type only.
         unsafe impl ::gradfuse::bytemuck::Zeroable for Shared {}
         unsafe impl ::gradfuse::bytemuck::Pod for Shared {}
 
@@ -405,6 +410,8 @@ fn shared_types(plan: &ItemPlan) -> TokenStream {
         // SAFETY: as for Shared.
         unsafe impl ::gradfuse::bytemuck::Zeroable for SharedGrad {}
         unsafe impl ::gradfuse::bytemuck::Pod for SharedGrad {}
+
+        #(#floats)*
 
         /// The WGSL module of the second pass of the shared-gradient reduction.
         pub const WGSL_REDUCE: &str = #wgsl_reduce;

@@ -37,7 +37,8 @@ pub(super) fn gathered_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident)
     let kernel = spec_of(plan, plan.layout, kind, cpu, wgsl, &label);
     let fields = plan.layout.fields().into_iter().enumerate().map(|(k, slot)| {
         let (rows, index) = abi::field_bindings(k as u32);
-        let words = slot.len.unwrap_or(1) as u32;
+        // 4-byte words, as the runtime counts them.
+        let words = slot.len.unwrap_or(1) as u32 * plan.layout.precision.words_per_scalar();
         quote!(::gradfuse::FieldSpec { rows_binding: #rows, index_binding: #index, words: #words })
     });
     quote! {
@@ -60,10 +61,7 @@ fn spec_of(
     let entry = kind.entry_point();
     // The runtime counts 4-byte words.
     let wps = layout.precision.words_per_scalar();
-    let precision = match layout.precision {
-        crate::signature::Precision::F32 => quote!(::gradfuse::Precision::F32),
-        crate::signature::Precision::F64 => quote!(::gradfuse::Precision::F64),
-    };
+    let precision = super::tokens::precision_value(layout.precision);
     let outs: Vec<TokenStream> = kind
         .outputs(layout)
         .iter()
@@ -91,7 +89,9 @@ fn spec_of(
             .map_or(0, |h| h.function.work()),
     };
     let shared = if has_shared {
-        let (sb, sw) = (abi::SHARED_BINDING, layout.shared_words);
+        // The runtime counts 4-byte words: an f64 is two.
+        let (sb, scalars) = (abi::SHARED_BINDING, layout.shared_words);
+        let sw = scalars * layout.precision.words_per_scalar();
         let reduction = if kind == KernelKind::Adjoint {
             let (partials, rp, ri, ro) = (
                 abi::PARTIALS_BINDING,
@@ -112,7 +112,7 @@ fn spec_of(
         } else {
             quote!(None)
         };
-        let uniform = abi::shared_in_uniform(sw);
+        let uniform = abi::shared_in_uniform(scalars, layout.precision);
         quote!(Some(&::gradfuse::SharedSpec {
             binding: #sb,
             words: #sw,

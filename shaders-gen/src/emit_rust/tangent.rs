@@ -18,7 +18,7 @@ pub(super) fn tangent_api(plan: &ItemPlan, vector: bool) -> TokenStream {
     let (w, g, s) = (
         plan.words4(),
         plan.grad_count() * wps,
-        layout.shared_words as usize,
+        layout.shared_words as usize * wps,
     );
     let (float, out_view) = (plan.float_ty(), plan.out_view());
     let m = layout.results as usize;

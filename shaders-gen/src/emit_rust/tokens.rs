@@ -32,6 +32,24 @@ pub(super) fn float_ty(precision: Precision) -> TokenStream {
     }
 }
 
+/// The runtime's `Precision` value of `precision`.
+pub(super) fn precision_value(precision: Precision) -> TokenStream {
+    match precision {
+        Precision::F32 => quote!(::gradfuse::Precision::F32),
+        Precision::F64 => quote!(::gradfuse::Precision::F64),
+    }
+}
+
+/// `impl gradfuse::Floats for #ty` in `precision` (a generated type of floats only).
+pub(super) fn floats_impl(ty: &str, precision: Precision) -> TokenStream {
+    let (ty, p) = (ident(ty), precision_value(precision));
+    quote! {
+        impl ::gradfuse::Floats for #ty {
+            const PRECISION: ::gradfuse::Precision = #p;
+        }
+    }
+}
+
 /// `v` as a literal of the emitted code's type: rounded to f32 for f32 code, exact for f64,
 /// through `Real::from_f64` for generic code.
 pub(super) fn literal(v: f64, scalar: Scalar) -> TokenStream {

@@ -4,6 +4,7 @@
 //! copied at all: its reads index the shared-argument buffer directly.
 
 use super::body::Ctx;
+use crate::abi;
 use crate::ir::{Function, Op, ValueId};
 use crate::names::Taken;
 use crate::names::fresh;
@@ -96,7 +97,8 @@ impl Ctx<'_> {
         if let Some(first) = self.shared_array.get(&array.index()) {
             let at = self.shared_word_at(*first, index, n);
             return if self.shared_uniform {
-                format!("shared_args[({at}) / 4u][({at}) % 4u]")
+                let u = abi::uniform_lanes(self.precision);
+                format!("shared_args[({at}) / {u}u][({at}) % {u}u]")
             } else {
                 format!("shared_args[{at}]")
             };

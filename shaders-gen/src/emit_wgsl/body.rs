@@ -31,7 +31,8 @@ pub(super) struct Ctx<'a> {
     /// Arrays of consecutive `#[shared]` words only read word by word (by node): their
     /// reads index `shared_args` from this word on, and they are never built.
     pub(super) shared_array: HashMap<usize, u32>,
-    /// Whether the shared words are in a uniform buffer (`array<vec4<f32>, _>`).
+    /// Whether the shared words are in a uniform buffer (16-byte elements, see
+    /// [`crate::abi::uniform_lanes`]).
     pub(super) shared_uniform: bool,
     /// The float type of every value.
     pub(super) precision: Precision,
@@ -147,7 +148,12 @@ impl<'a> Ctx<'a> {
     ) {
         if self.run_left == 0 {
             self.run_left = self.streams.segment(self.f, at.0, at.1);
-            out.push_str(&make_room(self.run_left, self.streams.owned, indent));
+            out.push_str(&make_room(
+                self.run_left,
+                self.streams.lanes,
+                self.streams.owned,
+                indent,
+            ));
         }
         self.run_left -= 1;
         out.push_str(&stage(word, value, label, indent));
@@ -225,6 +231,7 @@ impl<'a> Ctx<'a> {
         bctx.shared_uniform = self.shared_uniform;
         bctx.streams = self.streams.bodies.remove(&i).unwrap_or_default();
         bctx.streams.owned = self.streams.owned;
+        bctx.streams.lanes = self.streams.lanes;
         if let Some(tape) = self.tapes.get(&i) {
             for (k, var) in vars.iter().enumerate() {
                 let at = tape_index(&index, start, words, offsets[k]);

@@ -121,7 +121,8 @@ fn emit_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
             && needed[*i]
         {
             let read = if plan.shared_uniform {
-                format!("shared_args[{}u].{}", k / 4, COMPONENTS[k % 4])
+                let u = abi::uniform_lanes(plan.layout.precision) as usize;
+                format!("shared_args[{}u].{}", k / u, COMPONENTS[k % u])
             } else {
                 format!("shared_args[{k}u]")
             };
@@ -430,9 +431,10 @@ fn header(plan: &KernelPlan, fields: &[FieldNames], signature: &str) -> String {
             s,
             "// and the whole batch's {shared_words} shared words{}: {}",
             if plan.shared_uniform {
-                " (shared_args, a uniform buffer, 4 to a vec4)"
+                let u = abi::uniform_lanes(plan.layout.precision);
+                format!(" (shared_args, a uniform buffer, {u} to a vec{u})")
             } else {
-                " (shared_args)"
+                " (shared_args)".to_string()
             },
             names
         );
@@ -548,11 +550,12 @@ fn declarations(
         );
     }
     if plan.shared_uniform && plan.layout.shared_words > 0 {
+        let u = abi::uniform_lanes(plan.layout.precision);
         let _ = writeln!(
             s,
-            "@group(0) @binding({}) var<uniform> shared_args: array<vec4<f32>, {}>;",
+            "@group(0) @binding({}) var<uniform> shared_args: array<vec{u}<{t}>, {}>;",
             abi::SHARED_BINDING,
-            plan.layout.shared_words.div_ceil(4)
+            plan.layout.shared_words.div_ceil(u)
         );
     } else if plan.layout.shared_words > 0 {
         let _ = writeln!(
@@ -586,12 +589,17 @@ fn declarations(
         let _ = writeln!(
             s,
             "var<workgroup> reduce_stage: array<{t}, {}>;",
-            wg * abi::REDUCE_LANES
+            wg * abi::reduce_lanes(plan.layout.precision)
         );
         let _ = write!(
             s,
             "\n{}",
-            reduce_stage_fn(plan.layout.shared_words, sums.streams, sums.owned)
+            reduce_stage_fn(
+                plan.layout.shared_words,
+                sums.streams,
+                sums.owned,
+                plan.layout.precision
+            )
         );
     }
     let precision = plan.layout.precision;

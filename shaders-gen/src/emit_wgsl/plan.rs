@@ -13,7 +13,8 @@ pub(super) struct KernelPlan<'a> {
     pub layout: &'a ArgLayout,
     /// Argument words per load (`args` is an array of this many lanes).
     pub lanes: u32,
-    /// Shared words come from a uniform buffer (`array<vec4<f32>, _>`), else storage.
+    /// Shared words come from a uniform buffer (`array<vec4<f32>, _>` or
+    /// `array<vec2<f64>, _>`), else storage.
     pub shared_uniform: bool,
     /// An adjoint that sums shared gradients over the batch: each thread takes several
     /// elements and its workgroup sums their shared gradients.
@@ -68,7 +69,7 @@ impl<'a> KernelPlan<'a> {
             chunked,
             layout,
             lanes: abi::vector_lanes(layout.words),
-            shared_uniform: abi::shared_in_uniform(shared_words),
+            shared_uniform: abi::shared_in_uniform(shared_words, precision),
             reduces,
             staged,
             guarded: staged || reduces || chunked,

@@ -2,44 +2,59 @@
 //! second pass over the workgroups' partial sums. Both sum in a fixed order: the same
 //! inputs give the same bits on every run, with no atomics.
 
+use super::float_literal;
 use crate::abi;
 use crate::names::{REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_STAGE_FN};
+use crate::signature::Precision;
 
 /// The adjoint kernel's sums over the workgroup of the slots of `reduce_stage` (lane
-/// `l`'s slot `k` at `k * 256 + l`) into the workgroup's row of `shared_partials`: two
-/// levels of fixed-order sums, 8 terms each, leave 4 per slot (3 barriers; a binary tree
-/// takes 9), every level reading consecutive words across a warp's lanes, without bank
-/// conflicts. Word `w` of the row is only ever written by thread `w % 256`, which zeroed
-/// it first, so no two threads race on it. Registers summed per thread are stored once, 8
-/// consecutive words at a time; streamed slots are added to their words, in order.
+/// `l`'s slot `k` at `k * 256 + l`; [`abi::reduce_lanes`] slots, 8 in f32 and 4 in f64)
+/// into the workgroup's row of `shared_partials`: two levels of fixed-order sums leave 4
+/// per slot (3 barriers; a binary tree takes 9), every level reading consecutive words
+/// across a warp's lanes, without bank conflicts. Word `w` of the row is only ever written
+/// by thread `w % 256`, which zeroed it first, so no two threads race on it. Registers
+/// summed per thread are stored once, a slot's worth of consecutive words at a time;
+/// streamed slots are added to their words, in order.
 ///
 /// Fewer barriers measured slower on the H100 (8-32-32-1 adjoint at 2^20, streamed): 7.6 ms
 /// with these 4 per 8 words, 11.7 ms with 3 (level 2 into a separate buffer, no barrier
 /// after), 24.0 ms with 2 (the owner summing its slot's 32 partials alone).
-pub(super) fn reduce_stage_fn(shared_words: u32, streams: bool, owned: bool) -> String {
-    const _: () = assert!(abi::WORKGROUP_SIZE == 256 && abi::REDUCE_LANES == 8);
+pub(super) fn reduce_stage_fn(
+    shared_words: u32,
+    streams: bool,
+    owned: bool,
+    precision: Precision,
+) -> String {
+    const _: () = assert!(abi::WORKGROUP_SIZE == 256);
+    let (t, zero) = (precision.name(), float_literal(0.0, precision));
+    // Level 1: `per_slot` threads per slot, each summing `lanes` lanes; level 2: 4 threads
+    // per slot, each summing `per_slot / 4` of level 1's sums.
+    let lanes = abi::reduce_lanes(precision);
+    let per_slot = abi::WORKGROUP_SIZE / lanes;
+    let (level2_threads, level2_terms) = (4 * lanes, per_slot / 4);
+    let (last1, last2) = (per_slot * (lanes - 1), 4 * (level2_terms - 1));
     let slot_sum =
         "(reduce_stage[b] + reduce_stage[b + 1u]) + (reduce_stage[b + 2u] + reduce_stage[b + 3u])";
     let mut s = format!(
-        "// Sums each of reduce_stage's 8 slots over the workgroup's 256 lanes, in a fixed order,
+        "// Sums each of reduce_stage's {lanes} slots over the workgroup's 256 lanes, in a fixed order,
 // into lanes 0..4 of the slot.
 fn {REDUCE_LEVELS_FN}(lid: u32) {{
     workgroupBarrier();
-    // Thread (k, s) sums lanes s, s + 32, .., s + 224 of slot k into lane s.
-    let k = lid / 32u;
-    let s = lid % 32u;
-    var acc = 0.0f;
-    for (var j = 0u; j < 8u; j++) {{
-        acc += reduce_stage[k * 256u + s + 32u * j];
+    // Thread (k, s) sums lanes s, s + {per_slot}, .., s + {last1} of slot k into lane s.
+    let k = lid / {per_slot}u;
+    let s = lid % {per_slot}u;
+    var acc = {zero};
+    for (var j = 0u; j < {lanes}u; j++) {{
+        acc += reduce_stage[k * 256u + s + {per_slot}u * j];
     }}
     reduce_stage[k * 256u + s] = acc;
     workgroupBarrier();
-    // Thread (k, q) sums lanes q, q + 4, .., q + 28 of slot k into lane q.
-    if (lid < 32u) {{
+    // Thread (k, q) sums lanes q, q + 4, .., q + {last2} of slot k into lane q.
+    if (lid < {level2_threads}u) {{
         let k2 = lid / 4u;
         let q = lid % 4u;
-        var acc2 = 0.0f;
-        for (var j = 0u; j < 8u; j++) {{
+        var acc2 = {zero};
+        for (var j = 0u; j < {level2_terms}u; j++) {{
             acc2 += reduce_stage[k2 * 256u + q + 4u * j];
         }}
         reduce_stage[k2 * 256u + q] = acc2;
@@ -68,7 +83,7 @@ fn {REDUCE_RUN_FN}(lid: u32, group: u32, base: u32, count: u32) {{
             "
 // Adds this workgroup's sums of the `count` staged slots to words `words`: each word's
 // owner adds it to its own sums.
-fn {REDUCE_STAGE_FN}(lid: u32, words: array<u32, 8>, count: u32, owned: ptr<function, array<f32, {m}>>) {{
+fn {REDUCE_STAGE_FN}(lid: u32, words: array<u32, {lanes}>, count: u32, owned: ptr<function, array<{t}, {m}>>) {{
     {REDUCE_LEVELS_FN}(lid);
     for (var j = 0u; j < count; j++) {{
         let word = words[j];
@@ -86,7 +101,7 @@ fn {REDUCE_STAGE_FN}(lid: u32, words: array<u32, 8>, count: u32, owned: ptr<func
         s.push_str(&format!(
             "
 // Adds this workgroup's sums of the `count` staged slots into words `words` of its row.
-fn {REDUCE_STAGE_FN}(lid: u32, group: u32, words: array<u32, 8>, count: u32) {{
+fn {REDUCE_STAGE_FN}(lid: u32, group: u32, words: array<u32, {lanes}>, count: u32) {{
     {REDUCE_LEVELS_FN}(lid);
     for (var j = 0u; j < count; j++) {{
         let word = words[j];
@@ -108,8 +123,9 @@ fn {REDUCE_STAGE_FN}(lid: u32, group: u32, words: array<u32, 8>, count: u32) {{
 /// shared words: one workgroup per word (in rows of the dispatch's second dimension past
 /// its per-dimension limit) sums the first pass's per-workgroup partials, each thread a
 /// fixed stride of them, then a tree; the same order on every run.
-pub fn emit_reduce_kernel(signature: &str, shared_words: u32) -> String {
+pub fn emit_reduce_kernel(signature: &str, shared_words: u32, precision: Precision) -> String {
     let wg = abi::WORKGROUP_SIZE;
+    let (t, zero) = (precision.name(), float_literal(0.0, precision));
     format!(
         "// gradfuse reduction (second pass) of the shared gradients of `{signature}`.
 // Workgroup w sums word w of every first-pass workgroup's partial sums.
@@ -121,9 +137,9 @@ struct Params {{
 }}
 
 @group(0) @binding({pb}) var<uniform> params: Params;
-@group(0) @binding({ib}) var<storage, read> partials: array<f32>;
-@group(0) @binding({ob}) var<storage, read_write> sums: array<f32>;
-var<workgroup> stage: array<f32, {wg}>;
+@group(0) @binding({ib}) var<storage, read> partials: array<{t}>;
+@group(0) @binding({ob}) var<storage, read_write> sums: array<{t}>;
+var<workgroup> stage: array<{t}, {wg}>;
 
 @compute @workgroup_size({wg})
 fn reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
@@ -133,7 +149,7 @@ fn reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups
     if (word >= {shared_words}u) {{
         return;
     }}
-    var acc = 0.0f;
+    var acc = {zero};
     for (var g = lid; g < params.n; g += {wg}u) {{
         acc += partials[g * {shared_words}u + word];
     }}

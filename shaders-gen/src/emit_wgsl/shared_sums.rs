@@ -43,7 +43,7 @@ enum WordSum {
 pub(super) struct SharedSums {
     /// The sums' declarations, before the loop over the thread's elements.
     pub(super) declarations: String,
-    /// The statements that sum over the workgroup, 8 words at a time.
+    /// The statements that sum over the workgroup, a stage's slots at a time.
     pub(super) workgroup_sum: String,
     /// Whether any word is streamed.
     pub(super) streams: bool,
@@ -149,7 +149,8 @@ impl ArraySum<'_> {
         let read_by_node = f.read_by_node();
         let d = whole.array;
         let name = fresh(taken, &format!("sum_{}", slot.name));
-        let _ = writeln!(declarations, "    var {name}: array<f32, {n}>;");
+        let t = plan.layout.precision.name();
+        let _ = writeln!(declarations, "    var {name}: array<{t}, {n}>;");
         let k = fresh(taken, "k");
         // The array's name is known once it is written (an update in place, or a
         // loop's result, takes the name of the variable it lives in).
@@ -205,21 +206,24 @@ fn finish(
     let shared_words = plan.layout.shared_words;
     let streams = sums.contains(&WordSum::Streamed);
     let owned = streams.then(|| abi::owned_sums(shared_words)).flatten();
+    let precision = plan.layout.precision;
     ctx.streams.owned = owned.is_some();
+    ctx.streams.lanes = abi::reduce_lanes(precision);
     if streams {
         let _ = writeln!(
             declarations,
             "    // Slots of reduce_stage filled so far, and the shared word of each.\n    \
              var stage_count = 0u;\n    var stage_words: array<u32, {}>;",
-            abi::REDUCE_LANES
+            ctx.streams.lanes
         );
     }
     if let Some(m) = owned {
         let _ = writeln!(
             declarations,
             "    // The sums of the words this thread owns: lid, lid + {wg}, ..\n    \
-             var owned_sums: array<f32, {m}>;",
-            wg = abi::WORKGROUP_SIZE
+             var owned_sums: array<{t}, {m}>;",
+            wg = abi::WORKGROUP_SIZE,
+            t = precision.name(),
         );
     }
     let mut workgroup_sum = workgroup_sum(plan, sums, taken);
@@ -313,7 +317,8 @@ fn register_sum(
     body: &mut String,
 ) -> String {
     let name = fresh(taken, &format!("sum_{}", layout.word_name(w)));
-    let _ = writeln!(declarations, "    var {name} = 0.0f;");
+    let zero = super::float_literal(0.0, layout.precision);
+    let _ = writeln!(declarations, "    var {name} = {zero};");
     let add = format!(
         "    {name} += {THIS_VALUE}; // d/d {}\n",
         layout.word_label(w)
@@ -323,12 +328,13 @@ fn register_sum(
 }
 
 /// Runs of consecutive shared words summed per thread: registers summed over the
-/// workgroup 8 at a time, arrays of sums in a loop over tiles of 8. Zero and streamed words
+/// workgroup a stage's slots at a time, arrays of sums in a loop over tiles as long. Zero and streamed words
 /// need nothing here.
 fn workgroup_sum(plan: &KernelPlan, sums: &[WordSum], taken: &mut Taken) -> String {
     let (words, shared_words, layout) = (plan.layout.words, plan.layout.shared_words, plan.layout);
     let wg = abi::WORKGROUP_SIZE;
-    let lanes = abi::REDUCE_LANES;
+    let lanes = abi::reduce_lanes(layout.precision);
+    let zero = super::float_literal(0.0, layout.precision);
     let mut out = String::new();
     let mut k = 0u32;
     while k < shared_words {
@@ -352,7 +358,7 @@ fn workgroup_sum(plan: &KernelPlan, sums: &[WordSum], taken: &mut Taken) -> Stri
                     "    // d/d {}: {len} words, {lanes} at a time.\n    \
                      for (var {t} = 0u; {t} < {len}u; {t} += {lanes}u) {{\n        \
                      for (var {j} = 0u; {j} < {lanes}u; {j}++) {{\n            \
-                     reduce_stage[{j} * {wg}u + lid] = select(0.0f, {name}[min({t} + {j}, {}u)], {t} + {j} < {len}u);\n        \
+                     reduce_stage[{j} * {wg}u + lid] = select({zero}, {name}[min({t} + {j}, {}u)], {t} + {j} < {len}u);\n        \
                      }}\n        \
                      {REDUCE_RUN_FN}(lid, group, {k}u + {t}, min({lanes}u, {len}u - {t}));\n    \
                      }}",

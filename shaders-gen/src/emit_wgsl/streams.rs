@@ -7,15 +7,16 @@
 //! into an array of zeros (`d = d with [k] = d[k] + v`, through loops as a carried value),
 //! and where every `k` is the same on all threads (built from constants and loop indices
 //! only) the workgroup can sum each add over its threads at once: each thread writes `v`
-//! into one slot of `reduce_stage`, and every 8 adds the workgroup sums the slots in a
-//! fixed order and the thread owning each word adds the sum into the workgroup's row of
-//! partials. No per-thread array, the same bits on every run, no atomics.
+//! into one slot of `reduce_stage`, and every 8 adds (4 in f64: the stage's slots) the
+//! workgroup sums the slots in a fixed order and the thread owning each word adds the sum
+//! into the workgroup's row of partials. No per-thread array, the same bits on every run,
+//! no atomics.
 //!
 //! A gradient word computed as a value of its own (an unrolled loop's) is staged the same
 //! way right after it. [`accumulator`] recognizes a chain; the statements' emitter writes
-//! its adds and the staged words in runs of up to 8 ([`Streams::segment`]): before each run
-//! one check that the stage has room, so the workgroup sum is called once per 8 adds, not
-//! once per add.
+//! its adds and the staged words in runs of up to a stage's slots ([`Streams::segment`]):
+//! before each run one check that the stage has room, so the workgroup sum is called once
+//! per run, not once per add.
 
 use crate::abi;
 use crate::ir::{Function, LoopKind, Op, ValueId};
@@ -55,6 +56,8 @@ pub(super) struct Streams {
     /// Whether the owners of the words keep their sums (`owned_sums`, see
     /// [`abi::MAX_OWNED_SUMS`]) rather than add into the workgroup's row.
     pub owned: bool,
+    /// Slots of the stage ([`abi::reduce_lanes`] of the kernel's precision).
+    pub lanes: u32,
 }
 
 impl Streams {
@@ -79,16 +82,16 @@ impl Streams {
     }
 
     /// The stages of a run that starts at node `i` of `f` after its first `done`: up to
-    /// [`abi::REDUCE_LANES`], up to the next loop (which stages its own).
+    /// [`Streams::lanes`], up to the next loop (which stages its own).
     pub fn segment(&self, f: &Function, i: usize, done: u32) -> u32 {
         let mut n = 0;
         for (j, node) in f.nodes.iter().enumerate().skip(i) {
-            if matches!(node.op, Op::Loop(_)) || n >= abi::REDUCE_LANES + done {
+            if matches!(node.op, Op::Loop(_)) || n >= self.lanes + done {
                 break;
             }
             n += self.stages_at(j);
         }
-        (n - done).min(abi::REDUCE_LANES)
+        (n - done).min(self.lanes)
     }
 }
 
@@ -284,10 +287,10 @@ fn same_index(f: &Function, a: ValueId, b: ValueId) -> bool {
 
 /// The check before a run of `run` stages: if the stage lacks room, the workgroup sums
 /// what it holds.
-pub(super) fn make_room(run: u32, owned: bool, indent: &str) -> String {
+pub(super) fn make_room(run: u32, lanes: u32, owned: bool, indent: &str) -> String {
     format!(
         "{indent}if (stage_count > {}u) {{ {}; stage_count = 0u; }}\n",
-        abi::REDUCE_LANES - run,
+        lanes - run,
         sum_stage(owned)
     )
 }

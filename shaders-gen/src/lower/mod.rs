@@ -179,15 +179,6 @@ pub fn lower_fn_with(
     let mut sig = lower_signature(&item.sig, &mut diag);
     sig.vis = item.vis.clone();
     sig.precision = precision::precision_of(item, &mut diag);
-    if sig.precision == Precision::F64
-        && let Some(p) = sig.params.iter().find(|p| p.shared)
-    {
-        diag.error(
-            p.name.span(),
-            "`#[shared]` arguments are f32 only for now (their batch sums are reduced in \
-             f32 stages): pass this one per element, or write the function over f32",
-        );
-    }
     let layout = ArgLayout::of(&sig);
     let result = match &item.sig.output {
         syn::ReturnType::Type(_, t) if tuple_parts(t).is_some() => Some(Kind::Real(sig.result)),

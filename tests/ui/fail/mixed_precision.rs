@@ -7,10 +7,4 @@ fn mixed(x: f64, p: [f64; 2], y: f32) -> f64 {
     x * p[0] + 1.0
 }
 
-// `#[shared]` arguments are f32 only for now.
-#[differentiable]
-fn shared64(x: f64, #[shared] w: f64) -> f64 {
-    x * w
-}
-
 fn main() {}

@@ -16,7 +16,15 @@ pub fn polar(r: f64, theta: f64) -> (f64, [f64; 1]) {
     (r * theta.cos(), [r * theta.sin()])
 }
 
+// `#[shared]` words over f64: `Shared` and `SharedGrad` of f64 fields.
+#[differentiable]
+pub fn weighted(x: f64, #[shared] w: [f64; 2]) -> f64 {
+    w[0] * x + w[1]
+}
+
 fn main() {
+    let (_, _, sg) = weighted::value_and_grad(&weighted::Args { x: 1.0 }, &weighted::Shared { w: [2.0, 3.0] });
+    let _: [f64; 2] = sg.w;
     let (v, g) = over_f64::value_and_grad(&over_f64::Args { x: 0.3, p: [1.0, 2.0, 3.0], c: 2.0 });
     let _: (f64, f64) = (v, g.x);
     let _: over_f64::Hessian = over_f64::value_grad_hessian(&over_f64::Args { x: 0.3, p: [1.0; 3], c: 1.0 }).2;
