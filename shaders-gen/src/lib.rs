@@ -12,6 +12,7 @@ pub mod emit_rust;
 pub mod emit_wgsl;
 pub mod interp;
 pub mod ir;
+pub mod launch;
 pub mod lower;
 pub mod names;
 pub mod ops;

@@ -3,6 +3,7 @@
 
 use super::ItemPlan;
 use crate::abi::{self, KernelKind};
+use crate::launch::kernel_launch;
 use proc_macro2::TokenStream;
 use quote::quote;
 
@@ -16,10 +17,7 @@ pub(super) fn kernel_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident) -
         KernelKind::Hessian => quote!(WGSL_HESSIAN),
     };
     let label = format!("{}::{}", plan.fname, kind.entry_point());
-    if kind == KernelKind::Tangent {
-        return spec_of(plan, &plan.layout.tangent_layout(), kind, cpu, wgsl, &label);
-    }
-    spec_of(plan, plan.layout, kind, cpu, wgsl, &label)
+    spec_of(plan, kind, cpu, wgsl, &label)
 }
 
 /// The `::gradfuse::GatheredSpec` of the gathered variant of kernel `kind` (see
@@ -34,7 +32,7 @@ pub(super) fn gathered_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident)
         }
     };
     let label = format!("{}::{} (gathered)", plan.fname, kind.entry_point());
-    let kernel = spec_of(plan, plan.layout, kind, cpu, wgsl, &label);
+    let kernel = spec_of(plan, kind, cpu, wgsl, &label);
     let fields = plan.layout.fields().into_iter().enumerate().map(|(k, slot)| {
         let (rows, index) = abi::field_bindings(k as u32);
         // 4-byte words, as the runtime counts them.
@@ -51,76 +49,55 @@ pub(super) fn gathered_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident)
 
 fn spec_of(
     plan: &ItemPlan,
-    layout: &abi::ArgLayout,
     kind: KernelKind,
     cpu: &syn::Ident,
     wgsl: TokenStream,
     label: &str,
 ) -> TokenStream {
-    let (fname, has_shared) = (&plan.fname, plan.has_shared);
+    let launch = kernel_launch(plan.c, kind);
     let entry = kind.entry_point();
-    // The runtime counts 4-byte words.
-    let wps = layout.precision.words_per_scalar();
-    let precision = super::tokens::precision_value(layout.precision);
-    let outs: Vec<TokenStream> = kind
-        .outputs(layout)
-        .iter()
-        .map(|(binding, words, _)| {
-            let words = words * wps;
-            quote!(::gradfuse::OutputSpec { binding: #binding, words: #words })
-        })
-        .collect();
+    let precision = super::tokens::precision_value(launch.precision);
+    let outs = launch.outputs.iter().map(
+        |(binding, words)| quote!(::gradfuse::OutputSpec { binding: #binding, words: #words }),
+    );
     let (wg, maxg, pb, ab) = (
         abi::WORKGROUP_SIZE,
         abi::MAX_WORKGROUPS_PER_DIM,
         abi::PARAMS_BINDING,
         abi::ARGS_BINDING,
     );
-    let input_words = layout.words * wps;
-    let c = plan.c;
-    let work = match kind {
-        KernelKind::Forward => c.primal.work(),
-        KernelKind::Adjoint | KernelKind::Jacobian => c.reverse.function().work(),
-        KernelKind::Tangent => c.tangent.work(),
-        KernelKind::Hessian => c
-            .second
-            .as_ref()
-            .and_then(|s| s.hessian.as_ref())
-            .map_or(0, |h| h.function.work()),
-    };
-    let shared = if has_shared {
-        // The runtime counts 4-byte words: an f64 is two.
-        let (sb, scalars) = (abi::SHARED_BINDING, layout.shared_words);
-        let sw = scalars * layout.precision.words_per_scalar();
-        let reduction = if kind == KernelKind::Adjoint {
-            let (partials, rp, ri, ro) = (
-                abi::PARTIALS_BINDING,
-                abi::REDUCE_PARAMS_BINDING,
-                abi::REDUCE_INPUT_BINDING,
-                abi::REDUCE_OUTPUT_BINDING,
-            );
-            let rlabel = format!("{fname}::reduce");
-            quote!(Some(::gradfuse::ReductionSpec {
-                partials_binding: #partials,
-                label: #rlabel,
-                wgsl: WGSL_REDUCE,
-                entry_point: "reduce",
-                params_binding: #rp,
-                input_binding: #ri,
-                output_binding: #ro,
+    let (input_words, work) = (launch.input_words, launch.work_per_element);
+    let shared = match launch.shared {
+        Some(shared) => {
+            let (sb, sw, uniform) = (abi::SHARED_BINDING, shared.words, shared.uniform);
+            let reduction = if shared.reduced {
+                let (partials, rp, ri, ro) = (
+                    abi::PARTIALS_BINDING,
+                    abi::REDUCE_PARAMS_BINDING,
+                    abi::REDUCE_INPUT_BINDING,
+                    abi::REDUCE_OUTPUT_BINDING,
+                );
+                let rlabel = format!("{}::reduce", plan.fname);
+                quote!(Some(::gradfuse::ReductionSpec {
+                    partials_binding: #partials,
+                    label: #rlabel,
+                    wgsl: WGSL_REDUCE,
+                    entry_point: "reduce",
+                    params_binding: #rp,
+                    input_binding: #ri,
+                    output_binding: #ro,
+                }))
+            } else {
+                quote!(None)
+            };
+            quote!(Some(&::gradfuse::SharedSpec {
+                binding: #sb,
+                words: #sw,
+                uniform: #uniform,
+                reduction: #reduction,
             }))
-        } else {
-            quote!(None)
-        };
-        let uniform = abi::shared_in_uniform(scalars, layout.precision);
-        quote!(Some(&::gradfuse::SharedSpec {
-            binding: #sb,
-            words: #sw,
-            uniform: #uniform,
-            reduction: #reduction,
-        }))
-    } else {
-        quote!(None)
+        }
+        None => quote!(None),
     };
     quote! {
         ::gradfuse::KernelSpec {

@@ -1,0 +1,272 @@
+//! The functions of the performance corpus, as source text: structured families (wide
+//! Jacobians, per-element arrays read in loops, chains of transcendental calls, branches,
+//! `#[shared]` tables) and random programs from fixed seeds. None is a function the
+//! generator was tuned on; they are compiled at run time by `compile_str`, the macro's own
+//! compiler.
+
+/// One function of the corpus.
+pub struct Function {
+    /// Its name in the tables (also the Rust name).
+    pub name: String,
+    /// Its family.
+    pub family: &'static str,
+    /// The source, as a user writes it.
+    pub src: String,
+}
+
+/// Every function of the corpus, structured families first.
+pub fn corpus() -> Vec<Function> {
+    let mut out = Vec::new();
+    for (m, n) in [(2, 12), (4, 8), (4, 16), (3, 24), (4, 32)] {
+        out.push(jacobian(m, n));
+    }
+    for w in [8, 16, 32, 64] {
+        out.push(array_loop(w));
+    }
+    for w in [16, 64] {
+        out.push(stencil(w));
+    }
+    for calls in [8, 16, 32] {
+        out.push(transcendental(calls));
+    }
+    for depth in [2, 4, 6] {
+        out.push(branches(depth));
+    }
+    for t in [16, 256, 1024] {
+        out.push(shared_table(t));
+    }
+    for seed in 0..24u64 {
+        out.push(random_program(seed));
+    }
+    out
+}
+
+/// `m` outputs of `n` inputs, each a loop over every input: an `m x n` Jacobian.
+fn jacobian(m: usize, n: usize) -> Function {
+    let name = format!("jacobian_{m}x{n}");
+    let src = format!(
+        "fn {name}(x: [f32; {n}]) -> [f32; {m}] {{
+            let mut r = [0.0; {m}];
+            for j in 0..{m} {{
+                let c = j as f32 + 1.0;
+                let mut s = 0.0;
+                for k in 0..{n} {{
+                    s += (x[k] * c).sin() * x[{last} - k];
+                }}
+                r[j] = s;
+            }}
+            r
+        }}",
+        last = n - 1
+    );
+    Function {
+        name,
+        family: "wide Jacobian",
+        src,
+    }
+}
+
+/// A per-element array of `w` words mapped into a local array, then read pairwise at
+/// neighbouring computed indices.
+fn array_loop(w: usize) -> Function {
+    let name = format!("array_{w}");
+    let src = format!(
+        "fn {name}(a: [f32; {w}], s: f32) -> f32 {{
+            let mut b = [0.0; {w}];
+            for i in 0..{w} {{
+                b[i] = (a[i] * s).tanh();
+            }}
+            let mut acc = 0.0;
+            for i in 0..{last} {{
+                acc += b[i] * a[i + 1] - b[i + 1] * a[i];
+            }}
+            acc * acc
+        }}",
+        last = w - 1
+    );
+    Function {
+        name,
+        family: "array in loops",
+        src,
+    }
+}
+
+/// A 1-D elastic energy over a per-element array with per-element stiffnesses.
+fn stencil(w: usize) -> Function {
+    let name = format!("stencil_{w}");
+    let src = format!(
+        "fn {name}(u: [f32; {w}], #[constant] k: [f32; {w}]) -> f32 {{
+            let mut e = 0.0;
+            for i in 1..{last} {{
+                let d = u[i + 1] - 2.0 * u[i] + u[i - 1];
+                e += k[i] * d * d + 0.1 * (u[i] - u[i - 1]).abs();
+            }}
+            e
+        }}",
+        last = w - 1
+    );
+    Function {
+        name,
+        family: "array in loops",
+        src,
+    }
+}
+
+/// The methods a generated chain cycles through, each kept inside its domain.
+const CALLS: [&str; 8] = [
+    "(A).sin()",
+    "(A).tanh().exp()",
+    "((A) * (A) + 1.0).ln()",
+    "(A).atan2(B)",
+    "((A) * (A) + 1.0).sqrt()",
+    "(A).cos().cosh()",
+    "(0.5 * (A).tanh()).asin()",
+    "(A).hypot(B)",
+];
+
+/// A chain of `calls` transcendental calls over three arguments.
+fn transcendental(calls: usize) -> Function {
+    let name = format!("transcendental_{calls}");
+    let mut body = String::from("let v0 = x;\nlet v1 = y;\nlet v2 = z;\n");
+    for k in 0..calls {
+        let call = CALLS[k % CALLS.len()]
+            .replace('A', &format!("v{}", k + 2))
+            .replace('B', &format!("v{}", k));
+        body.push_str(&format!("let v{} = {call} + v{};\n", k + 3, k + 1));
+    }
+    let src = format!(
+        "fn {name}(x: f32, y: f32, z: f32) -> f32 {{\n{body}v{} + v{}\n}}",
+        calls + 2,
+        calls + 1
+    );
+    Function {
+        name,
+        family: "transcendental",
+        src,
+    }
+}
+
+/// Nested `if`/`else` on per-element comparisons, `depth` deep, each branch its own work.
+fn branches(depth: usize) -> Function {
+    let name = format!("branches_{depth}");
+    let mut expr = String::from("(x * y).sin() + z");
+    for d in 0..depth {
+        let (a, b) = (["x", "y", "z"][d % 3], ["y", "z", "x"][d % 3]);
+        expr = format!(
+            "if {a} > {b} * {c:.1} {{ ({expr}) * {a}.cos() }} else {{ ({expr}).tanh() - {b}.exp() }}",
+            c = 0.5 + 0.25 * d as f32
+        );
+    }
+    let src = format!("fn {name}(x: f32, y: f32, z: f32) -> f32 {{\n{expr}\n}}");
+    Function {
+        name,
+        family: "branches",
+        src,
+    }
+}
+
+/// A `#[shared]` table of `t` words read in a loop: a uniform table up to the uniform
+/// limit, and its gradient summed over the batch.
+fn shared_table(t: usize) -> Function {
+    let name = format!("shared_table_{t}");
+    let src = format!(
+        "fn {name}(x: f32, y: f32, #[shared] table: [f32; {t}]) -> f32 {{
+            let mut s = 0.0;
+            let mut p = x;
+            for i in 0..{t} {{
+                s += table[i] * p;
+                p = p * y + 0.01 * (i as f32);
+            }}
+            s.tanh()
+        }}"
+    );
+    Function {
+        name,
+        family: "shared table",
+        src,
+    }
+}
+
+/// A small xorshift generator: the corpus is the same on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        ((self.0 >> 33) % n as u64) as usize
+    }
+}
+
+/// One random statement's right-hand side over the values `a`, `b`, `c`.
+fn random_expr(rng: &mut Rng, a: &str, b: &str, c: &str) -> String {
+    match rng.below(16) {
+        0 => format!("{a} + {b}"),
+        1 => format!("{a} - {b}"),
+        2 => format!("{a} * {b}"),
+        3 => format!("{a} / (1.0 + {b} * {b})"),
+        4 => format!("{a}.sin()"),
+        5 => format!("{a}.tanh()"),
+        6 => format!("({a} * {a} + 1.0).ln()"),
+        7 => format!("({a} * {a} + 1.0).sqrt()"),
+        8 => format!("{a}.sin().exp()"),
+        9 => format!("{a}.atan2({b})"),
+        10 => format!("{a}.mul_add({b}, {c})"),
+        11 => format!("{a}.max({b}) - {c}.min({a})"),
+        12 => format!("{a}.hypot({b})"),
+        13 => format!("if {a} > {b} {{ {a} * {c} }} else {{ {b}.cos() }}"),
+        14 => format!("{a}.abs().powf(0.5)"),
+        _ => format!("{a}.cos() * {b}"),
+    }
+}
+
+/// A random program: 1-8 scalar arguments, sometimes an array argument read in a loop,
+/// 8-40 statements, an `f32` result or (one in four) a vector result of 2-4 words.
+fn random_program(seed: u64) -> Function {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (seed + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
+    let name = format!("random_{seed:02}");
+    let scalars = 1 + rng.below(8);
+    let array = (rng.below(2) == 0).then(|| 4 + rng.below(13));
+    let mut args: Vec<String> = (0..scalars).map(|i| format!("x{i}: f32")).collect();
+    let mut vals: Vec<String> = (0..scalars).map(|i| format!("x{i}")).collect();
+    let mut body = String::new();
+    if let Some(len) = array {
+        args.push(format!("a: [f32; {len}]"));
+        body.push_str(&format!(
+            "let mut s = 0.0;\nfor i in 0..{len} {{\n    s += (a[i] * {}).sin();\n}}\n",
+            vals[0]
+        ));
+        vals.push("s".into());
+    }
+    let statements = 8 + rng.below(33);
+    for k in 0..statements {
+        let pick = |rng: &mut Rng| vals[vals.len() - 1 - rng.below(vals.len().min(6))].clone();
+        let (a, b, c) = (pick(&mut rng), pick(&mut rng), pick(&mut rng));
+        body.push_str(&format!(
+            "let v{k} = {};\n",
+            random_expr(&mut rng, &a, &b, &c)
+        ));
+        vals.push(format!("v{k}"));
+    }
+    let last = |j: usize| vals[vals.len() - 1 - j.min(vals.len() - 1)].clone();
+    let (result, value) = if rng.below(4) == 0 {
+        let m = 2 + rng.below(3);
+        let words: Vec<String> = (0..m).map(last).collect();
+        (format!("[f32; {m}]"), format!("[{}]", words.join(", ")))
+    } else {
+        (
+            "f32".into(),
+            format!("{} + {} + {}", last(0), last(1), last(2)),
+        )
+    };
+    let src = format!(
+        "fn {name}({}) -> {result} {{\n{body}{value}\n}}",
+        args.join(", ")
+    );
+    Function {
+        name,
+        family: "random",
+        src,
+    }
+}

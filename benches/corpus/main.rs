@@ -1,0 +1,221 @@
+//! The performance corpus: 44 functions the generator was never tuned on (wide Jacobians,
+//! per-element arrays read in loops, chains of transcendental calls, branches, `#[shared]`
+//! tables, and 24 random programs from fixed seeds), each compiled at run time by the
+//! macro's compiler, and every kernel of each (value, adjoint or Jacobian, tangent) timed
+//! against its roofline: the larger of a coalesced copy of its bytes and its operations at
+//! the device's FMA rate, both measured in the same run. Three rounds over the whole corpus
+//! say how steady each kernel's time is.
+//!
+//! `cargo bench --bench corpus` (n = 2^20 and 2^24; on the H100, see BENCHMARKS.md) or
+//! `cargo bench --bench corpus -- --quick` (n = 2^12, every function compiled and every fourth timed: that it runs).
+//! Set GRADFUSE_BENCH_OUT=path to also write the tables to a file.
+
+use gradfuse::{Device, Error, KernelSpec, OutputSpec, ReductionSpec, SharedSpec};
+use gradfuse_shaders_gen::abi::{self, KernelKind};
+use gradfuse_shaders_gen::launch::{kernel_launch, reverse_kind};
+use gradfuse_shaders_gen::{Compiled, compile_str};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+#[path = "../ceilings/mod.rs"]
+mod ceilings;
+mod functions;
+mod report;
+
+use ceilings::{FMA_PER_THREAD, copy_spec, fma_spec, inputs, kernel_time, median};
+use report::{Kernel, Round};
+
+/// Rounds over the whole corpus.
+const ROUNDS: usize = 3;
+/// Timed launches per kernel and round, after its warm-up.
+const LAUNCHES: usize = 10;
+/// GPU time each kernel runs before it is timed (its clocks settle; the corpus keeps the
+/// device busy, so less than a lone kernel needs).
+const WARM_UP_S: f64 = 0.02;
+/// Largest argument or output buffer of a timed launch: wider kernels run at the largest
+/// power of two under it (the table says which n).
+const MAX_BUFFER_BYTES: usize = 1 << 30;
+
+/// The runtime's launch description of kernel `kind` of `c` (leaked: specs are `'static`).
+fn compiled_spec(name: &str, c: &Compiled, kind: KernelKind) -> &'static KernelSpec {
+    let launch = kernel_launch(c, kind);
+    let wgsl = match kind {
+        KernelKind::Forward => &c.wgsl_forward,
+        KernelKind::Tangent => &c.wgsl_tangent,
+        _ => &c.wgsl_reverse,
+    };
+    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+    let shared = launch.shared.map(|s| {
+        let reduction = (s.reduced).then(|| ReductionSpec {
+            partials_binding: abi::PARTIALS_BINDING,
+            label: leak(format!("{name}::reduce")),
+            wgsl: leak(c.wgsl_reduce.clone().unwrap_or_default()),
+            entry_point: "reduce",
+            params_binding: abi::REDUCE_PARAMS_BINDING,
+            input_binding: abi::REDUCE_INPUT_BINDING,
+            output_binding: abi::REDUCE_OUTPUT_BINDING,
+        });
+        &*Box::leak(Box::new(SharedSpec {
+            binding: abi::SHARED_BINDING,
+            words: s.words,
+            uniform: s.uniform,
+            reduction,
+        }))
+    });
+    let outputs: Vec<OutputSpec> = launch
+        .outputs
+        .iter()
+        .map(|&(binding, words)| OutputSpec { binding, words })
+        .collect();
+    Box::leak(Box::new(KernelSpec {
+        label: leak(format!("{name}::{}", kind.entry_point())),
+        wgsl: leak(wgsl.clone()),
+        entry_point: kind.entry_point(),
+        workgroup_size: abi::WORKGROUP_SIZE,
+        max_workgroups_per_dim: abi::MAX_WORKGROUPS_PER_DIM,
+        params_binding: abi::PARAMS_BINDING,
+        input_binding: abi::ARGS_BINDING,
+        input_words: launch.input_words,
+        outputs: Box::leak(outputs.into_boxed_slice()),
+        shared,
+        work_per_element: launch.work_per_element,
+        precision: gradfuse::Precision::F32,
+        cpu: ceilings::no_cpu,
+    }))
+}
+
+/// The kernels of the corpus, three per function.
+fn kernels(quick: bool) -> Result<Vec<Kernel>, String> {
+    let mut out = Vec::new();
+    for (k, f) in functions::corpus().into_iter().enumerate() {
+        // Every function is compiled, quick or not: a corpus function that fails to compile
+        // is a bug that CI's quick run must catch.
+        let c = compile_str(&f.src).map_err(|e| format!("{}: {e:?}\n{}", f.name, f.src))?;
+        if quick && k % 4 != 0 {
+            continue;
+        }
+        for kind in [KernelKind::Forward, reverse_kind(&c), KernelKind::Tangent] {
+            let spec = compiled_spec(&f.name, &c, kind);
+            out.push(Kernel {
+                function: f.name.clone(),
+                family: f.family,
+                kind: kind.entry_point(),
+                spec,
+                output_words: spec.output_words() as u32,
+                rounds: Vec::new(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// `n` elements of `words` reproducible argument words: one block repeated (what the
+/// values are does not change a kernel's time, and 2^24 elements of 64 words would take
+/// the host longer to draw than the device to run).
+fn batch(n: usize, words: u32) -> Vec<f32> {
+    let block = inputs(n.min(4096), words);
+    let mut out = Vec::with_capacity(n * words as usize);
+    while out.len() < n * words as usize {
+        let take = block.len().min(n * words as usize - out.len());
+        out.extend_from_slice(&block[..take]);
+    }
+    out
+}
+
+/// Median time of `LAUNCHES` launches after a warm-up of about [`WARM_UP_S`], in one
+/// upload of the arguments: the warm-up's length from `estimate` (seconds per launch).
+fn time(d: &Device, spec: &'static KernelSpec, input: &[f32], estimate: f64) -> Result<f64, Error> {
+    let warm = (WARM_UP_S / estimate.max(1e-6)).ceil().clamp(3.0, 500.0) as usize;
+    let times = d.time_kernel(spec, input, warm + LAUNCHES)?;
+    Ok(median(
+        times[warm..]
+            .iter()
+            .map(gradfuse::KernelTime::total)
+            .collect(),
+    ))
+}
+
+/// The largest `n` up to `2^log_n` whose buffers stay under [`MAX_BUFFER_BYTES`].
+fn fitting_n(log_n: u32, words: u32) -> usize {
+    let mut n = 1usize << log_n;
+    while n > 1024 && n * words as usize * 4 > MAX_BUFFER_BYTES {
+        n /= 2;
+    }
+    n
+}
+
+/// One round at `log_n`: every kernel timed once, and the copy of each kernel's bytes.
+fn round(d: &Device, kernels: &mut [Kernel], log_n: u32, fma_rate: f64) -> Result<(), Error> {
+    let mut copies: HashMap<(usize, u32, u32), f64> = HashMap::new();
+    let mut i = 0;
+    while i < kernels.len() {
+        // The kernels of one function share their arguments' buffer where their words agree.
+        let function = kernels[i].function.clone();
+        let mut cached: Option<(u32, usize, Vec<f32>)> = None;
+        while i < kernels.len() && kernels[i].function == function {
+            let k = &mut kernels[i];
+            let words = k.spec.input_words;
+            let n = fitting_n(log_n, words.max(k.output_words));
+            if cached
+                .as_ref()
+                .is_none_or(|(w, m, _)| (*w, *m) != (words, n))
+            {
+                cached = Some((words, n, batch(n, words)));
+            }
+            let input = &cached.as_ref().map_or(&[][..], |(_, _, v)| &v[..]);
+            let key = (n, words, k.output_words);
+            let copy = match copies.get(&key) {
+                Some(t) => *t,
+                None => {
+                    let t = kernel_time(d, copy_spec(words, k.output_words), input, 3, LAUNCHES)?;
+                    copies.insert(key, t);
+                    t
+                }
+            };
+            let arithmetic = n as f64 * k.spec.work_per_element as f64 / fma_rate;
+            let t = time(d, k.spec, input, copy.max(arithmetic))?;
+            k.rounds.push(Round {
+                n,
+                ms: t * 1e3,
+                copy_ms: copy * 1e3,
+                arithmetic_ms: arithmetic * 1e3,
+            });
+            i += 1;
+        }
+    }
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let d = Device::gpu()?;
+    let mut out = String::new();
+    let _ = writeln!(out, "device: {}", d.describe());
+    let fma_n = if quick { 1 << 12 } else { 1 << 22 };
+    let fma_t = kernel_time(&d, fma_spec(), &inputs(fma_n, 1), 3, LAUNCHES)?;
+    let fma_rate = fma_n as f64 * FMA_PER_THREAD / fma_t;
+    let _ = writeln!(
+        out,
+        "arithmetic ceiling: {:.0} GFMA/s ({fma_n} threads x {FMA_PER_THREAD} FMAs)\n",
+        fma_rate / 1e9
+    );
+    print!("{out}");
+    let mut kernels = kernels(quick)?;
+    let sizes: &[u32] = if quick { &[12] } else { &[20, 24] };
+    for &log_n in sizes {
+        for k in kernels.iter_mut() {
+            k.rounds.clear();
+        }
+        for r in 0..ROUNDS {
+            eprintln!("2^{log_n}: round {} of {ROUNDS}", r + 1);
+            round(&d, &mut kernels, log_n, fma_rate)?;
+        }
+        let tables = report::tables(&kernels, log_n);
+        print!("{tables}");
+        out.push_str(&tables);
+    }
+    if let Ok(path) = std::env::var("GRADFUSE_BENCH_OUT") {
+        std::fs::write(path, out)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,128 @@
+//! The corpus's tables: per kernel kind, the distribution of the fraction of the roofline
+//! reached and the spread over rounds; then every kernel's row.
+
+use gradfuse::KernelSpec;
+use std::fmt::Write as _;
+
+/// One kernel of the corpus and its times.
+pub struct Kernel {
+    /// The function's name.
+    pub function: String,
+    /// The function's family.
+    pub family: &'static str,
+    /// `forward`, `adjoint`, `jacobian` or `tangent`.
+    pub kind: &'static str,
+    /// Its launch.
+    pub spec: &'static KernelSpec,
+    /// Output words per element.
+    pub output_words: u32,
+    /// One entry per round at the current size.
+    pub rounds: Vec<Round>,
+}
+
+/// One kernel's measurement in one round.
+pub struct Round {
+    /// Elements launched.
+    pub n: usize,
+    /// Median kernel time (both passes of a shared reduction).
+    pub ms: f64,
+    /// A coalesced copy of the kernel's argument and output bytes.
+    pub copy_ms: f64,
+    /// The kernel's operations at the device's FMA rate.
+    pub arithmetic_ms: f64,
+}
+
+impl Kernel {
+    /// The roofline: the larger of the copy and arithmetic bounds (medians over rounds).
+    fn bound_ms(&self) -> f64 {
+        let copy = median(self.rounds.iter().map(|r| r.copy_ms).collect());
+        let arithmetic = median(self.rounds.iter().map(|r| r.arithmetic_ms).collect());
+        copy.max(arithmetic)
+    }
+
+    /// The median of its rounds' times.
+    fn ms(&self) -> f64 {
+        median(self.rounds.iter().map(|r| r.ms).collect())
+    }
+
+    /// The fraction of the roofline reached (1 at the roofline).
+    pub fn of_roofline(&self) -> f64 {
+        self.bound_ms() / self.ms()
+    }
+
+    /// How far apart its rounds are: slowest over fastest, less one.
+    pub fn spread(&self) -> f64 {
+        let (lo, hi) = self.rounds.iter().fold((f64::MAX, 0.0f64), |(lo, hi), r| {
+            (lo.min(r.ms), hi.max(r.ms))
+        });
+        hi / lo - 1.0
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// The summary table and every kernel's row, at `2^log_n` (or the largest n under the
+/// buffer bound).
+pub fn tables(kernels: &[Kernel], log_n: u32) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "n = 2^{log_n}: fraction of the roofline (the larger of the copy and FMA bounds)\n\n\
+         | kernel kind | kernels | min | median | under 70% | worst spread over rounds | kernels over 10% spread |\n\
+         |---|---|---|---|---|---|---|"
+    );
+    let mut kinds: Vec<&str> = kernels.iter().map(|k| k.kind).collect();
+    kinds.dedup();
+    kinds.sort();
+    kinds.dedup();
+    kinds.push("all");
+    for kind in kinds {
+        let of: Vec<&Kernel> = kernels
+            .iter()
+            .filter(|k| kind == "all" || k.kind == kind)
+            .collect();
+        let fractions: Vec<f64> = of.iter().map(|k| k.of_roofline()).collect();
+        let low = fractions.iter().filter(|f| **f < 0.7).count();
+        let min = fractions.iter().copied().fold(f64::MAX, f64::min);
+        let worst = of.iter().map(|k| k.spread()).fold(0.0, f64::max);
+        let unsteady = of.iter().filter(|k| k.spread() > 0.1).count();
+        let _ = writeln!(
+            out,
+            "| {kind} | {} | {:.0}% | {:.0}% | {low} | {:.0}% | {unsteady} |",
+            of.len(),
+            100.0 * min,
+            100.0 * median(fractions),
+            100.0 * worst
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n| function | family | kernel | words in | words out | ops | n | ms (rounds) | copy ms | FMA ms | of roofline | spread |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for k in kernels {
+        let times: Vec<String> = k.rounds.iter().map(|r| format!("{:.3}", r.ms)).collect();
+        let n = k.rounds.first().map_or(0, |r| r.n);
+        let copy = median(k.rounds.iter().map(|r| r.copy_ms).collect());
+        let fma = median(k.rounds.iter().map(|r| r.arithmetic_ms).collect());
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | 2^{} | {} | {copy:.3} | {fma:.3} | {:.0}% | {:.0}% |",
+            k.function,
+            k.family,
+            k.kind,
+            k.spec.input_words,
+            k.output_words,
+            k.spec.work_per_element,
+            n.trailing_zeros(),
+            times.join(" / "),
+            100.0 * k.of_roofline(),
+            100.0 * k.spread()
+        );
+    }
+    out.push('\n');
+    out
+}

@@ -1,0 +1,91 @@
+//! How the runtime launches a generated kernel: its buffers, their words, its shared
+//! arguments and its work, as data. The macro quotes it into a `gradfuse::KernelSpec`
+//! (`emit_rust/spec.rs`); benches and tests that compile functions at run time build their
+//! specs from the same description, so a kernel is launched one way whoever compiled it.
+
+use crate::abi::{self, KernelKind};
+use crate::signature::Precision;
+use crate::{Compiled, Reverse};
+
+/// The launch of one kernel of a compiled function. Word counts are 4-byte words, as the
+/// runtime counts them (an f64 is two).
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelLaunch {
+    /// Which kernel.
+    pub kind: KernelKind,
+    /// Argument words per element (for a tangent kernel, the arguments and their tangents).
+    pub input_words: u32,
+    /// The output buffers: `(binding, words per element)`.
+    pub outputs: Vec<(u32, u32)>,
+    /// The `#[shared]` arguments, for a function that has any.
+    pub shared: Option<SharedLaunch>,
+    /// Operations per element, loops counted by their trips: what the runtime sizes chunks
+    /// by (and benches hold against the device's arithmetic rate).
+    pub work_per_element: u64,
+    /// The kernel's float type.
+    pub precision: Precision,
+}
+
+/// The `#[shared]` arguments of a kernel.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SharedLaunch {
+    /// Their words.
+    pub words: u32,
+    /// Whether the kernel reads them from a uniform buffer rather than storage
+    /// ([`abi::shared_in_uniform`]).
+    pub uniform: bool,
+    /// Whether the kernel writes partial sums of their gradient for the second pass of the
+    /// reduction (`Compiled::wgsl_reduce`): adjoint kernels do.
+    pub reduced: bool,
+}
+
+/// The launch of kernel `kind` of `c`. A Hessian kind for a function without a Hessian
+/// kernel has no work.
+pub fn kernel_launch(c: &Compiled, kind: KernelKind) -> KernelLaunch {
+    let base = &c.lowered.layout;
+    let tangent_layout;
+    let layout = if kind == KernelKind::Tangent {
+        tangent_layout = base.tangent_layout();
+        &tangent_layout
+    } else {
+        base
+    };
+    let wps = layout.precision.words_per_scalar();
+    let work_per_element = match kind {
+        KernelKind::Forward => c.primal.work(),
+        KernelKind::Adjoint | KernelKind::Jacobian => c.reverse.function().work(),
+        KernelKind::Tangent => c.tangent.work(),
+        KernelKind::Hessian => c
+            .second
+            .as_ref()
+            .and_then(|s| s.hessian.as_ref())
+            .map_or(0, |h| h.function.work()),
+    };
+    // A tangent kernel's shared words are followed by their tangents.
+    let shared = (layout.shared_words > 0).then(|| SharedLaunch {
+        words: layout.shared_words * wps,
+        uniform: abi::shared_in_uniform(layout.shared_words, layout.precision),
+        reduced: kind == KernelKind::Adjoint,
+    });
+    KernelLaunch {
+        kind,
+        input_words: layout.words * wps,
+        outputs: kind
+            .outputs(layout)
+            .iter()
+            .map(|(binding, words, _)| (*binding, words * wps))
+            .collect(),
+        shared,
+        work_per_element,
+        precision: layout.precision,
+    }
+}
+
+/// The reverse kernel's kind: the adjoint for an `f32` result, the Jacobian kernel for a
+/// vector result.
+pub fn reverse_kind(c: &Compiled) -> KernelKind {
+    match c.reverse {
+        Reverse::Gradient(_) => KernelKind::Adjoint,
+        Reverse::Jacobian(..) => KernelKind::Jacobian,
+    }
+}

@@ -1,0 +1,73 @@
+//! The launch descriptions that every `KernelSpec` is quoted from: words counted by hand
+//! for one function of every argument kind, in f32 and f64 (two 4-byte words a scalar).
+
+use gradfuse_shaders_gen::abi::{GRAD_BINDING, KernelKind, VALUE_BINDING};
+use gradfuse_shaders_gen::compile_str;
+use gradfuse_shaders_gen::launch::{SharedLaunch, kernel_launch, reverse_kind};
+
+/// `x` and `p` differentiable (4 gradient words), `c` constant, 16 shared words.
+fn source(float: &str) -> String {
+    format!(
+        "fn f(x: {float}, p: [{float}; 3], #[constant] c: {float}, #[shared] w: [{float}; 16]) -> {float} {{
+            let mut s = x * c;
+            for i in 0..16 {{
+                s += w[i] * p[0] - p[1] * p[2];
+            }}
+            s
+        }}"
+    )
+}
+
+#[test]
+fn launches_count_every_buffer_in_four_byte_words() {
+    for (float, wps) in [("f32", 1), ("f64", 2)] {
+        let c = compile_str(&source(float)).expect("compiles");
+        assert_eq!(reverse_kind(&c), KernelKind::Adjoint);
+        let forward = kernel_launch(&c, KernelKind::Forward);
+        assert_eq!(forward.input_words, 5 * wps);
+        assert_eq!(forward.outputs, vec![(VALUE_BINDING, wps)]);
+        let shared = |reduced| {
+            Some(SharedLaunch {
+                words: 16 * wps,
+                uniform: true,
+                reduced,
+            })
+        };
+        assert_eq!(forward.shared, shared(false));
+        let adjoint = kernel_launch(&c, KernelKind::Adjoint);
+        assert_eq!(adjoint.input_words, 5 * wps);
+        assert_eq!(
+            adjoint.outputs,
+            vec![(VALUE_BINDING, wps), (GRAD_BINDING, 4 * wps)]
+        );
+        assert_eq!(adjoint.shared, shared(true));
+        // The tangent kernel reads a tangent per gradient word after the arguments, and the
+        // shared words' tangents after the shared words.
+        let tangent = kernel_launch(&c, KernelKind::Tangent);
+        assert_eq!(tangent.input_words, 9 * wps);
+        assert_eq!(
+            tangent.outputs,
+            vec![(VALUE_BINDING, wps), (GRAD_BINDING, wps)]
+        );
+        assert_eq!(
+            tangent.shared.map(|s| (s.words, s.reduced)),
+            Some((32 * wps, false))
+        );
+        // The loop of 16 trips is counted by its trips.
+        assert!(forward.work_per_element > 16 * 3, "{forward:?}");
+    }
+}
+
+#[test]
+fn a_vector_result_launches_the_jacobian_kernel() {
+    let c = compile_str("fn g(x: [f32; 4]) -> [f32; 2] { [x[0] * x[1], x[2] + x[3]] }")
+        .expect("compiles");
+    assert_eq!(reverse_kind(&c), KernelKind::Jacobian);
+    let jacobian = kernel_launch(&c, KernelKind::Jacobian);
+    assert_eq!(jacobian.input_words, 4);
+    assert_eq!(
+        jacobian.outputs,
+        vec![(VALUE_BINDING, 2), (GRAD_BINDING, 8)]
+    );
+    assert_eq!(jacobian.shared, None);
+}
