@@ -160,7 +160,7 @@ fn emit_stores(plan: &KernelPlan, f: &Function, ctx: &Ctx, body: &mut String) {
             }
         } else if plan.staged && name == "grads" {
             store_staged(plan, ctx, outputs, name, body);
-        } else if plan.chunked && abi::chunk_output(w, plan.layout.precision) {
+        } else if plan.stages_output(w) {
             match abi::elements_per_round(w, plan.layout.precision) {
                 Some(per_round) => store_rounds(plan, ctx, outputs, (name, per_round), body),
                 None => store_chunked(plan, ctx, outputs, name, body),
@@ -538,7 +538,7 @@ fn declarations(
     }
     for &(binding, w, name) in &plan.outputs {
         // Chunked outputs are stored word by word, in runs.
-        let lanes = if plan.chunked && abi::chunk_output(w, t) {
+        let lanes = if plan.stages_output(w) {
             1
         } else {
             abi::vector_lanes(w)

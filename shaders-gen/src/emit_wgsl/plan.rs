@@ -4,6 +4,7 @@
 
 use crate::abi::{self, ArgLayout, KernelKind};
 use crate::ir::{Function, Op};
+use crate::signature::Precision;
 
 /// The decisions behind one kernel's text.
 pub(super) struct KernelPlan<'a> {
@@ -62,8 +63,18 @@ impl<'a> KernelPlan<'a> {
         let staged = kind == KernelKind::Adjoint
             && abi::stage_gradients(grad_words.len() as u32, reduces, precision);
         let outputs = kind.outputs(layout);
-        let chunked = kind == KernelKind::Hessian
-            && outputs.iter().any(|o| abi::chunk_output(o.1, precision));
+        // Wide outputs go through the workgroup's stage in runs. An adjoint that reduces
+        // shared gradients needs half the workgroup memory for the reduction's stage, and
+        // one whose gradients are staged whole already stores runs.
+        let stages_outputs = match kind {
+            KernelKind::Hessian => true,
+            KernelKind::Adjoint | KernelKind::Jacobian => !reduces && !staged,
+            KernelKind::Forward | KernelKind::Tangent => false,
+        };
+        let chunked = stages_outputs
+            && outputs
+                .iter()
+                .any(|o| Self::stages_output_of(kind, o.1, precision));
         KernelPlan {
             kind,
             chunked,
@@ -78,6 +89,22 @@ impl<'a> KernelPlan<'a> {
             loads,
             gathered,
         }
+    }
+
+    /// Whether an output of `w` words per element goes through the workgroup's stage
+    /// (for a kernel whose outputs are `chunked`).
+    pub fn stages_output(&self, w: u32) -> bool {
+        self.chunked && Self::stages_output_of(self.kind, w, self.layout.precision)
+    }
+
+    /// Whether kernel `kind` stages an output of `w` words of `precision`: past one
+    /// chunk or without a vector view ([`abi::chunk_output`]), but a Jacobian only up to two
+    /// chunks. On the H100 (`benches/corpus/`), staging took adjoints of 17-66 gradient
+    /// words from 15-22% to 34-69% of the roofline and a 24-word Jacobian from 15% to 41%,
+    /// but Jacobians of 68-132 words, stored in rounds, from 16-25% down to 9-19%.
+    fn stages_output_of(kind: KernelKind, w: u32, precision: Precision) -> bool {
+        abi::chunk_output(w, precision)
+            && (kind != KernelKind::Jacobian || abi::elements_per_round(w, precision).is_none())
     }
 
     /// The element a thread's loads read: `elem` where threads past the end compute on the
