@@ -14,6 +14,12 @@ pub struct Function {
     pub src: String,
 }
 
+impl Function {
+    fn new(name: String, family: &'static str, src: String) -> Self {
+        Function { name, family, src }
+    }
+}
+
 /// Every function of the corpus, structured families first.
 pub fn corpus() -> Vec<Function> {
     let mut out = Vec::new();
@@ -59,11 +65,7 @@ fn jacobian(m: usize, n: usize) -> Function {
         }}",
         last = n - 1
     );
-    Function {
-        name,
-        family: "wide Jacobian",
-        src,
-    }
+    Function::new(name, "wide Jacobian", src)
 }
 
 /// A per-element array of `w` words mapped into a local array, then read pairwise at
@@ -84,11 +86,7 @@ fn array_loop(w: usize) -> Function {
         }}",
         last = w - 1
     );
-    Function {
-        name,
-        family: "array in loops",
-        src,
-    }
+    Function::new(name, "array in loops", src)
 }
 
 /// A 1-D elastic energy over a per-element array with per-element stiffnesses.
@@ -105,11 +103,7 @@ fn stencil(w: usize) -> Function {
         }}",
         last = w - 1
     );
-    Function {
-        name,
-        family: "array in loops",
-        src,
-    }
+    Function::new(name, "array in loops", src)
 }
 
 /// The methods a generated chain cycles through, each kept inside its domain.
@@ -139,11 +133,7 @@ fn transcendental(calls: usize) -> Function {
         calls + 2,
         calls + 1
     );
-    Function {
-        name,
-        family: "transcendental",
-        src,
-    }
+    Function::new(name, "transcendental", src)
 }
 
 /// Nested `if`/`else` on per-element comparisons, `depth` deep, each branch its own work.
@@ -158,11 +148,7 @@ fn branches(depth: usize) -> Function {
         );
     }
     let src = format!("fn {name}(x: f32, y: f32, z: f32) -> f32 {{\n{expr}\n}}");
-    Function {
-        name,
-        family: "branches",
-        src,
-    }
+    Function::new(name, "branches", src)
 }
 
 /// A `#[shared]` table of `t` words read in a loop: a uniform table up to the uniform
@@ -180,11 +166,7 @@ fn shared_table(t: usize) -> Function {
             s.tanh()
         }}"
     );
-    Function {
-        name,
-        family: "shared table",
-        src,
-    }
+    Function::new(name, "shared table", src)
 }
 
 /// A small xorshift generator: the corpus is the same on every run.
@@ -264,9 +246,5 @@ fn random_program(seed: u64) -> Function {
         "fn {name}({}) -> {result} {{\n{body}{value}\n}}",
         args.join(", ")
     );
-    Function {
-        name,
-        family: "random",
-        src,
-    }
+    Function::new(name, "random", src)
 }

@@ -151,18 +151,15 @@ fn round(d: &Device, kernels: &mut [Kernel], log_n: u32, fma_rate: f64) -> Resul
     while i < kernels.len() {
         // The kernels of one function share their arguments' buffer where their words agree.
         let function = kernels[i].function.clone();
-        let mut cached: Option<(u32, usize, Vec<f32>)> = None;
+        let (mut shape, mut input) = ((0, 0), Vec::new());
         while i < kernels.len() && kernels[i].function == function {
             let k = &mut kernels[i];
             let words = k.spec.input_words;
             let n = fitting_n(log_n, words.max(k.output_words));
-            if cached
-                .as_ref()
-                .is_none_or(|(w, m, _)| (*w, *m) != (words, n))
-            {
-                cached = Some((words, n, batch(n, words)));
+            if shape != (words, n) {
+                (shape, input) = ((words, n), batch(n, words));
             }
-            let input = &cached.as_ref().map_or(&[][..], |(_, _, v)| &v[..]);
+            let input = &input[..];
             let key = (n, words, k.output_words);
             let copy = match copies.get(&key) {
                 Some(t) => *t,

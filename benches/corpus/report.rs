@@ -75,7 +75,6 @@ pub fn tables(kernels: &[Kernel], log_n: u32) -> String {
          |---|---|---|---|---|---|---|"
     );
     let mut kinds: Vec<&str> = kernels.iter().map(|k| k.kind).collect();
-    kinds.dedup();
     kinds.sort();
     kinds.dedup();
     kinds.push("all");

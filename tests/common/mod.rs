@@ -9,7 +9,14 @@ use std::sync::OnceLock;
 pub fn device() -> &'static Device {
     static DEVICE: OnceLock<Device> = OnceLock::new();
     DEVICE.get_or_init(|| match Device::auto() {
-        Ok(d) => d,
+        Ok(d) => {
+            // Every test of a binary launches on this one device, in parallel: on lavapipe
+            // with 2 cores a launch waits behind the other tests' work (and their shaders'
+            // compilation), which has passed the 60 s default. The limit is for hung
+            // devices; `tests/faults.rs` tests it on a device of its own.
+            d.set_timeout(std::time::Duration::from_secs(600));
+            d
+        }
         Err(e) => panic!("no device for the GPU tests: {e}"),
     })
 }
