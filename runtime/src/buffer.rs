@@ -99,9 +99,8 @@ impl Device {
     /// A buffer on this device holding a copy of `values`.
     pub fn buffer<T: bytemuck::Pod>(&self, values: &[T]) -> Result<Buffer<T>, Error> {
         words_per::<T>()?;
-        let words: Vec<u32> = bytemuck::pod_collect_to_vec(values);
         Ok(Buffer {
-            raw: Arc::new(self.raw_buffer(words)?),
+            raw: Arc::new(self.raw_buffer(bytemuck::cast_slice(values))?),
             len: values.len(),
             _values: PhantomData,
         })
@@ -128,9 +127,28 @@ impl Device {
 
     /// A copy of the buffer's values, once all work submitted before has run.
     pub fn read<T: bytemuck::Pod>(&self, buffer: &Buffer<T>) -> Result<Vec<T>, Error> {
+        let mut values = vec![T::zeroed(); buffer.len];
+        self.read_into(buffer, &mut values)?;
+        Ok(values)
+    }
+
+    /// Copies the buffer's values into `out` (of the same length), once all work submitted
+    /// before has run: [`Device::read`] into memory the caller keeps, which a loop that
+    /// reads every step then allocates and faults in once.
+    pub fn read_into<T: bytemuck::Pod>(
+        &self,
+        buffer: &Buffer<T>,
+        out: &mut [T],
+    ) -> Result<(), Error> {
         self.check_owns(buffer.raw(), "the buffer to read")?;
-        let words = self.read_words(buffer.raw())?;
-        Ok(bytemuck::pod_collect_to_vec(&words))
+        if out.len() != buffer.len {
+            return Err(Error::ShapeMismatch {
+                what: "values read from a buffer".into(),
+                expected: buffer.len,
+                got: out.len(),
+            });
+        }
+        self.read_words(buffer.raw(), bytemuck::cast_slice_mut(out))
     }
 
     /// Overwrites the buffer's values with `values` (of the same length), after all work
@@ -161,28 +179,32 @@ impl Device {
 }
 
 impl Device {
-    /// Device storage holding `words`.
-    fn raw_buffer(&self, words: Vec<u32>) -> Result<RawBuffer, Error> {
-        let n = words.len();
+    /// Device storage holding `bytes` (whole 4-byte words).
+    fn raw_buffer(&self, bytes: &[u8]) -> Result<RawBuffer, Error> {
+        let n = bytes.len() / 4;
         let storage = match &self.backend {
-            crate::device::Backend::Cpu => Storage::Cpu(RwLock::new(words)),
+            crate::device::Backend::Cpu => {
+                Storage::Cpu(RwLock::new(bytemuck::pod_collect_to_vec(bytes)))
+            }
             #[cfg(feature = "gpu")]
             crate::device::Backend::Gpu(g) => {
-                Storage::Gpu(g.owned(g.surface(g.resident_buffer(&words))?))
+                Storage::Gpu(g.owned(g.surface(g.resident_buffer_of(n, Some(bytes)))?))
             }
         };
         Ok(RawBuffer::new(self.id(), n, storage))
     }
 
-    /// The words of a buffer of this device, once the work submitted before has run.
-    fn read_words(&self, buffer: &RawBuffer) -> Result<Vec<u32>, Error> {
+    /// Copies the words of a buffer of this device into `out` (its whole length), once the
+    /// work submitted before has run.
+    fn read_words(&self, buffer: &RawBuffer, out: &mut [u8]) -> Result<(), Error> {
         match &buffer.storage {
-            Storage::Cpu(_) => Ok(buffer.cpu_read().clone()),
+            Storage::Cpu(_) => {
+                out.copy_from_slice(bytemuck::cast_slice(&buffer.cpu_read()));
+                Ok(())
+            }
             #[cfg(feature = "gpu")]
             Storage::Gpu(b) => match &self.backend {
-                crate::device::Backend::Gpu(g) => {
-                    g.surface(g.read_resident(&b.buffer, buffer.words))
-                }
+                crate::device::Backend::Gpu(g) => g.surface(g.read_resident(&b.buffer, out)),
                 crate::device::Backend::Cpu => unreachable!("checked by check_owns"),
             },
         }

@@ -306,9 +306,9 @@ impl Device {
         }
     }
 
-    /// Measurement, for benchmarks: `repeats` samples of uploading `bytes` (write, submit,
-    /// wait) and of reading them back (copy, submit, map, copy to host memory). Zero on the
-    /// CPU device.
+    /// Measurement, for benchmarks: `repeats` samples of uploading `bytes` (the path of
+    /// [`Device::write`], then a wait) and of reading them back (the path of
+    /// [`Device::read_into`]). Zero on the CPU device.
     #[doc(hidden)] // Benchmark-only; not a stable API.
     pub fn time_transfers(
         &self,

@@ -18,6 +18,7 @@ mod products;
 mod resident;
 mod sets;
 mod timing;
+mod transfer;
 mod vectors;
 
 pub(crate) use bind_cache::OwnedBuffer;
@@ -82,6 +83,8 @@ pub(crate) struct Gpu {
     bind_cache: Arc<bind_cache::BindCache>,
     /// The longest wait for the GPU, in milliseconds ([`crate::Device::set_timeout`]).
     timeout_ms: std::sync::atomic::AtomicU64,
+    /// Staging buffers kept between uploads and readbacks.
+    staging: Mutex<transfer::StagingPool>,
 }
 
 /// How long a wait for the GPU lasts before it is an [`Error::Timeout`], unless the user
@@ -173,6 +176,7 @@ impl Gpu {
             uncaptured,
             bind_cache: Arc::default(),
             timeout_ms: (DEFAULT_TIMEOUT.as_millis() as u64).into(),
+            staging: Default::default(),
         })
     }
 

@@ -22,48 +22,40 @@ const CHUNK_ALIGN: usize = 64;
 impl Gpu {
     /// A storage buffer holding `words` (padded to 16 bytes: a uniform binding of
     /// `vec4`s reads whole strides).
+    #[cfg(test)]
     pub(crate) fn resident_buffer(&self, words: &[u32]) -> Result<wgpu::Buffer, Error> {
-        self.resident_buffer_of(words.len(), Some(words))
+        self.resident_buffer_of(words.len(), Some(bytemuck::cast_slice(words)))
     }
 
-    /// A storage buffer of `len` words holding `words`, or zeros (`None`: no upload, wgpu
-    /// zeroes new buffers).
+    /// A storage buffer of `len` words holding `bytes` (the words' bytes), or zeros
+    /// (`None`: no upload, wgpu zeroes new buffers).
     pub(crate) fn resident_buffer_of(
         &self,
         len: usize,
-        words: Option<&[u32]>,
+        bytes: Option<&[u8]>,
     ) -> Result<wgpu::Buffer, Error> {
         use wgpu::BufferUsages as U;
-        let bytes = (len as u64 * 4).next_multiple_of(16).max(16);
-        if bytes > self.limits.max_buffer_size {
+        self.check_lost()?;
+        let bytes_len = (len as u64 * 4).next_multiple_of(16).max(16);
+        if bytes_len > self.limits.max_buffer_size {
             return Err(Error::Unsupported(format!(
-                "a buffer of {bytes} bytes is larger than the device's largest ({} bytes)",
+                "a buffer of {bytes_len} bytes is larger than the device's largest ({} bytes)",
                 self.limits.max_buffer_size
             )));
         }
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("gradfuse buffer"),
-            size: bytes,
-            usage: U::STORAGE | U::UNIFORM | U::COPY_SRC | U::COPY_DST,
-            mapped_at_creation: words.is_some(),
-        });
-        // wgpu zeroes new buffers: the padding, and a buffer of zeros, need no writes.
-        let fill = match words {
-            Some(words) if !words.is_empty() => buffer
-                .slice(..std::mem::size_of_val(words) as u64)
-                .get_mapped_range_mut()
-                .map(|mut view| view.copy_from_slice(bytemuck::cast_slice(words)))
-                .map_err(|e| Error::Readback(e.to_string())),
-            _ => Ok(()),
-        };
-        if words.is_some() {
-            buffer.unmap();
-        }
+        let buffer = self.buffer(
+            "gradfuse buffer",
+            U::STORAGE | U::UNIFORM | U::COPY_SRC | U::COPY_DST,
+            bytes_len,
+        );
         if let Some(e) = pollster::block_on(oom.pop()) {
             return Err(Error::OutOfMemory(e.to_string()));
         }
-        fill?;
+        // wgpu zeroes new buffers: the padding, and a buffer of zeros, need no writes.
+        if let Some(bytes) = bytes.filter(|b| !b.is_empty()) {
+            self.upload(&buffer, 0, bytes)?;
+        }
         Ok(buffer)
     }
 
@@ -86,39 +78,13 @@ impl Gpu {
         Ok(buffer)
     }
 
-    /// The first `words` words of `buffer`, once the work submitted before has run.
-    pub(crate) fn read_resident(
-        &self,
-        buffer: &wgpu::Buffer,
-        words: usize,
-    ) -> Result<Vec<u32>, Error> {
+    /// Copies the start of `buffer` into `out`, once the work submitted before has run.
+    pub(crate) fn read_resident(&self, buffer: &wgpu::Buffer, out: &mut [u8]) -> Result<(), Error> {
         self.check_lost()?;
-        if words == 0 {
-            return Ok(Vec::new());
+        if !out.is_empty() {
+            self.download(buffer, 0, out)?;
         }
-        let bytes = words as u64 * 4;
-        let staging = self.buffer(
-            "gradfuse read",
-            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            bytes,
-        );
-        let mut encoder = self.encoder("gradfuse read");
-        encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
-        let submission = self.queue.submit([encoder.finish()]);
-        let (tx, rx) = std::sync::mpsc::channel();
-        staging
-            .slice(..bytes)
-            .map_async(wgpu::MapMode::Read, move |r| {
-                let _ = tx.send(r);
-            });
-        self.wait_for(submission)?;
-        self.await_map(&rx)?;
-        self.take_uncaptured("gradfuse read")?;
-        let view = staging
-            .slice(..bytes)
-            .get_mapped_range()
-            .map_err(|e| Error::Readback(e.to_string()))?;
-        Ok(bytemuck::pod_collect_to_vec(&view))
+        self.take_uncaptured("gradfuse read")
     }
 
     /// Overwrites the start of `buffer` with `bytes`, ordered after the work submitted
@@ -126,9 +92,7 @@ impl Gpu {
     pub(crate) fn write_resident(&self, buffer: &wgpu::Buffer, bytes: &[u8]) -> Result<(), Error> {
         self.check_lost()?;
         if !bytes.is_empty() {
-            self.queue.write_buffer(buffer, 0, bytes);
-            // Submitted now, so that it is ordered before later recordings.
-            self.queue.submit([]);
+            self.upload(buffer, 0, bytes)?;
         }
         self.take_uncaptured("gradfuse write")
     }

@@ -187,8 +187,9 @@ impl Gpu {
         Ok(times)
     }
 
-    /// Samples of moving `bytes` to the device (write, submit, wait) and back
-    /// (copy, submit, map, copy out): the transfers every end-to-end launch pays.
+    /// Samples of moving `bytes` to the device and back the way device buffers are written
+    /// and read ([`Gpu::upload`], then a wait; [`Gpu::download`] into host memory already
+    /// touched): the transfers every end-to-end launch pays.
     pub(crate) fn time_transfers(
         &self,
         bytes: usize,
@@ -197,46 +198,23 @@ impl Gpu {
         use wgpu::BufferUsages as U;
         let bytes = bytes.max(4).next_multiple_of(4);
         let data = vec![0u8; bytes];
-        let mut host = vec![0u8; bytes];
+        let mut host = vec![1u8; bytes];
         let device_buf = self.buffer(
             "gradfuse transfer",
             U::STORAGE | U::COPY_DST | U::COPY_SRC,
             bytes as u64,
         );
-        let staging = self.buffer("gradfuse transfer", U::MAP_READ | U::COPY_DST, bytes as u64);
         let mut up = Vec::new();
         let mut down = Vec::new();
-        let wait = || {
-            self.device
-                .poll(wgpu::PollType::wait_indefinitely())
-                .map(|_| ())
-                .map_err(|e| Error::Readback(e.to_string()))
-        };
         for _ in 0..repeats.max(1) {
             let t = Instant::now();
-            self.queue.write_buffer(&device_buf, 0, &data);
-            self.queue.submit([]);
-            wait()?;
+            self.upload(&device_buf, 0, &data)?;
+            self.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| Error::Readback(e.to_string()))?;
             up.push(t.elapsed());
             let t = Instant::now();
-            let mut encoder = self
-                .device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-            encoder.copy_buffer_to_buffer(&device_buf, 0, &staging, 0, bytes as u64);
-            self.queue.submit([encoder.finish()]);
-            let (tx, mapped) = std::sync::mpsc::channel();
-            staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-                let _ = tx.send(r);
-            });
-            wait()?;
-            self.await_map(&mapped)?;
-            host.copy_from_slice(
-                &staging
-                    .slice(..)
-                    .get_mapped_range()
-                    .map_err(|e| Error::Readback(e.to_string()))?,
-            );
-            staging.unmap();
+            self.download(&device_buf, 0, &mut host)?;
             down.push(t.elapsed());
         }
         Ok((up, down))
