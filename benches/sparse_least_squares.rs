@@ -9,7 +9,7 @@
 //! it so the bench cannot rot; lavapipe's numbers only show that it runs). Set
 //! GRADFUSE_BENCH_OUT=path to also write the tables to a file.
 
-use gradfuse::{Device, Error, LevenbergMarquardt, Loss, Problem, Summary};
+use gradfuse::{Device, Error, LevenbergMarquardt, Loss, Problem, Summary, differentiable};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -20,6 +20,65 @@ mod mesh;
 
 use bal::{Bal, BalBuffers};
 use mesh::Deformation;
+
+/// `uᵀ r(camera, point)` for the bundle's residual `r`: its adjoint kernel computes one
+/// residual's `Jᵀ·u` from the arguments, the alternative to reading a stored block.
+#[differentiable]
+pub fn reprojection_seeded(
+    camera: [f32; 9],
+    point: [f32; 3],
+    #[constant] observed: [f32; 2],
+    #[constant] u: [f32; 2],
+) -> f32 {
+    let r = bal::reprojection(camera, point, observed);
+    u[0] * r[0] + u[1] * r[1]
+}
+
+/// GPU ms per launch of `spec` over `n` elements (the median of 20 timed launches) on
+/// plausible words: every argument, tangent and seed near 0.5, so every element takes the
+/// same (rotating) branch.
+fn kernel_ms(device: &Device, spec: &'static gradfuse::KernelSpec, n: usize) -> Result<f64, Error> {
+    let words = n * spec.input_words as usize;
+    let input: Vec<f32> = (0..words)
+        .map(|i| 0.4 + 0.2 * ((i * 7919) % 101) as f32 / 101.0)
+        .collect();
+    let mut t: Vec<f64> = device
+        .time_kernel(spec, &input, 20)?
+        .iter()
+        .map(|k| ms(k.main + k.reduce))
+        .collect();
+    t.sort_by(f64::total_cmp);
+    Ok(t[t.len() / 2])
+}
+
+/// The row comparing a bundle's `J·v` and `Jᵀ·u` from stored blocks (GPU ms per CG
+/// iteration) with the tangent and adjoint kernels that would compute them from the
+/// arguments, on arguments already gathered (a lower bound for those kernels).
+fn products_row(
+    device: &Device,
+    case: Case,
+    passes: &[(&'static str, Duration)],
+) -> Result<String, Error> {
+    let Case::Bundle { points, .. } = case else {
+        return Ok(String::new());
+    };
+    let residuals = points * 6;
+    let pass = |label: &str| {
+        passes
+            .iter()
+            .find(|p| p.0 == label)
+            .map_or(f64::NAN, |p| ms(p.1))
+    };
+    let (jv, jtu) = (pass("J·v"), pass("Jᵀ·u"));
+    let tangent = kernel_ms(device, &bal::reprojection::TANGENT_KERNEL, residuals)?;
+    let adjoint = kernel_ms(device, &reprojection_seeded::ADJOINT_KERNEL, residuals)?;
+    Ok(format!(
+        "| {} | {residuals} | {jv:.4} | {tangent:.4} | {:.2} | {jtu:.4} | {adjoint:.4} | {:.2} |\n",
+        case.name(),
+        tangent / jv,
+        adjoint / jtu
+    ))
+}
 
 /// A problem of the bench, made anew for every solve (a solve moves its blocks).
 #[derive(Clone, Copy)]
@@ -142,6 +201,9 @@ fn main() -> Result<(), Error> {
         out,
         "One CG iteration: wall time (20 iterations, a submission each as a solve runs them, then a read; and all 20 in one submission) against the GPU time of its passes\n\n| problem | wall ms | passes' GPU ms | wall / GPU | wall ms, one submission | its / GPU | kinds of pass | the three longest (GPU ms) |\n|---|---|---|---|---|---|---|---|"
     );
+    let mut products = String::from(
+        "\nJ·v and Jᵀ·u from the stored Jacobian blocks (GPU ms per CG iteration) against the tangent kernel (J·v) and the adjoint kernel of uᵀr (Jᵀ·u) computing them from the arguments, on arguments already gathered\n\n| problem | residuals | J·v, blocks | tangent kernel | kernel / blocks | Jᵀ·u, blocks | adjoint kernel | kernel / blocks |\n|---|---|---|---|---|---|---|---|\n",
+    );
     let mut evaluations = String::from(
         "\nAn outer iteration's evaluation (residuals, Jacobian blocks, Jᵀr, block diagonal of JᵀJ, cost) and CG's start (preconditioner), with a read\n\n| problem | wall ms | passes' GPU ms | wall / GPU | the three longest (GPU ms) |\n|---|---|---|---|---|\n",
     );
@@ -157,6 +219,7 @@ fn main() -> Result<(), Error> {
             ms(t.evaluation) / ms(gpu).max(1e-9),
             longest(&t.evaluation_passes)
         );
+        products.push_str(&products_row(&device, case, &t.passes)?);
         let gpu: Duration = t.passes.iter().map(|p| p.1).sum();
         let _ = writeln!(
             out,
@@ -172,6 +235,7 @@ fn main() -> Result<(), Error> {
         );
     }
     out.push_str(&evaluations);
+    out.push_str(&products);
     eprint!("{out}");
     let header = "| problem | unknowns | residual words | ms to stop | iterations | CG iterations | ms per iteration | ms per CG iteration | cost | stop |\n|---|---|---|---|---|---|---|---|---|---|";
     let _ = writeln!(
