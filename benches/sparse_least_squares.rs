@@ -59,7 +59,12 @@ fn products_row(
     case: Case,
     passes: &[(&'static str, Duration)],
 ) -> Result<String, Error> {
-    let Case::Bundle { points, .. } = case else {
+    let Case::Bundle {
+        points,
+        schur: false,
+        ..
+    } = case
+    else {
         return Ok(String::new());
     };
     let residuals = points * 6;
@@ -83,8 +88,15 @@ fn products_row(
 /// A problem of the bench, made anew for every solve (a solve moves its blocks).
 #[derive(Clone, Copy)]
 enum Case {
-    Mesh { levels: u32 },
-    Bundle { cameras: usize, points: usize },
+    Mesh {
+        levels: u32,
+    },
+    /// `schur`: CG on the cameras' Schur complement, the points eliminated.
+    Bundle {
+        cameras: usize,
+        points: usize,
+        schur: bool,
+    },
 }
 
 impl Case {
@@ -94,27 +106,43 @@ impl Case {
                 let v = 10 * 4usize.pow(levels) + 2;
                 format!("mesh, {v} vertices")
             }
-            Case::Bundle { cameras, points } => {
-                format!("bundle, {cameras} cameras, {points} points")
+            Case::Bundle {
+                cameras,
+                points,
+                schur,
+            } => {
+                let how = if schur { ", Schur" } else { "" };
+                format!("bundle, {cameras} cameras, {points} points{how}")
             }
         }
     }
 
-    /// Runs `f` on the case's problem on `device`.
+    /// Runs `f` on the case's problem on `device`, with `options` for it (the block to
+    /// eliminate set).
     fn with_problem<R>(
         self,
         device: &Device,
-        f: impl FnOnce(&Problem<'_>) -> Result<R, Error>,
+        options: &LevenbergMarquardt,
+        f: impl FnOnce(&Problem<'_>, &LevenbergMarquardt) -> Result<R, Error>,
     ) -> Result<R, Error> {
         match self {
             Case::Mesh { levels } => {
                 let m = Deformation::new(device, levels)?;
-                f(&m.problem(device)?)
+                f(&m.problem(device)?, options)
             }
-            Case::Bundle { cameras, points } => {
+            Case::Bundle {
+                cameras,
+                points,
+                schur,
+            } => {
                 let (start, _) = Bal::synthetic(cameras, points, 6, 0.5, 7);
                 let b = BalBuffers::new(device, &start)?;
-                f(&b.problem(device, Loss::Squared, true)?)
+                let (problem, points) = b.problem(device, Loss::Squared, true)?;
+                let options = LevenbergMarquardt {
+                    eliminate: schur.then_some(points),
+                    ..*options
+                };
+                f(&problem, &options)
             }
         }
     }
@@ -130,11 +158,11 @@ fn solve_row(
     case: Case,
     options: &LevenbergMarquardt,
 ) -> Result<(Summary, String), Error> {
-    let s = case.with_problem(device, |p| options.solve(p))?;
+    let s = case.with_problem(device, options, |p, o| o.solve(p))?;
     // On a GPU the first solve of a problem also compiles its pipelines: the row is the
     // second, as a user solving again (a frame, a new scene) pays it; the first is noted.
     let (s, first) = if device.is_gpu() {
-        let again = case.with_problem(device, |p| options.solve(p))?;
+        let again = case.with_problem(device, options, |p, o| o.solve(p))?;
         (again, format!(" (first {:.0})", ms(s.time)))
     } else {
         (s, String::new())
@@ -167,6 +195,12 @@ fn main() -> Result<(), Error> {
             Case::Bundle {
                 cameras: 8,
                 points: 300,
+                schur: false,
+            },
+            Case::Bundle {
+                cameras: 8,
+                points: 300,
+                schur: true,
             },
         ]
     } else {
@@ -177,14 +211,32 @@ fn main() -> Result<(), Error> {
             Case::Bundle {
                 cameras: 16,
                 points: 5_000,
+                schur: false,
+            },
+            Case::Bundle {
+                cameras: 16,
+                points: 5_000,
+                schur: true,
             },
             Case::Bundle {
                 cameras: 32,
                 points: 20_000,
+                schur: false,
+            },
+            Case::Bundle {
+                cameras: 32,
+                points: 20_000,
+                schur: true,
             },
             Case::Bundle {
                 cameras: 64,
                 points: 80_000,
+                schur: false,
+            },
+            Case::Bundle {
+                cameras: 64,
+                points: 80_000,
+                schur: true,
             },
         ]
     };
@@ -208,7 +260,7 @@ fn main() -> Result<(), Error> {
         "\nAn outer iteration's evaluation (residuals, Jacobian blocks, Jᵀr, block diagonal of JᵀJ, cost) and CG's start (preconditioner), with a read\n\n| problem | wall ms | passes' GPU ms | wall / GPU | the three longest (GPU ms) |\n|---|---|---|---|---|\n",
     );
     for &case in &cases {
-        let t = case.with_problem(&device, |p| options.time_cg(p, 20))?;
+        let t = case.with_problem(&device, &options, |p, o| o.time_cg(p, 20))?;
         let gpu: Duration = t.evaluation_passes.iter().map(|p| p.1).sum();
         let _ = writeln!(
             evaluations,

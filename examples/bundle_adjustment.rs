@@ -107,12 +107,15 @@ fn solve(
     iterations: u32,
 ) -> Result<Outcome, Box<dyn std::error::Error>> {
     let buffers = BalBuffers::new(device, bal)?;
-    let problem = buffers.problem(device, loss, gauge)?;
+    let (problem, points) = buffers.problem(device, loss, gauge)?;
     if iterations == 0 {
         return Ok(Outcome::Cost(problem.cost()?));
     }
+    // CG on the cameras' Schur complement, the points eliminated (Ceres' ITERATIVE_SCHUR;
+    // BENCHMARKS.md measures it against CG on every unknown).
     let options = LevenbergMarquardt {
         max_iterations: iterations,
+        eliminate: Some(points),
         ..LevenbergMarquardt::default()
     };
     let bar = ProgressBar::new(u64::from(iterations)).with_style(

@@ -59,10 +59,11 @@ fn a_bal_file_reads_back_and_solves() {
         .unwrap()
         .problem(&d, Loss::Squared, true)
         .unwrap()
+        .0
         .cost()
         .unwrap();
     let b = BalBuffers::new(&d, &start).unwrap();
-    let problem = b.problem(&d, Loss::Squared, true).unwrap();
+    let (problem, _) = b.problem(&d, Loss::Squared, true).unwrap();
     let s = LevenbergMarquardt::default().solve(&problem).unwrap();
     assert!(
         s.final_cost <= true_cost * 1.001,

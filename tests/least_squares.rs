@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Rng, device};
+use common::{Rng, device, solve_dense};
 use gradfuse::{
     BlockId, Buffer, Device, Error, Index, LevenbergMarquardt, Loss, Problem, Source, Termination,
     differentiable,
@@ -168,32 +168,6 @@ impl CurveBuffers {
         }
         (p, block)
     }
-}
-
-/// Solves `A x = b` (dense, f64) by Gaussian elimination with partial pivoting.
-fn solve_dense(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Vec<f64> {
-    let n = b.len();
-    for c in 0..n {
-        let p = (c..n)
-            .max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs()))
-            .unwrap();
-        a.swap(c, p);
-        b.swap(c, p);
-        let (top, rest) = a.split_at_mut(c + 1);
-        for (i, row) in rest.iter_mut().enumerate() {
-            let f = row[c] / top[c][c];
-            for (x, p) in row[c..].iter_mut().zip(&top[c][c..]) {
-                *x -= f * p;
-            }
-            b[c + 1 + i] -= f * b[c];
-        }
-    }
-    let mut x = vec![0.0; n];
-    for i in (0..n).rev() {
-        let s: f64 = (i + 1..n).map(|k| a[i][k] * x[k]).sum();
-        x[i] = (b[i] - s) / a[i][i];
-    }
-    x
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! reader of its text files, and synthetic scenes with known truth.
 #![allow(dead_code)]
 
-use gradfuse::{Buffer, Device, Index, Loss, Problem, Source, differentiable};
+use gradfuse::{BlockId, Buffer, Device, Index, Loss, Problem, Source, differentiable};
 use std::path::Path;
 
 /// A bundle-adjustment problem: Snavely cameras (angle-axis rotation, translation, focal
@@ -212,13 +212,13 @@ impl BalBuffers {
     }
 
     /// The problem: one reprojection residual per observation (`gauge`: camera 0 and
-    /// point 0 held).
+    /// point 0 held), and its points' block, the one a Schur complement eliminates.
     pub fn problem<'b>(
         &'b self,
         device: &'b Device,
         loss: Loss,
         gauge: bool,
-    ) -> Result<Problem<'b>, gradfuse::Error> {
+    ) -> Result<(Problem<'b>, BlockId), gradfuse::Error> {
         let mut problem = Problem::new(device);
         let camera_block = problem.add_block(&self.cameras)?;
         let point_block = problem.add_block(&self.points)?;
@@ -232,7 +232,7 @@ impl BalBuffers {
             observed: Source::Each(&self.observed),
         };
         problem.add_term(reprojection::kernel(device), sources, loss)?;
-        Ok(problem)
+        Ok((problem, point_block))
     }
 }
 

@@ -104,3 +104,29 @@ macro_rules! with_source {
         const $src: &str = stringify!($($item)*);
     };
 }
+
+/// Solves `A x = b` (dense, f64) by Gaussian elimination with partial pivoting.
+pub fn solve_dense(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Vec<f64> {
+    let n = b.len();
+    for c in 0..n {
+        let p = (c..n)
+            .max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs()))
+            .unwrap();
+        a.swap(c, p);
+        b.swap(c, p);
+        let (top, rest) = a.split_at_mut(c + 1);
+        for (i, row) in rest.iter_mut().enumerate() {
+            let f = row[c] / top[c][c];
+            for (x, p) in row[c..].iter_mut().zip(&top[c][c..]) {
+                *x -= f * p;
+            }
+            b[c + 1 + i] -= f * b[c];
+        }
+    }
+    let mut x = vec![0.0; n];
+    for i in (0..n).rev() {
+        let s: f64 = (i + 1..n).map(|k| a[i][k] * x[k]).sum();
+        x[i] = (b[i] - s) / a[i][i];
+    }
+    x
+}

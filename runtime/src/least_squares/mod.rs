@@ -15,6 +15,7 @@
 pub(crate) mod ops;
 mod problem;
 mod recordings;
+mod schur;
 mod solve;
 
 pub use ops::MAX_ROW_WORDS;

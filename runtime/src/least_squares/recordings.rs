@@ -45,39 +45,46 @@ pub(crate) struct BlockState {
     pub(crate) rows: usize,
     pub(crate) words: u32,
     pub(crate) x: Buffer<f32>,
-    saved: Buffer<f32>,
-    gradient: Buffer<f32>,
-    r: Buffer<f32>,
-    z: Buffer<f32>,
-    p: Buffer<f32>,
-    ap: Buffer<f32>,
-    delta: Buffer<f32>,
-    damping: Buffer<f32>,
-    mask: Buffer<f32>,
-    gram: Buffer<f32>,
-    inverse: Buffer<f32>,
+    pub(super) saved: Buffer<f32>,
+    pub(super) gradient: Buffer<f32>,
+    pub(super) r: Buffer<f32>,
+    pub(super) z: Buffer<f32>,
+    pub(super) p: Buffer<f32>,
+    pub(super) ap: Buffer<f32>,
+    pub(super) delta: Buffer<f32>,
+    pub(super) damping: Buffer<f32>,
+    pub(super) mask: Buffer<f32>,
+    pub(super) gram: Buffer<f32>,
+    pub(super) inverse: Buffer<f32>,
+    /// Zeros: the direction of this block in products where only another moves.
+    pub(super) zero: Buffer<f32>,
 }
 
 /// A term's residuals and Jacobian blocks at `x`, and its scratch.
 pub(crate) struct TermState {
-    values: Buffer<f32>,
-    values_new: Buffer<f32>,
-    jacobians: Buffer<f32>,
-    products: Buffer<f32>,
-    cost: Buffer<f32>,
-    gram_rows: Buffer<f32>,
+    pub(super) values: Buffer<f32>,
+    pub(super) values_new: Buffer<f32>,
+    pub(super) jacobians: Buffer<f32>,
+    pub(super) products: Buffer<f32>,
+    pub(super) cost: Buffer<f32>,
+    pub(super) gram_rows: Buffer<f32>,
+    /// The Schur complement's second product per residual.
+    pub(super) corrections: Buffer<f32>,
 }
 
 /// Everything a solve keeps on the device.
 pub(crate) struct State {
     pub(crate) blocks: Vec<BlockState>,
-    terms: Vec<TermState>,
+    pub(super) terms: Vec<TermState>,
     pub(crate) scalars: Buffer<f32>,
+    /// The block whose rows the Schur complement eliminates, if one is.
+    pub(crate) eliminated: Option<usize>,
 }
 
 impl State {
-    /// Buffers for `problem` on its device.
-    pub(crate) fn new(problem: &Problem<'_>) -> Result<State, Error> {
+    /// Buffers for `problem` on its device; CG on the Schur complement of block
+    /// `eliminated` if one is given.
+    pub(crate) fn new(problem: &Problem<'_>, eliminated: Option<usize>) -> Result<State, Error> {
         let d = problem.device;
         let mut blocks = Vec::new();
         for b in &problem.blocks {
@@ -103,6 +110,7 @@ impl State {
                 mask: d.buffer(&mask)?,
                 gram: d.zeros::<f32>(rows * w * w)?,
                 inverse: d.zeros::<f32>(rows * w * w)?,
+                zero: vector()?,
             });
         }
         let mut terms = Vec::new();
@@ -115,12 +123,14 @@ impl State {
                 products: d.zeros::<f32>(t.n * t.rows)?,
                 cost: d.zeros::<f32>(t.n)?,
                 gram_rows: d.zeros::<f32>(t.n * gram_words)?,
+                corrections: d.zeros::<f32>(t.n * t.rows)?,
             });
         }
         Ok(State {
             blocks,
             terms,
             scalars: d.zeros::<f32>(slot::COUNT)?,
+            eliminated,
         })
     }
 
@@ -130,6 +140,22 @@ impl State {
         f: impl Fn(&'s BlockState) -> (&'s Buffer<f32>, &'s Buffer<f32>),
     ) -> Vec<(&'s Buffer<f32>, &'s Buffer<f32>)> {
         self.blocks.iter().map(f).collect()
+    }
+
+    /// The blocks CG solves for: all, or all but the eliminated one.
+    pub(crate) fn kept(&self) -> impl Iterator<Item = &BlockState> {
+        let e = self.eliminated;
+        (0..self.blocks.len())
+            .filter(move |&b| Some(b) != e)
+            .map(|b| &self.blocks[b])
+    }
+
+    /// Pairs of the kept blocks' vectors.
+    fn kept_pairs<'s>(
+        &'s self,
+        f: impl Fn(&'s BlockState) -> (&'s Buffer<f32>, &'s Buffer<f32>),
+    ) -> Vec<(&'s Buffer<f32>, &'s Buffer<f32>)> {
+        self.kept().map(f).collect()
     }
 
     /// Records the residuals, Jacobian blocks (reweighted by robust losses), gradient
@@ -215,11 +241,13 @@ impl State {
     }
 
     /// Records the preconditioner for `lambda` and the start of CG on
-    /// `(JᵀJ + λD) δ = −g`: `r = −g` (zero on held rows), `z = P r`, `p = z`, `δ = 0`,
-    /// `rᵀz` and `|r|²`.
+    /// `(JᵀJ + λD) δ = −g` (or on its Schur complement): `r = −g` (zero on held rows; with
+    /// the Schur correction on the kept blocks), `z = P r`, `p = z`, `δ = 0`, `rᵀz` and
+    /// `|g|²` over the rows not held.
     pub(crate) fn record_cg_start(
         &self,
         rec: &mut Recording<'_>,
+        problem: &Problem<'_>,
         lambda: f32,
     ) -> Result<(), Error> {
         for b in &self.blocks {
@@ -233,13 +261,23 @@ impl State {
                 damping: b.damping.raw().clone(),
             })?;
             rec.block_op(multiply(-1.0, false, &b.mask, &b.gradient, &b.r))?;
+        }
+        rec.dot(&self.pairs(|b| (&b.r, &b.r)), &self.scalars, slot::GRADIENT)?;
+        if let Some(e) = self.eliminated {
+            self.record_schur_right_side(rec, problem, e)?;
+        }
+        for b in self.kept() {
             rec.block_op(block_times(b, &b.inverse, &b.r, &b.z))?;
         }
         let (one, zero) = (Coefficient::Value(1.0), Coefficient::Value(0.0));
-        rec.combine(&self.pairs(|b| (&b.z, &b.p)), one, zero, &self.scalars)?;
-        rec.combine(&self.pairs(|b| (&b.z, &b.delta)), zero, zero, &self.scalars)?;
-        rec.dot(&self.pairs(|b| (&b.r, &b.r)), &self.scalars, slot::GRADIENT)?;
-        let rz = self.pairs(|b| (&b.r, &b.z));
+        rec.combine(&self.kept_pairs(|b| (&b.z, &b.p)), one, zero, &self.scalars)?;
+        rec.combine(
+            &self.kept_pairs(|b| (&b.z, &b.delta)),
+            zero,
+            zero,
+            &self.scalars,
+        )?;
+        let rz = self.kept_pairs(|b| (&b.r, &b.z));
         rec.dot(&rz, &self.scalars, slot::RZ)?;
         rec.dot(&rz, &self.scalars, slot::RZ_START)
     }
@@ -276,10 +314,17 @@ impl State {
                 &mut written,
             )?;
         }
-        for b in &self.blocks {
+        if let Some(e) = self.eliminated {
+            self.record_schur_product(rec, problem, e)?;
+        }
+        for b in self.kept() {
             rec.block_op(multiply(1.0, true, &b.damping, &b.p, &b.ap))?;
         }
-        rec.dot(&self.pairs(|b| (&b.p, &b.ap)), &self.scalars, slot::PAP)?;
+        rec.dot(
+            &self.kept_pairs(|b| (&b.p, &b.ap)),
+            &self.scalars,
+            slot::PAP,
+        )?;
         let alpha = |sign| Coefficient::Ratio {
             num: rz,
             den: slot::PAP,
@@ -287,27 +332,27 @@ impl State {
         };
         let one = Coefficient::Value(1.0);
         rec.combine(
-            &self.pairs(|b| (&b.p, &b.delta)),
+            &self.kept_pairs(|b| (&b.p, &b.delta)),
             alpha(1.0),
             one,
             &self.scalars,
         )?;
         rec.combine(
-            &self.pairs(|b| (&b.ap, &b.r)),
+            &self.kept_pairs(|b| (&b.ap, &b.r)),
             alpha(-1.0),
             one,
             &self.scalars,
         )?;
-        for b in &self.blocks {
+        for b in self.kept() {
             rec.block_op(block_times(b, &b.inverse, &b.r, &b.z))?;
         }
-        rec.dot(&self.pairs(|b| (&b.r, &b.z)), &self.scalars, rz_next)?;
+        rec.dot(&self.kept_pairs(|b| (&b.r, &b.z)), &self.scalars, rz_next)?;
         let beta = Coefficient::Ratio {
             num: rz_next,
             den: rz,
             sign: 1.0,
         };
-        rec.combine(&self.pairs(|b| (&b.z, &b.p)), one, beta, &self.scalars)
+        rec.combine(&self.kept_pairs(|b| (&b.z, &b.p)), one, beta, &self.scalars)
     }
 
     /// Records the trial step: the model's `gᵀδ` and `|Jδ|²`, `|δ|²`, `|x|²`, `x` saved,
@@ -317,6 +362,9 @@ impl State {
         rec: &mut Recording<'_>,
         problem: &Problem<'_>,
     ) -> Result<(), Error> {
+        if let Some(e) = self.eliminated {
+            self.record_back_substitution(rec, problem, e)?;
+        }
         for (t, s) in problem.terms.iter().zip(&self.terms) {
             let directions: Vec<&Buffer<f32>> = t
                 .arguments
@@ -392,7 +440,7 @@ impl State {
 }
 
 /// The Jacobian columns of a term's arguments.
-fn columns<'t>(t: &'t TermEntry<'_>) -> Vec<JacobianColumns<'t>> {
+pub(super) fn columns<'t>(t: &'t TermEntry<'_>) -> Vec<JacobianColumns<'t>> {
     t.arguments
         .iter()
         .map(|a| JacobianColumns {
@@ -402,7 +450,7 @@ fn columns<'t>(t: &'t TermEntry<'_>) -> Vec<JacobianColumns<'t>> {
         .collect()
 }
 
-fn multiply(
+pub(super) fn multiply(
     scale: f32,
     accumulate: bool,
     a: &Buffer<f32>,
@@ -418,7 +466,7 @@ fn multiply(
     }
 }
 
-fn block_times(
+pub(super) fn block_times(
     b: &BlockState,
     blocks: &Buffer<f32>,
     x: &Buffer<f32>,

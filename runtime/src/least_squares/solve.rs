@@ -3,7 +3,7 @@
 //! step; the host reads a few scalars after each and decides (Ceres' trust-region rule for
 //! λ, its stopping tests).
 
-use super::problem::Problem;
+use super::problem::{BlockId, Problem};
 use super::recordings::{State, slot};
 use crate::batched_lm::Termination;
 use crate::error::Error;
@@ -28,6 +28,11 @@ pub struct LevenbergMarquardt {
     pub max_cg_iterations: u32,
     /// CG iterations recorded into one submission between reads of its residual.
     pub cg_iterations_per_check: u32,
+    /// A block whose rows CG eliminates (Ceres' `ITERATIVE_SCHUR`): CG then runs on the
+    /// Schur complement of the other blocks, and this block's step follows from theirs
+    /// row by row. For a bundle adjustment, the points: CG solves for the cameras only,
+    /// and needs far fewer iterations. Every residual must read at most one row of it.
+    pub eliminate: Option<BlockId>,
 }
 
 impl Default for LevenbergMarquardt {
@@ -43,6 +48,7 @@ impl Default for LevenbergMarquardt {
             cg_tolerance: 0.1,
             max_cg_iterations: 200,
             cg_iterations_per_check: 10,
+            eliminate: None,
         }
     }
 }
@@ -89,6 +95,8 @@ pub struct Summary {
     pub residuals: usize,
     /// Wall time of the solve.
     pub time: Duration,
+    /// The block CG eliminated ([`LevenbergMarquardt::eliminate`]), if one.
+    pub eliminated: Option<BlockId>,
 }
 
 impl Summary {
@@ -108,10 +116,17 @@ impl Summary {
 
 impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(
-            f,
-            "Levenberg-Marquardt, conjugate gradients with a block-Jacobi preconditioner"
-        )?;
+        match self.eliminated {
+            None => writeln!(
+                f,
+                "Levenberg-Marquardt, conjugate gradients with a block-Jacobi preconditioner"
+            )?,
+            Some(BlockId(b)) => writeln!(
+                f,
+                "Levenberg-Marquardt, conjugate gradients on the Schur complement of block {b}, \
+                 block-Jacobi preconditioner"
+            )?,
+        }
         writeln!(
             f,
             "  unknowns {:>12}   residuals {:>12}",
@@ -189,8 +204,7 @@ impl LevenbergMarquardt {
         mut report: impl FnMut(&IterationReport),
     ) -> Result<Summary, Error> {
         let start = Instant::now();
-        check(problem)?;
-        let state = State::new(problem)?;
+        let state = State::new(problem, self.eliminated(problem)?)?;
         let device = problem.device;
         let mut summary = Summary {
             initial_cost: f64::NAN,
@@ -200,6 +214,7 @@ impl LevenbergMarquardt {
             unknowns: problem.unknowns(),
             residuals: problem.residuals(),
             time: Duration::ZERO,
+            eliminated: self.eliminate,
         };
         let mut trust = Trust {
             lambda: self.initial_lambda,
@@ -218,7 +233,7 @@ impl LevenbergMarquardt {
             if evaluate {
                 state.record_evaluation(&mut rec, problem)?;
             }
-            state.record_cg_start(&mut rec, trust.lambda)?;
+            state.record_cg_start(&mut rec, problem, trust.lambda)?;
             rec.submit()?;
             let s = state.read_scalars(device)?;
             if evaluate {
@@ -395,12 +410,11 @@ impl LevenbergMarquardt {
     /// untimed ones), leaving its blocks where they are. Not a stable API.
     #[doc(hidden)]
     pub fn time_cg(&self, problem: &Problem<'_>, iterations: u32) -> Result<CgTiming, Error> {
-        check(problem)?;
-        let state = State::new(problem)?;
+        let state = State::new(problem, self.eliminated(problem)?)?;
         let device = problem.device;
         let start = |rec: &mut crate::recording::Recording<'_>| -> Result<(), Error> {
             state.record_evaluation(rec, problem)?;
-            state.record_cg_start(rec, self.initial_lambda)
+            state.record_cg_start(rec, problem, self.initial_lambda)
         };
         // Once to compile and cache, once for the wall time, once for the passes' times.
         let mut rec = device.record();
@@ -501,6 +515,32 @@ impl Problem<'_> {
         rec.dot(&pairs, &scalars, 0)?;
         rec.submit()?;
         Ok(0.5 * f64::from(d.read(&scalars)?[0]))
+    }
+}
+
+impl LevenbergMarquardt {
+    /// The block to eliminate, checked against `problem` (which is checked too).
+    fn eliminated(&self, problem: &Problem<'_>) -> Result<Option<usize>, Error> {
+        check(problem)?;
+        let Some(BlockId(e)) = self.eliminate else {
+            return Ok(None);
+        };
+        if e >= problem.blocks.len() {
+            return Err(Error::Unsupported(format!(
+                "the block to eliminate ({e}) is not a block of this problem ({} blocks)",
+                problem.blocks.len()
+            )));
+        }
+        for (i, t) in problem.terms.iter().enumerate() {
+            if t.arguments.iter().filter(|a| a.block == e).count() > 1 {
+                return Err(Error::Unsupported(format!(
+                    "residual term {i} reads two rows of parameter block {e}, so that block's \
+                     rows are coupled and cannot be eliminated one by one (the Schur \
+                     complement needs every residual to read at most one of its rows)"
+                )));
+            }
+        }
+        Ok(Some(e))
     }
 }
 
