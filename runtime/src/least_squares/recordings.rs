@@ -179,22 +179,7 @@ impl State {
                 })?;
             }
         }
-        let mut written = Vec::new();
-        for (t, s) in problem.terms.iter().zip(&self.terms) {
-            let outs: Vec<&Buffer<f32>> = t
-                .arguments
-                .iter()
-                .map(|a| &self.blocks[a.block].gradient)
-                .collect();
-            rec.jacobian_transpose_adding(
-                &s.jacobians,
-                t.rows,
-                &columns(t),
-                &s.values,
-                &outs,
-                &mut written,
-            )?;
-        }
+        self.record_transposed(rec, problem, |s| &s.values, |b| &b.gradient)?;
         let mut written = Vec::new();
         for (t, s) in problem.terms.iter().zip(&self.terms) {
             self.record_gram(rec, t, s, &mut written)?;
@@ -290,30 +275,8 @@ impl State {
         i: u32,
     ) -> Result<(), Error> {
         let (rz, rz_next) = (slot::RZ + i % 2, slot::RZ + (i + 1) % 2);
-        for (t, s) in problem.terms.iter().zip(&self.terms) {
-            let directions: Vec<&Buffer<f32>> = t
-                .arguments
-                .iter()
-                .map(|a| &self.blocks[a.block].p)
-                .collect();
-            rec.jacobian_times(&s.jacobians, t.rows, &columns(t), &directions, &s.products)?;
-        }
-        let mut written = Vec::new();
-        for (t, s) in problem.terms.iter().zip(&self.terms) {
-            let outs: Vec<&Buffer<f32>> = t
-                .arguments
-                .iter()
-                .map(|a| &self.blocks[a.block].ap)
-                .collect();
-            rec.jacobian_transpose_adding(
-                &s.jacobians,
-                t.rows,
-                &columns(t),
-                &s.products,
-                &outs,
-                &mut written,
-            )?;
-        }
+        self.record_times(rec, problem, |b| &self.blocks[b].p, |s| &s.products)?;
+        self.record_transposed(rec, problem, |s| &s.products, |b| &b.ap)?;
         if let Some(e) = self.eliminated {
             self.record_schur_product(rec, problem, e)?;
         }
@@ -365,14 +328,7 @@ impl State {
         if let Some(e) = self.eliminated {
             self.record_back_substitution(rec, problem, e)?;
         }
-        for (t, s) in problem.terms.iter().zip(&self.terms) {
-            let directions: Vec<&Buffer<f32>> = t
-                .arguments
-                .iter()
-                .map(|a| &self.blocks[a.block].delta)
-                .collect();
-            rec.jacobian_times(&s.jacobians, t.rows, &columns(t), &directions, &s.products)?;
-        }
+        self.record_times(rec, problem, |b| &self.blocks[b].delta, |s| &s.products)?;
         let products: Vec<_> = self
             .terms
             .iter()
@@ -407,6 +363,51 @@ impl State {
         }
         let costs = self.cost_pairs(problem, |s| &s.values_new);
         rec.dot(&costs, &self.scalars, slot::COST_NEW)
+    }
+
+    /// Records each term's `J·v` into `out(term)`, `v` the rows of `direction(block)` its
+    /// arguments read.
+    pub(super) fn record_times<'s>(
+        &'s self,
+        rec: &mut Recording<'_>,
+        problem: &Problem<'_>,
+        direction: impl Fn(usize) -> &'s Buffer<f32>,
+        out: impl Fn(&'s TermState) -> &'s Buffer<f32>,
+    ) -> Result<(), Error> {
+        for (t, s) in problem.terms.iter().zip(&self.terms) {
+            let directions: Vec<&Buffer<f32>> =
+                t.arguments.iter().map(|a| direction(a.block)).collect();
+            rec.jacobian_times(&s.jacobians, t.rows, &columns(t), &directions, out(s))?;
+        }
+        Ok(())
+    }
+
+    /// Records `out(block) = Jᵀ u` for every block, `u` each term's `u(term)`, the terms'
+    /// sums added into one buffer per block.
+    pub(super) fn record_transposed<'s>(
+        &'s self,
+        rec: &mut Recording<'_>,
+        problem: &Problem<'_>,
+        u: impl Fn(&'s TermState) -> &'s Buffer<f32>,
+        out: impl Fn(&'s BlockState) -> &'s Buffer<f32>,
+    ) -> Result<(), Error> {
+        let mut written = Vec::new();
+        for (t, s) in problem.terms.iter().zip(&self.terms) {
+            let outs: Vec<&Buffer<f32>> = t
+                .arguments
+                .iter()
+                .map(|a| out(&self.blocks[a.block]))
+                .collect();
+            rec.jacobian_transpose_adding(
+                &s.jacobians,
+                t.rows,
+                &columns(t),
+                u(s),
+                &outs,
+                &mut written,
+            )?;
+        }
+        Ok(())
     }
 
     /// The pairs whose dot product is `Σ ρ`: a term's residuals (`values` of its state)

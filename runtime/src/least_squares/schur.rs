@@ -11,7 +11,7 @@
 //! the block diagonal of `B_KK`.
 
 use super::problem::Problem;
-use super::recordings::{State, block_times, columns, multiply};
+use super::recordings::{State, TermState, block_times, multiply};
 use crate::buffer::Buffer;
 use crate::error::Error;
 use crate::recording::Recording;
@@ -27,14 +27,8 @@ impl State {
         e: usize,
     ) -> Result<(), Error> {
         let eb = &self.blocks[e];
-        rec.block_op(block_times(eb, &eb.inverse, &eb.gradient, &eb.z))?;
-        self.record_products(
-            rec,
-            problem,
-            |b| if b == e { &eb.z } else { &self.blocks[b].zero },
-            false,
-        )?;
-        self.record_transposed(rec, problem, false)?;
+        self.record_through_eliminated(rec, problem, e, &eb.gradient, |s| &s.products)?;
+        self.record_transposed(rec, problem, |s| &s.products, |b| &b.ap)?;
         for b in self.kept() {
             rec.block_op(multiply(1.0, true, &b.mask, &b.ap, &b.r))?;
         }
@@ -50,14 +44,15 @@ impl State {
         e: usize,
     ) -> Result<(), Error> {
         let eb = &self.blocks[e];
-        rec.block_op(block_times(eb, &eb.inverse, &eb.ap, &eb.z))?;
-        self.record_products(
-            rec,
-            problem,
-            |b| if b == e { &eb.z } else { &self.blocks[b].zero },
-            true,
-        )?;
-        self.record_transposed(rec, problem, true)
+        self.record_through_eliminated(rec, problem, e, &eb.ap, |s| &s.corrections)?;
+        let pairs: Vec<_> = self
+            .terms
+            .iter()
+            .map(|s| (&s.products, &s.corrections))
+            .collect();
+        let (one, minus) = (Coefficient::Value(1.0), Coefficient::Value(-1.0));
+        rec.combine(&pairs, one, minus, &self.scalars)?;
+        self.record_transposed(rec, problem, |s| &s.corrections, |b| &b.ap)
     }
 
     /// Records `δ_E = B_EE⁻¹ (−g_E − J_Eᵀ J_K δ_K)` once CG has found `δ_K`.
@@ -68,84 +63,35 @@ impl State {
         e: usize,
     ) -> Result<(), Error> {
         let eb = &self.blocks[e];
-        self.record_products(
-            rec,
-            problem,
-            |b| {
-                if b == e {
-                    &eb.zero
-                } else {
-                    &self.blocks[b].delta
-                }
-            },
-            false,
-        )?;
-        self.record_transposed(rec, problem, false)?;
+        let direction = |b: usize| {
+            if b == e {
+                &eb.zero
+            } else {
+                &self.blocks[b].delta
+            }
+        };
+        self.record_times(rec, problem, direction, |s| &s.products)?;
+        self.record_transposed(rec, problem, |s| &s.products, |b| &b.ap)?;
         let minus = Coefficient::Value(-1.0);
         rec.combine(&[(&eb.gradient, &eb.ap)], minus, minus, &self.scalars)?;
         rec.block_op(block_times(eb, &eb.inverse, &eb.ap, &eb.delta))
     }
 
-    /// Records each term's `J·v` for the directions `direction(block)`: into its
-    /// `corrections`, replaced there by `products − corrections` when `subtract`, else into
-    /// its `products`.
-    fn record_products<'s>(
+    /// Records `out(term) = J (0_K, B_EE⁻¹ x_E)` for every term: `E`'s rows of `x` through
+    /// the eliminated block's inverse (into `z_E`), the kept blocks still.
+    fn record_through_eliminated<'s>(
         &'s self,
         rec: &mut Recording<'_>,
         problem: &Problem<'_>,
-        direction: impl Fn(usize) -> &'s Buffer<f32>,
-        subtract: bool,
+        e: usize,
+        x: &Buffer<f32>,
+        out: impl Fn(&'s TermState) -> &'s Buffer<f32>,
     ) -> Result<(), Error> {
-        for (t, s) in problem.terms.iter().zip(&self.terms) {
-            let directions: Vec<&Buffer<f32>> =
-                t.arguments.iter().map(|a| direction(a.block)).collect();
-            let out = if subtract {
-                &s.corrections
-            } else {
-                &s.products
-            };
-            rec.jacobian_times(&s.jacobians, t.rows, &columns(t), &directions, out)?;
-        }
-        if subtract {
-            let pairs: Vec<_> = self
-                .terms
-                .iter()
-                .map(|s| (&s.products, &s.corrections))
-                .collect();
-            let (one, minus) = (Coefficient::Value(1.0), Coefficient::Value(-1.0));
-            rec.combine(&pairs, one, minus, &self.scalars)?;
-        }
-        Ok(())
-    }
-
-    /// Records `ap = Jᵀ u` for every block, `u` each term's `corrections` (or `products`).
-    fn record_transposed(
-        &self,
-        rec: &mut Recording<'_>,
-        problem: &Problem<'_>,
-        corrections: bool,
-    ) -> Result<(), Error> {
-        let mut written = Vec::new();
-        for (t, s) in problem.terms.iter().zip(&self.terms) {
-            let outs: Vec<&Buffer<f32>> = t
-                .arguments
-                .iter()
-                .map(|a| &self.blocks[a.block].ap)
-                .collect();
-            let u = if corrections {
-                &s.corrections
-            } else {
-                &s.products
-            };
-            rec.jacobian_transpose_adding(
-                &s.jacobians,
-                t.rows,
-                &columns(t),
-                u,
-                &outs,
-                &mut written,
-            )?;
-        }
-        Ok(())
+        let eb = &self.blocks[e];
+        rec.block_op(block_times(eb, &eb.inverse, x, &eb.z))?;
+        let direction = |b: usize| {
+            if b == e { &eb.z } else { &self.blocks[b].zero }
+        };
+        self.record_times(rec, problem, direction, out)
     }
 }
