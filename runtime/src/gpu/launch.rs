@@ -1,13 +1,13 @@
 //! Launching a batch: cut into chunks that fit the device's bindings and dispatch limits,
-//! each uploaded, dispatched (with its reduction), and read back while the next runs.
+//! each uploaded, dispatched (with its reduction), and read back while the next runs
+//! (the waits for submissions and maps are `transfer.rs`'s).
 
 use super::pipelines::Pipelines;
 use super::sets::{LaunchSet, upload_offsets};
-use super::transfer::{copy_parallel, write_mapped};
+use super::transfer::{MapReceiver, copy_parallel, write_mapped};
 use super::{Gpu, MAX_BINDING_BYTES, MAX_CHUNK_BYTES, PARAMS_BYTES, REDUCE_GROUPS, lock};
 use crate::error::Error;
 use crate::spec::KernelSpec;
-use std::time::Instant;
 
 /// How a launch of `m` elements is dispatched: workgroups in x and y, and the elements each
 /// thread takes (1 but for kernels that reduce shared gradients).
@@ -34,9 +34,6 @@ impl LaunchShape {
         [self.groups(), 0, 0, 0]
     }
 }
-
-/// Where a map request's callback sends its result.
-pub(super) type MapReceiver = std::sync::mpsc::Receiver<Result<(), wgpu::BufferAsyncError>>;
 
 /// A submitted chunk: its launch set, where its results go, and the two map requests
 /// (results to read, upload buffer to re-arm) that complete with its submission.
@@ -287,48 +284,6 @@ impl Gpu {
             self.return_set(spec, f.set);
         }
         Ok(())
-    }
-
-    /// Waits for a submission to finish; a device loss is reported as such.
-    pub(super) fn wait_for(&self, submission: wgpu::SubmissionIndex) -> Result<(), Error> {
-        let timeout = self.timeout();
-        self.device
-            .poll(wgpu::PollType::Wait {
-                submission_index: Some(submission),
-                timeout: Some(timeout),
-            })
-            .map(|_| ())
-            .map_err(|e| match e {
-                wgpu::PollError::Timeout => Error::Timeout(timeout),
-                e => self
-                    .check_lost()
-                    .err()
-                    .unwrap_or_else(|| Error::Readback(e.to_string())),
-            })
-    }
-
-    /// Waits for a map request's callback. Another thread's poll may be delivering it just
-    /// as this thread's wait for the submission returns, so the callback is awaited itself.
-    pub(super) fn await_map(&self, rx: &MapReceiver) -> Result<(), Error> {
-        let timeout = self.timeout();
-        let deadline = Instant::now() + timeout;
-        loop {
-            match rx.try_recv() {
-                Ok(r) => return r.map_err(|e| Error::Readback(e.to_string())),
-                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
-                    return Err(Error::Readback("a map request was dropped".into()));
-                }
-                Err(std::sync::mpsc::TryRecvError::Empty) if Instant::now() > deadline => {
-                    return Err(Error::Timeout(timeout));
-                }
-                Err(std::sync::mpsc::TryRecvError::Empty) => {
-                    self.device
-                        .poll(wgpu::PollType::Poll)
-                        .map_err(|e| Error::Readback(e.to_string()))?;
-                    std::thread::yield_now();
-                }
-            }
-        }
     }
 
     /// Records a launch's dispatches into a compute pass: the kernel, then the second pass

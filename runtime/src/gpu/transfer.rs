@@ -8,12 +8,15 @@
 //! is copied by several threads of a pool of our own, and the DMA of one piece runs while
 //! the next is copied.
 
-use super::launch::MapReceiver;
 use super::{Gpu, lock};
 use crate::error::Error;
 use rayon::prelude::*;
 use std::collections::VecDeque;
 use std::sync::OnceLock;
+use std::time::Instant;
+
+/// Where a map request's callback sends its result.
+pub(super) type MapReceiver = std::sync::mpsc::Receiver<Result<(), wgpu::BufferAsyncError>>;
 
 /// Bytes per staging buffer, the unit a transfer is cut into: large enough that a piece's
 /// submit and map cost little against its DMA (32 MiB take 0.6 ms at 53 GB/s), small
@@ -100,6 +103,48 @@ pub(super) fn write_mapped(buffer: &wgpu::Buffer, offset: u64, src: &[u8]) -> Re
 }
 
 impl Gpu {
+    /// Waits for a submission to finish; a device loss is reported as such.
+    pub(super) fn wait_for(&self, submission: wgpu::SubmissionIndex) -> Result<(), Error> {
+        let timeout = self.timeout();
+        self.device
+            .poll(wgpu::PollType::Wait {
+                submission_index: Some(submission),
+                timeout: Some(timeout),
+            })
+            .map(|_| ())
+            .map_err(|e| match e {
+                wgpu::PollError::Timeout => Error::Timeout(timeout),
+                e => self
+                    .check_lost()
+                    .err()
+                    .unwrap_or_else(|| Error::Readback(e.to_string())),
+            })
+    }
+
+    /// Waits for a map request's callback. Another thread's poll may be delivering it just
+    /// as this thread's wait for the submission returns, so the callback is awaited itself.
+    pub(super) fn await_map(&self, rx: &MapReceiver) -> Result<(), Error> {
+        let timeout = self.timeout();
+        let deadline = Instant::now() + timeout;
+        loop {
+            match rx.try_recv() {
+                Ok(r) => return r.map_err(|e| Error::Readback(e.to_string())),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    return Err(Error::Readback("a map request was dropped".into()));
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) if Instant::now() > deadline => {
+                    return Err(Error::Timeout(timeout));
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) => {
+                    self.device
+                        .poll(wgpu::PollType::Poll)
+                        .map_err(|e| Error::Readback(e.to_string()))?;
+                    std::thread::yield_now();
+                }
+            }
+        }
+    }
+
     /// Copies `bytes` into `dst` at `offset`, ordered after the work submitted before and
     /// before any submitted after. Returns once the last piece is submitted: the host's
     /// bytes are copied, the DMA may still run.
