@@ -3,7 +3,8 @@
 //! tables, and 24 random programs from fixed seeds), each compiled at run time by the
 //! macro's compiler, and every kernel of each (value, adjoint or Jacobian, tangent) timed
 //! against its roofline: the larger of a coalesced copy of its bytes and its operations at
-//! the device's FMA rate, both measured in the same run. Three rounds over the whole corpus
+//! the device's FMA rate (each call weighted by its cost in FMAs, `costs.rs`), all
+//! measured in the same run. Three rounds over the whole corpus
 //! say how steady each kernel's time is.
 //!
 //! `cargo bench --bench corpus` (n = 2^20 and 2^24; on the H100, see BENCHMARKS.md) or
@@ -19,16 +20,19 @@ use std::fmt::Write as _;
 
 #[path = "../ceilings/mod.rs"]
 mod ceilings;
+mod costs;
 mod functions;
 mod report;
 
 use ceilings::{FMA_PER_THREAD, copy_spec, fma_spec, inputs, kernel_time, median};
+use costs::Costs;
+use gradfuse_shaders_gen::launch::kernel_ir;
 use report::{Kernel, Round};
 
 /// Rounds over the whole corpus.
 const ROUNDS: usize = 3;
 /// Timed launches per kernel and round, after its warm-up.
-const LAUNCHES: usize = 10;
+pub(crate) const LAUNCHES: usize = 10;
 /// GPU time each kernel runs before it is timed (its clocks settle; the corpus keeps the
 /// device busy, so less than a lone kernel needs).
 const WARM_UP_S: f64 = 0.02;
@@ -37,7 +41,7 @@ const WARM_UP_S: f64 = 0.02;
 const MAX_BUFFER_BYTES: usize = 1 << 30;
 
 /// The runtime's launch description of kernel `kind` of `c` (leaked: specs are `'static`).
-fn compiled_spec(name: &str, c: &Compiled, kind: KernelKind) -> &'static KernelSpec {
+pub(crate) fn compiled_spec(name: &str, c: &Compiled, kind: KernelKind) -> &'static KernelSpec {
     let launch = kernel_launch(c, kind);
     let wgsl = match kind {
         KernelKind::Forward => &c.wgsl_forward,
@@ -84,8 +88,9 @@ fn compiled_spec(name: &str, c: &Compiled, kind: KernelKind) -> &'static KernelS
     }))
 }
 
-/// The kernels of the corpus, three per function.
-fn kernels(quick: bool) -> Result<Vec<Kernel>, String> {
+/// The kernels of the corpus, three per function, each with its operations weighted by
+/// `costs`.
+fn kernels(quick: bool, costs: &Costs) -> Result<Vec<Kernel>, String> {
     let mut out = Vec::new();
     for (k, f) in functions::corpus().into_iter().enumerate() {
         // Every function is compiled, quick or not: a corpus function that fails to compile
@@ -96,12 +101,14 @@ fn kernels(quick: bool) -> Result<Vec<Kernel>, String> {
         }
         for kind in [KernelKind::Forward, reverse_kind(&c), KernelKind::Tangent] {
             let spec = compiled_spec(&f.name, &c, kind);
+            let work = kernel_ir(&c, kind).map_or(0.0, |ir| ir.weighted_work(&|op| costs.of(op)));
             out.push(Kernel {
                 function: f.name.clone(),
                 family: f.family,
                 kind: kind.entry_point(),
                 spec,
                 output_words: spec.output_words() as u32,
+                work,
                 rounds: Vec::new(),
             });
         }
@@ -169,7 +176,7 @@ fn round(d: &Device, kernels: &mut [Kernel], log_n: u32, fma_rate: f64) -> Resul
                     t
                 }
             };
-            let arithmetic = n as f64 * k.spec.work_per_element as f64 / fma_rate;
+            let arithmetic = n as f64 * k.work / fma_rate;
             let t = time(d, k.spec, input, copy.max(arithmetic))?;
             k.rounds.push(Round {
                 n,
@@ -196,8 +203,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "arithmetic ceiling: {:.0} GFMA/s ({fma_n} threads x {FMA_PER_THREAD} FMAs)\n",
         fma_rate / 1e9
     );
+    let (costs, table) = Costs::measure(&d, fma_n, fma_rate)?;
+    out.push_str(&table);
     print!("{out}");
-    let mut kernels = kernels(quick)?;
+    let mut kernels = kernels(quick, &costs)?;
     let sizes: &[u32] = if quick { &[12] } else { &[20, 24] };
     for &log_n in sizes {
         for k in kernels.iter_mut() {

@@ -16,6 +16,8 @@ pub struct Kernel {
     pub spec: &'static KernelSpec,
     /// Output words per element.
     pub output_words: u32,
+    /// Operations per element, each call weighted by its measured cost in FMAs.
+    pub work: f64,
     /// One entry per round at the current size.
     pub rounds: Vec<Round>,
 }
@@ -99,8 +101,8 @@ pub fn tables(kernels: &[Kernel], log_n: u32) -> String {
     }
     let _ = writeln!(
         out,
-        "\n| function | family | kernel | words in | words out | ops | n | ms (rounds) | copy ms | FMA ms | of roofline | spread |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|"
+        "\n| function | family | kernel | words in | words out | ops | FMAs | n | ms (rounds) | copy ms | FMA ms | of roofline | spread |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for k in kernels {
         let times: Vec<String> = k.rounds.iter().map(|r| format!("{:.3}", r.ms)).collect();
@@ -109,13 +111,14 @@ pub fn tables(kernels: &[Kernel], log_n: u32) -> String {
         let fma = median(k.rounds.iter().map(|r| r.arithmetic_ms).collect());
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | 2^{} | {} | {copy:.3} | {fma:.3} | {:.0}% | {:.0}% |",
+            "| {} | {} | {} | {} | {} | {} | {:.0} | 2^{} | {} | {copy:.3} | {fma:.3} | {:.0}% | {:.0}% |",
             k.function,
             k.family,
             k.kind,
             k.spec.input_words,
             k.output_words,
             k.spec.work_per_element,
+            k.work,
             n.trailing_zeros(),
             times.join(" / "),
             100.0 * k.of_roofline(),

@@ -4,6 +4,7 @@
 //! specs from the same description, so a kernel is launched one way whoever compiled it.
 
 use crate::abi::{self, KernelKind};
+use crate::ir::Function;
 use crate::signature::Precision;
 use crate::{Compiled, Reverse};
 
@@ -51,16 +52,7 @@ pub fn kernel_launch(c: &Compiled, kind: KernelKind) -> KernelLaunch {
         base
     };
     let wps = layout.precision.words_per_scalar();
-    let work_per_element = match kind {
-        KernelKind::Forward => c.primal.work(),
-        KernelKind::Adjoint | KernelKind::Jacobian => c.reverse.function().work(),
-        KernelKind::Tangent => c.tangent.work(),
-        KernelKind::Hessian => c
-            .second
-            .as_ref()
-            .and_then(|s| s.hessian.as_ref())
-            .map_or(0, |h| h.function.work()),
-    };
+    let work_per_element = kernel_ir(c, kind).map_or(0, Function::work);
     // A tangent kernel's shared words are followed by their tangents.
     let shared = (layout.shared_words > 0).then(|| SharedLaunch {
         words: layout.shared_words * wps,
@@ -78,6 +70,21 @@ pub fn kernel_launch(c: &Compiled, kind: KernelKind) -> KernelLaunch {
         shared,
         work_per_element,
         precision: layout.precision,
+    }
+}
+
+/// The IR that kernel `kind` of `c` runs per element (none: a function without a Hessian
+/// kernel).
+pub fn kernel_ir(c: &Compiled, kind: KernelKind) -> Option<&Function> {
+    match kind {
+        KernelKind::Forward => Some(&c.primal),
+        KernelKind::Adjoint | KernelKind::Jacobian => Some(c.reverse.function()),
+        KernelKind::Tangent => Some(&c.tangent),
+        KernelKind::Hessian => c
+            .second
+            .as_ref()
+            .and_then(|s| s.hessian.as_ref())
+            .map(|h| &h.function),
     }
 }
 

@@ -655,6 +655,22 @@ impl Function {
             .fold(0u64, u64::saturating_add)
     }
 
+    /// [`Function::work`] with each operation weighted by `cost` (a benchmark's roofline
+    /// counts a transcendental call as the FMAs it takes on the device it measures).
+    pub fn weighted_work(&self, cost: &dyn Fn(&Op) -> f64) -> f64 {
+        self.nodes
+            .iter()
+            .map(|n| match &n.op {
+                Op::Input(_) | Op::Const(_) | Op::Int(_) => 0.0,
+                Op::Loop(l) => {
+                    let trips = (l.end - l.start).max(0) as f64;
+                    1.0 + trips * l.body.weighted_work(cost)
+                }
+                op => cost(op),
+            })
+            .sum()
+    }
+
     /// Operations in the code: each loop's body counted once, as emitted code grows.
     pub fn code_size(&self) -> usize {
         self.nodes
