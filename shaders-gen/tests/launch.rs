@@ -71,3 +71,25 @@ fn a_vector_result_launches_the_jacobian_kernel() {
     );
     assert_eq!(jacobian.shared, None);
 }
+
+/// The work a benchmark's roofline weighs: with every operation at one it is the work the
+/// runtime cuts submissions by; a call weighted `w` adds `w - 1` for every time it runs,
+/// loops counted per trip.
+#[test]
+fn weighted_work_counts_each_call_at_its_weight_per_trip() {
+    use gradfuse_shaders_gen::ir::Op;
+    use gradfuse_shaders_gen::launch::kernel_ir;
+    use gradfuse_shaders_gen::ops::Func;
+    let c = compile_str(
+        "fn g(x: f32) -> f32 { let mut y = x; for i in 0..5 { y = y.sin() * 0.5 + 1.0; } y.sin() }",
+    )
+    .unwrap();
+    let ir = kernel_ir(&c, KernelKind::Forward).unwrap();
+    assert_eq!(ir.weighted_work(&|_| 1.0), ir.work() as f64);
+    let sin_at_ten = |op: &Op| match op {
+        Op::Call(Func::Sin, _) => 10.0,
+        _ => 1.0,
+    };
+    // Six sines run: five in the loop, one after it.
+    assert_eq!(ir.weighted_work(&sin_at_ten), ir.work() as f64 + 6.0 * 9.0);
+}
