@@ -192,7 +192,10 @@ fn main() -> Result<(), Error> {
     let _ = writeln!(
         out,
         "\nSmall batches: median latency of `value_and_grad` against an empty submit-and-map \
-         round trip on the same device.\n\n| n | value_and_grad µs | empty round trip µs | ratio |\n|---|---|---|---|"
+         round trip on the same device, and of the same kernel recorded over device buffers \
+         then one read of its values (a launch without the host slices' copies and mapped \
+         upload).\n\n| n | value_and_grad µs | empty round trip µs | ratio | recorded launch \
+         and read µs | its ratio |\n|---|---|---|---|---|---|"
     );
     let latency_repeats = if quick { 10 } else { 200 };
     let mut trips = d.time_roundtrip(latency_repeats)?;
@@ -207,12 +210,23 @@ fn main() -> Result<(), Error> {
         ];
         let kernel = transcendental4::kernel(&d);
         let t = median_of(latency_repeats, || kernel.value_and_grad(&args).map(drop))?;
+        let (buffer, values) = (d.buffer(&args)?, d.zeros::<f32>(n)?);
+        let grads = d.zeros::<transcendental4::Grad>(n)?;
+        let mut host = vec![0.0f32; n];
+        let recorded = median_of(latency_repeats, || {
+            let mut rec = d.record();
+            kernel.value_and_grad_to(&mut rec, &buffer, &values, &grads)?;
+            rec.submit()?;
+            d.read_into(&values, &mut host)
+        })?;
         let _ = writeln!(
             out,
-            "| {n} | {:.1} | {:.1} | {:.2} |",
+            "| {n} | {:.1} | {:.1} | {:.2} | {:.1} | {:.2} |",
             t * 1e6,
             trip * 1e6,
-            t / trip
+            t / trip,
+            recorded * 1e6,
+            recorded / trip
         );
     }
     print!("{out}");
