@@ -6,7 +6,7 @@
 //! and optimizer steps recorded with [`Device::record`](crate::Device::record).
 
 use crate::device::Device;
-use crate::error::Error;
+use crate::error::{Error, mismatch};
 pub use crate::raw::RawBuffer;
 pub(crate) use crate::raw::{SCRATCH_KEPT, ScratchRole, Storage};
 use std::marker::PhantomData;
@@ -141,13 +141,7 @@ impl Device {
         out: &mut [T],
     ) -> Result<(), Error> {
         self.check_owns(buffer.raw(), "the buffer to read")?;
-        if out.len() != buffer.len {
-            return Err(Error::ShapeMismatch {
-                what: "values read from a buffer".into(),
-                expected: buffer.len,
-                got: out.len(),
-            });
-        }
+        mismatch("values read from a buffer".into(), buffer.len, out.len())?;
         self.read_words(buffer.raw(), bytemuck::cast_slice_mut(out))
     }
 
@@ -155,13 +149,11 @@ impl Device {
     /// submitted before and before any submitted after.
     pub fn write<T: bytemuck::Pod>(&self, buffer: &Buffer<T>, values: &[T]) -> Result<(), Error> {
         self.check_owns(buffer.raw(), "the buffer to write")?;
-        if values.len() != buffer.len {
-            return Err(Error::ShapeMismatch {
-                what: "values written to a buffer".into(),
-                expected: buffer.len,
-                got: values.len(),
-            });
-        }
+        mismatch(
+            "values written to a buffer".into(),
+            buffer.len,
+            values.len(),
+        )?;
         self.write_words(buffer.raw(), bytemuck::cast_slice(values))
     }
 

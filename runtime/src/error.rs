@@ -71,3 +71,16 @@ pub enum Error {
     #[error("reading results back from the GPU failed: {0}")]
     Readback(String),
 }
+
+/// A [`Error::ShapeMismatch`] about `what` unless `expected == got`.
+pub(crate) fn mismatch(what: String, expected: usize, got: usize) -> Result<(), Error> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(Error::ShapeMismatch {
+            what,
+            expected,
+            got,
+        })
+    }
+}

@@ -4,8 +4,9 @@
 use crate::buffer::{RawBuffer, ScratchRole};
 use crate::device::Device;
 use crate::error::Error;
+use crate::error::mismatch;
 use crate::gather::{Field, GatherField, ScatterPass, assemble_cpu, scatter_cpu, scatter_passes};
-use crate::recording::{Bindings, Recording, mismatch};
+use crate::recording::{Bindings, Recording};
 use crate::spec::{GatheredSpec, KernelSpec};
 use std::sync::Arc;
 

@@ -7,10 +7,11 @@
 
 use crate::buffer::{Buffer, RawBuffer};
 use crate::error::Error;
+use crate::error::mismatch;
 use crate::gather::{Field, Index, ScatterPass, scatter_cpu, scatter_passes};
 #[cfg(feature = "gpu")]
 use crate::raw::ScratchRole;
-use crate::recording::{Recording, mismatch};
+use crate::recording::Recording;
 use std::sync::Arc;
 
 /// Most arguments with columns in one Jacobian block.

@@ -8,7 +8,7 @@
 
 use crate::buffer::RawBuffer;
 use crate::device::{Backend, Device};
-use crate::error::Error;
+use crate::error::{Error, mismatch};
 use crate::spec::KernelSpec;
 use std::sync::Arc;
 
@@ -257,17 +257,4 @@ fn cpu_launch(spec: &'static KernelSpec, n: usize, b: &Bindings<'_>) -> CpuStep 
             grad,
         );
     })
-}
-
-/// A [`Error::ShapeMismatch`] about `what` unless `expected == got`.
-pub(crate) fn mismatch(what: String, expected: usize, got: usize) -> Result<(), Error> {
-    if expected == got {
-        Ok(())
-    } else {
-        Err(Error::ShapeMismatch {
-            what,
-            expected,
-            got,
-        })
-    }
 }

@@ -7,7 +7,8 @@
 
 use crate::buffer::{Buffer, RawBuffer};
 use crate::error::Error;
-use crate::recording::{Recording, mismatch};
+use crate::error::mismatch;
+use crate::recording::Recording;
 use std::sync::Arc;
 
 /// Threads of one dot-product workgroup, and words each sums per round.

@@ -21,7 +21,7 @@ pub(super) type MapReceiver = std::sync::mpsc::Receiver<Result<(), wgpu::BufferA
 /// Bytes per staging buffer, the unit a transfer is cut into: large enough that a piece's
 /// submit and map cost little against its DMA (32 MiB take 0.6 ms at 53 GB/s), small
 /// enough that the pieces in flight hold little pinned memory.
-pub(super) const PIECE_BYTES: usize = 32 << 20;
+const PIECE_BYTES: usize = 32 << 20;
 
 /// Pieces in flight per transfer: one being copied, two moving.
 const PIECES_IN_FLIGHT: usize = 3;
@@ -36,7 +36,7 @@ const PARALLEL_COPY_BYTES: usize = 4 << 20;
 const COPY_SLICE_BYTES: usize = 1 << 20;
 
 /// A staging buffer of [`PIECE_BYTES`] and the map request it waits on, if any.
-pub(super) struct Staging {
+struct Staging {
     buffer: wgpu::Buffer,
     /// An upload buffer's re-arming map (it maps once its last copy has run).
     rearm: Option<MapReceiver>,
@@ -66,7 +66,7 @@ fn copy_threads() -> Option<&'static rayon::ThreadPool> {
 }
 
 /// `dst.copy_from_slice(src)`, by several threads when it is large.
-pub(crate) fn copy_parallel<T: bytemuck::Pod>(dst: &mut [T], src: &[T]) {
+pub(super) fn copy_parallel<T: bytemuck::Pod>(dst: &mut [T], src: &[T]) {
     let dst: &mut [u8] = bytemuck::cast_slice_mut(dst);
     let src: &[u8] = bytemuck::cast_slice(src);
     match copy_threads() {
@@ -199,8 +199,14 @@ impl Gpu {
         out: &mut [u8],
     ) -> Result<(), Error> {
         let total = out.len();
-        let mut in_flight: VecDeque<(Staging, usize, MapReceiver, wgpu::SubmissionIndex)> =
-            VecDeque::new();
+        // Each piece in flight: its staging buffer, where it goes in `out`, its map request
+        // and its submission.
+        let mut in_flight: VecDeque<(
+            Staging,
+            std::ops::Range<usize>,
+            MapReceiver,
+            wgpu::SubmissionIndex,
+        )> = VecDeque::new();
         let mut free: Vec<Staging> = Vec::new();
         let mut start = 0;
         while start < total || !in_flight.is_empty() {
@@ -218,22 +224,21 @@ impl Gpu {
                     .map_async(wgpu::MapMode::Read, move |r| {
                         let _ = tx.send(r);
                     });
-                in_flight.push_back((staging, start, rx, submission));
+                in_flight.push_back((staging, start..start + len, rx, submission));
                 start += len;
                 continue;
             }
-            let (staging, at, mapped, submission) =
+            let (staging, range, mapped, submission) =
                 in_flight.pop_front().expect("a piece is in flight");
             self.wait_for(submission)?;
             self.await_map(&mapped)?;
-            let len = PIECE_BYTES.min(total - at);
             {
                 let view = staging
                     .buffer
-                    .slice(..len as u64)
+                    .slice(..range.len() as u64)
                     .get_mapped_range()
                     .map_err(|e| Error::Readback(e.to_string()))?;
-                copy_parallel(&mut out[at..at + len], &view[..]);
+                copy_parallel(&mut out[range], &view[..]);
             }
             staging.buffer.unmap();
             free.push(staging);

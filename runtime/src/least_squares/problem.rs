@@ -222,17 +222,13 @@ impl<'b> Problem<'b> {
             });
         }
         let rows = index.map_or(n, Index::rows);
-        crate::recording::mismatch(
+        crate::error::mismatch(
             format!("argument `{}`: rows of parameter block {block}", a.name),
             rows,
             b.rows,
         )?;
         if let Some(i) = index {
-            crate::recording::mismatch(
-                format!("argument `{}`: index entries", a.name),
-                n,
-                i.len(),
-            )?;
+            crate::error::mismatch(format!("argument `{}`: index entries", a.name), n, i.len())?;
         }
         Ok(TermArgument {
             block,
