@@ -309,6 +309,23 @@ fn without_workgroup_sum(gen_spec: &'static KernelSpec) -> &'static KernelSpec {
     )
 }
 
+/// The adjoint `gen_spec` of the function `src` emitted with `elements` batch elements
+/// side by side per thread (`emit_kernel_with_elements`), on the same buffers.
+fn with_elements(gen_spec: &'static KernelSpec, src: &str, elements: u32) -> &'static KernelSpec {
+    let c = compile_str(src).expect("the bench's functions compile");
+    let layout = &c.lowered.layout;
+    let f = gradfuse_shaders_gen::seeded_adjoint(layout, &c.primal);
+    let wgsl = gradfuse_shaders_gen::emit_wgsl::emit_kernel_with_elements(
+        "fn",
+        layout,
+        gradfuse_shaders_gen::abi::KernelKind::Adjoint,
+        &f,
+        elements,
+    );
+    let label = Box::leak(format!("{} ({elements} elements per thread)", gen_spec.label).into_boxed_str());
+    same_buffers_as(gen_spec, label, wgsl, gen_spec.entry_point)
+}
+
 /// `wgsl` with the body of WGSL function `name` replaced by `body`.
 fn cut_body(wgsl: &str, name: &str, body: &str) -> String {
     let start = wgsl
@@ -453,9 +470,25 @@ fn shared_cases(
                 &inputs(3000, case.words),
             )?;
         }
+        let variants: Vec<(u32, &'static KernelSpec)> = [2, 4]
+            .into_iter()
+            .map(|e| (e, with_elements(case.generated[1], case.src, e)))
+            .collect();
+        for (_, v) in &variants {
+            check_hand(device, case.generated[1], v, &inputs(3000, case.words))?;
+        }
         for &log_n in sizes {
             let n = 1usize << log_n;
             let input = inputs(n, case.words);
+            for (e, v) in &variants {
+                let t = kernel_time(device, v, &input, warmup, launches)?;
+                let _ = writeln!(
+                    out,
+                    "| {} | value_and_grad, {e} elements per thread | 2^{log_n} | {:.4} | | | | | | | | | |",
+                    case.name,
+                    t * 1e3
+                );
+            }
             for (k, kind) in ["value", "value_and_grad"].iter().enumerate() {
                 let out_words = case.generated[k].output_words() as u32;
                 let times = RowTimes::measure(
@@ -563,6 +596,11 @@ fn main() -> Result<(), Error> {
             inputs,
             |spec, input| kernel_time(&device, spec, input, warmup, launches),
             without_workgroup_sum,
+            |spec, src, e| {
+                let variant = with_elements(spec, src, e);
+                check_hand(&device, spec, variant, &inputs(3000, 9))?;
+                Ok(variant)
+            },
         ));
         print!("{out}");
         if let Ok(path) = std::env::var("GRADFUSE_BENCH_OUT") {

@@ -144,41 +144,49 @@ with_source! { SOFT_GATE16,
 }
 
 /// Defines an I-H-H-1 tanh network with a squared-error loss, as a user writes it: the
-/// per-element network of the GPU bench's network table.
+/// per-element network of the GPU bench's network table; `$src` is its source text.
 macro_rules! network {
-    ($name:ident, $i:literal, $h:literal, $w1:literal, $w2:literal, $w3:literal) => {
-        #[differentiable]
-        pub fn $name(
-            #[constant] x: [f32; $i],
-            #[constant] t: f32,
-            #[shared] w1: [f32; $w1],
-            #[shared] w2: [f32; $w2],
-            #[shared] w3: [f32; $w3],
-        ) -> f32 {
-            let mut h1 = [0.0; $h];
-            for j in 0..$h {
-                let mut s = w1[$i * $h + j];
-                for k in 0..$i {
-                    s += w1[j * $i + k] * x[k];
+    ($name:ident, $src:ident, $i:literal, $h:literal, $w1:literal, $w2:literal, $w3:literal) => {
+        network!(@item $src, {
+            pub fn $name(
+                #[constant] x: [f32; $i],
+                #[constant] t: f32,
+                #[shared] w1: [f32; $w1],
+                #[shared] w2: [f32; $w2],
+                #[shared] w3: [f32; $w3],
+            ) -> f32 {
+                let mut h1 = [0.0; $h];
+                for j in 0..$h {
+                    let mut s = w1[$i * $h + j];
+                    for k in 0..$i {
+                        s += w1[j * $i + k] * x[k];
+                    }
+                    h1[j] = s.tanh();
                 }
-                h1[j] = s.tanh();
-            }
-            let mut h2 = [0.0; $h];
-            for j in 0..$h {
-                let mut s = w2[$h * $h + j];
+                let mut h2 = [0.0; $h];
+                for j in 0..$h {
+                    let mut s = w2[$h * $h + j];
+                    for k in 0..$h {
+                        s += w2[j * $h + k] * h1[k];
+                    }
+                    h2[j] = s.tanh();
+                }
+                let mut y = w3[$h];
                 for k in 0..$h {
-                    s += w2[j * $h + k] * h1[k];
+                    y += w3[k] * h2[k];
                 }
-                h2[j] = s.tanh();
+                (y - t) * (y - t)
             }
-            let mut y = w3[$h];
-            for k in 0..$h {
-                y += w3[k] * h2[k];
-            }
-            (y - t) * (y - t)
-        }
+        });
+    };
+    (@item $src:ident, { $($item:tt)* }) => {
+        #[differentiable]
+        $($item)*
+
+        #[allow(dead_code)]
+        pub const $src: &str = stringify!($($item)*);
     };
 }
 
-network!(net32, 8, 32, 288, 1056, 33);
-network!(net64, 8, 64, 576, 4160, 65);
+network!(net32, NET32_SRC, 8, 32, 288, 1056, 33);
+network!(net64, NET64_SRC, 8, 64, 576, 4160, 65);

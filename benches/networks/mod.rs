@@ -3,7 +3,7 @@
 //! against the arithmetic ceiling measured in the same run. `benches/networks/jax_networks.py`
 //! times JAX on the same networks (run it in the same session on the same device).
 
-use crate::common::{net32, net64};
+use crate::common::{NET32_SRC, NET64_SRC, net32, net64};
 use gradfuse::{Error, KernelSpec};
 
 /// One network of the table.
@@ -13,6 +13,8 @@ struct Network {
     dims: (usize, usize, usize),
     forward: &'static KernelSpec,
     adjoint: &'static KernelSpec,
+    /// Its source, for the adjoint's variants.
+    src: &'static str,
 }
 
 impl Network {
@@ -28,13 +30,15 @@ impl Network {
 
 /// The table's rows, for `sizes` (log2 of the batch), timed by `time(spec, input)`; each
 /// adjoint also with its workgroup sum cut out (`cut`, wrong sums: the reverse pass's own
-/// time).
+/// time), and with 2 and 4 elements per thread (`elements(adjoint, source, count)`,
+/// checked against the adjoint).
 pub fn table(
     sizes: &[u32],
     fma_rate: f64,
     inputs: impl Fn(usize, u32) -> Vec<f32>,
     time: impl Fn(&'static KernelSpec, &[f32]) -> Result<f64, Error>,
     cut: impl Fn(&'static KernelSpec) -> &'static KernelSpec,
+    elements: impl Fn(&'static KernelSpec, &str, u32) -> Result<&'static KernelSpec, Error>,
 ) -> String {
     let networks = [
         Network {
@@ -42,12 +46,14 @@ pub fn table(
             dims: (8, 32, 1),
             forward: &net32::FORWARD_KERNEL,
             adjoint: &net32::ADJOINT_KERNEL,
+            src: NET32_SRC,
         },
         Network {
             name: "8-64-64-1",
             dims: (8, 64, 1),
             forward: &net64::FORWARD_KERNEL,
             adjoint: &net64::ADJOINT_KERNEL,
+            src: NET64_SRC,
         },
     ];
     let mut out = String::from(
@@ -58,12 +64,23 @@ pub fn table(
             let n = 1usize << log_n;
             // x (8 words) and the target per element.
             let input = inputs(n, 9);
-            for (kernel, spec, grad) in [
-                ("value", net.forward, false),
-                ("value_and_grad", net.adjoint, true),
-                ("value_and_grad, sum cut", cut(net.adjoint), true),
-            ] {
-                let row = match time(spec, &input) {
+            let mut kernels = vec![
+                ("value", Ok(net.forward), false),
+                ("value_and_grad", Ok(net.adjoint), true),
+                ("value_and_grad, sum cut", Ok(cut(net.adjoint)), true),
+            ];
+            kernels.push((
+                "value_and_grad, 2 elements per thread",
+                elements(net.adjoint, net.src, 2),
+                true,
+            ));
+            kernels.push((
+                "value_and_grad, 4 elements per thread",
+                elements(net.adjoint, net.src, 4),
+                true,
+            ));
+            for (kernel, spec, grad) in kernels {
+                let row = match spec.and_then(|spec| time(spec, &input)) {
                     Ok(t) => {
                         let rate = n as f64 * net.fmas(grad) / t;
                         format!(

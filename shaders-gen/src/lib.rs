@@ -208,14 +208,7 @@ pub fn compile_with(
     // end then add zero to the sums without a select per shared word, and each sum of a
     // product fuses into one FMA.
     let kernel_adjoint = if layout.shared_words > 0 {
-        let mut seeded = ad::vjp(&primal, &[]);
-        let seed = layout.words + layout.shared_words;
-        for node in &mut seeded.nodes {
-            if matches!(node.op, ir::Op::Input(w) if w == seed) {
-                node.name = Some("seed".into());
-            }
-        }
-        kept_gradient_outputs(layout, seeded)
+        seeded_adjoint(layout, &primal)
     } else {
         adjoint.clone()
     };
@@ -427,6 +420,20 @@ impl syn::parse::Parse for CustomGradAttr {
 pub fn compile_str(src: &str) -> Result<Compiled, Vec<syn::Error>> {
     let item: syn::ItemFn = syn::parse_str(src).map_err(|e| vec![e])?;
     compile(&item)
+}
+
+/// The IR of the adjoint kernel that sums shared gradients over the batch, of `primal`
+/// (the kernels' optimized value) with layout `layout`: the reverse pass with its seed as
+/// one more input, past the shared words.
+pub fn seeded_adjoint(layout: &abi::ArgLayout, primal: &Function) -> Function {
+    let mut seeded = ad::vjp(primal, &[]);
+    let seed = layout.words + layout.shared_words;
+    for node in &mut seeded.nodes {
+        if matches!(node.op, ir::Op::Input(w) if w == seed) {
+            node.name = Some("seed".into());
+        }
+    }
+    kept_gradient_outputs(layout, seeded)
 }
 
 /// The expansion of `#[differentiable]`: the function unchanged plus its generated module,

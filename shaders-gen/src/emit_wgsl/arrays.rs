@@ -118,7 +118,7 @@ impl Ctx<'_> {
         let f = self.f;
         let node = &f.nodes[i];
         let n = node.ty.words();
-        let name = self.names[i].clone();
+        let name = self.name(i).clone();
         match &node.op {
             Op::ArrayNew(_) if self.shared_array.contains_key(&i) => {}
             Op::ArrayNew(elems) if elems.iter().all(|e| *e == elems[0]) => {
@@ -182,16 +182,19 @@ impl Ctx<'_> {
     /// The variable node `i` writes: its operand `array`'s own (it takes that name) when
     /// the update is in place, else a new copy.
     fn updated(&mut self, i: usize, array: ValueId, indent: &str, out: &mut String) -> String {
-        if self.inplace.updates[i] {
-            self.names[i] = self.names[array.index()].clone();
+        // An element's update of an array all elements share would write theirs too.
+        let shared_by_all = self.uniform[array.index()] && !self.uniform[i];
+        if self.inplace.updates[i] && !shared_by_all {
+            let name = self.name(array.index()).clone();
+            self.set_name(i, name);
         } else {
             let _ = writeln!(
                 out,
                 "{indent}var {} = {};",
-                self.names[i],
+                self.name(i),
                 self.operand(array)
             );
         }
-        self.names[i].clone()
+        self.name(i).clone()
     }
 }

@@ -21,10 +21,10 @@ pub(super) const THIS_VALUE: &str = "{value}";
 pub(super) struct Ctx<'a> {
     pub(super) f: &'a Function,
     pub(super) names: Vec<String>,
-    /// For each loop node: the `var`s holding its carried values.
-    pub(super) carried: HashMap<usize, Vec<String>>,
-    /// For each recording loop node: its tape.
-    pub(super) tapes: HashMap<usize, String>,
+    /// For each loop node: the `var`s holding its carried values, per element.
+    pub(super) carried: HashMap<usize, Vec<Vec<String>>>,
+    /// For each recording loop node: its tape, per element.
+    pub(super) tapes: HashMap<usize, Vec<String>>,
     /// Values that are a `#[shared]` word (by node): an index into consecutive ones reads
     /// `shared_args` directly instead of building an array.
     pub(super) shared_word: HashMap<usize, u32>,
@@ -48,6 +48,14 @@ pub(super) struct Ctx<'a> {
     pub(super) streams: Streams,
     /// Stages left in the run the stage last made room for.
     run_left: u32,
+    /// Batch elements each thread computes side by side (see [`Ctx::set_elements`]).
+    pub(super) elements: usize,
+    /// The element whose statements are being written.
+    pub(super) element: usize,
+    /// The names of elements 1.. (element 0's are `names`), for nodes not `uniform`.
+    element_names: Vec<Vec<String>>,
+    /// For each node, whether it is the same for every element (written once).
+    pub(super) uniform: Vec<bool>,
 }
 
 impl<'a> Ctx<'a> {
@@ -72,6 +80,53 @@ impl<'a> Ctx<'a> {
             skip: HashSet::new(),
             streams: Streams::default(),
             run_left: 0,
+            elements: 1,
+            element: 0,
+            element_names: Vec::new(),
+            uniform: vec![false; f.nodes.len()],
+        }
+    }
+
+    /// Makes each thread compute `elements` batch elements side by side: every node not
+    /// the same for all of them (`uniform_inputs` says which inputs are) gets a name per
+    /// element, and its statement is written once per element. Shared words, constants and
+    /// loop indices are read and computed once for all of them.
+    pub(super) fn set_elements(&mut self, elements: usize, uniform_inputs: &[bool], taken: &mut Taken) {
+        let elements = elements.min(ELEMENT_SUFFIXES.len());
+        self.elements = elements;
+        self.uniform = uniform_nodes(self.f, uniform_inputs);
+        self.element_names = (1..elements)
+            .map(|e| {
+                self.names
+                    .iter()
+                    .zip(&self.uniform)
+                    .map(|(name, &u)| {
+                        if u || name.is_empty() {
+                            String::new()
+                        } else {
+                            fresh(taken, &element_name(name, e))
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+    }
+
+    /// Node `i`'s name in the element being written.
+    pub(super) fn name(&self, i: usize) -> &String {
+        if self.element == 0 || self.uniform[i] {
+            &self.names[i]
+        } else {
+            &self.element_names[self.element - 1][i]
+        }
+    }
+
+    /// Names node `i` in the element being written.
+    pub(super) fn set_name(&mut self, i: usize, name: String) {
+        if self.element == 0 || self.uniform[i] {
+            self.names[i] = name;
+        } else {
+            self.element_names[self.element - 1][i] = name;
         }
     }
 
@@ -79,7 +134,25 @@ impl<'a> Ctx<'a> {
         match self.f.node(v).op {
             Op::Const(c) => float_literal(c, self.precision),
             Op::Int(k) => format!("{k}i"),
-            _ => self.names[v.index()].clone(),
+            _ => self.name(v.index()).clone(),
+        }
+    }
+
+    /// `v` summed over the elements, in element order (what one element adds to a shared
+    /// gradient word, for all of them at once).
+    pub(super) fn element_sum(&mut self, v: ValueId) -> String {
+        let at = self.element;
+        let terms: Vec<String> = (0..self.elements)
+            .map(|e| {
+                self.element = e;
+                self.operand(v)
+            })
+            .collect();
+        self.element = at;
+        if terms.len() == 1 {
+            terms[0].clone()
+        } else {
+            format!("({})", terms.join(" + "))
         }
     }
 
@@ -97,9 +170,9 @@ impl<'a> Ctx<'a> {
             match &node.op {
                 _ if self.skip.contains(&i) || self.streams.skip.contains(&i) => {}
                 _ if self.streams.adds.contains_key(&i) => {
-                    let add = &self.streams.adds[&i];
+                    let add = self.streams.adds[&i].clone();
                     let word = self.shared_word_at(add.base, add.index, add.len as usize);
-                    let (value, label) = (self.operand(add.value), format!("{}[..]", add.label));
+                    let (value, label) = (self.element_sum(add.value), format!("{}[..]", add.label));
                     self.emit_stage((i, 0), &word, &value, &label, indent, out);
                 }
                 Op::Input(_) | Op::Const(_) | Op::Int(_) => {}
@@ -107,30 +180,63 @@ impl<'a> Ctx<'a> {
                     debug_assert_eq!(self.run_left, 0, "a run of stages ends before a loop");
                     self.emit_loop(i, l, taken, indent, out, helpers)
                 }
-                Op::Result(l, k) => {
-                    let var = self.carried[&l.index()][*k as usize].clone();
-                    if let Ty::Array(_) = node.ty {
-                        // The loop is over: its variable is this value's own.
-                        self.names[i] = var;
-                    } else {
-                        let _ = writeln!(out, "{indent}let {} = {var};", self.names[i]);
+                _ => {
+                    for e in self.elements_of(i) {
+                        self.element = e;
+                        self.emit_node(i, taken, indent, out, helpers);
                     }
-                }
-                _ if matches!(node.ty, Ty::Array(_)) => {
-                    self.emit_array_node(i, taken, indent, out);
-                }
-                op => {
-                    let e = self.expr(op, helpers);
-                    let _ = writeln!(out, "{indent}let {} = {e};", self.names[i]);
+                    self.element = 0;
                 }
             }
+            // What follows a node (its sums) is written once per element, even for a node
+            // the same in all: each element adds it.
             if let Some(after) = self.after.remove(&i) {
-                out.push_str(&after.replace(THIS_VALUE, &self.names[i]));
+                for e in 0..self.elements {
+                    self.element = e;
+                    out.push_str(&after.replace(THIS_VALUE, self.name(i)));
+                }
+                self.element = 0;
             }
             let staged = self.streams.words.get(&i).cloned().unwrap_or_default();
             for (done, (word, label)) in staged.iter().enumerate() {
-                let value = self.operand(ValueId(i as u32));
+                let value = self.element_sum(ValueId(i as u32));
                 self.emit_stage((i, done as u32), word, &value, label, indent, out);
+            }
+        }
+    }
+
+    /// The elements whose statements node `i` writes: all, or only the first when it is
+    /// the same for all.
+    fn elements_of(&self, i: usize) -> std::ops::Range<usize> {
+        if self.uniform[i] { 0..1 } else { 0..self.elements }
+    }
+
+    /// The statement of node `i` (not a loop) in the element being written.
+    fn emit_node(
+        &mut self,
+        i: usize,
+        taken: &mut Taken,
+        indent: &str,
+        out: &mut String,
+        helpers: &mut BTreeSet<&'static str>,
+    ) {
+        let node = &self.f.nodes[i];
+        match &node.op {
+            Op::Result(l, k) => {
+                let var = self.carried[&l.index()][self.element][*k as usize].clone();
+                if let Ty::Array(_) = node.ty {
+                    // The loop is over: its variable is this value's own.
+                    self.set_name(i, var);
+                } else {
+                    let _ = writeln!(out, "{indent}let {} = {var};", self.name(i));
+                }
+            }
+            _ if matches!(node.ty, Ty::Array(_)) => {
+                self.emit_array_node(i, taken, indent, out);
+            }
+            op => {
+                let e = self.expr(op, helpers);
+                let _ = writeln!(out, "{indent}let {} = {e};", self.name(i));
             }
         }
     }
@@ -160,7 +266,8 @@ impl<'a> Ctx<'a> {
     }
 
     /// A loop: `var`s for its carried values, the loop, its body (inputs bound to the
-    /// index, the carried values, the captures and the tape), the carried values updated.
+    /// index, the carried values, the captures and the tape), the carried values updated;
+    /// each element's carried values and tape its own.
     pub(super) fn emit_loop(
         &mut self,
         i: usize,
@@ -177,8 +284,15 @@ impl<'a> Ctx<'a> {
                 .map_or_else(|| fallback.to_string(), crate::names::sanitize)
         };
         let index = fresh(taken, &input_name(0, "i"));
-        let vars: Vec<String> = (0..c)
-            .map(|k| fresh(taken, &format!("{}_next", input_name(1 + k, "carried"))))
+        let vars: Vec<Vec<String>> = (0..self.elements)
+            .map(|e| {
+                (0..c)
+                    .map(|k| {
+                        let base = format!("{}_next", input_name(1 + k, "carried"));
+                        fresh(taken, &element_name(&base, e))
+                    })
+                    .collect()
+            })
             .collect();
         let trip = l.trip_count();
         let what = self.loop_comment(l);
@@ -186,22 +300,30 @@ impl<'a> Ctx<'a> {
         // Carried accumulators of the shared gradient are added into the workgroup's sums
         // instead: they have no variable.
         let streamed = self.streams.carried.remove(&i).unwrap_or_default();
-        for (k, (var, init)) in vars.iter().zip(&l.init).enumerate() {
-            if !streamed.contains(&k) {
-                let _ = writeln!(out, "{indent}var {var} = {};", self.operand(*init));
+        for (e, vars) in vars.iter().enumerate() {
+            self.element = e;
+            for (k, (var, init)) in vars.iter().zip(&l.init).enumerate() {
+                if !streamed.contains(&k) {
+                    let _ = writeln!(out, "{indent}var {var} = {};", self.operand(*init));
+                }
             }
         }
+        self.element = 0;
         // Where each carried value sits in an iteration's words of the tape.
         let (offsets, words) = l.tape_layout();
         if l.kind == LoopKind::Recording {
-            let tape = fresh(taken, "tape");
-            let _ = writeln!(
-                out,
-                "{indent}var {tape}: array<{}, {}>;",
-                self.precision.name(),
-                (trip as usize * words).max(1)
-            );
-            self.tapes.insert(i, tape);
+            let tapes: Vec<String> = (0..self.elements)
+                .map(|e| fresh(taken, &element_name("tape", e)))
+                .collect();
+            for tape in &tapes {
+                let _ = writeln!(
+                    out,
+                    "{indent}var {tape}: array<{}, {}>;",
+                    self.precision.name(),
+                    (trip as usize * words).max(1)
+                );
+            }
+            self.tapes.insert(i, tapes);
         }
         let (start, end) = (l.start, l.end);
         match l.kind {
@@ -232,31 +354,54 @@ impl<'a> Ctx<'a> {
         bctx.streams = self.streams.bodies.remove(&i).unwrap_or_default();
         bctx.streams.owned = self.streams.owned;
         bctx.streams.lanes = self.streams.lanes;
-        if let Some(tape) = self.tapes.get(&i) {
-            for (k, var) in vars.iter().enumerate() {
-                let at = tape_index(&index, start, words, offsets[k]);
-                let store = tape_store(tape, &at, var, (l.carried_ty(k), self.precision), taken);
-                let _ = writeln!(out, "{inner}{store}");
+        if self.elements > 1 {
+            let uniform_inputs: Vec<bool> = (0..body.num_inputs as usize)
+                .map(|w| match l.input(w) {
+                    LoopInput::Index => true,
+                    LoopInput::Capture(j) => self.uniform[l.captures[j].index()],
+                    LoopInput::Carried(_) | LoopInput::Taped(_) => false,
+                })
+                .collect();
+            bctx.set_elements(self.elements, &uniform_inputs, taken);
+        }
+        if let Some(tapes) = self.tapes.get(&i) {
+            for (tape, vars) in tapes.iter().zip(&vars) {
+                for (k, var) in vars.iter().enumerate() {
+                    let at = tape_index(&index, start, words, offsets[k]);
+                    let store =
+                        tape_store(tape, &at, var, (l.carried_ty(k), self.precision), taken);
+                    let _ = writeln!(out, "{inner}{store}");
+                }
             }
         }
-        self.bind_body_inputs(l, &mut bctx, (&index, &vars), taken, &inner, out);
+        for (e, vars) in vars.iter().enumerate() {
+            bctx.element = e;
+            self.element = e;
+            self.bind_body_inputs(l, &mut bctx, (&index, vars), taken, &inner, out);
+        }
+        self.element = 0;
+        bctx.element = 0;
         bctx.plan_shared_arrays();
         bctx.emit_nodes(taken, &inner, out, helpers);
-        let (outs, kept): (Vec<String>, Vec<String>) = body
-            .outputs
-            .iter()
-            .zip(&vars)
-            .enumerate()
-            .filter(|(k, _)| !streamed.contains(k))
-            .map(|(_, (o, var))| (bctx.operand(*o), var.clone()))
-            .unzip();
-        assign_carried(&outs, &kept, taken, &inner, out);
+        for (e, vars) in vars.iter().enumerate() {
+            bctx.element = e;
+            let (outs, kept): (Vec<String>, Vec<String>) = body
+                .outputs
+                .iter()
+                .zip(vars)
+                .enumerate()
+                .filter(|(k, _)| !streamed.contains(k))
+                .map(|(_, (o, var))| (bctx.operand(*o), var.clone()))
+                .unzip();
+            assign_carried(&outs, &kept, taken, &inner, out);
+        }
         let _ = writeln!(out, "{indent}}}");
         self.carried.insert(i, vars);
     }
 
-    /// Binds loop `l`'s body inputs in `bctx`: `names` are the loop's index and carried
-    /// `var`s; taped values are loaded into `let`s.
+    /// Binds loop `l`'s body inputs in `bctx` for the element being written: `names` are
+    /// the loop's index and the element's carried `var`s; taped values are loaded into
+    /// `let`s.
     fn bind_body_inputs(
         &self,
         l: &Loop,
@@ -270,9 +415,10 @@ impl<'a> Ctx<'a> {
         // The body's inputs: [i, carried..., captures..., taped...].
         let taped_from = match l.kind {
             // No tape when the body reads no taped value (the forward loop did not record).
-            LoopKind::Reverse { tape, .. } => {
-                self.tapes.get(&tape.index()).map(|t| (t.clone(), tape))
-            }
+            LoopKind::Reverse { tape, .. } => self
+                .tapes
+                .get(&tape.index())
+                .map(|t| (t[self.element].clone(), tape)),
             _ => None,
         };
         // Inputs read the index, the carried `var`s and the captures by their own names
@@ -282,15 +428,16 @@ impl<'a> Ctx<'a> {
         for (n, node) in l.body.nodes.iter().enumerate() {
             let Op::Input(w) = node.op else { continue };
             let w = w as usize;
-            if !used[w] {
+            // A uniform input is the same name for every element: bound once.
+            if !used[w] || (self.element > 0 && bctx.uniform[n]) {
                 continue;
             }
             match l.input(w) {
-                LoopInput::Index => bctx.names[n] = index.to_string(),
-                LoopInput::Carried(k) => bctx.names[n] = vars[k].clone(),
+                LoopInput::Index => bctx.set_name(n, index.to_string()),
+                LoopInput::Carried(k) => bctx.set_name(n, vars[k].clone()),
                 LoopInput::Capture(j) => {
                     let outer = l.captures[j];
-                    bctx.names[n] = self.operand(outer);
+                    bctx.set_name(n, self.operand(outer));
                     if let Some(k) = self.shared_word.get(&outer.index()) {
                         bctx.shared_word.insert(n, *k);
                     }
@@ -309,7 +456,7 @@ impl<'a> Ctx<'a> {
                     out.push_str(&tape_load(
                         &tape,
                         &at,
-                        &bctx.names[n],
+                        bctx.name(n),
                         (ty, self.precision),
                         taken,
                         inner,
@@ -395,6 +542,34 @@ impl<'a> Ctx<'a> {
             }
         }
     }
+}
+
+/// The suffixes of elements 1.. of a thread's elements (element 0's names have none).
+const ELEMENT_SUFFIXES: [&str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];
+
+/// `base` for element `e` of a thread's elements.
+pub(super) fn element_name(base: &str, e: usize) -> String {
+    if e == 0 {
+        base.to_string()
+    } else {
+        format!("{base}_{}", ELEMENT_SUFFIXES[e])
+    }
+}
+
+/// For each node, whether it is the same for every element a thread computes: constants,
+/// integers, inputs `inputs` says are, and what is computed from those alone (a loop's
+/// results are per element: its carried values are).
+fn uniform_nodes(f: &Function, inputs: &[bool]) -> Vec<bool> {
+    let mut u = vec![false; f.nodes.len()];
+    for (i, node) in f.nodes.iter().enumerate() {
+        u[i] = match &node.op {
+            Op::Const(_) | Op::Int(_) => true,
+            Op::Input(w) => inputs.get(*w as usize) == Some(&true),
+            Op::Loop(_) | Op::Result(..) => false,
+            op => op.operands().iter().all(|v| u[v.index()]),
+        };
+    }
+    u
 }
 
 /// `i * k` for the first vector of element `i`, or just `i`.

@@ -1,7 +1,7 @@
 //! One kernel's text, phase by phase: loads, shared-gradient sums, the body, stores, then
 //! the header, the declarations and the entry point around them.
 
-use super::body::{Ctx, scaled_index};
+use super::body::{Ctx, element_name, scaled_index};
 use super::fields::{FieldNames, emit_field_loads, field_declarations, field_header, field_names};
 use super::float_literal;
 use super::plan::KernelPlan;
@@ -25,7 +25,22 @@ const COMPONENTS: [&str; 4] = ["x", "y", "z", "w"];
 /// reverse pass's seed as one more input ([`crate::ad::vjp`]): the kernel seeds 1 for
 /// elements in the batch and 0 past its end.
 pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Function) -> String {
-    emit(signature, layout, kind, f, false)
+    emit(signature, layout, kind, f, false, 1)
+}
+
+/// Emits a kernel ([`emit_kernel`]) whose threads each compute `elements` batch elements
+/// side by side, where the kernel sums shared gradients over the batch (others take one
+/// element per thread whatever `elements` says): the shared words are read, and the
+/// integer work done, once for all of them, and each shared gradient word is summed over
+/// them in registers before the workgroup sums it.
+pub fn emit_kernel_with_elements(
+    signature: &str,
+    layout: &ArgLayout,
+    kind: KernelKind,
+    f: &Function,
+    elements: u32,
+) -> String {
+    emit(signature, layout, kind, f, false, elements)
 }
 
 /// Emits the gathered variant of a kernel ([`emit_kernel`]): each per-element argument read
@@ -36,7 +51,7 @@ pub fn emit_gathered_kernel(
     kind: KernelKind,
     f: &Function,
 ) -> String {
-    emit(signature, layout, kind, f, true)
+    emit(signature, layout, kind, f, true, 1)
 }
 
 fn emit(
@@ -45,8 +60,9 @@ fn emit(
     kind: KernelKind,
     f: &Function,
     gathered: bool,
+    elements: u32,
 ) -> String {
-    let plan = KernelPlan::new(layout, kind, f, gathered);
+    let plan = KernelPlan::new(layout, kind, f, gathered, elements);
     let mut taken = reserved();
     let fields = if gathered {
         field_names(layout, &mut taken)
@@ -56,6 +72,15 @@ fn emit(
     let mut ctx = Ctx::new(f, &mut taken);
     ctx.shared_uniform = plan.shared_uniform;
     ctx.precision = layout.precision;
+    if plan.elements > 1 {
+        // The shared words are the same for every element; the element's words and the
+        // seed are not.
+        let (words, shared) = (layout.words as usize, layout.shared_words as usize);
+        let uniform: Vec<bool> = (0..f.num_inputs as usize)
+            .map(|w| w >= words && w < words + shared)
+            .collect();
+        ctx.set_elements(plan.elements as usize, &uniform, &mut taken);
+    }
     let mut helpers = BTreeSet::new();
     let mut body = String::new();
     if gathered {
@@ -68,7 +93,7 @@ fn emit(
         SharedSums::default()
     };
     ctx.emit_nodes(&mut taken, "    ", &mut body, &mut helpers);
-    emit_stores(&plan, f, &ctx, &mut body);
+    emit_stores(&plan, f, &mut ctx, &mut body);
     let mut s = header(&plan, &fields, signature);
     declarations(&plan, &fields, &helpers, &sums, &mut s);
     if plan.reduces {
@@ -82,8 +107,20 @@ fn emit(
 /// One `let` per argument word used (several words to a vector load); the shared words
 /// after the element's, then, in an adjoint that sums shared gradients, the seed.
 fn emit_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
+    for e in 0..plan.elements as usize {
+        ctx.element = e;
+        emit_element_loads(plan, ctx, body);
+    }
+    ctx.element = 0;
+    emit_shared_loads(plan, ctx, body);
+}
+
+/// The element's argument words, from its row at `in_base` (the element being written's).
+fn emit_element_loads(plan: &KernelPlan, ctx: &Ctx, body: &mut String) {
     let (words, lanes, loads) = (plan.layout.words, plan.lanes, &plan.loads);
     let row_chunks = if plan.gathered { 0 } else { words / lanes };
+    let in_base = element_name("in_base", ctx.element);
+    let args = element_name("args", ctx.element);
     for chunk in 0..row_chunks {
         let used: Vec<(u32, usize)> = (chunk * lanes..(chunk + 1) * lanes)
             .filter_map(|w| loads[w as usize].map(|i| (w, i)))
@@ -92,20 +129,26 @@ fn emit_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
             continue;
         }
         let idx = if chunk == 0 {
-            "in_base".to_string()
+            in_base.clone()
         } else {
-            format!("in_base + {chunk}u")
+            format!("{in_base} + {chunk}u")
         };
         if lanes == 1 {
-            let _ = writeln!(body, "    let {} = args[{idx}];", ctx.names[used[0].1]);
+            let _ = writeln!(body, "    let {} = args[{idx}];", ctx.name(used[0].1));
         } else {
-            let _ = writeln!(body, "    let args_{chunk} = args[{idx}];");
+            let _ = writeln!(body, "    let {args}_{chunk} = args[{idx}];");
             for (w, i) in used {
                 let c = COMPONENTS[(w % lanes) as usize];
-                let _ = writeln!(body, "    let {} = args_{chunk}.{c};", ctx.names[i]);
+                let _ = writeln!(body, "    let {} = {args}_{chunk}.{c};", ctx.name(i));
             }
         }
     }
+}
+
+/// The shared words read as words (once for all elements), then, in an adjoint that sums
+/// shared gradients, each element's seed.
+fn emit_shared_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
+    let (words, loads) = (plan.layout.words, &plan.loads);
     let shared_loads = &loads[words as usize..(words + plan.layout.shared_words) as usize];
     for (k, load) in shared_loads.iter().enumerate() {
         if let Some(i) = load {
@@ -134,17 +177,56 @@ fn emit_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
     {
         let _ = writeln!(
             body,
-            "    // The adjoint's seed: elements past the end add nothing to the sums.\n    \
-             let {} = select({}, {}, in_batch);",
-            ctx.names[seed],
-            float_literal(0.0, ctx.precision),
-            float_literal(1.0, ctx.precision),
+            "    // The adjoint's seed: elements past the end add nothing to the sums."
         );
+        for e in 0..plan.elements as usize {
+            ctx.element = e;
+            let _ = writeln!(
+                body,
+                "    let {} = select({}, {}, {});",
+                ctx.name(seed),
+                float_literal(0.0, ctx.precision),
+                float_literal(1.0, ctx.precision),
+                element_name("in_batch", e),
+            );
+        }
+        ctx.element = 0;
     }
 }
 
-/// The stores of every output buffer, in the order of [`KernelKind::outputs`].
-fn emit_stores(plan: &KernelPlan, f: &Function, ctx: &Ctx, body: &mut String) {
+/// The stores of every element's outputs: the first element's at `i`, each other's in a
+/// block of its own where `i` and `in_batch` are that element's.
+fn emit_stores(plan: &KernelPlan, f: &Function, ctx: &mut Ctx, body: &mut String) {
+    for e in 0..plan.elements as usize {
+        ctx.element = e;
+        if e == 0 {
+            emit_element_stores(plan, f, ctx, body);
+            continue;
+        }
+        if plan.staged {
+            let _ = writeln!(body, "    // The stage is free again once the last element's words are stored.\n    workgroupBarrier();");
+        }
+        let mut block = String::new();
+        emit_element_stores(plan, f, ctx, &mut block);
+        // Only while the element's run is this workgroup's: the stores of a staged or
+        // chunked output guard with the run's bounds, not with `in_batch`.
+        let _ = writeln!(
+            body,
+            "    if (nth + {e}u < per_thread) {{\n        let i = {};\n        let in_batch = {};",
+            element_name("i", e),
+            element_name("in_batch", e)
+        );
+        for line in block.lines() {
+            let _ = writeln!(body, "    {line}");
+        }
+        let _ = writeln!(body, "    }}");
+    }
+    ctx.element = 0;
+}
+
+/// The stores of every output buffer of the element being written, in the order of
+/// [`KernelKind::outputs`].
+fn emit_element_stores(plan: &KernelPlan, f: &Function, ctx: &Ctx, body: &mut String) {
     let mut out_idx = 0usize;
     for &(_, w, name) in &plan.outputs {
         let outputs = &f.outputs[out_idx..out_idx + w as usize];
@@ -644,9 +726,13 @@ fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut Stri
         );
     }
     s.push_str(&sums.declarations);
+    let step = match plan.elements {
+        1 => "nth++".to_string(),
+        e => format!("nth += {e}u"),
+    };
     let _ = writeln!(
         s,
-        "    for (var nth = 0u; nth < per_thread; nth++) {{\n        \
+        "    for (var nth = 0u; nth < per_thread; {step}) {{\n        \
          let group_first = (group * per_thread + nth) * {wg}u;\n        \
          // Runs wholly past the end are skipped by the whole workgroup at once.\n        \
          if (group_first >= params.n) {{\n            break;\n        }}\n        \
@@ -660,6 +746,30 @@ fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut Stri
         let _ = writeln!(
             s,
             "        let in_base = elem * {}u;",
+            plan.layout.words / plan.lanes
+        );
+    }
+    if plan.elements > 1 {
+        let _ = writeln!(
+            s,
+            "        // The thread's other elements, side by side with this one: the same lane of\n        \
+             // the next runs, part of the batch while those runs are this workgroup's."
+        );
+    }
+    for e in 1..plan.elements as usize {
+        let (i, in_batch, elem) = (
+            element_name("i", e),
+            element_name("in_batch", e),
+            element_name("elem", e),
+        );
+        let _ = writeln!(
+            s,
+            "        let {i} = i + {}u;\n        \
+             let {in_batch} = nth + {e}u < per_thread && {i} < params.n;\n        \
+             let {elem} = min({i}, params.n - 1u);\n        \
+             let {} = {elem} * {}u;",
+            e as u32 * wg,
+            element_name("in_base", e),
             plan.layout.words / plan.lanes
         );
     }

@@ -20,7 +20,7 @@ mod streams;
 mod tape;
 
 pub use crate::names::{REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_STAGE_FN};
-pub use kernel::{emit_gathered_kernel, emit_kernel};
+pub use kernel::{emit_gathered_kernel, emit_kernel, emit_kernel_with_elements};
 pub use reduce::emit_reduce_kernel;
 
 use crate::signature::Precision;

@@ -38,11 +38,21 @@ pub(super) struct KernelPlan<'a> {
     /// A gathered kernel: each per-element argument from a buffer of its own (see
     /// [`abi::FIELDS_BINDING`]), instead of one interleaved row per element.
     pub gathered: bool,
+    /// Batch elements each thread computes side by side (see
+    /// [`super::emit_kernel_with_elements`]): 1 unless the kernel sums shared gradients
+    /// from rows of interleaved words.
+    pub elements: u32,
 }
 
 impl<'a> KernelPlan<'a> {
     /// The plan of kernel `kind` of `f`.
-    pub fn new(layout: &'a ArgLayout, kind: KernelKind, f: &Function, gathered: bool) -> Self {
+    pub fn new(
+        layout: &'a ArgLayout,
+        kind: KernelKind,
+        f: &Function,
+        gathered: bool,
+        elements: u32,
+    ) -> Self {
         let mut loads = vec![None; f.num_inputs as usize];
         for (i, node) in f.nodes.iter().enumerate() {
             if let Op::Input(w) = node.op {
@@ -88,6 +98,7 @@ impl<'a> KernelPlan<'a> {
             outputs,
             loads,
             gathered,
+            elements: if reduces && !gathered { elements.max(1) } else { 1 },
         }
     }
 

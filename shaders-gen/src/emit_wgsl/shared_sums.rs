@@ -297,7 +297,12 @@ fn after_or_now(
 ) {
     match f.nodes[out.index()].op {
         Op::Input(_) | Op::Const(_) | Op::Int(_) => {
-            body.push_str(&add.replace(THIS_VALUE, &ctx.operand(out)))
+            // Each element adds its own.
+            for e in 0..ctx.elements {
+                ctx.element = e;
+                body.push_str(&add.replace(THIS_VALUE, &ctx.operand(out)));
+            }
+            ctx.element = 0;
         }
         _ => ctx.after.entry(out.index()).or_default().push_str(&add),
     }
