@@ -51,6 +51,7 @@ pub(crate) fn compiled_spec(name: &str, c: &Compiled, kind: KernelKind) -> &'sta
     let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
     let shared = launch.shared.map(|s| {
         let reduction = (s.reduced).then(|| ReductionSpec {
+            elements_per_thread: s.elements_per_thread,
             partials_binding: abi::PARTIALS_BINDING,
             label: leak(format!("{name}::reduce")),
             wgsl: leak(c.wgsl_reduce.clone().unwrap_or_default()),

@@ -30,7 +30,7 @@ impl Network {
 
 /// The table's rows, for `sizes` (log2 of the batch), timed by `time(spec, input)`; each
 /// adjoint also with its workgroup sum cut out (`cut`, wrong sums: the reverse pass's own
-/// time), and with 2 and 4 elements per thread (`elements(adjoint, source, count)`,
+/// time), and with 1, 2 and 4 elements per thread (`elements(adjoint, source, count)`,
 /// checked against the adjoint).
 pub fn table(
     sizes: &[u32],
@@ -69,16 +69,13 @@ pub fn table(
                 ("value_and_grad", Ok(net.adjoint), true),
                 ("value_and_grad, sum cut", Ok(cut(net.adjoint)), true),
             ];
-            kernels.push((
-                "value_and_grad, 2 elements per thread",
-                elements(net.adjoint, net.src, 2),
-                true,
-            ));
-            kernels.push((
-                "value_and_grad, 4 elements per thread",
-                elements(net.adjoint, net.src, 4),
-                true,
-            ));
+            for (e, label) in [
+                (1, "value_and_grad, 1 element per thread"),
+                (2, "value_and_grad, 2 elements per thread"),
+                (4, "value_and_grad, 4 elements per thread"),
+            ] {
+                kernels.push((label, elements(net.adjoint, net.src, e), true));
+            }
             for (kernel, spec, grad) in kernels {
                 let row = match spec.and_then(|spec| time(spec, &input)) {
                     Ok(t) => {

@@ -123,6 +123,10 @@ pub struct ReductionSpec {
     pub input_binding: u32,
     /// Binding of the sums it writes (`words` f32).
     pub output_binding: u32,
+    /// Batch elements each thread of the main kernel computes side by side (runs of a
+    /// workgroup's elements, one per element): a launch gives each workgroup a multiple of
+    /// this many runs, so that no thread computes an element it then discards.
+    pub elements_per_thread: u32,
 }
 
 /// A compiled kernel: its WGSL, its buffers, and its CPU version.

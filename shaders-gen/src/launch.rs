@@ -38,6 +38,9 @@ pub struct SharedLaunch {
     /// Whether the kernel writes partial sums of their gradient for the second pass of the
     /// reduction (`Compiled::wgsl_reduce`): adjoint kernels do.
     pub reduced: bool,
+    /// Batch elements each thread of the kernel computes side by side
+    /// ([`crate::Compiled::adjoint_elements`] for the adjoint, else 1).
+    pub elements_per_thread: u32,
 }
 
 /// The launch of kernel `kind` of `c`. A Hessian kind for a function without a Hessian
@@ -58,6 +61,11 @@ pub fn kernel_launch(c: &Compiled, kind: KernelKind) -> KernelLaunch {
         words: layout.shared_words * wps,
         uniform: abi::shared_in_uniform(layout.shared_words, layout.precision),
         reduced: kind == KernelKind::Adjoint,
+        elements_per_thread: if kind == KernelKind::Adjoint {
+            c.adjoint_elements
+        } else {
+            1
+        },
     });
     KernelLaunch {
         kind,

@@ -56,6 +56,9 @@ pub struct Compiled {
     /// The second pass of the shared-gradient reduction (functions with `#[shared]`
     /// arguments).
     pub wgsl_reduce: Option<String>,
+    /// Batch elements each thread of the adjoint kernel computes side by side
+    /// ([`emit_wgsl::elements_per_thread`]; 1 for a kernel that sums no shared gradient).
+    pub adjoint_elements: u32,
     /// The IR of the CPU versions.
     pub cpu: CpuIr,
     /// Second order, for an `f32` result with gradient words.
@@ -227,7 +230,10 @@ pub fn compile_with(
             &kernel_adjoint,
         ),
     });
+    let adjoint_elements =
+        emit_wgsl::elements_per_thread(layout, KernelKind::Adjoint, &kernel_adjoint);
     Ok(Compiled {
+        adjoint_elements,
         wgsl_reduce,
         wgsl_gathered,
         second,
@@ -330,6 +336,7 @@ fn compile_vector(lowered: Lowered, primal: Function, cpu_primal: Function, sig:
         ),
     });
     Compiled {
+        adjoint_elements: 1,
         wgsl_reduce: None,
         wgsl_gathered,
         second: None,

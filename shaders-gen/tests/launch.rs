@@ -26,11 +26,16 @@ fn launches_count_every_buffer_in_four_byte_words() {
         let forward = kernel_launch(&c, KernelKind::Forward);
         assert_eq!(forward.input_words, 5 * wps);
         assert_eq!(forward.outputs, vec![(VALUE_BINDING, wps)]);
+        // The f32 adjoint computes 4 elements per thread (its 16 words summed in
+        // registers), the f64 one 1.
+        let elements = if wps == 1 { 4 } else { 1 };
+        assert_eq!(c.adjoint_elements, elements);
         let shared = |reduced| {
             Some(SharedLaunch {
                 words: 16 * wps,
                 uniform: true,
                 reduced,
+                elements_per_thread: if reduced { elements } else { 1 },
             })
         };
         assert_eq!(forward.shared, shared(false));
@@ -92,4 +97,28 @@ fn weighted_work_counts_each_call_at_its_weight_per_trip() {
     };
     // Six sines run: five in the loop, one after it.
     assert_eq!(ir.weighted_work(&sin_at_ten), ir.work() as f64 + 6.0 * 9.0);
+}
+
+#[test]
+fn elements_per_thread_follow_the_sums_and_the_tapes() {
+    let adjoint_elements = |src: &str| compile_str(src).expect("compiles").adjoint_elements;
+    // Words summed in registers: 4 elements per thread.
+    assert_eq!(
+        adjoint_elements("fn f(x: f32, #[shared] w: [f32; 2]) -> f32 { w[0] * x.sin() + w[1] }"),
+        4
+    );
+    // No shared gradient to sum: one.
+    assert_eq!(adjoint_elements("fn f(x: f32, y: f32) -> f32 { x * y }"), 1);
+    // A loop of 1,024 trips recording a carried value per trip: one element's tape fills
+    // the thread's budget.
+    let taped = "fn f(x: f32, y: f32, #[shared] t: [f32; 1024]) -> f32 {
+        let mut s = 0.0;
+        let mut p = x;
+        for i in 0..1024 {
+            s += t[i] * p;
+            p = p * y + 0.01 * (i as f32);
+        }
+        s.tanh()
+    }";
+    assert_eq!(adjoint_elements(taped), 1);
 }

@@ -342,10 +342,11 @@ impl Gpu {
     /// each taking `per_thread` runs of consecutive elements.
     pub(super) fn launch_shape(spec: &KernelSpec, m: usize) -> LaunchShape {
         let runs = Self::runs(spec, m);
-        let per_thread = if spec.shared_grad_words() > 0 {
-            runs.div_ceil(REDUCE_GROUPS)
-        } else {
-            1
+        let per_thread = match spec.shared.and_then(|s| s.reduction.as_ref()) {
+            Some(r) if spec.shared_grad_words() > 0 => runs
+                .div_ceil(REDUCE_GROUPS)
+                .next_multiple_of(r.elements_per_thread.max(1) as u64),
+            _ => 1,
         };
         let groups = runs.div_ceil(per_thread);
         let y = groups.div_ceil(spec.max_workgroups_per_dim as u64);
@@ -417,6 +418,7 @@ mod tests {
         words: 3,
         uniform: true,
         reduction: Some(ReductionSpec {
+            elements_per_thread: 1,
             partials_binding: 5,
             label: "reduce",
             wgsl: "",

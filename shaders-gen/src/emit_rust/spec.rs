@@ -70,6 +70,7 @@ fn spec_of(
     let shared = match launch.shared {
         Some(shared) => {
             let (sb, sw, uniform) = (abi::SHARED_BINDING, shared.words, shared.uniform);
+            let elements = shared.elements_per_thread;
             let reduction = if shared.reduced {
                 let (partials, rp, ri, ro) = (
                     abi::PARTIALS_BINDING,
@@ -86,6 +87,7 @@ fn spec_of(
                     params_binding: #rp,
                     input_binding: #ri,
                     output_binding: #ro,
+                    elements_per_thread: #elements,
                 }))
             } else {
                 quote!(None)

@@ -25,10 +25,12 @@ const COMPONENTS: [&str; 4] = ["x", "y", "z", "w"];
 /// reverse pass's seed as one more input ([`crate::ad::vjp`]): the kernel seeds 1 for
 /// elements in the batch and 0 past its end.
 pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Function) -> String {
-    emit(signature, layout, kind, f, false, 1)
+    let elements = super::shared_sums::elements_per_thread(layout, kind, f);
+    emit(signature, layout, kind, f, false, elements)
 }
 
-/// Emits a kernel ([`emit_kernel`]) whose threads each compute `elements` batch elements
+/// Emits a kernel ([`emit_kernel`], which takes [`super::elements_per_thread`]) whose
+/// threads each compute `elements` batch elements
 /// side by side, where the kernel sums shared gradients over the batch (others take one
 /// element per thread whatever `elements` says): the shared words are read, and the
 /// integer work done, once for all of them, and each shared gradient word is summed over

@@ -63,25 +63,18 @@ pub(super) fn shared_sums(
     body: &mut String,
 ) -> SharedSums {
     let (words, shared_words, layout) = (plan.layout.words, plan.layout.shared_words, plan.layout);
-    let first = f.outputs.len() - shared_words as usize;
     let mut sums: Vec<WordSum> = Vec::with_capacity(shared_words as usize);
     let mut declarations = String::new();
-    let slots: Vec<_> = layout.slots.iter().filter(|s| s.shared).collect();
+    let Chains {
+        slots,
+        chains,
+        stream,
+    } = Chains::of(layout, f);
+    let first = f.outputs.len() - shared_words as usize;
     let outs_of = |slot: &crate::abi::ParamSlot| {
         let (k0, n) = (slot.offset as usize, slot.len.unwrap_or(1));
         &f.outputs[first + k0..first + k0 + n]
     };
-    // Each slot's accumulator chain, where its gradient is one.
-    let chains: Vec<Option<Streams>> = slots
-        .iter()
-        .map(|slot| {
-            let outs = outs_of(slot);
-            let whole = slot.len.and_then(|_| f.output_array(outs))?;
-            whole.patches.is_empty().then_some(())?;
-            accumulator(f, whole.array, outs, slot.offset, &slot.name)
-        })
-        .collect();
-    let stream = streams_all(f, &slots, &chains, outs_of);
     for (slot, chain) in slots.into_iter().zip(chains) {
         let (k0, n) = (slot.offset, slot.len.unwrap_or(1) as u32);
         let outs = outs_of(slot);
@@ -121,6 +114,92 @@ pub(super) fn shared_sums(
         }
     }
     finish(plan, &sums, declarations, ctx, taken)
+}
+
+/// The shared arguments' gradients of an adjoint that sums them, and how they are summed.
+struct Chains<'a> {
+    /// The shared arguments.
+    slots: Vec<&'a crate::abi::ParamSlot>,
+    /// Each one's accumulator chain, where its gradient is one.
+    chains: Vec<Option<Streams>>,
+    /// Whether the whole gradient is streamed ([`streams_all`]).
+    stream: bool,
+}
+
+impl<'a> Chains<'a> {
+    fn of(layout: &'a crate::abi::ArgLayout, f: &Function) -> Self {
+        let first = f.outputs.len() - layout.shared_words as usize;
+        let slots: Vec<_> = layout.slots.iter().filter(|s| s.shared).collect();
+        let outs_of = |slot: &crate::abi::ParamSlot| {
+            let (k0, n) = (slot.offset as usize, slot.len.unwrap_or(1));
+            &f.outputs[first + k0..first + k0 + n]
+        };
+        let chains: Vec<Option<Streams>> = slots
+            .iter()
+            .map(|slot| {
+                let outs = outs_of(slot);
+                let whole = slot.len.and_then(|_| f.output_array(outs))?;
+                whole.patches.is_empty().then_some(())?;
+                accumulator(f, whole.array, outs, slot.offset, &slot.name)
+            })
+            .collect();
+        let stream = streams_all(f, &slots, &chains, outs_of);
+        Chains {
+            slots,
+            chains,
+            stream,
+        }
+    }
+}
+
+/// Batch elements each thread of kernel `kind` of `f` computes side by side: more than
+/// one only in an f32 adjoint that sums shared gradients, where the shared words are read
+/// once for all of them and each gradient word is summed over them before the workgroup
+/// sums it. Measured on the H100 (BENCHMARKS.md, "Elements side by side"), against one
+/// element per thread at 2^24: an 8-16-1 network (161 words summed in registers) 1.2x
+/// faster with 4, a soft gate (16 words) 1.7x; streamed gradients gain while the thread's
+/// arrays still fit its registers: 4 took an 8-32-32-1 network (1,377 words) 1.6x faster
+/// but an 8-64-64-1 (4,801 words, arrays of 64) 1.3x slower, where 2 took it 1.7x faster.
+/// Each element has its own tapes: a kernel recording more than
+/// [`abi::MAX_TAPE_WORDS_PER_THREAD`] words for its elements together keeps fewer (with 4
+/// elements, a loop of 1,024 trips taping 4,096 words per thread failed to launch on the
+/// H100).
+pub fn elements_per_thread(layout: &crate::abi::ArgLayout, kind: crate::abi::KernelKind, f: &Function) -> u32 {
+    let reduces = kind == crate::abi::KernelKind::Adjoint && layout.shared_words > 0;
+    if !reduces || layout.precision != crate::signature::Precision::F32 {
+        return 1;
+    }
+    let most = if Chains::of(layout, f).stream && layout.shared_words > abi::MAX_STREAMED_FOUR_ELEMENTS {
+        2
+    } else {
+        4
+    };
+    let tape = tape_words(f).max(1);
+    [4, 2, 1]
+        .into_iter()
+        .filter(|e| *e <= most)
+        .find(|e| *e as usize * tape <= abi::MAX_TAPE_WORDS_PER_THREAD as usize)
+        .unwrap_or(1)
+}
+
+/// The words one element's tapes hold: every recording loop's, nested ones once per trip
+/// of the loops around them.
+fn tape_words(f: &Function) -> usize {
+    f.nodes
+        .iter()
+        .map(|node| match &node.op {
+            Op::Loop(l) => {
+                let trips = l.trip_count() as usize;
+                let own = if l.kind == crate::ir::LoopKind::Recording {
+                    trips * l.tape_layout().1
+                } else {
+                    0
+                };
+                own + trips * tape_words(&l.body)
+            }
+            _ => 0,
+        })
+        .sum()
 }
 
 /// A shared array of at most [`abi::MAX_ARRAY_SUM`] words whose gradient is one array
