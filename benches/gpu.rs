@@ -322,7 +322,8 @@ fn with_elements(gen_spec: &'static KernelSpec, src: &str, elements: u32) -> &'s
         &f,
         elements,
     );
-    let label = Box::leak(format!("{} ({elements} elements per thread)", gen_spec.label).into_boxed_str());
+    let label =
+        Box::leak(format!("{} ({elements} elements per thread)", gen_spec.label).into_boxed_str());
     same_buffers_as(gen_spec, label, wgsl, gen_spec.entry_point)
 }
 
@@ -592,9 +593,11 @@ fn main() -> Result<(), Error> {
     if std::env::args().any(|a| a == "--networks") {
         // Only the network table.
         // GRADFUSE_NET_SIZES="20 24": the sizes (log2) to time.
-        let chosen: Option<Vec<u32>> = std::env::var("GRADFUSE_NET_SIZES")
-            .ok()
-            .map(|s| s.split_whitespace().filter_map(|w| w.parse().ok()).collect());
+        let chosen: Option<Vec<u32>> = std::env::var("GRADFUSE_NET_SIZES").ok().map(|s| {
+            s.split_whitespace()
+                .filter_map(|w| w.parse().ok())
+                .collect()
+        });
         let net_sizes: &[u32] = match &chosen {
             Some(sizes) => sizes,
             None if quick => &[10],

@@ -88,10 +88,6 @@ pub fn owned_sums(shared_words: u32) -> Option<u32> {
 /// elements per thread; past them, two ([`crate::emit_wgsl::elements_per_thread`]).
 pub const MAX_STREAMED_FOUR_ELEMENTS: u32 = 2048;
 
-/// The most tape words a thread records for the elements it computes side by side
-/// ([`crate::emit_wgsl::elements_per_thread`]).
-pub const MAX_TAPE_WORDS_PER_THREAD: u32 = 1024;
-
 /// Longest array gradient (a loop's accumulator) an adjoint kernel sums per thread, in an
 /// array; a longer one is streamed into the workgroup's sums add by add.
 pub const MAX_ARRAY_SUM: u32 = 64;

@@ -109,8 +109,8 @@ fn elements_per_thread_follow_the_sums_and_the_tapes() {
     );
     // No shared gradient to sum: one.
     assert_eq!(adjoint_elements("fn f(x: f32, y: f32) -> f32 { x * y }"), 1);
-    // A loop of 1,024 trips recording a carried value per trip: one element's tape fills
-    // the thread's budget.
+    // A loop recording its carried values: one element per thread, its tape alone in the
+    // thread's memory.
     let taped = "fn f(x: f32, y: f32, #[shared] t: [f32; 1024]) -> f32 {
         let mut s = 0.0;
         let mut p = x;

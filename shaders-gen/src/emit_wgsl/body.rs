@@ -91,7 +91,12 @@ impl<'a> Ctx<'a> {
     /// the same for all of them (`uniform_inputs` says which inputs are) gets a name per
     /// element, and its statement is written once per element. Shared words, constants and
     /// loop indices are read and computed once for all of them.
-    pub(super) fn set_elements(&mut self, elements: usize, uniform_inputs: &[bool], taken: &mut Taken) {
+    pub(super) fn set_elements(
+        &mut self,
+        elements: usize,
+        uniform_inputs: &[bool],
+        taken: &mut Taken,
+    ) {
         let elements = elements.min(ELEMENT_SUFFIXES.len());
         self.elements = elements;
         self.uniform = uniform_nodes(self.f, uniform_inputs);
@@ -172,7 +177,8 @@ impl<'a> Ctx<'a> {
                 _ if self.streams.adds.contains_key(&i) => {
                     let add = self.streams.adds[&i].clone();
                     let word = self.shared_word_at(add.base, add.index, add.len as usize);
-                    let (value, label) = (self.element_sum(add.value), format!("{}[..]", add.label));
+                    let (value, label) =
+                        (self.element_sum(add.value), format!("{}[..]", add.label));
                     self.emit_stage((i, 0), &word, &value, &label, indent, out);
                 }
                 Op::Input(_) | Op::Const(_) | Op::Int(_) => {}
@@ -208,7 +214,11 @@ impl<'a> Ctx<'a> {
     /// The elements whose statements node `i` writes: all, or only the first when it is
     /// the same for all.
     fn elements_of(&self, i: usize) -> std::ops::Range<usize> {
-        if self.uniform[i] { 0..1 } else { 0..self.elements }
+        if self.uniform[i] {
+            0..1
+        } else {
+            0..self.elements
+        }
     }
 
     /// The statement of node `i` (not a loop) in the element being written.

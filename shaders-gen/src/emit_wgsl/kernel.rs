@@ -206,7 +206,10 @@ fn emit_stores(plan: &KernelPlan, f: &Function, ctx: &mut Ctx, body: &mut String
             continue;
         }
         if plan.staged {
-            let _ = writeln!(body, "    // The stage is free again once the last element's words are stored.\n    workgroupBarrier();");
+            let _ = writeln!(
+                body,
+                "    // The stage is free again once the last element's words are stored.\n    workgroupBarrier();"
+            );
         }
         let mut block = String::new();
         emit_element_stores(plan, f, ctx, &mut block);

@@ -98,7 +98,11 @@ impl<'a> KernelPlan<'a> {
             outputs,
             loads,
             gathered,
-            elements: if reduces && !gathered { elements.max(1) } else { 1 },
+            elements: if reduces && !gathered {
+                elements.max(1)
+            } else {
+                1
+            },
         }
     }
 

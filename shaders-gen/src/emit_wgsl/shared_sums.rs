@@ -160,26 +160,26 @@ impl<'a> Chains<'a> {
 /// faster with 4, a soft gate (16 words) 1.7x; streamed gradients gain while the thread's
 /// arrays still fit its registers: 4 took an 8-32-32-1 network (1,377 words) 1.6x faster
 /// but an 8-64-64-1 (4,801 words, arrays of 64) 1.3x slower, where 2 took it 1.7x faster.
-/// Each element has its own tapes: a kernel recording more than
-/// [`abi::MAX_TAPE_WORDS_PER_THREAD`] words for its elements together keeps fewer (with 4
-/// elements, a loop of 1,024 trips taping 4,096 words per thread failed to launch on the
-/// H100).
-pub fn elements_per_thread(layout: &crate::abi::ArgLayout, kind: crate::abi::KernelKind, f: &Function) -> u32 {
+/// A kernel that records a tape keeps one element per thread: each element's tape lives in
+/// the thread's private memory, off the chip, and more elements multiply its traffic (on
+/// the H100 a loop of 256 trips taping 512 words took 2.9x longer with 2 elements, and one
+/// of 1,024 trips failed to launch with 4).
+pub fn elements_per_thread(
+    layout: &crate::abi::ArgLayout,
+    kind: crate::abi::KernelKind,
+    f: &Function,
+) -> u32 {
     let reduces = kind == crate::abi::KernelKind::Adjoint && layout.shared_words > 0;
     if !reduces || layout.precision != crate::signature::Precision::F32 {
         return 1;
     }
-    let most = if Chains::of(layout, f).stream && layout.shared_words > abi::MAX_STREAMED_FOUR_ELEMENTS {
-        2
-    } else {
-        4
-    };
-    let tape = tape_words(f).max(1);
-    [4, 2, 1]
-        .into_iter()
-        .filter(|e| *e <= most)
-        .find(|e| *e as usize * tape <= abi::MAX_TAPE_WORDS_PER_THREAD as usize)
-        .unwrap_or(1)
+    let most =
+        if Chains::of(layout, f).stream && layout.shared_words > abi::MAX_STREAMED_FOUR_ELEMENTS {
+            2
+        } else {
+            4
+        };
+    if tape_words(f) > 0 { 1 } else { most }
 }
 
 /// The words one element's tapes hold: every recording loop's, nested ones once per trip
