@@ -216,7 +216,15 @@ pub fn compile_with(
         adjoint.clone()
     };
     let wgsl_forward = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Forward, &primal);
-    let wgsl_reverse = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Adjoint, &kernel_adjoint);
+    let adjoint_elements =
+        emit_wgsl::elements_per_thread(layout, KernelKind::Adjoint, &kernel_adjoint);
+    let wgsl_reverse = emit_wgsl::emit_kernel_with_elements(
+        &sig,
+        layout,
+        KernelKind::Adjoint,
+        &kernel_adjoint,
+        adjoint_elements,
+    );
     let wgsl_tangent = tangent_kernel(&sig, layout, &tangent);
     let wgsl_reduce = (layout.shared_words > 0)
         .then(|| emit_wgsl::emit_reduce_kernel(&sig, layout.shared_words, layout.precision));
@@ -230,8 +238,6 @@ pub fn compile_with(
             &kernel_adjoint,
         ),
     });
-    let adjoint_elements =
-        emit_wgsl::elements_per_thread(layout, KernelKind::Adjoint, &kernel_adjoint);
     Ok(Compiled {
         adjoint_elements,
         wgsl_reduce,

@@ -97,7 +97,7 @@ impl<'a> Ctx<'a> {
         uniform_inputs: &[bool],
         taken: &mut Taken,
     ) {
-        let elements = elements.min(ELEMENT_SUFFIXES.len());
+        debug_assert!(elements <= MAX_ELEMENTS, "the plan caps the elements");
         self.elements = elements;
         self.uniform = uniform_nodes(self.f, uniform_inputs);
         self.element_names = (1..elements)
@@ -141,6 +141,16 @@ impl<'a> Ctx<'a> {
             Op::Int(k) => format!("{k}i"),
             _ => self.name(v.index()).clone(),
         }
+    }
+
+    /// Runs `write` once per element, naming nodes as that element does, then goes back to
+    /// the first element.
+    pub(super) fn for_each_element(&mut self, mut write: impl FnMut(&mut Self, usize)) {
+        for e in 0..self.elements {
+            self.element = e;
+            write(self, e);
+        }
+        self.element = 0;
     }
 
     /// `v` summed over the elements, in element order (what one element adds to a shared
@@ -197,11 +207,9 @@ impl<'a> Ctx<'a> {
             // What follows a node (its sums) is written once per element, even for a node
             // the same in all: each element adds it.
             if let Some(after) = self.after.remove(&i) {
-                for e in 0..self.elements {
-                    self.element = e;
-                    out.push_str(&after.replace(THIS_VALUE, self.name(i)));
-                }
-                self.element = 0;
+                self.for_each_element(|ctx, _| {
+                    out.push_str(&after.replace(THIS_VALUE, ctx.name(i)));
+                });
             }
             let staged = self.streams.words.get(&i).cloned().unwrap_or_default();
             for (done, (word, label)) in staged.iter().enumerate() {
@@ -310,15 +318,13 @@ impl<'a> Ctx<'a> {
         // Carried accumulators of the shared gradient are added into the workgroup's sums
         // instead: they have no variable.
         let streamed = self.streams.carried.remove(&i).unwrap_or_default();
-        for (e, vars) in vars.iter().enumerate() {
-            self.element = e;
-            for (k, (var, init)) in vars.iter().zip(&l.init).enumerate() {
+        self.for_each_element(|ctx, e| {
+            for (k, (var, init)) in vars[e].iter().zip(&l.init).enumerate() {
                 if !streamed.contains(&k) {
-                    let _ = writeln!(out, "{indent}var {var} = {};", self.operand(*init));
+                    let _ = writeln!(out, "{indent}var {var} = {};", ctx.operand(*init));
                 }
             }
-        }
-        self.element = 0;
+        });
         // Where each carried value sits in an iteration's words of the tape.
         let (offsets, words) = l.tape_layout();
         if l.kind == LoopKind::Recording {
@@ -555,7 +561,10 @@ impl<'a> Ctx<'a> {
 }
 
 /// The suffixes of elements 1.. of a thread's elements (element 0's names have none).
-const ELEMENT_SUFFIXES: [&str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];
+const ELEMENT_SUFFIXES: [&str; MAX_ELEMENTS] = ["a", "b", "c", "d", "e", "f", "g", "h"];
+
+/// The most elements a thread computes side by side (one name suffix each).
+pub(super) const MAX_ELEMENTS: usize = 8;
 
 /// `base` for element `e` of a thread's elements.
 pub(super) fn element_name(base: &str, e: usize) -> String {

@@ -30,11 +30,11 @@ pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Fu
 }
 
 /// Emits a kernel ([`emit_kernel`], which takes [`super::elements_per_thread`]) whose
-/// threads each compute `elements` batch elements
-/// side by side, where the kernel sums shared gradients over the batch (others take one
-/// element per thread whatever `elements` says): the shared words are read, and the
-/// integer work done, once for all of them, and each shared gradient word is summed over
-/// them in registers before the workgroup sums it.
+/// threads each compute `elements` batch elements side by side (at most 8), where the
+/// kernel sums shared gradients over the batch (others take one element per thread
+/// whatever `elements` says): the shared words are read, and the integer work done, once
+/// for all of them, and each shared gradient word is summed over them in registers before
+/// the workgroup sums it.
 pub fn emit_kernel_with_elements(
     signature: &str,
     layout: &ArgLayout,
@@ -109,11 +109,7 @@ fn emit(
 /// One `let` per argument word used (several words to a vector load); the shared words
 /// after the element's, then, in an adjoint that sums shared gradients, the seed.
 fn emit_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
-    for e in 0..plan.elements as usize {
-        ctx.element = e;
-        emit_element_loads(plan, ctx, body);
-    }
-    ctx.element = 0;
+    ctx.for_each_element(|ctx, _| emit_element_loads(plan, ctx, body));
     emit_shared_loads(plan, ctx, body);
 }
 
@@ -181,8 +177,7 @@ fn emit_shared_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
             body,
             "    // The adjoint's seed: elements past the end add nothing to the sums."
         );
-        for e in 0..plan.elements as usize {
-            ctx.element = e;
+        ctx.for_each_element(|ctx, e| {
             let _ = writeln!(
                 body,
                 "    let {} = select({}, {}, {});",
@@ -191,19 +186,17 @@ fn emit_shared_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
                 float_literal(1.0, ctx.precision),
                 element_name("in_batch", e),
             );
-        }
-        ctx.element = 0;
+        });
     }
 }
 
 /// The stores of every element's outputs: the first element's at `i`, each other's in a
 /// block of its own where `i` and `in_batch` are that element's.
 fn emit_stores(plan: &KernelPlan, f: &Function, ctx: &mut Ctx, body: &mut String) {
-    for e in 0..plan.elements as usize {
-        ctx.element = e;
+    ctx.for_each_element(|ctx, e| {
         if e == 0 {
             emit_element_stores(plan, f, ctx, body);
-            continue;
+            return;
         }
         if plan.staged {
             let _ = writeln!(
@@ -225,8 +218,7 @@ fn emit_stores(plan: &KernelPlan, f: &Function, ctx: &mut Ctx, body: &mut String
             let _ = writeln!(body, "    {line}");
         }
         let _ = writeln!(body, "    }}");
-    }
-    ctx.element = 0;
+    });
 }
 
 /// The stores of every output buffer of the element being written, in the order of

@@ -99,7 +99,7 @@ impl<'a> KernelPlan<'a> {
             loads,
             gathered,
             elements: if reduces && !gathered {
-                elements.max(1)
+                elements.clamp(1, super::body::MAX_ELEMENTS as u32)
             } else {
                 1
             },

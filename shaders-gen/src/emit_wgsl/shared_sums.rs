@@ -173,33 +173,22 @@ pub fn elements_per_thread(
     if !reduces || layout.precision != crate::signature::Precision::F32 {
         return 1;
     }
-    let most =
-        if Chains::of(layout, f).stream && layout.shared_words > abi::MAX_STREAMED_FOUR_ELEMENTS {
-            2
-        } else {
-            4
-        };
-    if tape_words(f) > 0 { 1 } else { most }
+    if records_a_tape(f) {
+        1
+    } else if layout.shared_words > abi::MAX_STREAMED_FOUR_ELEMENTS && Chains::of(layout, f).stream
+    {
+        2
+    } else {
+        4
+    }
 }
 
-/// The words one element's tapes hold: every recording loop's, nested ones once per trip
-/// of the loops around them.
-fn tape_words(f: &Function) -> usize {
-    f.nodes
-        .iter()
-        .map(|node| match &node.op {
-            Op::Loop(l) => {
-                let trips = l.trip_count() as usize;
-                let own = if l.kind == crate::ir::LoopKind::Recording {
-                    trips * l.tape_layout().1
-                } else {
-                    0
-                };
-                own + trips * tape_words(&l.body)
-            }
-            _ => 0,
-        })
-        .sum()
+/// Whether `f` has a recording loop, at any depth.
+fn records_a_tape(f: &Function) -> bool {
+    f.nodes.iter().any(|node| match &node.op {
+        Op::Loop(l) => l.kind == crate::ir::LoopKind::Recording || records_a_tape(&l.body),
+        _ => false,
+    })
 }
 
 /// A shared array of at most [`abi::MAX_ARRAY_SUM`] words whose gradient is one array
@@ -377,11 +366,9 @@ fn after_or_now(
     match f.nodes[out.index()].op {
         Op::Input(_) | Op::Const(_) | Op::Int(_) => {
             // Each element adds its own.
-            for e in 0..ctx.elements {
-                ctx.element = e;
+            ctx.for_each_element(|ctx, _| {
                 body.push_str(&add.replace(THIS_VALUE, &ctx.operand(out)));
-            }
-            ctx.element = 0;
+            });
         }
         _ => ctx.after.entry(out.index()).or_default().push_str(&add),
     }
