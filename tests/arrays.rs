@@ -117,6 +117,11 @@ fn the_network_keeps_its_loops_and_reads_shared_words_in_place() {
     // instead of building its 600 words per thread.
     assert!(net::WGSL_FORWARD.contains("for (var j"));
     assert!(net::WGSL_FORWARD.contains("shared_args[(120u + u32("));
+    // `w2[j * 24 + i]`, `i` unrolled: element `j * 6 + 30 + i / 4` of the uniform buffer at
+    // lane `i % 4`, a constant; no index is clamped (all are proven in range).
+    assert!(net::WGSL_FORWARD.contains(" / 4u + 30u].x"));
+    assert!(net::WGSL_FORWARD.contains(" / 4u + 35u].w"));
+    assert!(!net::WGSL_FORWARD.contains("clamp(") && !net::WGSL_ADJOINT.contains("clamp("));
     assert!(net::WGSL_ADJOINT.contains("for (var j"));
     assert!(
         !net::WGSL_FORWARD.contains("let w2_"),

@@ -41,7 +41,7 @@ fn adjoint_sums(i: usize, h: usize) -> (usize, usize, usize) {
     let staged = |computed: bool| {
         wgsl.lines()
             .filter(|l| l.contains("stage_words[stage_count] = "))
-            .filter(|l| l.contains("u32(clamp(") == computed)
+            .filter(|l| l.contains("+ u32(") == computed)
             .count()
     };
     (

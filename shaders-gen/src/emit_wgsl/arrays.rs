@@ -3,6 +3,7 @@
 //! again ([`crate::ir::in_place`]), else a copy. A `#[shared]` array only read is never
 //! copied at all: its reads index the shared-argument buffer directly.
 
+use super::COMPONENTS;
 use super::body::Ctx;
 use crate::abi;
 use crate::ir::{Function, Op, ValueId};
@@ -77,10 +78,12 @@ impl Ctx<'_> {
         needed
     }
 
-    /// `index` into an array of `n` words: a constant, or clamped into range at run time.
+    /// `index` into an array of `n` words: a constant, the index itself where it is proven
+    /// in range, else clamped into range at run time.
     fn index_text(&self, index: ValueId, n: usize) -> String {
         match self.f.node(index).op {
             Op::Int(k) => format!("{}", k.clamp(0, n as i64 - 1)),
+            _ if self.ints[index.index()].is_some_and(|x| x.within(n)) => self.operand(index),
             _ => format!("clamp({}, 0i, {}i)", self.operand(index), n - 1),
         }
     }
@@ -95,15 +98,38 @@ impl Ctx<'_> {
         let n = self.f.node(array).ty.words();
         let k = self.index_text(index, n);
         if let Some(first) = self.shared_array.get(&array.index()) {
+            if !self.shared_uniform {
+                return format!("shared_args[{}]", self.shared_word_at(*first, index, n));
+            }
+            let u = abi::uniform_lanes(self.precision);
+            if let Some(read) = self.uniform_lane_read(*first, index, n) {
+                return read;
+            }
             let at = self.shared_word_at(*first, index, n);
-            return if self.shared_uniform {
-                let u = abi::uniform_lanes(self.precision);
-                format!("shared_args[({at}) / {u}u][({at}) % {u}u]")
-            } else {
-                format!("shared_args[{at}]")
-            };
+            return format!("shared_args[({at}) / {u}u][({at}) % {u}u]");
         }
         format!("{}[{k}]", self.operand(array))
+    }
+
+    /// The read of shared word `first + index` from the uniform buffer's 16-byte elements
+    /// with the lane a constant, where `index` is proven in `0..n` and is a value whose
+    /// every value is a multiple of the lanes plus a constant (`8 * j + 3`): the element
+    /// `j`'s multiple picks plus a constant, one add a read, no division or dynamic lane.
+    fn uniform_lane_read(&self, first: u32, index: ValueId, n: usize) -> Option<String> {
+        let u = abi::uniform_lanes(self.precision) as i64;
+        let fact = self.ints[index.index()].filter(|x| x.within(n))?;
+        let base = fact.base?;
+        let base_fact = self.ints[base.index()]?;
+        let constant = first as i64 + fact.offset;
+        if base_fact.multiple % u != 0 || base_fact.lo < 0 || constant < 0 {
+            return None;
+        }
+        let lane = COMPONENTS[(constant % u) as usize];
+        let element = match constant / u {
+            0 => format!("u32({}) / {u}u", self.operand(base)),
+            q => format!("u32({}) / {u}u + {q}u", self.operand(base)),
+        };
+        Some(format!("shared_args[{element}].{lane}"))
     }
 
     /// The statements of array-valued node `i` (or none, for an array of shared words

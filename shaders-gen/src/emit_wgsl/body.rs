@@ -4,7 +4,9 @@
 use super::float_literal;
 use super::streams::{Streams, make_room, stage};
 use super::tape::{tape_index, tape_load, tape_store};
-use crate::ir::{Function, InPlace, Loop, LoopInput, LoopKind, Op, Ty, ValueId, in_place};
+use crate::ir::{
+    Function, InPlace, IntFact, Loop, LoopInput, LoopKind, Op, Ty, ValueId, in_place, int_facts,
+};
 use crate::names::Taken;
 use crate::names::{fresh, local_names_with};
 use crate::ops::{Func, WgslForm, wgsl_helper_deps};
@@ -56,6 +58,8 @@ pub(super) struct Ctx<'a> {
     element_names: Vec<Vec<String>>,
     /// For each node, whether it is the same for every element (written once).
     pub(super) uniform: Vec<bool>,
+    /// What is known of each integer node (an index proven in range is not clamped).
+    pub(super) ints: Vec<Option<IntFact>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -84,6 +88,7 @@ impl<'a> Ctx<'a> {
             element: 0,
             element_names: Vec::new(),
             uniform: vec![false; f.nodes.len()],
+            ints: int_facts(f, &[]),
         }
     }
 
@@ -370,6 +375,14 @@ impl<'a> Ctx<'a> {
         bctx.streams = self.streams.bodies.remove(&i).unwrap_or_default();
         bctx.streams.owned = self.streams.owned;
         bctx.streams.lanes = self.streams.lanes;
+        let int_inputs: Vec<Option<IntFact>> = (0..body.num_inputs as usize)
+            .map(|w| match l.input(w) {
+                LoopInput::Index => Some(IntFact::between(start, end - 1)),
+                LoopInput::Capture(j) => self.ints[l.captures[j].index()],
+                LoopInput::Carried(_) | LoopInput::Taped(_) => None,
+            })
+            .collect();
+        bctx.ints = int_facts(body, &int_inputs);
         if self.elements > 1 {
             let uniform_inputs: Vec<bool> = (0..body.num_inputs as usize)
                 .map(|w| match l.input(w) {

@@ -3,6 +3,7 @@
 //! names, so that a launch whose arguments come from parameter blocks needs no pass that
 //! assembles argument rows first.
 
+use super::COMPONENTS;
 use super::body::Ctx;
 use super::plan::KernelPlan;
 use crate::abi::{self, ArgLayout};
@@ -10,8 +11,6 @@ use crate::names::Taken;
 use crate::names::sanitize;
 use crate::signature::Precision;
 use std::fmt::Write;
-
-const COMPONENTS: [&str; 4] = ["x", "y", "z", "w"];
 
 /// One argument of a gathered kernel: its buffers' names and where its words go.
 pub(super) struct FieldNames {

@@ -1,6 +1,7 @@
 //! One kernel's text, phase by phase: loads, shared-gradient sums, the body, stores, then
 //! the header, the declarations and the entry point around them.
 
+use super::COMPONENTS;
 use super::body::{Ctx, element_name, scaled_index};
 use super::fields::{FieldNames, emit_field_loads, field_declarations, field_header, field_names};
 use super::float_literal;
@@ -13,8 +14,6 @@ use crate::names::reserved;
 use crate::ops::{wgsl_helper, wgsl_helpers};
 use std::collections::BTreeSet;
 use std::fmt::Write;
-
-const COMPONENTS: [&str; 4] = ["x", "y", "z", "w"];
 
 /// Emits the WGSL module of one kernel of a function.
 ///

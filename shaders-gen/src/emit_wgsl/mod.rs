@@ -26,6 +26,9 @@ pub use shared_sums::elements_per_thread;
 
 use crate::signature::Precision;
 
+/// The lanes of a WGSL vector, in order.
+const COMPONENTS: [&str; 4] = ["x", "y", "z", "w"];
+
 /// A WGSL literal of `precision` (non-finite values as bit casts: WGSL has no literal for
 /// them; an f64 one from its f32 twin, which converts exactly).
 pub fn float_literal(v: f64, precision: Precision) -> String {

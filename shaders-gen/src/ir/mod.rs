@@ -21,10 +21,12 @@
 
 mod builder;
 mod inplace;
+mod ranges;
 mod text;
 
 pub use builder::Builder;
 pub use inplace::{InPlace, in_place};
+pub use ranges::{IntFact, int_facts};
 
 use crate::ops::Func;
 use proc_macro2::Span;

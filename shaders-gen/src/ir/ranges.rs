@@ -1,0 +1,231 @@
+//! What is known of each integer value before it runs: the values it can take, the power
+//! of two that divides all of them, and how it splits into another value plus a constant.
+//!
+//! Lowering proves every index in range (integers are loop indices, literals and `+ - *`
+//! on them), so the emitters need not clamp an index again where this analysis proves it
+//! too, and a read of `words[8 * j + 3]` from a buffer of 4-word elements can take element
+//! `2 * j` and its fourth lane, a constant, instead of dividing the index at run time.
+
+use super::{Function, IntOp, Op, ValueId};
+
+/// The largest power of two [`IntFact::multiple`] records (zero is a multiple of all).
+const MAX_MULTIPLE: i64 = 1 << 16;
+
+/// What is known of one integer value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IntFact {
+    /// The least value it can take.
+    pub lo: i64,
+    /// The greatest value it can take.
+    pub hi: i64,
+    /// A power of two (at most 2^16) that divides every value it takes.
+    pub multiple: i64,
+    /// The value is `base + offset`: `base` a node of the same function whose own fact
+    /// holds its multiple, or no node for a constant.
+    pub base: Option<ValueId>,
+    /// See `base`.
+    pub offset: i64,
+}
+
+impl IntFact {
+    /// The constant `k`.
+    pub fn constant(k: i64) -> Self {
+        IntFact {
+            lo: k,
+            hi: k,
+            multiple: power_of_two_dividing(k),
+            base: None,
+            offset: k,
+        }
+    }
+
+    /// A value from `lo` to `hi` known no better (a loop index: its input's fact).
+    pub fn between(lo: i64, hi: i64) -> Self {
+        IntFact {
+            lo,
+            hi,
+            multiple: if lo == hi {
+                power_of_two_dividing(lo)
+            } else {
+                1
+            },
+            base: None,
+            offset: 0,
+        }
+    }
+
+    /// Whether every value lies in `0..len`.
+    pub fn within(&self, len: usize) -> bool {
+        self.lo >= 0 && self.hi < len as i64
+    }
+
+    /// The same fact as its own base (for node `id`).
+    fn based_at(mut self, id: ValueId) -> Self {
+        if self.lo != self.hi {
+            self.base = Some(id);
+            self.offset = 0;
+        }
+        self
+    }
+}
+
+/// The largest power of two (up to 2^16) dividing `k`.
+fn power_of_two_dividing(k: i64) -> i64 {
+    if k == 0 {
+        MAX_MULTIPLE
+    } else {
+        (1i64 << k.trailing_zeros().min(16)).min(MAX_MULTIPLE)
+    }
+}
+
+/// The facts of `f`'s integer nodes (`None` for other nodes and for integers nothing is
+/// known of), given those of its inputs (`inputs[w]`; a loop body's index and captures).
+pub fn int_facts(f: &Function, inputs: &[Option<IntFact>]) -> Vec<Option<IntFact>> {
+    let mut facts: Vec<Option<IntFact>> = Vec::with_capacity(f.nodes.len());
+    for (i, node) in f.nodes.iter().enumerate() {
+        let id = ValueId(i as u32);
+        let fact = match &node.op {
+            Op::Int(k) => Some(IntFact::constant(*k)),
+            Op::Input(w) => inputs
+                .get(*w as usize)
+                .copied()
+                .flatten()
+                .map(|x| x.based_at(id)),
+            Op::IntBin(op, a, b) => match (facts[a.index()], facts[b.index()]) {
+                (Some(a), Some(b)) => int_bin(*op, a, b).map(|x| x.based_at(id)).map(|x| {
+                    // `base + constant` keeps the base: its multiple is what the split needs.
+                    match (op, a.lo == a.hi, b.lo == b.hi) {
+                        (IntOp::Add, false, true) => shifted(x, a, b.lo),
+                        (IntOp::Add, true, false) => shifted(x, b, a.lo),
+                        (IntOp::Sub, false, true) => shifted(x, a, -b.lo),
+                        _ => x,
+                    }
+                }),
+                _ => None,
+            },
+            _ => None,
+        };
+        facts.push(fact);
+    }
+    facts
+}
+
+/// Fact `x` of `a + k` written as `a`'s base plus an offset.
+fn shifted(x: IntFact, a: IntFact, k: i64) -> IntFact {
+    IntFact {
+        base: a.base,
+        offset: a.offset + k,
+        ..x
+    }
+}
+
+/// The range and multiple of `a op b` (no base yet); `None` where a bound overflows.
+fn int_bin(op: IntOp, a: IntFact, b: IntFact) -> Option<IntFact> {
+    let (lo, hi, multiple) = match op {
+        IntOp::Add => (
+            a.lo.checked_add(b.lo)?,
+            a.hi.checked_add(b.hi)?,
+            a.multiple.min(b.multiple),
+        ),
+        IntOp::Sub => (
+            a.lo.checked_sub(b.hi)?,
+            a.hi.checked_sub(b.lo)?,
+            a.multiple.min(b.multiple),
+        ),
+        IntOp::Mul => {
+            let corners = [
+                a.lo.checked_mul(b.lo)?,
+                a.lo.checked_mul(b.hi)?,
+                a.hi.checked_mul(b.lo)?,
+                a.hi.checked_mul(b.hi)?,
+            ];
+            (
+                *corners.iter().min()?,
+                *corners.iter().max()?,
+                a.multiple.saturating_mul(b.multiple).min(MAX_MULTIPLE),
+            )
+        }
+    };
+    // WGSL computes in i32: a bound past it is not a fact about the kernel.
+    if lo < i32::MIN as i64 || hi > i32::MAX as i64 {
+        return None;
+    }
+    let multiple = if lo == hi {
+        power_of_two_dividing(lo)
+    } else {
+        multiple
+    };
+    Some(IntFact {
+        lo,
+        hi,
+        multiple,
+        base: None,
+        offset: lo,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Builder, Ty};
+    use proc_macro2::Span;
+
+    /// `j` (input 0, an integer) and `op(j)` built from it.
+    fn of_index(build: impl FnOnce(&mut Builder, ValueId) -> ValueId) -> (Function, ValueId) {
+        let mut b = Builder::with_inputs(vec![Ty::Int]);
+        let j = b.input(0, Span::call_site(), None);
+        let v = build(&mut b, j);
+        (b.finish(vec![]), v)
+    }
+
+    fn int_bin(b: &mut Builder, op: IntOp, x: ValueId, y: ValueId) -> ValueId {
+        b.push(Op::IntBin(op, x, y), Span::call_site(), None)
+    }
+
+    #[test]
+    fn an_affine_index_splits_into_an_aligned_base_and_a_constant() {
+        let mut scaled = None;
+        let (f, k) = of_index(|b, j| {
+            let (c32, c9, c1) = (
+                b.int(32, Span::call_site()),
+                b.int(9, Span::call_site()),
+                b.int(1, Span::call_site()),
+            );
+            let m = int_bin(b, IntOp::Mul, j, c32);
+            scaled = Some(m);
+            let p = int_bin(b, IntOp::Add, m, c9);
+            int_bin(b, IntOp::Sub, p, c1)
+        });
+        let facts = int_facts(&f, &[Some(IntFact::between(0, 31))]);
+        let fk = facts[k.index()].expect("k is known");
+        assert_eq!((fk.lo, fk.hi), (8, 31 * 32 + 8));
+        assert_eq!((fk.base, fk.offset), (scaled, 8));
+        assert_eq!(facts[scaled.unwrap().index()].map(|x| x.multiple), Some(32));
+        assert!(fk.within(1056) && !fk.within(1000));
+    }
+
+    #[test]
+    fn a_constant_plus_an_index_keeps_the_index_as_base() {
+        let (f, k) = of_index(|b, j| {
+            let c = b.int(1024, Span::call_site());
+            int_bin(b, IntOp::Add, c, j)
+        });
+        let fk = int_facts(&f, &[Some(IntFact::between(0, 31))])[k.index()].unwrap();
+        assert_eq!(
+            (fk.base, fk.offset, fk.lo, fk.hi),
+            (Some(ValueId(0)), 1024, 1024, 1055)
+        );
+    }
+
+    #[test]
+    fn nothing_is_known_of_an_input_without_a_fact_or_past_i32() {
+        let (f, m) = of_index(|b, j| {
+            let big = b.int(1 << 40, Span::call_site());
+            int_bin(b, IntOp::Mul, j, big)
+        });
+        let j = ValueId(0);
+        assert_eq!(int_facts(&f, &[None])[j.index()], None);
+        let facts = int_facts(&f, &[Some(IntFact::between(0, 3))]);
+        assert!(facts[j.index()].is_some() && facts[m.index()].is_none());
+    }
+}
