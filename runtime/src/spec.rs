@@ -138,7 +138,9 @@ pub struct ReductionSpec {
 pub struct KernelSpec {
     /// A name for errors and GPU debuggers, e.g. `rosen::adjoint`.
     pub label: &'static str,
-    /// The WGSL module.
+    /// The WGSL module. Every loop in it must terminate: the runtime compiles it without
+    /// wgpu's loop bounding (generated kernels loop over constant ranges; a spec written by
+    /// hand keeps that promise itself).
     pub wgsl: &'static str,
     /// Its entry point.
     pub entry_point: &'static str,

@@ -84,10 +84,6 @@ pub fn owned_sums(shared_words: u32) -> Option<u32> {
     (m <= MAX_OWNED_SUMS).then_some(m)
 }
 
-/// The most shared words an adjoint streaming its shared gradient computes with four
-/// elements per thread; past them, two ([`crate::emit_wgsl::elements_per_thread`]).
-pub const MAX_STREAMED_FOUR_ELEMENTS: u32 = 2048;
-
 /// Longest array gradient (a loop's accumulator) an adjoint kernel sums per thread, in an
 /// array; a longer one is streamed into the workgroup's sums add by add.
 pub const MAX_ARRAY_SUM: u32 = 64;

@@ -109,6 +109,17 @@ fn elements_per_thread_follow_the_sums_and_the_tapes() {
     );
     // No shared gradient to sum: one.
     assert_eq!(adjoint_elements("fn f(x: f32, y: f32) -> f32 { x * y }"), 1);
+    // A gradient too long for registers, streamed into the workgroup's sums: 2.
+    let streamed = "fn f(x: [f32; 8], #[shared] w: [f32; 512]) -> f32 {
+        let mut s = 0.0;
+        for j in 0..64 {
+            let mut a = 0.0;
+            for k in 0..8 { a += w[j * 8 + k] * x[k]; }
+            s += a.tanh();
+        }
+        s
+    }";
+    assert_eq!(adjoint_elements(streamed), 2);
     // A loop recording its carried values: one element per thread, its tape alone in the
     // thread's memory.
     let taped = "fn f(x: f32, y: f32, #[shared] t: [f32; 1024]) -> f32 {
