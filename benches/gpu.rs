@@ -607,8 +607,19 @@ fn main() -> Result<(), Error> {
             net_sizes,
             fma_rate,
             inputs,
-            |spec, input| kernel_time(&device, spec, input, warmup, launches),
+            // The best of two rounds, as the main table's rows: a first round can run
+            // on clocks still low (the 8-32-32-1 value at 2^20 once measured 0.71 ms, and
+            // 0.14 ms right after).
+            |spec, input| {
+                let t = kernel_time(&device, spec, input, warmup, launches)?;
+                Ok(t.min(kernel_time(&device, spec, input, warmup, launches)?))
+            },
             without_workgroup_sum,
+            |spec| {
+                let variant = with_divided_lanes(spec);
+                check_hand(&device, spec, variant, &inputs(3000, 9))?;
+                Ok(variant)
+            },
             |spec, src, e| {
                 let variant = with_elements(spec, src, e);
                 check_hand(&device, spec, variant, &inputs(3000, 9))?;
@@ -782,4 +793,39 @@ fn main() -> Result<(), Error> {
         std::fs::write(&path, &out).map_err(|e| Error::Readback(format!("writing {path}: {e}")))?;
     }
     Ok(())
+}
+
+/// `gen_spec` with its reads of shared words at a lane known when compiling
+/// (`shared_args[u32(v) / 4u + q].y`) written as the division at run time they replace
+/// (`shared_args[(u32(v) + w) / 4u][(u32(v) + w) % 4u]`), on the same buffers: what the
+/// constant lane saves.
+fn with_divided_lanes(gen_spec: &'static KernelSpec) -> &'static KernelSpec {
+    const READ: &str = "shared_args[u32(";
+    let wgsl = gen_spec.wgsl;
+    let mut out = String::new();
+    let mut rest = wgsl;
+    while let Some(p) = rest.find(READ) {
+        out.push_str(&rest[..p]);
+        let tail = &rest[p + READ.len()..];
+        let close = tail.find(')').expect("u32(value)");
+        let value = &tail[..close];
+        let after = &tail[close + 1..];
+        let (q, after) = match after.strip_prefix(" / 4u + ") {
+            Some(a) => {
+                let end = a.find('u').expect("an element offset");
+                (a[..end].parse::<u32>().expect("a number"), &a[end + 1..])
+            }
+            None => (0, after.strip_prefix(" / 4u").expect("4 lanes")),
+        };
+        let after = after.strip_prefix("].").expect("a constant lane");
+        let lane = "xyzw".find(&after[..1]).expect("a lane") as u32;
+        let w = 4 * q + lane;
+        let word = format!("(u32({value}) + {w}u)");
+        let _ = write!(out, "shared_args[{word} / 4u][{word} % 4u]");
+        rest = &after[1..];
+    }
+    out.push_str(rest);
+    let label =
+        Box::leak(format!("{} (lanes divided at run time)", gen_spec.label).into_boxed_str());
+    same_buffers_as(gen_spec, label, out, gen_spec.entry_point)
 }

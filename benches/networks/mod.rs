@@ -31,13 +31,15 @@ impl Network {
 /// The table's rows, for `sizes` (log2 of the batch), timed by `time(spec, input)`; each
 /// adjoint also with its workgroup sum cut out (`cut`, wrong sums: the reverse pass's own
 /// time), and with 1, 2 and 4 elements per thread (`elements(adjoint, source, count)`,
-/// checked against the adjoint).
+/// checked against the adjoint); each value kernel also with its shared words' lanes
+/// divided at run time (`divided`, checked against it).
 pub fn table(
     sizes: &[u32],
     fma_rate: f64,
     inputs: impl Fn(usize, u32) -> Vec<f32>,
     time: impl Fn(&'static KernelSpec, &[f32]) -> Result<f64, Error>,
     cut: impl Fn(&'static KernelSpec) -> &'static KernelSpec,
+    divided: impl Fn(&'static KernelSpec) -> Result<&'static KernelSpec, Error>,
     elements: impl Fn(&'static KernelSpec, &str, u32) -> Result<&'static KernelSpec, Error>,
 ) -> String {
     let networks = [
@@ -66,6 +68,11 @@ pub fn table(
             let input = inputs(n, 9);
             let mut kernels = vec![
                 ("value", Ok(net.forward), false),
+                (
+                    "value, lanes divided at run time",
+                    divided(net.forward),
+                    false,
+                ),
                 ("value_and_grad", Ok(net.adjoint), true),
                 ("value_and_grad, sum cut", Ok(cut(net.adjoint)), true),
             ];

@@ -155,7 +155,7 @@ impl<'a> Chains<'a> {
 /// Batch elements each thread of kernel `kind` of `f` computes side by side: more than
 /// one only in an f32 adjoint that sums shared gradients, where the shared words are read
 /// once for all of them and each gradient word is summed over them before the workgroup
-/// sums it. Measured on the H100 (BENCHMARKS.md, "Elements side by side" and "Indices
+/// sums it (see also [`MAX_OPS_FOR_FOUR_ELEMENTS`]). Measured on the H100 (BENCHMARKS.md, "Elements side by side" and "Indices
 /// proven in range", against one element per thread): gradients summed in registers gain
 /// most from 4 (at 2^24, an 8-16-1 network's 161 words 1.25x faster, a soft gate's 16
 /// words 1.7x); streamed gradients from 2, whose extra arrays still fit the thread's
@@ -177,10 +177,19 @@ pub fn elements_per_thread(
         1
     } else if Chains::of(layout, f).stream {
         2
-    } else {
+    } else if f.dynamic_op_count() <= MAX_OPS_FOR_FOUR_ELEMENTS {
         4
+    } else {
+        1
     }
 }
+
+/// Most operations per element of an adjoint summing its shared gradient in registers that
+/// computes 4 elements per thread; a longer one, straight-line code whose every forward
+/// value the reverse pass reads, computes one: on the H100 a loop of 256 trips unrolled
+/// (2,554 operations, 256 words summed) took 4.6 ms at 2^24 with one element, 13.2 with 2
+/// or 4; the 8-16-1 network (515) and the soft gate (349) gain from 4.
+const MAX_OPS_FOR_FOUR_ELEMENTS: usize = 1024;
 
 /// Whether `f` has a recording loop, at any depth.
 fn records_a_tape(f: &Function) -> bool {
