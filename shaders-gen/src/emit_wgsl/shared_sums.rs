@@ -155,7 +155,7 @@ impl<'a> Chains<'a> {
 /// Batch elements each thread of kernel `kind` of `f` computes side by side: more than
 /// one only in an f32 adjoint that sums shared gradients, where the shared words are read
 /// once for all of them and each gradient word is summed over them before the workgroup
-/// sums it (see also [`MAX_OPS_FOR_FOUR_ELEMENTS`]). Measured on the H100 (BENCHMARKS.md, "Elements side by side" and "Indices
+/// sums it (and `MAX_OPS_FOR_FOUR_ELEMENTS` below). Measured on the H100 (BENCHMARKS.md, "Elements side by side" and "Indices
 /// proven in range", against one element per thread): gradients summed in registers gain
 /// most from 4 (at 2^24, an 8-16-1 network's 161 words 1.25x faster, a soft gate's 16
 /// words 1.7x); streamed gradients from 2, whose extra arrays still fit the thread's
