@@ -155,15 +155,15 @@ impl<'a> Chains<'a> {
 /// Batch elements each thread of kernel `kind` of `f` computes side by side: more than
 /// one only in an f32 adjoint that sums shared gradients, where the shared words are read
 /// once for all of them and each gradient word is summed over them before the workgroup
-/// sums it (and `MAX_OPS_FOR_FOUR_ELEMENTS` below). Measured on the H100 (BENCHMARKS.md, "Elements side by side" and "Indices
-/// proven in range", against one element per thread): gradients summed in registers gain
-/// most from 4 (at 2^24, an 8-16-1 network's 161 words 1.25x faster, a soft gate's 16
-/// words 1.7x); streamed gradients from 2, whose extra arrays still fit the thread's
-/// registers (at 2^20, an 8-32-32-1 network's 1,377 words 1.9x faster with 2, 1.1x with 4;
-/// an 8-64-64-1's 4,801 words 1.7x with 2, 0.6x with 4). A kernel that records a tape keeps one element per thread: each element's
-/// tape lives in the thread's private memory, off the chip, and more elements multiply its
-/// traffic (on the H100 a loop of 256 trips taping 512 words took 2.9x longer with 2
-/// elements, and one of 1,024 trips failed to launch with 4).
+/// sums it (and `MAX_OPS_FOR_FOUR_ELEMENTS` below). Measured on the H100 (BENCHMARKS.md,
+/// "Elements side by side" and "Indices proven in range", against one element per
+/// thread): gradients summed in registers gain most from 4 (at 2^24, an 8-16-1 network's
+/// 161 words 1.25x faster, a soft gate's 16 words 1.7x); streamed gradients from 2, whose
+/// extra arrays still fit the thread's registers (at 2^20, an 8-32-32-1 network's 1,377
+/// words 1.9x faster with 2, 1.1x with 4; an 8-64-64-1's 4,801 words 1.7x with 2, 0.6x
+/// with 4). A kernel that records a tape keeps one element per thread: each element's
+/// tape lives in the thread's private memory, off the chip, and more elements multiply
+/// its traffic (on the H100 a loop of 1,024 trips failed to launch with 4).
 pub fn elements_per_thread(
     layout: &crate::abi::ArgLayout,
     kind: crate::abi::KernelKind,
