@@ -120,28 +120,28 @@ fn elements_per_thread_follow_the_sums_and_the_tapes() {
         s
     }";
     assert_eq!(adjoint_elements(streamed), 2);
-    // Long straight-line code (a loop of 256 trips, unrolled), its 256 words in registers:
-    // one element per thread.
-    let unrolled = "fn f(x: f32, y: f32, #[shared] t: [f32; 256]) -> f32 {
-        let mut s = 0.0;
-        let mut p = x;
-        for i in 0..256 {
-            s += t[i] * p;
-            p = p * y + 0.01 * (i as f32);
-        }
-        s.tanh()
-    }";
-    assert_eq!(adjoint_elements(unrolled), 1);
-    // A loop recording its carried values: one element per thread, its tape alone in the
-    // thread's memory.
-    let taped = "fn f(x: f32, y: f32, #[shared] t: [f32; 1024]) -> f32 {
-        let mut s = 0.0;
-        let mut p = x;
-        for i in 0..1024 {
-            s += t[i] * p;
-            p = p * y + 0.01 * (i as f32);
-        }
-        s.tanh()
-    }";
-    assert_eq!(adjoint_elements(taped), 1);
+    // A table read in a loop of `trips` iterations whose carried `p` the reverse pass needs.
+    let table_loop = |trips: usize| {
+        format!(
+            "fn f(x: f32, y: f32, #[shared] t: [f32; {trips}]) -> f32 {{
+                let mut s = 0.0;
+                let mut p = x;
+                for i in 0..{trips} {{
+                    s += t[i] * p;
+                    p = p * y + 0.01 * (i as f32);
+                }}
+                s.tanh()
+            }}"
+        )
+    };
+    // 256 trips: unrolled, long straight-line code with its 256 words in registers: one
+    // element per thread.
+    let unrolled = compile_str(&table_loop(256)).expect("compiles");
+    assert!(!unrolled.wgsl_reverse.contains("var tape"));
+    assert_eq!(unrolled.adjoint_elements, 1);
+    // 1,024 trips: a loop recording its carried values: one element per thread, its tape
+    // alone in the thread's memory.
+    let taped = compile_str(&table_loop(1024)).expect("compiles");
+    assert!(taped.wgsl_reverse.contains("var tape"));
+    assert_eq!(taped.adjoint_elements, 1);
 }
