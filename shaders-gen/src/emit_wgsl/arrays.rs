@@ -96,25 +96,24 @@ impl Ctx<'_> {
     /// A read of `array[index]`.
     pub(super) fn array_get(&self, array: ValueId, index: ValueId) -> String {
         let n = self.f.node(array).ty.words();
-        let k = self.index_text(index, n);
-        if let Some(first) = self.shared_array.get(&array.index()) {
-            if !self.shared_uniform {
-                return format!("shared_args[{}]", self.shared_word_at(*first, index, n));
-            }
-            let u = abi::uniform_lanes(self.precision);
-            if let Some(read) = self.uniform_lane_read(*first, index, n) {
-                return read;
-            }
-            let at = self.shared_word_at(*first, index, n);
-            return format!("shared_args[({at}) / {u}u][({at}) % {u}u]");
+        let Some(first) = self.shared_array.get(&array.index()) else {
+            return format!("{}[{}]", self.operand(array), self.index_text(index, n));
+        };
+        if !self.shared_uniform {
+            return format!("shared_args[{}]", self.shared_word_at(*first, index, n));
         }
-        format!("{}[{k}]", self.operand(array))
+        if let Some(read) = self.uniform_lane_read(*first, index, n) {
+            return read;
+        }
+        let u = abi::uniform_lanes(self.precision);
+        let at = self.shared_word_at(*first, index, n);
+        format!("shared_args[({at}) / {u}u][({at}) % {u}u]")
     }
 
     /// The read of shared word `first + index` from the uniform buffer's 16-byte elements
-    /// with the lane a constant, where `index` is proven in `0..n` and is a value whose
-    /// every value is a multiple of the lanes plus a constant (`8 * j + 3`): the element
-    /// `j`'s multiple picks plus a constant, one add a read, no division or dynamic lane.
+    /// with a constant lane, where `index` is proven in `0..n` and is `base + offset` with
+    /// every value of `base` a multiple of the lanes (`8 * j + 3`): element `base / lanes`
+    /// plus a constant, no division of the index and no lane chosen at run time.
     fn uniform_lane_read(&self, first: u32, index: ValueId, n: usize) -> Option<String> {
         let u = abi::uniform_lanes(self.precision) as i64;
         let fact = self.ints[index.index()].filter(|x| x.within(n))?;

@@ -65,11 +65,17 @@ pub(super) struct Ctx<'a> {
 impl<'a> Ctx<'a> {
     /// The context of a kernel's function (its inputs are words, never arrays).
     pub(super) fn new(f: &'a Function, taken: &mut Taken) -> Self {
-        Self::with_owned_inputs(f, taken, |_| false)
+        Self::with_owned_inputs(f, taken, |_| false, int_facts(f, &[]))
     }
 
-    /// The context of a function whose inputs `owned(w)` may be updated in place.
-    fn with_owned_inputs(f: &'a Function, taken: &mut Taken, owned: impl Fn(u32) -> bool) -> Self {
+    /// The context of a function whose inputs `owned(w)` may be updated in place, with
+    /// what is known of its integers.
+    fn with_owned_inputs(
+        f: &'a Function,
+        taken: &mut Taken,
+        owned: impl Fn(u32) -> bool,
+        ints: Vec<Option<IntFact>>,
+    ) -> Self {
         Ctx {
             f,
             names: local_names_with(f, taken),
@@ -88,7 +94,7 @@ impl<'a> Ctx<'a> {
             element: 0,
             element_names: Vec::new(),
             uniform: vec![false; f.nodes.len()],
-            ints: int_facts(f, &[]),
+            ints,
         }
     }
 
@@ -369,12 +375,6 @@ impl<'a> Ctx<'a> {
                 LoopInput::Carried(_) | LoopInput::Taped(_)
             )
         };
-        let mut bctx = Ctx::with_owned_inputs(body, taken, owned);
-        bctx.precision = self.precision;
-        bctx.shared_uniform = self.shared_uniform;
-        bctx.streams = self.streams.bodies.remove(&i).unwrap_or_default();
-        bctx.streams.owned = self.streams.owned;
-        bctx.streams.lanes = self.streams.lanes;
         let int_inputs: Vec<Option<IntFact>> = (0..body.num_inputs as usize)
             .map(|w| match l.input(w) {
                 LoopInput::Index => Some(IntFact::between(start, end - 1)),
@@ -382,7 +382,12 @@ impl<'a> Ctx<'a> {
                 LoopInput::Carried(_) | LoopInput::Taped(_) => None,
             })
             .collect();
-        bctx.ints = int_facts(body, &int_inputs);
+        let mut bctx = Ctx::with_owned_inputs(body, taken, owned, int_facts(body, &int_inputs));
+        bctx.precision = self.precision;
+        bctx.shared_uniform = self.shared_uniform;
+        bctx.streams = self.streams.bodies.remove(&i).unwrap_or_default();
+        bctx.streams.owned = self.streams.owned;
+        bctx.streams.lanes = self.streams.lanes;
         if self.elements > 1 {
             let uniform_inputs: Vec<bool> = (0..body.num_inputs as usize)
                 .map(|w| match l.input(w) {

@@ -39,16 +39,16 @@ impl IntFact {
         }
     }
 
-    /// A value from `lo` to `hi` known no better (a loop index: its input's fact).
+    /// A value from `lo` to `hi` known no better (a loop index: its input's fact); the
+    /// node that holds it becomes its base.
     pub fn between(lo: i64, hi: i64) -> Self {
+        if lo == hi {
+            return Self::constant(lo);
+        }
         IntFact {
             lo,
             hi,
-            multiple: if lo == hi {
-                power_of_two_dividing(lo)
-            } else {
-                1
-            },
+            multiple: 1,
             base: None,
             offset: 0,
         }
@@ -58,23 +58,14 @@ impl IntFact {
     pub fn within(&self, len: usize) -> bool {
         self.lo >= 0 && self.hi < len as i64
     }
-
-    /// The same fact as its own base (for node `id`).
-    fn based_at(mut self, id: ValueId) -> Self {
-        if self.lo != self.hi {
-            self.base = Some(id);
-            self.offset = 0;
-        }
-        self
-    }
 }
 
-/// The largest power of two (up to 2^16) dividing `k`.
+/// The largest power of two (up to [`MAX_MULTIPLE`]) dividing `k`.
 fn power_of_two_dividing(k: i64) -> i64 {
     if k == 0 {
         MAX_MULTIPLE
     } else {
-        (1i64 << k.trailing_zeros().min(16)).min(MAX_MULTIPLE)
+        1i64 << k.trailing_zeros().min(MAX_MULTIPLE.trailing_zeros())
     }
 }
 
@@ -90,16 +81,17 @@ pub fn int_facts(f: &Function, inputs: &[Option<IntFact>]) -> Vec<Option<IntFact
                 .get(*w as usize)
                 .copied()
                 .flatten()
-                .map(|x| x.based_at(id)),
+                .map(|x| based(x.lo, x.hi, x.multiple, (Some(id), 0))),
             Op::IntBin(op, a, b) => match (facts[a.index()], facts[b.index()]) {
-                (Some(a), Some(b)) => int_bin(*op, a, b).map(|x| x.based_at(id)).map(|x| {
+                (Some(a), Some(b)) => int_bin(*op, a, b).map(|(lo, hi, multiple)| {
                     // `base + constant` keeps the base: its multiple is what the split needs.
-                    match (op, a.lo == a.hi, b.lo == b.hi) {
-                        (IntOp::Add, false, true) => shifted(x, a, b.lo),
-                        (IntOp::Add, true, false) => shifted(x, b, a.lo),
-                        (IntOp::Sub, false, true) => shifted(x, a, -b.lo),
-                        _ => x,
-                    }
+                    let split = match (op, a.lo == a.hi, b.lo == b.hi) {
+                        (IntOp::Add, false, true) => (a.base, a.offset + b.lo),
+                        (IntOp::Add, true, false) => (b.base, b.offset + a.lo),
+                        (IntOp::Sub, false, true) => (a.base, a.offset - b.lo),
+                        _ => (Some(id), 0),
+                    };
+                    based(lo, hi, multiple, split)
                 }),
                 _ => None,
             },
@@ -110,17 +102,24 @@ pub fn int_facts(f: &Function, inputs: &[Option<IntFact>]) -> Vec<Option<IntFact
     facts
 }
 
-/// Fact `x` of `a + k` written as `a`'s base plus an offset.
-fn shifted(x: IntFact, a: IntFact, k: i64) -> IntFact {
+/// The fact of a value from `lo` to `hi`, every value a multiple of `multiple`, equal to
+/// `base + offset` (`split`) unless it is a constant.
+fn based(lo: i64, hi: i64, multiple: i64, split: (Option<ValueId>, i64)) -> IntFact {
+    if lo == hi {
+        return IntFact::constant(lo);
+    }
+    let (base, offset) = split;
     IntFact {
-        base: a.base,
-        offset: a.offset + k,
-        ..x
+        lo,
+        hi,
+        multiple,
+        base,
+        offset,
     }
 }
 
-/// The range and multiple of `a op b` (no base yet); `None` where a bound overflows.
-fn int_bin(op: IntOp, a: IntFact, b: IntFact) -> Option<IntFact> {
+/// The range and multiple of `a op b`; `None` where a bound overflows.
+fn int_bin(op: IntOp, a: IntFact, b: IntFact) -> Option<(i64, i64, i64)> {
     let (lo, hi, multiple) = match op {
         IntOp::Add => (
             a.lo.checked_add(b.lo)?,
@@ -150,18 +149,7 @@ fn int_bin(op: IntOp, a: IntFact, b: IntFact) -> Option<IntFact> {
     if lo < i32::MIN as i64 || hi > i32::MAX as i64 {
         return None;
     }
-    let multiple = if lo == hi {
-        power_of_two_dividing(lo)
-    } else {
-        multiple
-    };
-    Some(IntFact {
-        lo,
-        hi,
-        multiple,
-        base: None,
-        offset: lo,
-    })
+    Some((lo, hi, multiple))
 }
 
 #[cfg(test)]
