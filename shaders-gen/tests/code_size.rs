@@ -61,20 +61,13 @@ fn large_shared_gradients_are_streamed_and_small_ones_summed_per_thread() {
     );
     // 8-32-32-1 and 8-128-128-1 (1,377 and 17,793 words): no per-thread sum at all; the
     // second layer's gradient, an accumulator carried through its kept loop, is staged add
-    // by add at computed indices, a row of the layer per trip; the layers unrolled are
-    // summed as outer products. What is staged does not grow with the arrays: at most two
-    // rows per kept loop.
+    // by add at computed indices, and the code does not grow with the width.
+    let mut staged_adds = Vec::new();
     for h in [32, 128] {
         let (sums, computed, words) = adjoint_sums(8, h);
         assert_eq!(sums, 0, "width {h}: per-thread sums");
         assert!(computed > 0, "width {h}: no add staged at a computed index");
-        assert!(
-            computed + words <= 2 * (h + 1) + 16,
-            "width {h}: {computed} + {words} staged"
-        );
+        staged_adds.push(computed + words);
     }
-    let item: syn::ItemFn = syn::parse_str(&network(8, 32, 1)).expect("the source parses");
-    let wgsl = compile(&item).expect("the network compiles").wgsl_reverse;
-    assert!(wgsl.contains("// d/d w1: 32 x 9 words, an outer product"));
-    assert!(wgsl.contains("// d/d w3: 1 x 33 words, an outer product"));
+    assert!(staged_adds[1] < 2 * staged_adds[0], "{staged_adds:?}");
 }

@@ -48,9 +48,6 @@ pub(super) struct Ctx<'a> {
     pub(super) skip: HashSet<usize>,
     /// Shared gradients added straight into the workgroup's sums (see `streams`).
     pub(super) streams: Streams,
-    /// Statements written once right after node `i` for all elements (outer products'
-    /// sums, see `outer_sums`).
-    pub(super) phases: HashMap<usize, String>,
     /// Stages left in the run the stage last made room for.
     run_left: u32,
     /// Batch elements each thread computes side by side (see [`Ctx::set_elements`]).
@@ -92,7 +89,6 @@ impl<'a> Ctx<'a> {
             after: HashMap::new(),
             skip: HashSet::new(),
             streams: Streams::default(),
-            phases: HashMap::new(),
             run_left: 0,
             elements: 1,
             element: 0,
@@ -230,9 +226,6 @@ impl<'a> Ctx<'a> {
             for (done, (word, label)) in staged.iter().enumerate() {
                 let value = self.element_sum(ValueId(i as u32));
                 self.emit_stage((i, done as u32), word, &value, label, indent, out);
-            }
-            if let Some(phase) = self.phases.remove(&i) {
-                out.push_str(&phase);
             }
         }
     }

@@ -667,12 +667,7 @@ fn declarations(
         let _ = writeln!(
             s,
             "var<workgroup> reduce_stage: array<{t}, {}>;",
-            if sums.outer {
-                let bytes = 4 * plan.layout.precision.words_per_scalar();
-                (super::outer_sums::OUTER_STAGE_BYTES / bytes).max(wg * abi::reduce_lanes(t))
-            } else {
-                wg * abi::reduce_lanes(plan.layout.precision)
-            }
+            wg * abi::reduce_lanes(plan.layout.precision)
         );
         let _ = write!(
             s,

@@ -13,7 +13,6 @@ mod arrays;
 mod body;
 mod fields;
 mod kernel;
-mod outer_sums;
 mod plan;
 mod reduce;
 mod shared_sums;

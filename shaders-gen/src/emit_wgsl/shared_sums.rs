@@ -10,7 +10,6 @@
 //! the workgroup's sums as soon as it is computed, so no thread holds a sum per word.
 
 use super::body::{Ctx, THIS_VALUE};
-use super::outer_sums::{Candidate, OuterBlock, OuterKernel, find_blocks, unread_products};
 use super::streams::{Streams, accumulator, sum_stage};
 use crate::abi;
 use crate::emit_wgsl::plan::KernelPlan;
@@ -26,8 +25,6 @@ enum WordSum {
     Zero,
     /// Added into the workgroup's sums as it is computed.
     Streamed,
-    /// Summed with others as an outer product (see `outer_sums`).
-    Outer,
     /// In a register of its own.
     Register(String),
     /// Word `k` of a per-thread array of sums `name` of `len` words; a patched word (see
@@ -53,9 +50,6 @@ pub(super) struct SharedSums {
     /// Whether the workgroup's row is written whole at the end by the owners of its words
     /// (no row to zero first).
     pub(super) owned: bool,
-    /// Whether words are summed as outer products: `reduce_stage` then holds
-    /// [`OUTER_STAGE_BYTES`](super::outer_sums::OUTER_STAGE_BYTES).
-    pub(super) outer: bool,
 }
 
 /// Each thread adds up the shared gradients of several elements, each word (or array) as
@@ -81,8 +75,6 @@ pub(super) fn shared_sums(
         let (k0, n) = (slot.offset as usize, slot.len.unwrap_or(1));
         &f.outputs[first + k0..first + k0 + n]
     };
-    // Words staged one by one, unless an outer product sums them.
-    let mut candidates = Vec::new();
     for (slot, chain) in slots.into_iter().zip(chains) {
         let (k0, n) = (slot.offset, slot.len.unwrap_or(1) as u32);
         let outs = outs_of(slot);
@@ -108,10 +100,12 @@ pub(super) fn shared_sums(
                 continue;
             }
             if stream {
-                candidates.push(Candidate {
-                    word: w - words,
-                    out: *out,
-                });
+                let staged = (format!("{}u", w - words), layout.word_label(w));
+                ctx.streams
+                    .words
+                    .entry(out.index())
+                    .or_default()
+                    .push(staged);
                 sums.push(WordSum::Streamed);
                 continue;
             }
@@ -119,57 +113,7 @@ pub(super) fn shared_sums(
             sums.push(WordSum::Register(name));
         }
     }
-    let blocks = outer_blocks(plan, f, &candidates, ctx, taken);
-    for block in &blocks {
-        for w in &block.words {
-            sums[*w as usize] = WordSum::Outer;
-        }
-    }
-    for c in candidates {
-        if sums[c.word as usize] == WordSum::Streamed {
-            let staged = (format!("{}u", c.word), layout.word_label(words + c.word));
-            ctx.streams
-                .words
-                .entry(c.out.index())
-                .or_default()
-                .push(staged);
-        }
-    }
-    finish(plan, f, &sums, &blocks, declarations, ctx, taken)
-}
-
-/// The outer products among the words `candidates` a kernel would stage (see
-/// `outer_sums`), where the kernel can sum them: its threads keep their words' sums
-/// (`owned_sums`) and no other stage takes its workgroup memory.
-fn outer_blocks(
-    plan: &KernelPlan,
-    f: &Function,
-    candidates: &[Candidate],
-    ctx: &Ctx,
-    taken: &mut Taken,
-) -> Vec<OuterBlock> {
-    let layout = plan.layout;
-    if plan.staged || plan.chunked || abi::owned_sums(layout.shared_words).is_none() {
-        return Vec::new();
-    }
-    let usable = |v: crate::ir::ValueId| {
-        f.node(v).ty == crate::ir::Ty::F32
-            && !ctx.skip.contains(&v.index())
-            && !ctx.streams.skip.contains(&v.index())
-    };
-    let label_of = |w: u32| {
-        let label = layout.word_label(layout.words + w);
-        label.split('[').next().unwrap_or_default().to_string()
-    };
-    find_blocks(
-        f,
-        candidates,
-        usable,
-        abi::WORKGROUP_SIZE * plan.elements,
-        4 * layout.precision.words_per_scalar(),
-        label_of,
-        taken,
-    )
+    finish(plan, &sums, declarations, ctx, taken)
 }
 
 /// The shared arguments' gradients of an adjoint that sums them, and how they are summed.
@@ -330,19 +274,14 @@ impl ArraySum<'_> {
 /// knows how it is summed.
 fn finish(
     plan: &KernelPlan,
-    f: &Function,
     sums: &[WordSum],
-    blocks: &[OuterBlock],
     mut declarations: String,
     ctx: &mut Ctx,
     taken: &mut Taken,
 ) -> SharedSums {
     let shared_words = plan.layout.shared_words;
     let streams = sums.contains(&WordSum::Streamed);
-    let outer = !blocks.is_empty();
-    let owned = (streams || outer)
-        .then(|| abi::owned_sums(shared_words))
-        .flatten();
+    let owned = streams.then(|| abi::owned_sums(shared_words)).flatten();
     let precision = plan.layout.precision;
     ctx.streams.owned = owned.is_some();
     ctx.streams.lanes = abi::reduce_lanes(precision);
@@ -373,27 +312,6 @@ fn finish(
             ),
         );
     }
-    let zero = super::float_literal(0.0, precision);
-    let kernel = OuterKernel {
-        elements: plan.elements,
-        streams,
-        sum_stage: sum_stage(owned.is_some()),
-    };
-    let products: std::collections::HashMap<u32, crate::ir::ValueId> = {
-        let first = f.outputs.len() - shared_words as usize;
-        (0..shared_words)
-            .map(|w| (w, f.outputs[first + w as usize]))
-            .collect()
-    };
-    ctx.skip.extend(unread_products(f, blocks, &products));
-    for block in blocks {
-        declarations.push_str(&block.declarations(&zero));
-        let phase = block.phase(&kernel, ctx, taken);
-        ctx.phases.entry(block.point).or_default().push_str(&phase);
-        if let Some(m) = owned {
-            workgroup_sum.push_str(&block.combine(m, &zero, taken));
-        }
-    }
     if let Some(m) = owned {
         let wg = abi::WORKGROUP_SIZE;
         let _ = writeln!(
@@ -411,7 +329,6 @@ fn finish(
         workgroup_sum,
         streams,
         owned: owned.is_some(),
-        outer,
     }
 }
 
@@ -501,7 +418,7 @@ fn workgroup_sum(plan: &KernelPlan, sums: &[WordSum], taken: &mut Taken) -> Stri
     let mut k = 0u32;
     while k < shared_words {
         match &sums[k as usize] {
-            WordSum::Zero | WordSum::Streamed | WordSum::Outer => k += 1,
+            WordSum::Zero | WordSum::Streamed => k += 1,
             WordSum::InArray { name, len, .. } => {
                 let len = *len;
                 for sum in &sums[k as usize..(k + len) as usize] {
