@@ -186,3 +186,22 @@ fn an_array_read_only_in_dead_code_of_a_loop_in_a_branch() {
         }
     }
 }
+
+#[test]
+fn an_index_may_multiply_two_loop_indices() {
+    // `j * j` has no literal in it: the names decide that it is integer arithmetic (it
+    // was lowered as f32 and reported as "expected an `f32`, found an integer").
+    let src = "fn f(x: f32, #[shared] w: [f32; 60]) -> f32 {
+        let mut y = 0.0;
+        for j in 0..7 {
+            y += w[j * j + 1] * x;
+        }
+        y
+    }";
+    let c = compile_str(src).expect("compiles");
+    let mut words = vec![2.0];
+    words.extend((0..60).map(|k| k as f64));
+    let value = interp::eval(&c.primal, &words)[0];
+    let want: f64 = (0..7).map(|j| 2.0 * (j * j + 1) as f64).sum();
+    assert_eq!(value, want);
+}

@@ -399,7 +399,11 @@ impl Lowerer {
 
     pub(super) fn lower_binary(&mut self, bin: &syn::ExprBinary) -> Option<Value> {
         use syn::BinOp as B;
-        if is_integer_expr(&bin.left) || is_integer_expr(&bin.right) {
+        let is_int_name = |name: &str| {
+            self.lookup(name)
+                .is_some_and(|id| matches!(self.vars[id].value, Some(Value::Int(..))))
+        };
+        if is_integer_expr(&bin.left, &is_int_name) || is_integer_expr(&bin.right, &is_int_name) {
             // Integer arithmetic on indices, or a comparison of them.
             if let Some(v) = self.lower_int_binary(bin) {
                 return v;

@@ -35,17 +35,23 @@ pub(super) fn target_has_index(target: &syn::Expr) -> bool {
     matches!(target, syn::Expr::Index(_))
 }
 
-/// Whether an expression is syntactically integer (a literal or arithmetic with one), so
-/// that `i + 1` lowers as integer arithmetic.
-pub(super) fn is_integer_expr(e: &syn::Expr) -> bool {
+/// Whether an expression is integer (a literal, a name `is_int_name` says holds an integer,
+/// or arithmetic with one), so that `i + 1` and `j * j` lower as integer arithmetic.
+pub(super) fn is_integer_expr(e: &syn::Expr, is_int_name: &dyn Fn(&str) -> bool) -> bool {
     match e {
         syn::Expr::Lit(syn::ExprLit {
             lit: syn::Lit::Int(_),
             ..
         }) => true,
-        syn::Expr::Paren(p) => is_integer_expr(&p.expr),
-        syn::Expr::Group(g) => is_integer_expr(&g.expr),
-        syn::Expr::Binary(b) => is_integer_expr(&b.left) || is_integer_expr(&b.right),
+        syn::Expr::Path(p) => p
+            .path
+            .get_ident()
+            .is_some_and(|i| is_int_name(&i.to_string())),
+        syn::Expr::Paren(p) => is_integer_expr(&p.expr, is_int_name),
+        syn::Expr::Group(g) => is_integer_expr(&g.expr, is_int_name),
+        syn::Expr::Binary(b) => {
+            is_integer_expr(&b.left, is_int_name) || is_integer_expr(&b.right, is_int_name)
+        }
         _ => false,
     }
 }
