@@ -141,7 +141,7 @@ impl Device {
         out: &mut [T],
     ) -> Result<(), Error> {
         self.check_owns(buffer.raw(), "the buffer to read")?;
-        mismatch("values read from a buffer".into(), buffer.len, out.len())?;
+        mismatch("values read from a buffer", buffer.len, out.len())?;
         self.read_words(buffer.raw(), bytemuck::cast_slice_mut(out))
     }
 
@@ -149,16 +149,17 @@ impl Device {
     /// submitted before and before any submitted after.
     pub fn write<T: bytemuck::Pod>(&self, buffer: &Buffer<T>, values: &[T]) -> Result<(), Error> {
         self.check_owns(buffer.raw(), "the buffer to write")?;
-        mismatch(
-            "values written to a buffer".into(),
-            buffer.len,
-            values.len(),
-        )?;
+        mismatch("values written to a buffer", buffer.len, values.len())?;
         self.write_words(buffer.raw(), bytemuck::cast_slice(values))
     }
 
-    /// An error unless `buffer` was made by this device.
-    pub(crate) fn check_owns(&self, buffer: &RawBuffer, what: &str) -> Result<(), Error> {
+    /// An error unless `buffer` was made by this device (`what` is written out only for
+    /// the error).
+    pub(crate) fn check_owns(
+        &self,
+        buffer: &RawBuffer,
+        what: impl std::fmt::Display,
+    ) -> Result<(), Error> {
         if buffer.device == self.id() {
             Ok(())
         } else {

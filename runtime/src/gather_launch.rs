@@ -109,15 +109,15 @@ impl Recording<'_> {
         let mut read: Vec<u64> = Vec::new();
         for (k, f) in fields.iter().enumerate() {
             let w = f.words as usize;
-            let what = format!("{label}: argument {k}");
-            device.check_owns(f.source.0, &what)?;
+            let what = ArgumentName(label, k);
+            device.check_owns(f.source.0, what)?;
             read.push(f.source.0.id);
             let rows = match f.source.1 {
                 Some(index) => {
-                    device.check_owns(&index.entries, &format!("{what}'s index"))?;
+                    device.check_owns(&index.entries, format_args!("{what}'s index"))?;
                     read.extend([index.entries.id, index.order.id, index.starts.id]);
                     mismatch(
-                        format!("{what}: block words ({} rows × {w})", index.rows),
+                        format_args!("{what}: block words ({} rows × {w})", index.rows),
                         index.rows * w,
                         f.source.0.words,
                     )?;
@@ -125,23 +125,23 @@ impl Recording<'_> {
                 }
                 None => {
                     mismatch(
-                        format!("{what}: words ({n} elements × {w})"),
+                        format_args!("{what}: words ({n} elements × {w})"),
                         n * w,
                         f.source.0.words,
                     )?;
                     n
                 }
             };
-            mismatch(format!("{what}: elements"), n, f.elements())?;
+            mismatch(format_args!("{what}: elements"), n, f.elements())?;
             if let (Some(sink), Some(_)) = (f.sink, f.grad_offset) {
-                device.check_owns(sink, &format!("{what}'s gradient"))?;
+                device.check_owns(sink, format_args!("{what}'s gradient"))?;
                 let rows_what = if f.source.1.is_some() {
                     "block rows"
                 } else {
                     "elements"
                 };
                 mismatch(
-                    format!("{what}: gradient words ({rows} {rows_what} × {w})"),
+                    format_args!("{what}: gradient words ({rows} {rows_what} × {w})"),
                     rows * w,
                     sink.words,
                 )?;
@@ -169,14 +169,14 @@ impl Recording<'_> {
             )));
         }
         mismatch(
-            format!("{label}: arguments"),
+            format_args!("{label}: arguments"),
             spec.input_words as usize,
             fields.iter().map(|f| f.words as usize).sum(),
         )?;
         // The gathered kernel binds these directly: they are checked here, not by a launch.
         let value_words = spec.outputs.first().map_or(1, |o| o.words as usize);
         mismatch(
-            format!("{label}: values ({n} elements × {value_words})"),
+            format_args!("{label}: values ({n} elements × {value_words})"),
             n * value_words,
             out.values.words,
         )?;
@@ -184,14 +184,14 @@ impl Recording<'_> {
         if let (Some(j), Some(o)) = (out.jacobians, spec.outputs.get(1)) {
             let w = o.words as usize;
             mismatch(
-                format!("{label}: Jacobians ({n} elements × {w})"),
+                format_args!("{label}: Jacobians ({n} elements × {w})"),
                 n * w,
                 j.words,
             )?;
         }
-        let what = format!("{label}: shared argument words");
+        let what = format_args!("{label}: shared argument words");
         mismatch(what, spec.shared_words(), words(out.shared))?;
-        let what = format!("{label}: shared gradient words");
+        let what = format_args!("{label}: shared gradient words");
         mismatch(what, spec.shared_grad_words(), words(out.shared_grad))?;
         Ok(n)
     }
@@ -245,5 +245,15 @@ impl Recording<'_> {
             }));
         }
         Ok(())
+    }
+}
+
+/// "`label`: argument `k`", written out only for an error message.
+#[derive(Clone, Copy)]
+struct ArgumentName<'a>(&'a str, usize);
+
+impl std::fmt::Display for ArgumentName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: argument {}", self.0, self.1)
     }
 }

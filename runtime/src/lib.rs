@@ -10,6 +10,7 @@ mod cpu;
 mod device;
 mod dual;
 mod error;
+mod fast_hash;
 mod gather;
 mod gather_launch;
 #[cfg(feature = "gpu")]

@@ -9,9 +9,9 @@
 
 use crate::buffer::{Buffer, RawBuffer};
 use crate::error::Error;
+use crate::fast_hash::FastMap;
 use crate::recording::Recording;
 use crate::spec::{Floats, Precision};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Adam (Kingma & Ba), as PyTorch's `torch.optim.Adam` without weight decay: per word,
@@ -27,7 +27,7 @@ pub struct Adam {
     pub beta2: f32,
     /// Added to the root of the second moment (1e-8 by default).
     pub eps: f32,
-    states: HashMap<u64, State>,
+    states: FastMap<u64, State>,
 }
 
 /// Gradient descent with momentum, as PyTorch's `torch.optim.SGD` with `momentum`: per
@@ -38,7 +38,7 @@ pub struct Momentum {
     pub lr: f32,
     /// The momentum μ (0.9 by default; 0 is plain gradient descent).
     pub momentum: f32,
-    states: HashMap<u64, State>,
+    states: FastMap<u64, State>,
 }
 
 /// An optimizer's state for one parameter buffer: its moments, the steps taken, and on a
@@ -82,8 +82,10 @@ impl std::fmt::Debug for State {
 /// Which update a step applies, with its hyper-parameters for this step.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Update {
-    /// Adam: `lr, beta1, beta2, eps, 1 - beta1^t, 1 - beta2^t`.
-    Adam([f32; 6]),
+    /// Adam: `lr, beta1, beta2, eps`, and the step `t` (from 1) whose bias corrections
+    /// ([`adam_corrections`]) it applies: computed where they are read (the CPU's step, a
+    /// GPU schedule's table), not for every recorded GPU step.
+    Adam([f32; 4], u32),
     /// Momentum: `lr, momentum`.
     Momentum([f32; 2]),
 }
@@ -92,7 +94,7 @@ impl Update {
     /// How many moment buffers it keeps per parameter buffer.
     fn moments(self) -> usize {
         match self {
-            Update::Adam(_) => 2,
+            Update::Adam(..) => 2,
             Update::Momentum(_) => 1,
         }
     }
@@ -137,8 +139,9 @@ impl Update {
     fn apply<T: CpuFloat>(self, p: &mut [T], g: &[T], moments: &mut [&mut [T]]) {
         let one = T::from(1.0);
         match (self, moments) {
-            (Update::Adam(h), [m, v]) => {
-                let [lr, b1, b2, eps, c1, c2] = h.map(T::from);
+            (Update::Adam(h, t), [m, v]) => {
+                let [c1, c2] = adam_corrections(h[1], h[2], t).map(T::from);
+                let [lr, b1, b2, eps] = h.map(T::from);
                 for i in 0..p.len() {
                     let gi = g[i];
                     let mi = b1 * m[i] + (one - b1) * gi;
@@ -159,6 +162,12 @@ impl Update {
             _ => unreachable!("a state has the moments of its update"),
         }
     }
+}
+
+/// Adam's bias corrections `1 - β1^t, 1 - β2^t` of step `t`, computed in f64.
+fn adam_corrections(b1: f32, b2: f32, t: u32) -> [f32; 2] {
+    let t = i32::try_from(t).unwrap_or(i32::MAX);
+    [b1, b2].map(|b| (1.0 - f64::from(b).powi(t)) as f32)
 }
 
 /// The float types the CPU device steps.
@@ -193,7 +202,7 @@ impl Adam {
             beta1: 0.9,
             beta2: 0.999,
             eps: 1e-8,
-            states: HashMap::new(),
+            states: FastMap::default(),
         }
     }
 
@@ -222,9 +231,7 @@ impl Adam {
         }
         let (lr, b1, b2, eps) = (self.lr, self.beta1, self.beta2, self.eps);
         step(&mut self.states, rec, params, grads, |t| {
-            let c1 = 1.0 - f64::from(b1).powi(t as i32);
-            let c2 = 1.0 - f64::from(b2).powi(t as i32);
-            Update::Adam([lr, b1, b2, eps, c1 as f32, c2 as f32])
+            Update::Adam([lr, b1, b2, eps], t)
         })
     }
 }
@@ -235,7 +242,7 @@ impl Momentum {
         Momentum {
             lr,
             momentum: 0.9,
-            states: HashMap::new(),
+            states: FastMap::default(),
         }
     }
 
@@ -262,7 +269,7 @@ impl Momentum {
 
 /// Records one step of `update` (given the step number, from 1) of `params` by `grads`.
 fn step<P: Floats, G: Floats>(
-    states: &mut HashMap<u64, State>,
+    states: &mut FastMap<u64, State>,
     rec: &mut Recording<'_>,
     params: &Buffer<P>,
     grads: &Buffer<G>,
@@ -307,7 +314,7 @@ fn step<P: Floats, G: Floats>(
         }
     };
     let schedule = match this {
-        Update::Adam(_) if device.is_gpu() => Some(ScheduleAt {
+        Update::Adam(..) if device.is_gpu() => Some(ScheduleAt {
             schedule: schedule_for(&mut state.schedule, device, t, &update)?,
             parity: (t - 1) % 2,
         }),
@@ -333,7 +340,7 @@ fn schedule_for<'s>(
         let base = t - 1;
         let rows: Vec<[f32; 2]> = (base + 1..=base + SCHEDULE_STEPS)
             .map(|step| match update(step) {
-                Update::Adam([_, _, _, _, c1, c2]) => [c1, c2],
+                Update::Adam(h, t) => adam_corrections(h[1], h[2], t),
                 Update::Momentum(_) => [1.0, 1.0],
             })
             .collect();

@@ -64,7 +64,7 @@ impl Recording<'_> {
             let what = format!("J·v: direction {f} ({} rows × {w})", c.vector_rows(shape.n));
             mismatch(what, c.vector_rows(shape.n) * w, v.len())?;
         }
-        mismatch("J·v: output words".into(), shape.n * rows, out.len())?;
+        mismatch("J·v: output words", shape.n * rows, out.len())?;
         for b in directions.iter().copied().chain([out]) {
             self.device().check_owns(b.raw(), "J·v")?;
         }
@@ -116,7 +116,7 @@ impl Recording<'_> {
         written: &mut Vec<u64>,
     ) -> Result<(), Error> {
         let shape = self.check_product(jacobians, rows, columns, outs.len())?;
-        mismatch("Jᵀ·u: u words".into(), shape.n * rows, u.len())?;
+        mismatch("Jᵀ·u: u words", shape.n * rows, u.len())?;
         for (f, (c, o)) in columns.iter().zip(outs).enumerate() {
             let w = c.words as usize;
             let what = format!("Jᵀ·u: output {f} ({} rows × {w})", c.vector_rows(shape.n));
@@ -202,7 +202,7 @@ impl Recording<'_> {
                 columns.len()
             )));
         }
-        mismatch("Jacobian product: vectors".into(), columns.len(), vectors)?;
+        mismatch("Jacobian product: vectors", columns.len(), vectors)?;
         if !jacobians.len().is_multiple_of(rows * width) {
             return Err(Error::ShapeMismatch {
                 what: format!("Jacobian product: block words (a multiple of {rows} × {width})"),
@@ -215,7 +215,7 @@ impl Recording<'_> {
             if let Some(i) = c.index {
                 self.device()
                     .check_owns(&i.entries, "Jacobian product: an index")?;
-                mismatch("Jacobian product: index entries".into(), n, i.len())?;
+                mismatch("Jacobian product: index entries", n, i.len())?;
             }
         }
         self.device()

@@ -189,7 +189,8 @@ impl<'d> Recording<'d> {
         all.extend(b.outputs.iter().map(|o| (&***o, "an output")));
         all.extend(b.shared_grad.map(|s| (&**s, "the shared gradient")));
         for (buf, what) in &all {
-            self.device.check_owns(buf, &format!("{label}: {what}"))?;
+            self.device
+                .check_owns(buf, format_args!("{label}: {what}"))?;
         }
         // Every written buffer is bound once, and never also read.
         for (i, (w, what)) in all.iter().enumerate().skip(1 + b.shared.is_some() as usize) {
@@ -209,18 +210,18 @@ impl<'d> Recording<'d> {
         }
         let n = b.input.words / in_words;
         mismatch(
-            format!("{label}: output buffers"),
+            format_args!("{label}: output buffers"),
             spec.outputs.len(),
             b.outputs.len(),
         )?;
         for (k, (out, o)) in b.outputs.iter().zip(spec.outputs).enumerate() {
-            let what = format!("{label}: output {k} words ({n} elements × {})", o.words);
+            let what = format_args!("{label}: output {k} words ({n} elements × {})", o.words);
             mismatch(what, n * o.words as usize, out.words)?;
         }
         let words = |s: Option<&Arc<RawBuffer>>| s.map_or(0, |s| s.words);
-        let what = format!("{label}: shared argument words");
+        let what = format_args!("{label}: shared argument words");
         mismatch(what, spec.shared_words(), words(b.shared))?;
-        let what = format!("{label}: shared gradient words");
+        let what = format_args!("{label}: shared gradient words");
         mismatch(what, spec.shared_grad_words(), words(b.shared_grad))?;
         Ok(n)
     }

@@ -25,10 +25,10 @@ pub(crate) use bind_cache::OwnedBuffer;
 pub(crate) use passes::GpuWork;
 
 use crate::error::Error;
+use crate::fast_hash::FastMap;
 use crate::spec::KernelSpec;
 use pipelines::Pipeline;
 use sets::LaunchSet;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Largest buffer the runtime allocates for one chunk, whatever the device allows: keeps
@@ -73,10 +73,10 @@ pub(crate) struct Gpu {
     timestamps: bool,
     /// Whether the device was opened with `SHADER_F64`.
     f64: bool,
-    pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
-    sets: Mutex<HashMap<(PipelineKey, usize), Vec<LaunchSet>>>,
+    pipelines: Mutex<FastMap<PipelineKey, Arc<Pipeline>>>,
+    sets: Mutex<FastMap<(PipelineKey, usize), Vec<LaunchSet>>>,
     /// Per kernel, the partial sums of resident launches that reduce shared gradients.
-    scratch: Mutex<HashMap<PipelineKey, wgpu::Buffer>>,
+    scratch: Mutex<FastMap<PipelineKey, wgpu::Buffer>>,
     lost: Arc<Mutex<Option<String>>>,
     uncaptured: Arc<Mutex<Option<String>>>,
     /// Bind groups of recorded dispatches, for the next identical one.
@@ -169,9 +169,9 @@ impl Gpu {
             limits,
             timestamps,
             f64,
-            pipelines: Mutex::new(HashMap::new()),
-            sets: Mutex::new(HashMap::new()),
-            scratch: Mutex::new(HashMap::new()),
+            pipelines: Mutex::new(FastMap::default()),
+            sets: Mutex::new(FastMap::default()),
+            scratch: Mutex::new(FastMap::default()),
             lost,
             uncaptured,
             bind_cache: Arc::default(),

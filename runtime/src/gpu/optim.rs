@@ -109,7 +109,7 @@ impl Gpu {
         }
         let (entry, h): (&'static str, Vec<f32>) = match update {
             // The bias corrections come from the schedule.
-            Update::Adam(h) => ("adam", h[..4].to_vec()),
+            Update::Adam(h, _) => ("adam", h.to_vec()),
             Update::Momentum(h) => ("momentum", h.to_vec()),
         };
         let (parity, base, extra) = match schedule {

@@ -22,6 +22,9 @@ pub(super) struct Pipelines<'a> {
 impl Gpu {
     /// The pipeline of `spec`, compiled on first use.
     pub(super) fn pipeline(&self, spec: &'static KernelSpec) -> Result<Arc<Pipeline>, Error> {
+        if let Some(p) = self.compiled(key(spec)) {
+            return Ok(p);
+        }
         self.check_precision(spec)?;
         let mut entries = kernel_bindings(spec);
         entries.push((spec.input_binding, B::Storage { read_only: true }));
@@ -48,6 +51,9 @@ impl Gpu {
         g: &'static GatheredSpec,
     ) -> Result<Arc<Pipeline>, Error> {
         let spec = &g.kernel;
+        if let Some(p) = self.compiled(key(spec)) {
+            return Ok(p);
+        }
         self.check_precision(spec)?;
         let mut entries = kernel_bindings(spec);
         for f in g.fields {
@@ -73,6 +79,12 @@ impl Gpu {
         let key = (r.wgsl.as_ptr() as usize, r.wgsl.len(), r.entry_point);
         self.compile(key, r.label, r.wgsl, r.entry_point, &entries)
             .map(Some)
+    }
+
+    /// The pipeline `key` if it is compiled: a recorded step looks its pipelines up before
+    /// it builds their bindings' descriptions, which only a first compilation needs.
+    fn compiled(&self, key: PipelineKey) -> Option<Arc<Pipeline>> {
+        lock(&self.pipelines).get(&key).cloned()
     }
 
     /// A pipeline compiled on first use.
