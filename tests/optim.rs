@@ -327,3 +327,212 @@ fn f64_parameters_step_in_f64() {
         assert_eq!(d.read(&params).unwrap(), got);
     }
 }
+
+/// `fit` over f64, for the f64 update that takes over a reduction's second pass.
+#[differentiable]
+pub fn fit64(x: [f64; 2], #[constant] y: f64, #[shared] w: [f64; 3]) -> f64 {
+    let r = (w[0] * x[0] + w[1] * x[1] + w[2]).tanh() - y;
+    r * r
+}
+
+/// Which optimizer a fused-or-not run steps with.
+#[derive(Clone, Copy)]
+enum Opt {
+    Adam,
+    Momentum,
+}
+
+/// Five training steps of `fit` (f32) and `fit64` (f64) from the same data: each step's
+/// launch and update recorded together (the update takes over the reduction's second
+/// pass) or, `split`, submitted one after the other (nothing to take over). Returns the
+/// weights and the last step's shared gradient, as bits.
+fn five_steps(d: &Device, opt: Opt, split: bool) -> (Vec<u64>, Vec<u64>) {
+    let n = 3000;
+    let mut rng = Rng(77);
+    let xs: Vec<[f32; 3]> = (0..n)
+        .map(|_| [0; 3].map(|_| rng.uniform(-2.0, 2.0)))
+        .collect();
+    let args: Vec<fit::Args> = xs
+        .iter()
+        .map(|x| fit::Args {
+            x: [x[0], x[1]],
+            y: x[2] * 0.5,
+        })
+        .collect();
+    let args64: Vec<fit64::Args> = xs
+        .iter()
+        .map(|x| fit64::Args {
+            x: [f64::from(x[0]), f64::from(x[1])],
+            y: f64::from(x[2]) * 0.5,
+        })
+        .collect();
+    let (k, a) = (fit::kernel(d), d.buffer(&args).unwrap());
+    let w = d
+        .buffer(&[fit::Shared {
+            w: [0.1, -0.2, 0.3],
+        }])
+        .unwrap();
+    let (v, g, sg) = (
+        d.zeros::<f32>(n).unwrap(),
+        d.zeros::<fit::Grad>(n).unwrap(),
+        d.zeros::<fit::SharedGrad>(1).unwrap(),
+    );
+    let f64_too = d.has_f64();
+    let (k64, a64) = (fit64::kernel(d), d.buffer(&args64).unwrap());
+    let w64 = d
+        .buffer(&[fit64::Shared {
+            w: [0.1, -0.2, 0.3],
+        }])
+        .unwrap();
+    let (v64, g64, sg64) = (
+        d.zeros::<f64>(n).unwrap(),
+        d.zeros::<fit64::Grad>(n).unwrap(),
+        d.zeros::<fit64::SharedGrad>(1).unwrap(),
+    );
+    let (mut adam, mut adam64) = (Adam::new(0.05), Adam::new(0.05));
+    let (mut sgd, mut sgd64) = (Momentum::new(0.05), Momentum::new(0.05));
+    for _ in 0..5 {
+        let mut rec = d.record();
+        k.value_and_grad_to(&mut rec, &a, &w, &v, &g, &sg).unwrap();
+        if f64_too {
+            k64.value_and_grad_to(&mut rec, &a64, &w64, &v64, &g64, &sg64)
+                .unwrap();
+        }
+        if split {
+            rec.submit().unwrap();
+            rec = d.record();
+        }
+        match opt {
+            Opt::Adam => adam.step(&mut rec, &w, &sg).unwrap(),
+            Opt::Momentum => sgd.step(&mut rec, &w, &sg).unwrap(),
+        }
+        if f64_too {
+            // Recorded after the f32 update: the f64 launch's second pass waited behind it,
+            // and this update takes it over.
+            match opt {
+                Opt::Adam => adam64.step(&mut rec, &w64, &sg64).unwrap(),
+                Opt::Momentum => sgd64.step(&mut rec, &w64, &sg64).unwrap(),
+            }
+        }
+        rec.submit().unwrap();
+    }
+    let mut weights: Vec<u64> = d.read(&w).unwrap()[0]
+        .w
+        .iter()
+        .map(|x| u64::from(x.to_bits()))
+        .collect();
+    let mut grads: Vec<u64> = d.read(&sg).unwrap()[0]
+        .w
+        .iter()
+        .map(|x| u64::from(x.to_bits()))
+        .collect();
+    if f64_too {
+        weights.extend(d.read(&w64).unwrap()[0].w.iter().map(|x| x.to_bits()));
+        grads.extend(d.read(&sg64).unwrap()[0].w.iter().map(|x| x.to_bits()));
+    }
+    (weights, grads)
+}
+
+/// An optimizer step recorded right after the launch that reduces its gradient does the
+/// reduction's second pass itself (one dispatch fewer per training step): the same bits
+/// as the pass and the step apart, in the weights and in the shared gradient it stores,
+/// for Adam and momentum, in f32 and (where the GPU has it) f64; and the CPU device
+/// agrees.
+#[test]
+fn a_step_that_takes_over_the_second_pass_changes_no_bits() {
+    let d = device();
+    for opt in [Opt::Adam, Opt::Momentum] {
+        let (w_fused, g_fused) = five_steps(d, opt, false);
+        let (w_split, g_split) = five_steps(d, opt, true);
+        assert_eq!(w_fused, w_split);
+        assert_eq!(g_fused, g_split);
+        let (w_cpu, _) = five_steps(&Device::cpu(), opt, false);
+        // Two dispatches per step, the second the update's own (seen by a timed recording,
+        // on a GPU with timestamps).
+        let (k, w, sg) = (
+            fit::kernel(d),
+            d.buffer(&[fit::Shared { w: [0.0; 3] }]).unwrap(),
+            d.zeros::<fit::SharedGrad>(1).unwrap(),
+        );
+        let args = d
+            .buffer(
+                &[fit::Args {
+                    x: [1.0, 2.0],
+                    y: 0.5,
+                }; 700],
+            )
+            .unwrap();
+        let (v, g) = (
+            d.zeros::<f32>(700).unwrap(),
+            d.zeros::<fit::Grad>(700).unwrap(),
+        );
+        let mut rec = d.record_timed();
+        k.value_and_grad_to(&mut rec, &args, &w, &v, &g, &sg)
+            .unwrap();
+        match opt {
+            Opt::Adam => Adam::new(0.1).step(&mut rec, &w, &sg).unwrap(),
+            Opt::Momentum => Momentum::new(0.1).step(&mut rec, &w, &sg).unwrap(),
+        }
+        let passes: Vec<&str> = rec
+            .submit_timed()
+            .unwrap()
+            .into_iter()
+            .map(|p| p.0)
+            .collect();
+        if !passes.is_empty() {
+            let update = ["adam_summed", "momentum_summed"][opt as usize];
+            assert_eq!(passes[1..], [update], "{passes:?}");
+        }
+        for (a, b) in w_fused.iter().zip(&w_cpu).take(3) {
+            let (a, b) = (f32::from_bits(*a as u32), f32::from_bits(*b as u32));
+            assert!((a - b).abs() < 1e-4, "{a} vs the CPU's {b}");
+        }
+    }
+}
+
+/// A step of other gradients, or another launch, between a launch and the step of its
+/// gradient: the second pass is recorded in order, before anything reads its sums.
+#[test]
+fn work_between_a_launch_and_its_step_sees_the_summed_gradient() {
+    let d = device();
+    let n = 2000;
+    let mut rng = Rng(3);
+    let args: Vec<fit::Args> = (0..n)
+        .map(|_| fit::Args {
+            x: [rng.uniform(-1.0, 1.0), rng.uniform(-1.0, 1.0)],
+            y: rng.uniform(-0.5, 0.5),
+        })
+        .collect();
+    let (k, a) = (fit::kernel(d), d.buffer(&args).unwrap());
+    let shared = fit::Shared {
+        w: [0.4, 0.1, -0.3],
+    };
+    let (_, _, want) = k.value_and_grad(&args, &shared).unwrap();
+    let w = d.buffer(&[shared]).unwrap();
+    let (v, g, sg) = (
+        d.zeros::<f32>(n).unwrap(),
+        d.zeros::<fit::Grad>(n).unwrap(),
+        d.zeros::<fit::SharedGrad>(1).unwrap(),
+    );
+    let other = d.buffer(&[0.0f32; 3]).unwrap();
+    let other_grad = d.buffer(&[1.0f32; 3]).unwrap();
+    let mut rec = d.record();
+    k.value_and_grad_to(&mut rec, &a, &w, &v, &g, &sg).unwrap();
+    // A step of other parameters by other gradients: takes nothing over.
+    Momentum::new(1.0)
+        .step(&mut rec, &other, &other_grad)
+        .unwrap();
+    // A step by the launch's gradient (a copy of the weights, so the launch's inputs stay).
+    let w2 = d.buffer(&[shared]).unwrap();
+    Momentum::new(1.0).step(&mut rec, &w2, &sg).unwrap();
+    rec.submit().unwrap();
+    assert_eq!(d.read(&other).unwrap(), vec![-1.0f32; 3]);
+    let got = d.read(&sg).unwrap()[0].w;
+    let stepped = d.read(&w2).unwrap()[0].w;
+    for i in 0..3 {
+        let (gw, ww) = (got[i], want.w[i]);
+        assert!((gw - ww).abs() <= 1e-4 * ww.abs().max(1.0), "{gw} vs {ww}");
+        // lr 1, first momentum step: w - g.
+        assert_eq!(stepped[i], shared.w[i] - gw);
+    }
+}

@@ -365,7 +365,9 @@ fn timed_recordings_name_their_passes() {
         if !d.is_gpu() {
             assert!(labels.is_empty());
         } else if !labels.is_empty() {
-            assert_eq!(labels, ["fit::adjoint"], "{}", d.describe());
+            // The reduction's second pass, held back for a step that might take it over,
+            // is a pass of its own.
+            assert_eq!(labels, ["fit::adjoint", "fit::reduce"], "{}", d.describe());
         }
     }
 }

@@ -19,6 +19,26 @@ pub(crate) struct GpuWork {
     timer: Option<PassTimer>,
     /// Operations recorded since the last submission (see [`Gpu::flush_long_work`]).
     work: u64,
+    /// A launch's last dispatch, the second pass of its shared-gradient reduction, held
+    /// back one operation: an optimizer step of the sums it writes takes it over and does
+    /// both in one dispatch ([`GpuWork::take_pending_sum`]); anything else records it first.
+    pending: Option<PendingSum>,
+}
+
+/// A reduction's second pass not yet recorded: what it dispatches and the sums it writes.
+pub(crate) struct PendingSum {
+    pub(crate) label: &'static str,
+    pub(crate) pipeline: wgpu::ComputePipeline,
+    pub(crate) group: wgpu::BindGroup,
+    pub(crate) workgroups: (u32, u32),
+    /// The first pass's partial sums, one row of `words` per workgroup.
+    pub(crate) partials: wgpu::Buffer,
+    /// How many rows of partial sums.
+    pub(crate) rows: u32,
+    /// Whether it adds to the sums (a later chunk of a launch) rather than writing them.
+    pub(crate) accumulate: bool,
+    /// The buffer it writes, whole.
+    pub(crate) sums: wgpu::Buffer,
 }
 
 /// The timestamps of a recording's passes: two per pass, in the order recorded.
@@ -31,6 +51,37 @@ impl GpuWork {
     /// The compute pass for the next dispatches, named `label`: the open one, or, when
     /// timed (or none is open), a new one (between two timestamps if timed).
     pub(crate) fn pass(&mut self, label: &'static str) -> &mut wgpu::ComputePass<'static> {
+        self.record_pending();
+        self.open_pass(label)
+    }
+
+    /// Defers `sum` until the next operation ([`GpuWork::pending`]).
+    pub(crate) fn defer_sum(&mut self, sum: PendingSum) {
+        self.record_pending();
+        self.pending = Some(sum);
+    }
+
+    /// The pending second pass, if it writes `sums`, for its caller to do in its own
+    /// dispatch; else `None` (and the pending pass stays, recorded by the next pass).
+    pub(crate) fn take_pending_sum(&mut self, sums: &wgpu::Buffer) -> Option<PendingSum> {
+        match &self.pending {
+            Some(p) if &p.sums == sums => self.pending.take(),
+            _ => None,
+        }
+    }
+
+    /// Records the pending second pass, if any.
+    fn record_pending(&mut self) {
+        if let Some(p) = self.pending.take() {
+            let pass = self.open_pass(p.label);
+            pass.set_pipeline(&p.pipeline);
+            pass.set_bind_group(0, &p.group, &[]);
+            pass.dispatch_workgroups(p.workgroups.0, p.workgroups.1, 1);
+        }
+    }
+
+    /// The open compute pass, or a new one (see [`GpuWork::pass`]).
+    fn open_pass(&mut self, label: &'static str) -> &mut wgpu::ComputePass<'static> {
         let timed = self
             .timer
             .as_ref()
@@ -63,6 +114,7 @@ impl GpuWork {
 
     /// The encoder, for commands outside compute passes (the open pass is ended first).
     pub(crate) fn encoder(&mut self) -> &mut wgpu::CommandEncoder {
+        self.record_pending();
         self.open = None;
         &mut self.encoder
     }
@@ -99,6 +151,7 @@ impl Gpu {
             open: None,
             timer,
             work: 0,
+            pending: None,
         }
     }
 
@@ -112,6 +165,7 @@ impl Gpu {
         if work.timer.is_some() || work.work <= crate::KernelSpec::WORK_PER_SUBMISSION {
             return Ok(());
         }
+        work.record_pending();
         work.open = None;
         let done = std::mem::replace(&mut work.encoder, self.encoder("gradfuse recording"));
         work.work = 0;
@@ -124,11 +178,14 @@ impl Gpu {
         &self,
         work: GpuWork,
     ) -> Result<Vec<(&'static str, Duration)>, Error> {
+        let mut work = work;
+        work.record_pending();
         let GpuWork {
             mut encoder,
             open,
             timer,
             work: _,
+            pending: _,
         } = work;
         drop(open);
         let Some(timer) = timer.filter(|t| !t.labels.is_empty()) else {

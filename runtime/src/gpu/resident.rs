@@ -2,6 +2,7 @@
 //! launches over them into a command encoder (one submission, no host round trip).
 
 use super::bind_cache::StorageBinding;
+use super::passes::PendingSum;
 use super::pipelines::Pipeline;
 use super::{Gpu, key, lock};
 use crate::buffer::RawBuffer;
@@ -264,14 +265,8 @@ impl Gpu {
             pass.set_bind_group(0, &group, &[]);
             pass.dispatch_workgroups(shape.x, shape.y, 1);
             if let (Some(rp), Some(parts), Some(sums)) = (&reduce, &partials, d.shared_grad) {
-                self.record_second_pass(
-                    pass,
-                    spec,
-                    rp,
-                    parts,
-                    sums.gpu(),
-                    [shape.groups(), u32::from(start > 0), 0, 0],
-                );
+                let sum = self.second_pass(spec, rp, parts, sums.gpu(), shape.groups(), start > 0);
+                work.defer_sum(sum);
             }
             start += m;
             self.flush_long_work(work, spec.work_per_element.saturating_mul(m as u64))?;
@@ -347,21 +342,24 @@ struct Dispatch<'a> {
 }
 
 impl Gpu {
-    /// The second pass of a chunk's shared-gradient reduction; its uniform `[groups,
-    /// accumulate, 0, 0]`: writes the sums of `groups` partials per word, or adds them
-    /// (`accumulate` nonzero, for the later chunks).
-    fn record_second_pass(
+    /// The second pass of a chunk's shared-gradient reduction, to be recorded by the next
+    /// operation or taken over by an optimizer step; its uniform `[rows, accumulate, 0,
+    /// 0]`: writes the sums of `rows` partials per word, or adds them (for the later
+    /// chunks).
+    fn second_pass(
         &self,
-        pass: &mut wgpu::ComputePass<'_>,
         spec: &'static KernelSpec,
         pipeline: &super::pipelines::Pipeline,
         partials: &wgpu::Buffer,
         sums: &wgpu::Buffer,
-        params: [u32; 4],
-    ) {
-        let Some(r) = spec.shared.and_then(|s| s.reduction.as_ref()) else {
-            return;
-        };
+        rows: u32,
+        accumulate: bool,
+    ) -> PendingSum {
+        let r = spec
+            .shared
+            .and_then(|s| s.reduction.as_ref())
+            .expect("a launch with a second pass has a reduction");
+        let params = [rows, u32::from(accumulate), 0, 0];
         let group = self.cached_bind_group(
             (r.wgsl.as_ptr() as usize, r.wgsl.len(), r.entry_point),
             &pipeline.layout,
@@ -372,12 +370,19 @@ impl Gpu {
                 (r.output_binding, sums, 0, None),
             ],
         );
-        pass.set_pipeline(&pipeline.pipeline);
-        pass.set_bind_group(0, &group, &[]);
         // One workgroup per word (scalar), in rows of at most the per-dimension limit.
         let words = spec.shared_grad_scalars() as u32;
         let y = words.div_ceil(spec.max_workgroups_per_dim);
-        pass.dispatch_workgroups(words.div_ceil(y), y, 1);
+        PendingSum {
+            label: r.label,
+            pipeline: pipeline.pipeline.clone(),
+            group,
+            workgroups: (words.div_ceil(y), y),
+            partials: partials.clone(),
+            rows,
+            accumulate,
+            sums: sums.clone(),
+        }
     }
 }
 
