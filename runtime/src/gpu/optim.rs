@@ -194,7 +194,7 @@ impl Gpu {
         let words = params.words as u64;
         let chunk = (self.binding_bytes() / 4 / CHUNK_ALIGN * CHUNK_ALIGN).max(CHUNK_ALIGN);
         if words <= chunk
-            && let Some(sum) = work.take_pending_sum(grads.gpu())
+            && let Some(sum) = work.take_pending_sum(grads.gpu(), precision)
         {
             let n = (words / wps) as u32;
             let step = Step {

@@ -39,6 +39,8 @@ pub(crate) struct PendingSum {
     pub(crate) accumulate: bool,
     /// The buffer it writes, whole.
     pub(crate) sums: wgpu::Buffer,
+    /// The floats it sums.
+    pub(crate) precision: crate::spec::Precision,
 }
 
 /// The timestamps of a recording's passes: two per pass, in the order recorded.
@@ -61,11 +63,16 @@ impl GpuWork {
         self.pending = Some(sum);
     }
 
-    /// The pending second pass, if it writes `sums`, for its caller to do in its own
-    /// dispatch; else `None` (and the pending pass stays, recorded by the next pass).
-    pub(crate) fn take_pending_sum(&mut self, sums: &wgpu::Buffer) -> Option<PendingSum> {
+    /// The pending second pass, if it writes `sums` in floats of `precision`, for its
+    /// caller to do in its own dispatch; else `None` (and the pending pass stays, recorded
+    /// by the next pass).
+    pub(crate) fn take_pending_sum(
+        &mut self,
+        sums: &wgpu::Buffer,
+        precision: crate::spec::Precision,
+    ) -> Option<PendingSum> {
         match &self.pending {
-            Some(p) if &p.sums == sums => self.pending.take(),
+            Some(p) if &p.sums == sums && p.precision == precision => self.pending.take(),
             _ => None,
         }
     }

@@ -382,6 +382,7 @@ impl Gpu {
             rows,
             accumulate,
             sums: sums.clone(),
+            precision: spec.precision,
         }
     }
 }
