@@ -100,7 +100,6 @@ fn summed(i: u32, lid: u32) -> T {
 fn adam(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = word(gid, groups);
     if (i >= params.n) {
-        // Past the last word, only the clock's advance (by word 0) is left.
         return;
     }
     adam_word(i, g[i]);
