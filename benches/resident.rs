@@ -66,9 +66,7 @@ fn timed_repetitions(
     each: bool,
     mut record: impl FnMut(&mut Recording<'_>) -> Result<(), Error>,
 ) -> Result<f64, Error> {
-    let mut times = Vec::new();
-    for round in 0..=rounds {
-        let t = Instant::now();
+    median_per_repetition(rounds, k, || {
         let mut rec = d.record();
         for _ in 0..k {
             record(&mut rec)?;
@@ -77,7 +75,21 @@ fn timed_repetitions(
             }
         }
         rec.submit()?;
-        d.read(tick)?;
+        d.read(tick).map(drop)
+    })
+}
+
+/// Seconds per repetition of `run`, which does `k` repetitions: the median of `rounds`
+/// rounds after one warm-up round.
+fn median_per_repetition(
+    rounds: usize,
+    k: usize,
+    mut run: impl FnMut() -> Result<(), Error>,
+) -> Result<f64, Error> {
+    let mut times = Vec::new();
+    for round in 0..=rounds {
+        let t = Instant::now();
+        run()?;
         if round > 0 {
             times.push(t.elapsed().as_secs_f64() / k as f64);
         }
@@ -153,13 +165,13 @@ fn training_row(d: &Device, n: usize, k: usize, rounds: usize) -> Result<String,
     let gpu = (!passes.is_empty()).then(|| passes.values().sum::<f64>());
     // Steps recorded and dropped: an optimizer of their own, whose step count nothing runs.
     let mut dropped = Adam::new(1e-3);
-    let host = host_recording(rounds, || {
+    let host = median_per_repetition(rounds, k, || {
         let mut rec = d.record();
         for _ in 0..k {
             kernel.value_and_grad_to(&mut rec, &args, &w, &values, &sg)?;
             dropped.step(&mut rec, &w, &sg)?;
         }
-        Ok(k)
+        Ok(())
     })?;
     Ok(format!(
         "| 2^{} | {:.3} | {:.3} | {:.3} | {:.2} | {} | {} | {:.3} | {} | {:.2} |",
@@ -174,24 +186,6 @@ fn training_row(d: &Device, n: usize, k: usize, rounds: usize) -> Result<String,
         gpu.map_or("n/a".into(), |g| format!("{:.2}", each / g)),
         host * 1e6,
     ))
-}
-
-/// The host's seconds per step to record what `record` records (it returns how many
-/// steps), dropped unsubmitted: the median of `rounds` rounds after a warm-up round.
-fn host_recording(
-    rounds: usize,
-    mut record: impl FnMut() -> Result<usize, Error>,
-) -> Result<f64, Error> {
-    let mut times = Vec::new();
-    for round in 0..=rounds {
-        let t = Instant::now();
-        let steps = record()?;
-        if round > 0 {
-            times.push(t.elapsed().as_secs_f64() / steps as f64);
-        }
-    }
-    times.sort_by(f64::total_cmp);
-    Ok(times[times.len() / 2])
 }
 
 /// A grid of `side × side` vertices on a wavy sheet and its horizontal and vertical edges.
