@@ -16,6 +16,7 @@ mod kernel;
 mod plan;
 mod reduce;
 mod shared_sums;
+mod stores;
 mod streams;
 mod tape;
 

@@ -1,0 +1,292 @@
+//! The stores of a kernel's outputs: straight from registers, or through workgroup memory
+//! so that consecutive threads store consecutive words (staged gradients, chunks, rounds).
+
+use super::body::{Ctx, element_name, scaled_index};
+use super::plan::KernelPlan;
+use crate::abi;
+use crate::ir::{Function, ValueId};
+use std::fmt::Write;
+
+/// The stores of every element's outputs: the first element's at `i`, each other's in a
+/// block of its own where `i` and `in_batch` are that element's.
+pub(super) fn emit_stores(plan: &KernelPlan, f: &Function, ctx: &mut Ctx, body: &mut String) {
+    ctx.for_each_element(|ctx, e| {
+        if e == 0 {
+            emit_element_stores(plan, f, ctx, body);
+            return;
+        }
+        if plan.staged {
+            let _ = writeln!(
+                body,
+                "    // The stage is free again once the last element's words are stored.\n    workgroupBarrier();"
+            );
+        }
+        let mut block = String::new();
+        emit_element_stores(plan, f, ctx, &mut block);
+        // Only while the element's run is this workgroup's: the stores of a staged or
+        // chunked output guard with the run's bounds, not with `in_batch`.
+        let _ = writeln!(
+            body,
+            "    if (nth + {e}u < per_thread) {{\n        let i = {};\n        let in_batch = {};",
+            element_name("i", e),
+            element_name("in_batch", e)
+        );
+        for line in block.lines() {
+            let _ = writeln!(body, "    {line}");
+        }
+        let _ = writeln!(body, "    }}");
+    });
+}
+
+/// The stores of every output buffer of the element being written, in the order of
+/// [`KernelKind::outputs`].
+fn emit_element_stores(plan: &KernelPlan, f: &Function, ctx: &Ctx, body: &mut String) {
+    let mut out_idx = 0usize;
+    for &(_, w, name) in &plan.outputs {
+        let outputs = &f.outputs[out_idx..out_idx + w as usize];
+        if w == 1 {
+            let v = ctx.operand(outputs[0]);
+            if plan.guarded {
+                let _ = writeln!(
+                    body,
+                    "    if (in_batch) {{\n        {name}[i] = {v};\n    }}"
+                );
+            } else {
+                let _ = writeln!(body, "    {name}[i] = {v};");
+            }
+        } else if plan.staged && name == "grads" {
+            store_staged(plan, ctx, outputs, name, body);
+        } else if plan.stages_output(w) {
+            match abi::elements_per_round(w, plan.layout.precision) {
+                Some(per_round) => store_rounds(plan, ctx, outputs, (name, per_round), body),
+                None => store_chunked(plan, ctx, outputs, name, body),
+            }
+        } else {
+            store_words(plan, ctx, outputs, name, body);
+        }
+        out_idx += w as usize;
+    }
+}
+
+/// Gradients through workgroup memory: every thread writes its words to `grad_stage`,
+/// then consecutive threads store consecutive words of the group's gradients.
+fn store_staged(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, body: &mut String) {
+    let w = outputs.len() as u32;
+    let wg = abi::WORKGROUP_SIZE;
+    for (k, out) in outputs.iter().enumerate() {
+        let arg = plan.grad_label(k as u32);
+        let v = ctx.operand(*out);
+        let _ = writeln!(
+            body,
+            "    grad_stage[lid * {w}u + {k}u] = {v}; // d/d {arg}"
+        );
+    }
+    let _ = writeln!(body, "    workgroupBarrier();");
+    let _ = writeln!(
+        body,
+        "    // The group's gradients are contiguous in {name}: consecutive threads store\n    \
+         // consecutive words."
+    );
+    let _ = writeln!(body, "    let group_base = (i - lid) * {w}u;");
+    let _ = writeln!(body, "    for (var part = 0u; part < {w}u; part++) {{");
+    let _ = writeln!(body, "        let word = part * {wg}u + lid;");
+    let _ = writeln!(body, "        if (group_base + word < params.n * {w}u) {{");
+    let _ = writeln!(
+        body,
+        "            {name}[group_base + word] = grad_stage[word];"
+    );
+    let _ = writeln!(body, "        }}\n    }}");
+}
+
+/// An output of several words per element through workgroup memory, a chunk of
+/// [`abi::output_stage_words`] words of every element of the group at a time: each thread
+/// writes its chunk to `out_stage`, then consecutive threads store the group's chunks,
+/// runs of consecutive words. Stored by each thread from registers, 7 or 49 words apart,
+/// a Hessian kernel's words ran at 8% of the copy bandwidth on the H100.
+fn store_chunked(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, body: &mut String) {
+    let (w, wg) = (outputs.len(), abi::WORKGROUP_SIZE);
+    let c = (abi::output_stage_words(plan.layout.precision) as usize).min(w);
+    let _ = writeln!(body, "    let {name}_group = (i - lid) * {w}u;");
+    for (chunk, words) in outputs.chunks(c).enumerate() {
+        let (cw, first) = (words.len(), chunk * c);
+        if cw == 1 {
+            // A last chunk of one word is one word per thread: no run to gather.
+            let label = store_label(plan, name, first as u32);
+            let v = ctx.operand(words[0]);
+            let _ = writeln!(
+                body,
+                "    if (in_batch) {{\n        {name}[i * {w}u + {first}u] = {v}; // {label}\n    }}"
+            );
+            continue;
+        }
+        let _ = writeln!(body, "    workgroupBarrier();");
+        for (j, out) in words.iter().enumerate() {
+            let label = store_label(plan, name, (first + j) as u32);
+            let label = if name == "grads" {
+                format!("d/d {label}")
+            } else {
+                label
+            };
+            let v = ctx.operand(*out);
+            let at = if j == 0 {
+                String::new()
+            } else {
+                format!(" + {j}u")
+            };
+            let _ = writeln!(body, "    out_stage[lid * {cw}u{at}] = {v}; // {label}");
+        }
+        let _ = writeln!(body, "    workgroupBarrier();");
+        let _ = writeln!(body, "    for (var part = 0u; part < {cw}u; part++) {{");
+        let _ = writeln!(body, "        let word = part * {wg}u + lid;");
+        let _ = writeln!(body, "        let e = word / {cw}u;");
+        let _ = writeln!(body, "        if (i - lid + e < params.n) {{");
+        let _ = writeln!(
+            body,
+            "            {name}[{name}_group + e * {w}u{} + word % {cw}u] = out_stage[word];",
+            if first == 0 {
+                String::new()
+            } else {
+                format!(" + {first}u")
+            }
+        );
+        let _ = writeln!(body, "        }}\n    }}");
+    }
+}
+
+/// An output of more words per element than one chunk, whole elements at a time: in each
+/// round `per_round` threads write their elements' words to `out_stage`, then the group
+/// stores those elements, `per_round * w` consecutive words, every store part of a full
+/// run. (In chunks of 16 words, 49-word Hessians were runs of 64 bytes 196 bytes apart:
+/// 33% of the copy bandwidth on the H100.)
+fn store_rounds(
+    plan: &KernelPlan,
+    ctx: &Ctx,
+    outputs: &[ValueId],
+    (name, per_round): (&str, u32),
+    body: &mut String,
+) {
+    let (w, wg) = (outputs.len() as u32, abi::WORKGROUP_SIZE);
+    let rounds = wg / per_round;
+    let _ = writeln!(body, "    let {name}_group = (i - lid) * {w}u;");
+    let _ = writeln!(
+        body,
+        "    // {rounds} rounds of {per_round} elements: each round's elements are {} consecutive \
+         words.",
+        per_round * w
+    );
+    let _ = writeln!(
+        body,
+        "    for (var round = 0u; round < {rounds}u; round++) {{"
+    );
+    let _ = writeln!(body, "        workgroupBarrier();");
+    let _ = writeln!(body, "        if (lid / {per_round}u == round) {{");
+    let _ = writeln!(body, "            let at = (lid % {per_round}u) * {w}u;");
+    for (j, out) in outputs.iter().enumerate() {
+        let label = store_label(plan, name, j as u32);
+        let v = ctx.operand(*out);
+        let at = if j == 0 {
+            "at".to_string()
+        } else {
+            format!("at + {j}u")
+        };
+        let _ = writeln!(body, "            out_stage[{at}] = {v}; // {label}");
+    }
+    let _ = writeln!(body, "        }}");
+    let _ = writeln!(body, "        workgroupBarrier();");
+    let _ = writeln!(body, "        let first = round * {per_round}u;");
+    let _ = writeln!(
+        body,
+        "        for (var word = lid; word < {}u; word += {wg}u) {{",
+        per_round * w
+    );
+    let _ = writeln!(
+        body,
+        "            if (i - lid + first + word / {w}u < params.n) {{"
+    );
+    let _ = writeln!(
+        body,
+        "                {name}[{name}_group + first * {w}u + word] = out_stage[word];"
+    );
+    let _ = writeln!(body, "            }}\n        }}\n    }}");
+}
+
+/// What output word `k` of buffer `name` is, for the comment on its store.
+pub(super) fn store_label(plan: &KernelPlan, name: &str, k: u32) -> String {
+    let grad_count = plan.grad_count().max(1);
+    match name {
+        "values" if plan.layout.results == 1 => "the value".to_string(),
+        "values" => format!("result[{k}]"),
+        "tangents" if plan.layout.results == 1 => "the value's tangent".to_string(),
+        "tangents" => format!("tangent of result[{k}]"),
+        "hessians" => format!(
+            "d2 / d {} d {}",
+            plan.grad_label(k / grad_count),
+            plan.grad_label(k % grad_count)
+        ),
+        "jacobians" => format!(
+            "d result[{}] / d {}",
+            k / grad_count,
+            plan.grad_label(k % grad_count)
+        ),
+        _ => plan.grad_label(k),
+    }
+}
+
+/// Several words per element, stored straight from registers (vector stores where the
+/// count allows).
+pub(super) fn store_words(
+    plan: &KernelPlan,
+    ctx: &Ctx,
+    outputs: &[ValueId],
+    name: &str,
+    body: &mut String,
+) {
+    let w = outputs.len() as u32;
+    let glanes = abi::vector_lanes(w);
+    let indent = if plan.guarded {
+        let _ = writeln!(body, "    if (in_batch) {{");
+        "        "
+    } else {
+        "    "
+    };
+    // `out_base` for the gradients (the common case), `values_base`... for others.
+    let base = if name == "grads" {
+        "out_base".to_string()
+    } else {
+        format!("{name}_base")
+    };
+    let _ = writeln!(body, "{indent}let {base} = {};", scaled_index(w / glanes));
+    for chunk in 0..w / glanes {
+        let idx = if chunk == 0 {
+            base.clone()
+        } else {
+            format!("{base} + {chunk}u")
+        };
+        let words_here = chunk * glanes..(chunk + 1) * glanes;
+        let args: Vec<String> = words_here
+            .clone()
+            .map(|k| store_label(plan, name, k))
+            .collect();
+        let vals: Vec<String> = words_here
+            .map(|k| ctx.operand(outputs[k as usize]))
+            .collect();
+        let value = if glanes == 1 {
+            vals[0].clone()
+        } else {
+            format!(
+                "{}({})",
+                abi::vector_type(glanes, ctx.precision),
+                vals.join(", ")
+            )
+        };
+        let _ = writeln!(
+            body,
+            "{indent}{name}[{idx}] = {value}; // {}{}",
+            if name == "grads" { "d/d " } else { "" },
+            args.join(", ")
+        );
+    }
+    if plan.guarded {
+        let _ = writeln!(body, "    }}");
+    }
+}
