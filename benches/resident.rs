@@ -243,9 +243,16 @@ fn edge_row(d: &Device, side: usize, k: usize, rounds: usize) -> Result<(String,
         p: &vgrad,
         q: &vgrad,
     };
-    let gathered = per_launch(d, k, rounds, &tick, |rec| {
-        kernel.value_and_grad_gathered(rec, &sources, &values, &sinks)
-    })?;
+    let gathered_launch =
+        |rec: &mut Recording<'_>| kernel.value_and_grad_gathered(rec, &sources, &values, &sinks);
+    let by_rows = per_launch(d, k, rounds, &tick, gathered_launch)?;
+    let rows_passes = gpu_times(d, k, gathered_launch)?;
+    // The same launch with per-edge gradient rows and the segmented sum.
+    d.set_gather_by_rows(false);
+    let by_elements = per_launch(d, k, rounds, &tick, gathered_launch);
+    let element_passes = gpu_times(d, k, gathered_launch);
+    d.set_gather_by_rows(true);
+    let (by_elements, element_passes) = (by_elements?, element_passes?);
     let plain_value = per_launch(d, k, rounds, &tick, |rec| {
         kernel.value_to(rec, &pre, &values)
     })?;
@@ -253,28 +260,28 @@ fn edge_row(d: &Device, side: usize, k: usize, rounds: usize) -> Result<(String,
         kernel.value_gathered(rec, &sources, &values)
     })?;
     let row = format!(
-        "| {m} ({} vertices) | {:.3} | {:.3} | {:.2} | {:.3} | {:.3} | {:.2} |",
+        "| {m} ({} vertices) | {:.3} | {:.3} | {:.2} | {:.3} | {:.3} | {:.2} | {:.3} | {:.2} |",
         vertices.len(),
         plain_value * 1e3,
         gathered_value * 1e3,
         gathered_value / plain_value,
         plain * 1e3,
-        gathered * 1e3,
-        gathered / plain
+        by_rows * 1e3,
+        by_rows / plain,
+        by_elements * 1e3,
+        by_elements / plain
     );
     let pre_passes = gpu_times(d, k, |rec| {
         kernel.value_and_grad_to(rec, &pre, &values, &grads)
-    })?;
-    let passes = gpu_times(d, k, |rec| {
-        kernel.value_and_grad_gathered(rec, &sources, &values, &sinks)
     })?;
     let words = d.buffer(&vec![copy::Args { x: 1.0 }; 2 * m])?;
     let copied = d.zeros::<f32>(2 * m)?;
     let copy_passes = gpu_times(d, k, |rec| copy::kernel(d).value_to(rec, &words, &copied))?;
     let pass = |t: &BTreeMap<&str, f64>, l: &str| t.get(l).copied();
     let pre_kernel = pass(&pre_passes, "edge::adjoint");
-    let gathered_kernel = pass(&passes, "edge::adjoint (gathered)");
-    let scatter = pass(&passes, "scatter_rows");
+    let rows_kernel = pass(&rows_passes, "edge::adjoint_rows");
+    let gathered_kernel = pass(&element_passes, "edge::adjoint (gathered)");
+    let scatter = pass(&element_passes, "scatter_rows");
     // The segmented sum reads, per entry of both indices, its element and 3 gradient
     // words, per row the bounds of both indices, and writes 3 words per row.
     let (v, entries) = (vertices.len() as f64, 2.0 * m as f64);
@@ -291,8 +298,10 @@ fn edge_row(d: &Device, side: usize, k: usize, rounds: usize) -> Result<(String,
         _ => "n/a".into(),
     };
     let gpu_row = format!(
-        "| {m} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {m} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
         ms(pre_kernel),
+        ms(rows_kernel),
+        ratio(rows_kernel, pre_kernel),
         ms(gathered_kernel),
         ms(scatter),
         ratio(gathered_kernel.zip(scatter).map(|(a, b)| a + b), pre_kernel),
@@ -336,9 +345,9 @@ fn main() -> Result<(), Error> {
     );
     let _ = writeln!(
         out,
-        "| edges | value: pre-gathered ms | value: gathered ms | ratio | value and gradient: pre-gathered ms | gathered ms | ratio |"
+        "| edges | value: pre-gathered ms | value: gathered ms | ratio | value and gradient: pre-gathered ms | gathered, by rows ms | ratio | gathered, by elements ms | ratio |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
     let mut gpu_rows = Vec::new();
     for &side in sides {
         let (row, gpu_row) = edge_row(&device, side, k, rounds)?;
@@ -347,13 +356,13 @@ fn main() -> Result<(), Error> {
     }
     let _ = writeln!(
         out,
-        "\nThe same, GPU time per pass (timestamps): the adjoint kernel on pre-gathered rows; the gathered kernel (rows read through the indices) and the segmented sum of both indices' gradients into the vertex rows; the segmented sum's bandwidth against a copy kernel's\n"
+        "\nThe same, GPU time per pass (timestamps): the adjoint kernel on pre-gathered rows; gathered by rows (one thread per vertex sums its edges' gradients, each edge computed from both ends); gathered by elements (the kernel reads rows through the indices and stores per-edge gradients, then the segmented sum of both indices' gradients into the vertex rows); the segmented sum's bandwidth against a copy kernel's\n"
     );
     let _ = writeln!(
         out,
-        "| edges | pre-gathered kernel ms | gathered kernel ms | segmented sum ms | (gathered + sum) / pre-gathered | segmented sum GB/s | copy GB/s | sum / copy |"
+        "| edges | pre-gathered kernel ms | by rows ms | by rows / pre-gathered | by elements: kernel ms | segmented sum ms | (kernel + sum) / pre-gathered | segmented sum GB/s | copy GB/s | sum / copy |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
     for row in gpu_rows {
         let _ = writeln!(out, "{row}");
     }

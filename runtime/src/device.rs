@@ -128,6 +128,19 @@ impl Device {
         let _ = timeout;
     }
 
+    /// Whether a gathered adjoint may launch by rows on this GPU (the default; see
+    /// [`crate::RowsEntry`]): turned off, every gathered launch stores per-element gradient
+    /// rows and sums them in a pass of its own, so that the benches can measure that path
+    /// and the tests compare the two. No effect on the CPU.
+    #[doc(hidden)]
+    pub fn set_gather_by_rows(&self, on: bool) {
+        #[cfg(feature = "gpu")]
+        if let Backend::Gpu(g) = &self.backend {
+            g.by_rows.store(on, std::sync::atomic::Ordering::Relaxed);
+        }
+        let _ = on;
+    }
+
     /// How many wgpu objects of each kind are alive (`None` on the CPU): for tests that
     /// launch many times and check that nothing accumulates.
     #[doc(hidden)]

@@ -12,7 +12,7 @@
 use crate::buffer::{Buffer, RawBuffer};
 use crate::device::Device;
 use crate::error::Error;
-use crate::spec::Precision;
+use crate::spec::{KernelSpec, Precision};
 use std::sync::Arc;
 
 /// An index array into the rows of a block (`len` entries, each below `rows`), with its
@@ -322,6 +322,40 @@ pub(crate) fn scatter_passes(fields: &[Field], precision: Precision) -> Vec<Scat
         }
     }
     passes
+}
+
+/// Operations a second evaluation of an element may cost, per byte of memory traffic it
+/// saves, for a by-rows launch to compute the elements read through two indices twice
+/// (once from each side) rather than store their gradient rows and sum them in a pass.
+/// The H100 does about 20 float operations in the time it moves a byte; 16 leaves room for
+/// the by-rows loop's dependent loads.
+const ROWS_RECOMPUTE_OPS_PER_BYTE: u64 = 16;
+
+/// The scatter pass of a launch of `spec` that its kernel's by-rows entry point
+/// ([`crate::spec::RowsEntry`]) can do instead: the first of a sink (nothing to add to),
+/// of rows of one block read through indices of one shape, each row read by at most
+/// [`CHUNK`] elements of each index (one thread's loop), and an element computed from
+/// both sides cheap enough to compute twice.
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+pub(crate) fn rows_pass(spec: &KernelSpec, passes: &[ScatterPass]) -> Option<usize> {
+    let grad_words = spec.outputs.get(1).map_or(0, |o| o.words as u64);
+    // Per element: its gradient row written and read back, and its entry of the order.
+    let saved_bytes = 4 * (2 * grad_words + 1);
+    passes.iter().position(|p| {
+        let first = &p.fields[0];
+        let rows = |f: &Field| f.index.as_ref().map(|i| i.rows);
+        let one_block = p
+            .fields
+            .iter()
+            .all(|f| f.words == first.words && rows(f) == rows(first));
+        let short = p
+            .fields
+            .iter()
+            .all(|f| f.index.as_ref().is_some_and(|i| i.chunks.is_none()));
+        let cheap = p.fields.len() == 1
+            || spec.work_per_element <= ROWS_RECOMPUTE_OPS_PER_BYTE * saved_bytes;
+        !p.accumulate && one_block && short && cheap
+    })
 }
 
 /// Runs a scatter pass on the CPU, from the gradient rows `grads` (`grad_words` 4-byte

@@ -53,7 +53,9 @@ impl Recording<'_> {
         let fields: Vec<Field> = fields.iter().map(Field::from).collect();
         let grads_binding = [out.values, out.jacobians.unwrap_or(&grads)];
         let outputs = &grads_binding[..spec.outputs.len()];
-        if !self.record_in_place(gathered, n, &fields, &out, outputs)? {
+        let passes = scatter_passes(&fields, spec.precision);
+        let by_rows = self.record_by_rows(gathered, n, &fields, &passes, outputs)?;
+        if by_rows.is_none() && !self.record_in_place(gathered, n, &fields, &out, outputs)? {
             let in_words = spec.input_words as usize;
             let args = device.scratch(ScratchRole::Args, n * in_words)?;
             for f in &fields {
@@ -68,10 +70,40 @@ impl Recording<'_> {
             self.launch(kernel_device, spec, bindings)?;
         }
         // Gradients that land in one buffer add up, in the order of the arguments.
-        for pass in scatter_passes(&fields, spec.precision) {
-            self.scatter(pass, n, grad_words, &grads)?;
+        for (k, pass) in passes.into_iter().enumerate() {
+            if by_rows != Some(k) {
+                self.scatter(pass, n, grad_words, &grads)?;
+            }
         }
         Ok(())
+    }
+
+    /// Records the gathered kernel's by-rows entry point in place of the plain kernel and
+    /// one of `passes`, where it has one that fits this launch on this device: returns
+    /// which pass it does (`None`: nothing recorded).
+    fn record_by_rows(
+        &mut self,
+        gathered: Option<&'static GatheredSpec>,
+        n: usize,
+        fields: &[Field],
+        passes: &[ScatterPass],
+        outputs: &[&Arc<RawBuffer>],
+    ) -> Result<Option<usize>, Error> {
+        #[cfg(feature = "gpu")]
+        if let (Some(g_spec), Some((g, work))) = (gathered, self.gpu_work())
+            && let Some(rows) = &g_spec.rows
+            && n > 0
+            && g.fits_gathered(g_spec, fields)
+            && g.fits_by_rows(g_spec, fields, outputs)
+            && let Some(k) = crate::gather::rows_pass(&g_spec.kernel, passes)
+        {
+            let write_grads = passes.len() > 1;
+            let (spec_rows, pass) = ((g_spec, rows), &passes[k]);
+            g.record_by_rows(work, spec_rows, n, fields, pass, write_grads, outputs)?;
+            return Ok(Some(k));
+        }
+        let _ = (gathered, n, fields, passes, outputs);
+        Ok(None)
     }
 
     /// Records the gathered kernel reading every argument where it is, if there is one that

@@ -183,6 +183,29 @@ pub struct GatheredSpec {
     pub kernel: KernelSpec,
     /// The per-element arguments, in order.
     pub fields: &'static [FieldSpec],
+    /// The by-rows entry point of an adjoint without `#[shared]` arguments: one thread per
+    /// row of a block, summing the gradients of the elements that read the row itself.
+    pub rows: Option<RowsEntry>,
+}
+
+/// The by-rows entry point of a gathered adjoint kernel, in the same module: thread `t`
+/// takes row `first + t` of the block that one or two arguments read through their indices,
+/// computes every element that reads the row (in each index's order, as the segmented sum
+/// adds them) and writes the row of the block's gradient, so that the launch needs no
+/// per-element gradient rows for those arguments and no scatter pass. Its uniform is
+/// `[rows, 0, gathered mask, first, field0, field1, sides, store_grads]` (`store_grads`:
+/// store every element's gradient row too, for the other arguments' scatters); it writes
+/// the sink, never adds to it; bindings: the kernel's, then from
+/// `order_binding` the first index's `order` and `starts`, the second's, and the sink.
+#[derive(Clone, Copy, Debug)]
+pub struct RowsEntry {
+    /// Its name in the module.
+    pub entry_point: &'static str,
+    /// Names its dispatches.
+    pub label: &'static str,
+    /// Binding of the first index's `order`; its `starts`, the second index's `order` and
+    /// `starts` and the sink follow.
+    pub order_binding: u32,
 }
 
 /// One per-element argument of a gathered kernel.

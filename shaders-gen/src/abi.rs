@@ -114,10 +114,29 @@ pub fn field_bindings(k: u32) -> (u32, u32) {
     (FIELDS_BINDING + 2 * k, FIELDS_BINDING + 2 * k + 1)
 }
 
+/// The entry point a gathered adjoint kernel without `#[shared]` arguments has besides
+/// `adjoint`: one thread per row of a parameter block, which computes every element that
+/// reads the row (through one or two arguments' indices, in each index's order) and sums
+/// those arguments' gradients into the row itself, so that the block's gradient needs no
+/// per-element gradient rows and no segmented-sum pass. Its `Params` go on past
+/// `gathered` ([`ROWS_PARAMS_WORDS`]): `first` (the dispatch's first row), `field0` and
+/// `field1` (the arguments whose gradients it sums), `sides` (1 or 2: how many of them),
+/// `store_grads` (nonzero: store every element's gradient row too, for the scatters of
+/// the other arguments' gradients). It writes the block's gradient, so it is the first
+/// to write that sink.
+pub const ROWS_ENTRY_POINT: &str = "adjoint_rows";
+/// `Params` words of a gathered adjoint kernel with a [`ROWS_ENTRY_POINT`] (32 bytes).
+pub const ROWS_PARAMS_WORDS: u32 = 8;
+/// First binding of the by-rows entry's own buffers (after the last field's): the first
+/// argument's index grouped by row (`order0`, then `starts0`, as the runtime's `Index`
+/// holds them), the second's (`order1`, `starts1`), then `sink`, the block's gradient.
+pub const ROWS_BINDING: u32 = FIELDS_BINDING + 2 * MAX_GATHERED_FIELDS;
+
 /// Size in bytes of the uniform `Params` block: `n`, the elements of the launch, then, in an
 /// adjoint kernel that reduces `#[shared]` gradients, `per_thread`, the elements each thread
 /// takes (runs of [`WORKGROUP_SIZE`] consecutive elements per workgroup), then, in a
-/// gathered kernel, `gathered`, one bit per argument read through its index; padded to 16.
+/// gathered kernel, `gathered`, one bit per argument read through its index; padded to 16
+/// (a gathered adjoint with a [`ROWS_ENTRY_POINT`] has [`ROWS_PARAMS_WORDS`]).
 pub const PARAMS_BYTES: u64 = 16;
 
 /// Where one parameter's words sit in an element's argument words.
@@ -207,6 +226,16 @@ impl ArgLayout {
     pub fn has_gathered_kernel(&self) -> bool {
         let fields = self.fields().len() as u32;
         (1..=MAX_GATHERED_FIELDS).contains(&fields)
+    }
+
+    /// Whether the gathered kernel `kind` has the by-rows entry point
+    /// ([`ROWS_ENTRY_POINT`]): an adjoint with gradient words and no `#[shared]` arguments
+    /// (whose sums over the batch need every element in a workgroup's fixed order).
+    pub fn has_rows_entry(&self, kind: KernelKind) -> bool {
+        self.has_gathered_kernel()
+            && kind == KernelKind::Adjoint
+            && self.shared_words == 0
+            && !self.grad_words().is_empty()
     }
 
     /// For each element word: its parameter slot and the element index (`None` for a

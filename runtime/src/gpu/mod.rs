@@ -9,6 +9,7 @@
 mod batched_lm;
 mod bind_cache;
 mod gather;
+mod gather_rows;
 mod launch;
 mod least_squares;
 mod optim;
@@ -83,6 +84,8 @@ pub(crate) struct Gpu {
     bind_cache: Arc<bind_cache::BindCache>,
     /// The longest wait for the GPU, in milliseconds ([`crate::Device::set_timeout`]).
     timeout_ms: std::sync::atomic::AtomicU64,
+    /// Whether gathered adjoints may launch by rows ([`crate::Device::set_gather_by_rows`]).
+    pub(super) by_rows: std::sync::atomic::AtomicBool,
     /// Staging buffers kept between uploads and readbacks.
     staging: Mutex<transfer::StagingPool>,
 }
@@ -176,6 +179,7 @@ impl Gpu {
             uncaptured,
             bind_cache: Arc::default(),
             timeout_ms: (DEFAULT_TIMEOUT.as_millis() as u64).into(),
+            by_rows: true.into(),
             staging: Default::default(),
         })
     }

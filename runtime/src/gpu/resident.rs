@@ -238,8 +238,14 @@ impl Gpu {
             let m = chunk.min(n - start);
             let pass = work.pass(spec.label);
             let shape = Self::launch_shape(spec, m);
-            let mut params = shape.params(m);
+            let mut params = [0u32; 8];
+            params[..4].copy_from_slice(&shape.params(m));
             params[2] = d.args.gathered_mask();
+            // A gathered adjoint with a by-rows entry declares that entry's words too.
+            let params = match d.args {
+                ArgsIn::Rows(_) => &params[..4],
+                ArgsIn::Fields(..) => &params[..],
+            };
             let range = |buffer, w| words_range(buffer, w, start, m);
             let mut buffers = Vec::new();
             d.args.bindings(spec, start, m, &mut buffers);
@@ -258,7 +264,7 @@ impl Gpu {
                 key(spec),
                 &main.layout,
                 spec.label,
-                (spec.params_binding, &params),
+                (spec.params_binding, params),
                 &buffers,
             );
             pass.set_pipeline(&main.pipeline);

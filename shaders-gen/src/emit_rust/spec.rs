@@ -39,10 +39,22 @@ pub(super) fn gathered_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident)
         let words = slot.len.unwrap_or(1) as u32 * plan.layout.precision.words_per_scalar();
         quote!(::gradfuse::FieldSpec { rows_binding: #rows, index_binding: #index, words: #words })
     });
+    let rows = if plan.layout.has_rows_entry(kind) {
+        let (entry, binding) = (abi::ROWS_ENTRY_POINT, abi::ROWS_BINDING);
+        let label = format!("{}::{entry}", plan.fname);
+        quote!(::core::option::Option::Some(::gradfuse::RowsEntry {
+            entry_point: #entry,
+            label: #label,
+            order_binding: #binding,
+        }))
+    } else {
+        quote!(::core::option::Option::None)
+    };
     quote! {
         ::gradfuse::GatheredSpec {
             kernel: #kernel,
             fields: &[#(#fields),*],
+            rows: #rows,
         }
     }
 }

@@ -21,9 +21,9 @@ pub(super) struct FieldNames {
     /// The row the element reads.
     row: String,
     /// Its first IR input.
-    first: u32,
+    pub(super) first: u32,
     /// Its words per row.
-    words: u32,
+    pub(super) words: u32,
     /// Words per load (see [`abi::vector_lanes`]).
     lanes: u32,
 }

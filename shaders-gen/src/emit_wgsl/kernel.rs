@@ -7,6 +7,7 @@ use super::fields::{FieldNames, emit_field_loads, field_declarations, field_head
 use super::float_literal;
 use super::plan::KernelPlan;
 use super::reduce::reduce_stage_fn;
+use super::rows::{ROWS_NAMES, acc, has_rows_entry, rows_declarations, rows_entry, rows_stores};
 use super::shared_sums::{SharedSums, shared_sums};
 use super::stores::emit_stores;
 use crate::abi::{self, ArgLayout, KernelKind};
@@ -71,6 +72,11 @@ fn emit(
     } else {
         Vec::new()
     };
+    let by_rows = has_rows_entry(&plan);
+    if by_rows {
+        taken.extend(ROWS_NAMES.map(str::to_string));
+        taken.extend((0..layout.words).map(acc));
+    }
     let mut ctx = Ctx::new(f, &mut taken);
     ctx.shared_uniform = plan.shared_uniform;
     ctx.precision = layout.precision;
@@ -95,6 +101,8 @@ fn emit(
         SharedSums::default()
     };
     ctx.emit_nodes(&mut taken, "    ", &mut body, &mut helpers);
+    let compute = by_rows.then(|| body.clone());
+    let rows = by_rows.then(|| rows_stores(&plan, f, &ctx, &fields));
     emit_stores(&plan, f, &mut ctx, &mut body);
     let mut s = header(&plan, &fields, signature);
     declarations(&plan, &fields, &helpers, &sums, &mut s);
@@ -102,6 +110,9 @@ fn emit(
         reducing_entry(&plan, &sums, &body, &mut s);
     } else {
         plain_entry(&plan, &body, &mut s);
+    }
+    if let (Some(compute), Some(stores)) = (compute, rows) {
+        rows_entry(&plan, &fields, &compute, &stores, &mut s);
     }
     s
 }
@@ -309,7 +320,14 @@ fn declarations(
 ) {
     let wg = abi::WORKGROUP_SIZE;
     let t = plan.layout.precision;
-    if plan.gathered {
+    if has_rows_entry(plan) {
+        let _ = writeln!(
+            s,
+            "struct Params {{\n    n: u32,\n    per_thread: u32,\n    gathered: u32,\n    \
+             // The by-rows entry's (see there):\n    first: u32,\n    field0: u32,\n    \
+             field1: u32,\n    sides: u32,\n    store_grads: u32,\n}}\n"
+        );
+    } else if plan.gathered {
         let _ = writeln!(
             s,
             "struct Params {{\n    n: u32,\n    per_thread: u32,\n    gathered: u32,\n}}\n"
@@ -329,6 +347,9 @@ fn declarations(
     );
     if plan.gathered {
         field_declarations(fields, t, s);
+        if has_rows_entry(plan) {
+            rows_declarations(plan, s);
+        }
     } else {
         let _ = writeln!(
             s,

@@ -15,6 +15,7 @@ mod fields;
 mod kernel;
 mod plan;
 mod reduce;
+mod rows;
 mod shared_sums;
 mod stores;
 mod streams;

@@ -1,0 +1,369 @@
+//! Gathered gradients summed by rows on the GPU (the gathered adjoint's `adjoint_rows`
+//! entry: one thread per block row computes the elements that read it): an edge read
+//! through two indices into one block, a point block beside a camera block whose rows are
+//! read too often to go by rows, and a block beside a per-element gradient. Each against
+//! the CPU reverse mode summed per row in f64 and the CPU device, central differences for
+//! the edges, bit-identical reruns, and the passes a timed recording names (which path ran).
+
+mod common;
+
+use common::{Rng, device};
+use gradfuse::{Buffer, Device, Index, Source, differentiable};
+
+#[differentiable]
+pub fn edge(p: [f32; 3], q: [f32; 3], #[constant] rest: f32) -> f32 {
+    let d = ((q[0] - p[0]).powi(2) + (q[1] - p[1]).powi(2) + (q[2] - p[2]).powi(2)).sqrt();
+    0.5 * (d - rest) * (d - rest)
+}
+
+/// A camera (scale and offset) seeing a point: two blocks.
+#[differentiable]
+pub fn project(cam: [f32; 3], pt: [f32; 2], #[constant] obs: f32) -> f32 {
+    let u = cam[0] * (pt[0] * pt[0] + pt[1]) + cam[1] * pt[1] + cam[2] - obs;
+    u * u
+}
+
+/// A spring of per-element stiffness `k` to the origin from a gathered point: a block and a
+/// per-element argument with a gradient.
+#[differentiable]
+pub fn spring(p: [f32; 2], k: f32) -> f32 {
+    k * (p[0] * p[0] + p[1] * p[1]).sqrt() + 0.1 * k * k
+}
+
+/// `n` random entries below `rows`, none in the last 2 rows (rows no element reads), each
+/// row read by at most `most` entries (a by-rows launch's loop).
+fn entries(rng: &mut Rng, n: usize, rows: usize, most: usize) -> Vec<u32> {
+    let mut count = vec![0usize; rows];
+    (0..n)
+        .map(|_| {
+            loop {
+                let r = (rng.next_u64() % (rows as u64 - 2)) as usize;
+                if count[r] < most {
+                    count[r] += 1;
+                    break r as u32;
+                }
+            }
+        })
+        .collect()
+}
+
+fn points<const N: usize>(rng: &mut Rng, rows: usize) -> Vec<[f32; N]> {
+    (0..rows)
+        .map(|_| std::array::from_fn(|_| rng.uniform(-1.0, 1.0)))
+        .collect()
+}
+
+/// Per-element gradients `grads` (one row of `N` per element) summed into `rows` rows by
+/// `index`, in f64.
+fn row_sums<const N: usize>(index: &[u32], grads: &[[f32; N]], rows: usize) -> Vec<[f64; N]> {
+    let mut sums = vec![[0.0f64; N]; rows];
+    for (&r, g) in index.iter().zip(grads) {
+        for (s, &x) in sums[r as usize].iter_mut().zip(g) {
+            *s += f64::from(x);
+        }
+    }
+    sums
+}
+
+/// `got` against `want` within `tol` of the largest `want`.
+fn assert_close<const N: usize>(what: &str, got: &[[f32; N]], want: &[[f64; N]], tol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    let scale = want.iter().flatten().fold(1e-3f64, |a, b| a.max(b.abs()));
+    for (r, (g, w)) in got.iter().zip(want).enumerate() {
+        for i in 0..N {
+            let err = (f64::from(g[i]) - w[i]).abs();
+            assert!(
+                err <= tol * scale,
+                "{what} row {r}[{i}]: {} vs {}",
+                g[i],
+                w[i]
+            );
+        }
+    }
+}
+
+/// The labels of a timed recording's passes (empty where the device has no timestamps).
+fn labels(passes: &[(&'static str, std::time::Duration)]) -> Vec<&'static str> {
+    passes.iter().map(|(l, _)| *l).collect()
+}
+
+struct Edges {
+    vertices: Vec<[f32; 3]>,
+    p: Vec<u32>,
+    q: Vec<u32>,
+    rest: Vec<f32>,
+}
+
+/// Values, vertex gradients and pass labels of the gathered edge launch on `d`.
+fn run_edges(d: &Device, m: &Edges) -> (Vec<f32>, Vec<[f32; 3]>, Vec<&'static str>) {
+    let v = d.buffer(&m.vertices).unwrap();
+    let (pi, qi): (Index, Index) = (
+        d.index(&m.p, m.vertices.len()).unwrap(),
+        d.index(&m.q, m.vertices.len()).unwrap(),
+    );
+    let rest = d.buffer(&m.rest).unwrap();
+    let values = d.zeros::<f32>(m.p.len()).unwrap();
+    let grad = d.zeros::<[f32; 3]>(m.vertices.len()).unwrap();
+    let sources = edge::Sources {
+        p: Source::Gather(&v, &pi),
+        q: Source::Gather(&v, &qi),
+        rest: Source::Each(&rest),
+    };
+    let mut rec = d.record_timed();
+    let sinks = edge::Sinks { p: &grad, q: &grad };
+    edge::kernel(d)
+        .value_and_grad_gathered(&mut rec, &sources, &values, &sinks)
+        .unwrap();
+    let passes = rec.submit_timed().unwrap();
+    (
+        d.read(&values).unwrap(),
+        d.read(&grad).unwrap(),
+        labels(&passes),
+    )
+}
+
+fn edge_energy_f64(m: &Edges, vertices: &[[f64; 3]]) -> f64 {
+    (0..m.p.len())
+        .map(|k| {
+            let (a, b) = (vertices[m.p[k] as usize], vertices[m.q[k] as usize]);
+            let d = (0..3).map(|i| (b[i] - a[i]).powi(2)).sum::<f64>().sqrt();
+            0.5 * (d - f64::from(m.rest[k])).powi(2)
+        })
+        .sum()
+}
+
+/// Edges of a random mesh, every vertex read at most 32 times by each index (the most one
+/// thread's loop takes), two read by none: summed by rows on a GPU, in one pass.
+#[test]
+fn edges_summed_by_rows_match_the_cpu_reverse_mode() {
+    let mut rng = Rng(11);
+    let (v, e) = (700, 4000);
+    let p = entries(&mut rng, e, v, 32);
+    let q: Vec<u32> = p
+        .iter()
+        .map(|&a| (a + 1 + (rng.next_u64() % (v as u64 - 4)) as u32) % (v as u32 - 2))
+        .collect();
+    let m = Edges {
+        vertices: points(&mut rng, v),
+        p,
+        q,
+        rest: (0..e).map(|_| rng.uniform(0.2, 0.8)).collect(),
+    };
+    let mut per_edge = Vec::new();
+    let (mut gp, mut gq) = (Vec::new(), Vec::new());
+    for k in 0..e {
+        let args = edge::Args {
+            p: m.vertices[m.p[k] as usize],
+            q: m.vertices[m.q[k] as usize],
+            rest: m.rest[k],
+        };
+        let (val, g) = edge::value_and_grad(&args);
+        per_edge.push(val);
+        gp.push(g.p);
+        gq.push(g.q);
+    }
+    let mut want = row_sums(&m.p, &gp, v);
+    for (w, s) in want.iter_mut().zip(row_sums(&m.q, &gq, v)) {
+        for i in 0..3 {
+            w[i] += s[i];
+        }
+    }
+    for d in [device(), &Device::cpu()] {
+        let (values, grad, passes) = run_edges(d, &m);
+        for (k, (&got, &w)) in values.iter().zip(&per_edge).enumerate() {
+            assert!((got - w).abs() <= 1e-5 * w.abs().max(1e-3), "edge {k}");
+        }
+        assert_close(&d.describe(), &grad, &want, 1e-5);
+        assert_eq!(&grad[v - 2..], &[[0.0; 3]; 2], "rows no edge reads");
+        let (values2, grad2, _) = run_edges(d, &m);
+        assert_eq!(values, values2, "the same bits on a rerun");
+        assert_eq!(grad, grad2, "the same bits on a rerun");
+        if d.is_gpu() && !passes.is_empty() {
+            assert_eq!(passes, ["edge::adjoint_rows"], "{}", d.describe());
+        }
+        let base: Vec<[f64; 3]> = m.vertices.iter().map(|v| v.map(f64::from)).collect();
+        for (r, i) in [(0usize, 0usize), (5, 2), (77, 1), (698 - 1, 0)] {
+            let h = 1e-6;
+            let (mut plus, mut minus) = (base.clone(), base.clone());
+            plus[r][i] += h;
+            minus[r][i] -= h;
+            let fd = (edge_energy_f64(&m, &plus) - edge_energy_f64(&m, &minus)) / (2.0 * h);
+            let g = f64::from(grad[r][i]);
+            assert!(
+                (g - fd).abs() <= 1e-3 * fd.abs().max(1.0),
+                "vertex {r}[{i}]: {g} vs {fd}"
+            );
+        }
+    }
+}
+
+/// Cameras read by hundreds of observations each (summed in chunks, from gradient rows)
+/// and points read by a few (by rows, storing the gradient rows the cameras' sum reads).
+#[test]
+fn points_by_rows_beside_cameras_in_chunks() {
+    let mut rng = Rng(12);
+    let (cams, pts, n) = (6, 900, 3000);
+    let ci: Vec<u32> = (0..n)
+        .map(|_| (rng.next_u64() % cams as u64) as u32)
+        .collect();
+    let pi = entries(&mut rng, n, pts, 8);
+    let cam: Vec<[f32; 3]> = points(&mut rng, cams);
+    let pt: Vec<[f32; 2]> = points(&mut rng, pts);
+    let obs: Vec<f32> = (0..n).map(|_| rng.uniform(-1.0, 1.0)).collect();
+    let (mut gc, mut gp, mut vals) = (Vec::new(), Vec::new(), Vec::new());
+    for k in 0..n {
+        let args = project::Args {
+            cam: cam[ci[k] as usize],
+            pt: pt[pi[k] as usize],
+            obs: obs[k],
+        };
+        let (v, g) = project::value_and_grad(&args);
+        vals.push(v);
+        gc.push(g.cam);
+        gp.push(g.pt);
+    }
+    let (want_c, want_p) = (row_sums(&ci, &gc, cams), row_sums(&pi, &gp, pts));
+    for d in [device(), &Device::cpu()] {
+        let run = || {
+            let (cb, pb, ob) = (
+                d.buffer(&cam).unwrap(),
+                d.buffer(&pt).unwrap(),
+                d.buffer(&obs).unwrap(),
+            );
+            let (cx, px) = (d.index(&ci, cams).unwrap(), d.index(&pi, pts).unwrap());
+            let values = d.zeros::<f32>(n).unwrap();
+            let (dc, dp): (Buffer<[f32; 3]>, Buffer<[f32; 2]>) =
+                (d.zeros(cams).unwrap(), d.zeros(pts).unwrap());
+            let sources = project::Sources {
+                cam: Source::Gather(&cb, &cx),
+                pt: Source::Gather(&pb, &px),
+                obs: Source::Each(&ob),
+            };
+            let sinks = project::Sinks { cam: &dc, pt: &dp };
+            let mut rec = d.record_timed();
+            project::kernel(d)
+                .value_and_grad_gathered(&mut rec, &sources, &values, &sinks)
+                .unwrap();
+            let passes = labels(&rec.submit_timed().unwrap());
+            let (v, c) = (d.read(&values).unwrap(), d.read(&dc).unwrap());
+            (v, c, d.read(&dp).unwrap(), passes)
+        };
+        let (values, gcam, gpt, passes) = run();
+        for (k, (&got, &w)) in values.iter().zip(&vals).enumerate() {
+            assert!(
+                (got - w).abs() <= 1e-5 * w.abs().max(1e-3),
+                "observation {k}"
+            );
+        }
+        assert_close("cameras", &gcam, &want_c, 1e-5);
+        assert_close("points", &gpt, &want_p, 1e-5);
+        assert_eq!(
+            &gpt[pts - 2..],
+            &[[0.0; 2]; 2],
+            "points no observation reads"
+        );
+        let (values2, gcam2, gpt2, _) = run();
+        assert_eq!((values, gcam, gpt), (values2, gcam2, gpt2), "a rerun");
+        if d.is_gpu() && !passes.is_empty() {
+            let want = [
+                "project::adjoint_rows",
+                "scatter_chunks",
+                "scatter_partials",
+            ];
+            assert_eq!(passes, want, "{}", d.describe());
+        }
+    }
+}
+
+/// A block by rows beside a per-element argument whose gradient is each element's own.
+#[test]
+fn a_block_by_rows_beside_a_per_element_gradient() {
+    let mut rng = Rng(13);
+    let (rows, n) = (300, 2000);
+    let pi = entries(&mut rng, n, rows, 16);
+    let pts: Vec<[f32; 2]> = points(&mut rng, rows);
+    let k: Vec<f32> = (0..n).map(|_| rng.uniform(0.5, 2.0)).collect();
+    let (mut gp, mut gk) = (Vec::new(), Vec::new());
+    for e in 0..n {
+        let args = spring::Args {
+            p: pts[pi[e] as usize],
+            k: k[e],
+        };
+        let g = spring::value_and_grad(&args).1;
+        gp.push(g.p);
+        gk.push([g.k]);
+    }
+    let want_p = row_sums(&pi, &gp, rows);
+    let want_k: Vec<[f64; 1]> = gk.iter().map(|g| [f64::from(g[0])]).collect();
+    for d in [device(), &Device::cpu()] {
+        let (pb, kb) = (d.buffer(&pts).unwrap(), d.buffer(&k).unwrap());
+        let px = d.index(&pi, rows).unwrap();
+        let values = d.zeros::<f32>(n).unwrap();
+        let (dp, dk) = (
+            d.zeros::<[f32; 2]>(rows).unwrap(),
+            d.zeros::<f32>(n).unwrap(),
+        );
+        let sources = spring::Sources {
+            p: Source::Gather(&pb, &px),
+            k: Source::Each(&kb),
+        };
+        let mut rec = d.record_timed();
+        spring::kernel(d)
+            .value_and_grad_gathered(
+                &mut rec,
+                &sources,
+                &values,
+                &spring::Sinks { p: &dp, k: &dk },
+            )
+            .unwrap();
+        let passes = labels(&rec.submit_timed().unwrap());
+        assert_close("points", &d.read(&dp).unwrap(), &want_p, 1e-5);
+        let got_k: Vec<[f32; 1]> = d.read(&dk).unwrap().into_iter().map(|x| [x]).collect();
+        assert_close("stiffness", &got_k, &want_k, 1e-6);
+        if d.is_gpu() && !passes.is_empty() {
+            assert_eq!(
+                passes,
+                ["spring::adjoint_rows", "scatter_each"],
+                "{}",
+                d.describe()
+            );
+        }
+    }
+}
+
+/// The same launches by rows and by elements (per-edge gradient rows and the segmented
+/// sum, on a device of its own with launches by rows turned off) agree: the same values,
+/// and sums of the same gradients in the same order.
+#[test]
+fn by_rows_and_by_elements_agree() {
+    // Without a GPU both are the CPU device's one path.
+    let by_elements = Device::auto().expect("a second device");
+    by_elements.set_gather_by_rows(false);
+    let mut rng = Rng(14);
+    let (v, e) = (400, 1500);
+    let p = entries(&mut rng, e, v, 6);
+    let q = entries(&mut rng, e, v, 6);
+    let m = Edges {
+        vertices: points(&mut rng, v),
+        q: p.iter()
+            .zip(&q)
+            .map(|(&a, &b)| if a == b { (b + 1) % (v as u32 - 2) } else { b })
+            .collect(),
+        p,
+        rest: (0..e).map(|_| rng.uniform(0.2, 0.8)).collect(),
+    };
+    let (values, grad, passes) = run_edges(device(), &m);
+    let (values_e, grad_e, passes_e) = run_edges(&by_elements, &m);
+    if device().is_gpu() && !passes.is_empty() {
+        assert_eq!(passes, ["edge::adjoint_rows"]);
+        assert_eq!(passes_e, ["edge::adjoint (gathered)", "scatter_rows"]);
+    }
+    for (k, (a, b)) in values.iter().zip(&values_e).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-6 * a.abs().max(1e-3),
+            "edge {k}: {a} vs {b}"
+        );
+    }
+    let want: Vec<[f64; 3]> = grad_e.iter().map(|g| g.map(f64::from)).collect();
+    assert_close("by rows against by elements", &grad, &want, 1e-6);
+}
