@@ -324,23 +324,40 @@ pub(crate) fn scatter_passes(fields: &[Field], precision: Precision) -> Vec<Scat
     passes
 }
 
-/// Operations a second evaluation of an element may cost, per byte of memory traffic it
-/// saves, for a by-rows launch to compute the elements read through two indices twice
-/// (once from each side) rather than store their gradient rows and sum them in a pass.
-/// The H100 does about 20 float operations in the time it moves a byte; 16 leaves room for
-/// the by-rows loop's dependent loads.
-const ROWS_RECOMPUTE_OPS_PER_BYTE: u64 = 16;
+/// Operations that cost a by-rows launch as much as a byte of memory traffic: the H100
+/// does about 20 float operations in the time it moves a byte; 16 leaves room for the
+/// by-rows loop's dependent loads.
+const OPS_PER_BYTE: u64 = 16;
 
-/// The scatter pass of a launch of `spec` that its kernel's by-rows entry point
-/// ([`crate::spec::RowsEntry`]) can do instead: the first of a sink (nothing to add to),
-/// of rows of one block read through indices of one shape, each row read by at most
-/// [`CHUNK`] elements of each index (one thread's loop), and an element computed from
-/// both sides cheap enough to compute twice.
+/// The scatter pass of a launch of `spec` over `fields` that its kernel's by-rows entry
+/// point ([`crate::spec::RowsEntry`]) can do instead: the first of a sink (nothing to add
+/// to), of rows of one block read through indices of one shape, each row read by at most
+/// [`CHUNK`] elements of each index (one thread's loop); and, where an element is read
+/// through two indices and so computed from both sides, a second evaluation (its
+/// operations, its own argument words and index entries read again) costing less than the
+/// traffic it saves (the block's gradient words stored per element and read back by the
+/// scatter, or, where other passes still need the gradient rows, only read back).
+/// Measured on the H100 (BENCHMARKS.md): the edge residual 2.06x its pre-gathered kernel
+/// by elements, 0.78x by rows; the logic-gate network (16 logits read per gate, 18
+/// gradient words stored for the logits' pass anyway) slower by rows.
 #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
-pub(crate) fn rows_pass(spec: &KernelSpec, passes: &[ScatterPass]) -> Option<usize> {
+pub(crate) fn rows_pass(
+    spec: &KernelSpec,
+    fields: &[Field],
+    passes: &[ScatterPass],
+) -> Option<usize> {
     let grad_words = spec.outputs.get(1).map_or(0, |o| o.words as u64);
-    // Per element: its gradient row written and read back, and its entry of the order.
-    let saved_bytes = 4 * (2 * grad_words + 1);
+    let own_words: u64 = fields
+        .iter()
+        .map(|f| {
+            if f.index.is_some() {
+                1
+            } else {
+                u64::from(f.words)
+            }
+        })
+        .sum();
+    let again_bytes = 4 * own_words + spec.work_per_element.div_ceil(OPS_PER_BYTE);
     passes.iter().position(|p| {
         let first = &p.fields[0];
         let rows = |f: &Field| f.index.as_ref().map(|i| i.rows);
@@ -352,8 +369,14 @@ pub(crate) fn rows_pass(spec: &KernelSpec, passes: &[ScatterPass]) -> Option<usi
             .fields
             .iter()
             .all(|f| f.index.as_ref().is_some_and(|i| i.chunks.is_none()));
-        let cheap = p.fields.len() == 1
-            || spec.work_per_element <= ROWS_RECOMPUTE_OPS_PER_BYTE * saved_bytes;
+        let sides = p.fields.len() as u64;
+        // Per element: the scatter's reads (the pass's words and the order's entry, per
+        // side), and the whole gradient row's store where no other pass reads it.
+        let mut saved_bytes = 4 * sides * (u64::from(first.words) + 1);
+        if passes.len() == 1 {
+            saved_bytes += 4 * grad_words;
+        }
+        let cheap = sides == 1 || again_bytes < saved_bytes;
         !p.accumulate && one_block && short && cheap
     })
 }

@@ -95,7 +95,7 @@ impl Recording<'_> {
             && n > 0
             && g.fits_gathered(g_spec, fields)
             && g.fits_by_rows(g_spec, fields, outputs)
-            && let Some(k) = crate::gather::rows_pass(&g_spec.kernel, passes)
+            && let Some(k) = crate::gather::rows_pass(&g_spec.kernel, fields, passes)
         {
             let write_grads = passes.len() > 1;
             let (spec_rows, pass) = ((g_spec, rows), &passes[k]);
