@@ -212,9 +212,24 @@ fn grid(side: usize) -> (Vec<[f32; 3]>, Vec<u32>, Vec<u32>) {
 
 /// The gathered-edge table row for a grid of `side × side` vertices.
 /// Returns the wall-clock row and the GPU-time row.
-fn edge_row(d: &Device, side: usize, k: usize, rounds: usize) -> Result<(String, String), Error> {
-    let (vertices, p, q) = grid(side);
+fn edge_row(
+    d: &Device,
+    (side, shuffled): (usize, bool),
+    k: usize,
+    rounds: usize,
+) -> Result<(String, String), Error> {
+    let (vertices, mut p, mut q) = grid(side);
     let m = p.len();
+    if shuffled {
+        // Edges in a fixed random order: each vertex's edges far apart in memory.
+        let mut order: Vec<usize> = (0..m).collect();
+        order.sort_by_key(|&e| (noise(e) * 1e6) as i64);
+        (p, q) = (
+            order.iter().map(|&e| p[e]).collect(),
+            order.iter().map(|&e| q[e]).collect(),
+        );
+    }
+    let what = if shuffled { ", edges shuffled" } else { "" };
     let rest = vec![1.0f32; m];
     let pre: Vec<edge::Args> = (0..m)
         .map(|e| edge::Args {
@@ -260,7 +275,7 @@ fn edge_row(d: &Device, side: usize, k: usize, rounds: usize) -> Result<(String,
         kernel.value_gathered(rec, &sources, &values)
     })?;
     let row = format!(
-        "| {m} ({} vertices) | {:.3} | {:.3} | {:.2} | {:.3} | {:.3} | {:.2} | {:.3} | {:.2} |",
+        "| {m} ({} vertices{what}) | {:.3} | {:.3} | {:.2} | {:.3} | {:.3} | {:.2} | {:.3} | {:.2} |",
         vertices.len(),
         plain_value * 1e3,
         gathered_value * 1e3,
@@ -298,7 +313,7 @@ fn edge_row(d: &Device, side: usize, k: usize, rounds: usize) -> Result<(String,
         _ => "n/a".into(),
     };
     let gpu_row = format!(
-        "| {m} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {m}{what} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
         ms(pre_kernel),
         ms(rows_kernel),
         ratio(rows_kernel, pre_kernel),
@@ -350,9 +365,11 @@ fn main() -> Result<(), Error> {
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
     let mut gpu_rows = Vec::new();
     for &side in sides {
-        let (row, gpu_row) = edge_row(&device, side, k, rounds)?;
-        let _ = writeln!(out, "{row}");
-        gpu_rows.push(gpu_row);
+        for shuffled in [false, true] {
+            let (row, gpu_row) = edge_row(&device, (side, shuffled), k, rounds)?;
+            let _ = writeln!(out, "{row}");
+            gpu_rows.push(gpu_row);
+        }
     }
     let _ = writeln!(
         out,
