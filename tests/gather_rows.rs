@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{Rng, device};
+use common::{Rng, device, f64_devices};
 use gradfuse::{Buffer, Device, Index, Source, differentiable};
 
 #[differentiable]
@@ -39,6 +39,13 @@ pub fn mix(w: [f32; 8], a: f32, b: f32) -> f32 {
         s += w[k] * (a * (k as f32) + b).tanh();
     }
     s
+}
+
+/// The edge over f64.
+#[differentiable]
+pub fn edge64(p: [f64; 3], q: [f64; 3], #[constant] rest: f64) -> f64 {
+    let d = ((q[0] - p[0]).powi(2) + (q[1] - p[1]).powi(2) + (q[2] - p[2]).powi(2)).sqrt();
+    0.5 * (d - rest) * (d - rest)
 }
 
 /// `n` random entries below `rows`, none in the last 2 rows (rows no element reads), each
@@ -436,6 +443,68 @@ fn costly_elements_read_from_both_sides_go_by_elements() {
         if d.is_gpu() && !passes.is_empty() {
             let want = ["mix::adjoint (gathered)", "scatter_each", "scatter_rows"];
             assert_eq!(passes, want, "{}", d.describe());
+        }
+    }
+}
+
+/// An f64 edge by rows: the sums in f64, against the CPU reverse mode summed per vertex.
+#[test]
+fn f64_edges_by_rows_match_the_cpu_reverse_mode() {
+    let mut rng = Rng(16);
+    let (v, e) = (300, 1800);
+    let p = entries(&mut rng, e, v, 20);
+    let q: Vec<u32> = p
+        .iter()
+        .map(|&a| (a + 1 + (rng.next_u64() % (v as u64 - 4)) as u32) % (v as u32 - 2))
+        .collect();
+    let vertices: Vec<[f64; 3]> = (0..v)
+        .map(|_| std::array::from_fn(|_| f64::from(rng.uniform(-1.0, 1.0))))
+        .collect();
+    let rest: Vec<f64> = (0..e).map(|_| f64::from(rng.uniform(0.2, 0.8))).collect();
+    let (mut want, mut scale) = (vec![[0.0f64; 3]; v], 0.0f64);
+    for k in 0..e {
+        let args = edge64::Args {
+            p: vertices[p[k] as usize],
+            q: vertices[q[k] as usize],
+            rest: rest[k],
+        };
+        let g = edge64::value_and_grad(&args).1;
+        for i in 0..3 {
+            want[p[k] as usize][i] += g.p[i];
+            want[q[k] as usize][i] += g.q[i];
+            scale = scale.max(g.p[i].abs()).max(g.q[i].abs());
+        }
+    }
+    for d in f64_devices() {
+        let vb = d.buffer(&vertices).unwrap();
+        let (pi, qi) = (d.index(&p, v).unwrap(), d.index(&q, v).unwrap());
+        let rb = d.buffer(&rest).unwrap();
+        let values = d.zeros::<f64>(e).unwrap();
+        let grad = d.zeros::<[f64; 3]>(v).unwrap();
+        let sources = edge64::Sources {
+            p: Source::Gather(&vb, &pi),
+            q: Source::Gather(&vb, &qi),
+            rest: Source::Each(&rb),
+        };
+        let mut rec = d.record_timed();
+        let sinks = edge64::Sinks { p: &grad, q: &grad };
+        edge64::kernel(d)
+            .value_and_grad_gathered(&mut rec, &sources, &values, &sinks)
+            .unwrap();
+        let passes = labels(&rec.submit_timed().unwrap());
+        for (r, (g, w)) in d.read(&grad).unwrap().iter().zip(&want).enumerate() {
+            for i in 0..3 {
+                let err = (g[i] - w[i]).abs();
+                assert!(
+                    err <= 1e-13 * 32.0 * scale,
+                    "vertex {r}[{i}]: {} vs {}",
+                    g[i],
+                    w[i]
+                );
+            }
+        }
+        if d.is_gpu() && !passes.is_empty() {
+            assert_eq!(passes, ["edge64::adjoint_rows"], "{}", d.describe());
         }
     }
 }
