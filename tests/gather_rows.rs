@@ -5,6 +5,9 @@
 //! the CPU reverse mode summed per row in f64 and the CPU device, central differences for
 //! the edges, bit-identical reruns, and the passes a timed recording names (which path ran).
 
+// Per-coordinate loops read clearer than iterator chains over parallel arrays.
+#![allow(clippy::needless_range_loop)]
+
 mod common;
 
 use common::{Rng, device, f64_devices};
