@@ -11,6 +11,9 @@
 //! Real numbers come from an H100: see BENCHMARKS.md.
 //! Set GRADFUSE_BENCH_OUT=path to also write the table to a file.
 
+#[path = "../examples/common/mesh.rs"]
+mod mesh;
+
 use gradfuse::{Adam, Buffer, Device, Error, Index, Recording, Source, differentiable};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -210,26 +213,63 @@ fn grid(side: usize) -> (Vec<[f32; 3]>, Vec<u32>, Vec<u32>) {
     (vertices, p, q)
 }
 
-/// The gathered-edge table row for a grid of `side × side` vertices.
-/// Returns the wall-clock row and the GPU-time row.
-fn edge_row(
-    d: &Device,
-    (side, shuffled): (usize, bool),
-    k: usize,
-    rounds: usize,
-) -> Result<(String, String), Error> {
-    let (vertices, mut p, mut q) = grid(side);
-    let m = p.len();
-    if shuffled {
-        // Edges in a fixed random order: each vertex's edges far apart in memory.
-        let mut order: Vec<usize> = (0..m).collect();
-        order.sort_by_key(|&e| (noise(e) * 1e6) as i64);
-        (p, q) = (
-            order.iter().map(|&e| p[e]).collect(),
-            order.iter().map(|&e| q[e]).collect(),
+/// A mesh's vertices and its edges' two vertex indices, and how the table names it.
+struct Mesh {
+    name: String,
+    vertices: Vec<[f32; 3]>,
+    p: Vec<u32>,
+    q: Vec<u32>,
+}
+
+impl Mesh {
+    /// The grid of `side × side` vertices, its edges in their own order or shuffled.
+    fn grid(side: usize, shuffled: bool) -> Mesh {
+        let (vertices, mut p, mut q) = grid(side);
+        if shuffled {
+            // Edges in a fixed random order: each vertex's edges far apart in memory.
+            let mut order: Vec<usize> = (0..p.len()).collect();
+            order.sort_by_key(|&e| (noise(e) * 1e6) as i64);
+            (p, q) = (
+                order.iter().map(|&e| p[e]).collect(),
+                order.iter().map(|&e| q[e]).collect(),
+            );
+        }
+        let name = format!(
+            "{side} × {side} grid{}",
+            if shuffled { ", edges shuffled" } else { "" }
         );
+        Mesh {
+            name,
+            vertices,
+            p,
+            q,
+        }
     }
-    let what = if shuffled { ", edges shuffled" } else { "" };
+
+    /// The icosphere of `levels` subdivisions, its edges as `mesh::edges` lists them.
+    fn icosphere(levels: u32) -> Mesh {
+        let (vertices, faces) = mesh::icosphere(levels);
+        let (p, q) = mesh::edges(&faces);
+        let name = format!("icosphere, {levels} subdivisions");
+        Mesh {
+            name,
+            vertices,
+            p,
+            q,
+        }
+    }
+}
+
+/// The gathered-edge table row for a mesh. Returns the wall-clock row and the GPU-time
+/// row.
+fn edge_row(d: &Device, mesh: &Mesh, k: usize, rounds: usize) -> Result<(String, String), Error> {
+    let Mesh {
+        name,
+        vertices,
+        p,
+        q,
+    } = mesh;
+    let m = p.len();
     let rest = vec![1.0f32; m];
     let pre: Vec<edge::Args> = (0..m)
         .map(|e| edge::Args {
@@ -245,8 +285,8 @@ fn edge_row(
     let plain = per_launch(d, k, rounds, &tick, |rec| {
         kernel.value_and_grad_to(rec, &pre, &values, &grads)
     })?;
-    let vbuf = d.buffer(&vertices)?;
-    let (pi, qi): (Index, Index) = (d.index(&p, vertices.len())?, d.index(&q, vertices.len())?);
+    let vbuf = d.buffer(vertices)?;
+    let (pi, qi): (Index, Index) = (d.index(p, vertices.len())?, d.index(q, vertices.len())?);
     let rest = d.buffer(&rest)?;
     let vgrad = d.zeros::<[f32; 3]>(vertices.len())?;
     let sources = edge::Sources {
@@ -275,7 +315,7 @@ fn edge_row(
         kernel.value_gathered(rec, &sources, &values)
     })?;
     let row = format!(
-        "| {m} ({} vertices{what}) | {:.3} | {:.3} | {:.2} | {:.3} | {:.3} | {:.2} | {:.3} | {:.2} |",
+        "| {m} ({} vertices, {name}) | {:.3} | {:.3} | {:.2} | {:.3} | {:.3} | {:.2} | {:.3} | {:.2} |",
         vertices.len(),
         plain_value * 1e3,
         gathered_value * 1e3,
@@ -313,7 +353,7 @@ fn edge_row(
         _ => "n/a".into(),
     };
     let gpu_row = format!(
-        "| {m}{what} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {m} ({name}) | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
         ms(pre_kernel),
         ms(rows_kernel),
         ratio(rows_kernel, pre_kernel),
@@ -330,10 +370,12 @@ fn edge_row(
 fn main() -> Result<(), Error> {
     let quick = std::env::args().any(|a| a == "--quick");
     let device = Device::auto()?;
-    let (sizes, sides, k, rounds): (&[u32], &[usize], usize, usize) = if quick {
-        (&[12], &[64], 4, 3)
+    // The grid's 724 × 724 vertices make 1,046,904 edges; the icosphere's 8 subdivisions
+    // 1,966,080.
+    let (sizes, (side, levels), k, rounds): (&[u32], (usize, u32), usize, usize) = if quick {
+        (&[12], (64, 3), 4, 3)
     } else {
-        (&[20, 24], &[724], 50, 7)
+        (&[20, 24], (724, 8), 50, 7)
     };
     let mut out = String::new();
     let _ = writeln!(
@@ -364,12 +406,15 @@ fn main() -> Result<(), Error> {
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
     let mut gpu_rows = Vec::new();
-    for &side in sides {
-        for shuffled in [false, true] {
-            let (row, gpu_row) = edge_row(&device, (side, shuffled), k, rounds)?;
-            let _ = writeln!(out, "{row}");
-            gpu_rows.push(gpu_row);
-        }
+    let meshes = [
+        Mesh::grid(side, false),
+        Mesh::grid(side, true),
+        Mesh::icosphere(levels),
+    ];
+    for mesh in &meshes {
+        let (row, gpu_row) = edge_row(&device, mesh, k, rounds)?;
+        let _ = writeln!(out, "{row}");
+        gpu_rows.push(gpu_row);
     }
     let _ = writeln!(
         out,
