@@ -44,6 +44,14 @@ pub fn mix(w: [f32; 8], a: f32, b: f32) -> f32 {
     s
 }
 
+/// Two points, one per element and one gathered: their gradients may share a sink.
+#[differentiable]
+pub fn pull(a: [f32; 2], b: [f32; 2]) -> f32 {
+    let dx = a[0] - 2.0 * b[0];
+    let dy = a[1] - b[1] * b[1];
+    dx * dx + dy * dy
+}
+
 /// The edge over f64.
 #[differentiable]
 pub fn edge64(p: [f64; 3], q: [f64; 3], #[constant] rest: f64) -> f64 {
@@ -508,6 +516,51 @@ fn f64_edges_by_rows_match_the_cpu_reverse_mode() {
         }
         if d.is_gpu() && !passes.is_empty() {
             assert_eq!(passes, ["edge64::adjoint_rows"], "{}", d.describe());
+        }
+    }
+}
+
+/// A block's gradient into a sink that an earlier argument's per-element gradient wrote
+/// first goes by elements: by rows, the kernel would write the sink before that scatter
+/// overwrote it. The sink holds both gradients, added in the order of the arguments.
+#[test]
+fn a_sink_written_before_its_block_goes_by_elements() {
+    let mut rng = Rng(17);
+    let n = 500;
+    let bi = entries(&mut rng, n, n, 4);
+    let a: Vec<[f32; 2]> = points(&mut rng, n);
+    let b: Vec<[f32; 2]> = points(&mut rng, n);
+    let mut want = vec![[0.0f64; 2]; n];
+    for k in 0..n {
+        let args = pull::Args {
+            a: a[k],
+            b: b[bi[k] as usize],
+        };
+        let g = pull::value_and_grad(&args).1;
+        for i in 0..2 {
+            want[k][i] += f64::from(g.a[i]);
+            want[bi[k] as usize][i] += f64::from(g.b[i]);
+        }
+    }
+    for d in [device(), &Device::cpu()] {
+        let (ab, bb) = (d.buffer(&a).unwrap(), d.buffer(&b).unwrap());
+        let bx = d.index(&bi, n).unwrap();
+        let values = d.zeros::<f32>(n).unwrap();
+        let sink = d.zeros::<[f32; 2]>(n).unwrap();
+        let sources = pull::Sources {
+            a: Source::Each(&ab),
+            b: Source::Gather(&bb, &bx),
+        };
+        let mut rec = d.record_timed();
+        let sinks = pull::Sinks { a: &sink, b: &sink };
+        pull::kernel(d)
+            .value_and_grad_gathered(&mut rec, &sources, &values, &sinks)
+            .unwrap();
+        let passes = labels(&rec.submit_timed().unwrap());
+        assert_close("both gradients", &d.read(&sink).unwrap(), &want, 1e-6);
+        if d.is_gpu() && !passes.is_empty() {
+            let want = ["pull::adjoint (gathered)", "scatter_each", "scatter_rows"];
+            assert_eq!(passes, want, "{}", d.describe());
         }
     }
 }
