@@ -52,6 +52,17 @@ pub fn pull(a: [f32; 2], b: [f32; 2]) -> f32 {
     dx * dx + dy * dy
 }
 
+/// Sixteen per-element weights on a gathered pair: 18 gradient words per element, stored
+/// in chunks through workgroup memory by the plain entry, word by word by rows.
+#[differentiable]
+pub fn waves(w: [f32; 16], q: [f32; 2]) -> f32 {
+    let mut s = 0.0;
+    for k in 0..16 {
+        s += w[k] * (q[0] * (k as f32) + q[1]).sin();
+    }
+    s
+}
+
 /// The edge over f64.
 #[differentiable]
 pub fn edge64(p: [f64; 3], q: [f64; 3], #[constant] rest: f64) -> f64 {
@@ -561,6 +572,57 @@ fn a_sink_written_before_its_block_goes_by_elements() {
         if d.is_gpu() && !passes.is_empty() {
             let want = ["pull::adjoint (gathered)", "scatter_each", "scatter_rows"];
             assert_eq!(passes, want, "{}", d.describe());
+        }
+    }
+}
+
+/// By rows with wide gradient rows (the plain entry stores them in chunks): a gathered
+/// pair's sums by rows, and the per-element weights' gradients from the rows it stores.
+#[test]
+fn wide_gradient_rows_stored_by_rows() {
+    let mut rng = Rng(18);
+    let (rows, n) = (120, 700);
+    let qi = entries(&mut rng, n, rows, 10);
+    let q: Vec<[f32; 2]> = points(&mut rng, rows);
+    let w: Vec<[f32; 16]> = points(&mut rng, n);
+    let (mut gq, mut gw) = (Vec::new(), Vec::new());
+    for k in 0..n {
+        let args = waves::Args {
+            w: w[k],
+            q: q[qi[k] as usize],
+        };
+        let g = waves::value_and_grad(&args).1;
+        gq.push(g.q);
+        gw.push(g.w.map(f64::from));
+    }
+    let want_q = row_sums(&qi, &gq, rows);
+    for d in [device(), &Device::cpu()] {
+        let (wb, qb) = (d.buffer(&w).unwrap(), d.buffer(&q).unwrap());
+        let qx = d.index(&qi, rows).unwrap();
+        let values = d.zeros::<f32>(n).unwrap();
+        let (dw, dq) = (
+            d.zeros::<[f32; 16]>(n).unwrap(),
+            d.zeros::<[f32; 2]>(rows).unwrap(),
+        );
+        let sources = waves::Sources {
+            w: Source::Each(&wb),
+            q: Source::Gather(&qb, &qx),
+        };
+        let mut rec = d.record_timed();
+        let sinks = waves::Sinks { w: &dw, q: &dq };
+        waves::kernel(d)
+            .value_and_grad_gathered(&mut rec, &sources, &values, &sinks)
+            .unwrap();
+        let passes = labels(&rec.submit_timed().unwrap());
+        assert_close("pairs", &d.read(&dq).unwrap(), &want_q, 1e-5);
+        assert_close("weights", &d.read(&dw).unwrap(), &gw, 1e-6);
+        if d.is_gpu() && !passes.is_empty() {
+            assert_eq!(
+                passes,
+                ["waves::adjoint_rows", "scatter_each"],
+                "{}",
+                d.describe()
+            );
         }
     }
 }
