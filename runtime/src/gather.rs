@@ -240,6 +240,17 @@ impl From<&GatherField<'_>> for Field {
     }
 }
 
+/// A gathered kernel's `params.gathered`: bit `k` set where argument `k` is read through an
+/// index.
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+pub(crate) fn gathered_mask(fields: &[Field]) -> u32 {
+    fields
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.index.is_some())
+        .fold(0, |mask, (k, _)| mask | 1 << k)
+}
+
 /// Copies the field's words from its source into the argument rows `args` (`in_words` per
 /// element), on the CPU.
 pub(crate) fn assemble_cpu(field: &Field, n: usize, in_words: usize, args: &mut [u32]) {

@@ -6,7 +6,7 @@ use super::Gpu;
 use super::pipelines::EntryPoint;
 use crate::buffer::RawBuffer;
 use crate::error::Error;
-use crate::gather::{Field, ScatterPass};
+use crate::gather::{Field, ScatterPass, gathered_mask};
 use crate::spec::{GatheredSpec, KernelSpec, RowsEntry};
 use std::sync::Arc;
 
@@ -68,11 +68,6 @@ impl Gpu {
                 .position(|other| other.args_offset == f.args_offset)
                 .unwrap_or(0) as u32
         };
-        let mask = fields
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| f.index.is_some())
-            .fold(0u32, |mask, (k, _)| mask | 1 << k);
         if pass.accumulate {
             return Err(Error::Unsupported(format!(
                 "{}: a by-rows launch into a sink an earlier pass wrote",
@@ -104,7 +99,7 @@ impl Gpu {
         };
         let block_rows = i0.rows;
         let (chunk, work_per_row) = rows_per_dispatch(spec, n * pass.fields.len(), block_rows);
-        let sides = pass.fields.len() as u32;
+        let (sides, mask) = (pass.fields.len() as u32, gathered_mask(fields));
         let mut start = 0;
         while start < block_rows {
             let m = chunk.min(block_rows - start);

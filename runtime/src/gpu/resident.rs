@@ -295,11 +295,7 @@ impl ArgsIn<'_> {
     fn gathered_mask(&self) -> u32 {
         match self {
             ArgsIn::Rows(_) => 0,
-            ArgsIn::Fields(_, fields) => fields
-                .iter()
-                .enumerate()
-                .filter(|(_, f)| f.index.is_some())
-                .fold(0, |mask, (k, _)| mask | 1 << k),
+            ArgsIn::Fields(_, fields) => crate::gather::gathered_mask(fields),
         }
     }
 
