@@ -24,7 +24,7 @@ mod costs;
 mod functions;
 mod report;
 
-use ceilings::{FMA_PER_THREAD, copy_spec, fma_spec, inputs, kernel_time, median};
+use ceilings::{FMA_PER_THREAD, WARM_UP_S, copy_spec, fma_spec, inputs, kernel_time, median};
 use costs::Costs;
 use gradfuse_shaders_gen::launch::kernel_ir;
 use report::{Kernel, Round};
@@ -33,9 +33,6 @@ use report::{Kernel, Round};
 const ROUNDS: usize = 3;
 /// Timed launches per kernel and round, after its warm-up.
 pub(crate) const LAUNCHES: usize = 10;
-/// GPU time each kernel runs before it is timed (its clocks settle; the corpus keeps the
-/// device busy, so less than a lone kernel needs).
-const WARM_UP_S: f64 = 0.02;
 /// Largest argument or output buffer of a timed launch: wider kernels run at the largest
 /// power of two under it (the table says which n).
 const MAX_BUFFER_BYTES: usize = 1 << 30;
@@ -100,6 +97,13 @@ fn kernels(quick: bool, costs: &Costs) -> Result<Vec<Kernel>, String> {
         if quick && k % 4 != 0 {
             continue;
         }
+        // GRADFUSE_CORPUS_ONLY="branches random_13": only functions whose names contain one
+        // of the words (a question about a few kernels need not wait for all of them).
+        if let Ok(only) = std::env::var("GRADFUSE_CORPUS_ONLY")
+            && !only.split_whitespace().any(|w| f.name.contains(w))
+        {
+            continue;
+        }
         for kind in [KernelKind::Forward, reverse_kind(&c), KernelKind::Tangent] {
             let spec = compiled_spec(&f.name, &c, kind);
             let work = kernel_ir(&c, kind).map_or(0.0, |ir| ir.weighted_work(&|op| costs.of(op)));
@@ -130,10 +134,19 @@ fn batch(n: usize, words: u32) -> Vec<f32> {
     out
 }
 
-/// Median time of `LAUNCHES` launches after a warm-up of about [`WARM_UP_S`], in one
-/// upload of the arguments: the warm-up's length from `estimate` (seconds per launch).
+/// Median time of `LAUNCHES` launches after a warm-up of about [`WARM_UP_S`] of GPU time
+/// (`GRADFUSE_CORPUS_WARM_UP_S` sets another), in one upload of the arguments: the
+/// warm-up's length from `estimate` (seconds per launch).
+///
+/// The corpus once warmed each kernel up for 0.02 s, taking a busy device's clocks to be
+/// settled: on the H100 the same kernels then measured up to 2.3x apart between rounds
+/// (random_13's tangent 0.66 to 1.52 ms at 2^24), where 0.2 s kept every one within 1%.
 fn time(d: &Device, spec: &'static KernelSpec, input: &[f32], estimate: f64) -> Result<f64, Error> {
-    let warm = (WARM_UP_S / estimate.max(1e-6)).ceil().clamp(3.0, 500.0) as usize;
+    let warm_up_s = std::env::var("GRADFUSE_CORPUS_WARM_UP_S")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .unwrap_or(WARM_UP_S);
+    let warm = (warm_up_s / estimate.max(1e-6)).ceil().clamp(3.0, 5000.0) as usize;
     let times = d.time_kernel(spec, input, warm + LAUNCHES)?;
     Ok(median(
         times[warm..]
@@ -208,7 +221,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     out.push_str(&table);
     print!("{out}");
     let mut kernels = kernels(quick, &costs)?;
-    let sizes: &[u32] = if quick { &[12] } else { &[20, 24] };
+    // GRADFUSE_CORPUS_SIZES="24": the sizes (log2) to time.
+    let chosen: Option<Vec<u32>> = std::env::var("GRADFUSE_CORPUS_SIZES").ok().map(|s| {
+        s.split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect()
+    });
+    let sizes: &[u32] = match &chosen {
+        Some(sizes) => sizes,
+        None if quick => &[12],
+        None => &[20, 24],
+    };
     for &log_n in sizes {
         for k in kernels.iter_mut() {
             k.rounds.clear();
@@ -220,9 +243,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let tables = report::tables(&kernels, log_n);
         print!("{tables}");
         out.push_str(&tables);
-    }
-    if let Ok(path) = std::env::var("GRADFUSE_BENCH_OUT") {
-        std::fs::write(path, out)?;
+        // Written after each size: a run cut short keeps the sizes it finished.
+        if let Ok(path) = std::env::var("GRADFUSE_BENCH_OUT") {
+            std::fs::write(path, &out)?;
+        }
     }
     Ok(())
 }
