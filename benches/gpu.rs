@@ -18,7 +18,7 @@ mod common;
 mod networks;
 use ceilings::{
     FMA_PER_THREAD, WARM_UP_S, copy_spec, fma_spec, inputs, kernel_time, kernel_times, median,
-    no_cpu, spec, spec_shared,
+    no_cpu, sizes_from_env, spec, spec_shared,
 };
 use common::{
     EDGE_RESIDUAL, MLP_LOSS, ROSENBROCK4, SOFT_GATE16, TRANSCENDENTAL4, edge_residual, mlp_loss,
@@ -593,18 +593,10 @@ fn main() -> Result<(), Error> {
     if std::env::args().any(|a| a == "--networks") {
         // Only the network table.
         // GRADFUSE_NET_SIZES="20 24": the sizes (log2) to time.
-        let chosen: Option<Vec<u32>> = std::env::var("GRADFUSE_NET_SIZES").ok().map(|s| {
-            s.split_whitespace()
-                .filter_map(|w| w.parse().ok())
-                .collect()
-        });
-        let net_sizes: &[u32] = match &chosen {
-            Some(sizes) => sizes,
-            None if quick => &[10],
-            None => &[20, 24],
-        };
+        let default: &[u32] = if quick { &[10] } else { &[20, 24] };
+        let net_sizes = sizes_from_env("GRADFUSE_NET_SIZES", default);
         out.push_str(&networks::table(
-            net_sizes,
+            &net_sizes,
             fma_rate,
             inputs,
             // The best of two rounds, as the main table's rows: a first round can run

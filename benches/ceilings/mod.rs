@@ -138,6 +138,17 @@ pub fn kernel_time(
     Ok(kernel_times(d, spec, input, warmup, launches)?.0)
 }
 
+/// The batch sizes (log2) named by environment variable `var` ("20 24"), or `default`.
+pub fn sizes_from_env(var: &str, default: &[u32]) -> Vec<u32> {
+    match std::env::var(var) {
+        Ok(s) => s
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect(),
+        Err(_) => default.to_vec(),
+    }
+}
+
 /// GPU time of warm-up before each measured kernel, in seconds.
 pub const WARM_UP_S: f64 = 0.2;
 /// At most this many warm-up launches (tiny kernels reach [`WARM_UP_S`] slowly).

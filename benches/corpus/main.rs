@@ -24,7 +24,9 @@ mod costs;
 mod functions;
 mod report;
 
-use ceilings::{FMA_PER_THREAD, WARM_UP_S, copy_spec, fma_spec, inputs, kernel_time, median};
+use ceilings::{
+    FMA_PER_THREAD, WARM_UP_S, copy_spec, fma_spec, inputs, kernel_time, median, sizes_from_env,
+};
 use costs::Costs;
 use gradfuse_shaders_gen::launch::kernel_ir;
 use report::{Kernel, Round};
@@ -222,17 +224,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     print!("{out}");
     let mut kernels = kernels(quick, &costs)?;
     // GRADFUSE_CORPUS_SIZES="24": the sizes (log2) to time.
-    let chosen: Option<Vec<u32>> = std::env::var("GRADFUSE_CORPUS_SIZES").ok().map(|s| {
-        s.split_whitespace()
-            .filter_map(|w| w.parse().ok())
-            .collect()
-    });
-    let sizes: &[u32] = match &chosen {
-        Some(sizes) => sizes,
-        None if quick => &[12],
-        None => &[20, 24],
-    };
-    for &log_n in sizes {
+    let default: &[u32] = if quick { &[12] } else { &[20, 24] };
+    let sizes = sizes_from_env("GRADFUSE_CORPUS_SIZES", default);
+    for &log_n in &sizes {
         for k in kernels.iter_mut() {
             k.rounds.clear();
         }
