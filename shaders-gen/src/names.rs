@@ -55,6 +55,7 @@ const RESERVED: &[&str] = &[
     "group_first",
     "grad_stage",
     "reduce_stage",
+    "outer_stage",
     "stage_count",
     "stage_words",
     "owned_sums",
@@ -389,5 +390,20 @@ pub(crate) fn sanitize(name: &str) -> String {
         format!("u_{trimmed}")
     } else {
         name.to_string()
+    }
+}
+
+/// The suffixes of elements 1.. of a thread's elements (element 0's names have none).
+const ELEMENT_SUFFIXES: [&str; MAX_ELEMENTS] = ["a", "b", "c", "d", "e", "f", "g", "h"];
+
+/// The most elements a thread computes side by side (one name suffix each).
+pub const MAX_ELEMENTS: usize = 8;
+
+/// `base` for element `e` of a thread's elements.
+pub fn element_name(base: &str, e: usize) -> String {
+    if e == 0 {
+        base.to_string()
+    } else {
+        format!("{base}_{}", ELEMENT_SUFFIXES[e])
     }
 }

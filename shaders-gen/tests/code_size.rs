@@ -34,8 +34,8 @@ fn generated_code_does_not_grow_with_network_width() {
 
 /// The adjoint's shared-gradient sums, read from its WGSL: per-thread sums declared, adds
 /// staged at a computed index (an accumulator array streamed through a kept loop), words
-/// staged one by one.
-fn adjoint_sums(i: usize, h: usize) -> (usize, usize, usize) {
+/// staged one by one; and whether a loop's rows are summed as outer products.
+fn adjoint_sums(i: usize, h: usize) -> (usize, usize, usize, bool) {
     let item: syn::ItemFn = syn::parse_str(&network(i, h, 1)).expect("the source parses");
     let wgsl = compile(&item).expect("the network compiles").wgsl_reverse;
     let staged = |computed: bool| {
@@ -48,26 +48,29 @@ fn adjoint_sums(i: usize, h: usize) -> (usize, usize, usize) {
         wgsl.matches("var sum_").count(),
         staged(true),
         staged(false),
+        wgsl.contains("var<workgroup> outer_stage"),
     )
 }
 
 #[test]
 fn large_shared_gradients_are_streamed_and_small_ones_summed_per_thread() {
     // 2-4-4-1: 37 shared words, in registers per thread; nothing staged.
-    let (sums, computed, words) = adjoint_sums(2, 4);
+    let (sums, computed, words, outer) = adjoint_sums(2, 4);
     assert!(
-        sums > 0 && computed == 0 && words == 0,
-        "{sums} {computed} {words}"
+        sums > 0 && computed == 0 && words == 0 && !outer,
+        "{sums} {computed} {words} {outer}"
     );
     // 8-32-32-1 and 8-128-128-1 (1,377 and 17,793 words): no per-thread sum at all; the
-    // second layer's gradient, an accumulator carried through its kept loop, is staged add
-    // by add at computed indices, and the code does not grow with the width.
-    let mut staged_adds = Vec::new();
+    // second layer's gradient, an accumulator carried through its kept loop, is summed as
+    // outer products (no add staged at a computed index), and the code does not grow
+    // with the width.
+    let mut staged_words = Vec::new();
     for h in [32, 128] {
-        let (sums, computed, words) = adjoint_sums(8, h);
+        let (sums, computed, words, outer) = adjoint_sums(8, h);
         assert_eq!(sums, 0, "width {h}: per-thread sums");
-        assert!(computed > 0, "width {h}: no add staged at a computed index");
-        staged_adds.push(computed + words);
+        assert!(outer, "width {h}: no outer products");
+        assert_eq!(computed, 0, "width {h}: adds staged at a computed index");
+        staged_words.push(words);
     }
-    assert!(staged_adds[1] < 2 * staged_adds[0], "{staged_adds:?}");
+    assert!(staged_words[1] < 2 * staged_words[0], "{staged_words:?}");
 }

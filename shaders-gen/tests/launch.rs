@@ -114,12 +114,15 @@ fn elements_per_thread_follow_the_sums_and_the_tapes() {
         let mut s = 0.0;
         for j in 0..64 {
             let mut a = 0.0;
-            for k in 0..8 { a += w[j * 8 + k] * x[k]; }
+            for k in 0..8 { a += w[j * 8 + k] * (x[k] + j as f32); }
             s += a.tanh();
         }
         s
     }";
     assert_eq!(adjoint_elements(streamed), 2);
+    // The same rows with columns the same in every trip: summed as outer products, one.
+    let dense = streamed.replace("(x[k] + j as f32)", "x[k]");
+    assert_eq!(adjoint_elements(&dense), 1);
     // A table read in a loop of `trips` iterations whose carried `p` the reverse pass needs.
     let table_loop = |trips: usize| {
         format!(

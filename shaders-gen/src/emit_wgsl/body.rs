@@ -2,13 +2,14 @@
 //! every operation.
 
 use super::float_literal;
+use super::outer_sums::OuterLoop;
 use super::streams::{Streams, make_room, stage};
 use super::tape::{tape_index, tape_load, tape_store};
 use crate::ir::{
     Function, InPlace, IntFact, Loop, LoopInput, LoopKind, Op, Ty, ValueId, in_place, int_facts,
 };
 use crate::names::Taken;
-use crate::names::{fresh, local_names_with};
+use crate::names::{element_name, fresh, local_names_with};
 use crate::ops::{Func, WgslForm, wgsl_helper_deps};
 use crate::signature::Precision;
 use std::collections::BTreeSet;
@@ -48,6 +49,9 @@ pub(super) struct Ctx<'a> {
     pub(super) skip: HashSet<usize>,
     /// Shared gradients added straight into the workgroup's sums (see `streams`).
     pub(super) streams: Streams,
+    /// Loops whose rows of shared gradient are summed as outer products after them, by
+    /// loop node (see `outer_sums`).
+    pub(super) outer: HashMap<usize, OuterLoop>,
     /// Stages left in the run the stage last made room for.
     run_left: u32,
     /// Batch elements each thread computes side by side (see [`Ctx::set_elements`]).
@@ -89,6 +93,7 @@ impl<'a> Ctx<'a> {
             after: HashMap::new(),
             skip: HashSet::new(),
             streams: Streams::default(),
+            outer: HashMap::new(),
             run_left: 0,
             elements: 1,
             element: 0,
@@ -108,7 +113,10 @@ impl<'a> Ctx<'a> {
         uniform_inputs: &[bool],
         taken: &mut Taken,
     ) {
-        debug_assert!(elements <= MAX_ELEMENTS, "the plan caps the elements");
+        debug_assert!(
+            elements <= crate::names::MAX_ELEMENTS,
+            "the plan caps the elements"
+        );
         self.elements = elements;
         self.uniform = uniform_nodes(self.f, uniform_inputs);
         self.element_names = (1..elements)
@@ -205,7 +213,10 @@ impl<'a> Ctx<'a> {
                 Op::Input(_) | Op::Const(_) | Op::Int(_) => {}
                 Op::Loop(l) => {
                     debug_assert_eq!(self.run_left, 0, "a run of stages ends before a loop");
-                    self.emit_loop(i, l, taken, indent, out, helpers)
+                    self.emit_loop(i, l, taken, indent, out, helpers);
+                    if let Some(outer) = self.outer.remove(&i) {
+                        self.emit_outer_sums(&outer, taken, indent, out);
+                    }
                 }
                 _ => {
                     for e in self.elements_of(i) {
@@ -222,12 +233,60 @@ impl<'a> Ctx<'a> {
                     out.push_str(&after.replace(THIS_VALUE, ctx.name(i)));
                 });
             }
+            self.emit_records(i, indent, out);
             let staged = self.streams.words.get(&i).cloned().unwrap_or_default();
             for (done, (word, label)) in staged.iter().enumerate() {
                 let value = self.element_sum(ValueId(i as u32));
                 self.emit_stage((i, done as u32), word, &value, label, indent, out);
             }
         }
+    }
+
+    /// The sums after a loop whose rows are summed as outer products (see `outer_sums`).
+    fn emit_outer_sums(
+        &mut self,
+        outer: &OuterLoop,
+        taken: &mut Taken,
+        indent: &str,
+        out: &mut String,
+    ) {
+        let sources = outer.sources();
+        let mut names: HashMap<(ValueId, usize), String> = HashMap::new();
+        self.for_each_element(|ctx, e| {
+            for v in &sources {
+                names.insert((*v, e), ctx.operand(*v));
+            }
+        });
+        let operand = |v: ValueId, e: usize| names.get(&(v, e)).cloned().unwrap_or_default();
+        out.push_str(&outer.render(operand, (self.elements, self.precision), taken, indent));
+    }
+
+    /// The statements recording node `i`'s value in this trip's word of its record
+    /// (`streams.records`), once per element.
+    fn emit_records(&mut self, i: usize, indent: &str, out: &mut String) {
+        let Some(rec) = self.streams.records.get(&i).cloned() else {
+            return;
+        };
+        let index = self
+            .f
+            .nodes
+            .iter()
+            .position(|n| matches!(n.op, Op::Input(0)))
+            .map(|n| self.name(n).clone())
+            .unwrap_or_default();
+        let at = if rec.start == 0 {
+            index
+        } else {
+            format!("{index} - {}i", rec.start)
+        };
+        self.for_each_element(|ctx, e| {
+            let _ = writeln!(
+                out,
+                "{indent}{}[{at}] = {};",
+                element_name(&rec.name, e),
+                ctx.operand(ValueId(i as u32))
+            );
+        });
     }
 
     /// The elements whose statements node `i` writes: all, or only the first when it is
@@ -575,21 +634,6 @@ impl<'a> Ctx<'a> {
                 }
             }
         }
-    }
-}
-
-/// The suffixes of elements 1.. of a thread's elements (element 0's names have none).
-const ELEMENT_SUFFIXES: [&str; MAX_ELEMENTS] = ["a", "b", "c", "d", "e", "f", "g", "h"];
-
-/// The most elements a thread computes side by side (one name suffix each).
-pub(super) const MAX_ELEMENTS: usize = 8;
-
-/// `base` for element `e` of a thread's elements.
-pub(super) fn element_name(base: &str, e: usize) -> String {
-    if e == 0 {
-        base.to_string()
-    } else {
-        format!("{base}_{}", ELEMENT_SUFFIXES[e])
     }
 }
 

@@ -2,7 +2,7 @@
 //! the header, the declarations and the entry point around them.
 
 use super::COMPONENTS;
-use super::body::{Ctx, element_name, scaled_index};
+use super::body::{Ctx, scaled_index};
 use super::fields::{FieldNames, emit_field_loads, field_declarations, field_header, field_names};
 use super::float_literal;
 use super::plan::KernelPlan;
@@ -12,6 +12,7 @@ use super::shared_sums::{SharedSums, shared_sums};
 use super::stores::emit_stores;
 use crate::abi::{self, ArgLayout, KernelKind};
 use crate::ir::Function;
+use crate::names::element_name;
 use crate::names::reserved;
 use crate::ops::{wgsl_helper, wgsl_helpers};
 use std::collections::BTreeSet;
@@ -413,6 +414,15 @@ fn declarations(
             "var<workgroup> reduce_stage: array<{t}, {}>;",
             wg * abi::reduce_lanes(plan.layout.precision)
         );
+        if sums.outer {
+            let _ = writeln!(
+                s,
+                "var<workgroup> {}: array<{t}, {}>;",
+                super::outer_sums::OUTER_STAGE,
+                super::outer_sums::OUTER_STAGE_BYTES
+                    / (4 * plan.layout.precision.words_per_scalar())
+            );
+        }
         let _ = write!(
             s,
             "\n{}",

@@ -99,7 +99,7 @@ impl<'a> KernelPlan<'a> {
             loads,
             gathered,
             elements: if reduces && !gathered {
-                elements.clamp(1, super::body::MAX_ELEMENTS as u32)
+                elements.clamp(1, crate::names::MAX_ELEMENTS as u32)
             } else {
                 1
             },

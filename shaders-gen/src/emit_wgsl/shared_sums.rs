@@ -10,6 +10,7 @@
 //! the workgroup's sums as soon as it is computed, so no thread holds a sum per word.
 
 use super::body::{Ctx, THIS_VALUE};
+use super::outer_sums;
 use super::streams::{Streams, accumulator, sum_stage};
 use crate::abi;
 use crate::emit_wgsl::plan::KernelPlan;
@@ -50,6 +51,8 @@ pub(super) struct SharedSums {
     /// Whether the workgroup's row is written whole at the end by the owners of its words
     /// (no row to zero first).
     pub(super) owned: bool,
+    /// Whether some loop's rows are summed as outer products (see `outer_sums`).
+    pub(super) outer: bool,
 }
 
 /// Each thread adds up the shared gradients of several elements, each word (or array) as
@@ -113,7 +116,31 @@ pub(super) fn shared_sums(
             sums.push(WordSum::Register(name));
         }
     }
-    finish(plan, &sums, declarations, ctx, taken)
+    // The workgroup's 16 KiB hold the reduction's stage and the outer products' (none
+    // left where the kernel stages its outputs or gradients too).
+    let spans = if plan.staged || plan.chunked {
+        Vec::new()
+    } else {
+        let shared = plan.layout.words..plan.layout.words + plan.layout.shared_words;
+        let column_ok = |v: crate::ir::ValueId| {
+            outer_sums::not_shared(f, shared.clone(), v)
+                && !ctx.shared_word.contains_key(&v.index())
+                && !ctx.shared_array.contains_key(&v.index())
+        };
+        let mut streams = std::mem::take(&mut ctx.streams);
+        let planned = outer_sums::plan(
+            f,
+            &mut streams,
+            (ctx.elements, ctx.precision),
+            column_ok,
+            taken,
+        );
+        ctx.streams = streams;
+        declarations.push_str(&planned.declarations);
+        ctx.outer.extend(planned.loops);
+        planned.spans
+    };
+    finish(plan, &sums, (declarations, &spans), ctx, taken)
 }
 
 /// The shared arguments' gradients of an adjoint that sums them, and how they are summed.
@@ -161,7 +188,10 @@ impl<'a> Chains<'a> {
 /// 161 words 1.25x faster, a soft gate's 16 words 1.7x); streamed gradients from 2, whose
 /// extra arrays still fit the thread's registers (at 2^20, an 8-32-32-1 network's 1,377
 /// words 1.9x faster with 2, 1.1x with 4; an 8-64-64-1's 4,801 words 1.7x with 2, 0.6x
-/// with 4). A kernel that records a tape keeps one element per thread: each element's
+/// with 4). A kernel that sums a kept loop's rows as outer products (`outer_sums`) takes
+/// one: its records and the stage's chunk are per element (on the H100 at 2^20, 8-32-32-1
+/// 2.14 ms with one, 2.45 with 2; 8-64-64-1 4.69 with one, 7.94 with 2). A kernel that
+/// records a tape keeps one element per thread: each element's
 /// tape lives in the thread's private memory, off the chip, and more elements multiply
 /// its traffic (on the H100 a loop of 1,024 trips failed to launch with 4).
 pub fn elements_per_thread(
@@ -173,10 +203,23 @@ pub fn elements_per_thread(
     if !reduces || layout.precision != crate::signature::Precision::F32 {
         return 1;
     }
+    let chains = Chains::of(layout, f);
     if records_a_tape(f) {
         1
-    } else if Chains::of(layout, f).stream {
-        2
+    } else if chains.stream {
+        let mut streams = Streams::default();
+        chains
+            .chains
+            .into_iter()
+            .flatten()
+            .for_each(|c| streams.merge(c));
+        let shared = layout.words..layout.words + layout.shared_words;
+        let column_ok = |v| outer_sums::not_shared(f, shared.clone(), v);
+        if outer_sums::applies(f, &streams, layout.precision, column_ok) {
+            1
+        } else {
+            2
+        }
     } else if f.dynamic_op_count() <= MAX_OPS_FOR_FOUR_ELEMENTS {
         4
     } else {
@@ -275,7 +318,7 @@ impl ArraySum<'_> {
 fn finish(
     plan: &KernelPlan,
     sums: &[WordSum],
-    mut declarations: String,
+    (mut declarations, spans): (String, &[outer_sums::Span]),
     ctx: &mut Ctx,
     taken: &mut Taken,
 ) -> SharedSums {
@@ -312,6 +355,12 @@ fn finish(
             ),
         );
     }
+    workgroup_sum.push_str(&outer_sums::flush(
+        spans,
+        owned.is_some(),
+        shared_words,
+        taken,
+    ));
     if let Some(m) = owned {
         let wg = abi::WORKGROUP_SIZE;
         let _ = writeln!(
@@ -329,6 +378,7 @@ fn finish(
         workgroup_sum,
         streams,
         owned: owned.is_some(),
+        outer: !spans.is_empty(),
     }
 }
 

@@ -1,10 +1,11 @@
 //! The stores of a kernel's outputs: straight from registers, or through workgroup memory
 //! so that consecutive threads store consecutive words (staged gradients, chunks, rounds).
 
-use super::body::{Ctx, element_name, scaled_index};
+use super::body::{Ctx, scaled_index};
 use super::plan::KernelPlan;
 use crate::abi;
 use crate::ir::{Function, ValueId};
+use crate::names::element_name;
 use std::fmt::Write;
 
 /// The stores of every element's outputs: the first element's at `i`, each other's in a

@@ -39,6 +39,16 @@ pub(super) struct StreamAdd {
     pub label: String,
 }
 
+/// A factor a loop body records in every trip, in place of the staged adds it multiplies
+/// (see `outer_sums`).
+#[derive(Clone, Debug)]
+pub(super) struct Record {
+    /// Element 0's per-thread array.
+    pub name: String,
+    /// The loop's first index (trip `j` writes word `j - start`).
+    pub start: i64,
+}
+
 /// The accumulators of one function (a kernel's, or a loop body's).
 #[derive(Clone, Debug, Default)]
 pub(super) struct Streams {
@@ -53,6 +63,8 @@ pub(super) struct Streams {
     pub carried: HashMap<usize, HashSet<usize>>,
     /// The accumulators of each loop's body, by loop node.
     pub bodies: HashMap<usize, Streams>,
+    /// Factors recorded right after their node, by node (a loop body's).
+    pub records: HashMap<usize, Record>,
     /// Whether the owners of the words keep their sums (`owned_sums`, see
     /// [`abi::MAX_OWNED_SUMS`]) rather than add into the workgroup's row.
     pub owned: bool,
@@ -71,6 +83,7 @@ impl Streams {
         for (l, ks) in other.carried {
             self.carried.entry(l).or_default().extend(ks);
         }
+        self.records.extend(other.records);
         for (l, body) in other.bodies {
             self.bodies.entry(l).or_default().merge(body);
         }

@@ -1,0 +1,746 @@
+//! A kept loop's rows of a streamed shared gradient, summed as outer products.
+//!
+//! A dense layer written as a loop over its rows (`for j { s = b[j] + Σ_k w[j * n + k] *
+//! h[k]; .. }`) has a reverse pass whose trip `j` adds `h[k] * d_s` into word `j * n + k` of
+//! the weights' gradient for every `k`: one factor per trip (`d_s`) times one column per
+//! word (`h[k]`, the same in every trip). Streamed word by word (`streams`), every
+//! element's every word crosses the workgroup through a tree sum with barriers: on the
+//! H100 that sum was 74% of an 8-32-32-1 network's `value_and_grad`. Summed as what it
+//! is, `dW += D^T H` over the workgroup's elements, each element moves `T + n` words
+//! through workgroup memory instead of `T * n`:
+//!
+//! - In the loop, each trip records its factor into a per-thread array (`rec[j - start]`)
+//!   in place of its staged adds.
+//! - After the loop, the workgroup's elements, a chunk at a time, copy their records and
+//!   columns into `outer_stage`; then the owner of each gradient word (thread `w % 256`,
+//!   as for streamed words) adds the chunk's products into a register of its own.
+//! - After the thread's last element, the owner adds those sums to its other sums.
+//!
+//! The order of every sum is fixed (chunks, then elements in a chunk), so the result is
+//! the same bits on every run; no atomics.
+
+use super::streams::{Record, Streams};
+use crate::abi;
+use crate::ir::{Function, IntOp, Loop, LoopInput, LoopKind, Op, ValueId};
+use crate::names::{Taken, element_name, fresh};
+use crate::ops::Func;
+use crate::signature::Precision;
+use std::fmt::Write;
+
+/// The workgroup array the chunks are staged in.
+pub(super) const OUTER_STAGE: &str = "outer_stage";
+
+/// Bytes of [`OUTER_STAGE`]: with the reduction's stage, the 16 KiB WebGPU guarantees.
+pub(super) const OUTER_STAGE_BYTES: u32 = 8192;
+
+/// Fewest elements a chunk stages: below that, a loop's rows are streamed word by word (a
+/// chunk's two barriers would be paid for too few products). An 8-128-128-1 network's rows
+/// take 7 elements a chunk; measured on the H100 down to 14 (8-64-64-1).
+const MIN_CHUNK_ELEMENTS: u32 = 4;
+
+/// What multiplies a trip's recorded factor into one gradient word.
+#[derive(Clone, Debug, PartialEq)]
+enum Column {
+    /// A constant (a bias's gradient is the factor itself: 1).
+    Const(f64),
+    /// An outer value.
+    Scalar(ValueId),
+    /// Word `k` of an outer array.
+    Word(ValueId, i64),
+}
+
+/// Where a loop's rows of one shared array lie: trip `j`'s column `c` is shared word
+/// `first + stride × (j - start) + c`; and the per-thread sums of the words a thread owns.
+#[derive(Clone, Debug)]
+pub(super) struct Span {
+    first: u32,
+    stride: u32,
+    trips: u32,
+    columns: u32,
+    /// The per-thread array of the sums of the words the thread owns.
+    tile: String,
+    /// The first of the thread's owned slots (`w / 256`) the rows reach, and how many.
+    slots: (u32, u32),
+    label: String,
+}
+
+impl Span {
+    /// The WGSL condition that word `w`, trip `t` and column `c` of `w - first`, is one
+    /// of these rows'.
+    fn owns(&self, w: &str, t: &str, c: &str) -> String {
+        format!(
+            "{w} >= {}u && {t} < {}u && {c} < {}u",
+            self.first, self.trips, self.columns
+        )
+    }
+}
+
+/// One shared array's words that every trip adds as `factor × columns[c]`.
+#[derive(Debug)]
+struct Rows {
+    /// Which of the loop's records is the factor.
+    record: usize,
+    columns: Vec<Column>,
+    span: Span,
+    /// Where the columns sit in an element's words of the stage (all the constant 1, the
+    /// factor alone: none).
+    column_at: Option<u32>,
+}
+
+/// A kept loop whose rows are summed as outer products.
+#[derive(Debug)]
+pub(super) struct OuterLoop {
+    /// The per-thread arrays of each trip's factor (element 0's names).
+    records: Vec<String>,
+    trips: u32,
+    rows: Vec<Rows>,
+    /// Threads whose elements one chunk stages.
+    threads: u32,
+    /// Words of the stage each element takes (odd: consecutive elements in other banks).
+    pitch: u32,
+}
+
+/// What [`plan`] found in a kernel's loops.
+#[derive(Default)]
+pub(super) struct Planned {
+    /// The records' and the tile sums' declarations.
+    pub declarations: String,
+    /// The loops whose rows are summed as outer products, by loop node.
+    pub loops: Vec<(usize, OuterLoop)>,
+    /// Where their rows lie, for [`flush`] after the thread's last element.
+    pub spans: Vec<Span>,
+}
+
+/// Finds, in each top-level kept loop of `f` whose body streams adds (`streams`), the
+/// rows worth summing as outer products, for a thread of `elements` elements; takes
+/// their adds out of the stream and records their factors instead. `column_ok` says which
+/// outer values can be staged as columns (shared words are never built as values).
+pub(super) fn plan(
+    f: &Function,
+    streams: &mut Streams,
+    (elements, precision): (usize, Precision),
+    column_ok: impl Fn(ValueId) -> bool,
+    taken: &mut Taken,
+) -> Planned {
+    let mut planned = Planned::default();
+    let t = precision.name();
+    for (i, node) in f.nodes.iter().enumerate() {
+        let Op::Loop(l) = &node.op else { continue };
+        let Some(body) = streams.bodies.get_mut(&i) else {
+            continue;
+        };
+        let Some(selected) = Found::in_body(l, body, &column_ok)
+            .and_then(|found| found.select(l, elements as u32, precision))
+        else {
+            continue;
+        };
+        let outer = selected.apply(body, taken);
+        let declarations = &mut planned.declarations;
+        for name in &outer.records {
+            for e in 0..elements {
+                let _ = writeln!(
+                    declarations,
+                    "    var {}: array<{t}, {}>;",
+                    element_name(name, e),
+                    outer.trips
+                );
+            }
+        }
+        for rows in &outer.rows {
+            let span = &rows.span;
+            let _ = writeln!(
+                declarations,
+                "    // Sums of the words of {} this thread owns, as outer products.\n    \
+                 var {}: array<{t}, {}>;",
+                span.label, span.tile, span.slots.1
+            );
+            planned.spans.push(span.clone());
+        }
+        planned.loops.push((i, outer));
+    }
+    planned
+}
+
+/// Whether [`plan`] would sum some loop's rows as outer products with one element per
+/// thread: the element rule's question (`shared_sums::elements_per_thread`).
+pub(super) fn applies(
+    f: &Function,
+    streams: &Streams,
+    precision: Precision,
+    column_ok: impl Fn(ValueId) -> bool,
+) -> bool {
+    f.nodes.iter().enumerate().any(|(i, node)| {
+        let (Op::Loop(l), Some(body)) = (&node.op, streams.bodies.get(&i)) else {
+            return false;
+        };
+        Found::in_body(l, body, &column_ok)
+            .and_then(|found| found.select(l, 1, precision))
+            .is_some()
+    })
+}
+
+/// Whether outer value `v` of `f` can be staged as a column: not a `#[shared]` word
+/// (inputs `shared` of `f`) nor an array of any, which kernels read from `shared_args`
+/// rather than build as values.
+pub(super) fn not_shared(f: &Function, shared: std::ops::Range<u32>, v: ValueId) -> bool {
+    let is_shared = |v: &ValueId| matches!(f.node(*v).op, Op::Input(w) if shared.contains(&w));
+    match &f.node(v).op {
+        Op::ArrayNew(words) => !words.iter().any(is_shared),
+        _ => !is_shared(&v),
+    }
+}
+
+/// An add of a loop body, split into its row and column.
+struct Term {
+    /// The add's node.
+    add: usize,
+    /// `index = stride × j + offset`.
+    offset: i64,
+    column: Column,
+    /// The body's product node, if nothing else reads it.
+    product: Option<ValueId>,
+    /// The array's first shared word, its length, and its name.
+    base: u32,
+    len: u32,
+    label: String,
+}
+
+/// Terms of one loop body grouped by factor, array and stride.
+struct Found {
+    groups: Vec<((ValueId, u32, i64), Vec<Term>)>,
+}
+
+impl Found {
+    /// The adds of `body` (loop `l`'s streams) that are a factor times a column at an
+    /// index affine in the loop index, grouped by factor, array and stride.
+    fn in_body(l: &Loop, body: &Streams, column_ok: &impl Fn(ValueId) -> bool) -> Option<Self> {
+        if l.kind == LoopKind::Recording {
+            return None;
+        }
+        let readers = reader_counts(&l.body);
+        let mut groups: Vec<((ValueId, u32, i64), Vec<Term>)> = Vec::new();
+        let mut adds: Vec<_> = body.adds.iter().collect();
+        adds.sort_by_key(|(i, _)| **i);
+        for (&i, add) in adds {
+            let Some((stride, offset)) = affine(&l.body, add.index) else {
+                continue;
+            };
+            let (factor, column, product) = split_product(l, add.value, &readers, column_ok);
+            let key = (factor, add.base, stride);
+            let term = Term {
+                add: i,
+                offset,
+                column,
+                product,
+                base: add.base,
+                len: add.len,
+                label: add.label.clone(),
+            };
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, terms)) => terms.push(term),
+                None => groups.push((key, vec![term])),
+            }
+        }
+        (!groups.is_empty()).then_some(Found { groups })
+    }
+
+    /// The rows that pass the checks (columns contiguous, rows apart, every index in
+    /// range, a chunk of the stage big enough for `elements` per thread), if any.
+    fn select(self, l: &Loop, elements: u32, precision: Precision) -> Option<Selected> {
+        let (start, end) = (l.start, l.end);
+        let trips = u32::try_from(end - start).ok().filter(|t| *t > 0)?;
+        let mut kept: Vec<(ValueId, i64, Vec<Term>)> = Vec::new();
+        for ((factor, _, stride), mut terms) in self.groups {
+            terms.sort_by_key(|t| t.offset);
+            let n = terms.len() as i64;
+            let offset0 = terms[0].offset;
+            let contiguous = terms
+                .iter()
+                .enumerate()
+                .all(|(c, t)| t.offset == offset0 + c as i64);
+            // Rows apart (no word added twice), and every index in the array (the
+            // stream would clamp it).
+            let (lowest, highest) = (
+                offset0 + (stride * start).min(stride * (end - 1)),
+                offset0 + (stride * start).max(stride * (end - 1)) + n - 1,
+            );
+            if contiguous && stride >= n && lowest >= 0 && highest < terms[0].len as i64 {
+                kept.push((factor, stride, terms));
+            }
+        }
+        // A row of one word is worth a record only where a wider row records its factor.
+        let wide: Vec<ValueId> = kept
+            .iter()
+            .filter(|(_, _, t)| t.len() >= 2)
+            .map(|(f, _, _)| *f)
+            .collect();
+        kept.retain(|(f, _, _)| wide.contains(f));
+        let mut factors: Vec<ValueId> = Vec::new();
+        for (f, _, _) in &kept {
+            if !factors.contains(f) {
+                factors.push(*f);
+            }
+        }
+        // An element's words of the stage: each record's trips, then each row's columns.
+        let staged_columns: u32 = kept
+            .iter()
+            .filter(|(_, _, t)| !is_factor(t))
+            .map(|(_, _, t)| t.len() as u32)
+            .sum();
+        let words = factors.len() as u32 * trips + staged_columns;
+        let pitch = words | 1;
+        let stage_words = OUTER_STAGE_BYTES / (4 * precision.words_per_scalar());
+        let threads = (stage_words / pitch / elements).min(abi::WORKGROUP_SIZE);
+        if kept.is_empty() || threads * elements < MIN_CHUNK_ELEMENTS {
+            return None;
+        }
+        Some(Selected {
+            kept,
+            factors,
+            trips,
+            start,
+            threads,
+            pitch,
+        })
+    }
+}
+
+/// Whether every term of a row is the factor alone (times 1).
+fn is_factor(terms: &[Term]) -> bool {
+    terms.iter().all(|t| t.column == Column::Const(1.0))
+}
+
+/// Rows that passed [`Found::select`], not yet taken out of the stream.
+struct Selected {
+    /// By factor and stride: the terms, in column order.
+    kept: Vec<(ValueId, i64, Vec<Term>)>,
+    /// The distinct factors, each recorded once.
+    factors: Vec<ValueId>,
+    trips: u32,
+    start: i64,
+    threads: u32,
+    pitch: u32,
+}
+
+impl Selected {
+    /// Takes the rows' adds out of `body`'s stream and records their factors instead.
+    fn apply(self, body: &mut Streams, taken: &mut Taken) -> OuterLoop {
+        let Selected {
+            kept,
+            factors,
+            trips,
+            start,
+            threads,
+            pitch,
+        } = self;
+        let records: Vec<String> = factors.iter().map(|_| fresh(taken, "rec")).collect();
+        let mut rows = Vec::new();
+        let mut column_at = factors.len() as u32 * trips;
+        let wg = abi::WORKGROUP_SIZE;
+        for (factor, stride, terms) in kept {
+            let record = factors.iter().position(|f| *f == factor).unwrap_or(0);
+            let t0 = &terms[0];
+            // The lowest word of the rows: `stride` is positive (at least the columns).
+            let first = (t0.base as i64 + stride * start + t0.offset) as u32;
+            let columns = terms.len() as u32;
+            let last = first + stride as u32 * (trips - 1) + columns - 1;
+            let at = (!is_factor(&terms)).then_some(column_at);
+            if at.is_some() {
+                column_at += columns;
+            }
+            for term in &terms {
+                body.adds.remove(&term.add);
+                body.skip.insert(term.add);
+                if let Some(p) = term.product {
+                    body.skip.insert(p.index());
+                }
+            }
+            body.records.insert(
+                factor.index(),
+                Record {
+                    name: records[record].clone(),
+                    start,
+                },
+            );
+            let label = t0.label.clone();
+            rows.push(Rows {
+                record,
+                columns: terms.into_iter().map(|t| t.column).collect(),
+                span: Span {
+                    first,
+                    stride: stride as u32,
+                    trips,
+                    columns,
+                    tile: fresh(taken, &format!("tile_{}", crate::names::sanitize(&label))),
+                    slots: (first / wg, last / wg - first / wg + 1),
+                    label,
+                },
+                column_at: at,
+            });
+        }
+        OuterLoop {
+            records,
+            trips,
+            rows,
+            threads,
+            pitch,
+        }
+    }
+}
+
+/// `v` as `stride × (loop index) + offset`, if it is built so from the index and
+/// constants.
+fn affine(f: &Function, v: ValueId) -> Option<(i64, i64)> {
+    match &f.node(v).op {
+        Op::Int(k) => Some((0, *k)),
+        Op::Input(0) => Some((1, 0)),
+        Op::IntBin(op, a, b) => {
+            let (x, y) = (affine(f, *a)?, affine(f, *b)?);
+            match op {
+                IntOp::Add => Some((x.0.checked_add(y.0)?, x.1.checked_add(y.1)?)),
+                IntOp::Sub => Some((x.0.checked_sub(y.0)?, x.1.checked_sub(y.1)?)),
+                IntOp::Mul if x.0 == 0 => Some((y.0.checked_mul(x.1)?, y.1.checked_mul(x.1)?)),
+                IntOp::Mul if y.0 == 0 => Some((x.0.checked_mul(y.1)?, x.1.checked_mul(y.1)?)),
+                IntOp::Mul => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The added value `v` of a body as `factor × column`: a product with one side a column
+/// (the same in every trip, stageable after the loop), or the value itself times 1; and
+/// the product node if nothing else reads it.
+fn split_product(
+    l: &Loop,
+    v: ValueId,
+    readers: &[u32],
+    column_ok: impl Fn(ValueId) -> bool,
+) -> (ValueId, Column, Option<ValueId>) {
+    if let Op::Call(Func::Mul, terms) = &l.body.node(v).op {
+        let (p, q) = (terms[0], terms[1]);
+        for (x, factor) in [(p, q), (q, p)] {
+            if let Some(column) = as_column(l, x, &column_ok) {
+                let product = (readers[v.index()] == 1).then_some(v);
+                return (factor, column, product);
+            }
+        }
+    }
+    (v, Column::Const(1.0), None)
+}
+
+/// Body value `x` as a column: a constant, a capture, or a captured array's word at a
+/// constant index.
+fn as_column(l: &Loop, x: ValueId, column_ok: impl Fn(ValueId) -> bool) -> Option<Column> {
+    let f = &l.body;
+    let capture = |v: ValueId| match f.node(v).op {
+        Op::Input(w) => match l.input(w as usize) {
+            LoopInput::Capture(j) => Some(l.captures[j]).filter(|c| column_ok(*c)),
+            _ => None,
+        },
+        _ => None,
+    };
+    match &f.node(x).op {
+        Op::Const(c) => Some(Column::Const(*c)),
+        Op::Input(_) => Some(Column::Scalar(capture(x)?)),
+        Op::ArrayGet { array, index } => {
+            let Op::Int(k) = f.node(*index).op else {
+                return None;
+            };
+            Some(Column::Word(capture(*array)?, k))
+        }
+        _ => None,
+    }
+}
+
+/// How many times each node is read, by nodes and by the outputs.
+fn reader_counts(f: &Function) -> Vec<u32> {
+    let mut n = vec![0u32; f.nodes.len()];
+    for node in &f.nodes {
+        for v in node.op.operands() {
+            n[v.index()] += 1;
+        }
+    }
+    for o in &f.outputs {
+        n[o.index()] += 1;
+    }
+    n
+}
+
+impl OuterLoop {
+    /// The outer values its columns read.
+    pub(super) fn sources(&self) -> Vec<ValueId> {
+        let mut v = Vec::new();
+        for c in self.rows.iter().flat_map(|r| &r.columns) {
+            if let Column::Scalar(x) | Column::Word(x, _) = c
+                && !v.contains(x)
+            {
+                v.push(*x);
+            }
+        }
+        v
+    }
+
+    /// The sums after the loop, for every element of the workgroup's run: chunk by chunk,
+    /// the chunk's threads stage their records and columns, then each word's owner adds the
+    /// chunk's products.
+    /// `operand(v, e)` is outer value `v`'s name in element `e`.
+    pub(super) fn render(
+        &self,
+        operand: impl Fn(ValueId, usize) -> String,
+        (elements, precision): (usize, Precision),
+        taken: &mut Taken,
+        indent: &str,
+    ) -> String {
+        let wg = abi::WORKGROUP_SIZE;
+        let (threads, pitch, trips) = (self.threads, self.pitch, self.trips);
+        let elements = elements as u32;
+        let (chunk, slot, count) = (
+            fresh(taken, "chunk"),
+            fresh(taken, "slot"),
+            fresh(taken, "count"),
+        );
+        let mut s = String::new();
+        let labels: Vec<&str> = self.rows.iter().map(|r| r.span.label.as_str()).collect();
+        let _ = writeln!(
+            s,
+            "{indent}// The loop's rows of d/d {}, summed as outer products: {threads} threads' elements\n\
+             {indent}// at a time stage their factors and columns, then each word's owner adds their\n\
+             {indent}// products.\n\
+             {indent}for (var {chunk} = 0u; {chunk} < {wg}u; {chunk} += {threads}u) {{\n\
+             {indent}    // The last chunk's reads are done.\n\
+             {indent}    workgroupBarrier();\n\
+             {indent}    let {slot} = lid - {chunk};\n\
+             {indent}    if ({slot} < {threads}u) {{",
+            labels.join(", d/d ")
+        );
+        let inner = format!("{indent}        ");
+        for e in 0..elements as usize {
+            let at = fresh(taken, "at");
+            let _ = writeln!(
+                s,
+                "{inner}let {at} = ({slot} * {elements}u + {e}u) * {pitch}u;"
+            );
+            for (r, rec) in self.records.iter().enumerate() {
+                let t = fresh(taken, "t");
+                let _ = writeln!(
+                    s,
+                    "{inner}for (var {t} = 0u; {t} < {trips}u; {t}++) {{ {OUTER_STAGE}[{at} + {}u + {t}] = {}[{t}]; }}",
+                    r as u32 * trips,
+                    element_name(rec, e)
+                );
+            }
+            let operand = |v: ValueId| operand(v, e);
+            for rows in &self.rows {
+                if let Some(col0) = rows.column_at {
+                    let at = (col0, at.as_str());
+                    stage_columns(
+                        &operand,
+                        precision,
+                        &rows.columns,
+                        at,
+                        &inner,
+                        taken,
+                        &mut s,
+                    );
+                }
+            }
+        }
+        let _ = writeln!(
+            s,
+            "{indent}    }}\n\
+             {indent}    workgroupBarrier();\n\
+             {indent}    let {count} = min({threads}u, {wg}u - {chunk}) * {elements}u;"
+        );
+        let zero = super::float_literal(0.0, precision);
+        for rows in &self.rows {
+            let sums = OwnerSums {
+                rows,
+                rec0: rows.record as u32 * trips,
+                pitch,
+                count: &count,
+                zero: &zero,
+            };
+            sums.write(&format!("{indent}    "), taken, &mut s);
+        }
+        let _ = writeln!(s, "{indent}}}");
+        s
+    }
+}
+
+/// A chunk thread's `columns` for the element being written, at word `at.0` of its words
+/// at `at.1`: runs of one array's consecutive words as a loop.
+fn stage_columns(
+    operand: &impl Fn(ValueId) -> String,
+    precision: Precision,
+    cols: &[Column],
+    at: (u32, &str),
+    indent: &str,
+    taken: &mut Taken,
+    s: &mut String,
+) {
+    let (col0, at) = at;
+    let mut c = 0;
+    while c < cols.len() {
+        if let Column::Word(a, k0) = cols[c] {
+            let mut n = 1;
+            while c + n < cols.len() && cols[c + n] == Column::Word(a, k0 + n as i64) {
+                n += 1;
+            }
+            if n > 1 {
+                let m = fresh(taken, "m");
+                let _ = writeln!(
+                    s,
+                    "{indent}for (var {m} = 0u; {m} < {n}u; {m}++) {{ {OUTER_STAGE}[{at} + {}u + {m}] = {}[{k0}u + {m}]; }}",
+                    col0 + c as u32,
+                    operand(a)
+                );
+                c += n;
+                continue;
+            }
+        }
+        let value = match &cols[c] {
+            Column::Const(x) => super::float_literal(*x, precision),
+            Column::Scalar(v) => operand(*v),
+            Column::Word(a, k) => format!("{}[{k}]", operand(*a)),
+        };
+        let _ = writeln!(
+            s,
+            "{indent}{OUTER_STAGE}[{at} + {}u] = {value};",
+            col0 + c as u32
+        );
+        c += 1;
+    }
+}
+
+/// The owners' adds of one chunk's products of `rows`.
+struct OwnerSums<'a> {
+    rows: &'a Rows,
+    /// Where the rows' record sits in an element's words.
+    rec0: u32,
+    pitch: u32,
+    /// The WGSL count of the chunk's elements.
+    count: &'a str,
+    zero: &'a str,
+}
+
+impl OwnerSums<'_> {
+    fn write(&self, indent: &str, taken: &mut Taken, s: &mut String) {
+        let wg = abi::WORKGROUP_SIZE;
+        let (rows, span, pitch, rec0) = (self.rows, &self.rows.span, self.pitch, self.rec0);
+        let (k, w, r, t, c, e) = (
+            fresh(taken, "k"),
+            fresh(taken, "w"),
+            fresh(taken, "r"),
+            fresh(taken, "t"),
+            fresh(taken, "c"),
+            fresh(taken, "e"),
+        );
+        let (stride, (k0, m), count, zero) = (span.stride, span.slots, self.count, self.zero);
+        let owns = span.owns(&w, &t, &c);
+        let factor = format!(
+            "{OUTER_STAGE}[{e} * {pitch}u + {rec0}u + min({t}, {}u)]",
+            span.trips - 1
+        );
+        let column = rows.column_at.map(|col0| {
+            format!(
+                "{OUTER_STAGE}[{e} * {pitch}u + {col0}u + min({c}, {}u)]",
+                span.columns - 1
+            )
+        });
+        let _ = writeln!(s, "{indent}// d/d {}: the chunk's products.", span.label);
+        // Word w's trip and column. Where rows are a divisor of 256 words apart, a thread's
+        // words share their column: it is read once per element for all of them.
+        let shared_column = wg.is_multiple_of(stride);
+        let c_of = |w: &str| {
+            if shared_column {
+                format!("(lid + {stride}u - {}u) % {stride}u", span.first % stride)
+            } else {
+                format!("({w} - {}u) % {stride}u", span.first)
+            }
+        };
+        let head = format!(
+            "let {w} = lid + {wg}u * ({k} + {k0}u);\n{indent}        \
+             let {r} = {w} - {}u;\n{indent}        \
+             let {t} = {r} / {stride}u;",
+            span.first
+        );
+        match (&column, shared_column) {
+            (Some(column), true) => {
+                let x = fresh(taken, "x");
+                let _ = writeln!(
+                    s,
+                    "{indent}let {c} = {};\n\
+                     {indent}for (var {e} = 0u; {e} < {count}; {e}++) {{\n\
+                     {indent}    let {x} = {column};\n\
+                     {indent}    for (var {k} = 0u; {k} < {m}u; {k}++) {{\n\
+                     {indent}        {head}\n\
+                     {indent}        {}[{k}] += select({zero}, {factor} * {x}, {owns});\n\
+                     {indent}    }}\n\
+                     {indent}}}",
+                    c_of(&w),
+                    span.tile,
+                );
+            }
+            _ => {
+                let product = match &column {
+                    Some(column) => format!("{factor} * {column}"),
+                    None => factor.clone(),
+                };
+                let acc = fresh(taken, "acc");
+                let _ = writeln!(
+                    s,
+                    "{indent}for (var {k} = 0u; {k} < {m}u; {k}++) {{\n\
+                     {indent}    {}\n\
+                     {indent}    let {c} = {};\n\
+                     {indent}    if ({owns}) {{\n\
+                     {indent}        var {acc} = {}[{k}];\n\
+                     {indent}        for (var {e} = 0u; {e} < {count}; {e}++) {{ {acc} += {product}; }}\n\
+                     {indent}        {}[{k}] = {acc};\n\
+                     {indent}    }}\n\
+                     {indent}}}",
+                    head.replace(&format!("\n{indent}        "), &format!("\n{indent}    ")),
+                    c_of(&w),
+                    span.tile,
+                    span.tile,
+                );
+            }
+        }
+    }
+}
+
+/// After the thread's last element: each owner adds its tile sums of `spans` to its own
+/// sums (`owned`), or into the workgroup's row.
+pub(super) fn flush(spans: &[Span], owned: bool, shared_words: u32, taken: &mut Taken) -> String {
+    let wg = abi::WORKGROUP_SIZE;
+    let mut s = String::new();
+    for span in spans {
+        let (k, w, t, c) = (
+            fresh(taken, "k"),
+            fresh(taken, "w"),
+            fresh(taken, "t"),
+            fresh(taken, "c"),
+        );
+        let (tile, (k0, m), first, stride) = (&span.tile, span.slots, span.first, span.stride);
+        let add = if owned {
+            format!("owned_sums[{k} + {k0}u] += {tile}[{k}];")
+        } else {
+            format!("shared_partials[group * {shared_words}u + {w}] += {tile}[{k}];")
+        };
+        let _ = writeln!(
+            s,
+            "    // d/d {}: the outer products' sums.\n    \
+             for (var {k} = 0u; {k} < {m}u; {k}++) {{\n        \
+             let {w} = lid + {wg}u * ({k} + {k0}u);\n        \
+             let {t} = ({w} - {first}u) / {stride}u;\n        \
+             let {c} = ({w} - {first}u) % {stride}u;\n        \
+             if ({}) {{\n            \
+             {add}\n        \
+             }}\n    \
+             }}",
+            span.label,
+            span.owns(&w, &t, &c),
+        );
+    }
+    s
+}

@@ -1,0 +1,256 @@
+//! Shared gradients of a kept loop's rows summed as outer products (`outer_sums` in the
+//! WGSL emitter): a dense layer's weight gradient `D^T H` over the batch, its factors and
+//! columns staged chunk by chunk through workgroup memory. Checked against the CPU reverse
+//! mode's per-element gradients summed here in f64 (no summation code shared with the
+//! kernel), on batches that end mid-run and mid-chunk, bit-identical over runs.
+
+mod common;
+
+use common::{Rng, device, f64_devices};
+use gradfuse::differentiable;
+
+/// An 8-32-32-1 tanh network: the second layer's loop is kept, its rows 32 words apart
+/// (a divisor of 256: a thread's words share one column).
+#[differentiable]
+pub fn net32(
+    #[constant] x: [f32; 8],
+    #[constant] t: f32,
+    #[shared] w1: [f32; 288],
+    #[shared] w2: [f32; 1056],
+    #[shared] w3: [f32; 33],
+) -> f32 {
+    let mut h1 = [0.0; 32];
+    for j in 0..32 {
+        let mut s = w1[8 * 32 + j];
+        for k in 0..8 {
+            s += w1[j * 8 + k] * x[k];
+        }
+        h1[j] = s.tanh();
+    }
+    let mut h2 = [0.0; 32];
+    for j in 0..32 {
+        let mut s = w2[32 * 32 + j];
+        for k in 0..32 {
+            s += w2[j * 32 + k] * h1[k];
+        }
+        h2[j] = s.tanh();
+    }
+    let mut y = w3[32];
+    for k in 0..32 {
+        y += w3[k] * h2[k];
+    }
+    (y - t) * (y - t)
+}
+
+/// Rows 24 words apart (not a divisor of 256: a thread's words have columns of their
+/// own), a loop that starts at 1, and a row of one word per trip whose column is a
+/// word of a per-element array (`x[0]`), sharing the wide row's factor.
+#[differentiable]
+pub fn offset_rows(
+    #[constant] x: [f32; 3],
+    #[shared] w1: [f32; 72],
+    #[shared] w2: [f32; 600],
+) -> f32 {
+    let mut h1 = [0.0; 24];
+    for j in 0..24 {
+        h1[j] = (w1[j * 3] * x[0] + w1[j * 3 + 1] * x[1] + w1[j * 3 + 2] * x[2]).tanh();
+    }
+    let mut y = 0.0;
+    for j in 1..25 {
+        let mut s = w2[576 + j - 1] * x[0];
+        for k in 0..24 {
+            s += w2[(j - 1) * 24 + k] * h1[k];
+        }
+        y += s.tanh() * (j as f32) * 0.05;
+    }
+    y * y
+}
+
+/// The f64 twin of a kept dense layer: 3-32-32-1.
+#[differentiable]
+pub fn net64(
+    #[constant] x: [f64; 3],
+    #[constant] t: f64,
+    #[shared] w1: [f64; 128],
+    #[shared] w2: [f64; 1056],
+    #[shared] w3: [f64; 33],
+) -> f64 {
+    let mut h1 = [0.0; 32];
+    for j in 0..32 {
+        let mut s = w1[96 + j];
+        for k in 0..3 {
+            s += w1[j * 3 + k] * x[k];
+        }
+        h1[j] = s.tanh();
+    }
+    let mut h2 = [0.0; 32];
+    for j in 0..32 {
+        let mut s = w2[1024 + j];
+        for k in 0..32 {
+            s += w2[j * 32 + k] * h1[k];
+        }
+        h2[j] = s.tanh();
+    }
+    let mut y = w3[32];
+    for k in 0..32 {
+        y += w3[k] * h2[k];
+    }
+    (y - t) * (y - t)
+}
+
+/// Every f32 word of a `Pod` value, as f64.
+fn words<T: bytemuck::Pod>(t: &T) -> Vec<f64> {
+    bytemuck::cast_slice::<u8, f32>(bytemuck::bytes_of(t))
+        .iter()
+        .map(|x| *x as f64)
+        .collect()
+}
+
+/// Every word of a `Pod` value of f64 words.
+fn words64<T: bytemuck::Pod>(t: &T) -> Vec<f64> {
+    bytemuck::cast_slice::<u8, f64>(bytemuck::bytes_of(t)).to_vec()
+}
+
+/// The batch's shared gradient `got` against the per-element ones summed in f64: each
+/// word within `tol` of the sum, relative to the sum of the terms' magnitudes (a sum's
+/// rounding is relative to them).
+fn assert_batch_sum(what: &str, got: &[f64], per_element: &[Vec<f64>], tol: f64) {
+    assert_eq!(got.len(), per_element[0].len(), "{what}: words");
+    for (w, g) in got.iter().enumerate() {
+        let want: f64 = per_element.iter().map(|p| p[w]).sum();
+        let scale: f64 = per_element
+            .iter()
+            .map(|p| p[w].abs())
+            .sum::<f64>()
+            .max(1e-20);
+        let e = (g - want).abs() / scale;
+        assert!(
+            e < tol,
+            "{what}: shared word {w}: {g} against {want} ({e:e})"
+        );
+    }
+}
+
+fn uniform_array<const N: usize>(rng: &mut Rng, scale: f64) -> [f32; N] {
+    std::array::from_fn(|_| rng.uniform(-scale, scale))
+}
+
+#[test]
+fn the_kept_layers_rows_are_summed_as_outer_products() {
+    // The kernels this file tests take the path it is about.
+    for (name, src) in [
+        ("net32", net32::WGSL_ADJOINT),
+        ("offset_rows", offset_rows::WGSL_ADJOINT),
+        ("net64", net64::WGSL_ADJOINT),
+    ] {
+        assert!(
+            src.contains("var<workgroup> outer_stage"),
+            "{name}: no outer products"
+        );
+    }
+    // The wide row's factor is recorded once per trip, its adds are not staged.
+    assert!(net32::WGSL_ADJOINT.contains("rec[j_2] = d_s_32;"));
+    assert!(!net32::WGSL_ADJOINT.contains("stage_count++; // d/d w2"));
+    // offset_rows's one-word row (the bias times `x[0]`) shares the record of the wide
+    // row, and the loop from 1 records trip `j` at `j - 1`.
+    assert!(offset_rows::WGSL_ADJOINT.contains("var tile_w2_1: array<f32, 1>;"));
+    assert!(offset_rows::WGSL_ADJOINT.contains(" - 1i] = "));
+    assert!(!offset_rows::WGSL_ADJOINT.contains("stage_count++; // d/d w2"));
+}
+
+#[test]
+fn network_shared_gradients_are_the_batch_sums_and_bit_identical() {
+    let mut rng = Rng(5);
+    let shared = net32::Shared {
+        w1: uniform_array(&mut rng, 0.4),
+        w2: uniform_array(&mut rng, 0.2),
+        w3: uniform_array(&mut rng, 0.3),
+    };
+    // One partial run; many workgroups with a last run cut in its second element's half
+    // and its last chunk.
+    for n in [37usize, 5000] {
+        let batch: Vec<net32::Args> = (0..n)
+            .map(|_| net32::Args {
+                x: uniform_array(&mut rng, 1.0),
+                t: rng.uniform(-0.5, 0.5),
+            })
+            .collect();
+        let per_element: Vec<Vec<f64>> = batch
+            .iter()
+            .map(|a| words(&net32::value_and_grad(a, &shared).2))
+            .collect();
+        let kernel = net32::kernel(device());
+        let (values, _, sg) = kernel.value_and_grad(&batch, &shared).expect("launch");
+        for (i, a) in batch.iter().enumerate() {
+            let v = net32::value_and_grad(a, &shared).0;
+            assert!(
+                (values[i] - v).abs() <= 1e-5 * v.abs().max(1e-3),
+                "value {i}"
+            );
+        }
+        assert_batch_sum(
+            &format!("net32, {n} elements"),
+            &words(&sg),
+            &per_element,
+            1e-5,
+        );
+        let again = kernel.value_and_grad(&batch, &shared).expect("launch").2;
+        assert_eq!(
+            bytemuck::bytes_of(&sg),
+            bytemuck::bytes_of(&again),
+            "net32, {n} elements: not bit-identical"
+        );
+    }
+}
+
+#[test]
+fn offset_rows_and_scalar_columns_are_the_batch_sums() {
+    let mut rng = Rng(9);
+    let shared = offset_rows::Shared {
+        w1: uniform_array(&mut rng, 0.5),
+        w2: uniform_array(&mut rng, 0.2),
+    };
+    let n = 3001;
+    let batch: Vec<offset_rows::Args> = (0..n)
+        .map(|_| offset_rows::Args {
+            x: uniform_array(&mut rng, 1.0),
+        })
+        .collect();
+    let per_element: Vec<Vec<f64>> = batch
+        .iter()
+        .map(|a| words(&offset_rows::value_and_grad(a, &shared).2))
+        .collect();
+    let (_, _, sg) = offset_rows::kernel(device())
+        .value_and_grad(&batch, &shared)
+        .expect("launch");
+    assert_batch_sum("offset_rows", &words(&sg), &per_element, 1e-5);
+}
+
+#[test]
+fn f64_network_shared_gradients_are_the_batch_sums() {
+    let mut rng = Rng(13);
+    let mut wide =
+        |n: usize, s: f64| -> Vec<f64> { (0..n).map(|_| rng.uniform(-s, s) as f64).collect() };
+    let shared = net64::Shared {
+        w1: wide(128, 0.5).try_into().expect("128 words"),
+        w2: wide(1056, 0.2).try_into().expect("1056 words"),
+        w3: wide(33, 0.3).try_into().expect("33 words"),
+    };
+    let n = 1500;
+    let batch: Vec<net64::Args> = (0..n)
+        .map(|_| net64::Args {
+            x: wide(3, 1.0).try_into().expect("3 words"),
+            t: wide(1, 0.5)[0],
+        })
+        .collect();
+    let per_element: Vec<Vec<f64>> = batch
+        .iter()
+        .map(|a| words64(&net64::value_and_grad(a, &shared).2))
+        .collect();
+    for dev in f64_devices() {
+        let (_, _, sg) = net64::kernel(dev)
+            .value_and_grad(&batch, &shared)
+            .expect("launch");
+        assert_batch_sum("net64", &words64(&sg), &per_element, 1e-12);
+    }
+}
