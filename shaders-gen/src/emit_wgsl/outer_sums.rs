@@ -19,7 +19,7 @@
 //! The order of every sum is fixed (chunks, then elements in a chunk), so the result is
 //! the same bits on every run; no atomics.
 
-use super::streams::{Record, Streams};
+use super::streams::{Record, Streams, reader_counts};
 use crate::abi;
 use crate::ir::{Function, IntOp, Loop, LoopInput, LoopKind, Op, ValueId};
 use crate::names::{Taken, element_name, fresh};
@@ -451,20 +451,6 @@ fn as_column(l: &Loop, x: ValueId, column_ok: impl Fn(ValueId) -> bool) -> Optio
         }
         _ => None,
     }
-}
-
-/// How many times each node is read, by nodes and by the outputs.
-fn reader_counts(f: &Function) -> Vec<u32> {
-    let mut n = vec![0u32; f.nodes.len()];
-    for node in &f.nodes {
-        for v in node.op.operands() {
-            n[v.index()] += 1;
-        }
-    }
-    for o in &f.outputs {
-        n[o.index()] += 1;
-    }
-    n
 }
 
 impl OuterLoop {

@@ -265,7 +265,7 @@ impl Chain<'_> {
 }
 
 /// How many times each node is read, by nodes and by the outputs.
-fn reader_counts(f: &Function) -> Vec<u32> {
+pub(super) fn reader_counts(f: &Function) -> Vec<u32> {
     let mut n = vec![0u32; f.nodes.len()];
     for node in &f.nodes {
         for v in node.op.operands() {
