@@ -419,8 +419,7 @@ fn declarations(
                 s,
                 "var<workgroup> {}: array<{t}, {}>;",
                 super::outer_sums::OUTER_STAGE,
-                super::outer_sums::OUTER_STAGE_BYTES
-                    / (4 * plan.layout.precision.words_per_scalar())
+                super::outer_sums::outer_stage_words(plan.layout.precision)
             );
         }
         let _ = write!(

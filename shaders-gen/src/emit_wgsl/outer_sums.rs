@@ -31,7 +31,12 @@ use std::fmt::Write;
 pub(super) const OUTER_STAGE: &str = "outer_stage";
 
 /// Bytes of [`OUTER_STAGE`]: with the reduction's stage, the 16 KiB WebGPU guarantees.
-pub(super) const OUTER_STAGE_BYTES: u32 = 8192;
+const OUTER_STAGE_BYTES: u32 = 8192;
+
+/// Scalars of `precision` in [`OUTER_STAGE`].
+pub(super) fn outer_stage_words(precision: Precision) -> u32 {
+    OUTER_STAGE_BYTES / (4 * precision.words_per_scalar())
+}
 
 /// Fewest elements a chunk stages: below that, a loop's rows are streamed word by word (a
 /// chunk's two barriers would be paid for too few products). An 8-128-128-1 network's rows
@@ -258,11 +263,11 @@ impl Found {
                 .iter()
                 .enumerate()
                 .all(|(c, t)| t.offset == offset0 + c as i64);
-            // Rows apart (no word added twice), and every index in the array (the
-            // stream would clamp it).
+            // Rows apart (no word added twice; so the stride is positive), and every index
+            // in the array (the stream would clamp it).
             let (lowest, highest) = (
-                offset0 + (stride * start).min(stride * (end - 1)),
-                offset0 + (stride * start).max(stride * (end - 1)) + n - 1,
+                offset0 + stride * start,
+                offset0 + stride * (end - 1) + n - 1,
             );
             if contiguous && stride >= n && lowest >= 0 && highest < terms[0].len as i64 {
                 kept.push((factor, stride, terms));
@@ -289,8 +294,7 @@ impl Found {
             .sum();
         let words = factors.len() as u32 * trips + staged_columns;
         let pitch = words | 1;
-        let stage_words = OUTER_STAGE_BYTES / (4 * precision.words_per_scalar());
-        let threads = (stage_words / pitch / elements).min(abi::WORKGROUP_SIZE);
+        let threads = (outer_stage_words(precision) / pitch / elements).min(abi::WORKGROUP_SIZE);
         if kept.is_empty() || threads * elements < MIN_CHUNK_ELEMENTS {
             return None;
         }
@@ -487,7 +491,8 @@ impl OuterLoop {
             fresh(taken, "count"),
         );
         let mut s = String::new();
-        let labels: Vec<&str> = self.rows.iter().map(|r| r.span.label.as_str()).collect();
+        let mut labels: Vec<&str> = self.rows.iter().map(|r| r.span.label.as_str()).collect();
+        labels.dedup();
         let _ = writeln!(
             s,
             "{indent}// The loop's rows of d/d {}, summed as outer products: {threads} threads' elements\n\
@@ -645,12 +650,13 @@ impl OwnerSums<'_> {
                 format!("({w} - {}u) % {stride}u", span.first)
             }
         };
-        let head = format!(
-            "let {w} = lid + {wg}u * ({k} + {k0}u);\n{indent}        \
-             let {r} = {w} - {}u;\n{indent}        \
-             let {t} = {r} / {stride}u;",
-            span.first
-        );
+        // The statements of word `w`'s trip, at `at` (indent).
+        let head = |at: &str| {
+            format!(
+                "let {w} = lid + {wg}u * ({k} + {k0}u);\n{at}let {r} = {w} - {}u;\n{at}let {t} = {r} / {stride}u;",
+                span.first
+            )
+        };
         match (&column, shared_column) {
             (Some(column), true) => {
                 let x = fresh(taken, "x");
@@ -660,11 +666,12 @@ impl OwnerSums<'_> {
                      {indent}for (var {e} = 0u; {e} < {count}; {e}++) {{\n\
                      {indent}    let {x} = {column};\n\
                      {indent}    for (var {k} = 0u; {k} < {m}u; {k}++) {{\n\
-                     {indent}        {head}\n\
+                     {indent}        {}\n\
                      {indent}        {}[{k}] += select({zero}, {factor} * {x}, {owns});\n\
                      {indent}    }}\n\
                      {indent}}}",
                     c_of(&w),
+                    head(&format!("{indent}        ")),
                     span.tile,
                 );
             }
@@ -685,7 +692,7 @@ impl OwnerSums<'_> {
                      {indent}        {}[{k}] = {acc};\n\
                      {indent}    }}\n\
                      {indent}}}",
-                    head.replace(&format!("\n{indent}        "), &format!("\n{indent}    ")),
+                    head(&format!("{indent}    ")),
                     c_of(&w),
                     span.tile,
                     span.tile,
