@@ -3,7 +3,8 @@
 //! with finite differences. Small loops that index arrays at computed indices are unrolled
 //! instead (within a fixed budget).
 
-use gradfuse_shaders_gen::ir::Op;
+use gradfuse_shaders_gen::ir::{LoopKind, Op};
+use gradfuse_shaders_gen::ops::Func;
 use gradfuse_shaders_gen::opt::UNROLL_BUDGET;
 use gradfuse_shaders_gen::{compile_str, interp};
 use std::time::{Duration, Instant};
@@ -204,4 +205,79 @@ fn an_index_may_multiply_two_loop_indices() {
     let value = interp::eval(&c.primal, &words)[0];
     let want: f64 = (0..7).map(|j| 2.0 * (j * j + 1) as f64).sum();
     assert_eq!(value, want);
+}
+
+/// The calls of `func` in the bodies of reverse loops.
+fn calls_in_reverse_loops(f: &gradfuse_shaders_gen::ir::Function, func: Func) -> usize {
+    f.nodes
+        .iter()
+        .map(|n| match &n.op {
+            Op::Loop(l) => {
+                let own = match l.kind {
+                    LoopKind::Reverse { .. } => l
+                        .body
+                        .nodes
+                        .iter()
+                        .filter(|m| matches!(&m.op, Op::Call(g, _) if *g == func))
+                        .count(),
+                    _ => 0,
+                };
+                own + calls_in_reverse_loops(&l.body, func)
+            }
+            _ => 0,
+        })
+        .sum()
+}
+
+#[test]
+fn a_reverse_loop_reads_the_values_its_forward_loop_stored() {
+    // A layer's activations, stored at `j` and at `j + 1`: the reverse loop reads them back
+    // instead of computing each tanh and exp again. A store at an index that a later
+    // iteration writes again (here `last[0]` each time) is not read back: the array after
+    // the loop no longer holds it. Nor is a product (`exp(..) * 0.5`), whose partials need
+    // its factors anyway.
+    let c = compile_str(
+        "fn layers(x: [f32; 4], w: [f32; 24], v: [f32; 6]) -> f32 {
+            let mut h = [0.0; 6];
+            for j in 0..6 {
+                let mut s = v[j];
+                for i in 0..4 {
+                    s += w[j * 4 + i] * x[i];
+                }
+                h[j] = s.tanh();
+            }
+            let mut g = [0.0; 7];
+            let mut half = [0.0; 6];
+            for j in 0..6 {
+                g[j + 1] = (h[j] * v[j] + x[1]).exp();
+                half[j] = g[j + 1].sin() * 0.5;
+            }
+            let mut last = [0.0; 2];
+            for j in 0..6 {
+                last[0] = (g[j] + h[j]).sin() * (g[j + 1] * 0.3).cos();
+            }
+            let mut y = last[0];
+            for j in 0..6 {
+                y += g[j] * g[j] + half[j];
+            }
+            y
+        }",
+    )
+    .expect("compiles");
+    let reverse = c.cpu.reverse.function();
+    assert_eq!(calls_in_reverse_loops(reverse, Func::Tanh), 0, "{reverse}");
+    assert_eq!(calls_in_reverse_loops(reverse, Func::Exp), 0, "{reverse}");
+    // The overwritten store's value is computed again, and so is the product's factor.
+    assert!(calls_in_reverse_loops(reverse, Func::Cos) > 0, "{reverse}");
+    assert!(calls_in_reverse_loops(reverse, Func::Sin) > 0, "{reverse}");
+    let x: Vec<f64> = (0..34)
+        .map(|k| 0.37 * ((k * 7 % 11) as f64) / 11.0 - 0.2)
+        .collect();
+    let cpu = gradfuse_shaders_gen::Compiled {
+        primal: c.cpu.primal.clone(),
+        reverse: c.cpu.reverse.clone(),
+        ..c.clone()
+    };
+    check_against_lowering(&cpu, &x);
+    check_against_lowering(&c, &x);
 }

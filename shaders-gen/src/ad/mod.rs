@@ -9,6 +9,7 @@
 mod forward;
 mod hessian;
 mod partials;
+mod stored;
 
 use crate::ir::{Builder, Function, Loop, LoopKind, Op, Ty, ValueId};
 use crate::ops::Func;
@@ -456,7 +457,8 @@ fn vjp_into(
 /// adjoints of the real captures (an array capture's starts at `cap_acc`, its adjoint so
 /// far, and each iteration adds into the words it read); its body is the vector-Jacobian
 /// product of `l`'s body at the taped carried values of iteration `i`, run from the last
-/// iteration to the first.
+/// iteration to the first. It also captures the carried arrays after `l` whose stored
+/// values it reads rather than computes again (`stored.rs`).
 #[allow(clippy::too_many_arguments)]
 fn reverse_loop(
     f: &Function,
@@ -468,9 +470,15 @@ fn reverse_loop(
     b: &mut Builder,
     span: Span,
 ) -> Option<ValueId> {
-    let body = &l.body;
     let c = l.init.len();
-    let body_tys = l.body_input_types(f);
+    let mut body_tys = l.body_input_types(f);
+    // The body's reads of what the forward loop stored come after its captures.
+    let stored = stored::read_stored_values(l, &body_tys);
+    let (body, stored_carried) = match &stored {
+        Some(s) => (&s.body, s.carried.as_slice()),
+        None => (&l.body, &[][..]),
+    };
+    body_tys.extend(stored_carried.iter().map(|k| l.carried_ty(*k)));
     let carried_real: Vec<usize> = (0..c).filter(|k| l.carried_ty(*k).is_real()).collect();
     let captures_real: Vec<usize> = (0..l.captures.len())
         .filter(|j| f.node(l.captures[*j]).ty.is_real())
@@ -484,7 +492,8 @@ fn reverse_loop(
     }
     let g = vjp_typed(body, &accumulating, body_tys.clone());
     // R's inputs: [i, d_c (real carried), d_captures accumulators, captures, taped carried].
-    let (cf, kf, kn) = (carried_real.len(), captures_real.len(), l.captures.len());
+    let (cf, kf) = (carried_real.len(), captures_real.len());
+    let kn = l.captures.len() + stored_carried.len();
     let carried_ty = |k: usize| body_tys[1 + k];
     let mut tys = vec![body_tys[0]];
     tys.extend(carried_real.iter().map(|k| carried_ty(*k)));
@@ -555,7 +564,12 @@ fn reverse_loop(
             .iter()
             .map(|j| cap_acc[*j].unwrap_or_else(|| b.constant(0.0, span))),
     );
-    let captures: Vec<ValueId> = l.captures.iter().map(|v| map[v.index()]).collect();
+    let mut captures: Vec<ValueId> = l.captures.iter().map(|v| map[v.index()]).collect();
+    captures.extend(
+        stored_carried
+            .iter()
+            .map(|k| b.push(Op::Result(recording, *k as u32), span, None)),
+    );
     Some(b.push(
         Op::Loop(Box::new(Loop {
             start: l.start,
