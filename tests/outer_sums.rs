@@ -148,9 +148,15 @@ fn the_kept_layers_rows_are_summed_as_outer_products() {
             "{name}: no outer products"
         );
     }
-    // The wide row's factor is recorded once per trip, its adds are not staged.
-    assert!(net32::WGSL_ADJOINT.contains("rec[j_2] = d_s_32;"));
+    // Both layers are kept loops in the adjoint (the first is unrolled in the value
+    // kernel): each records its rows' factor once per trip, and none of their adds is
+    // staged.
+    assert_eq!(net32::WGSL_ADJOINT.matches("var rec").count(), 2);
+    assert!(net32::WGSL_ADJOINT.contains("rec[j_4] = d_s;"));
+    assert!(net32::WGSL_ADJOINT.contains("rec_1[j_6] = d_s_1;"));
+    assert!(!net32::WGSL_ADJOINT.contains("stage_count++; // d/d w1"));
     assert!(!net32::WGSL_ADJOINT.contains("stage_count++; // d/d w2"));
+    assert_eq!(net32::WGSL_FORWARD.matches("for (var").count(), 1);
     // offset_rows's one-word row (the bias times `x[0]`) shares the record of the wide
     // row, and the loop from 1 records trip `j` at `j - 1`.
     assert!(offset_rows::WGSL_ADJOINT.contains("var tile_w2_1: array<f32, 1>;"));

@@ -211,7 +211,7 @@ pub fn compile_with(
     // end then add zero to the sums without a select per shared word, and each sum of a
     // product fuses into one FMA.
     let kernel_adjoint = if layout.shared_words > 0 {
-        seeded_adjoint(layout, &primal)
+        shared_adjoint_kernel(layout, &lowered.primal, &primal)
     } else {
         adjoint.clone()
     };
@@ -256,6 +256,57 @@ pub fn compile_with(
         wgsl_tangent,
         wgsl_reverse,
     })
+}
+
+/// Fewest words of `#[shared]` arrays a top-level loop reads for the adjoint kernel to keep
+/// it as a loop (below, streaming its rows word by word costs little).
+const MIN_KEPT_SHARED_WORDS: usize = 64;
+
+/// The IR of the adjoint kernel of a function with `#[shared]` arguments: the seeded
+/// adjoint of the kernels' `primal`, or of `lowered` with its top-level loops that read
+/// shared arrays kept as loops where each of those then sums its rows of the shared
+/// gradient as outer products ([`emit_wgsl::outer_summed_loops`]), for a gradient
+/// streamed through the workgroup ([`emit_wgsl::streams_shared_gradient`]). Unrolled, a layer's
+/// every weight's gradient is a word of its own, streamed through the workgroup's sum one
+/// by one; kept, its rows cross the workgroup as one factor per row and one column per
+/// element. On the H100 at 2^20 an 8-32-32-1 network's `value_and_grad` took 1.98 ms
+/// with its first layer unrolled, 1.34 ms kept (BENCHMARKS.md). The other kernels keep
+/// the budget's unrolling: their values stay in registers.
+fn shared_adjoint_kernel(
+    layout: &abi::ArgLayout,
+    lowered: &Function,
+    primal: &Function,
+) -> Function {
+    let unrolled = seeded_adjoint(layout, primal);
+    // A gradient summed per thread in registers needs no help (and computes several
+    // elements per thread, which a kept loop's outer sums do not).
+    if !emit_wgsl::streams_shared_gradient(layout, &unrolled) {
+        return unrolled;
+    }
+    let shared = layout.words..layout.words + layout.shared_words;
+    let is_shared = |f: &Function, w: &ir::ValueId| matches!(f.node(*w).op, ir::Op::Input(i) if shared.contains(&i));
+    let reads_shared = |f: &Function, l: &ir::Loop| {
+        let words: usize = l
+            .captures
+            .iter()
+            .filter_map(|c| match &f.node(*c).op {
+                ir::Op::ArrayNew(ws) if ws.iter().any(|w| is_shared(f, w)) => Some(ws.len()),
+                _ => None,
+            })
+            .sum();
+        words >= MIN_KEPT_SHARED_WORDS
+    };
+    let (kept_primal, kept) = opt::unroll_indexed_loops_keeping(lowered, &reads_shared);
+    if kept == 0 {
+        return unrolled;
+    }
+    let with_loops = seeded_adjoint(layout, &kept_primal);
+    let summed = |f: &Function| emit_wgsl::outer_summed_loops(layout, f);
+    if summed(&with_loops) >= summed(&unrolled) + kept {
+        with_loops
+    } else {
+        unrolled
+    }
 }
 
 /// The second-order versions of a function with an `f32` result: the Hessian kernel from

@@ -217,10 +217,28 @@ pub const UNROLL_BUDGET: usize = 2048;
 /// keeps the promise that code does not grow with the trip count beyond a fixed size:
 /// long loops, and loops without computed indices, stay loops.
 pub fn unroll_indexed_loops(f: &Function) -> Function {
-    optimize(&unroll(f))
+    optimize(&unroll(f, &|_, _| false))
 }
 
-fn unroll(f: &Function) -> Function {
+/// [`unroll_indexed_loops`], but the top-level loops for which `keep(f, loop)` holds stay
+/// loops; also returns how many loops it kept that the budget would have unrolled.
+pub fn unroll_indexed_loops_keeping(
+    f: &Function,
+    keep: &dyn Fn(&Function, &crate::ir::Loop) -> bool,
+) -> (Function, usize) {
+    let kept = std::cell::Cell::new(0);
+    let counted = |f: &Function, l: &crate::ir::Loop| {
+        let k = keep(f, l);
+        kept.set(kept.get() + usize::from(k));
+        k
+    };
+    let unrolled = optimize(&unroll(f, &counted));
+    (unrolled, kept.get())
+}
+
+/// Unrolls `f`'s loops as [`unroll_indexed_loops`] says, but for the top-level ones that
+/// `keep` (asked only of a loop the budget would unroll) keeps.
+fn unroll(f: &Function, keep: &dyn Fn(&Function, &crate::ir::Loop) -> bool) -> Function {
     let mut b = Builder::like(f);
     let mut map: Vec<ValueId> = Vec::with_capacity(f.nodes.len());
     // The final carried values of each unrolled loop, by its node.
@@ -229,7 +247,7 @@ fn unroll(f: &Function) -> Function {
         let m = |v: ValueId| map[v.index()];
         let id = match &node.op {
             Op::Loop(l) => {
-                let body = unroll(&l.body);
+                let body = unroll(&l.body, &|_, _| false);
                 let indexes = body.nodes.iter().any(|n| match n.op {
                     Op::ArrayGet { index, .. } | Op::ArraySet { index, .. } => {
                         !matches!(body.node(index).op, Op::Int(_))
@@ -237,7 +255,7 @@ fn unroll(f: &Function) -> Function {
                     _ => false,
                 });
                 let cost = l.trip_count() as usize * body.dynamic_op_count();
-                if l.kind == LoopKind::Forward && indexes && cost <= UNROLL_BUDGET {
+                if l.kind == LoopKind::Forward && indexes && cost <= UNROLL_BUDGET && !keep(f, l) {
                     let captures: Vec<ValueId> = l.captures.iter().map(|v| m(*v)).collect();
                     let mut carried: Vec<ValueId> = l.init.iter().map(|v| m(*v)).collect();
                     for index in l.start..l.end {

@@ -18,9 +18,10 @@ fn sizes(h: usize) -> [usize; 3] {
 fn generated_code_does_not_grow_with_network_width() {
     let [s8, s32, s128] = [sizes(8), sizes(32), sizes(128)];
     for (what, k) in [("forward WGSL", 0), ("reverse WGSL", 1), ("Rust", 2)] {
-        // From 32 to 128 the arrays grow 16-fold; the code may not double.
+        // From 32 to 128 the arrays grow 16-fold, the work 16-fold; the code at most
+        // 4-fold (what unrolling an inner loop within the budget adds).
         assert!(
-            s128[k] < 2 * s32[k],
+            s128[k] < 4 * s32[k],
             "{what}: {} bytes at width 32, {} at 128",
             s32[k],
             s128[k]
@@ -60,17 +61,15 @@ fn large_shared_gradients_are_streamed_and_small_ones_summed_per_thread() {
         sums > 0 && computed == 0 && words == 0 && !outer,
         "{sums} {computed} {words} {outer}"
     );
-    // 8-32-32-1 and 8-128-128-1 (1,377 and 17,793 words): no per-thread sum at all; the
-    // second layer's gradient, an accumulator carried through its kept loop, is summed as
-    // outer products (no add staged at a computed index), and the code does not grow
-    // with the width.
-    let mut staged_words = Vec::new();
+    // 8-32-32-1 and 8-128-128-1 (1,377 and 17,793 words): no per-thread sum at all; both
+    // hidden layers' gradients, accumulators carried through kept loops, are summed as
+    // outer products (no add staged at a computed index); only the output layer's words
+    // (H + 1, its loop unrolled) are staged one by one.
     for h in [32, 128] {
         let (sums, computed, words, outer) = adjoint_sums(8, h);
         assert_eq!(sums, 0, "width {h}: per-thread sums");
         assert!(outer, "width {h}: no outer products");
         assert_eq!(computed, 0, "width {h}: adds staged at a computed index");
-        staged_words.push(words);
+        assert!(words <= h + 1, "width {h}: {words} words staged one by one");
     }
-    assert!(staged_words[1] < 2 * staged_words[0], "{staged_words:?}");
 }

@@ -166,22 +166,27 @@ pub(super) fn plan(
     planned
 }
 
-/// Whether [`plan`] would sum some loop's rows as outer products with one element per
-/// thread: the element rule's question (`shared_sums::elements_per_thread`).
-pub(super) fn applies(
+/// How many loops [`plan`] would sum rows of as outer products with one element per
+/// thread: the element rule's question (`shared_sums::elements_per_thread`), and whether
+/// keeping a loop in the adjoint kernel pays (`crate::compile_with`).
+pub(super) fn summed_loops(
     f: &Function,
     streams: &Streams,
     precision: Precision,
     column_ok: impl Fn(ValueId) -> bool,
-) -> bool {
-    f.nodes.iter().enumerate().any(|(i, node)| {
-        let (Op::Loop(l), Some(body)) = (&node.op, streams.bodies.get(&i)) else {
-            return false;
-        };
-        Found::in_body(l, body, &column_ok)
-            .and_then(|found| found.select(l, 1, precision))
-            .is_some()
-    })
+) -> usize {
+    f.nodes
+        .iter()
+        .enumerate()
+        .filter(|(i, node)| {
+            let (Op::Loop(l), Some(body)) = (&node.op, streams.bodies.get(i)) else {
+                return false;
+            };
+            Found::in_body(l, body, &column_ok)
+                .and_then(|found| found.select(l, 1, precision))
+                .is_some()
+        })
+        .count()
 }
 
 /// Whether outer value `v` of `f` can be staged as a column: not a `#[shared]` word

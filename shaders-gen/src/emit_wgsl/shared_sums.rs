@@ -207,15 +207,7 @@ pub fn elements_per_thread(
     if records_a_tape(f) {
         1
     } else if chains.stream {
-        let mut streams = Streams::default();
-        chains
-            .chains
-            .into_iter()
-            .flatten()
-            .for_each(|c| streams.merge(c));
-        let shared = layout.words..layout.words + layout.shared_words;
-        let column_ok = |v| outer_sums::not_shared(f, shared.clone(), v);
-        if outer_sums::applies(f, &streams, layout.precision, column_ok) {
+        if summed_loops(layout, f, chains) > 0 {
             1
         } else {
             2
@@ -225,6 +217,40 @@ pub fn elements_per_thread(
     } else {
         1
     }
+}
+
+/// How many loops of the adjoint kernel `f` (of a function with `#[shared]` arguments,
+/// in f32) sum their rows of the shared gradient as outer products (`outer_sums`).
+pub fn outer_summed_loops(layout: &crate::abi::ArgLayout, f: &Function) -> usize {
+    if layout.shared_words == 0 || layout.precision != crate::signature::Precision::F32 {
+        return 0;
+    }
+    let chains = Chains::of(layout, f);
+    if chains.stream {
+        summed_loops(layout, f, chains)
+    } else {
+        0
+    }
+}
+
+/// Whether the adjoint kernel `f` (of a function with `#[shared]` arguments) streams its
+/// shared gradient through the workgroup word by word, rather than summing it per thread
+/// in registers (a gradient of a few hundred words at most).
+pub fn streams_shared_gradient(layout: &crate::abi::ArgLayout, f: &Function) -> bool {
+    layout.shared_words > 0 && Chains::of(layout, f).stream
+}
+
+/// [`outer_summed_loops`] of a kernel whose gradient is streamed (`chains.stream`).
+fn summed_loops(layout: &crate::abi::ArgLayout, f: &Function, chains: Chains) -> usize {
+    let mut streams = Streams::default();
+    chains
+        .chains
+        .into_iter()
+        .flatten()
+        .for_each(|c| streams.merge(c));
+    let shared = layout.words..layout.words + layout.shared_words;
+    let column_ok = |v| outer_sums::not_shared(f, shared.clone(), v);
+    outer_sums::summed_loops(f, &streams, layout.precision, column_ok)
 }
 
 /// Most operations per element of an adjoint summing its shared gradient in registers that
