@@ -399,6 +399,29 @@ fn check_hand(
     hand: &'static KernelSpec,
     input: &[f32],
 ) -> Result<(), Error> {
+    let (outputs, sums) = disagreement(d, gen_spec, hand, input)?;
+    assert!(
+        outputs <= 1e-4,
+        "{}: hand-written kernel disagrees by {outputs} (relative)",
+        hand.label
+    );
+    assert!(
+        sums <= 1e-4,
+        "{}: hand-written shared gradient disagrees by {sums} of the largest sum",
+        hand.label
+    );
+    Ok(())
+}
+
+/// How far `other`'s results are from `gen_spec`'s on the same input: the largest
+/// difference of an output word (relative to its size, at least 1) and of a shared-gradient
+/// word (relative to the largest sum), for shared words that are not all equal.
+fn disagreement(
+    d: &Device,
+    gen_spec: &'static KernelSpec,
+    other: &'static KernelSpec,
+    input: &[f32],
+) -> Result<(f32, f32), Error> {
     let n = input.len() / gen_spec.input_words as usize;
     let shared: Vec<f32> = inputs(1, gen_spec.shared_words() as u32)
         .iter()
@@ -415,23 +438,25 @@ fn check_hand(
         d.launch_shared(s, input, &shared, &mut views, &mut shared_grad)?;
         Ok((outs, shared_grad))
     };
-    let ((g, gs), (h, hs)) = (run(gen_spec)?, run(hand)?);
+    let ((g, gs), (h, hs)) = (run(gen_spec)?, run(other)?);
     let sum_scale = gs.iter().fold(1.0f32, |m, v| m.max(v.abs()));
-    for (a, b) in g.iter().flatten().zip(h.iter().flatten()) {
-        assert!(
-            (a - b).abs() <= 1e-4 * a.abs().max(1.0),
-            "{}: hand-written kernel disagrees: {a} vs {b}",
-            hand.label
-        );
-    }
-    for (a, b) in gs.iter().zip(&hs) {
-        assert!(
-            (a - b).abs() <= 1e-4 * sum_scale,
-            "{}: hand-written shared gradient disagrees: {a} vs {b}",
-            hand.label
-        );
-    }
-    Ok(())
+    let outputs = g
+        .iter()
+        .flatten()
+        .zip(h.iter().flatten())
+        .fold(0.0f32, |m, (a, b)| {
+            worse(m, (a - b).abs() / a.abs().max(1.0))
+        });
+    let sums = gs
+        .iter()
+        .zip(&hs)
+        .fold(0.0f32, |m, (a, b)| worse(m, (a - b).abs() / sum_scale));
+    Ok((outputs, sums))
+}
+
+/// The larger difference, a NaN counting as infinitely far (`f32::max` would drop it).
+fn worse(m: f32, d: f32) -> f32 {
+    if d.is_nan() { f32::INFINITY } else { m.max(d) }
 }
 
 /// The shared-parameter cases: generated against hand-written kernels and the device's
@@ -590,6 +615,25 @@ fn main() -> Result<(), Error> {
         2.0 * fma_rate / 1e9
     );
 
+    if let Ok(dir) = std::env::var("GRADFUSE_NET_VARIANTS") {
+        // Hand-edited variants of the networks' adjoints, next to the adjoints.
+        let default: &[u32] = if quick { &[10] } else { &[20] };
+        let net_sizes = sizes_from_env("GRADFUSE_NET_SIZES", default);
+        out.push_str(&networks::variants_table(
+            std::path::Path::new(&dir),
+            &net_sizes,
+            fma_rate,
+            inputs,
+            |spec, input| {
+                let t = kernel_time(&device, spec, input, warmup, launches)?;
+                Ok(t.min(kernel_time(&device, spec, input, warmup, launches)?))
+            },
+            |spec, label, wgsl| same_buffers_as(spec, label, wgsl, spec.entry_point),
+            |spec, variant| disagreement(&device, spec, variant, &inputs(3000, 9)),
+        )?);
+        print!("{out}");
+        return Ok(());
+    }
     if std::env::args().any(|a| a == "--networks") {
         // Only the network table.
         // GRADFUSE_NET_SIZES="20 24": the sizes (log2) to time.

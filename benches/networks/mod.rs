@@ -42,22 +42,7 @@ pub fn table(
     divided: impl Fn(&'static KernelSpec) -> Result<&'static KernelSpec, Error>,
     elements: impl Fn(&'static KernelSpec, &str, u32) -> Result<&'static KernelSpec, Error>,
 ) -> String {
-    let networks = [
-        Network {
-            name: "8-32-32-1",
-            dims: (8, 32, 1),
-            forward: &net32::FORWARD_KERNEL,
-            adjoint: &net32::ADJOINT_KERNEL,
-            src: NET32_SRC,
-        },
-        Network {
-            name: "8-64-64-1",
-            dims: (8, 64, 1),
-            forward: &net64::FORWARD_KERNEL,
-            adjoint: &net64::ADJOINT_KERNEL,
-            src: NET64_SRC,
-        },
-    ];
+    let networks = networks();
     let mut out = String::from(
         "| network | kernel | n | ms | FMAs per element | GFMA/s | % of FMA ceiling |\n|---|---|---|---|---|---|---|\n",
     );
@@ -105,4 +90,104 @@ pub fn table(
         }
     }
     out
+}
+
+/// The table's networks.
+fn networks() -> [Network; 2] {
+    [
+        Network {
+            name: "8-32-32-1",
+            dims: (8, 32, 1),
+            forward: &net32::FORWARD_KERNEL,
+            adjoint: &net32::ADJOINT_KERNEL,
+            src: NET32_SRC,
+        },
+        Network {
+            name: "8-64-64-1",
+            dims: (8, 64, 1),
+            forward: &net64::FORWARD_KERNEL,
+            adjoint: &net64::ADJOINT_KERNEL,
+            src: NET64_SRC,
+        },
+    ]
+}
+
+/// Hand-edited variants of the networks' adjoints, to find where a kernel's time goes
+/// before changing the generator: for each network, `dir/<network>.wgsl` is its adjoint
+/// as generated (written there when missing, to copy and edit), and each
+/// `dir/<network>~<label>.wgsl` is timed on the same buffers next to it, with how far its
+/// results are from the adjoint's (`disagreement(adjoint, variant)`: the largest relative
+/// difference of an output and of a shared-gradient word; a variant that cuts work for
+/// timing is expected to disagree).
+pub fn variants_table(
+    dir: &std::path::Path,
+    sizes: &[u32],
+    fma_rate: f64,
+    inputs: impl Fn(usize, u32) -> Vec<f32>,
+    time: impl Fn(&'static KernelSpec, &[f32]) -> Result<f64, Error>,
+    variant: impl Fn(&'static KernelSpec, &'static str, String) -> &'static KernelSpec,
+    disagreement: impl Fn(&'static KernelSpec, &'static KernelSpec) -> Result<(f32, f32), Error>,
+) -> Result<String, Error> {
+    let io = |e: std::io::Error| Error::Validation {
+        label: dir.display().to_string(),
+        message: e.to_string(),
+    };
+    let mut out = String::from(
+        "| network | kernel | n | ms | GFMA/s | % of FMA ceiling | output, shared-gradient disagreement |\n|---|---|---|---|---|---|---|\n",
+    );
+    for net in networks() {
+        let base = dir.join(format!("{}.wgsl", net.name));
+        if !base.exists() {
+            std::fs::write(&base, net.adjoint.wgsl).map_err(io)?;
+        }
+        let mut kernels = vec![("value_and_grad".to_string(), net.adjoint)];
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .map_err(io)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        files.sort();
+        for path in files {
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            let Some(label) = name.as_deref().and_then(|n| {
+                n.strip_prefix(&format!("{}~", net.name))?
+                    .strip_suffix(".wgsl")
+            }) else {
+                continue;
+            };
+            let label: &'static str =
+                Box::leak(format!("{} ({label})", net.adjoint.label).into_boxed_str());
+            let wgsl = std::fs::read_to_string(&path).map_err(io)?;
+            kernels.push((label.to_string(), variant(net.adjoint, label, wgsl)));
+        }
+        let agreement: Vec<String> = kernels
+            .iter()
+            .map(|(_, spec)| match disagreement(net.adjoint, spec) {
+                Ok((o, s)) => format!("{o:.1e}, {s:.1e}"),
+                Err(e) => format!("failed: {e}"),
+            })
+            .collect();
+        for &log_n in sizes {
+            let n = 1usize << log_n;
+            let input = inputs(n, 9);
+            for ((label, spec), agree) in kernels.iter().zip(&agreement) {
+                let row = match time(spec, &input) {
+                    Ok(t) => {
+                        let rate = n as f64 * net.fmas(true) / t;
+                        format!(
+                            "{:.3} | {:.0} | {:.1}%",
+                            t * 1e3,
+                            rate / 1e9,
+                            100.0 * rate / fma_rate
+                        )
+                    }
+                    Err(e) => format!("skipped: {e} | |"),
+                };
+                out.push_str(&format!(
+                    "| {} | {label} | 2^{log_n} | {row} | {agree} |\n",
+                    net.name
+                ));
+            }
+        }
+    }
+    Ok(out)
 }
