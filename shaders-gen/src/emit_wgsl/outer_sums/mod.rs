@@ -27,6 +27,10 @@ use crate::ops::Func;
 use crate::signature::Precision;
 use std::fmt::Write;
 
+mod owners;
+use owners::OwnerSums;
+pub(super) use owners::flush;
+
 /// The workgroup array the chunks are staged in.
 pub(super) const OUTER_STAGE: &str = "outer_stage";
 
@@ -607,138 +611,4 @@ fn stage_columns(
         );
         c += 1;
     }
-}
-
-/// The owners' adds of one chunk's products of `rows`.
-struct OwnerSums<'a> {
-    rows: &'a Rows,
-    /// Where the rows' record sits in an element's words.
-    rec0: u32,
-    pitch: u32,
-    /// The WGSL count of the chunk's elements.
-    count: &'a str,
-    zero: &'a str,
-}
-
-impl OwnerSums<'_> {
-    fn write(&self, indent: &str, taken: &mut Taken, s: &mut String) {
-        let wg = abi::WORKGROUP_SIZE;
-        let (rows, span, pitch, rec0) = (self.rows, &self.rows.span, self.pitch, self.rec0);
-        let (k, w, r, t, c, e) = (
-            fresh(taken, "k"),
-            fresh(taken, "w"),
-            fresh(taken, "r"),
-            fresh(taken, "t"),
-            fresh(taken, "c"),
-            fresh(taken, "e"),
-        );
-        let (stride, (k0, m), count, zero) = (span.stride, span.slots, self.count, self.zero);
-        let owns = span.owns(&w, &t, &c);
-        let factor = format!(
-            "{OUTER_STAGE}[{e} * {pitch}u + {rec0}u + min({t}, {}u)]",
-            span.trips - 1
-        );
-        let column = rows.column_at.map(|col0| {
-            format!(
-                "{OUTER_STAGE}[{e} * {pitch}u + {col0}u + min({c}, {}u)]",
-                span.columns - 1
-            )
-        });
-        let _ = writeln!(s, "{indent}// d/d {}: the chunk's products.", span.label);
-        // Word w's trip and column. Where rows are a divisor of 256 words apart, a thread's
-        // words share their column: it is read once per element for all of them.
-        let shared_column = wg.is_multiple_of(stride);
-        let c_of = |w: &str| {
-            if shared_column {
-                format!("(lid + {stride}u - {}u) % {stride}u", span.first % stride)
-            } else {
-                format!("({w} - {}u) % {stride}u", span.first)
-            }
-        };
-        // The statements of word `w`'s trip, at `at` (indent).
-        let head = |at: &str| {
-            format!(
-                "let {w} = lid + {wg}u * ({k} + {k0}u);\n{at}let {r} = {w} - {}u;\n{at}let {t} = {r} / {stride}u;",
-                span.first
-            )
-        };
-        match (&column, shared_column) {
-            (Some(column), true) => {
-                let x = fresh(taken, "x");
-                let _ = writeln!(
-                    s,
-                    "{indent}let {c} = {};\n\
-                     {indent}for (var {e} = 0u; {e} < {count}; {e}++) {{\n\
-                     {indent}    let {x} = {column};\n\
-                     {indent}    for (var {k} = 0u; {k} < {m}u; {k}++) {{\n\
-                     {indent}        {}\n\
-                     {indent}        {}[{k}] += select({zero}, {factor} * {x}, {owns});\n\
-                     {indent}    }}\n\
-                     {indent}}}",
-                    c_of(&w),
-                    head(&format!("{indent}        ")),
-                    span.tile,
-                );
-            }
-            _ => {
-                let product = match &column {
-                    Some(column) => format!("{factor} * {column}"),
-                    None => factor.clone(),
-                };
-                let acc = fresh(taken, "acc");
-                let _ = writeln!(
-                    s,
-                    "{indent}for (var {k} = 0u; {k} < {m}u; {k}++) {{\n\
-                     {indent}    {}\n\
-                     {indent}    let {c} = {};\n\
-                     {indent}    if ({owns}) {{\n\
-                     {indent}        var {acc} = {}[{k}];\n\
-                     {indent}        for (var {e} = 0u; {e} < {count}; {e}++) {{ {acc} += {product}; }}\n\
-                     {indent}        {}[{k}] = {acc};\n\
-                     {indent}    }}\n\
-                     {indent}}}",
-                    head(&format!("{indent}    ")),
-                    c_of(&w),
-                    span.tile,
-                    span.tile,
-                );
-            }
-        }
-    }
-}
-
-/// After the thread's last element: each owner adds its tile sums of `spans` to its own
-/// sums (`owned`), or into the workgroup's row.
-pub(super) fn flush(spans: &[Span], owned: bool, shared_words: u32, taken: &mut Taken) -> String {
-    let wg = abi::WORKGROUP_SIZE;
-    let mut s = String::new();
-    for span in spans {
-        let (k, w, t, c) = (
-            fresh(taken, "k"),
-            fresh(taken, "w"),
-            fresh(taken, "t"),
-            fresh(taken, "c"),
-        );
-        let (tile, (k0, m), first, stride) = (&span.tile, span.slots, span.first, span.stride);
-        let add = if owned {
-            format!("owned_sums[{k} + {k0}u] += {tile}[{k}];")
-        } else {
-            format!("shared_partials[group * {shared_words}u + {w}] += {tile}[{k}];")
-        };
-        let _ = writeln!(
-            s,
-            "    // d/d {}: the outer products' sums.\n    \
-             for (var {k} = 0u; {k} < {m}u; {k}++) {{\n        \
-             let {w} = lid + {wg}u * ({k} + {k0}u);\n        \
-             let {t} = ({w} - {first}u) / {stride}u;\n        \
-             let {c} = ({w} - {first}u) % {stride}u;\n        \
-             if ({}) {{\n            \
-             {add}\n        \
-             }}\n    \
-             }}",
-            span.label,
-            span.owns(&w, &t, &c),
-        );
-    }
-    s
 }
