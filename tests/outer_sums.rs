@@ -190,6 +190,12 @@ fn the_kept_layers_rows_are_summed_as_outer_products() {
     assert!(net32::WGSL_ADJOINT.contains("] = d_s_1;"));
     assert!(!net32::WGSL_ADJOINT.contains("stage_count++; // d/d w1"));
     assert!(!net32::WGSL_ADJOINT.contains("stage_count++; // d/d w2"));
+    // Its stage takes what workgroup memory the device has: the runtime sets the constant
+    // the kernel declares (the tests above run with it, on any device).
+    assert!(net32::WGSL_ADJOINT.contains(&format!(
+        "override {}: u32 = 16384u;",
+        gradfuse::WORKGROUP_BYTES_OVERRIDE
+    )));
     assert_eq!(net32::WGSL_FORWARD.matches("for (var").count(), 1);
     // offset_rows's one-word row (the bias times `x[0]`) shares the record of the wide
     // row, and the loop from 1 records trip `j` at `j - 1`.

@@ -9,6 +9,12 @@
 /// [`crate::Error::Unsupported`]. For testing what users of such adapters see.
 pub const DISABLE_F64_ENV: &str = "GRADFUSE_DISABLE_F64";
 
+/// The pipeline-overridable constant a kernel declares (`override gf_workgroup_bytes: u32`)
+/// when its workgroup memory may grow with the device's: the runtime sets it to the
+/// device's `max_compute_workgroup_storage_size` (its default in the WGSL is the 16 KiB
+/// WebGPU guarantees). The compiler's `names::WORKGROUP_BYTES_OVERRIDE` is the same name.
+pub const WORKGROUP_BYTES_OVERRIDE: &str = "gf_workgroup_bytes";
+
 /// Whether the environment flag `name` is set (to anything but empty or `0`).
 pub(crate) fn env_flag(name: &str) -> bool {
     std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0")

@@ -9,6 +9,11 @@ use std::collections::{HashMap, HashSet};
 /// take it, nor the other helpers' names).
 pub const REDUCE_STAGE_FN: &str = "gf_reduce_stage";
 
+/// The pipeline-overridable constant of a kernel whose workgroup memory grows with the
+/// device's: the bytes of workgroup memory it may use (16 KiB, what WebGPU guarantees,
+/// unless the runtime sets it; `gradfuse_runtime::WORKGROUP_BYTES_OVERRIDE` is the same).
+pub const WORKGROUP_BYTES_OVERRIDE: &str = "gf_workgroup_bytes";
+
 /// The WGSL helper with which an adjoint kernel stores its per-thread sums of consecutive
 /// shared words, summed over the workgroup.
 pub const REDUCE_RUN_FN: &str = "gf_reduce_run";

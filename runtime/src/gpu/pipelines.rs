@@ -3,7 +3,7 @@
 
 use super::{Gpu, PipelineKey, key, lock};
 use crate::error::Error;
-use crate::spec::{GatheredSpec, KernelSpec, Precision};
+use crate::spec::{GatheredSpec, KernelSpec, Precision, WORKGROUP_BYTES_OVERRIDE};
 use std::sync::Arc;
 use wgpu::BufferBindingType as B;
 
@@ -149,6 +149,10 @@ impl Gpu {
         // holds for every module compiled here (above; `KernelSpec::wgsl` states it for a
         // spec written by hand).
         let module = unsafe { self.device.create_shader_module_trusted(desc, checks) };
+        // A kernel whose workgroup memory grows with the device's gets all of it.
+        let grows = wgsl.contains(&format!("override {WORKGROUP_BYTES_OVERRIDE}:"));
+        let limit = f64::from(self.device.limits().max_compute_workgroup_storage_size);
+        let constants = [(WORKGROUP_BYTES_OVERRIDE, limit)];
         let pipeline = self
             .device
             .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
@@ -156,7 +160,10 @@ impl Gpu {
                 layout: Some(&pipeline_layout),
                 module: &module,
                 entry_point: Some(entry_point),
-                compilation_options: Default::default(),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: if grows { &constants } else { &[] },
+                    ..Default::default()
+                },
                 cache: None,
             });
         if let Some(e) = pollster::block_on(scope.pop()) {

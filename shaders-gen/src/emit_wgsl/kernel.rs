@@ -414,12 +414,15 @@ fn declarations(
             "var<workgroup> reduce_stage: array<{t}, {}>;",
             wg * abi::reduce_lanes(plan.layout.precision)
         );
-        if sums.outer {
+        if let Some(most) = sums.outer {
+            // The reduction's stage is the kernel's other workgroup array: one that stages
+            // outputs or gradients sums no rows as outer products.
+            let precision = plan.layout.precision;
+            let other = wg * abi::reduce_lanes(precision) * 4 * precision.words_per_scalar();
             let _ = writeln!(
                 s,
-                "var<workgroup> {}: array<{t}, {}>;",
-                super::outer_sums::OUTER_STAGE,
-                super::outer_sums::outer_stage_words(plan.layout.precision)
+                "{}",
+                super::outer_sums::outer_stage_declaration(precision, other, most)
             );
         }
         let _ = write!(

@@ -51,8 +51,9 @@ pub(super) struct SharedSums {
     /// Whether the workgroup's row is written whole at the end by the owners of its words
     /// (no row to zero first).
     pub(super) owned: bool,
-    /// Whether some loop's rows are summed as outer products (see `outer_sums`).
-    pub(super) outer: bool,
+    /// Where some loop's rows are summed as outer products (see `outer_sums`): the most
+    /// scalars of the stage its chunks use.
+    pub(super) outer: Option<u32>,
 }
 
 /// Each thread adds up the shared gradients of several elements, each word (or array) as
@@ -118,6 +119,7 @@ pub(super) fn shared_sums(
     }
     // The workgroup's 16 KiB hold the reduction's stage and the outer products' (none
     // left where the kernel stages its outputs or gradients too).
+    let mut most = None;
     let spans = if plan.staged || plan.chunked {
         Vec::new()
     } else {
@@ -137,10 +139,18 @@ pub(super) fn shared_sums(
         );
         ctx.streams = streams;
         declarations.push_str(&planned.declarations);
+        most = planned
+            .loops
+            .iter()
+            .map(|(_, l)| l.most_words(ctx.elements))
+            .max();
         ctx.outer.extend(planned.loops);
         planned.spans
     };
-    finish(plan, &sums, (declarations, &spans), ctx, taken)
+    SharedSums {
+        outer: most,
+        ..finish(plan, &sums, (declarations, &spans), ctx, taken)
+    }
 }
 
 /// The shared arguments' gradients of an adjoint that sums them, and how they are summed.
@@ -404,7 +414,7 @@ fn finish(
         workgroup_sum,
         streams,
         owned: owned.is_some(),
-        outer: !spans.is_empty(),
+        outer: None,
     }
 }
 
