@@ -70,16 +70,7 @@ pub fn table(
             }
             for (kernel, spec, grad) in kernels {
                 let row = match spec.and_then(|spec| time(spec, &input)) {
-                    Ok(t) => {
-                        let rate = n as f64 * net.fmas(grad) / t;
-                        format!(
-                            "{:.3} | {:.0} | {:.0} | {:.1}%",
-                            t * 1e3,
-                            net.fmas(grad),
-                            rate / 1e9,
-                            100.0 * rate / fma_rate
-                        )
-                    }
+                    Ok(t) => rate_cells(t, n, net.fmas(grad), fma_rate, true),
                     Err(e) => format!("skipped: {e} | | |"),
                 };
                 out.push_str(&format!(
@@ -90,6 +81,23 @@ pub fn table(
         }
     }
     out
+}
+
+/// A row's time (ms), FMAs per element (`with_fmas`), rate (GFMA/s) and % of the FMA
+/// ceiling, for `n` elements of `fmas` each in `t` seconds.
+fn rate_cells(t: f64, n: usize, fmas: f64, fma_rate: f64, with_fmas: bool) -> String {
+    let rate = n as f64 * fmas / t;
+    let fmas = if with_fmas {
+        format!(" | {fmas:.0}")
+    } else {
+        String::new()
+    };
+    format!(
+        "{:.3}{fmas} | {:.0} | {:.1}%",
+        t * 1e3,
+        rate / 1e9,
+        100.0 * rate / fma_rate
+    )
 }
 
 /// The table's networks.
@@ -171,15 +179,7 @@ pub fn variants_table(
             let input = inputs(n, 9);
             for ((label, spec), agree) in kernels.iter().zip(&agreement) {
                 let row = match time(spec, &input) {
-                    Ok(t) => {
-                        let rate = n as f64 * net.fmas(true) / t;
-                        format!(
-                            "{:.3} | {:.0} | {:.1}%",
-                            t * 1e3,
-                            rate / 1e9,
-                            100.0 * rate / fma_rate
-                        )
-                    }
+                    Ok(t) => rate_cells(t, n, net.fmas(true), fma_rate, false),
                     Err(e) => format!("skipped: {e} | |"),
                 };
                 out.push_str(&format!(
