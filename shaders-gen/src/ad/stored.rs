@@ -11,7 +11,7 @@
 //! `exp`, a sum...): for the others the arguments are computed again anyway.
 
 use super::partials::partials;
-use crate::ir::{Builder, Function, IntOp, Loop, Op, Ty, ValueId};
+use crate::ir::{Builder, Function, Loop, Op, Ty, ValueId, affine_in_index};
 use proc_macro2::Span;
 
 /// Least work (calls, a nested loop counting [`NESTED_LOOP_WORK`]) in a stored value's
@@ -113,25 +113,11 @@ fn stored_value(l: &Loop, k: usize) -> Option<(ValueId, ValueId)> {
     {
         return None;
     }
-    let offset = index_offset(body, index)?;
+    let (1, offset) = affine_in_index(body, index)? else {
+        return None;
+    };
     let (first, last) = (l.start + offset, l.end - 1 + offset);
     (l.trip_count() > 0 && first >= 0 && last < len as i64).then_some((index, value))
-}
-
-/// `c` where `index` is the loop index plus the constant `c`.
-fn index_offset(body: &Function, index: ValueId) -> Option<i64> {
-    let int = |v: ValueId| match body.node(v).op {
-        Op::Int(c) => Some(c),
-        _ => None,
-    };
-    let is_index = |v: ValueId| body.node(v).op == Op::Input(0);
-    match body.node(index).op {
-        Op::Input(0) => Some(0),
-        Op::IntBin(IntOp::Add, a, c) if is_index(a) => int(c),
-        Op::IntBin(IntOp::Add, c, a) if is_index(a) => int(c),
-        Op::IntBin(IntOp::Sub, a, c) if is_index(a) => int(c).map(|c| -c),
-        _ => None,
-    }
 }
 
 /// The work in `value`'s computation within the body: its calls, a nested loop counting

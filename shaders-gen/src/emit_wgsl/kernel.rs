@@ -409,16 +409,16 @@ fn declarations(
         );
     }
     if plan.reduces {
+        let precision = plan.layout.precision;
+        let reduce_scalars = wg * abi::reduce_lanes(precision);
         let _ = writeln!(
             s,
-            "var<workgroup> reduce_stage: array<{t}, {}>;",
-            wg * abi::reduce_lanes(plan.layout.precision)
+            "var<workgroup> reduce_stage: array<{t}, {reduce_scalars}>;"
         );
         if let Some(most) = sums.outer {
             // The reduction's stage is the kernel's other workgroup array: one that stages
             // outputs or gradients sums no rows as outer products.
-            let precision = plan.layout.precision;
-            let other = wg * abi::reduce_lanes(precision) * 4 * precision.words_per_scalar();
+            let other = reduce_scalars * 4 * precision.words_per_scalar();
             let _ = writeln!(
                 s,
                 "{}",

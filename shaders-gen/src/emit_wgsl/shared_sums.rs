@@ -147,10 +147,7 @@ pub(super) fn shared_sums(
         ctx.outer.extend(planned.loops);
         planned.spans
     };
-    SharedSums {
-        outer: most,
-        ..finish(plan, &sums, (declarations, &spans), ctx, taken)
-    }
+    finish(plan, &sums, (declarations, &spans, most), ctx, taken)
 }
 
 /// The shared arguments' gradients of an adjoint that sums them, and how they are summed.
@@ -350,11 +347,11 @@ impl ArraySum<'_> {
 }
 
 /// The sums' declarations and the workgroup sum after the element loop, once every word
-/// knows how it is summed.
+/// knows how it is summed (`outer`: the stage the outer products' chunks use at most).
 fn finish(
     plan: &KernelPlan,
     sums: &[WordSum],
-    (mut declarations, spans): (String, &[outer_sums::Span]),
+    (mut declarations, spans, outer): (String, &[outer_sums::Span], Option<u32>),
     ctx: &mut Ctx,
     taken: &mut Taken,
 ) -> SharedSums {
@@ -414,7 +411,7 @@ fn finish(
         workgroup_sum,
         streams,
         owned: owned.is_some(),
-        outer: None,
+        outer,
     }
 }
 

@@ -152,6 +152,27 @@ fn int_bin(op: IntOp, a: IntFact, b: IntFact) -> Option<(i64, i64, i64)> {
     Some((lo, hi, multiple))
 }
 
+/// Loop-body value `v` as `stride × (loop index) + offset` (the index is the body's input
+/// 0), if it is built so from the index and constants: where a loop's trips read or write
+/// (`outer_sums`' rows, `ad`'s stored values).
+pub fn affine_in_index(f: &Function, v: ValueId) -> Option<(i64, i64)> {
+    match &f.node(v).op {
+        Op::Int(k) => Some((0, *k)),
+        Op::Input(0) => Some((1, 0)),
+        Op::IntBin(op, a, b) => {
+            let (x, y) = (affine_in_index(f, *a)?, affine_in_index(f, *b)?);
+            match op {
+                IntOp::Add => Some((x.0.checked_add(y.0)?, x.1.checked_add(y.1)?)),
+                IntOp::Sub => Some((x.0.checked_sub(y.0)?, x.1.checked_sub(y.1)?)),
+                IntOp::Mul if x.0 == 0 => Some((y.0.checked_mul(x.1)?, y.1.checked_mul(x.1)?)),
+                IntOp::Mul if y.0 == 0 => Some((x.0.checked_mul(y.1)?, x.1.checked_mul(y.1)?)),
+                IntOp::Mul => None,
+            }
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,7 +21,7 @@
 
 use super::streams::{Record, Streams, reader_counts};
 use crate::abi;
-use crate::ir::{Function, IntOp, Loop, LoopInput, LoopKind, Op, ValueId};
+use crate::ir::{Function, Loop, LoopInput, LoopKind, Op, ValueId, affine_in_index};
 use crate::names::{Taken, element_name, fresh};
 use crate::ops::Func;
 use crate::signature::Precision;
@@ -259,7 +259,7 @@ impl Found {
         let mut adds: Vec<_> = body.adds.iter().collect();
         adds.sort_by_key(|(i, _)| **i);
         for (&i, add) in adds {
-            let Some((stride, offset)) = affine(&l.body, add.index) else {
+            let Some((stride, offset)) = affine_in_index(&l.body, add.index) else {
                 continue;
             };
             let (factor, column, product) = split_product(l, add.value, &readers, column_ok);
@@ -421,26 +421,6 @@ impl Selected {
             threads,
             pitch,
         }
-    }
-}
-
-/// `v` as `stride × (loop index) + offset`, if it is built so from the index and
-/// constants.
-fn affine(f: &Function, v: ValueId) -> Option<(i64, i64)> {
-    match &f.node(v).op {
-        Op::Int(k) => Some((0, *k)),
-        Op::Input(0) => Some((1, 0)),
-        Op::IntBin(op, a, b) => {
-            let (x, y) = (affine(f, *a)?, affine(f, *b)?);
-            match op {
-                IntOp::Add => Some((x.0.checked_add(y.0)?, x.1.checked_add(y.1)?)),
-                IntOp::Sub => Some((x.0.checked_sub(y.0)?, x.1.checked_sub(y.1)?)),
-                IntOp::Mul if x.0 == 0 => Some((y.0.checked_mul(x.1)?, y.1.checked_mul(x.1)?)),
-                IntOp::Mul if y.0 == 0 => Some((x.0.checked_mul(y.1)?, x.1.checked_mul(y.1)?)),
-                IntOp::Mul => None,
-            }
-        }
-        _ => None,
     }
 }
 
