@@ -176,11 +176,22 @@ fn the_kept_layers_rows_are_summed_as_outer_products() {
     // The kernels this file tests take the path it is about.
     for (name, src, gathered) in [
         ("net32", net32::WGSL_ADJOINT, net32::WGSL_ADJOINT_GATHERED),
-        ("offset_rows", offset_rows::WGSL_ADJOINT, offset_rows::WGSL_ADJOINT_GATHERED),
-        ("padded_rows", padded_rows::WGSL_ADJOINT, padded_rows::WGSL_ADJOINT_GATHERED),
+        (
+            "offset_rows",
+            offset_rows::WGSL_ADJOINT,
+            offset_rows::WGSL_ADJOINT_GATHERED,
+        ),
+        (
+            "padded_rows",
+            padded_rows::WGSL_ADJOINT,
+            padded_rows::WGSL_ADJOINT_GATHERED,
+        ),
     ] {
         assert!(src.contains("fn adjoint_outer("), "{name}: no outer entry");
-        assert!(!src.contains("outer_stage"), "{name}: a stage in the adjoint entry");
+        assert!(
+            !src.contains("outer_stage"),
+            "{name}: a stage in the adjoint entry"
+        );
         // The gathered variant's `Params` have no room for slices: it stages its chunks.
         assert!(gathered.contains("var<workgroup> outer_stage"), "{name}");
         assert!(!gathered.contains("outer_records"), "{name}");
@@ -194,7 +205,9 @@ fn the_kept_layers_rows_are_summed_as_outer_products() {
     let net = net32::WGSL_ADJOINT;
     assert!(!net.contains("var rec"));
     assert!(net.contains("(0u + u32(j_4)) * records_stride + record_elem] = bitcast<u32>(d_s);"));
-    assert!(net.contains("(64u + u32(j_6)) * records_stride + record_elem] = bitcast<u32>(d_s_1);"));
+    assert!(
+        net.contains("(64u + u32(j_6)) * records_stride + record_elem] = bitcast<u32>(d_s_1);")
+    );
     // The slice read by both entries, two records and two columns written, two loops'
     // chunks read, and the next slice's read and write.
     assert_eq!(net.matches("outer_records[").count(), 2 + 4 + 2 + 2);

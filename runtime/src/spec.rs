@@ -9,6 +9,11 @@
 /// [`crate::Error::Unsupported`]. For testing what users of such adapters see.
 pub const DISABLE_F64_ENV: &str = "GRADFUSE_DISABLE_F64";
 
+/// The environment variable that sets the bytes of records one slice of a launch writes
+/// ([`RecordsSpec`]; 1 GiB) lower, read once per process: for testing launches of many
+/// slices at small batches.
+pub const RECORDS_BYTES_ENV: &str = "GRADFUSE_RECORDS_BYTES";
+
 /// The pipeline-overridable constant a kernel declares (`override gf_workgroup_bytes: u32`)
 /// when its workgroup memory may grow with the device's: the runtime sets it to the
 /// device's `max_compute_workgroup_storage_size` (its default in the WGSL is the 16 KiB

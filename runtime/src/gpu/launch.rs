@@ -40,8 +40,19 @@ impl LaunchShape {
 }
 
 /// Most bytes of records one slice of a launch writes ([`crate::RecordsSpec`]): at 2^20
-/// elements of an 8-64-64-1 network (800 bytes each) a launch is one or two slices.
+/// elements of an 8-64-64-1 network (800 bytes each) a launch is one slice, at 2^24 13.
 pub(super) const RECORDS_BYTES: u64 = 1 << 30;
+
+/// [`RECORDS_BYTES`], or less where [`crate::RECORDS_BYTES_ENV`] says.
+fn records_budget() -> u64 {
+    static BUDGET: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        std::env::var(crate::spec::RECORDS_BYTES_ENV)
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .map_or(RECORDS_BYTES, |b| b.clamp(1, RECORDS_BYTES))
+    })
+}
 
 /// Bytes of the records buffer before the first element's: the slice, and padding.
 const RECORDS_HEAD_BYTES: u64 = 16;
@@ -400,7 +411,7 @@ impl Gpu {
                     .and_then(|s| s.reduction.as_ref())
                     .map_or(1, |r| r.elements_per_thread.max(1) as u64);
                 let run_bytes = x * y * spec.workgroup_size as u64 * r.words as u64 * 4;
-                (RECORDS_BYTES / run_bytes.max(1) / step * step).clamp(step, per_thread)
+                (records_budget() / run_bytes.max(1) / step * step).clamp(step, per_thread)
             }
             None => per_thread,
         };
@@ -423,7 +434,7 @@ impl Gpu {
         let shape = Self::launch_shape(spec, capacity);
         let most_runs = Self::max_groups(spec, capacity) as u64 * shape.per_thread as u64;
         let step = shape.slice_runs.min(shape.per_thread) as u64;
-        let in_budget = (RECORDS_BYTES / (spec.workgroup_size as u64 * r.words as u64 * 4))
+        let in_budget = (records_budget() / (spec.workgroup_size as u64 * r.words as u64 * 4))
             .max(REDUCE_GROUPS * step);
         let runs = most_runs.min(in_budget);
         RECORDS_HEAD_BYTES + runs * spec.workgroup_size as u64 * r.words as u64 * 4
@@ -539,7 +550,10 @@ mod tests {
             let written = shape.groups() as u64 * runs as u64 * 256 * 200 * 4;
             assert!(written <= RECORDS_BYTES.max(shape.groups() as u64 * 256 * 800));
             for capacity in [m, m.next_power_of_two(), 2 * m] {
-                assert!(16 + written <= Gpu::records_bytes(&spec, capacity), "{m} in {capacity}");
+                assert!(
+                    16 + written <= Gpu::records_bytes(&spec, capacity),
+                    "{m} in {capacity}"
+                );
             }
         }
         // 2^20 elements of 800 bytes: one slice; 2^24: 13 runs of 128 per slice.

@@ -4,7 +4,7 @@
 use super::bind_cache::StorageBinding;
 use super::passes::PendingSum;
 use super::pipelines::Pipeline;
-use super::{Gpu, key, lock, PipelineKey};
+use super::{Gpu, PipelineKey, key, lock};
 use crate::buffer::RawBuffer;
 use crate::error::Error;
 use crate::gather::Field;
@@ -241,7 +241,11 @@ impl Gpu {
             self.scratch(spec, groups * words * 4)
         });
         let records = super::launch::records_of(spec).map(|r| {
-            let key = (spec.wgsl.as_ptr() as usize, spec.wgsl.len(), r.outer_entry_point);
+            let key = (
+                spec.wgsl.as_ptr() as usize,
+                spec.wgsl.len(),
+                r.outer_entry_point,
+            );
             let bytes = Self::records_bytes(spec, chunk.min(n));
             (r.binding, self.scratch_at(key, spec.label, bytes))
         });

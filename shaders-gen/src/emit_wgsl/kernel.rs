@@ -127,7 +127,11 @@ fn emit(
     }
     if let Some(records) = &sums.records {
         let shared_words = plan.layout.shared_words;
-        s.push_str(&super::outer_sums::outer_entry(records, shared_words, &mut taken));
+        s.push_str(&super::outer_sums::outer_entry(
+            records,
+            shared_words,
+            &mut taken,
+        ));
         s.push_str(&super::outer_sums::next_slice_entry());
     }
     let record_words = sums.records.as_ref().map_or(0, |r| r.words);

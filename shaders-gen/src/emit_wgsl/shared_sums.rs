@@ -155,7 +155,13 @@ pub(super) fn shared_sums(
         planned.spans
     };
     let sliced = recorded.is_some();
-    let mut sums = finish(plan, &sums, (declarations, &spans, most, sliced), ctx, taken);
+    let mut sums = finish(
+        plan,
+        &sums,
+        (declarations, &spans, most, sliced),
+        ctx,
+        taken,
+    );
     sums.records = recorded;
     sums
 }

@@ -163,7 +163,15 @@ impl OuterLoop {
                 let dest = |w: &str, v: &str| write_record(region, w, v);
                 let cols = (rows.columns.as_slice(), col0);
                 let mut written = String::new();
-                stage_columns(&operand, precision, cols, &dest, indent, taken, &mut written);
+                stage_columns(
+                    &operand,
+                    precision,
+                    cols,
+                    &dest,
+                    indent,
+                    taken,
+                    &mut written,
+                );
                 s.push_str(&written);
             }
         }
