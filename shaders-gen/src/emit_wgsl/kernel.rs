@@ -499,8 +499,8 @@ fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut Stri
     );
     // With records, the dispatch takes a slice of the workgroup's runs (`slice_head`), and
     // the workgroup's row of partial sums is the slice's.
-    let (runs_of, runs) = if sums.records.is_some() {
-        s.push_str(&super::outer_sums::slice_head());
+    let (runs_of, runs) = if let Some(records) = &sums.records {
+        s.push_str(&super::outer_sums::slice_head(records.words));
         ("group", "var nth = first_run; nth < end_run")
     } else {
         let _ = writeln!(s, "    let group = wid.x + wid.y * groups.x;");
@@ -545,7 +545,7 @@ fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut Stri
         let _ = writeln!(
             s,
             "        // The element's column of the records (one element per thread).\n        \
-             let record_elem = (group * params.slice_runs + nth - first_run) * {wg}u + lid;"
+             let record_elem = records_block + (nth - first_run) * {wg}u + lid;"
         );
     }
     if !plan.gathered {

@@ -112,7 +112,7 @@ impl RecordsPlan {
 
 /// The statements that start the adjoint and outer entries: which slice, its runs, and
 /// the records' row length.
-pub(in crate::emit_wgsl) fn slice_head() -> String {
+pub(in crate::emit_wgsl) fn slice_head(words: u32) -> String {
     let wg = abi::WORKGROUP_SIZE;
     format!(
         "    let group = wid.x + wid.y * groups.x;\n    \
@@ -124,13 +124,15 @@ pub(in crate::emit_wgsl) fn slice_head() -> String {
          let per_thread = params.per_thread;\n    \
          let first_run = min(per_thread, slice * params.slice_runs);\n    \
          let end_run = min(per_thread, first_run + params.slice_runs);\n    \
-         let records_stride = group_count * params.slice_runs * {wg}u;\n"
+         // The workgroup's records: a block of {words} rows (words) of the slice's elements.\n    \
+         let records_stride = params.slice_runs * {wg}u;\n    \
+         let records_block = {RECORDS_HEAD}u + group * {words}u * records_stride;\n"
     )
 }
 
 /// The element's word `w` (a WGSL `u32`) of a record at word `region` on.
 fn record_word(region: u32, w: &str) -> String {
-    format!("{RECORDS}[{RECORDS_HEAD}u + ({region}u + {w}) * records_stride + record_elem]")
+    format!("{RECORDS}[({region}u + {w}) * records_stride + record_elem]")
 }
 
 /// The statement that writes value `v` (a float) as word `region + w` of the element's
@@ -197,9 +199,9 @@ pub(in crate::emit_wgsl) fn outer_entry(
          let first_elem = (group * per_thread + first_run) * {wg}u;\n    \
          // The slice's elements of this workgroup that are in the batch.\n    \
          let count = min((end_run - first_run) * {wg}u, params.n - min(params.n, first_elem));\n    \
-         let base = {RECORDS_HEAD}u + group * params.slice_runs * {wg}u;",
+         let base = records_block;",
         abi::OUTER_ENTRY_POINT,
-        slice_head(),
+        slice_head(plan.words),
     );
     for l in &plan.loops {
         loop_products(l, shared_words, taken, &mut s);
@@ -247,17 +249,27 @@ fn loop_products(l: &RecordedLoop, shared_words: u32, taken: &mut Taken, s: &mut
         "        for (var {c0} = 0u; {c0} < count; {c0} += {chunk}) {{\n            \
          // The last chunk's reads are done.\n            \
          workgroupBarrier();\n            \
-         for (var {k} = lid; {k} < {words}u * {chunk}; {k} += {wg}u) {{\n                \
-         let w = {k} / {chunk};\n                \
-         let e = {k} % {chunk};\n                \
-         var v = 0.0f;\n                \
-         if ({c0} + e < count) {{\n                    \
-         v = bitcast<f32>({RECORDS}[base + ({}u + w) * records_stride + {c0} + e]);\n                \
+         // Four loads in flight per thread (elements past the batch read as zeros).\n            \
+         for (var {k} = lid; {k} < {words}u * {chunk}; {k} += {}u) {{\n                \
+         var at: array<u32, 4>;\n                \
+         var v: array<f32, 4>;\n                \
+         for (var u = 0u; u < 4u; u++) {{\n                    \
+         let w = min(({k} + u * {wg}u) / {chunk}, {}u);\n                    \
+         let e = ({k} + u * {wg}u) % {chunk};\n                    \
+         at[u] = w * {pitch} * 4u + e;\n                    \
+         let load = bitcast<f32>({RECORDS}[base + ({}u + w) * records_stride + {c0} + e]);\n                    \
+         v[u] = select(0.0f, load, {c0} + e < count);\n                \
          }}\n                \
-         {STAGE}[w * {pitch} + e / 4u][e % 4u] = v;\n            \
+         for (var u = 0u; u < 4u; u++) {{\n                    \
+         if ({k} + u * {wg}u < {words}u * {chunk}) {{\n                        \
+         {STAGE}[at[u] / 4u][at[u] % 4u] = v[u];\n                    \
+         }}\n                \
+         }}\n            \
          }}\n            \
          workgroupBarrier();\n            \
          let quads = (min({chunk}, count - {c0}) + 3u) / 4u;",
+        4 * wg,
+        words - 1,
         l.region
     );
     for b in &blocks {
