@@ -43,8 +43,8 @@ pub use gradfuse_runtime::{
     Adam, BatchedLm, BatchedSummary, BlockId, Buffer, DISABLE_F64_ENV, Device, Dual, Error,
     FieldSpec, Floats, GatheredSpec, HyperDual, Index, IterationReport, KernelSpec, KernelTime,
     LevenbergMarquardt, Loss, MAX_ROW_WORDS, Momentum, OutputSpec, Precision, Problem,
-    RECORDS_BYTES_ENV, REQUIRE_GPU_ENV, Real, Recording, RecordsSpec, ReductionSpec, Residuals,
-    RowsEntry, SharedSpec, Source, Summary, Termination, WORKGROUP_BYTES_OVERRIDE,
+    REQUIRE_GPU_ENV, Real, Recording, ReductionSpec, Residuals, RowsEntry, SharedSpec, Source,
+    Summary, Termination, WORKGROUP_BYTES_OVERRIDE,
 };
 #[doc(hidden)]
 pub use gradfuse_runtime::{

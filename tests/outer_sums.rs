@@ -1,10 +1,8 @@
 //! Shared gradients of a kept loop's rows summed as outer products (`outer_sums` in the
-//! WGSL emitter): a dense layer's weight gradient `D^T H` over the batch. An f32 kernel
-//! writes its factors and columns to records that a second entry point sums as a tiled
-//! matrix product; an f64 one stages them chunk by chunk through workgroup memory.
-//! Checked against the CPU reverse mode's per-element gradients summed here in f64 (no
-//! summation code shared with the kernel), on batches that end mid-run and mid-chunk,
-//! bit-identical over runs.
+//! WGSL emitter): a dense layer's weight gradient `D^T H` over the batch, its factors and
+//! columns staged chunk by chunk through workgroup memory. Checked against the CPU reverse
+//! mode's per-element gradients summed here in f64 (no summation code shared with the
+//! kernel), on batches that end mid-run and mid-chunk, bit-identical over runs.
 
 mod common;
 
@@ -174,58 +172,36 @@ fn uniform_array<const N: usize>(rng: &mut Rng, scale: f64) -> [f32; N] {
 #[test]
 fn the_kept_layers_rows_are_summed_as_outer_products() {
     // The kernels this file tests take the path it is about.
-    for (name, src, gathered) in [
-        ("net32", net32::WGSL_ADJOINT, net32::WGSL_ADJOINT_GATHERED),
-        (
-            "offset_rows",
-            offset_rows::WGSL_ADJOINT,
-            offset_rows::WGSL_ADJOINT_GATHERED,
-        ),
-        (
-            "padded_rows",
-            padded_rows::WGSL_ADJOINT,
-            padded_rows::WGSL_ADJOINT_GATHERED,
-        ),
+    for (name, src) in [
+        ("net32", net32::WGSL_ADJOINT),
+        ("offset_rows", offset_rows::WGSL_ADJOINT),
+        ("net64", net64::WGSL_ADJOINT),
     ] {
-        assert!(src.contains("fn adjoint_outer("), "{name}: no outer entry");
         assert!(
-            !src.contains("outer_stage"),
-            "{name}: a stage in the adjoint entry"
+            src.contains("var<workgroup> outer_stage"),
+            "{name}: no outer products"
         );
-        // The gathered variant's `Params` have no room for slices: it stages its chunks.
-        assert!(gathered.contains("var<workgroup> outer_stage"), "{name}");
-        assert!(!gathered.contains("outer_records"), "{name}");
     }
-    // The f64 network stages its chunks (its records would not be words of f32 bits).
-    assert!(net64::WGSL_ADJOINT.contains("var<workgroup> outer_stage"));
-    assert!(!net64::WGSL_ADJOINT.contains("outer_records"));
     // Both layers are kept loops in the adjoint (the first is unrolled in the value
     // kernel): each records its rows' factor once per trip, and none of their adds is
-    // staged; the columns are written once after the loop.
-    let net = net32::WGSL_ADJOINT;
-    assert!(!net.contains("var rec"));
-    assert!(net.contains("(0u + u32(j_4)) * records_stride + record_elem] = bitcast<u32>(d_s);"));
-    assert!(
-        net.contains("(64u + u32(j_6)) * records_stride + record_elem] = bitcast<u32>(d_s_1);")
-    );
-    // The slice read by both entries, two records and two columns written, two loops'
-    // chunks read, and the next slice's read and write.
-    assert_eq!(net.matches("outer_records[").count(), 2 + 4 + 2 + 2);
-    assert!(!net.contains("stage_count++; // d/d w1"));
-    assert!(!net.contains("stage_count++; // d/d w2"));
-    // The outer entry's stage takes what workgroup memory the device has: the runtime sets
-    // the constant the kernel declares (the tests above run with it, on any device).
-    assert!(net.contains(&format!(
+    // staged.
+    assert_eq!(net32::WGSL_ADJOINT.matches("var rec").count(), 2);
+    assert!(net32::WGSL_ADJOINT.contains("rec[j_4] = d_s;"));
+    assert!(net32::WGSL_ADJOINT.contains("] = d_s_1;"));
+    assert!(!net32::WGSL_ADJOINT.contains("stage_count++; // d/d w1"));
+    assert!(!net32::WGSL_ADJOINT.contains("stage_count++; // d/d w2"));
+    // Its stage takes what workgroup memory the device has: the runtime sets the constant
+    // the kernel declares (the tests above run with it, on any device).
+    assert!(net32::WGSL_ADJOINT.contains(&format!(
         "override {}: u32 = 16384u;",
         gradfuse::WORKGROUP_BYTES_OVERRIDE
     )));
     assert_eq!(net32::WGSL_FORWARD.matches("for (var").count(), 1);
     // offset_rows's one-word row (the bias times `x[0]`) shares the record of the wide
     // row, and the loop from 1 records trip `j` at `j - 1`.
-    let offset = offset_rows::WGSL_ADJOINT;
-    assert_eq!(offset.matches("var sums_w2").count(), 2);
-    assert!(offset.contains(" - 1i)) * records_stride + record_elem] = "));
-    assert!(!offset.contains("stage_count++; // d/d w2"));
+    assert!(offset_rows::WGSL_ADJOINT.contains("var tile_w2_1: array<f32, 1>;"));
+    assert!(offset_rows::WGSL_ADJOINT.contains(" - 1i] = "));
+    assert!(!offset_rows::WGSL_ADJOINT.contains("stage_count++; // d/d w2"));
 }
 
 #[test]
@@ -298,7 +274,7 @@ fn offset_rows_and_scalar_columns_are_the_batch_sums() {
 
 #[test]
 fn rows_of_many_words_per_thread_are_the_batch_sums() {
-    assert!(padded_rows::WGSL_ADJOINT.contains("fn adjoint_outer("));
+    assert!(padded_rows::WGSL_ADJOINT.contains("var<workgroup> outer_stage"));
     let mut rng = Rng(21);
     let shared = padded_rows::Shared {
         w1: uniform_array(&mut rng, 0.5),

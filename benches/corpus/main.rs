@@ -11,7 +11,7 @@
 //! `cargo bench --bench corpus -- --quick` (n = 2^12, every function compiled and every fourth timed: that it runs).
 //! Set GRADFUSE_BENCH_OUT=path to also write the tables to a file.
 
-use gradfuse::{Device, Error, KernelSpec, OutputSpec, RecordsSpec, ReductionSpec, SharedSpec};
+use gradfuse::{Device, Error, KernelSpec, OutputSpec, ReductionSpec, SharedSpec};
 use gradfuse_shaders_gen::abi::{self, KernelKind};
 use gradfuse_shaders_gen::launch::{kernel_launch, reverse_kind};
 use gradfuse_shaders_gen::{Compiled, compile_str};
@@ -51,12 +51,6 @@ pub(crate) fn compiled_spec(name: &str, c: &Compiled, kind: KernelKind) -> &'sta
     let shared = launch.shared.map(|s| {
         let reduction = (s.reduced).then(|| ReductionSpec {
             elements_per_thread: s.elements_per_thread,
-            records: (s.record_words > 0).then_some(RecordsSpec {
-                binding: abi::RECORDS_BINDING,
-                words: s.record_words,
-                outer_entry_point: abi::OUTER_ENTRY_POINT,
-                next_slice_entry_point: abi::NEXT_SLICE_ENTRY_POINT,
-            }),
             partials_binding: abi::PARTIALS_BINDING,
             label: leak(format!("{name}::reduce")),
             wgsl: leak(c.wgsl_reduce.clone().unwrap_or_default()),

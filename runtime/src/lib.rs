@@ -57,7 +57,7 @@ pub use spec::KernelTime;
 pub use spec::tangent_rows;
 pub use spec::{
     DISABLE_F64_ENV, FieldSpec, Floats, GatheredSpec, KernelSpec, OutputSpec, Precision,
-    RECORDS_BYTES_ENV, RecordsSpec, ReductionSpec, RowsEntry, SharedSpec, WORKGROUP_BYTES_OVERRIDE,
+    ReductionSpec, RowsEntry, SharedSpec, WORKGROUP_BYTES_OVERRIDE,
 };
 #[doc(hidden)]
 pub use vectors::Coefficient;

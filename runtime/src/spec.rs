@@ -9,11 +9,6 @@
 /// [`crate::Error::Unsupported`]. For testing what users of such adapters see.
 pub const DISABLE_F64_ENV: &str = "GRADFUSE_DISABLE_F64";
 
-/// The environment variable that sets the bytes of records one slice of a launch writes
-/// ([`RecordsSpec`]; 1 GiB) lower, read once per process: for testing launches of many
-/// slices at small batches.
-pub const RECORDS_BYTES_ENV: &str = "GRADFUSE_RECORDS_BYTES";
-
 /// The pipeline-overridable constant a kernel declares (`override gf_workgroup_bytes: u32`)
 /// when its workgroup memory may grow with the device's: the runtime sets it to the
 /// device's `max_compute_workgroup_storage_size` (its default in the WGSL is the 16 KiB
@@ -138,30 +133,6 @@ pub struct ReductionSpec {
     /// workgroup's elements, one per element): a launch gives each workgroup a multiple of
     /// this many runs, so that no thread computes an element it then discards.
     pub elements_per_thread: u32,
-    /// Where the kernel writes records of its kept loops for a second entry point that
-    /// sums their outer products, if it does.
-    pub records: Option<RecordsSpec>,
-}
-
-/// The records of an adjoint kernel's kept loops (each trip's factor and the loop's
-/// columns, per element) and the entry points that sum their outer products.
-///
-/// A launch is cut into slices of every workgroup's runs (`Params` word 2: runs per slice),
-/// so that one slice's records fit the buffer; per slice the runtime dispatches the main
-/// entry, then `outer_entry_point` over the same workgroups, then
-/// `next_slice_entry_point` (one workgroup). Word 0 of the records is the slice both read
-/// (0 in a new buffer, and again after a launch's last slice). Each slice writes rows of
-/// partial sums of its own: the second pass sums `groups * slices` rows.
-#[derive(Debug)]
-pub struct RecordsSpec {
-    /// Binding of the records (read-write storage, in the main kernel's bind group).
-    pub binding: u32,
-    /// 4-byte words of each element's record.
-    pub words: u32,
-    /// The entry point, in the kernel's module, that sums the slice's outer products.
-    pub outer_entry_point: &'static str,
-    /// The one-thread entry point that moves on to the next slice.
-    pub next_slice_entry_point: &'static str,
 }
 
 /// A compiled kernel: its WGSL, its buffers, and its CPU version.

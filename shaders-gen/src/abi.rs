@@ -48,20 +48,6 @@ pub fn uniform_lanes(precision: Precision) -> u32 {
 /// Binding, in an adjoint kernel with `#[shared]` arguments, of the per-workgroup partial
 /// sums of their gradients (`array<f32>`, `shared_words` per workgroup).
 pub const PARTIALS_BINDING: u32 = 5;
-
-/// Binding of an adjoint's records of its kept loops' factors and columns
-/// (`array<u32>`, read-write; word 0 the slice being computed): the adjoint entry writes
-/// them, [`OUTER_ENTRY_POINT`] sums their outer products (see `emit_wgsl::outer_sums`).
-pub const RECORDS_BINDING: u32 = 7;
-
-/// The entry point, in an adjoint kernel that writes records, that sums their outer
-/// products into the workgroup's row of partial sums: dispatched after the adjoint entry,
-/// over the same workgroups, once per slice.
-pub const OUTER_ENTRY_POINT: &str = "adjoint_outer";
-
-/// The one-thread entry point, beside [`OUTER_ENTRY_POINT`], that moves the next slice's
-/// dispatches on (dispatched after each slice's outer entry).
-pub const NEXT_SLICE_ENTRY_POINT: &str = "adjoint_next_slice";
 /// Binding, in a Hessian kernel ([`KernelKind::Hessian`]), of the Hessians (`array<f32>`,
 /// gradient words squared per element, row-major).
 pub const HESSIAN_BINDING: u32 = 6;

@@ -41,9 +41,6 @@ pub struct SharedLaunch {
     /// Batch elements each thread of the kernel computes side by side
     /// ([`crate::Compiled::adjoint_elements`] for the adjoint, else 1).
     pub elements_per_thread: u32,
-    /// Words of each element's record for the outer entry ([`abi::OUTER_ENTRY_POINT`]):
-    /// [`crate::Compiled::adjoint_records`] for the adjoint, else 0.
-    pub record_words: u32,
 }
 
 /// The launch of kernel `kind` of `c`. A Hessian kind for a function without a Hessian
@@ -68,11 +65,6 @@ pub fn kernel_launch(c: &Compiled, kind: KernelKind) -> KernelLaunch {
             c.adjoint_elements
         } else {
             1
-        },
-        record_words: if kind == KernelKind::Adjoint {
-            c.adjoint_records
-        } else {
-            0
         },
     });
     KernelLaunch {

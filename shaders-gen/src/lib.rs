@@ -59,9 +59,6 @@ pub struct Compiled {
     /// Batch elements each thread of the adjoint kernel computes side by side
     /// ([`emit_wgsl::elements_per_thread`]; 1 for a kernel that sums no shared gradient).
     pub adjoint_elements: u32,
-    /// Words of each element's record the adjoint kernel writes for its outer entry
-    /// ([`abi::OUTER_ENTRY_POINT`]; 0: none).
-    pub adjoint_records: u32,
     /// The IR of the CPU versions.
     pub cpu: CpuIr,
     /// Second order, for an `f32` result with gradient words.
@@ -221,7 +218,7 @@ pub fn compile_with(
     let wgsl_forward = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Forward, &primal);
     let adjoint_elements =
         emit_wgsl::elements_per_thread(layout, KernelKind::Adjoint, &kernel_adjoint);
-    let (wgsl_reverse, adjoint_records) = emit_wgsl::emit_kernel_with_records(
+    let wgsl_reverse = emit_wgsl::emit_kernel_with_elements(
         &sig,
         layout,
         KernelKind::Adjoint,
@@ -243,7 +240,6 @@ pub fn compile_with(
     });
     Ok(Compiled {
         adjoint_elements,
-        adjoint_records,
         wgsl_reduce,
         wgsl_gathered,
         second,
@@ -398,7 +394,6 @@ fn compile_vector(lowered: Lowered, primal: Function, cpu_primal: Function, sig:
     });
     Compiled {
         adjoint_elements: 1,
-        adjoint_records: 0,
         wgsl_reduce: None,
         wgsl_gathered,
         second: None,

@@ -2,7 +2,7 @@
 //! each uploaded, dispatched (with its reduction), and read back while the next runs
 //! (the waits for submissions and maps are `transfer.rs`'s).
 
-use super::pipelines::{Pipeline, Pipelines};
+use super::pipelines::Pipelines;
 use super::sets::{LaunchSet, upload_offsets};
 use super::transfer::{MapReceiver, copy_parallel, write_mapped};
 use super::{Gpu, MAX_BINDING_BYTES, MAX_CHUNK_BYTES, PARAMS_BYTES, REDUCE_GROUPS, lock};
@@ -10,15 +10,12 @@ use crate::error::Error;
 use crate::spec::KernelSpec;
 
 /// How a launch of `m` elements is dispatched: workgroups in x and y, and the elements each
-/// thread takes (1 but for kernels that reduce shared gradients); for a kernel that writes
-/// records ([`crate::RecordsSpec`]), the runs of each workgroup per slice and the slices.
+/// thread takes (1 but for kernels that reduce shared gradients).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct LaunchShape {
     pub(super) x: u32,
     pub(super) y: u32,
     pub(super) per_thread: u32,
-    pub(super) slice_runs: u32,
-    pub(super) slices: u32,
 }
 
 impl LaunchShape {
@@ -27,39 +24,15 @@ impl LaunchShape {
         self.x * self.y
     }
 
-    /// The kernel's uniform `Params`: the element count, the elements per thread, and for a
-    /// kernel that writes records the runs per slice.
+    /// The kernel's uniform `Params`: the element count, the elements per thread.
     pub(super) fn params(&self, m: usize) -> [u32; 4] {
-        [m as u32, self.per_thread, self.slice_runs, 0]
+        [m as u32, self.per_thread, 0, 0]
     }
 
     /// The uniform `Params` of the reduction's second pass: one partial per workgroup.
     pub(super) fn reduce_params(&self) -> [u32; 4] {
         [self.groups(), 0, 0, 0]
     }
-}
-
-/// Most bytes of records one slice of a launch writes ([`crate::RecordsSpec`]): at 2^20
-/// elements of an 8-64-64-1 network (800 bytes each) a launch is one slice, at 2^24 13.
-pub(super) const RECORDS_BYTES: u64 = 1 << 30;
-
-/// [`RECORDS_BYTES`], or less where [`crate::RECORDS_BYTES_ENV`] says.
-fn records_budget() -> u64 {
-    static BUDGET: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *BUDGET.get_or_init(|| {
-        std::env::var(crate::spec::RECORDS_BYTES_ENV)
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .map_or(RECORDS_BYTES, |b| b.clamp(1, RECORDS_BYTES))
-    })
-}
-
-/// Bytes of the records buffer before the first element's: the slice, and padding.
-const RECORDS_HEAD_BYTES: u64 = 16;
-
-/// The records a kernel writes, if it does.
-pub(super) fn records_of(spec: &KernelSpec) -> Option<&crate::spec::RecordsSpec> {
-    spec.shared?.reduction.as_ref()?.records.as_ref()
 }
 
 /// A submitted chunk: its launch set, where its results go, and the two map requests
@@ -235,7 +208,7 @@ impl Gpu {
                 label: Some(spec.label),
                 timestamp_writes: None,
             });
-            Self::record(&mut pass, spec, pipelines, &set, &shape);
+            Self::record(&mut pass, spec, pipelines, &set, (shape.x, shape.y));
         }
         // Every output into one staging buffer, densely: one map reads them all.
         let mut out_bytes = 0u64;
@@ -320,9 +293,9 @@ impl Gpu {
         spec: &KernelSpec,
         pipelines: &Pipelines<'_>,
         set: &LaunchSet,
-        shape: &LaunchShape,
+        (x, y): (u32, u32),
     ) {
-        Self::record_main(pass, pipelines, set, shape);
+        Self::record_main(pass, pipelines, set, (x, y));
         Self::record_reduce(pass, spec, pipelines, set);
     }
 
@@ -331,35 +304,11 @@ impl Gpu {
         pass: &mut wgpu::ComputePass<'_>,
         pipelines: &Pipelines<'_>,
         set: &LaunchSet,
-        shape: &LaunchShape,
+        (x, y): (u32, u32),
     ) {
-        Self::dispatch_main(pass, pipelines.main, &set.bind_group, shape);
-    }
-
-    /// The dispatches of a kernel over `shape`, bound to `bind_group`: the kernel; for one
-    /// that writes records, per slice the kernel, its outer entry over the same workgroups
-    /// and the next-slice entry (the slice they read is in the records; see
-    /// [`crate::RecordsSpec`]).
-    pub(super) fn dispatch_main(
-        pass: &mut wgpu::ComputePass<'_>,
-        main: &Pipeline,
-        bind_group: &wgpu::BindGroup,
-        shape: &LaunchShape,
-    ) {
-        pass.set_bind_group(0, bind_group, &[]);
-        let Some(records) = &main.records else {
-            pass.set_pipeline(&main.pipeline);
-            pass.dispatch_workgroups(shape.x, shape.y, 1);
-            return;
-        };
-        for _ in 0..shape.slices {
-            pass.set_pipeline(&main.pipeline);
-            pass.dispatch_workgroups(shape.x, shape.y, 1);
-            pass.set_pipeline(&records.outer);
-            pass.dispatch_workgroups(shape.x, shape.y, 1);
-            pass.set_pipeline(&records.next_slice);
-            pass.dispatch_workgroups(1, 1, 1);
-        }
+        pass.set_pipeline(&pipelines.main.pipeline);
+        pass.set_bind_group(0, &set.bind_group, &[]);
+        pass.dispatch_workgroups(x, y, 1);
     }
 
     /// The second pass of the shared gradients' reduction, if the kernel has one; whether
@@ -401,43 +350,11 @@ impl Gpu {
         };
         let groups = runs.div_ceil(per_thread);
         let y = groups.div_ceil(spec.max_workgroups_per_dim as u64);
-        let x = groups.div_ceil(y);
-        let slice_runs = match records_of(spec) {
-            Some(r) => {
-                // Every dispatched workgroup's records of `slice_runs` runs within the budget,
-                // in whole steps of the thread's elements.
-                let step = spec
-                    .shared
-                    .and_then(|s| s.reduction.as_ref())
-                    .map_or(1, |r| r.elements_per_thread.max(1) as u64);
-                let run_bytes = x * y * spec.workgroup_size as u64 * r.words as u64 * 4;
-                (records_budget() / run_bytes.max(1) / step * step).clamp(step, per_thread)
-            }
-            None => per_thread,
-        };
         LaunchShape {
-            x: x as u32,
+            x: groups.div_ceil(y) as u32,
             y: y as u32,
             per_thread: per_thread as u32,
-            slice_runs: slice_runs as u32,
-            slices: per_thread.div_ceil(slice_runs) as u32,
         }
-    }
-
-    /// Bytes of the records buffer a launch set of `capacity` elements of `spec` binds (0:
-    /// the kernel writes none): the head, and the records of every launch's slice, each
-    /// within [`RECORDS_BYTES`] (or one step of runs per workgroup, if that is more).
-    pub(super) fn records_bytes(spec: &KernelSpec, capacity: usize) -> u64 {
-        let Some(r) = records_of(spec) else {
-            return 0;
-        };
-        let shape = Self::launch_shape(spec, capacity);
-        let most_runs = Self::max_groups(spec, capacity) as u64 * shape.per_thread as u64;
-        let step = shape.slice_runs.min(shape.per_thread) as u64;
-        let in_budget = (records_budget() / (spec.workgroup_size as u64 * r.words as u64 * 4))
-            .max(REDUCE_GROUPS * step);
-        let runs = most_runs.min(in_budget);
-        RECORDS_HEAD_BYTES + runs * spec.workgroup_size as u64 * r.words as u64 * 4
     }
 
     /// The most workgroups of any launch of up to `capacity` elements (the partial sums a
@@ -509,59 +426,8 @@ mod tests {
             params_binding: 0,
             input_binding: 1,
             output_binding: 2,
-            records: None,
         }),
     };
-
-    static RECORDING: SharedSpec = SharedSpec {
-        binding: 4,
-        words: 4801,
-        uniform: false,
-        reduction: Some(ReductionSpec {
-            elements_per_thread: 1,
-            partials_binding: 5,
-            label: "reduce",
-            wgsl: "",
-            entry_point: "reduce",
-            params_binding: 0,
-            input_binding: 1,
-            output_binding: 2,
-            records: Some(crate::spec::RecordsSpec {
-                binding: 7,
-                words: 200,
-                outer_entry_point: "adjoint_outer",
-                next_slice_entry_point: "adjoint_next_slice",
-            }),
-        }),
-    };
-
-    #[test]
-    fn slices_cover_every_run_and_their_records_fit_the_sets_buffer() {
-        let plain = spec(Some(&REDUCING));
-        let spec = spec(Some(&RECORDING));
-        for m in [1, 255, 256, 4097, 1 << 17, (1 << 20) + 3, 1 << 22, 1 << 24] {
-            let shape = Gpu::launch_shape(&spec, m);
-            let (runs, slices) = (shape.slice_runs, shape.slices);
-            assert!(runs >= 1 && runs <= shape.per_thread, "{m}: {shape:?}");
-            // The kernel's count of slices (`adjoint_next_slice`), and every run in one.
-            assert_eq!(slices, shape.per_thread.div_ceil(runs), "{m}");
-            assert!((slices - 1) * runs < shape.per_thread, "{m}: {shape:?}");
-            assert_eq!(shape.params(m)[2], runs);
-            let written = shape.groups() as u64 * runs as u64 * 256 * 200 * 4;
-            assert!(written <= RECORDS_BYTES.max(shape.groups() as u64 * 256 * 800));
-            for capacity in [m, m.next_power_of_two(), 2 * m] {
-                assert!(
-                    16 + written <= Gpu::records_bytes(&spec, capacity),
-                    "{m} in {capacity}"
-                );
-            }
-        }
-        // 2^20 elements of 800 bytes: one slice; 2^24: 13 runs of 128 per slice.
-        assert_eq!(Gpu::launch_shape(&spec, 1 << 20).slices, 1);
-        let big = Gpu::launch_shape(&spec, 1 << 24);
-        assert_eq!((big.slice_runs, big.slices), (10, 13));
-        assert_eq!(Gpu::records_bytes(&plain, 1 << 20), 0);
-    }
 
     #[test]
     fn dispatches_cover_the_batch_with_fewer_than_a_row_of_spare_workgroups() {

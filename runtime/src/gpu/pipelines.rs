@@ -11,15 +11,6 @@ use wgpu::BufferBindingType as B;
 pub(super) struct Pipeline {
     pub(super) pipeline: wgpu::ComputePipeline,
     pub(super) layout: wgpu::BindGroupLayout,
-    /// For a kernel that writes records ([`crate::RecordsSpec`]): its outer and
-    /// next-slice entries, over the same layout.
-    pub(super) records: Option<RecordsPipelines>,
-}
-
-/// The entry points of a kernel that writes records, beside its main one.
-pub(super) struct RecordsPipelines {
-    pub(super) outer: wgpu::ComputePipeline,
-    pub(super) next_slice: wgpu::ComputePipeline,
 }
 
 /// The pipelines of one launch: the kernel and the second pass of its reduction.
@@ -37,13 +28,7 @@ impl Gpu {
         self.check_precision(spec)?;
         let mut entries = kernel_bindings(spec);
         entries.push((spec.input_binding, B::Storage { read_only: true }));
-        let records = spec
-            .shared
-            .and_then(|s| s.reduction.as_ref())
-            .and_then(|r| r.records.as_ref())
-            .map(|r| [r.outer_entry_point, r.next_slice_entry_point]);
-        let entry = (spec.entry_point, records);
-        self.compile_entries(key(spec), spec.label, spec.wgsl, entry, &entries)
+        self.compile(key(spec), spec.label, spec.wgsl, spec.entry_point, &entries)
     }
 
     /// An f64 kernel on a device without 64-bit floats in shaders: an error that says so,
@@ -115,19 +100,6 @@ impl Gpu {
         entry_point: &'static str,
         bindings: &[(u32, wgpu::BufferBindingType)],
     ) -> Result<Arc<Pipeline>, Error> {
-        self.compile_entries(key, label, wgsl, (entry_point, None), bindings)
-    }
-
-    /// [`Gpu::compile`], with the outer and next-slice entries of a kernel that writes
-    /// records (`entries.1`) compiled beside the main one.
-    fn compile_entries(
-        &self,
-        key: PipelineKey,
-        label: &'static str,
-        wgsl: &'static str,
-        (entry_point, records): (&'static str, Option<[&'static str; 2]>),
-        bindings: &[(u32, wgpu::BufferBindingType)],
-    ) -> Result<Arc<Pipeline>, Error> {
         let mut cache = lock(&self.pipelines);
         if let Some(p) = cache.get(&key) {
             return Ok(p.clone());
@@ -181,36 +153,26 @@ impl Gpu {
         let grows = wgsl.contains(&format!("override {WORKGROUP_BYTES_OVERRIDE}:"));
         let limit = f64::from(self.device.limits().max_compute_workgroup_storage_size);
         let constants = [(WORKGROUP_BYTES_OVERRIDE, limit)];
-        let entry = |entry_point: &str| {
-            self.device
-                .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                    label: Some(label),
-                    layout: Some(&pipeline_layout),
-                    module: &module,
-                    entry_point: Some(entry_point),
-                    compilation_options: wgpu::PipelineCompilationOptions {
-                        constants: if grows { &constants } else { &[] },
-                        ..Default::default()
-                    },
-                    cache: None,
-                })
-        };
-        let pipeline = entry(entry_point);
-        let records = records.map(|[outer, next]| RecordsPipelines {
-            outer: entry(outer),
-            next_slice: entry(next),
-        });
+        let pipeline = self
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(label),
+                layout: Some(&pipeline_layout),
+                module: &module,
+                entry_point: Some(entry_point),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: if grows { &constants } else { &[] },
+                    ..Default::default()
+                },
+                cache: None,
+            });
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Validation {
                 label: label.to_string(),
                 message: e.to_string(),
             });
         }
-        let p = Arc::new(Pipeline {
-            pipeline,
-            layout,
-            records,
-        });
+        let p = Arc::new(Pipeline { pipeline, layout });
         cache.insert(key, p.clone());
         Ok(p)
     }
@@ -307,9 +269,6 @@ fn kernel_bindings(spec: &KernelSpec) -> Vec<(u32, B)> {
         entries.push((sh.binding, ty));
         if let Some(r) = &sh.reduction {
             entries.push((r.partials_binding, B::Storage { read_only: false }));
-            if let Some(records) = &r.records {
-                entries.push((records.binding, B::Storage { read_only: false }));
-            }
         }
     }
     entries

@@ -4,7 +4,7 @@
 use super::bind_cache::StorageBinding;
 use super::passes::PendingSum;
 use super::pipelines::Pipeline;
-use super::{Gpu, PipelineKey, key, lock};
+use super::{Gpu, key, lock};
 use crate::buffer::RawBuffer;
 use crate::error::Error;
 use crate::gather::Field;
@@ -145,19 +145,12 @@ impl Gpu {
     /// A scratch buffer of at least `bytes` for `spec`'s partial sums, kept for later
     /// launches (recorded launches of one kernel use it one after the other).
     fn scratch(&self, spec: &'static KernelSpec, bytes: u64) -> wgpu::Buffer {
-        self.scratch_at(key(spec), spec.label, bytes)
-    }
-
-    /// The scratch buffer under `key` (a kernel's partial sums under its own key, its
-    /// records under its outer entry's).
-    fn scratch_at(&self, key: PipelineKey, label: &'static str, bytes: u64) -> wgpu::Buffer {
         let mut cache = lock(&self.scratch);
-        match cache.get(&key) {
+        match cache.get(&key(spec)) {
             Some(b) if b.size() >= bytes => b.clone(),
             _ => {
-                // Records start zeroed (word 0: the slice), and each launch leaves it so.
-                let b = self.buffer(label, wgpu::BufferUsages::STORAGE, bytes);
-                cache.insert(key, b.clone());
+                let b = self.buffer(spec.label, wgpu::BufferUsages::STORAGE, bytes);
+                cache.insert(key(spec), b.clone());
                 b
             }
         }
@@ -240,15 +233,6 @@ impl Gpu {
             let groups = Self::max_groups(spec, chunk.min(n)) as u64;
             self.scratch(spec, groups * words * 4)
         });
-        let records = super::launch::records_of(spec).map(|r| {
-            let key = (
-                spec.wgsl.as_ptr() as usize,
-                spec.wgsl.len(),
-                r.outer_entry_point,
-            );
-            let bytes = Self::records_bytes(spec, chunk.min(n));
-            (r.binding, self.scratch_at(key, spec.label, bytes))
-        });
         let mut start = 0;
         while start < n {
             let m = chunk.min(n - start);
@@ -256,14 +240,11 @@ impl Gpu {
             let shape = Self::launch_shape(spec, m);
             let mut params = [0u32; 8];
             params[..4].copy_from_slice(&shape.params(m));
-            // A gathered adjoint with a by-rows entry declares that entry's words too (a
-            // kernel that reads rows has the runs per slice in word 2).
+            params[2] = d.args.gathered_mask();
+            // A gathered adjoint with a by-rows entry declares that entry's words too.
             let params = match d.args {
                 ArgsIn::Rows(_) => &params[..4],
-                ArgsIn::Fields(..) => {
-                    params[2] = d.args.gathered_mask();
-                    &params[..]
-                }
+                ArgsIn::Fields(..) => &params[..],
             };
             let range = |buffer, w| words_range(buffer, w, start, m);
             let mut buffers = Vec::new();
@@ -279,9 +260,6 @@ impl Gpu {
             {
                 buffers.push((r.partials_binding, p, 0, None));
             }
-            if let Some((binding, buf)) = &records {
-                buffers.push((*binding, buf, 0, None));
-            }
             let group = self.cached_bind_group(
                 key(spec),
                 &main.layout,
@@ -289,7 +267,9 @@ impl Gpu {
                 (spec.params_binding, params),
                 &buffers,
             );
-            Self::dispatch_main(pass, main, &group, &shape);
+            pass.set_pipeline(&main.pipeline);
+            pass.set_bind_group(0, &group, &[]);
+            pass.dispatch_workgroups(shape.x, shape.y, 1);
             if let (Some(rp), Some(parts), Some(sums)) = (&reduce, &partials, d.shared_grad) {
                 let sum = self.second_pass(spec, rp, parts, sums.gpu(), shape.groups(), start > 0);
                 work.defer_sum(sum);

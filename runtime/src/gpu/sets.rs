@@ -206,17 +206,6 @@ impl Gpu {
                 resource: buf.as_entire_binding(),
             });
         }
-        // The records start zeroed: word 0, the slice, is the first.
-        let records = super::launch::records_of(spec).map(|r| {
-            let bytes = Self::records_bytes(spec, capacity);
-            (r.binding, self.buffer(spec.label, U::STORAGE, bytes))
-        });
-        if let Some((binding, buf)) = &records {
-            entries.push(wgpu::BindGroupEntry {
-                binding: *binding,
-                resource: buf.as_entire_binding(),
-            });
-        }
         let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(spec.label),
             layout: &pipelines.main.layout,

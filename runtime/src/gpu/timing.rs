@@ -65,6 +65,7 @@ impl Gpu {
             .write_buffer(&set.input, 0, bytemuck::cast_slice(input));
         self.queue
             .write_buffer(&set.params, 0, bytemuck::cast_slice(&shape.params(n)));
+        let (x, y) = (shape.x, shape.y);
         // Shared words stay zero (buffers start zeroed); the reduction runs as in a launch.
         if let Some(r) = set.shared.as_ref().and_then(|sh| sh.reduction.as_ref()) {
             self.queue
@@ -100,7 +101,7 @@ impl Gpu {
                     label: Some(spec.label),
                     timestamp_writes: None,
                 });
-                Self::record(&mut pass, spec, &pipelines, &set, &shape);
+                Self::record(&mut pass, spec, &pipelines, &set, (x, y));
             }
             // The kernel and the reduction's second pass in passes of their own, each
             // between its own timestamps.
@@ -117,7 +118,7 @@ impl Gpu {
                     label: Some(spec.label),
                     timestamp_writes: writes(2 * l),
                 });
-                Self::record_main(&mut pass, &pipelines, &set, &shape);
+                Self::record_main(&mut pass, &pipelines, &set, (x, y));
                 drop(pass);
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some(spec.label),
@@ -170,7 +171,7 @@ impl Gpu {
                         label: Some(spec.label),
                         timestamp_writes: None,
                     });
-                    Self::record(&mut pass, spec, &pipelines, &set, &shape);
+                    Self::record(&mut pass, spec, &pipelines, &set, (x, y));
                 }
                 self.queue.submit([encoder.finish()]);
                 self.device

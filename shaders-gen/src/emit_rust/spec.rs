@@ -17,7 +17,7 @@ pub(super) fn kernel_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident) -
         KernelKind::Hessian => quote!(WGSL_HESSIAN),
     };
     let label = format!("{}::{}", plan.fname, kind.entry_point());
-    spec_of(plan, kind, cpu, wgsl, (&label, true))
+    spec_of(plan, kind, cpu, wgsl, &label)
 }
 
 /// The `::gradfuse::GatheredSpec` of the gathered variant of kernel `kind` (see
@@ -32,8 +32,7 @@ pub(super) fn gathered_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident)
         }
     };
     let label = format!("{}::{} (gathered)", plan.fname, kind.entry_point());
-    // A gathered kernel writes no records (`emit_wgsl`'s `records_kernel`).
-    let kernel = spec_of(plan, kind, cpu, wgsl, (&label, false));
+    let kernel = spec_of(plan, kind, cpu, wgsl, &label);
     let fields = plan.layout.fields().into_iter().enumerate().map(|(k, slot)| {
         let (rows, index) = abi::field_bindings(k as u32);
         // 4-byte words, as the runtime counts them.
@@ -65,7 +64,7 @@ fn spec_of(
     kind: KernelKind,
     cpu: &syn::Ident,
     wgsl: TokenStream,
-    (label, rows): (&str, bool),
+    label: &str,
 ) -> TokenStream {
     let launch = kernel_launch(plan.c, kind);
     let entry = kind.entry_point();
@@ -92,23 +91,6 @@ fn spec_of(
                     abi::REDUCE_OUTPUT_BINDING,
                 );
                 let rlabel = format!("{}::reduce", plan.fname);
-                let records = match shared.record_words {
-                    _ if !rows => quote!(None),
-                    0 => quote!(None),
-                    words => {
-                        let (binding, outer, next) = (
-                            abi::RECORDS_BINDING,
-                            abi::OUTER_ENTRY_POINT,
-                            abi::NEXT_SLICE_ENTRY_POINT,
-                        );
-                        quote!(Some(::gradfuse::RecordsSpec {
-                            binding: #binding,
-                            words: #words,
-                            outer_entry_point: #outer,
-                            next_slice_entry_point: #next,
-                        }))
-                    }
-                };
                 quote!(Some(::gradfuse::ReductionSpec {
                     partials_binding: #partials,
                     label: #rlabel,
@@ -118,7 +100,6 @@ fn spec_of(
                     input_binding: #ri,
                     output_binding: #ro,
                     elements_per_thread: #elements,
-                    records: #records,
                 }))
             } else {
                 quote!(None)

@@ -279,17 +279,6 @@ impl<'a> Ctx<'a> {
         } else {
             format!("{index} - {}i", rec.start)
         };
-        if let Some(region) = rec.global {
-            // One element per thread: the record is the element's.
-            let value = self.operand(ValueId(i as u32));
-            let at = format!("u32({at})");
-            let _ = writeln!(
-                out,
-                "{indent}{}",
-                super::outer_sums::write_record(region, &at, &value)
-            );
-            return;
-        }
         self.for_each_element(|ctx, e| {
             let _ = writeln!(
                 out,

@@ -28,7 +28,7 @@ use std::fmt::Write;
 /// elements in the batch and 0 past its end.
 pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Function) -> String {
     let elements = super::shared_sums::elements_per_thread(layout, kind, f);
-    emit(signature, layout, kind, f, false, elements).0
+    emit(signature, layout, kind, f, false, elements)
 }
 
 /// Emits a kernel ([`emit_kernel`], which takes [`super::elements_per_thread`]) whose
@@ -44,19 +44,6 @@ pub fn emit_kernel_with_elements(
     f: &Function,
     elements: u32,
 ) -> String {
-    emit(signature, layout, kind, f, false, elements).0
-}
-
-/// Emits a kernel as [`emit_kernel_with_elements`] does, and the words of each element's
-/// record its kept loops write for the outer entry ([`abi::OUTER_ENTRY_POINT`]; 0: it
-/// writes none, and has no outer entry).
-pub fn emit_kernel_with_records(
-    signature: &str,
-    layout: &ArgLayout,
-    kind: KernelKind,
-    f: &Function,
-    elements: u32,
-) -> (String, u32) {
     emit(signature, layout, kind, f, false, elements)
 }
 
@@ -68,7 +55,7 @@ pub fn emit_gathered_kernel(
     kind: KernelKind,
     f: &Function,
 ) -> String {
-    emit(signature, layout, kind, f, true, 1).0
+    emit(signature, layout, kind, f, true, 1)
 }
 
 fn emit(
@@ -78,7 +65,7 @@ fn emit(
     f: &Function,
     gathered: bool,
     elements: u32,
-) -> (String, u32) {
+) -> String {
     let plan = KernelPlan::new(layout, kind, f, gathered, elements);
     let mut taken = reserved();
     let fields = if gathered {
@@ -125,20 +112,10 @@ fn emit(
     } else {
         plain_entry(&plan, &body, &mut s);
     }
-    if let Some(records) = &sums.records {
-        let shared_words = plan.layout.shared_words;
-        s.push_str(&super::outer_sums::outer_entry(
-            records,
-            shared_words,
-            &mut taken,
-        ));
-        s.push_str(&super::outer_sums::next_slice_entry());
-    }
-    let record_words = sums.records.as_ref().map_or(0, |r| r.words);
     if let (Some(compute), Some(stores)) = (compute, rows) {
         rows_entry(&plan, &fields, &compute, &stores, &mut s);
     }
-    (s, record_words)
+    s
 }
 
 /// One `let` per argument word used (several words to a vector load); the shared words
@@ -356,13 +333,6 @@ fn declarations(
             s,
             "struct Params {{\n    n: u32,\n    per_thread: u32,\n    gathered: u32,\n}}\n"
         );
-    } else if sums.records.is_some() {
-        let _ = writeln!(
-            s,
-            "struct Params {{\n    n: u32,\n    per_thread: u32,\n    \
-             // Runs of each workgroup per slice (see {}).\n    slice_runs: u32,\n}}\n",
-            abi::OUTER_ENTRY_POINT
-        );
     } else if plan.reduces {
         let _ = writeln!(
             s,
@@ -423,9 +393,6 @@ fn declarations(
             "@group(0) @binding({}) var<storage, read_write> shared_partials: array<{t}>;",
             abi::PARTIALS_BINDING
         );
-    }
-    if let Some(records) = &sums.records {
-        let _ = writeln!(s, "{}", records.declarations());
     }
     if plan.staged {
         let _ = writeln!(
@@ -497,29 +464,15 @@ fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut Stri
          // atomics), into its row of shared_partials; a second kernel sums the rows.",
         abi::MAX_WORKGROUPS_PER_DIM
     );
-    // With records, the dispatch takes a slice of the workgroup's runs (`slice_head`), and
-    // the workgroup's row of partial sums is the slice's.
-    let (runs_of, runs) = if let Some(records) = &sums.records {
-        s.push_str(&super::outer_sums::slice_head(records.words));
-        ("group", "var nth = first_run; nth < end_run")
-    } else {
-        let _ = writeln!(s, "    let group = wid.x + wid.y * groups.x;");
-        let _ = writeln!(s, "    let per_thread = params.per_thread;");
-        ("group", "var nth = 0u; nth < per_thread")
-    };
+    let _ = writeln!(s, "    let group = wid.x + wid.y * groups.x;");
+    let _ = writeln!(s, "    let per_thread = params.per_thread;");
     let words = plan.layout.shared_words;
     if !sums.owned {
-        // A later slice adds to the row its first slice started.
-        let guard = if sums.records.is_some() {
-            " && slice == 0u"
-        } else {
-            ""
-        };
         let _ = writeln!(
             s,
             "    // The row starts at zero. Thread lid owns its words lid, lid + {wg}, ..: only the\n    \
          // owner writes a word, so no two threads race on one.\n    \
-         for (var word = lid; word < {words}u{guard}; word += {wg}u) {{\n        \
+         for (var word = lid; word < {words}u; word += {wg}u) {{\n        \
          shared_partials[group * {words}u + word] = {zero};\n    }}",
             zero = float_literal(0.0, plan.layout.precision),
         );
@@ -531,8 +484,8 @@ fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut Stri
     };
     let _ = writeln!(
         s,
-        "    for ({runs}; {step}) {{\n        \
-         let group_first = ({runs_of} * per_thread + nth) * {wg}u;\n        \
+        "    for (var nth = 0u; nth < per_thread; {step}) {{\n        \
+         let group_first = (group * per_thread + nth) * {wg}u;\n        \
          // Runs wholly past the end are skipped by the whole workgroup at once.\n        \
          if (group_first >= params.n) {{\n            break;\n        }}\n        \
          let i = group_first + lid;\n        \
@@ -541,13 +494,6 @@ fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut Stri
          let in_batch = i < params.n;\n        \
          let elem = min(i, params.n - 1u);",
     );
-    if sums.records.is_some() {
-        let _ = writeln!(
-            s,
-            "        // The element's column of the records (one element per thread).\n        \
-             let record_elem = records_block + (nth - first_run) * {wg}u + lid;"
-        );
-    }
     if !plan.gathered {
         let _ = writeln!(
             s,

@@ -54,8 +54,6 @@ pub(super) struct SharedSums {
     /// Where some loop's rows are summed as outer products (see `outer_sums`): the most
     /// scalars of the stage its chunks use.
     pub(super) outer: Option<u32>,
-    /// Where they are summed by the outer entry instead, from records: the loops.
-    pub(super) records: Option<outer_sums::RecordsPlan>,
 }
 
 /// Each thread adds up the shared gradients of several elements, each word (or array) as
@@ -122,7 +120,6 @@ pub(super) fn shared_sums(
     // The workgroup's 16 KiB hold the reduction's stage and the outer products' (none
     // left where the kernel stages its outputs or gradients too).
     let mut most = None;
-    let mut recorded = None;
     let spans = if plan.staged || plan.chunked {
         Vec::new()
     } else {
@@ -133,45 +130,24 @@ pub(super) fn shared_sums(
                 && !ctx.shared_array.contains_key(&v.index())
         };
         let mut streams = std::mem::take(&mut ctx.streams);
-        let records = records_kernel(ctx.precision, plan.gathered);
         let planned = outer_sums::plan(
             f,
             &mut streams,
-            (ctx.elements, ctx.precision, records),
+            (ctx.elements, ctx.precision),
             column_ok,
             taken,
         );
         ctx.streams = streams;
         declarations.push_str(&planned.declarations);
-        recorded = planned.records;
-        // Loops with records stage nothing in the adjoint entry.
         most = planned
             .loops
             .iter()
             .map(|(_, l)| l.most_words(ctx.elements))
-            .max()
-            .filter(|_| !records);
+            .max();
         ctx.outer.extend(planned.loops);
         planned.spans
     };
-    let sliced = recorded.is_some();
-    let mut sums = finish(
-        plan,
-        &sums,
-        (declarations, &spans, most, sliced),
-        ctx,
-        taken,
-    );
-    sums.records = recorded;
-    sums
-}
-
-/// Whether an adjoint kernel sums its kept loops' outer products from records in memory
-/// (`outer_sums::records`) rather than in a workgroup stage: f32 kernels that read their
-/// arguments as rows. (The records are words of f32 bits; a gathered kernel's `Params`
-/// words are taken by its fields.)
-fn records_kernel(precision: crate::signature::Precision, gathered: bool) -> bool {
-    precision == crate::signature::Precision::F32 && !gathered
+    finish(plan, &sums, (declarations, &spans, most), ctx, taken)
 }
 
 /// The shared arguments' gradients of an adjoint that sums them, and how they are summed.
@@ -281,10 +257,7 @@ fn summed_loops(layout: &crate::abi::ArgLayout, f: &Function, chains: Chains) ->
         .for_each(|c| streams.merge(c));
     let shared = layout.words..layout.words + layout.shared_words;
     let column_ok = |v| outer_sums::not_shared(f, shared.clone(), v);
-    // Non-gathered f32 kernels write records; the rest stage their chunks: a loop kept in
-    // one is summed as outer products in both (the bounds differ; the records' is wider).
-    let records = records_kernel(layout.precision, false);
-    outer_sums::summed_loops(f, &streams, (layout.precision, records), column_ok)
+    outer_sums::summed_loops(f, &streams, layout.precision, column_ok)
 }
 
 /// Most operations per element of an adjoint summing its shared gradient in registers that
@@ -374,13 +347,11 @@ impl ArraySum<'_> {
 }
 
 /// The sums' declarations and the workgroup sum after the element loop, once every word
-/// knows how it is summed (`outer`: the stage the outer products' chunks use at most;
-/// `sliced`: a launch takes several dispatches, the first writing the row, the later ones
-/// adding to it).
+/// knows how it is summed (`outer`: the stage the outer products' chunks use at most).
 fn finish(
     plan: &KernelPlan,
     sums: &[WordSum],
-    (mut declarations, spans, outer, sliced): (String, &[outer_sums::Span], Option<u32>, bool),
+    (mut declarations, spans, outer): (String, &[outer_sums::Span], Option<u32>),
     ctx: &mut Ctx,
     taken: &mut Taken,
 ) -> SharedSums {
@@ -425,22 +396,13 @@ fn finish(
     ));
     if let Some(m) = owned {
         let wg = abi::WORKGROUP_SIZE;
-        let at = format!("shared_partials[group * {shared_words}u + word]");
-        let store = if sliced {
-            format!(
-                "if (slice == 0u) {{\n                {at} = owned_sums[k];\n            \
-                 }} else {{\n                {at} += owned_sums[k];\n            }}"
-            )
-        } else {
-            format!("{at} = owned_sums[k];")
-        };
         let _ = writeln!(
             workgroup_sum,
             "    // Each thread stores the sums of the words it owns.\n    \
              for (var k = 0u; k < {m}u; k++) {{\n        \
              let word = lid + k * {wg}u;\n        \
              if (word < {shared_words}u) {{\n            \
-             {store}\n        \
+             shared_partials[group * {shared_words}u + word] = owned_sums[k];\n        \
              }}\n    }}"
         );
     }
@@ -450,7 +412,6 @@ fn finish(
         streams,
         owned: owned.is_some(),
         outer,
-        records: None,
     }
 }
 

@@ -47,9 +47,6 @@ pub(super) struct Record {
     pub name: String,
     /// The loop's first index (trip `j` writes word `j - start`).
     pub start: i64,
-    /// Where the words go instead, in the element's record in `outer_records`: from this
-    /// word on (see `outer_sums::records`).
-    pub global: Option<u32>,
 }
 
 /// The accumulators of one function (a kernel's, or a loop body's).

@@ -28,10 +28,8 @@ use crate::signature::Precision;
 use std::fmt::Write;
 
 mod owners;
-mod records;
 use owners::OwnerSums;
 pub(super) use owners::flush;
-pub(super) use records::{RecordsPlan, next_slice_entry, outer_entry, slice_head, write_record};
 
 /// The workgroup array the chunks are staged in.
 pub(super) const OUTER_STAGE: &str = "outer_stage";
@@ -132,11 +130,6 @@ pub(super) struct OuterLoop {
     threads: u32,
     /// Words of the stage each element takes (odd: consecutive elements in other banks).
     pitch: u32,
-    /// Where the loop's words start in an element's record in `outer_records`, when its
-    /// products are summed by the outer entry (`records`) rather than in the stage.
-    region: Option<u32>,
-    /// An element's words: each record's trips, then the staged columns.
-    words: u32,
 }
 
 /// What [`plan`] found in a kernel's loops.
@@ -148,45 +141,32 @@ pub(super) struct Planned {
     pub loops: Vec<(usize, OuterLoop)>,
     /// Where their rows lie, for [`flush`] after the thread's last element.
     pub spans: Vec<Span>,
-    /// The loops whose products the outer entry sums from `outer_records`, if the kernel
-    /// writes records.
-    pub records: Option<RecordsPlan>,
 }
 
 /// Finds, in each top-level kept loop of `f` whose body streams adds (`streams`), the
 /// rows worth summing as outer products, for a thread of `elements` elements; takes
 /// their adds out of the stream and records their factors instead. `column_ok` says which
 /// outer values can be staged as columns (shared words are never built as values).
-///
-/// With `records`, the loops' factors and columns are written to `outer_records` instead
-/// and summed by the outer entry ([`records`]).
 pub(super) fn plan(
     f: &Function,
     streams: &mut Streams,
-    (elements, precision, records): (usize, Precision, bool),
+    (elements, precision): (usize, Precision),
     column_ok: impl Fn(ValueId) -> bool,
     taken: &mut Taken,
 ) -> Planned {
     let mut planned = Planned::default();
     let t = precision.name();
-    let mut recorded = RecordsPlan::default();
     for (i, node) in f.nodes.iter().enumerate() {
         let Op::Loop(l) = &node.op else { continue };
         let Some(body) = streams.bodies.get_mut(&i) else {
             continue;
         };
         let Some(selected) = Found::in_body(l, body, &column_ok)
-            .and_then(|found| found.select(l, elements as u32, (precision, records)))
+            .and_then(|found| found.select(l, elements as u32, precision))
         else {
             continue;
         };
-        if records {
-            let outer = selected.apply(body, Some(recorded.words), taken);
-            recorded.push(&outer);
-            planned.loops.push((i, outer));
-            continue;
-        }
-        let outer = selected.apply(body, None, taken);
+        let outer = selected.apply(body, taken);
         let declarations = &mut planned.declarations;
         for name in &outer.records {
             for e in 0..elements {
@@ -210,7 +190,6 @@ pub(super) fn plan(
         }
         planned.loops.push((i, outer));
     }
-    planned.records = (!recorded.loops.is_empty()).then_some(recorded);
     planned
 }
 
@@ -220,7 +199,7 @@ pub(super) fn plan(
 pub(super) fn summed_loops(
     f: &Function,
     streams: &Streams,
-    (precision, records): (Precision, bool),
+    precision: Precision,
     column_ok: impl Fn(ValueId) -> bool,
 ) -> usize {
     f.nodes
@@ -231,7 +210,7 @@ pub(super) fn summed_loops(
                 return false;
             };
             Found::in_body(l, body, &column_ok)
-                .and_then(|found| found.select(l, 1, (precision, records)))
+                .and_then(|found| found.select(l, 1, precision))
                 .is_some()
         })
         .count()
@@ -304,8 +283,7 @@ impl Found {
 
     /// The rows that pass the checks (columns contiguous, rows apart, every index in
     /// range, a chunk of the stage big enough for `elements` per thread), if any.
-    fn select(self, l: &Loop, elements: u32, mode: (Precision, bool)) -> Option<Selected> {
-        let (precision, records) = mode;
+    fn select(self, l: &Loop, elements: u32, precision: Precision) -> Option<Selected> {
         let (start, end) = (l.start, l.end);
         let trips = u32::try_from(end - start).ok().filter(|t| *t > 0)?;
         let mut kept: Vec<(ValueId, i64, Vec<Term>)> = Vec::new();
@@ -349,12 +327,7 @@ impl Found {
         let words = factors.len() as u32 * trips + staged_columns;
         let pitch = words | 1;
         let threads = (outer_stage_words(precision) / pitch / elements).min(abi::WORKGROUP_SIZE);
-        let fits = if records {
-            words <= records::MAX_LOOP_WORDS
-        } else {
-            threads * elements >= MIN_CHUNK_ELEMENTS
-        };
-        if kept.is_empty() || !fits {
+        if kept.is_empty() || threads * elements < MIN_CHUNK_ELEMENTS {
             return None;
         }
         Some(Selected {
@@ -364,7 +337,6 @@ impl Found {
             start,
             threads,
             pitch,
-            words,
         })
     }
 }
@@ -384,13 +356,11 @@ struct Selected {
     start: i64,
     threads: u32,
     pitch: u32,
-    words: u32,
 }
 
 impl Selected {
-    /// Takes the rows' adds out of `body`'s stream and records their factors instead: in
-    /// per-thread arrays, or from word `region` of an element's record in `outer_records`.
-    fn apply(self, body: &mut Streams, region: Option<u32>, taken: &mut Taken) -> OuterLoop {
+    /// Takes the rows' adds out of `body`'s stream and records their factors instead.
+    fn apply(self, body: &mut Streams, taken: &mut Taken) -> OuterLoop {
         let Selected {
             kept,
             factors,
@@ -398,7 +368,6 @@ impl Selected {
             start,
             threads,
             pitch,
-            words,
         } = self;
         let records: Vec<String> = factors.iter().map(|_| fresh(taken, "rec")).collect();
         let mut rows = Vec::new();
@@ -427,7 +396,6 @@ impl Selected {
                 Record {
                     name: records[record].clone(),
                     start,
-                    global: region.map(|r| r + record as u32 * trips),
                 },
             );
             let label = t0.label.clone();
@@ -452,8 +420,6 @@ impl Selected {
             rows,
             threads,
             pitch,
-            region,
-            words,
         }
     }
 }
@@ -533,9 +499,6 @@ impl OuterLoop {
         taken: &mut Taken,
         indent: &str,
     ) -> String {
-        if let Some(region) = self.region {
-            return self.render_records(region, operand, precision, taken, indent);
-        }
         let wg = abi::WORKGROUP_SIZE;
         let (threads, pitch, trips) = (self.threads, self.pitch, self.trips);
         let elements = elements as u32;
@@ -581,9 +544,16 @@ impl OuterLoop {
             let operand = |v: ValueId| operand(v, e);
             for rows in &self.rows {
                 if let Some(col0) = rows.column_at {
-                    let dest = |w: &str, v: &str| format!("{OUTER_STAGE}[{at} + {w}] = {v};");
-                    let cols = (rows.columns.as_slice(), col0);
-                    stage_columns(&operand, precision, cols, &dest, &inner, taken, &mut s);
+                    let at = (col0, at.as_str());
+                    stage_columns(
+                        &operand,
+                        precision,
+                        &rows.columns,
+                        at,
+                        &inner,
+                        taken,
+                        &mut s,
+                    );
                 }
             }
         }
@@ -609,18 +579,18 @@ impl OuterLoop {
     }
 }
 
-/// A thread's `columns` for the element being written, from word `cols.1` of its words
-/// (`dest(w, v)`: the statement that writes value `v` as word `w`, a WGSL `u32`): runs of
-/// one array's consecutive words as a loop.
+/// A chunk thread's `columns` for the element being written, at word `at.0` of its words
+/// at `at.1`: runs of one array's consecutive words as a loop.
 fn stage_columns(
     operand: &impl Fn(ValueId) -> String,
     precision: Precision,
-    (cols, col0): (&[Column], u32),
-    dest: &dyn Fn(&str, &str) -> String,
+    cols: &[Column],
+    at: (u32, &str),
     indent: &str,
     taken: &mut Taken,
     s: &mut String,
 ) {
+    let (col0, at) = at;
     let mut c = 0;
     while c < cols.len() {
         if let Column::Word(a, k0) = cols[c] {
@@ -632,11 +602,9 @@ fn stage_columns(
                 let m = fresh(taken, "m");
                 let _ = writeln!(
                     s,
-                    "{indent}for (var {m} = 0u; {m} < {n}u; {m}++) {{ {} }}",
-                    dest(
-                        &format!("{}u + {m}", col0 + c as u32),
-                        &format!("{}[{k0}u + {m}]", operand(a))
-                    ),
+                    "{indent}for (var {m} = 0u; {m} < {n}u; {m}++) {{ {OUTER_STAGE}[{at} + {}u + {m}] = {}[{k0}u + {m}]; }}",
+                    col0 + c as u32,
+                    operand(a)
                 );
                 c += n;
                 continue;
@@ -649,8 +617,8 @@ fn stage_columns(
         };
         let _ = writeln!(
             s,
-            "{indent}{}",
-            dest(&format!("{}u", col0 + c as u32), &value)
+            "{indent}{OUTER_STAGE}[{at} + {}u] = {value};",
+            col0 + c as u32
         );
         c += 1;
     }
