@@ -388,12 +388,6 @@ fn finish(
             ),
         );
     }
-    workgroup_sum.push_str(&outer_sums::flush(
-        spans,
-        owned.is_some(),
-        shared_words,
-        taken,
-    ));
     if let Some(m) = owned {
         let wg = abi::WORKGROUP_SIZE;
         let _ = writeln!(
@@ -406,6 +400,8 @@ fn finish(
              }}\n    }}"
         );
     }
+    // Blocks of outer-product sums are not their threads' own words: they go in last.
+    workgroup_sum.push_str(&outer_sums::flush(spans, shared_words, taken));
     SharedSums {
         declarations,
         workgroup_sum,

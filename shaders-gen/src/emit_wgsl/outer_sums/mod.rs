@@ -28,7 +28,7 @@ use crate::signature::Precision;
 use std::fmt::Write;
 
 mod owners;
-use owners::OwnerSums;
+use owners::{BlockSums, Blocks};
 pub(super) use owners::flush;
 
 /// The workgroup array the chunks are staged in.
@@ -59,16 +59,22 @@ pub(super) fn outer_stage_declaration(precision: Precision, other: u32, most: u3
         "// Workgroup memory this kernel may use (the runtime sets the device's).\n\
          override {limit}: u32 = {}u;\n\
          override {OUTER_STAGE_LEN}: u32 = min(({limit} - {other}u) / {bytes}u, {most}u);\n\
-         var<workgroup> {OUTER_STAGE}: array<{}, {OUTER_STAGE_LEN}>;",
+         var<workgroup> {OUTER_STAGE}: array<vec4<{}>, {OUTER_STAGE_LEN} / 4u>;",
         other + OUTER_STAGE_BYTES,
         precision.name()
     )
 }
 
+/// Elements a chunk of a stage of `stage` scalars holds of elements of `words` words each:
+/// a multiple of 8, each word's row of the chunk padded by 4 (its length in `vec4`s odd).
+fn chunk_elements(stage: u32, words: u32) -> u32 {
+    (stage / words.max(1)).saturating_sub(4) / 8 * 8
+}
+
 /// Fewest elements a chunk stages: below that, a loop's rows are streamed word by word (a
 /// chunk's two barriers would be paid for too few products). An 8-128-128-1 network's rows
 /// take 7 elements a chunk; measured on the H100 down to 14 (8-64-64-1).
-const MIN_CHUNK_ELEMENTS: u32 = 4;
+const MIN_CHUNK_ELEMENTS: u32 = 8;
 
 /// What multiplies a trip's recorded factor into one gradient word.
 #[derive(Clone, Debug, PartialEq)]
@@ -89,22 +95,10 @@ pub(super) struct Span {
     stride: u32,
     trips: u32,
     columns: u32,
-    /// The per-thread array of the sums of the words the thread owns.
+    /// The per-thread array of the sums of the thread's blocks of words, 4 `vec4`s each.
     tile: String,
-    /// The first of the thread's owned slots (`w / 256`) the rows reach, and how many.
-    slots: (u32, u32),
+    blocks: Blocks,
     label: String,
-}
-
-impl Span {
-    /// The WGSL condition that word `w`, trip `t` and column `c` of `w - first`, is one
-    /// of these rows'.
-    fn owns(&self, w: &str, t: &str, c: &str) -> String {
-        format!(
-            "{w} >= {}u && {t} < {}u && {c} < {}u",
-            self.first, self.trips, self.columns
-        )
-    }
 }
 
 /// One shared array's words that every trip adds as `factor × columns[c]`.
@@ -128,7 +122,7 @@ pub(super) struct OuterLoop {
     rows: Vec<Rows>,
     /// Threads whose elements one chunk stages.
     threads: u32,
-    /// Words of the stage each element takes (odd: consecutive elements in other banks).
+    /// Words of the stage each element takes.
     pitch: u32,
 }
 
@@ -182,9 +176,11 @@ pub(super) fn plan(
             let span = &rows.span;
             let _ = writeln!(
                 declarations,
-                "    // Sums of the words of {} this thread owns, as outer products.\n    \
-                 var {}: array<{t}, {}>;",
-                span.label, span.tile, span.slots.1
+                "    // Sums of this thread's blocks of 4 x 4 words of {}, as outer products.\n    \
+                 var {}: array<vec4<{t}>, {}>;",
+                span.label,
+                span.tile,
+                4 * span.blocks.tasks
             );
             planned.spans.push(span.clone());
         }
@@ -325,8 +321,9 @@ impl Found {
             .map(|(_, _, t)| t.len() as u32)
             .sum();
         let words = factors.len() as u32 * trips + staged_columns;
-        let pitch = words | 1;
-        let threads = (outer_stage_words(precision) / pitch / elements).min(abi::WORKGROUP_SIZE);
+        let pitch = words;
+        let threads = (chunk_elements(outer_stage_words(precision), words) / elements)
+            .min(abi::WORKGROUP_SIZE);
         if kept.is_empty() || threads * elements < MIN_CHUNK_ELEMENTS {
             return None;
         }
@@ -372,14 +369,12 @@ impl Selected {
         let records: Vec<String> = factors.iter().map(|_| fresh(taken, "rec")).collect();
         let mut rows = Vec::new();
         let mut column_at = factors.len() as u32 * trips;
-        let wg = abi::WORKGROUP_SIZE;
         for (factor, stride, terms) in kept {
             let record = factors.iter().position(|f| *f == factor).unwrap_or(0);
             let t0 = &terms[0];
             // The lowest word of the rows: `stride` is positive (at least the columns).
             let first = (t0.base as i64 + stride * start + t0.offset) as u32;
             let columns = terms.len() as u32;
-            let last = first + stride as u32 * (trips - 1) + columns - 1;
             let at = (!is_factor(&terms)).then_some(column_at);
             if at.is_some() {
                 column_at += columns;
@@ -408,7 +403,7 @@ impl Selected {
                     trips,
                     columns,
                     tile: fresh(taken, &format!("tile_{}", crate::names::sanitize(&label))),
-                    slots: (first / wg, last / wg - first / wg + 1),
+                    blocks: Blocks::of(trips, columns),
                     label,
                 },
                 column_at: at,
@@ -472,7 +467,7 @@ fn as_column(l: &Loop, x: ValueId, column_ok: impl Fn(ValueId) -> bool) -> Optio
 impl OuterLoop {
     /// The most scalars of the stage its chunks use: all 256 threads' elements at once.
     pub(super) fn most_words(&self, elements: usize) -> u32 {
-        abi::WORKGROUP_SIZE * self.pitch * elements as u32
+        (abi::WORKGROUP_SIZE * elements as u32 + 4) * self.pitch
     }
 
     /// The outer values its columns read.
@@ -489,8 +484,8 @@ impl OuterLoop {
     }
 
     /// The sums after the loop, for every element of the workgroup's run: chunk by chunk,
-    /// the chunk's threads stage their records and columns, then each word's owner adds the
-    /// chunk's products.
+    /// the chunk's threads stage their records and columns, word-major, then each thread
+    /// adds the chunk's products into its blocks.
     /// `operand(v, e)` is outer value `v`'s name in element `e`.
     pub(super) fn render(
         &self,
@@ -500,13 +495,15 @@ impl OuterLoop {
         indent: &str,
     ) -> String {
         let wg = abi::WORKGROUP_SIZE;
-        let (threads, pitch, trips) = (self.threads, self.pitch, self.trips);
+        let (threads, words, trips) = (self.threads, self.pitch, self.trips);
         let elements = elements as u32;
-        let (chunk, slot, count, held) = (
+        let (chunk, slot, count, held, pitch, quads) = (
             fresh(taken, "chunk"),
             fresh(taken, "slot"),
             fresh(taken, "count"),
             fresh(taken, "held"),
+            fresh(taken, "pitch"),
+            fresh(taken, "quads"),
         );
         let mut s = String::new();
         let mut labels: Vec<&str> = self.rows.iter().map(|r| r.span.label.as_str()).collect();
@@ -514,46 +511,44 @@ impl OuterLoop {
         let _ = writeln!(
             s,
             "{indent}// The loop's rows of d/d {}, summed as outer products: the elements of as many\n\
-             {indent}// threads as the stage holds ({threads} in 16 KiB) stage their factors and columns,\n\
-             {indent}// then each word's owner adds their products.\n\
-             {indent}let {held} = min({wg}u, {OUTER_STAGE_LEN} / {}u);\n\
+             {indent}// threads as the stage holds ({threads} in 16 KiB) stage their factors and columns\n\
+             {indent}// word by word, then each thread adds their products into its blocks of words.\n\
+             {indent}// A chunk's elements: a multiple of 8; a word's row of them padded by 4.\n\
+             {indent}let {pitch} = (({OUTER_STAGE_LEN} / {words}u - 4u) / 8u * 8u + 4u) / 4u;\n\
+             {indent}let {held} = min({wg}u, ({pitch} * 4u - 4u) / {elements}u);\n\
              {indent}for (var {chunk} = 0u; {chunk} < {wg}u; {chunk} += {held}) {{\n\
              {indent}    // The last chunk's reads are done.\n\
              {indent}    workgroupBarrier();\n\
              {indent}    let {slot} = lid - {chunk};\n\
              {indent}    if ({slot} < {held}) {{",
             labels.join(", d/d "),
-            pitch * elements,
         );
         let inner = format!("{indent}        ");
         for e in 0..elements as usize {
             let at = fresh(taken, "at");
-            let _ = writeln!(
-                s,
-                "{inner}let {at} = ({slot} * {elements}u + {e}u) * {pitch}u;"
-            );
+            let _ = writeln!(s, "{inner}let {at} = {slot} * {elements}u + {e}u;");
+            // Word `w`'s scalar of the element: `w * pitch + at`, in the stage's vec4s.
+            let put = |w: &str, v: &str| {
+                format!(
+                    "{{ let i = ({w}) * {pitch} * 4u + {at}; {OUTER_STAGE}[i / 4u][i % 4u] = {v}; }}"
+                )
+            };
             for (r, rec) in self.records.iter().enumerate() {
                 let t = fresh(taken, "t");
                 let _ = writeln!(
                     s,
-                    "{inner}for (var {t} = 0u; {t} < {trips}u; {t}++) {{ {OUTER_STAGE}[{at} + {}u + {t}] = {}[{t}]; }}",
-                    r as u32 * trips,
-                    element_name(rec, e)
+                    "{inner}for (var {t} = 0u; {t} < {trips}u; {t}++) {}",
+                    put(
+                        &format!("{}u + {t}", r as u32 * trips),
+                        &format!("{}[{t}]", element_name(rec, e))
+                    )
                 );
             }
             let operand = |v: ValueId| operand(v, e);
             for rows in &self.rows {
                 if let Some(col0) = rows.column_at {
-                    let at = (col0, at.as_str());
-                    stage_columns(
-                        &operand,
-                        precision,
-                        &rows.columns,
-                        at,
-                        &inner,
-                        taken,
-                        &mut s,
-                    );
+                    let cols = (rows.columns.as_slice(), col0);
+                    stage_columns(&operand, precision, cols, &put, &inner, taken, &mut s);
                 }
             }
         }
@@ -561,16 +556,17 @@ impl OuterLoop {
             s,
             "{indent}    }}\n\
              {indent}    workgroupBarrier();\n\
-             {indent}    let {count} = min({held}, {wg}u - {chunk}) * {elements}u;"
+             {indent}    let {count} = min({held}, {wg}u - {chunk}) * {elements}u;\n\
+             {indent}    let {quads} = ({count} + 3u) / 4u;"
         );
-        let zero = super::float_literal(0.0, precision);
+        let vec4 = format!("vec4<{}>", precision.name());
         for rows in &self.rows {
-            let sums = OwnerSums {
+            let sums = BlockSums {
                 rows,
                 rec0: rows.record as u32 * trips,
-                pitch,
-                count: &count,
-                zero: &zero,
+                pitch4: &pitch,
+                quads: &quads,
+                vec4: &vec4,
             };
             sums.write(&format!("{indent}    "), taken, &mut s);
         }
@@ -579,18 +575,18 @@ impl OuterLoop {
     }
 }
 
-/// A chunk thread's `columns` for the element being written, at word `at.0` of its words
-/// at `at.1`: runs of one array's consecutive words as a loop.
+/// A chunk thread's `columns` for the element being written, from word `cols.1` of its
+/// words (`put(w, v)`: the statement that stages value `v` as word `w`, a WGSL `u32`):
+/// runs of one array's consecutive words as a loop.
 fn stage_columns(
     operand: &impl Fn(ValueId) -> String,
     precision: Precision,
-    cols: &[Column],
-    at: (u32, &str),
+    (cols, col0): (&[Column], u32),
+    put: &dyn Fn(&str, &str) -> String,
     indent: &str,
     taken: &mut Taken,
     s: &mut String,
 ) {
-    let (col0, at) = at;
     let mut c = 0;
     while c < cols.len() {
         if let Column::Word(a, k0) = cols[c] {
@@ -602,9 +598,11 @@ fn stage_columns(
                 let m = fresh(taken, "m");
                 let _ = writeln!(
                     s,
-                    "{indent}for (var {m} = 0u; {m} < {n}u; {m}++) {{ {OUTER_STAGE}[{at} + {}u + {m}] = {}[{k0}u + {m}]; }}",
-                    col0 + c as u32,
-                    operand(a)
+                    "{indent}for (var {m} = 0u; {m} < {n}u; {m}++) {}",
+                    put(
+                        &format!("{}u + {m}", col0 + c as u32),
+                        &format!("{}[{k0}u + {m}]", operand(a))
+                    )
                 );
                 c += n;
                 continue;
@@ -617,8 +615,8 @@ fn stage_columns(
         };
         let _ = writeln!(
             s,
-            "{indent}{OUTER_STAGE}[{at} + {}u] = {value};",
-            col0 + c as u32
+            "{indent}{}",
+            put(&format!("{}u", col0 + c as u32), &value)
         );
         c += 1;
     }

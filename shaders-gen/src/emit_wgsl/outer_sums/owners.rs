@@ -1,242 +1,178 @@
-//! The owners' side of the outer-product sums: each chunk's products added into the sums
-//! of the words a thread owns and, after the thread's last element, those sums added to
-//! its other sums.
+//! The products' side of the outer-product sums: each chunk's products added into blocks
+//! of 4 x 4 gradient words per thread and, after the thread's last element, those blocks
+//! added into the workgroup's row.
+//!
+//! The stage holds a chunk word-major (word `w` of the chunk's element `e` at `w * pitch +
+//! e`), so a thread reads four elements of one word in one `vec4` load. A thread's block is
+//! 4 consecutive trips by 4 columns `blocks_c` apart (a warp's threads read neighbouring
+//! columns, in different banks: `pitch / 4` is odd), and each `dot` of two loads adds four
+//! elements' products: 8 loads per 64 products. Summed word by word by the word's owner (a
+//! load per product), these sums took a third of an 8-64-64-1 network's `value_and_grad`
+//! on the H100.
 
 use super::{OUTER_STAGE, Rows, Span};
 use crate::abi;
 use crate::names::{Taken, fresh};
 use std::fmt::Write;
 
-/// The owners' adds of one chunk's products of `rows`.
-pub(super) struct OwnerSums<'a> {
-    pub rows: &'a Rows,
-    /// Where the rows' record sits in an element's words.
-    pub rec0: u32,
-    pub pitch: u32,
-    /// The WGSL count of the chunk's elements.
-    pub count: &'a str,
-    pub zero: &'a str,
+/// How one rows' gradient words are cut into blocks of 4 trips by 4 columns.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Blocks {
+    /// Blocks along the trips and along the columns.
+    pub t: u32,
+    pub c: u32,
+    /// Blocks per thread.
+    pub tasks: u32,
 }
 
-impl OwnerSums<'_> {
-    /// The chunk's products, added to the sums of the words the thread owns (at `indent`).
-    pub fn write(&self, indent: &str, taken: &mut Taken, s: &mut String) {
-        let wg = abi::WORKGROUP_SIZE;
-        let (rows, span, pitch, rec0) = (self.rows, &self.rows.span, self.pitch, self.rec0);
-        let (k, w, r, t, c, e) = (
-            fresh(taken, "k"),
-            fresh(taken, "w"),
-            fresh(taken, "r"),
-            fresh(taken, "t"),
-            fresh(taken, "c"),
-            fresh(taken, "e"),
-        );
-        let (stride, (k0, m), count) = (span.stride, span.slots, self.count);
-        let owns = span.owns(&w, &t, &c);
-        let factor = format!(
-            "{OUTER_STAGE}[{e} * {pitch}u + {rec0}u + min({t}, {}u)]",
-            span.trips - 1
-        );
-        let column = rows.column_at.map(|col0| {
-            format!(
-                "{OUTER_STAGE}[{e} * {pitch}u + {col0}u + min({c}, {}u)]",
-                span.columns - 1
-            )
-        });
-        let _ = writeln!(s, "{indent}// d/d {}: the chunk's products.", span.label);
-        // Word w's trip and column. Where rows are a divisor of 256 words apart, a thread's
-        // words share their column: it is read once per element for all of them.
-        let shared_column = wg.is_multiple_of(stride);
-        let c_of = |w: &str| {
-            if shared_column {
-                format!("(lid + {stride}u - {}u) % {stride}u", span.first % stride)
-            } else {
-                format!("({w} - {}u) % {stride}u", span.first)
-            }
-        };
-        // The statements of word `w`'s trip, at `at` (indent).
-        let head = |at: &str| {
-            format!(
-                "let {w} = lid + {wg}u * ({k} + {k0}u);\n{at}let {r} = {w} - {}u;\n{at}let {t} = {r} / {stride}u;",
-                span.first
-            )
-        };
-        match (&column, shared_column) {
-            (Some(_), true) => {
-                let names = WordNames {
-                    k: &k,
-                    w: &w,
-                    t: &t,
-                    c: &c,
-                    e: &e,
-                };
-                self.write_shared_column(
-                    names,
-                    &c_of(&w),
-                    &head(&format!("{indent}    ")),
-                    indent,
-                    taken,
-                    s,
-                );
-            }
-            _ => {
-                let product = match &column {
-                    Some(column) => format!("{factor} * {column}"),
-                    None => factor.clone(),
-                };
-                let acc = fresh(taken, "acc");
-                let _ = writeln!(
-                    s,
-                    "{indent}for (var {k} = 0u; {k} < {m}u; {k}++) {{\n\
-                     {indent}    {}\n\
-                     {indent}    let {c} = {};\n\
-                     {indent}    if ({owns}) {{\n\
-                     {indent}        var {acc} = {}[{k}];\n\
-                     {indent}        for (var {e} = 0u; {e} < {count}; {e}++) {{ {acc} += {product}; }}\n\
-                     {indent}        {}[{k}] = {acc};\n\
-                     {indent}    }}\n\
-                     {indent}}}",
-                    head(&format!("{indent}    ")),
-                    c_of(&w),
-                    span.tile,
-                    span.tile,
-                );
-            }
+impl Blocks {
+    pub(super) fn of(trips: u32, columns: u32) -> Self {
+        let (t, c) = (trips.div_ceil(4), columns.div_ceil(4));
+        Blocks {
+            t,
+            c,
+            tasks: (t * c).div_ceil(abi::WORKGROUP_SIZE),
         }
     }
 }
 
-/// The WGSL names of [`OwnerSums::write`]'s loop over a thread's words: slot, word, trip,
-/// column and element.
-struct WordNames<'a> {
-    k: &'a str,
-    w: &'a str,
-    t: &'a str,
-    c: &'a str,
-    e: &'a str,
+/// The chunk's products of one rows, added into the thread's blocks.
+pub(super) struct BlockSums<'a> {
+    pub rows: &'a Rows,
+    /// Where the rows' record sits among an element's words.
+    pub rec0: u32,
+    /// The WGSL of the stage's row length in `vec4`s, and of the chunk's quads of elements.
+    pub pitch4: &'a str,
+    pub quads: &'a str,
+    pub vec4: &'a str,
 }
 
-/// Elements an owner's loop reads at a time where its words share a column: their loads
-/// in flight together. One at a time, each element's products waited for its loads (a
-/// workgroup of 256 threads that fill the registers is alone on its multiprocessor, with
-/// little else to hide them): on the H100 those sums were 80% of an 8-32-32-1 network's
-/// `value_and_grad`.
-const ELEMENTS_IN_FLIGHT: u32 = 4;
-
-impl OwnerSums<'_> {
-    /// The chunk's products where the thread's words share a column (`column`, its WGSL):
-    /// each word's trip and ownership once, then the elements [`ELEMENTS_IN_FLIGHT`] at a
-    /// time, their products added in element order (the same sums as one at a time).
-    fn write_shared_column(
-        &self,
-        n: WordNames,
-        column: &str,
-        head: &str,
-        indent: &str,
-        taken: &mut Taken,
-        s: &mut String,
-    ) {
-        let (span, pitch, count, zero) = (&self.rows.span, self.pitch, self.count, self.zero);
-        let (m, col0) = (span.slots.1, self.rows.column_at.unwrap_or(0));
-        let (trip, own, x) = (fresh(taken, "trip"), fresh(taken, "own"), fresh(taken, "x"));
-        let WordNames { k, w, t, c, e } = n;
-        let factor = |el: &str| {
-            format!(
-                "{OUTER_STAGE}[({el}) * {pitch}u + {}u + {trip}[{k}]]",
-                self.rec0
-            )
-        };
-        let col = |el: &str| {
-            format!(
-                "{OUTER_STAGE}[({el}) * {pitch}u + {col0}u + min({c}, {}u)]",
-                span.columns - 1
-            )
-        };
+impl BlockSums<'_> {
+    /// The statements (at `indent`).
+    pub fn write(&self, indent: &str, taken: &mut Taken, s: &mut String) {
+        let (rows, span, wg) = (self.rows, &self.rows.span, abi::WORKGROUP_SIZE);
+        let b = span.blocks;
+        let (q, e4, task, tb, cb) = (
+            fresh(taken, "q"),
+            fresh(taken, "e4"),
+            fresh(taken, "task"),
+            fresh(taken, "tb"),
+            fresh(taken, "cb"),
+        );
+        let (pitch4, quads, vec4) = (self.pitch4, self.quads, self.vec4);
         let _ = writeln!(
             s,
-            "{indent}let {c} = {column};\n\
-             {indent}var {trip}: array<u32, {m}>;\n\
-             {indent}var {own}: array<bool, {m}>;\n\
-             {indent}for (var {k} = 0u; {k} < {m}u; {k}++) {{\n\
-             {indent}    {head}\n\
-             {indent}    {trip}[{k}] = min({t}, {}u);\n\
-             {indent}    {own}[{k}] = {};\n\
-             {indent}}}\n\
-             {indent}var {e} = 0u;",
-            span.trips - 1,
-            span.owns(w, t, c),
-        );
-        let n = ELEMENTS_IN_FLIGHT;
-        let at = |i: u32| format!("{e} + {i}u");
-        let columns: String = (0..n)
-            .map(|i| format!("{indent}    let {x}_{i} = {};\n", col(&at(i))))
-            .collect();
-        let adds: String = (0..n)
-            .map(|i| {
-                format!(
-                    "{indent}        {}[{k}] += select({zero}, {} * {x}_{i}, {own}[{k}]);\n",
-                    span.tile,
-                    factor(&at(i))
-                )
-            })
-            .collect();
-        let _ = writeln!(
-            s,
-            "{indent}for (; {e} + {n}u <= {count}; {e} += {n}u) {{\n\
-             {columns}\
-             {indent}    for (var {k} = 0u; {k} < {m}u; {k}++) {{\n\
-             {adds}\
+            "{indent}// d/d {}: the chunk's products.\n\
+             {indent}for (var {q} = 0u; {q} < {}u; {q}++) {{\n\
+             {indent}    let {task} = lid + {wg}u * {q};\n\
+             {indent}    if ({task} >= {}u) {{\n\
+             {indent}        break;\n\
              {indent}    }}\n\
-             {indent}}}\n\
-             {indent}for (; {e} < {count}; {e}++) {{\n\
-             {indent}    let {x} = {};\n\
-             {indent}    for (var {k} = 0u; {k} < {m}u; {k}++) {{\n\
-             {indent}        {}[{k}] += select({zero}, {} * {x}, {own}[{k}]);\n\
-             {indent}    }}\n\
-             {indent}}}",
-            col(e),
-            span.tile,
-            factor(e),
+             {indent}    let {tb} = {task} / {}u;\n\
+             {indent}    let {cb} = {task} % {}u;",
+            span.label,
+            b.tasks,
+            b.t * b.c,
+            b.c,
+            b.c
         );
+        let inner = format!("{indent}    ");
+        let names: Vec<[String; 4]> = ["d", "h", "x", "y"]
+            .iter()
+            .map(|p| std::array::from_fn(|i| fresh(taken, &format!("{p}{i}"))))
+            .collect();
+        let [d, h, x, y] = [&names[0], &names[1], &names[2], &names[3]];
+        for i in 0..4 {
+            let _ = writeln!(
+                s,
+                "{inner}let {} = ({}u + min(4u * {tb} + {i}u, {}u)) * {pitch4};",
+                d[i],
+                self.rec0,
+                span.trips - 1
+            );
+        }
+        if let Some(col0) = rows.column_at {
+            for j in 0..4 {
+                let _ = writeln!(
+                    s,
+                    "{inner}let {} = ({col0}u + min({cb} + {}u, {}u)) * {pitch4};",
+                    h[j],
+                    j as u32 * b.c,
+                    span.columns - 1
+                );
+            }
+        }
+        let _ = writeln!(s, "{inner}for (var {e4} = 0u; {e4} < {quads}; {e4}++) {{");
+        for i in 0..4 {
+            let _ = writeln!(s, "{inner}    let {} = {OUTER_STAGE}[{} + {e4}];", x[i], d[i]);
+        }
+        let tile = &span.tile;
+        if rows.column_at.is_none() {
+            // The factor alone: one column, the factors' sum.
+            for i in 0..4 {
+                let _ = writeln!(
+                    s,
+                    "{inner}    {tile}[4u * {q} + {i}u].x += dot({}, {vec4}(1.0));",
+                    x[i]
+                );
+            }
+        } else {
+            for j in 0..4 {
+                let _ = writeln!(s, "{inner}    let {} = {OUTER_STAGE}[{} + {e4}];", y[j], h[j]);
+            }
+            for i in 0..4 {
+                let dots: Vec<String> = (0..4).map(|j| format!("dot({}, {})", x[i], y[j])).collect();
+                let _ = writeln!(
+                    s,
+                    "{inner}    {tile}[4u * {q} + {i}u] += {vec4}({});",
+                    dots.join(", ")
+                );
+            }
+        }
+        let _ = writeln!(s, "{inner}}}\n{indent}}}");
     }
 }
 
-/// After the thread's last element: each owner adds its tile sums of `spans` to its own
-/// sums (`owned`), or into the workgroup's row.
-pub(in crate::emit_wgsl) fn flush(
-    spans: &[Span],
-    owned: bool,
-    shared_words: u32,
-    taken: &mut Taken,
-) -> String {
+/// After the thread's last element and the workgroup's row is written: each thread adds
+/// its blocks of `spans` into the row (after a barrier: its words are other threads').
+pub(in crate::emit_wgsl) fn flush(spans: &[Span], shared_words: u32, taken: &mut Taken) -> String {
+    if spans.is_empty() {
+        return String::new();
+    }
     let wg = abi::WORKGROUP_SIZE;
-    let mut s = String::new();
+    let mut s = String::from(
+        "    // The row's other words are stored: the blocks of outer-product sums go in.\n    \
+         storageBarrier();\n",
+    );
     for span in spans {
-        let (k, w, t, c) = (
-            fresh(taken, "k"),
-            fresh(taken, "w"),
-            fresh(taken, "t"),
-            fresh(taken, "c"),
-        );
-        let (tile, (k0, m), first, stride) = (&span.tile, span.slots, span.first, span.stride);
-        let add = if owned {
-            format!("owned_sums[{k} + {k0}u] += {tile}[{k}];")
-        } else {
-            format!("shared_partials[group * {shared_words}u + {w}] += {tile}[{k}];")
-        };
+        let b = span.blocks;
+        let (q, i, j) = (fresh(taken, "q"), fresh(taken, "i"), fresh(taken, "j"));
         let _ = writeln!(
             s,
             "    // d/d {}: the outer products' sums.\n    \
-             for (var {k} = 0u; {k} < {m}u; {k}++) {{\n        \
-             let {w} = lid + {wg}u * ({k} + {k0}u);\n        \
-             let {t} = ({w} - {first}u) / {stride}u;\n        \
-             let {c} = ({w} - {first}u) % {stride}u;\n        \
-             if ({}) {{\n            \
-             {add}\n        \
+             for (var {q} = 0u; {q} < {}u; {q}++) {{\n        \
+             let task = lid + {wg}u * {q};\n        \
+             for (var {i} = 0u; {i} < 4u; {i}++) {{\n            \
+             for (var {j} = 0u; {j} < 4u; {j}++) {{\n                \
+             let t = 4u * (task / {}u) + {i};\n                \
+             let c = task % {}u + {}u * {j};\n                \
+             if (task < {}u && t < {}u && c < {}u) {{\n                    \
+             shared_partials[group * {shared_words}u + {}u + {}u * t + c] += {}[4u * {q} + {i}][{j}];\n                \
+             }}\n            \
+             }}\n        \
              }}\n    \
              }}",
             span.label,
-            span.owns(&w, &t, &c),
+            b.tasks,
+            b.c,
+            b.c,
+            b.c,
+            b.t * b.c,
+            span.trips,
+            span.columns,
+            span.first,
+            span.stride,
+            span.tile,
         );
     }
     s
