@@ -176,11 +176,11 @@ pub(super) fn plan(
             let span = &rows.span;
             let _ = writeln!(
                 declarations,
-                "    // Sums of this thread's blocks of 4 x 4 words of {}, as outer products.\n    \
+                "    // Sums of this thread's blocks of words of {}, as outer products.\n    \
                  var {}: array<vec4<{t}>, {}>;",
                 span.label,
                 span.tile,
-                4 * span.blocks.tasks
+                span.blocks.bt * span.blocks.tasks
             );
             planned.spans.push(span.clone());
         }

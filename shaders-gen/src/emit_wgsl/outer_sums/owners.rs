@@ -4,9 +4,9 @@
 //!
 //! The stage holds a chunk word-major (word `w` of the chunk's element `e` at `w * pitch +
 //! e`), so a thread reads four elements of one word in one `vec4` load. A thread's block is
-//! 4 consecutive trips by 4 columns `blocks_c` apart (a warp's threads read neighbouring
-//! columns, in different banks: `pitch / 4` is odd), and each `dot` of two loads adds four
-//! elements' products: 8 loads per 64 products. Summed word by word by the word's owner (a
+//! up to 4 consecutive trips by 4 columns `blocks.c` apart (a warp's threads read
+//! neighbouring columns, in different banks: `pitch / 4` is odd), and each `dot` of two
+//! loads adds four elements' products: 8 loads per 64 products in a 4 x 4 block. Summed word by word by the word's owner (a
 //! load per product), these sums took a third of an 8-64-64-1 network's `value_and_grad`
 //! on the H100.
 
@@ -15,9 +15,12 @@ use crate::abi;
 use crate::names::{Taken, fresh};
 use std::fmt::Write;
 
-/// How one rows' gradient words are cut into blocks of 4 trips by 4 columns.
+/// How one rows' gradient words are cut into blocks of `bt` trips by `bc` columns.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Blocks {
+    /// A block's trips and columns (each 1, 2 or 4).
+    pub bt: u32,
+    pub bc: u32,
     /// Blocks along the trips and along the columns.
     pub t: u32,
     pub c: u32,
@@ -26,13 +29,26 @@ pub(super) struct Blocks {
 }
 
 impl Blocks {
+    /// The largest blocks that still give every thread of the workgroup one (fewer loads per
+    /// product), else blocks of one word (as many threads busy as there are words). On the
+    /// H100, 4 x 4 blocks made an 8-64-64-1 network's `value_and_grad` 10% faster than a word
+    /// per owner, and an 8-32-32-1's (64 blocks: a quarter of the threads) 7% slower.
     pub(super) fn of(trips: u32, columns: u32) -> Self {
-        let (t, c) = (trips.div_ceil(4), columns.div_ceil(4));
-        Blocks {
-            t,
-            c,
-            tasks: (t * c).div_ceil(abi::WORKGROUP_SIZE),
-        }
+        let shape = |(bt, bc): (u32, u32)| {
+            let (t, c) = (trips.div_ceil(bt), columns.div_ceil(bc));
+            Blocks {
+                bt,
+                bc,
+                t,
+                c,
+                tasks: (t * c).div_ceil(abi::WORKGROUP_SIZE),
+            }
+        };
+        [(4, 4), (4, 2), (2, 2), (2, 1), (1, 1)]
+            .into_iter()
+            .map(shape)
+            .find(|b| b.t * b.c >= abi::WORKGROUP_SIZE)
+            .unwrap_or_else(|| shape((1, 1)))
     }
 }
 
@@ -82,17 +98,18 @@ impl BlockSums<'_> {
             .map(|p| std::array::from_fn(|i| fresh(taken, &format!("{p}{i}"))))
             .collect();
         let [d, h, x, y] = [&names[0], &names[1], &names[2], &names[3]];
-        for i in 0..4 {
+        let (bt, bc) = (b.bt as usize, b.bc as usize);
+        for i in 0..bt {
             let _ = writeln!(
                 s,
-                "{inner}let {} = ({}u + min(4u * {tb} + {i}u, {}u)) * {pitch4};",
+                "{inner}let {} = ({}u + min({bt}u * {tb} + {i}u, {}u)) * {pitch4};",
                 d[i],
                 self.rec0,
                 span.trips - 1
             );
         }
         if let Some(col0) = rows.column_at {
-            for j in 0..4 {
+            for j in 0..bc {
                 let _ = writeln!(
                     s,
                     "{inner}let {} = ({col0}u + min({cb} + {}u, {}u)) * {pitch4};",
@@ -103,30 +120,32 @@ impl BlockSums<'_> {
             }
         }
         let _ = writeln!(s, "{inner}for (var {e4} = 0u; {e4} < {quads}; {e4}++) {{");
-        for i in 0..4 {
+        for i in 0..bt {
             let _ = writeln!(s, "{inner}    let {} = {OUTER_STAGE}[{} + {e4}];", x[i], d[i]);
         }
         let tile = &span.tile;
         if rows.column_at.is_none() {
             // The factor alone: one column, the factors' sum.
-            for i in 0..4 {
+            for i in 0..bt {
                 let _ = writeln!(
                     s,
-                    "{inner}    {tile}[4u * {q} + {i}u].x += dot({}, {vec4}(1.0));",
+                    "{inner}    {tile}[{bt}u * {q} + {i}u].x += dot({}, {vec4}(1.0));",
                     x[i]
                 );
             }
         } else {
-            for j in 0..4 {
+            for j in 0..bc {
                 let _ = writeln!(s, "{inner}    let {} = {OUTER_STAGE}[{} + {e4}];", y[j], h[j]);
             }
-            for i in 0..4 {
-                let dots: Vec<String> = (0..4).map(|j| format!("dot({}, {})", x[i], y[j])).collect();
-                let _ = writeln!(
-                    s,
-                    "{inner}    {tile}[4u * {q} + {i}u] += {vec4}({});",
-                    dots.join(", ")
-                );
+            for i in 0..bt {
+                let lanes = ["x", "y", "z", "w"];
+                for j in 0..bc {
+                    let _ = writeln!(
+                        s,
+                        "{inner}    {tile}[{bt}u * {q} + {i}u].{} += dot({}, {});",
+                        lanes[j], x[i], y[j]
+                    );
+                }
             }
         }
         let _ = writeln!(s, "{inner}}}\n{indent}}}");
@@ -152,18 +171,21 @@ pub(in crate::emit_wgsl) fn flush(spans: &[Span], shared_words: u32, taken: &mut
             "    // d/d {}: the outer products' sums.\n    \
              for (var {q} = 0u; {q} < {}u; {q}++) {{\n        \
              let task = lid + {wg}u * {q};\n        \
-             for (var {i} = 0u; {i} < 4u; {i}++) {{\n            \
-             for (var {j} = 0u; {j} < 4u; {j}++) {{\n                \
-             let t = 4u * (task / {}u) + {i};\n                \
+             for (var {i} = 0u; {i} < {}u; {i}++) {{\n            \
+             for (var {j} = 0u; {j} < {}u; {j}++) {{\n                \
+             let t = {}u * (task / {}u) + {i};\n                \
              let c = task % {}u + {}u * {j};\n                \
              if (task < {}u && t < {}u && c < {}u) {{\n                    \
-             shared_partials[group * {shared_words}u + {}u + {}u * t + c] += {}[4u * {q} + {i}][{j}];\n                \
+             shared_partials[group * {shared_words}u + {}u + {}u * t + c] += {}[{}u * {q} + {i}][{j}];\n                \
              }}\n            \
              }}\n        \
              }}\n    \
              }}",
             span.label,
             b.tasks,
+            b.bt,
+            b.bc,
+            b.bt,
             b.c,
             b.c,
             b.c,
@@ -173,6 +195,7 @@ pub(in crate::emit_wgsl) fn flush(spans: &[Span], shared_words: u32, taken: &mut
             span.first,
             span.stride,
             span.tile,
+            b.bt,
         );
     }
     s
