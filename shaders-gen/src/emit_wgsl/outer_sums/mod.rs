@@ -28,8 +28,8 @@ use crate::signature::Precision;
 use std::fmt::Write;
 
 mod owners;
-use owners::{BlockSums, Blocks};
 pub(super) use owners::flush;
+use owners::{BlockSums, Blocks};
 
 /// The workgroup array the chunks are staged in.
 pub(super) const OUTER_STAGE: &str = "outer_stage";
@@ -66,15 +66,19 @@ pub(super) fn outer_stage_declaration(precision: Precision, other: u32, most: u3
 }
 
 /// Elements a chunk of a stage of `stage` scalars holds of elements of `words` words each:
-/// a multiple of 8, each word's row of the chunk padded by 4 (its length in `vec4`s odd).
+/// a word's row of the chunk is an odd number of `vec4`s (so the rows of neighbouring
+/// columns start in different banks), the most that fit.
 fn chunk_elements(stage: u32, words: u32) -> u32 {
-    (stage / words.max(1)).saturating_sub(4) / 8 * 8
+    match stage / words.max(1) / 4 {
+        0 => 0,
+        quads => 4 * ((quads - 1) / 2 * 2 + 1),
+    }
 }
 
 /// Fewest elements a chunk stages: below that, a loop's rows are streamed word by word (a
 /// chunk's two barriers would be paid for too few products). An 8-128-128-1 network's rows
 /// take 7 elements a chunk; measured on the H100 down to 14 (8-64-64-1).
-const MIN_CHUNK_ELEMENTS: u32 = 8;
+const MIN_CHUNK_ELEMENTS: u32 = 4;
 
 /// What multiplies a trip's recorded factor into one gradient word.
 #[derive(Clone, Debug, PartialEq)]
@@ -513,9 +517,9 @@ impl OuterLoop {
             "{indent}// The loop's rows of d/d {}, summed as outer products: the elements of as many\n\
              {indent}// threads as the stage holds ({threads} in 16 KiB) stage their factors and columns\n\
              {indent}// word by word, then each thread adds their products into its blocks of words.\n\
-             {indent}// A chunk's elements: a multiple of 8; a word's row of them padded by 4.\n\
-             {indent}let {pitch} = (({OUTER_STAGE_LEN} / {words}u - 4u) / 8u * 8u + 4u) / 4u;\n\
-             {indent}let {held} = min({wg}u, ({pitch} * 4u - 4u) / {elements}u);\n\
+             {indent}// A word's row of a chunk: an odd number of vec4s.\n\
+             {indent}let {pitch} = ({OUTER_STAGE_LEN} / {words}u / 4u - 1u) / 2u * 2u + 1u;\n\
+             {indent}let {held} = min({wg}u, {pitch} * 4u / {elements}u);\n\
              {indent}for (var {chunk} = 0u; {chunk} < {wg}u; {chunk} += {held}) {{\n\
              {indent}    // The last chunk's reads are done.\n\
              {indent}    workgroupBarrier();\n\

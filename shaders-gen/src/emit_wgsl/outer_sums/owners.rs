@@ -121,7 +121,11 @@ impl BlockSums<'_> {
         }
         let _ = writeln!(s, "{inner}for (var {e4} = 0u; {e4} < {quads}; {e4}++) {{");
         for i in 0..bt {
-            let _ = writeln!(s, "{inner}    let {} = {OUTER_STAGE}[{} + {e4}];", x[i], d[i]);
+            let _ = writeln!(
+                s,
+                "{inner}    let {} = {OUTER_STAGE}[{} + {e4}];",
+                x[i], d[i]
+            );
         }
         let tile = &span.tile;
         if rows.column_at.is_none() {
@@ -135,7 +139,11 @@ impl BlockSums<'_> {
             }
         } else {
             for j in 0..bc {
-                let _ = writeln!(s, "{inner}    let {} = {OUTER_STAGE}[{} + {e4}];", y[j], h[j]);
+                let _ = writeln!(
+                    s,
+                    "{inner}    let {} = {OUTER_STAGE}[{} + {e4}];",
+                    y[j], h[j]
+                );
             }
             for i in 0..bt {
                 let lanes = ["x", "y", "z", "w"];
