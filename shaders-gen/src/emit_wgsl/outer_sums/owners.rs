@@ -99,59 +99,46 @@ impl BlockSums<'_> {
             .collect();
         let [d, h, x, y] = [&names[0], &names[1], &names[2], &names[3]];
         let (bt, bc) = (b.bt as usize, b.bc as usize);
-        for i in 0..bt {
+        for (i, d) in d.iter().take(bt).enumerate() {
             let _ = writeln!(
                 s,
-                "{inner}let {} = ({}u + min({bt}u * {tb} + {i}u, {}u)) * {pitch4};",
-                d[i],
+                "{inner}let {d} = ({}u + min({bt}u * {tb} + {i}u, {}u)) * {pitch4};",
                 self.rec0,
                 span.trips - 1
             );
         }
         if let Some(col0) = rows.column_at {
-            for j in 0..bc {
+            for (j, h) in h.iter().take(bc).enumerate() {
                 let _ = writeln!(
                     s,
-                    "{inner}let {} = ({col0}u + min({cb} + {}u, {}u)) * {pitch4};",
-                    h[j],
+                    "{inner}let {h} = ({col0}u + min({cb} + {}u, {}u)) * {pitch4};",
                     j as u32 * b.c,
                     span.columns - 1
                 );
             }
         }
         let _ = writeln!(s, "{inner}for (var {e4} = 0u; {e4} < {quads}; {e4}++) {{");
-        for i in 0..bt {
-            let _ = writeln!(
-                s,
-                "{inner}    let {} = {OUTER_STAGE}[{} + {e4}];",
-                x[i], d[i]
-            );
+        for (x, d) in x.iter().zip(d).take(bt) {
+            let _ = writeln!(s, "{inner}    let {x} = {OUTER_STAGE}[{d} + {e4}];");
         }
         let tile = &span.tile;
         if rows.column_at.is_none() {
             // The factor alone: one column, the factors' sum.
-            for i in 0..bt {
+            for (i, x) in x.iter().take(bt).enumerate() {
                 let _ = writeln!(
                     s,
-                    "{inner}    {tile}[{bt}u * {q} + {i}u].x += dot({}, {vec4}(1.0));",
-                    x[i]
+                    "{inner}    {tile}[{bt}u * {q} + {i}u].x += dot({x}, {vec4}(1.0));"
                 );
             }
         } else {
-            for j in 0..bc {
-                let _ = writeln!(
-                    s,
-                    "{inner}    let {} = {OUTER_STAGE}[{} + {e4}];",
-                    y[j], h[j]
-                );
+            for (y, h) in y.iter().zip(h).take(bc) {
+                let _ = writeln!(s, "{inner}    let {y} = {OUTER_STAGE}[{h} + {e4}];");
             }
-            for i in 0..bt {
-                let lanes = ["x", "y", "z", "w"];
-                for j in 0..bc {
+            for (i, x) in x.iter().take(bt).enumerate() {
+                for (lane, y) in ["x", "y", "z", "w"].iter().zip(y).take(bc) {
                     let _ = writeln!(
                         s,
-                        "{inner}    {tile}[{bt}u * {q} + {i}u].{} += dot({}, {});",
-                        lanes[j], x[i], y[j]
+                        "{inner}    {tile}[{bt}u * {q} + {i}u].{lane} += dot({x}, {y});"
                     );
                 }
             }
