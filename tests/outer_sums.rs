@@ -183,11 +183,11 @@ fn the_kept_layers_rows_are_summed_as_outer_products() {
         );
     }
     // Both layers are kept loops in the adjoint (the first is unrolled in the value
-    // kernel), and none of their adds is staged. Each rows' factor, `tanh'` times the
-    // activation's adjoint, is computed when it is staged, from the activations and the
-    // adjoints from before the loop: nothing is recorded in the loops.
-    assert!(!net32::WGSL_ADJOINT.contains("var rec"));
-    assert_eq!(net32::WGSL_ADJOINT.matches("(1.0f - (h").count(), 2);
+    // kernel): each records its rows' factor once per trip, and none of their adds is
+    // staged.
+    assert_eq!(net32::WGSL_ADJOINT.matches("var rec").count(), 2);
+    assert!(net32::WGSL_ADJOINT.contains("] = d_s;"));
+    assert!(net32::WGSL_ADJOINT.contains("] = d_s_1;"));
     assert!(!net32::WGSL_ADJOINT.contains("stage_count++; // d/d w1"));
     assert!(!net32::WGSL_ADJOINT.contains("stage_count++; // d/d w2"));
     // Its stage takes what workgroup memory the device has: the runtime sets the constant
@@ -197,10 +197,8 @@ fn the_kept_layers_rows_are_summed_as_outer_products() {
         gradfuse::WORKGROUP_BYTES_OVERRIDE
     )));
     assert_eq!(net32::WGSL_FORWARD.matches("for (var").count(), 1);
-    // offset_rows's factor (the derivative of a `tanh` computed in the loop, times `j`) is
-    // recorded: its one-word row (the bias times `x[0]`) shares the record of the wide
+    // offset_rows's one-word row (the bias times `x[0]`) shares the record of the wide
     // row, and the loop from 1 records trip `j` at `j - 1`.
-    assert_eq!(offset_rows::WGSL_ADJOINT.matches("var rec").count(), 1);
     // Each thread sums a block of words: 32 x 32 words in 2 x 2 blocks (the largest of which
     // every thread gets one), one row of one word per trip in blocks of one word.
     assert!(net32::WGSL_ADJOINT.contains("var tile_w2: array<vec4<f32>, 2>;"));

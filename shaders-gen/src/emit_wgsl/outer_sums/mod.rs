@@ -28,10 +28,8 @@ use crate::signature::Precision;
 use std::fmt::Write;
 
 mod owners;
-mod recipe;
 pub(super) use owners::flush;
 use owners::{BlockSums, Blocks};
-use recipe::Recipe;
 
 /// The workgroup array the chunks are staged in.
 pub(super) const OUTER_STAGE: &str = "outer_stage";
@@ -124,10 +122,6 @@ struct Rows {
 pub(super) struct OuterLoop {
     /// The per-thread arrays of each trip's factor (element 0's names).
     records: Vec<String>,
-    /// For each record, how to compute it after the loop instead, where it can be.
-    recipes: Vec<Option<Recipe>>,
-    /// The loop's first index.
-    start: i64,
     trips: u32,
     rows: Vec<Rows>,
     /// Threads whose elements one chunk stages.
@@ -170,15 +164,9 @@ pub(super) fn plan(
         else {
             continue;
         };
-        let recipes = selected
-            .factors
-            .iter()
-            .map(|v| Recipe::of(l, *v, &column_ok, precision))
-            .collect();
-        let outer = selected.apply(body, recipes, taken);
+        let outer = selected.apply(body, taken);
         let declarations = &mut planned.declarations;
-        let recorded = outer.records.iter().zip(&outer.recipes);
-        for name in recorded.filter(|(_, r)| r.is_none()).map(|(n, _)| n) {
+        for name in &outer.records {
             for e in 0..elements {
                 let _ = writeln!(
                     declarations,
@@ -373,8 +361,7 @@ struct Selected {
 
 impl Selected {
     /// Takes the rows' adds out of `body`'s stream and records their factors instead.
-    /// A factor with a recipe is computed after the loop and not recorded in it.
-    fn apply(self, body: &mut Streams, recipes: Vec<Option<Recipe>>, taken: &mut Taken) -> OuterLoop {
+    fn apply(self, body: &mut Streams, taken: &mut Taken) -> OuterLoop {
         let Selected {
             kept,
             factors,
@@ -403,15 +390,13 @@ impl Selected {
                     body.skip.insert(p.index());
                 }
             }
-            if recipes[record].is_none() {
-                body.records.insert(
-                    factor.index(),
-                    Record {
-                        name: records[record].clone(),
-                        start,
-                    },
-                );
-            }
+            body.records.insert(
+                factor.index(),
+                Record {
+                    name: records[record].clone(),
+                    start,
+                },
+            );
             let label = t0.label.clone();
             rows.push(Rows {
                 record,
@@ -430,8 +415,6 @@ impl Selected {
         }
         OuterLoop {
             records,
-            recipes,
-            start,
             trips,
             rows,
             threads,
@@ -494,7 +477,6 @@ impl OuterLoop {
     /// The outer values its columns read.
     pub(super) fn sources(&self) -> Vec<ValueId> {
         let mut v = Vec::new();
-        self.recipes.iter().flatten().for_each(|r| r.sources(&mut v));
         for c in self.rows.iter().flat_map(|r| &r.columns) {
             if let Column::Scalar(x) | Column::Word(x, _) = c
                 && !v.contains(x)
@@ -555,19 +537,18 @@ impl OuterLoop {
                     "{{ let i = ({w}) * {pitch} * 4u + {at}; {OUTER_STAGE}[i / 4u][i % 4u] = {v}; }}"
                 )
             };
-            let operand = |v: ValueId| operand(v, e);
-            for (r, (rec, recipe)) in self.records.iter().zip(&self.recipes).enumerate() {
+            for (r, rec) in self.records.iter().enumerate() {
                 let t = fresh(taken, "t");
-                let value = match recipe {
-                    Some(recipe) => recipe.wgsl((&t, self.start), &operand, precision),
-                    None => format!("{}[{t}]", element_name(rec, e)),
-                };
                 let _ = writeln!(
                     s,
                     "{inner}for (var {t} = 0u; {t} < {trips}u; {t}++) {}",
-                    put(&format!("{}u + {t}", r as u32 * trips), &value)
+                    put(
+                        &format!("{}u + {t}", r as u32 * trips),
+                        &format!("{}[{t}]", element_name(rec, e))
+                    )
                 );
             }
+            let operand = |v: ValueId| operand(v, e);
             for rows in &self.rows {
                 if let Some(col0) = rows.column_at {
                     let cols = (rows.columns.as_slice(), col0);
