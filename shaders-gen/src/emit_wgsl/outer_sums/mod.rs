@@ -12,12 +12,13 @@
 //! - In the loop, each trip records its factor into a per-thread array (`rec[j - start]`)
 //!   in place of its staged adds.
 //! - After the loop, the workgroup's elements, a chunk at a time, copy their records and
-//!   columns into `outer_stage`; then the owner of each gradient word (thread `w % 256`,
-//!   as for streamed words) adds the chunk's products into a register of its own.
-//! - After the thread's last element, the owner adds those sums to its other sums.
+//!   columns into `outer_stage`, word-major; then each thread adds the chunk's products
+//!   into its block of gradient words, held in registers (`blocks.rs`).
+//! - After the thread's last element and the owners' stores of the workgroup's row, each
+//!   thread adds its blocks into the row.
 //!
-//! The order of every sum is fixed (chunks, then elements in a chunk), so the result is
-//! the same bits on every run; no atomics.
+//! The order of every sum is fixed (chunks, then quads of elements in a chunk), so the
+//! result is the same bits on every run; no atomics.
 
 use super::streams::{Record, Streams, reader_counts};
 use crate::abi;
@@ -27,9 +28,9 @@ use crate::ops::Func;
 use crate::signature::Precision;
 use std::fmt::Write;
 
-mod owners;
-pub(super) use owners::flush;
-use owners::{BlockSums, Blocks};
+mod blocks;
+pub(super) use blocks::flush;
+use blocks::{BlockSums, Blocks};
 
 /// The workgroup array the chunks are staged in.
 pub(super) const OUTER_STAGE: &str = "outer_stage";

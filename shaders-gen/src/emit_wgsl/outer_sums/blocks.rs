@@ -1,6 +1,6 @@
 //! The products' side of the outer-product sums: each chunk's products added into blocks
-//! of 4 x 4 gradient words per thread and, after the thread's last element, those blocks
-//! added into the workgroup's row.
+//! of up to 4 x 4 gradient words per thread and, after the thread's last element, those
+//! blocks added into the workgroup's row.
 //!
 //! The stage holds a chunk word-major (word `w` of the chunk's element `e` at `w * pitch +
 //! e`), so a thread reads four elements of one word in one `vec4` load. A thread's block is
