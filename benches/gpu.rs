@@ -314,7 +314,8 @@ fn without_workgroup_sum(gen_spec: &'static KernelSpec) -> &'static KernelSpec {
 fn with_elements(gen_spec: &'static KernelSpec, src: &str, elements: u32) -> &'static KernelSpec {
     let c = compile_str(src).expect("the bench's functions compile");
     let layout = &c.lowered.layout;
-    let f = gradfuse_shaders_gen::seeded_adjoint(layout, &c.primal);
+    // The generated kernel's IR (its kept loops too): only the elements differ.
+    let f = gradfuse_shaders_gen::adjoint_kernel_ir(&c);
     let wgsl = gradfuse_shaders_gen::emit_wgsl::emit_kernel_with_elements(
         "fn",
         layout,

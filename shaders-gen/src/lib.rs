@@ -486,6 +486,13 @@ pub fn compile_str(src: &str) -> Result<Compiled, Vec<syn::Error>> {
     compile(&item)
 }
 
+/// The IR the adjoint kernel of `c` runs, for a function with `#[shared]` arguments: its
+/// seeded reverse pass, with the layer loops it keeps for their outer products (for
+/// benches that emit the kernel again with other settings).
+pub fn adjoint_kernel_ir(c: &Compiled) -> Function {
+    shared_adjoint_kernel(&c.lowered.layout, &c.lowered.primal, &c.primal)
+}
+
 /// The IR of the adjoint kernel that sums shared gradients over the batch, of `primal`
 /// (the kernels' optimized value) with layout `layout`: the reverse pass with its seed as
 /// one more input, past the shared words.

@@ -73,3 +73,22 @@ fn large_shared_gradients_are_streamed_and_small_ones_summed_per_thread() {
         assert!(words <= h + 1, "width {h}: {words} words staged one by one");
     }
 }
+
+#[test]
+fn the_adjoint_kernel_ir_emits_the_adjoint_kernel() {
+    // The benches emit the adjoint again (other elements per thread) from this IR: with its
+    // elements it is the generated kernel, kept loops and all (8-32-32-1 keeps its first
+    // layer in the adjoint only).
+    use gradfuse_shaders_gen::abi::KernelKind;
+    use gradfuse_shaders_gen::emit_wgsl::emit_kernel_with_elements;
+    for h in [4, 32] {
+        let item: syn::ItemFn = syn::parse_str(&network(8, h, 1)).expect("the source parses");
+        let c = compile(&item).expect("the network compiles");
+        let f = gradfuse_shaders_gen::adjoint_kernel_ir(&c);
+        let layout = &c.lowered.layout;
+        let again =
+            emit_kernel_with_elements("", layout, KernelKind::Adjoint, &f, c.adjoint_elements);
+        let body = |s: &str| s.split_once('\n').map(|(_, b)| b.to_string());
+        assert_eq!(body(&again), body(&c.wgsl_reverse), "width {h}");
+    }
+}
