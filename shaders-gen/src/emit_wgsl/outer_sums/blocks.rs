@@ -6,9 +6,9 @@
 //! e`), so a thread reads four elements of one word in one `vec4` load. A thread's block is
 //! up to 4 consecutive trips by 4 columns `blocks.c` apart (a warp's threads read
 //! neighbouring columns, in different banks: `pitch / 4` is odd), and each `dot` of two
-//! loads adds four elements' products: 8 loads per 64 products in a 4 x 4 block. Summed word by word by the word's owner (a
-//! load per product), these sums took a third of an 8-64-64-1 network's `value_and_grad`
-//! on the H100.
+//! loads adds four elements' products: 8 loads per 64 products in a 4 x 4 block. Summed
+//! word by word by the word's owner (a load per product), these sums took a third of an
+//! 8-64-64-1 network's `value_and_grad` on the H100.
 
 use super::{OUTER_STAGE, Rows, Span};
 use crate::abi;

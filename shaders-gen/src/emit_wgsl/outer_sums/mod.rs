@@ -78,7 +78,8 @@ fn chunk_elements(stage: u32, words: u32) -> u32 {
 
 /// Fewest elements a chunk stages: below that, a loop's rows are streamed word by word (a
 /// chunk's two barriers would be paid for too few products). An 8-128-128-1 network's rows
-/// take 7 elements a chunk; measured on the H100 down to 14 (8-64-64-1).
+/// (256 words an element) take 4 elements a chunk in 16 KiB; measured on the H100 down to
+/// 14 (8-64-64-1, before the blocks).
 const MIN_CHUNK_ELEMENTS: u32 = 4;
 
 /// What multiplies a trip's recorded factor into one gradient word.
@@ -127,8 +128,8 @@ pub(super) struct OuterLoop {
     rows: Vec<Rows>,
     /// Threads whose elements one chunk stages.
     threads: u32,
-    /// Words of the stage each element takes.
-    pitch: u32,
+    /// Words of the stage each element takes: its records' trips, then its columns.
+    words: u32,
 }
 
 /// What [`plan`] found in a kernel's loops.
@@ -326,7 +327,6 @@ impl Found {
             .map(|(_, _, t)| t.len() as u32)
             .sum();
         let words = factors.len() as u32 * trips + staged_columns;
-        let pitch = words;
         let threads = (chunk_elements(outer_stage_words(precision), words) / elements)
             .min(abi::WORKGROUP_SIZE);
         if kept.is_empty() || threads * elements < MIN_CHUNK_ELEMENTS {
@@ -338,7 +338,7 @@ impl Found {
             trips,
             start,
             threads,
-            pitch,
+            words,
         })
     }
 }
@@ -357,7 +357,7 @@ struct Selected {
     trips: u32,
     start: i64,
     threads: u32,
-    pitch: u32,
+    words: u32,
 }
 
 impl Selected {
@@ -369,7 +369,7 @@ impl Selected {
             trips,
             start,
             threads,
-            pitch,
+            words,
         } = self;
         let records: Vec<String> = factors.iter().map(|_| fresh(taken, "rec")).collect();
         let mut rows = Vec::new();
@@ -419,7 +419,7 @@ impl Selected {
             trips,
             rows,
             threads,
-            pitch,
+            words,
         }
     }
 }
@@ -472,7 +472,7 @@ fn as_column(l: &Loop, x: ValueId, column_ok: impl Fn(ValueId) -> bool) -> Optio
 impl OuterLoop {
     /// The most scalars of the stage its chunks use: all 256 threads' elements at once.
     pub(super) fn most_words(&self, elements: usize) -> u32 {
-        (abi::WORKGROUP_SIZE * elements as u32 + 4) * self.pitch
+        (abi::WORKGROUP_SIZE * elements as u32 + 4) * self.words
     }
 
     /// The outer values its columns read.
@@ -500,7 +500,7 @@ impl OuterLoop {
         indent: &str,
     ) -> String {
         let wg = abi::WORKGROUP_SIZE;
-        let (threads, words, trips) = (self.threads, self.pitch, self.trips);
+        let (threads, words, trips) = (self.threads, self.words, self.trips);
         let elements = elements as u32;
         let (chunk, slot, count, held, pitch, quads) = (
             fresh(taken, "chunk"),
@@ -513,6 +513,8 @@ impl OuterLoop {
         let mut s = String::new();
         let mut labels: Vec<&str> = self.rows.iter().map(|r| r.span.label.as_str()).collect();
         labels.dedup();
+        // `pitch` is `chunk_elements / 4` of the stage the device gives, computed in the
+        // kernel (the planner took the 16 KiB WebGPU guarantees).
         let _ = writeln!(
             s,
             "{indent}// The loop's rows of d/d {}, summed as outer products: the elements of as many\n\
