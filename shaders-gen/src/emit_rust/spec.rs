@@ -73,7 +73,7 @@ fn spec_of(
         |(binding, words)| quote!(::gradfuse::OutputSpec { binding: #binding, words: #words }),
     );
     let (wg, maxg, pb, ab) = (
-        abi::WORKGROUP_SIZE,
+        launch.workgroup_size,
         abi::MAX_WORKGROUPS_PER_DIM,
         abi::PARAMS_BINDING,
         abi::ARGS_BINDING,
