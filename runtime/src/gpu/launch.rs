@@ -5,7 +5,7 @@
 use super::pipelines::Pipelines;
 use super::sets::{LaunchSet, upload_offsets};
 use super::transfer::{MapReceiver, copy_parallel, write_mapped};
-use super::{Gpu, MAX_BINDING_BYTES, MAX_CHUNK_BYTES, PARAMS_BYTES, lock, reduce_groups};
+use super::{Gpu, MAX_BINDING_BYTES, MAX_CHUNK_BYTES, PARAMS_BYTES, REDUCE_GROUPS, lock};
 use crate::error::Error;
 use crate::spec::KernelSpec;
 
@@ -338,13 +338,13 @@ impl Gpu {
     /// full rows, 2^24 elements took 65,535 x 2 workgroups: twice the work for an adjoint,
     /// whose threads past the end compute for the reduction's barriers).
     ///
-    /// A kernel that reduces shared gradients gets at most [`reduce_groups`] workgroups,
+    /// A kernel that reduces shared gradients gets at most [`REDUCE_GROUPS`] workgroups,
     /// each taking `per_thread` runs of consecutive elements.
     pub(super) fn launch_shape(spec: &KernelSpec, m: usize) -> LaunchShape {
         let runs = Self::runs(spec, m);
         let per_thread = match spec.shared.and_then(|s| s.reduction.as_ref()) {
             Some(r) if spec.shared_grad_words() > 0 => runs
-                .div_ceil(reduce_groups(spec))
+                .div_ceil(REDUCE_GROUPS)
                 .next_multiple_of(r.elements_per_thread.max(1) as u64),
             _ => 1,
         };
@@ -359,10 +359,10 @@ impl Gpu {
 
     /// The most workgroups of any launch of up to `capacity` elements (the partial sums a
     /// launch set must hold): not always the full capacity's, since a reducing launch
-    /// just past [`reduce_groups`] runs halves its workgroups.
+    /// just past [`REDUCE_GROUPS`] runs halves its workgroups.
     pub(super) fn max_groups(spec: &KernelSpec, capacity: usize) -> u32 {
         if spec.shared_grad_words() > 0 {
-            Self::runs(spec, capacity).min(reduce_groups(spec)) as u32
+            Self::runs(spec, capacity).min(REDUCE_GROUPS) as u32
         } else {
             Self::launch_shape(spec, capacity).groups()
         }
@@ -485,12 +485,12 @@ mod tests {
             let shape = Gpu::launch_shape(&spec, m);
             let groups = shape.groups() as u64;
             let per_group = shape.per_thread as u64 * 256;
-            assert!(groups <= reduce_groups(&spec), "{m}: {shape:?}");
+            assert!(groups <= REDUCE_GROUPS, "{m}: {shape:?}");
             // Every element is taken, and no workgroup starts past the end.
             assert!(groups * per_group >= m as u64, "{m}: {shape:?}");
             assert!((groups - 1) * per_group < m.max(1) as u64, "{m}: {shape:?}");
             // One element per thread while there are workgroups to spare.
-            if runs(m) <= reduce_groups(&spec) {
+            if runs(m) <= REDUCE_GROUPS {
                 assert_eq!(shape.per_thread, 1, "{m}");
             }
             assert_eq!(shape.params(m), [m as u32, shape.per_thread, 0, 0]);

@@ -50,22 +50,14 @@ pub(super) const SETS_PER_KEY: usize = 2;
 /// Bytes at the start of an upload buffer for the uniform `Params` (the element count).
 pub(super) const PARAMS_BYTES: u64 = 16;
 
-/// Threads a launch of a kernel that reduces `#[shared]` gradients is cut into, at most
-/// (512 workgroups of 256; [`reduce_groups`] of a kernel's size): past that each thread
-/// takes several elements, and adds their shared gradients up in registers before its
-/// workgroup sums them (with one element per thread, the workgroup sum of 161 words was
-/// 84% of the 8-16-1 network's adjoint). Enough threads to keep every SM of a large GPU
-/// busy (132 on the H100), few enough that the sum is paid once per many elements: on the
-/// H100, the network's adjoint at 2^24 took 1.45, 1.34, 1.42, 1.75 and 2.07 ms with at
-/// most 256, 512, 1,024, 2,048 and 4,096 workgroups of 256.
-pub(super) const REDUCE_THREADS: u64 = 512 * 256;
-
-/// The most workgroups of `spec`'s size a reducing launch takes: [`REDUCE_THREADS`]
-/// threads (the same threads whatever the workgroup's size: 512 workgroups of 64 threads
-/// left an 8-64-64-1 network's adjoint 3x slower on the H100 than 512 of 256).
-pub(super) fn reduce_groups(spec: &crate::KernelSpec) -> u64 {
-    REDUCE_THREADS / u64::from(spec.workgroup_size.max(1))
-}
+/// Workgroups a launch of a kernel that reduces `#[shared]` gradients is cut into, at
+/// most: past 512 x 256 elements each thread takes several, and adds their shared
+/// gradients up in registers before its workgroup sums them (with one element per thread,
+/// the workgroup sum of 161 words was 84% of the 8-16-1 network's adjoint). Enough
+/// workgroups to keep every SM of a large GPU busy (132 on the H100), few enough that the
+/// sum is paid once per many elements: on the H100, the network's adjoint at 2^24 took
+/// 1.45, 1.34, 1.42, 1.75 and 2.07 ms with at most 256, 512, 1,024, 2,048 and 4,096.
+pub(super) const REDUCE_GROUPS: u64 = 512;
 
 /// Pipelines by the address and length of their WGSL and their entry point: generated
 /// specs are statics, so a module's text is one allocation for the program's lifetime.

@@ -79,66 +79,36 @@ fn at_row(row: &str, (pitch, offset): (&str, &str)) -> String {
 }
 
 impl BlockSums<'_> {
-    /// The statements (at `indent`): one block per task, a loop for one task. Several
-    /// tasks are written out one after another, so that each block's sums are registers
-    /// (indexed by a loop counter, the driver kept them in memory: on the H100 an
-    /// 8-64-64-1 network's adjoint in workgroups of 64, 4 blocks a thread, ran 3x slower).
+    /// The statements (at `indent`).
     pub fn write(&self, indent: &str, taken: &mut Taken, s: &mut String) {
-        let b = self.span.blocks;
-        let _ = writeln!(
-            s,
-            "{indent}// d/d {}: the chunk's products.",
-            self.span.label
-        );
-        if b.tasks == 1 {
-            let (q, task) = (fresh(taken, "q"), fresh(taken, "task"));
-            let _ = writeln!(
-                s,
-                "{indent}for (var {q} = 0u; {q} < 1u; {q}++) {{\n\
-                 {indent}    let {task} = lid + {}u * {q};\n\
-                 {indent}    if ({task} >= {}u) {{\n\
-                 {indent}        break;\n\
-                 {indent}    }}",
-                b.wg,
-                b.t * b.c,
-            );
-            self.block(&format!("{indent}    "), (&q, &task), taken, s);
-            let _ = writeln!(s, "{indent}}}");
-            return;
-        }
-        for q in 0..b.tasks {
-            let task = fresh(taken, "task");
-            let _ = writeln!(
-                s,
-                "{indent}{{\n\
-                 {indent}    let {task} = lid + {}u;\n\
-                 {indent}    if ({task} < {}u) {{",
-                b.wg * q,
-                b.t * b.c,
-            );
-            self.block(
-                &format!("{indent}        "),
-                (&format!("{q}u"), &task),
-                taken,
-                s,
-            );
-            let _ = writeln!(s, "{indent}    }}\n{indent}}}");
-        }
-    }
-
-    /// One task's block: `q` the WGSL of the task's number among the thread's, `task` of
-    /// the block's.
-    fn block(&self, inner: &str, (q, task): (&str, &str), taken: &mut Taken, s: &mut String) {
         let span = self.span;
         let b = span.blocks;
-        let (e4, tb, cb) = (fresh(taken, "e4"), fresh(taken, "tb"), fresh(taken, "cb"));
+        let wg = b.wg;
+        let (q, e4, task, tb, cb) = (
+            fresh(taken, "q"),
+            fresh(taken, "e4"),
+            fresh(taken, "task"),
+            fresh(taken, "tb"),
+            fresh(taken, "cb"),
+        );
         let (quads, vec4) = (self.quads, self.vec4);
         let _ = writeln!(
             s,
-            "{inner}let {tb} = {task} / {}u;\n\
-             {inner}let {cb} = {task} % {}u;",
-            b.c, b.c
+            "{indent}// d/d {}: the chunk's products.\n\
+             {indent}for (var {q} = 0u; {q} < {}u; {q}++) {{\n\
+             {indent}    let {task} = lid + {wg}u * {q};\n\
+             {indent}    if ({task} >= {}u) {{\n\
+             {indent}        break;\n\
+             {indent}    }}\n\
+             {indent}    let {tb} = {task} / {}u;\n\
+             {indent}    let {cb} = {task} % {}u;",
+            span.label,
+            b.tasks,
+            b.t * b.c,
+            b.c,
+            b.c
         );
+        let inner = format!("{indent}    ");
         let names: Vec<[String; 4]> = ["d", "h", "x", "y"]
             .iter()
             .map(|p| std::array::from_fn(|i| fresh(taken, &format!("{p}{i}"))))
@@ -189,7 +159,7 @@ impl BlockSums<'_> {
                 }
             }
         }
-        let _ = writeln!(s, "{inner}}}");
+        let _ = writeln!(s, "{inner}}}\n{indent}}}");
     }
 }
 
