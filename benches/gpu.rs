@@ -209,17 +209,11 @@ fn same_buffers_as(
         .iter()
         .map(|o| (o.binding, o.words))
         .collect();
-    // A variant may take workgroups of another size: the one its WGSL declares.
-    let workgroup_size = wgsl
-        .split("@workgroup_size(")
-        .nth(1)
-        .and_then(|rest| rest.split(')').next()?.parse().ok())
-        .unwrap_or(gen_spec.workgroup_size);
     spec_shared(
         label,
         wgsl,
         entry,
-        workgroup_size,
+        gen_spec.workgroup_size,
         gen_spec.input_words,
         &outputs,
         gen_spec.shared,
@@ -316,32 +310,21 @@ fn without_workgroup_sum(gen_spec: &'static KernelSpec) -> &'static KernelSpec {
 }
 
 /// The adjoint `gen_spec` of the function `src` emitted with `elements` batch elements
-/// side by side per thread in workgroups of `wg` threads (`emit_kernel_with_shape`; no
-/// `wg`: the generated kernel's), on the same buffers.
-fn with_shape(
-    gen_spec: &'static KernelSpec,
-    src: &str,
-    (elements, wg): (u32, Option<u32>),
-) -> &'static KernelSpec {
+/// side by side per thread (`emit_kernel_with_elements`), on the same buffers.
+fn with_elements(gen_spec: &'static KernelSpec, src: &str, elements: u32) -> &'static KernelSpec {
     let c = compile_str(src).expect("the bench's functions compile");
     let layout = &c.lowered.layout;
-    // The generated kernel's IR (its kept loops too): only the shape differs.
+    // The generated kernel's IR (its kept loops too): only the elements differ.
     let f = gradfuse_shaders_gen::adjoint_kernel_ir(&c);
-    let wg = wg.unwrap_or(c.adjoint_workgroup_size);
-    let wgsl = gradfuse_shaders_gen::emit_wgsl::emit_kernel_with_shape(
+    let wgsl = gradfuse_shaders_gen::emit_wgsl::emit_kernel_with_elements(
         "fn",
         layout,
         gradfuse_shaders_gen::abi::KernelKind::Adjoint,
         &f,
-        (elements, wg),
+        elements,
     );
-    let label = Box::leak(
-        format!(
-            "{} ({elements} elements per thread, workgroups of {wg})",
-            gen_spec.label
-        )
-        .into_boxed_str(),
-    );
+    let label =
+        Box::leak(format!("{} ({elements} elements per thread)", gen_spec.label).into_boxed_str());
     same_buffers_as(gen_spec, label, wgsl, gen_spec.entry_point)
 }
 
@@ -516,7 +499,7 @@ fn shared_cases(
         }
         let variants: Vec<(u32, &'static KernelSpec)> = [1, 2, 4]
             .into_iter()
-            .map(|e| (e, with_shape(case.generated[1], case.src, (e, None))))
+            .map(|e| (e, with_elements(case.generated[1], case.src, e)))
             .collect();
         for (_, v) in &variants {
             check_hand(device, case.generated[1], v, &inputs(3000, case.words))?;
@@ -672,8 +655,8 @@ fn main() -> Result<(), Error> {
                 check_hand(&device, spec, variant, &inputs(3000, 9))?;
                 Ok(variant)
             },
-            |spec, src, shape| {
-                let variant = with_shape(spec, src, shape);
+            |spec, src, e| {
+                let variant = with_elements(spec, src, e);
                 check_hand(&device, spec, variant, &inputs(3000, 9))?;
                 Ok(variant)
             },

@@ -30,8 +30,8 @@ impl Network {
 
 /// The table's rows, for `sizes` (log2 of the batch), timed by `time(spec, input)`; each
 /// adjoint also with its workgroup sum cut out (`cut`, wrong sums: the reverse pass's own
-/// time), and with 1, 2 and 4 elements per thread and in workgroups of 256 to 32 threads
-/// (`shape(adjoint, source, (elements, workgroup size))`, checked against the adjoint); each value kernel also with its shared words' lanes
+/// time), and with 1, 2 and 4 elements per thread (`elements(adjoint, source, count)`,
+/// checked against the adjoint); each value kernel also with its shared words' lanes
 /// divided at run time (`divided`, checked against it).
 pub fn table(
     sizes: &[u32],
@@ -40,7 +40,7 @@ pub fn table(
     time: impl Fn(&'static KernelSpec, &[f32]) -> Result<f64, Error>,
     cut: impl Fn(&'static KernelSpec) -> &'static KernelSpec,
     divided: impl Fn(&'static KernelSpec) -> Result<&'static KernelSpec, Error>,
-    shape: impl Fn(&'static KernelSpec, &str, (u32, Option<u32>)) -> Result<&'static KernelSpec, Error>,
+    elements: impl Fn(&'static KernelSpec, &str, u32) -> Result<&'static KernelSpec, Error>,
 ) -> String {
     let networks = networks();
     let mut out = String::from(
@@ -61,16 +61,12 @@ pub fn table(
                 ("value_and_grad", Ok(net.adjoint), true),
                 ("value_and_grad, sum cut", Ok(cut(net.adjoint)), true),
             ];
-            for (e, wg, label) in [
-                (1, None, "value_and_grad, 1 element per thread"),
-                (2, None, "value_and_grad, 2 elements per thread"),
-                (4, None, "value_and_grad, 4 elements per thread"),
-                (1, Some(256), "value_and_grad, workgroups of 256"),
-                (1, Some(128), "value_and_grad, workgroups of 128"),
-                (1, Some(64), "value_and_grad, workgroups of 64"),
-                (1, Some(32), "value_and_grad, workgroups of 32"),
+            for (e, label) in [
+                (1, "value_and_grad, 1 element per thread"),
+                (2, "value_and_grad, 2 elements per thread"),
+                (4, "value_and_grad, 4 elements per thread"),
             ] {
-                kernels.push((label, shape(net.adjoint, net.src, (e, wg)), true));
+                kernels.push((label, elements(net.adjoint, net.src, e), true));
             }
             for (kernel, spec, grad) in kernels {
                 let row = match spec.and_then(|spec| time(spec, &input)) {

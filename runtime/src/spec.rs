@@ -11,19 +11,9 @@ pub const DISABLE_F64_ENV: &str = "GRADFUSE_DISABLE_F64";
 
 /// The pipeline-overridable constant a kernel declares (`override gf_workgroup_bytes: u32`)
 /// when its workgroup memory may grow with the device's: the runtime sets it to the
-/// device's `max_compute_workgroup_storage_size`. Its default in the WGSL is the least the
-/// kernel runs in: the 16 KiB WebGPU guarantees, or more for a kernel that needs more (a
-/// launch on a device with less is refused with [`crate::Error::Unsupported`]). The
-/// compiler's `names::WORKGROUP_BYTES_OVERRIDE` is the same name.
+/// device's `max_compute_workgroup_storage_size` (its default in the WGSL is the 16 KiB
+/// WebGPU guarantees). The compiler's `names::WORKGROUP_BYTES_OVERRIDE` is the same name.
 pub const WORKGROUP_BYTES_OVERRIDE: &str = "gf_workgroup_bytes";
-
-/// The default of a kernel's [`WORKGROUP_BYTES_OVERRIDE`] (`override gf_workgroup_bytes:
-/// u32 = 20480u;`): the workgroup memory it needs at least. None where it declares none.
-pub(crate) fn least_workgroup_bytes(wgsl: &str) -> Option<u32> {
-    let declared = format!("override {WORKGROUP_BYTES_OVERRIDE}: u32 = ");
-    let rest = &wgsl[wgsl.find(&declared)? + declared.len()..];
-    rest[..rest.find('u')?].parse().ok()
-}
 
 /// Whether the environment flag `name` is set (to anything but empty or `0`).
 pub(crate) fn env_flag(name: &str) -> bool {

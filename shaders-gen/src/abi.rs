@@ -71,16 +71,16 @@ pub fn reduce_lanes(precision: Precision) -> u32 {
 pub const MAX_REGISTER_SUMS: u32 = 256;
 
 /// Most sums a thread of a kernel that streams its shared gradient keeps for the words it
-/// owns (word `w` is owned by thread `w % wg` of a workgroup of `wg`), in a function-scope array: adding a staged
+/// owns (word `w` is owned by thread `w % 256`), in a function-scope array: adding a staged
 /// slot into it costs a thread no trip to memory, where an add into the workgroup's row of
 /// partials waits for a load (and the whole workgroup for that thread). Kernels with more
 /// shared words add into the row.
 pub const MAX_OWNED_SUMS: u32 = 256;
 
-/// How many sums each thread of a workgroup of `wg` streaming `shared_words` words keeps, if
-/// it keeps them (see [`MAX_OWNED_SUMS`]).
-pub fn owned_sums(shared_words: u32, wg: u32) -> Option<u32> {
-    let m = shared_words.div_ceil(wg);
+/// How many sums each thread of a kernel streaming `shared_words` words keeps, if it keeps
+/// them (see [`MAX_OWNED_SUMS`]).
+pub fn owned_sums(shared_words: u32) -> Option<u32> {
+    let m = shared_words.div_ceil(WORKGROUP_SIZE);
     (m <= MAX_OWNED_SUMS).then_some(m)
 }
 

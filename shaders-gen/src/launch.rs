@@ -25,9 +25,6 @@ pub struct KernelLaunch {
     pub work_per_element: u64,
     /// The kernel's float type.
     pub precision: Precision,
-    /// Threads per workgroup ([`Compiled::adjoint_workgroup_size`] for the adjoint, else
-    /// [`abi::WORKGROUP_SIZE`]).
-    pub workgroup_size: u32,
 }
 
 /// The `#[shared]` arguments of a kernel.
@@ -81,11 +78,6 @@ pub fn kernel_launch(c: &Compiled, kind: KernelKind) -> KernelLaunch {
         shared,
         work_per_element,
         precision: layout.precision,
-        workgroup_size: if kind == KernelKind::Adjoint {
-            c.adjoint_workgroup_size
-        } else {
-            abi::WORKGROUP_SIZE
-        },
     }
 }
 

@@ -59,9 +59,6 @@ pub struct Compiled {
     /// Batch elements each thread of the adjoint kernel computes side by side
     /// ([`emit_wgsl::elements_per_thread`]; 1 for a kernel that sums no shared gradient).
     pub adjoint_elements: u32,
-    /// Threads per workgroup of the adjoint kernel ([`emit_wgsl::workgroup_size`]; the
-    /// gathered adjoint takes the same).
-    pub adjoint_workgroup_size: u32,
     /// The IR of the CPU versions.
     pub cpu: CpuIr,
     /// Second order, for an `f32` result with gradient words.
@@ -221,8 +218,6 @@ pub fn compile_with(
     let wgsl_forward = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Forward, &primal);
     let adjoint_elements =
         emit_wgsl::elements_per_thread(layout, KernelKind::Adjoint, &kernel_adjoint);
-    let adjoint_workgroup_size =
-        emit_wgsl::workgroup_size(layout, KernelKind::Adjoint, &kernel_adjoint);
     let wgsl_reverse = emit_wgsl::emit_kernel_with_elements(
         &sig,
         layout,
@@ -245,7 +240,6 @@ pub fn compile_with(
     });
     Ok(Compiled {
         adjoint_elements,
-        adjoint_workgroup_size,
         wgsl_reduce,
         wgsl_gathered,
         second,
@@ -400,7 +394,6 @@ fn compile_vector(lowered: Lowered, primal: Function, cpu_primal: Function, sig:
     });
     Compiled {
         adjoint_elements: 1,
-        adjoint_workgroup_size: abi::WORKGROUP_SIZE,
         wgsl_reduce: None,
         wgsl_gathered,
         second: None,

@@ -3,9 +3,7 @@
 
 use super::{Gpu, PipelineKey, key, lock};
 use crate::error::Error;
-use crate::spec::{
-    GatheredSpec, KernelSpec, Precision, WORKGROUP_BYTES_OVERRIDE, least_workgroup_bytes,
-};
+use crate::spec::{GatheredSpec, KernelSpec, Precision, WORKGROUP_BYTES_OVERRIDE};
 use std::sync::Arc;
 use wgpu::BufferBindingType as B;
 
@@ -105,14 +103,6 @@ impl Gpu {
         let mut cache = lock(&self.pipelines);
         if let Some(p) = cache.get(&key) {
             return Ok(p.clone());
-        }
-        // wgpu does not check a kernel's workgroup memory against the device's: a kernel
-        // given less than it needs would index past its arrays.
-        let limit = self.device.limits().max_compute_workgroup_storage_size;
-        if let Some(least) = least_workgroup_bytes(wgsl).filter(|l| *l > limit) {
-            return Err(Error::Unsupported(format!(
-                "{label} needs {least} bytes of workgroup memory; this device has {limit}"
-            )));
         }
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let entries: Vec<wgpu::BindGroupLayoutEntry> = bindings

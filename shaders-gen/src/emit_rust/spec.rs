@@ -73,7 +73,7 @@ fn spec_of(
         |(binding, words)| quote!(::gradfuse::OutputSpec { binding: #binding, words: #words }),
     );
     let (wg, maxg, pb, ab) = (
-        launch.workgroup_size,
+        abi::WORKGROUP_SIZE,
         abi::MAX_WORKGROUPS_PER_DIM,
         abi::PARAMS_BINDING,
         abi::ARGS_BINDING,

@@ -279,27 +279,13 @@ impl<'a> Ctx<'a> {
         } else {
             format!("{index} - {}i", rec.start)
         };
-        let elements = self.elements;
         self.for_each_element(|ctx, e| {
-            let value = ctx.operand(ValueId(i as u32));
-            match rec.in_stage {
-                None => {
-                    let _ = writeln!(
-                        out,
-                        "{indent}{}[{at}] = {value};",
-                        element_name(&rec.name, e)
-                    );
-                }
-                Some(row) => {
-                    let stage = super::outer_sums::OUTER_STAGE;
-                    let _ = writeln!(
-                        out,
-                        "{indent}{{ let i = ({}u + u32({at})) * {}u + lid * {elements}u + {e}u; \
-                         {stage}[i / 4u][i % 4u] = {value}; }}",
-                        row.first, row.pitch
-                    );
-                }
-            }
+            let _ = writeln!(
+                out,
+                "{indent}{}[{at}] = {};",
+                element_name(&rec.name, e),
+                ctx.operand(ValueId(i as u32))
+            );
         });
     }
 
@@ -364,7 +350,7 @@ impl<'a> Ctx<'a> {
             ));
         }
         self.run_left -= 1;
-        out.push_str(&stage(word, value, label, self.streams.wg, indent));
+        out.push_str(&stage(word, value, label, indent));
     }
 
     /// A loop: `var`s for its carried values, the loop, its body (inputs bound to the
@@ -461,7 +447,6 @@ impl<'a> Ctx<'a> {
         bctx.streams = self.streams.bodies.remove(&i).unwrap_or_default();
         bctx.streams.owned = self.streams.owned;
         bctx.streams.lanes = self.streams.lanes;
-        bctx.streams.wg = self.streams.wg;
         if self.elements > 1 {
             let uniform_inputs: Vec<bool> = (0..body.num_inputs as usize)
                 .map(|w| match l.input(w) {

@@ -28,7 +28,7 @@ use std::fmt::Write;
 /// elements in the batch and 0 past its end.
 pub fn emit_kernel(signature: &str, layout: &ArgLayout, kind: KernelKind, f: &Function) -> String {
     let elements = super::shared_sums::elements_per_thread(layout, kind, f);
-    emit_kernel_with_elements(signature, layout, kind, f, elements)
+    emit(signature, layout, kind, f, false, elements)
 }
 
 /// Emits a kernel ([`emit_kernel`], which takes [`super::elements_per_thread`]) whose
@@ -44,24 +44,7 @@ pub fn emit_kernel_with_elements(
     f: &Function,
     elements: u32,
 ) -> String {
-    let wg = super::shared_sums::workgroup_size(layout, kind, f);
-    emit(signature, layout, kind, f, false, (elements, wg))
-}
-
-/// Emits a kernel ([`emit_kernel_with_elements`]) in workgroups of `wg` threads (a power of
-/// two from 32 to 256) instead of the [`super::workgroup_size`] it would take: for benches
-/// that measure the choice. Only a kernel that sums shared gradients over the batch takes
-/// another size (its launch must say the same: [`crate::launch::KernelLaunch`]).
-pub fn emit_kernel_with_shape(
-    signature: &str,
-    layout: &ArgLayout,
-    kind: KernelKind,
-    f: &Function,
-    (elements, wg): (u32, u32),
-) -> String {
-    let reduces = kind == KernelKind::Adjoint && layout.shared_words > 0;
-    let wg = if reduces { wg } else { abi::WORKGROUP_SIZE };
-    emit(signature, layout, kind, f, false, (elements, wg))
+    emit(signature, layout, kind, f, false, elements)
 }
 
 /// Emits the gathered variant of a kernel ([`emit_kernel`]): each per-element argument read
@@ -72,9 +55,7 @@ pub fn emit_gathered_kernel(
     kind: KernelKind,
     f: &Function,
 ) -> String {
-    // The same workgroups as the kernel it stands in for: the launch is the same.
-    let wg = super::shared_sums::workgroup_size(layout, kind, f);
-    emit(signature, layout, kind, f, true, (1, wg))
+    emit(signature, layout, kind, f, true, 1)
 }
 
 fn emit(
@@ -83,9 +64,9 @@ fn emit(
     kind: KernelKind,
     f: &Function,
     gathered: bool,
-    shape: (u32, u32),
+    elements: u32,
 ) -> String {
-    let plan = KernelPlan::new(layout, kind, f, gathered, shape);
+    let plan = KernelPlan::new(layout, kind, f, gathered, elements);
     let mut taken = reserved();
     let fields = if gathered {
         field_names(layout, &mut taken)
@@ -224,7 +205,7 @@ fn emit_shared_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
 /// The header comment: which function, and a map of every buffer word to the user's names.
 fn header(plan: &KernelPlan, fields: &[FieldNames], signature: &str) -> String {
     let (words, shared_words, layout) = (plan.layout.words, plan.layout.shared_words, plan.layout);
-    let wg = plan.wg;
+    let wg = abi::WORKGROUP_SIZE;
     let mut s = String::new();
     let what = match plan.kind {
         KernelKind::Forward => "forward (value) kernel",
@@ -338,7 +319,7 @@ fn declarations(
     sums: &SharedSums,
     s: &mut String,
 ) {
-    let wg = plan.wg;
+    let wg = abi::WORKGROUP_SIZE;
     let t = plan.layout.precision;
     if has_rows_entry(plan) {
         let _ = writeln!(
@@ -451,8 +432,7 @@ fn declarations(
                 plan.layout.shared_words,
                 sums.streams,
                 sums.owned,
-                plan.layout.precision,
-                plan.wg
+                plan.layout.precision
             )
         );
     }
@@ -469,7 +449,7 @@ fn declarations(
 /// The entry point of a kernel that sums shared gradients: a loop over the thread's
 /// elements around the body, then the workgroup sum.
 fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut String) {
-    let wg = plan.wg;
+    let wg = abi::WORKGROUP_SIZE;
     let _ = writeln!(s, "@compute @workgroup_size({wg})");
     let _ = writeln!(
         s,
@@ -566,7 +546,7 @@ fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut Stri
 
 /// The entry point of a kernel with one thread per element.
 fn plain_entry(plan: &KernelPlan, body: &str, s: &mut String) {
-    let wg = plan.wg;
+    let wg = abi::WORKGROUP_SIZE;
     let in_words = plan.layout.words / plan.lanes;
     let _ = writeln!(s, "@compute @workgroup_size({wg})");
     let _ = writeln!(

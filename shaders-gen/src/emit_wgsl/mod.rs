@@ -23,13 +23,9 @@ mod streams;
 mod tape;
 
 pub use crate::names::{REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_STAGE_FN};
-pub use kernel::{
-    emit_gathered_kernel, emit_kernel, emit_kernel_with_elements, emit_kernel_with_shape,
-};
+pub use kernel::{emit_gathered_kernel, emit_kernel, emit_kernel_with_elements};
 pub use reduce::emit_reduce_kernel;
-pub use shared_sums::{
-    elements_per_thread, outer_summed_loops, streams_shared_gradient, workgroup_size,
-};
+pub use shared_sums::{elements_per_thread, outer_summed_loops, streams_shared_gradient};
 
 use crate::signature::Precision;
 

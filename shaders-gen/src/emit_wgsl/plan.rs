@@ -42,8 +42,6 @@ pub(super) struct KernelPlan<'a> {
     /// [`super::emit_kernel_with_elements`]): 1 unless the kernel sums shared gradients
     /// from rows of interleaved words.
     pub elements: u32,
-    /// Threads per workgroup (see [`super::workgroup_size`]).
-    pub wg: u32,
 }
 
 impl<'a> KernelPlan<'a> {
@@ -53,7 +51,7 @@ impl<'a> KernelPlan<'a> {
         kind: KernelKind,
         f: &Function,
         gathered: bool,
-        (elements, wg): (u32, u32),
+        elements: u32,
     ) -> Self {
         let mut loads = vec![None; f.num_inputs as usize];
         for (i, node) in f.nodes.iter().enumerate() {
@@ -105,7 +103,6 @@ impl<'a> KernelPlan<'a> {
             } else {
                 1
             },
-            wg,
         }
     }
 

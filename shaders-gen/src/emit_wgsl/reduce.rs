@@ -8,11 +8,11 @@ use crate::names::{REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_STAGE_FN};
 use crate::signature::Precision;
 
 /// The adjoint kernel's sums over the workgroup of the slots of `reduce_stage` (lane
-/// `l`'s slot `k` at `k * wg + l`, `wg` the workgroup's threads; [`abi::reduce_lanes`] slots, 8 in f32 and 4 in f64)
+/// `l`'s slot `k` at `k * 256 + l`; [`abi::reduce_lanes`] slots, 8 in f32 and 4 in f64)
 /// into the workgroup's row of `shared_partials`: two levels of fixed-order sums leave 4
 /// per slot (3 barriers; a binary tree takes 9), every level reading consecutive words
 /// across a warp's lanes, without bank conflicts. Word `w` of the row is only ever written
-/// by thread `w % wg`, which zeroed it first, so no two threads race on it. Registers
+/// by thread `w % 256`, which zeroed it first, so no two threads race on it. Registers
 /// summed per thread are stored once, a slot's worth of consecutive words at a time;
 /// streamed slots are added to their words, in order.
 ///
@@ -24,21 +24,19 @@ pub(super) fn reduce_stage_fn(
     streams: bool,
     owned: bool,
     precision: Precision,
-    wg: u32,
 ) -> String {
+    const _: () = assert!(abi::WORKGROUP_SIZE == 256);
     let (t, zero) = (precision.name(), float_literal(0.0, precision));
     // Level 1: `per_slot` threads per slot, each summing `lanes` lanes; level 2: 4 threads
     // per slot, each summing `per_slot / 4` of level 1's sums.
     let lanes = abi::reduce_lanes(precision);
-    // At least 4 threads per slot, 4 lanes apart (workgroups of 32 threads and more).
-    let per_slot = wg / lanes;
-    debug_assert!(per_slot >= 4 && per_slot.is_multiple_of(4));
+    let per_slot = abi::WORKGROUP_SIZE / lanes;
     let (level2_threads, level2_terms) = (4 * lanes, per_slot / 4);
     let (last1, last2) = (per_slot * (lanes - 1), 4 * (level2_terms - 1));
     let slot_sum =
         "(reduce_stage[b] + reduce_stage[b + 1u]) + (reduce_stage[b + 2u] + reduce_stage[b + 3u])";
     let mut s = format!(
-        "// Sums each of reduce_stage's {lanes} slots over the workgroup's {wg} lanes, in a fixed order,
+        "// Sums each of reduce_stage's {lanes} slots over the workgroup's 256 lanes, in a fixed order,
 // into lanes 0..4 of the slot.
 fn {REDUCE_LEVELS_FN}(lid: u32) {{
     workgroupBarrier();
@@ -47,9 +45,9 @@ fn {REDUCE_LEVELS_FN}(lid: u32) {{
     let s = lid % {per_slot}u;
     var acc = {zero};
     for (var j = 0u; j < {lanes}u; j++) {{
-        acc += reduce_stage[k * {wg}u + s + {per_slot}u * j];
+        acc += reduce_stage[k * 256u + s + {per_slot}u * j];
     }}
-    reduce_stage[k * {wg}u + s] = acc;
+    reduce_stage[k * 256u + s] = acc;
     workgroupBarrier();
     // Thread (k, q) sums lanes q, q + 4, .., q + {last2} of slot k into lane q.
     if (lid < {level2_threads}u) {{
@@ -57,9 +55,9 @@ fn {REDUCE_LEVELS_FN}(lid: u32) {{
         let q = lid % 4u;
         var acc2 = {zero};
         for (var j = 0u; j < {level2_terms}u; j++) {{
-            acc2 += reduce_stage[k2 * {wg}u + q + 4u * j];
+            acc2 += reduce_stage[k2 * 256u + q + 4u * j];
         }}
-        reduce_stage[k2 * {wg}u + q] = acc2;
+        reduce_stage[k2 * 256u + q] = acc2;
     }}
     workgroupBarrier();
 }}
@@ -68,10 +66,10 @@ fn {REDUCE_LEVELS_FN}(lid: u32) {{
 // row of partial sums.
 fn {REDUCE_RUN_FN}(lid: u32, group: u32, base: u32, count: u32) {{
     {REDUCE_LEVELS_FN}(lid);
-    // The owner of word base + j is thread (base + j) % {wg}.
-    let j = (lid + {wg}u - base % {wg}u) % {wg}u;
+    // The owner of word base + j is thread (base + j) % 256.
+    let j = (lid + 256u - base % 256u) % 256u;
     if (j < count) {{
-        let b = j * {wg}u;
+        let b = j * 256u;
         shared_partials[group * {shared_words}u + base + j] = {slot_sum};
     }}
     // The next words' stores wait for these reads.
@@ -80,7 +78,7 @@ fn {REDUCE_RUN_FN}(lid: u32, group: u32, base: u32, count: u32) {{
 "
     );
     if streams && owned {
-        let m = abi::owned_sums(shared_words, wg).unwrap_or(1);
+        let m = abi::owned_sums(shared_words).unwrap_or(1);
         s.push_str(&format!(
             "
 // Adds this workgroup's sums of the `count` staged slots to words `words`: each word's
@@ -89,9 +87,9 @@ fn {REDUCE_STAGE_FN}(lid: u32, words: array<u32, {lanes}>, count: u32, owned: pt
     {REDUCE_LEVELS_FN}(lid);
     for (var j = 0u; j < count; j++) {{
         let word = words[j];
-        if (word % {wg}u == lid) {{
-            let b = j * {wg}u;
-            (*owned)[word / {wg}u] += {slot_sum};
+        if (word % 256u == lid) {{
+            let b = j * 256u;
+            (*owned)[word / 256u] += {slot_sum};
         }}
     }}
     // The next slots' stores wait for these reads.
@@ -107,8 +105,8 @@ fn {REDUCE_STAGE_FN}(lid: u32, group: u32, words: array<u32, {lanes}>, count: u3
     {REDUCE_LEVELS_FN}(lid);
     for (var j = 0u; j < count; j++) {{
         let word = words[j];
-        if (word % {wg}u == lid) {{
-            let b = j * {wg}u;
+        if (word % 256u == lid) {{
+            let b = j * 256u;
             shared_partials[group * {shared_words}u + word] += {slot_sum};
         }}
     }}
@@ -126,7 +124,6 @@ fn {REDUCE_STAGE_FN}(lid: u32, group: u32, words: array<u32, {lanes}>, count: u3
 /// its per-dimension limit) sums the first pass's per-workgroup partials, each thread a
 /// fixed stride of them, then a tree; the same order on every run.
 pub fn emit_reduce_kernel(signature: &str, shared_words: u32, precision: Precision) -> String {
-    // The second pass's own workgroups: any size works, this one is measured.
     let wg = abi::WORKGROUP_SIZE;
     let (t, zero) = (precision.name(), float_literal(0.0, precision));
     format!(

@@ -135,7 +135,7 @@ pub(super) fn rows_entry(
     stores: &str,
     s: &mut String,
 ) {
-    let wg = plan.wg;
+    let wg = abi::WORKGROUP_SIZE;
     let grad_fields = grad_fields(plan, fields);
     let words = grad_fields
         .iter()

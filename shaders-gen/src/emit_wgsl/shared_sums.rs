@@ -52,9 +52,8 @@ pub(super) struct SharedSums {
     /// (no row to zero first).
     pub(super) owned: bool,
     /// Where some loop's rows are summed as outer products (see `outer_sums`): the most
-    /// scalars of the stage its chunks use, and the least bytes of workgroup memory the
-    /// kernel needs (0: any device's).
-    pub(super) outer: Option<(u32, u32)>,
+    /// scalars of the stage its chunks use.
+    pub(super) outer: Option<u32>,
 }
 
 /// Each thread adds up the shared gradients of several elements, each word (or array) as
@@ -134,7 +133,7 @@ pub(super) fn shared_sums(
         let planned = outer_sums::plan(
             f,
             &mut streams,
-            (ctx.elements, ctx.precision, plan.wg),
+            (ctx.elements, ctx.precision),
             column_ok,
             taken,
         );
@@ -143,8 +142,8 @@ pub(super) fn shared_sums(
         most = planned
             .loops
             .iter()
-            .map(|(_, l)| l.stage_bounds(ctx.elements))
-            .reduce(|a, b| (a.0.max(b.0), a.1.max(b.1)));
+            .map(|(_, l)| l.most_words(ctx.elements))
+            .max();
         ctx.outer.extend(planned.loops);
         planned.spans
     };
@@ -225,15 +224,6 @@ pub fn elements_per_thread(
     } else {
         1
     }
-}
-
-/// Threads per workgroup of kernel `kind` of `f`: [`abi::WORKGROUP_SIZE`].
-pub fn workgroup_size(
-    _layout: &crate::abi::ArgLayout,
-    _kind: crate::abi::KernelKind,
-    _f: &Function,
-) -> u32 {
-    abi::WORKGROUP_SIZE
 }
 
 /// How many loops of the adjoint kernel `f` (of a function with `#[shared]` arguments,
@@ -361,19 +351,16 @@ impl ArraySum<'_> {
 fn finish(
     plan: &KernelPlan,
     sums: &[WordSum],
-    (mut declarations, spans, outer): (String, &[outer_sums::Span], Option<(u32, u32)>),
+    (mut declarations, spans, outer): (String, &[outer_sums::Span], Option<u32>),
     ctx: &mut Ctx,
     taken: &mut Taken,
 ) -> SharedSums {
     let shared_words = plan.layout.shared_words;
     let streams = sums.contains(&WordSum::Streamed);
-    let owned = streams
-        .then(|| abi::owned_sums(shared_words, plan.wg))
-        .flatten();
+    let owned = streams.then(|| abi::owned_sums(shared_words)).flatten();
     let precision = plan.layout.precision;
     ctx.streams.owned = owned.is_some();
     ctx.streams.lanes = abi::reduce_lanes(precision);
-    ctx.streams.wg = plan.wg;
     if streams {
         let _ = writeln!(
             declarations,
@@ -387,7 +374,7 @@ fn finish(
             declarations,
             "    // The sums of the words this thread owns: lid, lid + {wg}, ..\n    \
              var owned_sums: array<{t}, {m}>;",
-            wg = plan.wg,
+            wg = abi::WORKGROUP_SIZE,
             t = precision.name(),
         );
     }
@@ -402,7 +389,7 @@ fn finish(
         );
     }
     if let Some(m) = owned {
-        let wg = plan.wg;
+        let wg = abi::WORKGROUP_SIZE;
         let _ = writeln!(
             workgroup_sum,
             "    // Each thread stores the sums of the words it owns.\n    \
@@ -503,7 +490,7 @@ fn register_sum(
 /// need nothing here.
 fn workgroup_sum(plan: &KernelPlan, sums: &[WordSum], taken: &mut Taken) -> String {
     let (words, shared_words, layout) = (plan.layout.words, plan.layout.shared_words, plan.layout);
-    let wg = plan.wg;
+    let wg = abi::WORKGROUP_SIZE;
     let lanes = abi::reduce_lanes(layout.precision);
     let zero = super::float_literal(0.0, layout.precision);
     let mut out = String::new();

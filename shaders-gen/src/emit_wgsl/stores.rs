@@ -73,7 +73,7 @@ fn emit_element_stores(plan: &KernelPlan, f: &Function, ctx: &Ctx, body: &mut St
 /// then consecutive threads store consecutive words of the group's gradients.
 fn store_staged(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, body: &mut String) {
     let w = outputs.len() as u32;
-    let wg = plan.wg;
+    let wg = abi::WORKGROUP_SIZE;
     for (k, out) in outputs.iter().enumerate() {
         let arg = plan.grad_label(k as u32);
         let v = ctx.operand(*out);
@@ -105,7 +105,7 @@ fn store_staged(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, b
 /// runs of consecutive words. Stored by each thread from registers, 7 or 49 words apart,
 /// a Hessian kernel's words ran at 8% of the copy bandwidth on the H100.
 fn store_chunked(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, body: &mut String) {
-    let (w, wg) = (outputs.len(), plan.wg);
+    let (w, wg) = (outputs.len(), abi::WORKGROUP_SIZE);
     let c = (abi::output_stage_words(plan.layout.precision) as usize).min(w);
     let _ = writeln!(body, "    let {name}_group = (i - lid) * {w}u;");
     for (chunk, words) in outputs.chunks(c).enumerate() {
@@ -166,7 +166,7 @@ fn store_rounds(
     (name, per_round): (&str, u32),
     body: &mut String,
 ) {
-    let (w, wg) = (outputs.len() as u32, plan.wg);
+    let (w, wg) = (outputs.len() as u32, abi::WORKGROUP_SIZE);
     let rounds = wg / per_round;
     let _ = writeln!(body, "    let {name}_group = (i - lid) * {w}u;");
     let _ = writeln!(

@@ -18,6 +18,7 @@
 //! before each run one check that the stage has room, so the workgroup sum is called once
 //! per run, not once per add.
 
+use crate::abi;
 use crate::ir::{Function, LoopKind, Op, ValueId};
 use crate::names::REDUCE_STAGE_FN;
 use crate::ops::Func;
@@ -46,18 +47,6 @@ pub(super) struct Record {
     pub name: String,
     /// The loop's first index (trip `j` writes word `j - start`).
     pub start: i64,
-    /// Where the record is written in the outer-product stage instead of an array, if it
-    /// is (`outer_sums::InPlace`).
-    pub in_stage: Option<StageRow>,
-}
-
-/// A record's rows in the outer-product stage: trip `t`'s factor of the workgroup's
-/// element slot `s` (thread `lid`'s element `e`: `lid * elements + e`) at scalar
-/// `(first + t) * pitch + s`.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct StageRow {
-    pub first: u32,
-    pub pitch: u32,
 }
 
 /// The accumulators of one function (a kernel's, or a loop body's).
@@ -77,12 +66,10 @@ pub(super) struct Streams {
     /// Factors recorded right after their node, by node (a loop body's).
     pub records: HashMap<usize, Record>,
     /// Whether the owners of the words keep their sums (`owned_sums`, see
-    /// [`crate::abi::MAX_OWNED_SUMS`]) rather than add into the workgroup's row.
+    /// [`abi::MAX_OWNED_SUMS`]) rather than add into the workgroup's row.
     pub owned: bool,
-    /// Slots of the stage ([`crate::abi::reduce_lanes`] of the kernel's precision).
+    /// Slots of the stage ([`abi::reduce_lanes`] of the kernel's precision).
     pub lanes: u32,
-    /// The workgroup's threads (a slot's lanes).
-    pub wg: u32,
 }
 
 impl Streams {
@@ -332,7 +319,8 @@ pub(super) fn sum_stage(owned: bool) -> String {
 
 /// The statement that stages `value` as an add into shared word `word` (a WGSL `u32`
 /// expression), in a run [`make_room`] made room for.
-pub(super) fn stage(word: &str, value: &str, label: &str, wg: u32, indent: &str) -> String {
+pub(super) fn stage(word: &str, value: &str, label: &str, indent: &str) -> String {
+    let wg = abi::WORKGROUP_SIZE;
     format!(
         "{indent}reduce_stage[stage_count * {wg}u + lid] = {value}; stage_words[stage_count] = {word}; stage_count++; // d/d {label}\n"
     )

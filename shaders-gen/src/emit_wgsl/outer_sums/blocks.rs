@@ -10,7 +10,8 @@
 //! word by word by the word's owner (a load per product), these sums took a third of an
 //! 8-64-64-1 network's `value_and_grad` on the H100.
 
-use super::{OUTER_STAGE, Span};
+use super::{OUTER_STAGE, Rows, Span};
+use crate::abi;
 use crate::names::{Taken, fresh};
 use std::fmt::Write;
 
@@ -25,8 +26,6 @@ pub(super) struct Blocks {
     pub c: u32,
     /// Blocks per thread.
     pub tasks: u32,
-    /// The workgroup's threads.
-    pub wg: u32,
 }
 
 impl Blocks {
@@ -34,7 +33,7 @@ impl Blocks {
     /// product), else blocks of one word (as many threads busy as there are words). On the
     /// H100, 4 x 4 blocks made an 8-64-64-1 network's `value_and_grad` 10% faster than a word
     /// per owner, and an 8-32-32-1's (64 blocks: a quarter of the threads) 7% slower.
-    pub(super) fn of(trips: u32, columns: u32, wg: u32) -> Self {
+    pub(super) fn of(trips: u32, columns: u32) -> Self {
         let shape = |(bt, bc): (u32, u32)| {
             let (t, c) = (trips.div_ceil(bt), columns.div_ceil(bc));
             Blocks {
@@ -42,48 +41,33 @@ impl Blocks {
                 bc,
                 t,
                 c,
-                tasks: (t * c).div_ceil(wg),
-                wg,
+                tasks: (t * c).div_ceil(abi::WORKGROUP_SIZE),
             }
         };
         [(4, 4), (4, 2), (2, 2), (2, 1), (1, 1)]
             .into_iter()
             .map(shape)
-            .find(|b| b.t * b.c >= wg)
+            .find(|b| b.t * b.c >= abi::WORKGROUP_SIZE)
             .unwrap_or_else(|| shape((1, 1)))
     }
 }
 
 /// The chunk's products of one rows, added into the thread's blocks.
 pub(super) struct BlockSums<'a> {
-    pub span: &'a Span,
-    /// The stage's row of the rows' record's first trip, and of their first column.
+    pub rows: &'a Rows,
+    /// Where the rows' record sits among an element's words.
     pub rec0: u32,
-    pub col0: Option<u32>,
-    /// The WGSL of the factors' and the columns' rows: `(pitch, offset)`, row `r`'s chunk
-    /// at `vec4` `r * pitch + offset` (no offset: empty).
-    pub factor_rows: (&'a str, &'a str),
-    pub column_rows: (&'a str, &'a str),
-    /// The WGSL of the chunk's quads of elements, and of the `vec4` type.
+    /// The WGSL of the stage's row length in `vec4`s, and of the chunk's quads of elements.
+    pub pitch4: &'a str,
     pub quads: &'a str,
     pub vec4: &'a str,
-}
-
-/// `row * pitch + offset`, in WGSL.
-fn at_row(row: &str, (pitch, offset): (&str, &str)) -> String {
-    if offset.is_empty() {
-        format!("({row}) * {pitch}")
-    } else {
-        format!("({row}) * {pitch} + {offset}")
-    }
 }
 
 impl BlockSums<'_> {
     /// The statements (at `indent`).
     pub fn write(&self, indent: &str, taken: &mut Taken, s: &mut String) {
-        let span = self.span;
+        let (rows, span, wg) = (self.rows, &self.rows.span, abi::WORKGROUP_SIZE);
         let b = span.blocks;
-        let wg = b.wg;
         let (q, e4, task, tb, cb) = (
             fresh(taken, "q"),
             fresh(taken, "e4"),
@@ -91,7 +75,7 @@ impl BlockSums<'_> {
             fresh(taken, "tb"),
             fresh(taken, "cb"),
         );
-        let (quads, vec4) = (self.quads, self.vec4);
+        let (pitch4, quads, vec4) = (self.pitch4, self.quads, self.vec4);
         let _ = writeln!(
             s,
             "{indent}// d/d {}: the chunk's products.\n\
@@ -116,21 +100,21 @@ impl BlockSums<'_> {
         let [d, h, x, y] = [&names[0], &names[1], &names[2], &names[3]];
         let (bt, bc) = (b.bt as usize, b.bc as usize);
         for (i, d) in d.iter().take(bt).enumerate() {
-            let row = format!(
-                "{}u + min({bt}u * {tb} + {i}u, {}u)",
+            let _ = writeln!(
+                s,
+                "{inner}let {d} = ({}u + min({bt}u * {tb} + {i}u, {}u)) * {pitch4};",
                 self.rec0,
                 span.trips - 1
             );
-            let _ = writeln!(s, "{inner}let {d} = {};", at_row(&row, self.factor_rows));
         }
-        if let Some(col0) = self.col0 {
+        if let Some(col0) = rows.column_at {
             for (j, h) in h.iter().take(bc).enumerate() {
-                let row = format!(
-                    "{col0}u + min({cb} + {}u, {}u)",
+                let _ = writeln!(
+                    s,
+                    "{inner}let {h} = ({col0}u + min({cb} + {}u, {}u)) * {pitch4};",
                     j as u32 * b.c,
                     span.columns - 1
                 );
-                let _ = writeln!(s, "{inner}let {h} = {};", at_row(&row, self.column_rows));
             }
         }
         let _ = writeln!(s, "{inner}for (var {e4} = 0u; {e4} < {quads}; {e4}++) {{");
@@ -138,7 +122,7 @@ impl BlockSums<'_> {
             let _ = writeln!(s, "{inner}    let {x} = {OUTER_STAGE}[{d} + {e4}];");
         }
         let tile = &span.tile;
-        if self.col0.is_none() {
+        if rows.column_at.is_none() {
             // The factor alone: one column, the factors' sum.
             for (i, x) in x.iter().take(bt).enumerate() {
                 let _ = writeln!(
@@ -169,13 +153,13 @@ pub(in crate::emit_wgsl) fn flush(spans: &[Span], shared_words: u32, taken: &mut
     if spans.is_empty() {
         return String::new();
     }
+    let wg = abi::WORKGROUP_SIZE;
     let mut s = String::from(
         "    // The row's other words are stored: the blocks of outer-product sums go in.\n    \
          storageBarrier();\n",
     );
     for span in spans {
         let b = span.blocks;
-        let wg = b.wg;
         let (q, i, j) = (fresh(taken, "q"), fresh(taken, "i"), fresh(taken, "j"));
         let _ = writeln!(
             s,

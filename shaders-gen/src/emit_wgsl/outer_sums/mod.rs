@@ -20,7 +20,7 @@
 //! The order of every sum is fixed (chunks, then quads of elements in a chunk), so the
 //! result is the same bits on every run; no atomics.
 
-use super::streams::{Record, StageRow, Streams, reader_counts};
+use super::streams::{Record, Streams, reader_counts};
 use crate::abi;
 use crate::ir::{Function, Loop, LoopInput, LoopKind, Op, ValueId, affine_in_index};
 use crate::names::{Taken, element_name, fresh};
@@ -35,44 +35,33 @@ use blocks::{BlockSums, Blocks};
 /// The workgroup array the chunks are staged in.
 pub(super) const OUTER_STAGE: &str = "outer_stage";
 
-/// The workgroup memory WebGPU guarantees a device has: the default of the kernel's
-/// [`crate::names::WORKGROUP_BYTES_OVERRIDE`].
-const WEBGPU_WORKGROUP_BYTES: u32 = 16384;
+/// Bytes of [`OUTER_STAGE`]: with the reduction's stage, the 16 KiB WebGPU guarantees.
+const OUTER_STAGE_BYTES: u32 = 8192;
 
-/// Scalars of `precision` in [`OUTER_STAGE`] on a device of 16 KiB of workgroup memory,
-/// past the reduction's stage of a workgroup of `wg`: the chunks the planner chooses by.
-pub(super) fn outer_stage_words(precision: Precision, wg: u32) -> u32 {
-    let bytes = 4 * precision.words_per_scalar();
-    (WEBGPU_WORKGROUP_BYTES - wg * abi::reduce_lanes(precision) * bytes) / bytes
+/// Scalars of `precision` in [`OUTER_STAGE`] on a device of 16 KiB of workgroup memory:
+/// the chunks the planner chooses by.
+pub(super) fn outer_stage_words(precision: Precision) -> u32 {
+    OUTER_STAGE_BYTES / (4 * precision.words_per_scalar())
 }
 
 /// The WGSL constant of [`OUTER_STAGE`]'s length, in scalars.
 const OUTER_STAGE_LEN: &str = "outer_stage_words";
 
 /// [`OUTER_STAGE`]'s declaration in a kernel whose other workgroup arrays take `other`
-/// bytes, whose chunks of the workgroup's elements take at most `most` scalars and which
-/// needs at least `least_bytes` of workgroup memory in all ([`InPlace`]): as many
+/// bytes and whose chunks of 256 threads' elements take at most `most` scalars: as many
 /// scalars as the device's workgroup memory holds past the others, up to `most`
 /// ([`crate::names::WORKGROUP_BYTES_OVERRIDE`], set by the runtime). Larger chunks, fewer
 /// barriers: on the H100 (48 KiB) 11% faster 8-32-32-1 and 8-64-64-1 `value_and_grad`
 /// than in 16 KiB.
-pub(super) fn outer_stage_declaration(
-    precision: Precision,
-    other: u32,
-    (most, least_bytes): (u32, u32),
-) -> String {
+pub(super) fn outer_stage_declaration(precision: Precision, other: u32, most: u32) -> String {
     let bytes = 4 * precision.words_per_scalar();
     let limit = crate::names::WORKGROUP_BYTES_OVERRIDE;
-    let (default, what) = if least_bytes > WEBGPU_WORKGROUP_BYTES {
-        (least_bytes, "; its default, the least it runs in")
-    } else {
-        (WEBGPU_WORKGROUP_BYTES, "")
-    };
     format!(
-        "// Workgroup memory this kernel may use (the runtime sets the device's{what}).\n\
-         override {limit}: u32 = {default}u;\n\
+        "// Workgroup memory this kernel may use (the runtime sets the device's).\n\
+         override {limit}: u32 = {}u;\n\
          override {OUTER_STAGE_LEN}: u32 = min(({limit} - {other}u) / {bytes}u, {most}u);\n\
          var<workgroup> {OUTER_STAGE}: array<vec4<{}>, {OUTER_STAGE_LEN} / 4u>;",
+        other + OUTER_STAGE_BYTES,
         precision.name()
     )
 }
@@ -141,38 +130,6 @@ pub(super) struct OuterLoop {
     threads: u32,
     /// Words of the stage each element takes: its records' trips, then its columns.
     words: u32,
-    /// The workgroup's threads.
-    wg: u32,
-    /// Where the records are written in the stage itself (see [`InPlace`]), if they are.
-    in_place: Option<InPlace>,
-}
-
-/// Records written straight into the stage by the loop: every trip's factor of every
-/// element of the workgroup, row by row ahead of the columns' chunks, where they fit the
-/// workgroup memory [`IN_PLACE_BYTES`] assumes. The loop then writes no per-thread array
-/// and the chunks copy only their columns: on the H100 the arrays (`rec[j] = d_s`, off
-/// the chip) and their copies cost an 8-64-64-1 network's `value_and_grad` a third of
-/// its time.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct InPlace {
-    /// Scalars of a record's row: the workgroup's elements, an odd number of `vec4`s.
-    pitch: u32,
-    /// Scalars of all the records' rows; the columns' chunks follow.
-    len: u32,
-    /// Bytes of workgroup memory the kernel needs at least (the reduction's stage too).
-    least_bytes: u32,
-}
-
-/// The workgroup memory a kernel that writes its records in place may assume a device
-/// has: 32 KiB, what lavapipe, Apple GPUs and Mali have (NVIDIA 48 KiB, AMD and Intel 64
-/// KiB), twice the WebGPU guarantee. On a device with less, the kernel is refused at
-/// launch (its [`crate::names::WORKGROUP_BYTES_OVERRIDE`] states what it needs).
-pub const IN_PLACE_BYTES: u32 = 32768;
-
-/// Scalars of a row of `elements` in the stage: an odd number of `vec4`s (rows of
-/// neighbouring words start in different banks).
-fn odd_row(elements: u32) -> u32 {
-    4 * (elements.div_ceil(4) / 2 * 2 + 1)
 }
 
 /// What [`plan`] found in a kernel's loops.
@@ -193,7 +150,7 @@ pub(super) struct Planned {
 pub(super) fn plan(
     f: &Function,
     streams: &mut Streams,
-    (elements, precision, wg): (usize, Precision, u32),
+    (elements, precision): (usize, Precision),
     column_ok: impl Fn(ValueId) -> bool,
     taken: &mut Taken,
 ) -> Planned {
@@ -205,18 +162,13 @@ pub(super) fn plan(
             continue;
         };
         let Some(selected) = Found::in_body(l, body, &column_ok)
-            .and_then(|found| found.select(l, elements as u32, (precision, wg)))
+            .and_then(|found| found.select(l, elements as u32, precision))
         else {
             continue;
         };
         let outer = selected.apply(body, taken);
         let declarations = &mut planned.declarations;
-        let arrays = if outer.in_place.is_some() {
-            &[][..]
-        } else {
-            &outer.records[..]
-        };
-        for name in arrays {
+        for name in &outer.records {
             for e in 0..elements {
                 let _ = writeln!(
                     declarations,
@@ -260,7 +212,7 @@ pub(super) fn summed_loops(
                 return false;
             };
             Found::in_body(l, body, &column_ok)
-                .and_then(|found| found.select(l, 1, (precision, abi::WORKGROUP_SIZE)))
+                .and_then(|found| found.select(l, 1, precision))
                 .is_some()
         })
         .count()
@@ -333,12 +285,7 @@ impl Found {
 
     /// The rows that pass the checks (columns contiguous, rows apart, every index in
     /// range, a chunk of the stage big enough for `elements` per thread), if any.
-    fn select(
-        self,
-        l: &Loop,
-        elements: u32,
-        (precision, wg): (Precision, u32),
-    ) -> Option<Selected> {
+    fn select(self, l: &Loop, elements: u32, precision: Precision) -> Option<Selected> {
         let (start, end) = (l.start, l.end);
         let trips = u32::try_from(end - start).ok().filter(|t| *t > 0)?;
         let mut kept: Vec<(ValueId, i64, Vec<Term>)> = Vec::new();
@@ -380,24 +327,11 @@ impl Found {
             .map(|(_, _, t)| t.len() as u32)
             .sum();
         let words = factors.len() as u32 * trips + staged_columns;
-        let threads = (chunk_elements(outer_stage_words(precision, wg), words) / elements).min(wg);
+        let threads = (chunk_elements(outer_stage_words(precision), words) / elements)
+            .min(abi::WORKGROUP_SIZE);
         if kept.is_empty() || threads * elements < MIN_CHUNK_ELEMENTS {
             return None;
         }
-        // In place: the records' rows, then chunks of at least MIN_CHUNK_ELEMENTS elements
-        // of the columns, beside the reduction's stage.
-        let bytes = 4 * precision.words_per_scalar();
-        let pitch = odd_row(wg * elements);
-        let len = factors.len() as u32 * trips * pitch;
-        let least_bytes = (wg * abi::reduce_lanes(precision)
-            + len
-            + staged_columns * odd_row(MIN_CHUNK_ELEMENTS * elements))
-            * bytes;
-        let in_place = (least_bytes <= IN_PLACE_BYTES).then_some(InPlace {
-            pitch,
-            len,
-            least_bytes,
-        });
         Some(Selected {
             kept,
             factors,
@@ -405,8 +339,6 @@ impl Found {
             start,
             threads,
             words,
-            wg,
-            in_place,
         })
     }
 }
@@ -426,8 +358,6 @@ struct Selected {
     start: i64,
     threads: u32,
     words: u32,
-    wg: u32,
-    in_place: Option<InPlace>,
 }
 
 impl Selected {
@@ -440,8 +370,6 @@ impl Selected {
             start,
             threads,
             words,
-            wg,
-            in_place,
         } = self;
         let records: Vec<String> = factors.iter().map(|_| fresh(taken, "rec")).collect();
         let mut rows = Vec::new();
@@ -468,10 +396,6 @@ impl Selected {
                 Record {
                     name: records[record].clone(),
                     start,
-                    in_stage: in_place.map(|p| StageRow {
-                        first: record as u32 * trips,
-                        pitch: p.pitch,
-                    }),
                 },
             );
             let label = t0.label.clone();
@@ -484,7 +408,7 @@ impl Selected {
                     trips,
                     columns,
                     tile: fresh(taken, &format!("tile_{}", crate::names::sanitize(&label))),
-                    blocks: Blocks::of(trips, columns, wg),
+                    blocks: Blocks::of(trips, columns),
                     label,
                 },
                 column_at: at,
@@ -496,8 +420,6 @@ impl Selected {
             rows,
             threads,
             words,
-            wg,
-            in_place,
         }
     }
 }
@@ -548,22 +470,9 @@ fn as_column(l: &Loop, x: ValueId, column_ok: impl Fn(ValueId) -> bool) -> Optio
 }
 
 impl OuterLoop {
-    /// The most scalars of the stage its chunks use (all the workgroup's elements at once),
-    /// and the least bytes of workgroup memory the kernel needs for it.
-    pub(super) fn stage_bounds(&self, elements: usize) -> (u32, u32) {
-        let elements = self.wg * elements as u32;
-        match self.in_place {
-            Some(p) => (
-                p.len + self.staged_columns() * odd_row(elements),
-                p.least_bytes,
-            ),
-            None => ((elements + 4) * self.words, 0),
-        }
-    }
-
-    /// Columns each element stages.
-    fn staged_columns(&self) -> u32 {
-        self.words - self.records.len() as u32 * self.trips
+    /// The most scalars of the stage its chunks use: all 256 threads' elements at once.
+    pub(super) fn most_words(&self, elements: usize) -> u32 {
+        (abi::WORKGROUP_SIZE * elements as u32 + 4) * self.words
     }
 
     /// The outer values its columns read.
@@ -580,8 +489,8 @@ impl OuterLoop {
     }
 
     /// The sums after the loop, for every element of the workgroup's run: chunk by chunk,
-    /// the chunk's threads stage their records and columns (in place: their columns),
-    /// word-major, then each thread adds the chunk's products into its blocks.
+    /// the chunk's threads stage their records and columns, word-major, then each thread
+    /// adds the chunk's products into its blocks.
     /// `operand(v, e)` is outer value `v`'s name in element `e`.
     pub(super) fn render(
         &self,
@@ -590,7 +499,8 @@ impl OuterLoop {
         taken: &mut Taken,
         indent: &str,
     ) -> String {
-        let (threads, words, trips, wg) = (self.threads, self.words, self.trips, self.wg);
+        let wg = abi::WORKGROUP_SIZE;
+        let (threads, words, trips) = (self.threads, self.words, self.trips);
         let elements = elements as u32;
         let (chunk, slot, count, held, pitch, quads) = (
             fresh(taken, "chunk"),
@@ -603,167 +513,72 @@ impl OuterLoop {
         let mut s = String::new();
         let mut labels: Vec<&str> = self.rows.iter().map(|r| r.span.label.as_str()).collect();
         labels.dedup();
-        let labels = labels.join(", d/d ");
-        let columns = self.staged_columns();
         // `pitch` is `chunk_elements / 4` of the stage the device gives, computed in the
         // kernel (the planner took the 16 KiB WebGPU guarantees).
-        match self.in_place {
-            None => {
-                let _ = writeln!(
-                    s,
-                    "{indent}// The loop's rows of d/d {labels}, summed as outer products: the elements of as many\n\
-                     {indent}// threads as the stage holds ({threads} in 16 KiB) stage their factors and columns\n\
-                     {indent}// word by word, then each thread adds their products into its blocks of words.\n\
-                     {indent}// A word's row of a chunk: an odd number of vec4s.\n\
-                     {indent}let {pitch} = ({OUTER_STAGE_LEN} / {words}u / 4u - 1u) / 2u * 2u + 1u;\n\
-                     {indent}let {held} = min({wg}u, {pitch} * 4u / {elements}u);"
-                );
-            }
-            Some(p) if columns > 0 => {
-                let _ = writeln!(
-                    s,
-                    "{indent}// The loop's rows of d/d {labels}, summed as outer products: the loop wrote its\n\
-                     {indent}// factors into the stage; the elements of as many threads as the rest of it\n\
-                     {indent}// holds stage their columns word by word, then each thread adds their products\n\
-                     {indent}// into its blocks of words. A word's row of a chunk: an odd number of vec4s, and\n\
-                     {indent}// a whole number of chunks starts each quad of the factors' rows.\n\
-                     {indent}let {pitch} = (({OUTER_STAGE_LEN} - {}u) / {columns}u / 4u - 1u) / 2u * 2u + 1u;\n\
-                     {indent}let {held} = min({wg}u, {pitch} * 4u / {elements}u / 4u * 4u);",
-                    p.len
-                );
-            }
-            Some(_) => {
-                let _ = writeln!(
-                    s,
-                    "{indent}// The loop's rows of d/d {labels}, summed as outer products: the loop wrote its\n\
-                     {indent}// factors into the stage; each thread adds their sums into its blocks of words.\n\
-                     {indent}let {held} = {wg}u;"
-                );
-            }
-        }
         let _ = writeln!(
             s,
-            "{indent}for (var {chunk} = 0u; {chunk} < {wg}u; {chunk} += {held}) {{\n\
-             {indent}    // The last chunk's reads are done{}.\n\
-             {indent}    workgroupBarrier();",
-            if self.in_place.is_some() {
-                " (the first's: the factors are written)"
-            } else {
-                ""
-            }
-        );
-        if self.in_place.is_none() || columns > 0 {
-            self.stage_chunk(
-                &operand,
-                (elements, precision),
-                (&slot, &chunk, &held, &pitch),
-                taken,
-                indent,
-                &mut s,
-            );
-            let _ = writeln!(s, "{indent}    workgroupBarrier();");
-        }
-        let _ = writeln!(
-            s,
-            "{indent}    let {count} = min({held}, {wg}u - {chunk}) * {elements}u;\n\
-             {indent}    let {quads} = ({count} + 3u) / 4u;"
-        );
-        let vec4 = format!("vec4<{}>", precision.name());
-        let (factor_pitch, factor_offset, column_offset);
-        let (factor_rows, column_rows) = match self.in_place {
-            None => ((pitch.as_str(), ""), (pitch.as_str(), "")),
-            Some(p) => {
-                factor_pitch = format!("{}u", p.pitch / 4);
-                factor_offset = format!("{chunk} * {elements}u / 4u");
-                column_offset = format!("{}u", p.len / 4);
-                (
-                    (factor_pitch.as_str(), factor_offset.as_str()),
-                    (pitch.as_str(), column_offset.as_str()),
-                )
-            }
-        };
-        // In place, the columns' rows are counted from the end of the records'.
-        let records = match self.in_place {
-            None => 0,
-            Some(_) => self.records.len() as u32 * trips,
-        };
-        for rows in &self.rows {
-            let sums = BlockSums {
-                span: &rows.span,
-                rec0: rows.record as u32 * trips,
-                col0: rows.column_at.map(|c| c - records),
-                factor_rows,
-                column_rows,
-                quads: &quads,
-                vec4: &vec4,
-            };
-            sums.write(&format!("{indent}    "), taken, &mut s);
-        }
-        let _ = writeln!(s, "{indent}}}");
-        if self.in_place.is_some() {
-            let _ = writeln!(
-                s,
-                "{indent}// The next records are written once these sums have read the stage.\n\
-                 {indent}workgroupBarrier();"
-            );
-        }
-        s
-    }
-
-    /// The chunk's threads' statements that stage their records (unless in place) and
-    /// columns: `names` of the slot, the chunk, its threads and the rows' pitch.
-    fn stage_chunk(
-        &self,
-        operand: &impl Fn(ValueId, usize) -> String,
-        (elements, precision): (u32, Precision),
-        (slot, chunk, held, pitch): (&str, &str, &str, &str),
-        taken: &mut Taken,
-        indent: &str,
-        s: &mut String,
-    ) {
-        let _ = writeln!(
-            s,
-            "{indent}    let {slot} = lid - {chunk};\n\
-             {indent}    if ({slot} < {held}) {{"
+            "{indent}// The loop's rows of d/d {}, summed as outer products: the elements of as many\n\
+             {indent}// threads as the stage holds ({threads} in 16 KiB) stage their factors and columns\n\
+             {indent}// word by word, then each thread adds their products into its blocks of words.\n\
+             {indent}// A word's row of a chunk: an odd number of vec4s.\n\
+             {indent}let {pitch} = ({OUTER_STAGE_LEN} / {words}u / 4u - 1u) / 2u * 2u + 1u;\n\
+             {indent}let {held} = min({wg}u, {pitch} * 4u / {elements}u);\n\
+             {indent}for (var {chunk} = 0u; {chunk} < {wg}u; {chunk} += {held}) {{\n\
+             {indent}    // The last chunk's reads are done.\n\
+             {indent}    workgroupBarrier();\n\
+             {indent}    let {slot} = lid - {chunk};\n\
+             {indent}    if ({slot} < {held}) {{",
+            labels.join(", d/d "),
         );
         let inner = format!("{indent}        ");
-        let (trips, records) = (self.trips, self.records.len() as u32);
-        // In place, the columns' rows follow the records'.
-        let (column_base, first_column) = match self.in_place {
-            None => (String::new(), 0),
-            Some(p) => (format!("{}u + ", p.len), records * trips),
-        };
         for e in 0..elements as usize {
             let at = fresh(taken, "at");
             let _ = writeln!(s, "{inner}let {at} = {slot} * {elements}u + {e}u;");
             // Word `w`'s scalar of the element: `w * pitch + at`, in the stage's vec4s.
             let put = |w: &str, v: &str| {
                 format!(
-                    "{{ let i = {column_base}({w}) * {pitch} * 4u + {at}; {OUTER_STAGE}[i / 4u][i % 4u] = {v}; }}"
+                    "{{ let i = ({w}) * {pitch} * 4u + {at}; {OUTER_STAGE}[i / 4u][i % 4u] = {v}; }}"
                 )
             };
-            if self.in_place.is_none() {
-                for (r, rec) in self.records.iter().enumerate() {
-                    let t = fresh(taken, "t");
-                    let _ = writeln!(
-                        s,
-                        "{inner}for (var {t} = 0u; {t} < {trips}u; {t}++) {}",
-                        put(
-                            &format!("{}u + {t}", r as u32 * trips),
-                            &format!("{}[{t}]", element_name(rec, e))
-                        )
-                    );
-                }
+            for (r, rec) in self.records.iter().enumerate() {
+                let t = fresh(taken, "t");
+                let _ = writeln!(
+                    s,
+                    "{inner}for (var {t} = 0u; {t} < {trips}u; {t}++) {}",
+                    put(
+                        &format!("{}u + {t}", r as u32 * trips),
+                        &format!("{}[{t}]", element_name(rec, e))
+                    )
+                );
             }
             let operand = |v: ValueId| operand(v, e);
             for rows in &self.rows {
                 if let Some(col0) = rows.column_at {
-                    let cols = (rows.columns.as_slice(), col0 - first_column);
-                    stage_columns(&operand, precision, cols, &put, &inner, taken, s);
+                    let cols = (rows.columns.as_slice(), col0);
+                    stage_columns(&operand, precision, cols, &put, &inner, taken, &mut s);
                 }
             }
         }
-        let _ = writeln!(s, "{indent}    }}");
+        let _ = writeln!(
+            s,
+            "{indent}    }}\n\
+             {indent}    workgroupBarrier();\n\
+             {indent}    let {count} = min({held}, {wg}u - {chunk}) * {elements}u;\n\
+             {indent}    let {quads} = ({count} + 3u) / 4u;"
+        );
+        let vec4 = format!("vec4<{}>", precision.name());
+        for rows in &self.rows {
+            let sums = BlockSums {
+                rows,
+                rec0: rows.record as u32 * trips,
+                pitch4: &pitch,
+                quads: &quads,
+                vec4: &vec4,
+            };
+            sums.write(&format!("{indent}    "), taken, &mut s);
+        }
+        let _ = writeln!(s, "{indent}}}");
+        s
     }
 }
 
