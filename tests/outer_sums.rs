@@ -197,12 +197,12 @@ fn the_kept_layers_rows_are_summed_as_outer_products() {
         gradfuse::WORKGROUP_BYTES_OVERRIDE
     )));
     assert_eq!(net32::WGSL_FORWARD.matches("for (var").count(), 1);
-    // offset_rows's one-word row (the bias times `x[0]`) shares the record of the wide
-    // row, and the loop from 1 records trip `j` at `j - 1`.
     // Each thread sums a block of words: 32 x 32 words in 2 x 2 blocks (the largest of which
     // every thread gets one), one row of one word per trip in blocks of one word.
     assert!(net32::WGSL_ADJOINT.contains("var tile_w2: array<vec4<f32>, 2>;"));
     assert!(offset_rows::WGSL_ADJOINT.contains("var tile_w2_1: array<vec4<f32>, 1>;"));
+    // offset_rows's one-word row (the bias times `x[0]`) shares the record of the wide
+    // row, and the loop from 1 records trip `j` at `j - 1`.
     assert!(offset_rows::WGSL_ADJOINT.contains(" - 1i] = "));
     assert!(!offset_rows::WGSL_ADJOINT.contains("stage_count++; // d/d w2"));
 }

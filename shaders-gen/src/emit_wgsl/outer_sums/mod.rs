@@ -101,7 +101,8 @@ pub(super) struct Span {
     stride: u32,
     trips: u32,
     columns: u32,
-    /// The per-thread array of the sums of the thread's blocks of words, 4 `vec4`s each.
+    /// The per-thread array of the sums of the thread's blocks of words, `blocks.bt`
+    /// `vec4`s each (a trip's columns in a `vec4`).
     tile: String,
     blocks: Blocks,
     label: String,
@@ -470,7 +471,9 @@ fn as_column(l: &Loop, x: ValueId, column_ok: impl Fn(ValueId) -> bool) -> Optio
 }
 
 impl OuterLoop {
-    /// The most scalars of the stage its chunks use: all 256 threads' elements at once.
+    /// The most scalars of the stage its chunks use: all 256 threads' elements at once,
+    /// each word's row of them an odd number of `vec4`s (`chunk_elements`: one past
+    /// `256 * elements / 4`).
     pub(super) fn most_words(&self, elements: usize) -> u32 {
         (abi::WORKGROUP_SIZE * elements as u32 + 4) * self.words
     }
