@@ -8,7 +8,7 @@ mod common;
 use common::device;
 use gradfuse::{KernelSpec, OutputSpec, Precision};
 use gradfuse_shaders_gen::abi::{self, KernelKind};
-use gradfuse_shaders_gen::random::{Step, build, scalar_layout};
+use gradfuse_shaders_gen::random::{Step, build, build_long_loop, scalar_layout};
 use gradfuse_shaders_gen::{ad, emit_wgsl, interp, opt, signature};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
@@ -154,5 +154,61 @@ proptest! {
         // Both in f64: a few ulp per operation, amplified by at most the 1e4 the outputs
         // are held below.
         prop_assert!(worst < 1e-11, "worst error {worst:e} relative to the largest output");
+    }
+}
+
+proptest! {
+    #![proptest_config(Config {
+        // Few cases: lavapipe takes seconds to compile each pair of kernels.
+        cases: 6,
+        rng_seed: RngSeed::Fixed(0x6770_755f_6c6f_6e67),
+        ..Config::default()
+    })]
+
+    /// Long loops around random bodies, whose adjoint kernels cut them into segments run
+    /// again from checkpoints (`opt::checkpoint_long_loops`): values and gradients against
+    /// the kernel that records every iteration, on the same device. The two run the same
+    /// operations in the same order, so they agree to rounding, where f32 against the f64
+    /// interpreter would not: hundreds of iterations of a random body amplify f32's rounding
+    /// past any fixed tolerance (the interpreter checks the cut IR against the whole one in
+    /// f64, `shaders-gen/tests/loops.rs`; the whole kernel meets the interpreter in
+    /// `gpu_adjoint_matches_the_oracle`).
+    #[test]
+    fn gpu_adjoint_of_a_long_loop_matches_the_whole_tape(
+        inputs in 1u32..4,
+        carried in 1usize..4,
+        trips in 300i64..700,
+        program in prop::collection::vec(
+            (any::<u8>(), any::<u16>(), any::<u16>(), any::<u16>())
+                .prop_map(|(op, a, b, c)| Step { op, a, b, c }),
+            1..10,
+        ),
+        points in prop::collection::vec(-1.5f32..1.5, 3 * 64),
+    ) {
+        let d = device();
+        prop_assume!(d.is_gpu());
+        let f = opt::optimize(&build_long_loop(inputs, carried, trips, &program, true));
+        let n = inputs as usize;
+        let input: Vec<f32> = points[..64 * n].to_vec();
+        let mut outputs = Vec::new();
+        for primal in [opt::checkpoint_long_loops(&f), f.clone()] {
+            let adjoint = opt::optimize(&ad::reverse(&primal));
+            let src = emit_wgsl::emit_kernel("fn random(..) -> f32", &scalar_layout(inputs), KernelKind::Adjoint, &adjoint);
+            let spec = adjoint_spec(inputs, src, adjoint.work(), Precision::F32);
+            let mut values = vec![0.0f32; 64];
+            let mut grads = vec![0.0f32; 64 * n];
+            d.launch(spec, &input, &mut [&mut values, &mut grads]).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            outputs.push((values, grads));
+        }
+        let ((cut_values, cut_grads), (values, grads)) = (&outputs[0], &outputs[1]);
+        let got = cut_values.iter().chain(cut_grads);
+        let want: Vec<f32> = values.iter().chain(grads).copied().collect();
+        let scale = want.iter().fold(1.0f32, |m, w| if w.is_finite() { m.max(w.abs()) } else { m });
+        for (g, w) in got.zip(&want) {
+            prop_assert!(
+                (g - w).abs() <= 1e-5 * scale || (g.is_nan() && w.is_nan()),
+                "{g} against {w} (largest output {scale})"
+            );
+        }
     }
 }

@@ -204,8 +204,8 @@ pub fn compile_with(
     if layout.results > 1 || matches!(lowered.sig.result, signature::Shape::Array(_)) {
         return Ok(compile_vector(lowered, primal, cpu_primal, &sig));
     }
-    let (adjoint, tangent) = derive_scalar(layout, &primal);
-    let (cpu_adjoint, cpu_tangent) = derive_scalar(layout, &cpu_primal);
+    let (adjoint, tangent) = derive_scalar(layout, &primal, Tapes::Checkpointed);
+    let (cpu_adjoint, cpu_tangent) = derive_scalar(layout, &cpu_primal, Tapes::Whole);
     // The kernel that sums shared gradients over the batch takes the adjoint's seed as an
     // input (1 in the batch, 0 past its end) rather than the constant 1: threads past the
     // end then add zero to the sums without a select per shared word, and each sum of a
@@ -377,8 +377,8 @@ fn tangent_kernel(sig: &str, layout: &abi::ArgLayout, tangent: &Function) -> Str
 /// Jacobian instead of a gradient, and no shared arguments.
 fn compile_vector(lowered: Lowered, primal: Function, cpu_primal: Function, sig: &str) -> Compiled {
     let layout = &lowered.layout;
-    let (jacobian, tangent) = derive_vector(layout, &primal);
-    let (cpu_reverse, cpu_tangent) = derive_vector(layout, &cpu_primal);
+    let (jacobian, tangent) = derive_vector(layout, &primal, Tapes::Checkpointed);
+    let (cpu_reverse, cpu_tangent) = derive_vector(layout, &cpu_primal, Tapes::Whole);
     let wgsl_forward = emit_wgsl::emit_kernel(sig, layout, KernelKind::Forward, &primal);
     let wgsl_reverse =
         emit_wgsl::emit_kernel(sig, layout, KernelKind::Jacobian, jacobian.function());
@@ -429,9 +429,30 @@ fn kept_gradient_outputs(layout: &abi::ArgLayout, mut f: Function) -> Function {
     opt::optimize(&f)
 }
 
+/// How a reverse pass keeps the tapes of its loops.
+#[derive(Clone, Copy)]
+enum Tapes {
+    /// Every iteration recorded: the CPU versions, whose tapes are on the heap.
+    Whole,
+    /// Long loops cut into segments, each run again from its checkpoint
+    /// ([`opt::checkpoint_long_loops`]): the kernels, whose tapes are each thread's local
+    /// memory.
+    Checkpointed,
+}
+
+impl Tapes {
+    /// The function to derive a reverse pass from.
+    fn prepare(self, primal: &Function) -> std::borrow::Cow<'_, Function> {
+        match self {
+            Tapes::Whole => std::borrow::Cow::Borrowed(primal),
+            Tapes::Checkpointed => std::borrow::Cow::Owned(opt::checkpoint_long_loops(primal)),
+        }
+    }
+}
+
 /// The optimized adjoint and tangent of a function with an `f32` result.
-fn derive_scalar(layout: &abi::ArgLayout, primal: &Function) -> (Function, Function) {
-    let adjoint = kept_gradient_outputs(layout, ad::reverse(primal));
+fn derive_scalar(layout: &abi::ArgLayout, primal: &Function, tapes: Tapes) -> (Function, Function) {
+    let adjoint = kept_gradient_outputs(layout, ad::reverse(&tapes.prepare(primal)));
     let active: Vec<bool> = (0..layout.words + layout.shared_words)
         .map(|w| layout.is_differentiable(w))
         .collect();
@@ -440,8 +461,8 @@ fn derive_scalar(layout: &abi::ArgLayout, primal: &Function) -> (Function, Funct
 }
 
 /// The optimized Jacobian and tangent of a function with an `[f32; M]` or tuple result.
-fn derive_vector(layout: &abi::ArgLayout, primal: &Function) -> (Reverse, Function) {
-    let (jac, mode) = ad::jacobian(primal, &layout.grad_words());
+fn derive_vector(layout: &abi::ArgLayout, primal: &Function, tapes: Tapes) -> (Reverse, Function) {
+    let (jac, mode) = ad::jacobian(&tapes.prepare(primal), &layout.grad_words());
     let active: Vec<bool> = (0..layout.words)
         .map(|w| layout.is_differentiable(w))
         .collect();
@@ -497,7 +518,7 @@ pub fn adjoint_kernel_ir(c: &Compiled) -> Function {
 /// (the kernels' optimized value) with layout `layout`: the reverse pass with its seed as
 /// one more input, past the shared words.
 pub fn seeded_adjoint(layout: &abi::ArgLayout, primal: &Function) -> Function {
-    let mut seeded = ad::vjp(primal, &[]);
+    let mut seeded = ad::vjp(&Tapes::Checkpointed.prepare(primal), &[]);
     let seed = layout.words + layout.shared_words;
     for node in &mut seeded.nodes {
         if matches!(node.op, ir::Op::Input(w) if w == seed) {

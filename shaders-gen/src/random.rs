@@ -96,6 +96,19 @@ pub fn build(inputs: u32, steps: &[Step], smooth_only: bool) -> Function {
     let mut vals: Vec<ValueId> = (0..inputs.max(1))
         .map(|i| b.input(i, span, Some(format!("x{i}"))))
         .collect();
+    push_steps(&mut b, &mut vals, steps, smooth_only);
+    let n = vals.len();
+    let last = &vals[n.saturating_sub(3)..];
+    let mut out = last[0];
+    for v in &last[1..] {
+        out = b.call(Func::Add, vec![out, *v], span);
+    }
+    b.finish(vec![out])
+}
+
+/// Pushes one value per step onto `vals`, each step reading earlier ones.
+fn push_steps(b: &mut Builder, vals: &mut Vec<ValueId>, steps: &[Step], smooth_only: bool) {
+    let span = Span::call_site();
     let candidates: Vec<Func> = if smooth_only {
         SMOOTH.to_vec()
     } else {
@@ -106,16 +119,71 @@ pub fn build(inputs: u32, steps: &[Step], smooth_only: bool) -> Function {
         let (x, y, z) = (pick(s.a), pick(s.b), pick(s.c));
         let k = s.op as usize % (candidates.len() + BRANCHES);
         let v = match candidates.get(k) {
-            Some(func) => apply(&mut b, *func, x, y, z, span),
-            None => branch(&mut b, k - candidates.len(), x, y, z, span),
+            Some(func) => apply(b, *func, x, y, z, span),
+            None => branch(b, k - candidates.len(), x, y, z, span),
         };
         vals.push(v);
     }
-    let n = vals.len();
-    let last = &vals[n.saturating_sub(3)..];
-    let mut out = last[0];
-    for v in &last[1..] {
-        out = b.call(Func::Add, vec![out, *v], span);
+}
+
+/// A long loop around a random program: `inputs` scalar inputs; `carried` values, the
+/// first ones starting from `tanh` of the inputs; `for i in 0..trips { c_k = 0.5 * c_k +
+/// 0.5 * tanh(r_k) }`, where `r_k` is the `k`-th last value of the program `steps` over
+/// `[0.01 * i, carried..., inputs...]`; then the sum of the carried values. Each iteration
+/// is a contraction, so values and derivatives stay bounded however long the loop: the
+/// shape that [`crate::opt::checkpoint_long_loops`] cuts into segments.
+pub fn build_long_loop(
+    inputs: u32,
+    carried: usize,
+    trips: i64,
+    steps: &[Step],
+    smooth_only: bool,
+) -> Function {
+    let span = Span::call_site();
+    let inputs = inputs.max(1);
+    let mut b = Builder::new(inputs);
+    let xs: Vec<ValueId> = (0..inputs)
+        .map(|i| b.input(i, span, Some(format!("x{i}"))))
+        .collect();
+    let init: Vec<ValueId> = (0..carried)
+        .map(|k| b.call(Func::Tanh, vec![xs[k % xs.len()]], span))
+        .collect();
+    let mut tys = vec![Ty::Int];
+    tys.extend(std::iter::repeat_n(Ty::F32, carried + inputs as usize));
+    let mut body = Builder::with_inputs(tys);
+    let i = body.input(0, span, Some("i".into()));
+    let fi = body.push(Op::IntToF32(i), span, None);
+    let hundredth = body.constant(0.01, span);
+    let t = body.call(Func::Mul, vec![fi, hundredth], span);
+    let mut vals = vec![t];
+    vals.extend((0..carried + inputs as usize).map(|w| body.input(1 + w as u32, span, None)));
+    push_steps(&mut body, &mut vals, steps, smooth_only);
+    let half = body.constant(0.5, span);
+    let outputs = (0..carried)
+        .map(|k| {
+            let r = vals[vals.len() - 1 - k.min(vals.len() - 1)];
+            let squashed = body.call(Func::Tanh, vec![r], span);
+            let new = body.call(Func::Mul, vec![squashed, half], span);
+            let old = body.call(Func::Mul, vec![vals[1 + k], half], span);
+            body.call(Func::Add, vec![old, new], span)
+        })
+        .collect();
+    let node = b.push(
+        Op::Loop(Box::new(Loop {
+            start: 0,
+            end: trips,
+            init,
+            captures: xs,
+            body: body.finish(outputs),
+            kind: LoopKind::Forward,
+        })),
+        span,
+        None,
+    );
+    let mut out = b.push(Op::Result(node, 0), span, None);
+    for k in 1..carried as u32 {
+        let r = b.push(Op::Result(node, k), span, None);
+        out = b.call(Func::Add, vec![out, r], span);
     }
     b.finish(vec![out])
 }

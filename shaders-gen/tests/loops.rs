@@ -5,8 +5,10 @@
 
 use gradfuse_shaders_gen::ir::{LoopKind, Op};
 use gradfuse_shaders_gen::ops::Func;
-use gradfuse_shaders_gen::opt::UNROLL_BUDGET;
-use gradfuse_shaders_gen::{compile_str, interp};
+use gradfuse_shaders_gen::opt::{self, UNROLL_BUDGET};
+use gradfuse_shaders_gen::random::{Step, build_long_loop};
+use gradfuse_shaders_gen::{ad, compile_str, interp};
+use proptest::prelude::*;
 use std::time::{Duration, Instant};
 
 fn source(iterations: u32) -> String {
@@ -26,7 +28,9 @@ fn a_long_loop_compiles_fast_and_its_code_does_not_grow() {
     let started = Instant::now();
     let long = compile_str(&source(10_000)).expect("compiles");
     let elapsed = started.elapsed();
-    let short = compile_str(&source(10)).expect("compiles");
+    // 2,500 = 50 x 50 and 10,000 = 100 x 100: both adjoints cut the loop into segments
+    // (opt::checkpoint_long_loops) without iterations left over, so their code has one shape.
+    let short = compile_str(&source(2_500)).expect("compiles");
     // The whole compiler (lowering, both AD modes, optimization, WGSL) in a debug build.
     assert!(
         elapsed < Duration::from_secs(1),
@@ -36,8 +40,8 @@ fn a_long_loop_compiles_fast_and_its_code_does_not_grow() {
         ("forward", &long.wgsl_forward, &short.wgsl_forward),
         ("adjoint", &long.wgsl_reverse, &short.wgsl_reverse),
     ] {
-        // Only the numbers differ (10000 vs 10, 9999 vs 9, in bounds, the tape's size and
-        // the comments).
+        // Only the numbers differ (10000 vs 2500, 100 vs 50, 99 vs 49, in bounds, the
+        // tapes' sizes and the comments).
         let diff = a.len().abs_diff(b.len());
         assert!(diff <= 24, "{kind}: {} vs {} bytes", a.len(), b.len());
         assert_eq!(a.lines().count(), b.lines().count(), "{kind}");
@@ -49,7 +53,17 @@ fn a_long_loop_compiles_fast_and_its_code_does_not_grow() {
         .validate(&module)
         .expect("valid");
     }
-    assert!(long.wgsl_reverse.contains("array<f32, 10000>"), "the tape");
+    // The adjoint records a checkpoint per segment and a segment at a time, 100 + 100
+    // words, never the 10,000 iterations.
+    assert_eq!(
+        long.wgsl_reverse.matches("array<f32, 100>;").count(),
+        2,
+        "the tapes"
+    );
+    assert!(
+        !long.wgsl_reverse.contains("array<f32, 10000>"),
+        "a whole tape"
+    );
 }
 
 #[test]
@@ -280,4 +294,71 @@ fn a_reverse_loop_reads_the_values_its_forward_loop_stored() {
     };
     check_against_lowering(&cpu, &x);
     check_against_lowering(&c, &x);
+}
+
+/// How many loops `f` has, nested ones included.
+fn loop_count(f: &gradfuse_shaders_gen::ir::Function) -> usize {
+    f.nodes
+        .iter()
+        .map(|n| match &n.op {
+            Op::Loop(l) => 1 + loop_count(&l.body),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// The words of the largest tape any recording loop of `f` (nested ones included) keeps.
+fn largest_tape(f: &gradfuse_shaders_gen::ir::Function) -> usize {
+    let mut largest = 0;
+    for (i, node) in f.nodes.iter().enumerate() {
+        if let Op::Loop(l) = &node.op {
+            if l.kind == LoopKind::Recording {
+                let (_, words) = f.tape_layout(gradfuse_shaders_gen::ir::ValueId(i as u32));
+                largest = largest.max(l.trip_count() as usize * words);
+            }
+            largest = largest.max(largest_tape(&l.body));
+        }
+    }
+    largest
+}
+
+proptest! {
+    #![proptest_config(proptest::test_runner::Config {
+        cases: 64,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(0x636b_7074_6c6f_6f70),
+        ..Default::default()
+    })]
+
+    /// Long loops around random bodies (branches and small nested loops included): the
+    /// reverse pass of the loop cut into segments computes what the whole tape's does, in
+    /// f64 to rounding, and its tapes stay near `2 sqrt(T)` iterations.
+    #[test]
+    fn checkpointed_reverse_passes_agree_with_whole_tapes(
+        inputs in 1u32..4,
+        carried in 1usize..4,
+        trips in 5i64..700,
+        program in proptest::collection::vec(
+            (0u8..255, 0u16..999, 0u16..999, 0u16..999)
+                .prop_map(|(op, a, b, c)| Step { op, a, b, c }),
+            1..10,
+        ),
+        x in proptest::collection::vec(-1.5f64..1.5, 3),
+    ) {
+        let f = opt::optimize(&build_long_loop(inputs, carried, trips, &program, true));
+        let whole = opt::optimize(&ad::reverse(&f));
+        let cut = opt::optimize(&ad::reverse(&opt::checkpoint_long_loops(&f)));
+        let x = &x[..inputs as usize];
+        let (want, got) = (interp::eval(&whole, x), interp::eval(&cut, x));
+        let scale = want.iter().fold(1.0f64, |m, w| m.max(w.abs()));
+        for (g, w) in got.iter().zip(&want) {
+            prop_assert!((g - w).abs() <= 1e-12 * scale, "{got:?} vs {want:?}");
+        }
+        // The loop is cut (into more loops) exactly when its whole tape would pass the
+        // bound.
+        let cut_into_more = loop_count(&cut) > loop_count(&whole);
+        prop_assert_eq!(cut_into_more, trips as usize * carried > opt::MAX_TAPE_WORDS);
+        let segment = (trips as f64).sqrt().ceil() as usize;
+        let bound = opt::MAX_TAPE_WORDS.max((segment + 1) * carried);
+        prop_assert!(largest_tape(&cut) <= bound, "a tape of {} words", largest_tape(&cut));
+    }
 }

@@ -112,7 +112,8 @@ pub(super) fn nodes(
         let e = match &node.op {
             Op::Input(_) | Op::Const(_) | Op::Int(_) => continue,
             Op::Loop(l) => {
-                let (vars, tape, code) = rust_loop(f, names, l, scalar, taken, &tapes);
+                let (vars, tape, code) =
+                    rust_loop(f, names, (ValueId(i as u32), l), scalar, taken, &tapes);
                 stmts.extend(code);
                 carried.insert(i, vars);
                 if let Some(t) = tape {
@@ -232,7 +233,7 @@ pub(super) fn nodes(
 pub(super) fn rust_loop(
     f: &Function,
     names: &[String],
-    l: &Loop,
+    (id, l): (ValueId, &Loop),
     scalar: Scalar,
     taken: &mut crate::names::Taken,
     tapes: &std::collections::HashMap<usize, syn::Ident>,
@@ -262,12 +263,12 @@ pub(super) fn rust_loop(
     let tape = (l.kind == LoopKind::Recording).then(|| ident(&fresh(taken, "tape")));
     let mut head = TokenStream::new();
     if let Some(tape) = &tape {
-        let (offsets, words) = l.tape_layout();
+        let (offsets, words) = f.tape_layout(id);
         let len = (l.trip_count() as usize * words).max(1);
         let zero = literal(0.0, scalar);
         code.extend(quote!(let mut #tape = ::std::vec![#zero; #len];));
         for (k, var) in vars.iter().enumerate() {
-            let off = offsets[k];
+            let Some(off) = offsets[k] else { continue };
             let at = quote!(((#index - #start) as usize * #words + #off));
             head.extend(match l.carried_ty(k) {
                 Ty::Bool => {
@@ -316,8 +317,8 @@ pub(super) fn rust_loop(
                 let Op::Loop(tl) = &f.node(tape_loop).op else {
                     unreachable!("a tape belongs to a loop")
                 };
-                let (offsets, words) = tl.tape_layout();
-                let off = offsets[k];
+                let (offsets, words) = f.tape_layout(tape_loop);
+                let off = offsets[k].expect("a taped value read is recorded");
                 let at = quote!(((#index - #start) as usize * #words + #off));
                 match tl.carried_ty(k) {
                     Ty::Bool => {

@@ -383,7 +383,7 @@ impl<'a> Ctx<'a> {
             })
             .collect();
         let trip = l.trip_count();
-        let what = self.loop_comment(l);
+        let what = self.loop_comment(i, l);
         let _ = writeln!(out, "{indent}// {trip} iterations{what}.");
         // Carried accumulators of the shared gradient are added into the workgroup's sums
         // instead: they have no variable.
@@ -395,8 +395,8 @@ impl<'a> Ctx<'a> {
                 }
             }
         });
-        // Where each carried value sits in an iteration's words of the tape.
-        let (offsets, words) = l.tape_layout();
+        // Where each recorded carried value sits in an iteration's words of the tape.
+        let (offsets, words) = self.f.tape_layout(ValueId(i as u32));
         if l.kind == LoopKind::Recording {
             let tapes: Vec<String> = (0..self.elements)
                 .map(|e| fresh(taken, &element_name("tape", e)))
@@ -459,8 +459,12 @@ impl<'a> Ctx<'a> {
         }
         if let Some(tapes) = self.tapes.get(&i) {
             for (tape, vars) in tapes.iter().zip(&vars) {
-                for (k, var) in vars.iter().enumerate() {
-                    let at = tape_index(&index, start, words, offsets[k]);
+                for (var, k, offset) in vars
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(k, var)| offsets[k].map(|offset| (var, k, offset)))
+                {
+                    let at = tape_index(&index, start, words, offset);
                     let store =
                         tape_store(tape, &at, var, (l.carried_ty(k), self.precision), taken);
                     let _ = writeln!(out, "{inner}{store}");
@@ -543,8 +547,9 @@ impl<'a> Ctx<'a> {
                     let Op::Loop(tl) = &self.f.node(tape_loop).op else {
                         unreachable!("a tape belongs to a loop")
                     };
-                    let (toffsets, twords) = tl.tape_layout();
-                    let at = tape_index(index, l.start, twords, toffsets[k]);
+                    let (toffsets, twords) = self.f.tape_layout(tape_loop);
+                    let offset = toffsets[k].expect("a taped value read is recorded");
+                    let at = tape_index(index, l.start, twords, offset);
                     let ty = tl.carried_ty(k);
                     out.push_str(&tape_load(
                         &tape,
@@ -561,14 +566,16 @@ impl<'a> Ctx<'a> {
 
     /// What the loop's header comment says after its trip count: what it records, or
     /// what its reverse reads.
-    fn loop_comment(&self, l: &Loop) -> String {
-        let (c, trip, words) = (l.init.len(), l.trip_count(), l.tape_layout().1);
+    fn loop_comment(&self, i: usize, l: &Loop) -> String {
+        let (c, trip) = (l.init.len(), l.trip_count());
+        let (offsets, words) = self.f.tape_layout(ValueId(i as u32));
+        let recorded = offsets.iter().flatten().count();
         match l.kind {
             LoopKind::Forward => "".to_string(),
             LoopKind::Recording => format!(
-                "; it records its {c} carried values at every iteration for the reverse pass \
-                 (a tape of {trip} x {words} words: recording costs memory, recomputing would \
-                 cost a pass per iteration)"
+                "; it records {recorded} of its {c} carried values at every iteration for the \
+                 reverse pass (a tape of {trip} x {words} words: recording costs memory, \
+                 recomputing would cost a pass per iteration)"
             ),
             LoopKind::Reverse { tape, .. } if self.tapes.contains_key(&tape.index()) => {
                 "; the adjoint of a loop: iterations in reverse, each iteration's carried \

@@ -243,16 +243,12 @@ impl Loop {
         tys
     }
 
-    /// Where each carried value starts among an iteration's words of the loop's tape
-    /// (arrays take their length), and how many words an iteration records.
-    pub fn tape_layout(&self) -> (Vec<usize>, usize) {
-        let mut offsets = Vec::with_capacity(self.init.len());
-        let mut words = 0;
-        for k in 0..self.init.len() {
-            offsets.push(words);
-            words += self.carried_ty(k).words();
-        }
-        (offsets, words)
+    /// How many words the loop's carried values take (arrays their length): what an
+    /// iteration would record if its reverse pass read all of them.
+    pub fn carried_words(&self) -> usize {
+        (0..self.init.len())
+            .map(|k| self.carried_ty(k).words())
+            .sum()
     }
 
     /// Iterations.
@@ -511,6 +507,49 @@ impl Function {
             nodes,
             outputs: self.outputs.clone(),
         }
+    }
+
+    /// Which carried values of the recording loop `recording` some reverse loop reads from
+    /// its tape: the ones it records (a sum's running total is rarely read back).
+    pub fn taped_reads(&self, recording: ValueId) -> Vec<bool> {
+        let Op::Loop(rec) = &self.node(recording).op else {
+            return Vec::new();
+        };
+        let mut read = vec![false; rec.init.len()];
+        for node in &self.nodes {
+            let Op::Loop(l) = &node.op else { continue };
+            if !matches!(l.kind, LoopKind::Reverse { tape, .. } if tape == recording) {
+                continue;
+            }
+            for (w, used) in l.body.used_inputs().into_iter().enumerate() {
+                if let (true, LoopInput::Taped(k)) = (used, l.input(w)) {
+                    read[k] = true;
+                }
+            }
+        }
+        read
+    }
+
+    /// Where each carried value of the recording loop `recording` that is recorded
+    /// ([`Function::taped_reads`]) starts among an iteration's words of its tape (arrays take
+    /// their length), and how many words an iteration records.
+    pub fn tape_layout(&self, recording: ValueId) -> (Vec<Option<usize>>, usize) {
+        let Op::Loop(rec) = &self.node(recording).op else {
+            return (Vec::new(), 0);
+        };
+        let mut words = 0;
+        let offsets = self
+            .taped_reads(recording)
+            .into_iter()
+            .enumerate()
+            .map(|(k, read)| {
+                read.then(|| {
+                    words += rec.carried_ty(k).words();
+                    words - rec.carried_ty(k).words()
+                })
+            })
+            .collect();
+        (offsets, words)
     }
 
     /// The source name of input `w`'s node, if it has one.

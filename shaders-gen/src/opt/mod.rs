@@ -6,6 +6,10 @@
 //! infinite `x`), `x - x` stays. The AD transforms never create a term for a derivative that
 //! is zero by definition, so those products do not arise from differentiation.
 
+mod checkpoint;
+
+pub use checkpoint::{MAX_TAPE_WORDS, checkpoint_long_loops};
+
 use crate::ir::{Builder, Function, IntOp, LoopKind, Op, ValueId};
 use crate::ops::Func;
 
