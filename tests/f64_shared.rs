@@ -394,8 +394,9 @@ fn resident_shared_f64_launches_match_host_launches() {
 }
 
 /// The functions above take the paths they are meant to test: shared words from a
-/// uniform buffer of `vec2<f64>` or from storage, sums in registers, streamed sums kept by
-/// their owners or added into the workgroup's row; and every kernel validates.
+/// uniform buffer of `vec2<f64>` or from storage, sums in registers, streamed sums kept in
+/// workgroup memory, by their owners or added into the workgroup's row; and every kernel
+/// validates.
 #[test]
 fn each_reduction_path_is_exercised() {
     let uniform = "var<uniform> shared_args: array<vec2<f64>";
@@ -403,8 +404,8 @@ fn each_reduction_path_is_exercised() {
     assert!(affine64::WGSL_ADJOINT.contains(uniform));
     assert!(!affine64::WGSL_ADJOINT.contains("stage_words"));
     assert!(net64::WGSL_ADJOINT.contains(uniform));
-    assert!(net64::WGSL_ADJOINT.contains("stage_words: array<u32, 4>"));
-    assert!(net64::WGSL_ADJOINT.contains("owned_sums"));
+    assert!(net64::WGSL_ADJOINT.contains("stage_words: array<u32, 16>"));
+    assert!(net64::WGSL_ADJOINT.contains("var<workgroup> word_sums: array<f64, 353>"));
     assert!(lookup64::WGSL_ADJOINT.contains(storage));
     assert!(lookup64::WGSL_ADJOINT.contains("owned_sums"));
     assert!(wide64::WGSL_ADJOINT.contains(storage));

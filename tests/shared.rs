@@ -595,6 +595,11 @@ fn streamed_shared_gradients_are_the_batch_sums_and_bit_identical() {
         !streamed::WGSL_ADJOINT.contains("var sum_"),
         "no per-thread sums"
     );
+    // The sums kept in workgroup memory, from a stage of 32 slots: each batch of slots
+    // holds every one of 8 words 4 times (the middle loop reads the same 8 again), so the
+    // slots' threads must add a word's repeats in order, one thread per word.
+    assert!(streamed::WGSL_ADJOINT.contains("var<workgroup> word_sums: array<f32, 82>"));
+    assert!(streamed::WGSL_ADJOINT.contains("stage_words: array<u32, 32>"));
     // The CPU version against the oracle on a few elements.
     let c = compile_str(STREAMED_SRC).expect("compiles");
     let reverse = ad::reverse(&c.lowered.primal);

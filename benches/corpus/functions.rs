@@ -41,6 +41,9 @@ pub fn corpus() -> Vec<Function> {
     for t in [16, 256, 1024] {
         out.push(shared_table(t));
     }
+    for steps in [64, 512, 4096] {
+        out.push(oscillator(steps));
+    }
     for seed in 0..24u64 {
         out.push(random_program(seed));
     }
@@ -167,6 +170,28 @@ fn shared_table(t: usize) -> Function {
         }}"
     );
     Function::new(name, "shared table", src)
+}
+
+/// A pendulum with friction stepped `steps` times (semi-implicit Euler), scored by the
+/// sum of its squared angles: a long loop carrying three scalars, each step's state read
+/// back by the reverse pass (a time integration, as a user fitting `k` and `c` writes it).
+fn oscillator(steps: usize) -> Function {
+    let name = format!("oscillator_{steps}");
+    let src = format!(
+        "fn {name}(x: f32, v: f32, k: f32, c: f32) -> f32 {{
+            let mut p = x;
+            let mut q = v;
+            let mut e = 0.0;
+            for i in 0..{steps} {{
+                let a = -k * p.sin() - c * q;
+                q += 0.01 * a;
+                p += 0.01 * q;
+                e += p * p;
+            }}
+            e
+        }}"
+    );
+    Function::new(name, "long loop", src)
 }
 
 /// A small xorshift generator: the corpus is the same on every run.

@@ -20,6 +20,8 @@ pub struct Kernel {
     pub work: f64,
     /// One entry per round at the current size.
     pub rounds: Vec<Round>,
+    /// Why it could not be timed, if it could not (the run goes on without it).
+    pub failed: Option<String>,
 }
 
 /// One kernel's measurement in one round.
@@ -81,9 +83,12 @@ pub fn tables(kernels: &[Kernel], log_n: u32) -> String {
     kinds.dedup();
     kinds.push("all");
     for kind in kinds {
+        // Variants (`variants.rs`) and kernels that failed are rows, not part of the
+        // corpus's distribution.
         let of: Vec<&Kernel> = kernels
             .iter()
             .filter(|k| kind == "all" || k.kind == kind)
+            .filter(|k| k.failed.is_none() && !k.function.contains('~'))
             .collect();
         let fractions: Vec<f64> = of.iter().map(|k| k.of_roofline()).collect();
         let low = fractions.iter().filter(|f| **f < 0.7).count();
@@ -105,6 +110,21 @@ pub fn tables(kernels: &[Kernel], log_n: u32) -> String {
          |---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for k in kernels {
+        if let Some(why) = &k.failed {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {:.0} | | failed: {} | | | | |",
+                k.function,
+                k.family,
+                k.kind,
+                k.spec.input_words,
+                k.output_words,
+                k.spec.work_per_element,
+                k.work,
+                why.replace(['\n', '|'], " ")
+            );
+            continue;
+        }
         let times: Vec<String> = k.rounds.iter().map(|r| format!("{:.3}", r.ms)).collect();
         let n = k.rounds.first().map_or(0, |r| r.n);
         let copy = median(k.rounds.iter().map(|r| r.copy_ms).collect());

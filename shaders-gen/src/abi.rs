@@ -62,6 +62,23 @@ pub fn reduce_lanes(precision: Precision) -> u32 {
     REDUCE_STAGE_BYTES / (WORKGROUP_SIZE * 4 * precision.words_per_scalar())
 }
 
+/// Slots of the wide stage of a kernel that keeps its streamed sums in workgroup memory
+/// ([`MAX_WORKGROUP_SUMS_BYTES`]): 32 f32 or 16 f64, each of 257 lanes (256 and one of
+/// padding, so that a warp reading one lane of each of 32 slots hits 32 banks).
+pub fn wide_stage_slots(precision: Precision) -> u32 {
+    32 / precision.words_per_scalar()
+}
+
+/// Lanes between two slots of the wide stage ([`wide_stage_slots`]).
+pub const WIDE_STAGE_STRIDE: u32 = WORKGROUP_SIZE + 1;
+
+/// Most bytes of `#[shared]` gradient sums a kernel that streams them keeps in workgroup
+/// memory, beside its wide stage (33 KiB; 48 KiB in all, Vulkan's usual limit): each
+/// staged slot's sum is added there by one thread, where owned sums make every thread look
+/// through every slot for its words. On the H100, a 1,024-word table's adjoint at 2^24
+/// took 148.8 ms with owned sums and 8 slots, 59.4 ms this way (BENCHMARKS.md).
+pub const MAX_WORKGROUP_SUMS_BYTES: u32 = 12 * 1024;
+
 /// Most `#[shared]` gradient words an adjoint kernel sums per thread, over the thread's
 /// elements, in registers of their own; the words past them are streamed into the
 /// workgroup's sums as they are computed. Registers are the fastest sum while they fit: on

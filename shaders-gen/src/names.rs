@@ -20,6 +20,8 @@ pub const REDUCE_RUN_FN: &str = "gf_reduce_run";
 
 /// The WGSL helper both of those call: the sums over the workgroup.
 pub const REDUCE_LEVELS_FN: &str = "gf_reduce_levels";
+/// The WGSL function that adds up one slot of the wide stage's level sums.
+pub const REDUCE_SLOT_FN: &str = "gf_slot_sum";
 
 /// Identifiers no local may take: WGSL and Rust keywords and reserved words, the WGSL
 /// builtins and helpers gradfuse calls, and the names the generated kernels and Rust
@@ -64,6 +66,9 @@ const RESERVED: &[&str] = &[
     "stage_count",
     "stage_words",
     "owned_sums",
+    "word_sums",
+    "stage_marks",
+    "stage_repeats",
     "shared_grad",
     "shared_args",
     "shared_partials",
@@ -343,7 +348,12 @@ pub fn reserved() -> Taken {
                     .iter()
                     .map(|(name, _, _)| *name),
             )
-            .chain([REDUCE_STAGE_FN, REDUCE_RUN_FN, REDUCE_LEVELS_FN])
+            .chain([
+                REDUCE_STAGE_FN,
+                REDUCE_RUN_FN,
+                REDUCE_LEVELS_FN,
+                REDUCE_SLOT_FN,
+            ])
             .map(str::to_string),
     );
     taken

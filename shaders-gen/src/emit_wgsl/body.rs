@@ -345,12 +345,12 @@ impl<'a> Ctx<'a> {
             out.push_str(&make_room(
                 self.run_left,
                 self.streams.lanes,
-                self.streams.owned,
+                self.streams.sums_in,
                 indent,
             ));
         }
         self.run_left -= 1;
-        out.push_str(&stage(word, value, label, indent));
+        out.push_str(&stage((word, value, label), self.streams.sums_in, indent));
     }
 
     /// A loop: `var`s for its carried values, the loop, its body (inputs bound to the
@@ -445,7 +445,7 @@ impl<'a> Ctx<'a> {
         bctx.precision = self.precision;
         bctx.shared_uniform = self.shared_uniform;
         bctx.streams = self.streams.bodies.remove(&i).unwrap_or_default();
-        bctx.streams.owned = self.streams.owned;
+        bctx.streams.sums_in = self.streams.sums_in;
         bctx.streams.lanes = self.streams.lanes;
         if self.elements > 1 {
             let uniform_inputs: Vec<bool> = (0..body.num_inputs as usize)

@@ -10,6 +10,7 @@ use super::reduce::reduce_stage_fn;
 use super::rows::{ROWS_NAMES, acc, has_rows_entry, rows_declarations, rows_entry, rows_stores};
 use super::shared_sums::{SharedSums, shared_sums};
 use super::stores::emit_stores;
+use super::streams::SumsIn;
 use crate::abi::{self, ArgLayout, KernelKind};
 use crate::ir::Function;
 use crate::names::element_name;
@@ -410,11 +411,24 @@ fn declarations(
     }
     if plan.reduces {
         let precision = plan.layout.precision;
-        let reduce_scalars = wg * abi::reduce_lanes(precision);
+        let reduce_scalars = match sums.sums_in {
+            SumsIn::Workgroup => abi::WIDE_STAGE_STRIDE * abi::wide_stage_slots(precision),
+            _ => wg * abi::reduce_lanes(precision),
+        };
         let _ = writeln!(
             s,
             "var<workgroup> reduce_stage: array<{t}, {reduce_scalars}>;"
         );
+        if sums.sums_in == SumsIn::Workgroup {
+            let _ = writeln!(
+                s,
+                "var<workgroup> word_sums: array<{t}, {}>;\n\
+                 var<workgroup> stage_marks: array<atomic<u32>, {}>;\n\
+                 var<workgroup> stage_repeats: atomic<u32>;",
+                plan.layout.shared_words,
+                plan.layout.shared_words.div_ceil(32)
+            );
+        }
         if let Some(most) = sums.outer {
             // The reduction's stage is the kernel's other workgroup array: one that stages
             // outputs or gradients sums no rows as outer products.
@@ -431,7 +445,7 @@ fn declarations(
             reduce_stage_fn(
                 plan.layout.shared_words,
                 sums.streams,
-                sums.owned,
+                sums.sums_in,
                 plan.layout.precision
             )
         );
@@ -467,7 +481,7 @@ fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut Stri
     let _ = writeln!(s, "    let group = wid.x + wid.y * groups.x;");
     let _ = writeln!(s, "    let per_thread = params.per_thread;");
     let words = plan.layout.shared_words;
-    if !sums.owned {
+    if sums.sums_in == SumsIn::Row {
         let _ = writeln!(
             s,
             "    // The row starts at zero. Thread lid owns its words lid, lid + {wg}, ..: only the\n    \

@@ -3,8 +3,9 @@
 //! inputs give the same bits on every run, with no atomics.
 
 use super::float_literal;
+use super::streams::SumsIn;
 use crate::abi;
-use crate::names::{REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_STAGE_FN};
+use crate::names::{REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_SLOT_FN, REDUCE_STAGE_FN};
 use crate::signature::Precision;
 
 /// The adjoint kernel's sums over the workgroup of the slots of `reduce_stage` (lane
@@ -22,10 +23,14 @@ use crate::signature::Precision;
 pub(super) fn reduce_stage_fn(
     shared_words: u32,
     streams: bool,
-    owned: bool,
+    sums_in: SumsIn,
     precision: Precision,
 ) -> String {
     const _: () = assert!(abi::WORKGROUP_SIZE == 256);
+    if sums_in == SumsIn::Workgroup {
+        return wide_stage_fns(precision);
+    }
+    let owned = sums_in == SumsIn::Owned;
     let (t, zero) = (precision.name(), float_literal(0.0, precision));
     // Level 1: `per_slot` threads per slot, each summing `lanes` lanes; level 2: 4 threads
     // per slot, each summing `per_slot / 4` of level 1's sums.
@@ -117,6 +122,120 @@ fn {REDUCE_STAGE_FN}(lid: u32, group: u32, words: array<u32, {lanes}>, count: u3
         ));
     }
     s
+}
+
+/// The workgroup sum of a kernel that keeps its words' sums in workgroup memory
+/// ([`SumsIn::Workgroup`]): a wide stage of [`abi::wide_stage_slots`] slots, each summed in
+/// one level (every thread sums a slot's run of lanes; 3 barriers per 32 f32 words, where
+/// the 8-slot stage takes 4 per 8), then each slot's sum added into `word_sums` by a thread
+/// of its own. Where two slots hold one word, the first one's thread adds both, in slot
+/// order: no two threads add into one word, and the order is the same on every run. A bit
+/// per word (`stage_marks`, set and cleared with atomics: which thread sets a bit first
+/// does not change what the batch does) says whether the batch has such a word, so that
+/// the common batch skips looking for one.
+///
+/// On the H100 (a 1,024-word `#[shared]` table read in a loop, adjoint at 2^24; variants of
+/// the generated kernel, BENCHMARKS.md): 148.8 ms with owned sums (every thread looking
+/// through every slot for its words after 4 barriers per 8 words), 107.7 ms with the slots'
+/// threads adding into workgroup memory, 59.4 ms with that and the wide stage; the wide
+/// stage with owned sums took 171.8 ms. Looking for repeated words in every batch (each
+/// slot's thread comparing its word with every other) took 181.6 ms; the marks cost 1-2%
+/// against a kernel that never looks (75.4 against 74.5 ms, one call).
+fn wide_stage_fns(precision: Precision) -> String {
+    let (t, zero) = (precision.name(), float_literal(0.0, precision));
+    let slots = abi::wide_stage_slots(precision);
+    let stride = abi::WIDE_STAGE_STRIDE;
+    let partials = abi::WORKGROUP_SIZE / slots;
+    let terms: Vec<String> = (0..partials)
+        .map(|p| match p {
+            0 => "reduce_stage[b]".to_string(),
+            p => format!("reduce_stage[b + {}u]", p * slots),
+        })
+        .collect();
+    let slot_sum = pairwise(&terms);
+    format!(
+        "// Sums each of reduce_stage's {slots} slots (lane l of slot k at k * {stride} + l) over the
+// workgroup's 256 lanes, in a fixed order, into lanes 0, {slots}, .. of the slot.
+fn {REDUCE_LEVELS_FN}(lid: u32) {{
+    workgroupBarrier();
+    // Thread (k, s) sums lanes {slots}s .. {slots}s + {last} of slot k into lane {slots}s: a warp
+    // reads one lane of each of {slots} slots at a time, in as many banks (the padding lane).
+    let k = lid % {slots}u;
+    let s = lid / {slots}u;
+    var acc = {zero};
+    for (var j = 0u; j < {slots}u; j++) {{
+        acc += reduce_stage[k * {stride}u + s * {slots}u + j];
+    }}
+    reduce_stage[k * {stride}u + s * {slots}u] = acc;
+    workgroupBarrier();
+}}
+
+// Slot j's sum over the workgroup, from its {partials} level sums.
+fn {REDUCE_SLOT_FN}(j: u32) -> {t} {{
+    let b = j * {stride}u;
+    return {slot_sum};
+}}
+
+// Adds this workgroup's sums of the `count` staged slots to words `words` of word_sums,
+// each slot's by a thread of its own. Where two slots hold one word (stage_marks, one bit
+// a word, says so at once), the first one's thread adds both, in slot order instead: no
+// two threads add into one word, and the order is the same on every run.
+fn {REDUCE_STAGE_FN}(lid: u32, words: array<u32, {slots}>, count: u32) {{
+    {REDUCE_LEVELS_FN}(lid);
+    var word = 0u;
+    var bit = 0u;
+    if (lid < count) {{
+        word = words[lid];
+        bit = 1u << (word % 32u);
+        if ((atomicOr(&stage_marks[word / 32u], bit) & bit) != 0u) {{
+            atomicStore(&stage_repeats, 1u);
+        }}
+    }}
+    workgroupBarrier();
+    if (lid < count) {{
+        if (atomicLoad(&stage_repeats) == 0u) {{
+            word_sums[word] += {REDUCE_SLOT_FN}(lid);
+        }} else {{
+            var first = true;
+            for (var j = 0u; j < lid; j++) {{
+                first = first && words[j] != word;
+            }}
+            if (first) {{
+                var sum = {REDUCE_SLOT_FN}(lid);
+                for (var j = lid + 1u; j < count; j++) {{
+                    if (words[j] == word) {{
+                        sum += {REDUCE_SLOT_FN}(j);
+                    }}
+                }}
+                word_sums[word] += sum;
+            }}
+        }}
+        atomicAnd(&stage_marks[word / 32u], ~bit);
+    }}
+    // The next slots' stores wait for these reads (and the marks for their clearing).
+    workgroupBarrier();
+    if (lid == 0u) {{
+        atomicStore(&stage_repeats, 0u);
+    }}
+}}
+",
+        last = slots - 1,
+    )
+}
+
+/// `terms` added in pairs, then pairs of pairs: `(a + b) + (c + d)`.
+fn pairwise(terms: &[String]) -> String {
+    let half = |t: &[String]| match t.len() {
+        1 => t[0].clone(),
+        _ => format!("({})", pairwise(t)),
+    };
+    match terms.len() {
+        1 => terms[0].clone(),
+        n => {
+            let (l, r) = terms.split_at(n / 2);
+            format!("{} + {}", half(l), half(r))
+        }
+    }
 }
 
 /// The second pass of the shared-gradient reduction of a function with `shared_words`

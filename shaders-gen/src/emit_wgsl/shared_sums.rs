@@ -11,7 +11,7 @@
 
 use super::body::{Ctx, THIS_VALUE};
 use super::outer_sums;
-use super::streams::{Streams, accumulator, sum_stage};
+use super::streams::{Streams, SumsIn, accumulator, sum_stage};
 use crate::abi;
 use crate::emit_wgsl::plan::KernelPlan;
 use crate::ir::{Function, Op};
@@ -48,9 +48,9 @@ pub(super) struct SharedSums {
     pub(super) workgroup_sum: String,
     /// Whether any word is streamed.
     pub(super) streams: bool,
-    /// Whether the workgroup's row is written whole at the end by the owners of its words
-    /// (no row to zero first).
-    pub(super) owned: bool,
+    /// Where the workgroup's sums of staged slots go (unless it is [`SumsIn::Row`], the
+    /// row is written whole at the end: no row to zero first).
+    pub(super) sums_in: SumsIn,
     /// Where some loop's rows are summed as outer products (see `outer_sums`): the most
     /// scalars of the stage its chunks use.
     pub(super) outer: Option<u32>,
@@ -357,10 +357,16 @@ fn finish(
 ) -> SharedSums {
     let shared_words = plan.layout.shared_words;
     let streams = sums.contains(&WordSum::Streamed);
-    let owned = streams.then(|| abi::owned_sums(shared_words)).flatten();
     let precision = plan.layout.precision;
-    ctx.streams.owned = owned.is_some();
-    ctx.streams.lanes = abi::reduce_lanes(precision);
+    let sums_in = sums_in(plan, streams, outer);
+    let owned = (sums_in == SumsIn::Owned)
+        .then(|| abi::owned_sums(shared_words))
+        .flatten();
+    ctx.streams.sums_in = sums_in;
+    ctx.streams.lanes = match sums_in {
+        SumsIn::Workgroup => abi::wide_stage_slots(precision),
+        _ => abi::reduce_lanes(precision),
+    };
     if streams {
         let _ = writeln!(
             declarations,
@@ -384,7 +390,7 @@ fn finish(
             0,
             &format!(
                 "    // The last slots staged.\n    if (stage_count > 0u) {{\n        {};\n    }}\n",
-                sum_stage(owned.is_some())
+                sum_stage(sums_in)
             ),
         );
     }
@@ -400,14 +406,46 @@ fn finish(
              }}\n    }}"
         );
     }
+    if sums_in == SumsIn::Workgroup {
+        let wg = abi::WORKGROUP_SIZE;
+        let _ = writeln!(
+            workgroup_sum,
+            "    // The workgroup's sums, once every slot's thread has added its sum.\n    \
+             workgroupBarrier();\n    \
+             for (var word = lid; word < {shared_words}u; word += {wg}u) {{\n        \
+             shared_partials[group * {shared_words}u + word] = word_sums[word];\n    }}"
+        );
+    }
     // Blocks of outer-product sums are not their threads' own words: they go in last.
     workgroup_sum.push_str(&outer_sums::flush(spans, shared_words, taken));
     SharedSums {
         declarations,
         workgroup_sum,
         streams,
-        owned: owned.is_some(),
+        sums_in,
         outer,
+    }
+}
+
+/// Where a kernel adds its workgroup's sums of staged slots: into workgroup memory where
+/// the words' sums fit beside the wide stage and the kernel stages nothing else (no
+/// outputs or gradients staged, no outer products), else into the owners' own sums while
+/// those fit, else into the row.
+fn sums_in(plan: &KernelPlan, streams: bool, outer: Option<u32>) -> SumsIn {
+    let words = plan.layout.shared_words;
+    let bytes = words * 4 * plan.layout.precision.words_per_scalar();
+    if !streams {
+        SumsIn::Row
+    } else if outer.is_none()
+        && !plan.staged
+        && !plan.chunked
+        && bytes <= abi::MAX_WORKGROUP_SUMS_BYTES
+    {
+        SumsIn::Workgroup
+    } else if abi::owned_sums(words).is_some() {
+        SumsIn::Owned
+    } else {
+        SumsIn::Row
     }
 }
 

@@ -10,7 +10,9 @@
 //! into one slot of `reduce_stage`, and every 8 adds (4 in f64: the stage's slots) the
 //! workgroup sums the slots in a fixed order and the thread owning each word adds the sum
 //! into the workgroup's row of partials. No per-thread array, the same bits on every run,
-//! no atomics.
+//! no atomics. Where every word's sum fits in workgroup memory ([`SumsIn::Workgroup`]), the
+//! stage has 32 slots (16 in f64) and each slot's thread adds its sum there instead, so
+//! that no thread looks through the slots for its words.
 //!
 //! A gradient word computed as a value of its own (an unrolled loop's) is staged the same
 //! way right after it. [`accumulator`] recognizes a chain; the statements' emitter writes
@@ -65,11 +67,36 @@ pub(super) struct Streams {
     pub bodies: HashMap<usize, Streams>,
     /// Factors recorded right after their node, by node (a loop body's).
     pub records: HashMap<usize, Record>,
-    /// Whether the owners of the words keep their sums (`owned_sums`, see
-    /// [`abi::MAX_OWNED_SUMS`]) rather than add into the workgroup's row.
-    pub owned: bool,
-    /// Slots of the stage ([`abi::reduce_lanes`] of the kernel's precision).
+    /// Where the workgroup's sums of the staged slots go.
+    pub sums_in: SumsIn,
+    /// Slots of the stage ([`abi::reduce_lanes`] of the kernel's precision, or
+    /// [`abi::wide_stage_slots`] for [`SumsIn::Workgroup`]).
     pub lanes: u32,
+}
+
+/// Where a kernel adds the workgroup's sums of its staged slots.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum SumsIn {
+    /// Each word's owner (thread `w % 256`) adds it into the workgroup's row of partials.
+    #[default]
+    Row,
+    /// Each word's owner keeps its sum in a function-scope array (`owned_sums`, see
+    /// [`abi::MAX_OWNED_SUMS`]), stored into the row at the end.
+    Owned,
+    /// The workgroup keeps every word's sum in workgroup memory (`word_sums`, see
+    /// [`abi::MAX_WORKGROUP_SUMS_BYTES`]); the stage is wide and each slot's sum is added
+    /// by a thread of its own.
+    Workgroup,
+}
+
+impl SumsIn {
+    /// Lanes between two slots of the stage.
+    pub fn stride(self) -> u32 {
+        match self {
+            SumsIn::Workgroup => abi::WIDE_STAGE_STRIDE,
+            _ => abi::WORKGROUP_SIZE,
+        }
+    }
 }
 
 impl Streams {
@@ -300,28 +327,32 @@ fn same_index(f: &Function, a: ValueId, b: ValueId) -> bool {
 
 /// The check before a run of `run` stages: if the stage lacks room, the workgroup sums
 /// what it holds.
-pub(super) fn make_room(run: u32, lanes: u32, owned: bool, indent: &str) -> String {
+pub(super) fn make_room(run: u32, lanes: u32, sums_in: SumsIn, indent: &str) -> String {
     format!(
         "{indent}if (stage_count > {}u) {{ {}; stage_count = 0u; }}\n",
         lanes - run,
-        sum_stage(owned)
+        sum_stage(sums_in)
     )
 }
 
 /// The call that sums the stage's slots over the workgroup and adds them to their words.
-pub(super) fn sum_stage(owned: bool) -> String {
-    if owned {
-        format!("{REDUCE_STAGE_FN}(lid, stage_words, stage_count, &owned_sums)")
-    } else {
-        format!("{REDUCE_STAGE_FN}(lid, group, stage_words, stage_count)")
+pub(super) fn sum_stage(sums_in: SumsIn) -> String {
+    match sums_in {
+        SumsIn::Owned => format!("{REDUCE_STAGE_FN}(lid, stage_words, stage_count, &owned_sums)"),
+        SumsIn::Row => format!("{REDUCE_STAGE_FN}(lid, group, stage_words, stage_count)"),
+        SumsIn::Workgroup => format!("{REDUCE_STAGE_FN}(lid, stage_words, stage_count)"),
     }
 }
 
 /// The statement that stages `value` as an add into shared word `word` (a WGSL `u32`
 /// expression), in a run [`make_room`] made room for.
-pub(super) fn stage(word: &str, value: &str, label: &str, indent: &str) -> String {
-    let wg = abi::WORKGROUP_SIZE;
+pub(super) fn stage(
+    (word, value, label): (&str, &str, &str),
+    sums_in: SumsIn,
+    indent: &str,
+) -> String {
+    let stride = sums_in.stride();
     format!(
-        "{indent}reduce_stage[stage_count * {wg}u + lid] = {value}; stage_words[stage_count] = {word}; stage_count++; // d/d {label}\n"
+        "{indent}reduce_stage[stage_count * {stride}u + lid] = {value}; stage_words[stage_count] = {word}; stage_count++; // d/d {label}\n"
     )
 }
