@@ -126,7 +126,7 @@ fn {REDUCE_STAGE_FN}(lid: u32, group: u32, words: array<u32, {lanes}>, count: u3
 
 /// The workgroup sum of a kernel that keeps its words' sums in workgroup memory
 /// ([`SumsIn::Workgroup`]): a wide stage of [`abi::wide_stage_slots`] slots, each summed in
-/// one level (every thread sums a slot's run of lanes; 3 barriers per 32 f32 words, where
+/// one level (every thread sums a slot's run of lanes; 4 barriers per 32 f32 words, where
 /// the 8-slot stage takes 4 per 8), then each slot's sum added into `word_sums` by a thread
 /// of its own. Where two slots hold one word, the first one's thread adds both, in slot
 /// order: no two threads add into one word, and the order is the same on every run. A bit
