@@ -68,6 +68,20 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
+/// A kernel's row up to its work: what it is, not how it ran.
+fn row_head(k: &Kernel) -> String {
+    format!(
+        "| {} | {} | {} | {} | {} | {} | {:.0}",
+        k.function,
+        k.family,
+        k.kind,
+        k.spec.input_words,
+        k.output_words,
+        k.spec.work_per_element,
+        k.work
+    )
+}
+
 /// The summary table and every kernel's row, at `2^log_n` (or the largest n under the
 /// buffer bound).
 pub fn tables(kernels: &[Kernel], log_n: u32) -> String {
@@ -111,18 +125,8 @@ pub fn tables(kernels: &[Kernel], log_n: u32) -> String {
     );
     for k in kernels {
         if let Some(why) = &k.failed {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} | {} | {} | {:.0} | | failed: {} | | | | |",
-                k.function,
-                k.family,
-                k.kind,
-                k.spec.input_words,
-                k.output_words,
-                k.spec.work_per_element,
-                k.work,
-                why.replace(['\n', '|'], " ")
-            );
+            let why = why.replace(['\n', '|'], " ");
+            let _ = writeln!(out, "{} | | failed: {why} | | | | |", row_head(k));
             continue;
         }
         let times: Vec<String> = k.rounds.iter().map(|r| format!("{:.3}", r.ms)).collect();
@@ -131,14 +135,8 @@ pub fn tables(kernels: &[Kernel], log_n: u32) -> String {
         let fma = median(k.rounds.iter().map(|r| r.arithmetic_ms).collect());
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {:.0} | 2^{} | {} | {copy:.3} | {fma:.3} | {:.0}% | {:.0}% |",
-            k.function,
-            k.family,
-            k.kind,
-            k.spec.input_words,
-            k.output_words,
-            k.spec.work_per_element,
-            k.work,
+            "{} | 2^{} | {} | {copy:.3} | {fma:.3} | {:.0}% | {:.0}% |",
+            row_head(k),
             n.trailing_zeros(),
             times.join(" / "),
             100.0 * k.of_roofline(),

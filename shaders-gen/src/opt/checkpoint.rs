@@ -84,23 +84,14 @@ fn segmented(b: &mut Builder, l: &Loop, body_tys: &[Ty], k: i64, span: Span) -> 
     let start = ob.int(l.start, span);
     let offset = ob.push(Op::IntBin(IntOp::Mul, s, k_int), span, None);
     let first = ob.push(Op::IntBin(IntOp::Add, offset, start), span, None);
-    let carried: Vec<ValueId> = (0..c)
-        .map(|j| {
-            ob.input(
-                1 + j as u32,
-                span,
-                l.body.input_name(1 + j as u32).map(String::from),
-            )
-        })
-        .collect();
-    let mut captures: Vec<ValueId> = (c..outer_tys.len() - 1)
-        .map(|j| {
-            ob.input(
-                1 + j as u32,
-                span,
-                l.body.input_name(1 + j as u32).map(String::from),
-            )
-        })
+    // The body's input `w`, under the body's name for it.
+    let input = |ob: &mut Builder, w: usize| {
+        let name = l.body.input_name(w as u32).map(String::from);
+        ob.input(w as u32, span, name)
+    };
+    let carried: Vec<ValueId> = (1..=c).map(|w| input(&mut ob, w)).collect();
+    let mut captures: Vec<ValueId> = (1 + c..outer_tys.len())
+        .map(|w| input(&mut ob, w))
         .collect();
     captures.push(first);
     let inner = Loop {
