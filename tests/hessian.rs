@@ -54,6 +54,20 @@ pub fn iterated(x: f32, y: f32) -> f32 {
     a * a + y
 }
 
+/// A long loop: 600 steps carrying two values, a 1,200-word tape (past
+/// `opt::MAX_TAPE_WORDS`), so the kernels' reverse passes run it in checkpointed segments,
+/// the Hessian's tangents of them included.
+#[differentiable]
+pub fn integrated(k: f32, c: f32) -> f32 {
+    let mut p: f32 = 1.0;
+    let mut q = 0.0;
+    for _ in 0..600 {
+        q += 0.01 * (-k * p.sin() - c * q);
+        p += 0.01 * q;
+    }
+    p * p + q
+}
+
 /// Softplus with a custom derivative: its second derivative is the derivative of the
 /// custom one (the logistic function).
 #[differentiable(grad = softplus_grad)]
@@ -222,6 +236,34 @@ fn rosenbrock_and_iterated_loops() {
     );
     check("iterated", &xs, &cpu, &gpu, |x, i, j| {
         iterated::eval(seeded(x, 0, i, j), seeded(x, 1, i, j))
+    });
+}
+
+#[test]
+fn a_long_loop_in_checkpointed_segments() {
+    let mut rng = Rng(7);
+    let xs = points(&mut rng, 64, 2, 0.2, 1.5);
+    let args: Vec<integrated::Args> = xs
+        .iter()
+        .map(|x| integrated::Args {
+            k: x[0] as f32,
+            c: x[1] as f32,
+        })
+        .collect();
+    let cpu: Vec<Second> = args
+        .iter()
+        .map(|a| flat(integrated::value_grad_hessian(a)))
+        .collect();
+    let (v, g, h) = integrated::kernel(device())
+        .value_grad_hessian(&args)
+        .expect("launch");
+    let gpu: Vec<Second> = (0..args.len()).map(|k| flat((v[k], g[k], h[k]))).collect();
+    for wgsl in [integrated::WGSL_ADJOINT, integrated::WGSL_HESSIAN] {
+        assert!(wgsl.contains("_segment"), "the loop is cut into segments");
+        assert!(!wgsl.contains("array<f32, 1200>"), "no whole tape");
+    }
+    check("integrated", &xs, &cpu, &gpu, |x, i, j| {
+        integrated::eval(seeded(x, 0, i, j), seeded(x, 1, i, j))
     });
 }
 

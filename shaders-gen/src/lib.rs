@@ -329,7 +329,11 @@ fn second_order(
         } else {
             ad::HessianForm::Loop
         };
-        let function = opt::optimize(&ad::hessian(primal, &wrt, form));
+        let function = opt::optimize(&ad::hessian(
+            &Tapes::Checkpointed.prepare(primal),
+            &wrt,
+            form,
+        ));
         let wgsl = emit_wgsl::emit_kernel(sig, layout, KernelKind::Hessian, &function);
         HessianKernel {
             function,
