@@ -17,8 +17,8 @@ mod ceilings;
 mod common;
 mod networks;
 use ceilings::{
-    FMA_PER_THREAD, WARM_UP_S, copy_spec, fma_spec, inputs, kernel_time, kernel_times, median,
-    no_cpu, sizes_from_env, spec, spec_shared,
+    FMA_PER_THREAD, WARM_UP_S, copy_spec, disagreement, fma_spec, inputs, kernel_time,
+    kernel_times, median, no_cpu, sizes_from_env, spec, spec_shared,
 };
 use common::{
     EDGE_RESIDUAL, MLP_LOSS, ROSENBROCK4, SOFT_GATE16, TRANSCENDENTAL4, edge_residual, mlp_loss,
@@ -412,52 +412,6 @@ fn check_hand(
         hand.label
     );
     Ok(())
-}
-
-/// How far `other`'s results are from `gen_spec`'s on the same input: the largest
-/// difference of an output word (relative to its size, at least 1) and of a shared-gradient
-/// word (relative to the largest sum), for shared words that are not all equal.
-fn disagreement(
-    d: &Device,
-    gen_spec: &'static KernelSpec,
-    other: &'static KernelSpec,
-    input: &[f32],
-) -> Result<(f32, f32), Error> {
-    let n = input.len() / gen_spec.input_words as usize;
-    let shared: Vec<f32> = inputs(1, gen_spec.shared_words() as u32)
-        .iter()
-        .map(|w| 0.6 * (w - 1.25))
-        .collect();
-    let run = |s: &'static KernelSpec| -> Result<(Vec<Vec<f32>>, Vec<f32>), Error> {
-        let mut outs: Vec<Vec<f32>> = s
-            .outputs
-            .iter()
-            .map(|o| vec![0.0; n * o.words as usize])
-            .collect();
-        let mut shared_grad = vec![0.0; s.shared_grad_words()];
-        let mut views: Vec<&mut [f32]> = outs.iter_mut().map(|v| &mut v[..]).collect();
-        d.launch_shared(s, input, &shared, &mut views, &mut shared_grad)?;
-        Ok((outs, shared_grad))
-    };
-    let ((g, gs), (h, hs)) = (run(gen_spec)?, run(other)?);
-    let sum_scale = gs.iter().fold(1.0f32, |m, v| m.max(v.abs()));
-    let outputs = g
-        .iter()
-        .flatten()
-        .zip(h.iter().flatten())
-        .fold(0.0f32, |m, (a, b)| {
-            worse(m, (a - b).abs() / a.abs().max(1.0))
-        });
-    let sums = gs
-        .iter()
-        .zip(&hs)
-        .fold(0.0f32, |m, (a, b)| worse(m, (a - b).abs() / sum_scale));
-    Ok((outputs, sums))
-}
-
-/// The larger difference, a NaN counting as infinitely far (`f32::max` would drop it).
-fn worse(m: f32, d: f32) -> f32 {
-    if d.is_nan() { f32::INFINITY } else { m.max(d) }
 }
 
 /// The shared-parameter cases: generated against hand-written kernels and the device's

@@ -178,3 +178,57 @@ pub fn kernel_times(
         median(times.iter().map(|t| t.reduce).collect()),
     ))
 }
+
+/// How far `other`'s results are from `gen_spec`'s on the same input: the largest
+/// difference of an output word (relative to its size, at least 1) and of a shared-gradient
+/// word (relative to the largest sum), for shared words that are not all equal. A word
+/// that is NaN in both agrees (the corpus's inputs overflow some functions); NaN in one
+/// only is infinitely far.
+pub fn disagreement(
+    d: &Device,
+    gen_spec: &'static KernelSpec,
+    other: &'static KernelSpec,
+    input: &[f32],
+) -> Result<(f32, f32), Error> {
+    let n = input.len() / gen_spec.input_words as usize;
+    let shared: Vec<f32> = inputs(1, gen_spec.shared_words() as u32)
+        .iter()
+        .map(|w| 0.6 * (w - 1.25))
+        .collect();
+    let run = |s: &'static KernelSpec| -> Result<(Vec<Vec<f32>>, Vec<f32>), Error> {
+        let mut outs: Vec<Vec<f32>> = s
+            .outputs
+            .iter()
+            .map(|o| vec![0.0; n * o.words as usize])
+            .collect();
+        let mut shared_grad = vec![0.0; s.shared_grad_words()];
+        let mut views: Vec<&mut [f32]> = outs.iter_mut().map(|v| &mut v[..]).collect();
+        d.launch_shared(s, input, &shared, &mut views, &mut shared_grad)?;
+        Ok((outs, shared_grad))
+    };
+    let ((g, gs), (h, hs)) = (run(gen_spec)?, run(other)?);
+    let sum_scale = gs.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+    let outputs = g
+        .iter()
+        .flatten()
+        .zip(h.iter().flatten())
+        .fold(0.0f32, |m, (a, b)| {
+            worse(m, (a, b), (a - b).abs() / a.abs().max(1.0))
+        });
+    let sums = gs.iter().zip(&hs).fold(0.0f32, |m, (a, b)| {
+        worse(m, (a, b), (a - b).abs() / sum_scale)
+    });
+    Ok((outputs, sums))
+}
+
+/// The larger difference, `d` between `a` and `b`: NaN in both is no difference, NaN in
+/// one counts as infinitely far (`f32::max` would drop it).
+fn worse(m: f32, (a, b): (&f32, &f32), d: f32) -> f32 {
+    if a.is_nan() && b.is_nan() {
+        m
+    } else if d.is_nan() {
+        f32::INFINITY
+    } else {
+        m.max(d)
+    }
+}

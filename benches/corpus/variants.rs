@@ -6,6 +6,7 @@
 //! buffers, once it has computed what the generated kernel computes (values, gradients and
 //! shared gradients on 3,000 elements). A change to the generator is tried as text first.
 
+use super::ceilings;
 use gradfuse::{Device, Error, KernelSpec};
 
 /// The generated kernel `spec` with its WGSL replaced (leaked: specs are `'static`).
@@ -50,55 +51,22 @@ pub fn variants_of(
     found
 }
 
-/// Fails unless `variant` computes what `generated` does on `input`: every output word
-/// within 1e-4 of its size (at least 1), every shared-gradient word within 1e-4 of the
-/// largest.
+/// Fails unless `variant` computes what `generated` does on `input`
+/// ([`ceilings::disagreement`]): every output word within 1e-4 of its size (at least 1),
+/// every shared-gradient word within 1e-4 of the largest.
 pub fn check(
     d: &Device,
     generated: &'static KernelSpec,
     variant: &'static KernelSpec,
     input: &[f32],
 ) -> Result<(), Error> {
-    let n = input.len() / generated.input_words as usize;
-    let shared: Vec<f32> = (0..generated.shared_words())
-        .map(|w| 0.3 * ((w as f32) * 0.37).sin())
-        .collect();
-    let run = |s: &'static KernelSpec| -> Result<(Vec<f32>, Vec<f32>), Error> {
-        let mut outs: Vec<Vec<f32>> = s
-            .outputs
-            .iter()
-            .map(|o| vec![0.0; n * o.words as usize])
-            .collect();
-        let mut grad = vec![0.0; s.shared_grad_words()];
-        let mut views: Vec<&mut [f32]> = outs.iter_mut().map(|v| &mut v[..]).collect();
-        d.launch_shared(s, input, &shared, &mut views, &mut grad)?;
-        Ok((outs.concat(), grad))
-    };
-    let (want, want_grad) = run(generated)?;
-    let (got, got_grad) = run(variant)?;
-    let worst = got
-        .iter()
-        .zip(&want)
-        .map(|(g, w)| (g - w).abs() / w.abs().max(1.0))
-        .fold(0.0f32, f32::max);
-    let largest = want_grad.iter().fold(1e-30f32, |m, w| m.max(w.abs()));
-    let worst_grad = got_grad
-        .iter()
-        .zip(&want_grad)
-        .map(|(g, w)| (g - w).abs() / largest)
-        .fold(0.0f32, f32::max);
-    // A NaN where the generated kernel has none (the corpus's inputs overflow some
-    // functions: both then agree on the NaN).
-    let new_nan = got
-        .iter()
-        .zip(&want)
-        .any(|(g, w)| g.is_nan() && !w.is_nan());
-    if worst > 1e-4 || worst_grad > 1e-4 || new_nan {
+    let (outputs, sums) = ceilings::disagreement(d, generated, variant, input)?;
+    if outputs > 1e-4 || sums > 1e-4 {
         return Err(Error::Validation {
             label: variant.label.into(),
             message: format!(
-                "disagrees with the generated kernel: outputs by {worst:e}, shared gradient \
-                 by {worst_grad:e}"
+                "disagrees with the generated kernel: outputs by {outputs:e}, shared \
+                 gradient by {sums:e}"
             ),
         });
     }

@@ -411,10 +411,7 @@ fn declarations(
     }
     if plan.reduces {
         let precision = plan.layout.precision;
-        let reduce_scalars = match sums.sums_in {
-            SumsIn::Workgroup => abi::WIDE_STAGE_STRIDE * abi::wide_stage_slots(precision),
-            _ => wg * abi::reduce_lanes(precision),
-        };
+        let reduce_scalars = sums.sums_in.slots(precision) * sums.sums_in.stride();
         let _ = writeln!(
             s,
             "var<workgroup> reduce_stage: array<{t}, {reduce_scalars}>;"

@@ -363,10 +363,7 @@ fn finish(
         .then(|| abi::owned_sums(shared_words))
         .flatten();
     ctx.streams.sums_in = sums_in;
-    ctx.streams.lanes = match sums_in {
-        SumsIn::Workgroup => abi::wide_stage_slots(precision),
-        _ => abi::reduce_lanes(precision),
-    };
+    ctx.streams.lanes = sums_in.slots(precision);
     if streams {
         let _ = writeln!(
             declarations,

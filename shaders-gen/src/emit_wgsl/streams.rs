@@ -90,6 +90,14 @@ pub(super) enum SumsIn {
 }
 
 impl SumsIn {
+    /// Slots of the stage: words the workgroup sums at once.
+    pub fn slots(self, precision: crate::signature::Precision) -> u32 {
+        match self {
+            SumsIn::Workgroup => abi::wide_stage_slots(precision),
+            _ => abi::reduce_lanes(precision),
+        }
+    }
+
     /// Lanes between two slots of the stage.
     pub fn stride(self) -> u32 {
         match self {

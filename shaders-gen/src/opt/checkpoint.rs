@@ -77,8 +77,7 @@ fn segmented(b: &mut Builder, l: &Loop, body_tys: &[Ty], k: i64, span: Span) -> 
     let index_name = l.body.input_name(0).unwrap_or("i").to_string();
     // The segment's body: `[s, carried..., captures...]`, running the segment's `k`
     // iterations as an inner loop that captures the segment's first index.
-    let outer_tys = body_tys;
-    let mut ob = Builder::with_inputs(outer_tys.to_vec());
+    let mut ob = Builder::with_inputs(body_tys.to_vec());
     let s = ob.input(0, span, Some(format!("{index_name}_segment")));
     let k_int = ob.int(k, span);
     let start = ob.int(l.start, span);
@@ -90,16 +89,14 @@ fn segmented(b: &mut Builder, l: &Loop, body_tys: &[Ty], k: i64, span: Span) -> 
         ob.input(w as u32, span, name)
     };
     let carried: Vec<ValueId> = (1..=c).map(|w| input(&mut ob, w)).collect();
-    let mut captures: Vec<ValueId> = (1 + c..outer_tys.len())
-        .map(|w| input(&mut ob, w))
-        .collect();
+    let mut captures: Vec<ValueId> = (1 + c..body_tys.len()).map(|w| input(&mut ob, w)).collect();
     captures.push(first);
     let inner = Loop {
         start: 0,
         end: k,
         init: carried,
         captures,
-        body: segment_body(&l.body, outer_tys, &index_name, span),
+        body: segment_body(&l.body, body_tys, &index_name, span),
         kind: LoopKind::Forward,
     };
     let inner = ob.push(Op::Loop(Box::new(inner)), span, None);
