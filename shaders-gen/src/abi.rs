@@ -383,6 +383,31 @@ impl ArgLayout {
         parts.join(", ")
     }
 
+    /// Words `from..to` as runs of their arguments: `u[12..24]`, `k[0..4], s`.
+    pub fn words_runs_label(&self, from: u32, to: u32) -> String {
+        let mut parts = Vec::new();
+        let mut w = from;
+        while w < to {
+            let (slot, elem) = self.input_slot(w);
+            match (elem, slot.len) {
+                (Some(k), Some(n)) => {
+                    let end = (n as u32 - k as u32).min(to - w) as usize + k;
+                    parts.push(if end == k + 1 {
+                        self.word_label(w)
+                    } else {
+                        format!("{}[{k}..{end}]", slot.name)
+                    });
+                    w += (end - k) as u32;
+                }
+                _ => {
+                    parts.push(self.word_label(w));
+                    w += 1;
+                }
+            }
+        }
+        parts.join(", ")
+    }
+
     /// A readable name for an IR input: `x` or `p_2`.
     pub fn word_name(&self, word: u32) -> String {
         let (slot, elem) = self.input_slot(word);
@@ -404,6 +429,80 @@ pub fn vector_lanes(words: u32) -> u32 {
         2
     } else {
         1
+    }
+}
+
+/// Bytes of workgroup memory every device has (what WebGPU guarantees): the stages whose
+/// shape is fixed in a kernel's text fit in it.
+pub const GUARANTEED_WORKGROUP_BYTES: u32 = 16384;
+
+/// Argument rows of at least this many bytes per element are loaded through workgroup
+/// memory ([`RowStage`]). Loaded by each thread from its own row, a row of 128 words is a
+/// 512-byte stride between neighbouring threads' loads: 18-27% of the copy bandwidth on
+/// the H100 (`benches/corpus/`, stencil_64).
+pub const STAGE_ROWS_FROM_BYTES: u32 = 128;
+
+/// Rows are staged ([`RowStage`]) only for kernels of at most this much work per row word
+/// (operations weighted by [`crate::ops::Func::gpu_cost`]): a kernel that computes more
+/// overlaps its strided loads with its arithmetic, and the stage's barriers and copies
+/// only slow it. On the H100 (`benches/corpus/`, 2^24), every staged kernel of at most
+/// 10 (the stencils': 4-10) ran 1.05-4.35x faster, and every one of 15 or more (the
+/// array loops' and random programs' tangents, the Jacobians': 15-190) 0.58-0.98x.
+pub const STAGE_ROWS_MAX_WORK_PER_WORD: f64 = 12.0;
+
+/// How a kernel loads argument rows of [`STAGE_ROWS_FROM_BYTES`] or more through
+/// workgroup memory: in rounds, each a slice of `words` words of every element of the
+/// workgroup, which consecutive threads load as consecutive words (runs of `words` words
+/// of one row, then the next row's), into a stage that holds element `e`'s slice at `e *
+/// stride`; then each thread takes its own element's slice. The stride is odd so that the
+/// threads' reads of their slices fall in different banks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowStage {
+    /// Words of each element per round: a multiple of the loads' lanes.
+    pub words: u32,
+    /// Scalars between consecutive elements' slices in the stage.
+    pub stride: u32,
+}
+
+impl RowStage {
+    /// The stage for rows of `row_words` words read `lanes` at a time by a kernel of
+    /// `work` weighted operations per element, in a stage of at most `stage_scalars`
+    /// scalars; `None` where the rows are narrower than [`STAGE_ROWS_FROM_BYTES`], the
+    /// kernel computes more than [`STAGE_ROWS_MAX_WORK_PER_WORD`] per word, or the stage
+    /// holds too little for a round to pay.
+    pub fn for_rows(
+        (row_words, work): (u32, f64),
+        lanes: u32,
+        stage_scalars: u32,
+        precision: Precision,
+    ) -> Option<RowStage> {
+        let bytes = 4 * precision.words_per_scalar();
+        if row_words * bytes < STAGE_ROWS_FROM_BYTES
+            || work > STAGE_ROWS_MAX_WORK_PER_WORD * f64::from(row_words)
+        {
+            return None;
+        }
+        let most_stride = stage_scalars / WORKGROUP_SIZE;
+        // The largest multiple of the lanes whose odd stride fits.
+        let words = (1..=most_stride)
+            .rev()
+            .map(|w| w - w % lanes)
+            .find(|&w| w > 0 && (w | 1) <= most_stride)?;
+        // A round should move at least 16 bytes of each row.
+        (words * bytes >= 16).then_some(RowStage {
+            words,
+            stride: words | 1,
+        })
+    }
+
+    /// Rounds for a row of `row_words` words.
+    pub fn rounds(self, row_words: u32) -> u32 {
+        row_words.div_ceil(self.words)
+    }
+
+    /// Scalars the stage holds.
+    pub fn scalars(self) -> u32 {
+        WORKGROUP_SIZE * self.stride
     }
 }
 

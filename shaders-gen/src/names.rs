@@ -61,6 +61,8 @@ const RESERVED: &[&str] = &[
     "nth",
     "group_first",
     "grad_stage",
+    "in_stage",
+    "in_group",
     "reduce_stage",
     "outer_stage",
     "stage_count",

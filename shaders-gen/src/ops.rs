@@ -59,6 +59,32 @@ pub enum Func {
     Hypot,
 }
 
+impl Func {
+    /// About how many FMAs one call of `self` takes on a GPU, at least 1: the H100's, as
+    /// `benches/corpus/costs.rs` measured them (`benches/corpus/h100_2026-11-25_all.md`;
+    /// the same within 1% on the H200). The emitters weigh a kernel's work with it to
+    /// tell whether its time goes to memory or to arithmetic; the corpus measures the
+    /// device it runs on instead.
+    pub fn gpu_cost(self) -> f64 {
+        match self {
+            Func::Add | Func::Sub | Func::Mul | Func::Neg | Func::MulAdd | Func::Abs => 1.0,
+            Func::Powi(_) => 1.7,
+            Func::Div | Func::Recip | Func::Sqrt | Func::Exp | Func::Exp2 => 6.1,
+            Func::Signum | Func::Min | Func::Max | Func::Floor | Func::Ceil => 6.1,
+            Func::Clamp => 8.0,
+            Func::Round => 11.4,
+            Func::Sinh | Func::Cosh | Func::Tanh => 14.4,
+            Func::Powf => 24.5,
+            Func::Atan => 25.7,
+            Func::Hypot => 27.8,
+            Func::Cos | Func::Atan2 => 42.8,
+            Func::Sin | Func::Ln | Func::Log2 | Func::Log10 => 46.0,
+            Func::Asin | Func::Acos => 66.5,
+            Func::Tan => 85.8,
+        }
+    }
+}
+
 /// How a function is written in WGSL.
 #[derive(Clone, Copy, Debug)]
 pub enum WgslForm {

@@ -1,11 +1,11 @@
 //! One kernel's text, phase by phase: loads, shared-gradient sums, the body, stores, then
 //! the header, the declarations and the entry point around them.
 
-use super::COMPONENTS;
 use super::body::{Ctx, scaled_index};
 use super::fields::{FieldNames, emit_field_loads, field_declarations, field_header, field_names};
 use super::float_literal;
-use super::plan::KernelPlan;
+use super::loads::emit_loads;
+use super::plan::{KernelPlan, StageArray};
 use super::reduce::reduce_stage_fn;
 use super::rows::{ROWS_NAMES, acc, has_rows_entry, rows_declarations, rows_entry, rows_stores};
 use super::shared_sums::{SharedSums, shared_sums};
@@ -96,7 +96,7 @@ fn emit(
     if gathered {
         emit_field_loads(&plan, &fields, &ctx, &mut body);
     }
-    emit_loads(&plan, &mut ctx, &mut body);
+    emit_loads(&plan, &mut ctx, &mut taken, &mut body);
     let sums = if plan.reduces {
         shared_sums(&plan, f, &mut ctx, &mut taken, &mut body)
     } else {
@@ -117,90 +117,6 @@ fn emit(
         rows_entry(&plan, &fields, &compute, &stores, &mut s);
     }
     s
-}
-
-/// One `let` per argument word used (several words to a vector load); the shared words
-/// after the element's, then, in an adjoint that sums shared gradients, the seed.
-fn emit_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
-    ctx.for_each_element(|ctx, _| emit_element_loads(plan, ctx, body));
-    emit_shared_loads(plan, ctx, body);
-}
-
-/// The element's argument words, from its row at `in_base` (the element being written's).
-fn emit_element_loads(plan: &KernelPlan, ctx: &Ctx, body: &mut String) {
-    let (words, lanes, loads) = (plan.layout.words, plan.lanes, &plan.loads);
-    let row_chunks = if plan.gathered { 0 } else { words / lanes };
-    let in_base = element_name("in_base", ctx.element);
-    let args = element_name("args", ctx.element);
-    for chunk in 0..row_chunks {
-        let used: Vec<(u32, usize)> = (chunk * lanes..(chunk + 1) * lanes)
-            .filter_map(|w| loads[w as usize].map(|i| (w, i)))
-            .collect();
-        if used.is_empty() {
-            continue;
-        }
-        let idx = if chunk == 0 {
-            in_base.clone()
-        } else {
-            format!("{in_base} + {chunk}u")
-        };
-        if lanes == 1 {
-            let _ = writeln!(body, "    let {} = args[{idx}];", ctx.name(used[0].1));
-        } else {
-            let _ = writeln!(body, "    let {args}_{chunk} = args[{idx}];");
-            for (w, i) in used {
-                let c = COMPONENTS[(w % lanes) as usize];
-                let _ = writeln!(body, "    let {} = {args}_{chunk}.{c};", ctx.name(i));
-            }
-        }
-    }
-}
-
-/// The shared words read as words (once for all elements), then, in an adjoint that sums
-/// shared gradients, each element's seed.
-fn emit_shared_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
-    let (words, loads) = (plan.layout.words, &plan.loads);
-    let shared_loads = &loads[words as usize..(words + plan.layout.shared_words) as usize];
-    for (k, load) in shared_loads.iter().enumerate() {
-        if let Some(i) = load {
-            ctx.shared_word.insert(*i, k as u32);
-        }
-    }
-    // A shared array read only word by word reads the buffer at its index: its words
-    // need no registers.
-    ctx.plan_shared_arrays();
-    let needed = ctx.needed();
-    for (k, load) in shared_loads.iter().enumerate() {
-        if let Some(i) = load
-            && needed[*i]
-        {
-            let read = if plan.shared_uniform {
-                let u = abi::uniform_lanes(plan.layout.precision) as usize;
-                format!("shared_args[{}u].{}", k / u, COMPONENTS[k % u])
-            } else {
-                format!("shared_args[{k}u]")
-            };
-            let _ = writeln!(body, "    let {} = {read};", ctx.names[*i]);
-        }
-    }
-    if plan.reduces
-        && let Some(seed) = loads[(words + plan.layout.shared_words) as usize]
-    {
-        let _ = writeln!(
-            body,
-            "    // The adjoint's seed: elements past the end add nothing to the sums."
-        );
-        ctx.for_each_element(|ctx, e| {
-            let _ = writeln!(
-                body,
-                "    let {} = select({}, {}, {});",
-                ctx.name(seed),
-                float_literal(0.0, ctx.precision),
-                float_literal(1.0, ctx.precision),
-                element_name("in_batch", e),
-            );
-        });
-    }
 }
 
 /// The header comment: which function, and a map of every buffer word to the user's names.
@@ -402,6 +318,13 @@ fn declarations(
             wg * plan.grad_count()
         );
     }
+    if let Some((stage, StageArray::Own)) = plan.row_stage {
+        let _ = writeln!(
+            s,
+            "var<workgroup> in_stage: array<{t}, {}>;",
+            stage.scalars()
+        );
+    }
     if plan.chunked {
         let _ = writeln!(
             s,
@@ -584,7 +507,8 @@ fn plain_entry(plan: &KernelPlan, body: &str, s: &mut String) {
              let in_batch = i < params.n;\n    \
              let elem = min(i, params.n - 1u);"
         );
-        if !plan.gathered {
+        // Staged rows are read from the group's first row, not the element's.
+        if !plan.gathered && plan.row_stage.is_none() {
             let _ = writeln!(s, "    let in_base = elem * {in_words}u;");
         }
     } else {

@@ -13,6 +13,7 @@ mod arrays;
 mod body;
 mod fields;
 mod kernel;
+mod loads;
 mod outer_sums;
 mod plan;
 mod reduce;

@@ -42,6 +42,29 @@ pub(super) struct KernelPlan<'a> {
     /// [`super::emit_kernel_with_elements`]): 1 unless the kernel sums shared gradients
     /// from rows of interleaved words.
     pub elements: u32,
+    /// Argument rows loaded through workgroup memory, where they are wide
+    /// ([`abi::RowStage`]), and the workgroup array that stages them.
+    pub row_stage: Option<(abi::RowStage, StageArray)>,
+}
+
+/// The workgroup array through which a kernel loads its argument rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum StageArray {
+    /// `in_stage`, the loads' own.
+    Own,
+    /// The array that later stages the kernel's stores (`out_stage` or `grad_stage`): the
+    /// loads are done with it before the first store, past a barrier.
+    Stores(&'static str),
+}
+
+impl StageArray {
+    /// The array's name in WGSL.
+    pub fn name(self) -> &'static str {
+        match self {
+            StageArray::Own => "in_stage",
+            StageArray::Stores(name) => name,
+        }
+    }
 }
 
 impl<'a> KernelPlan<'a> {
@@ -85,15 +108,32 @@ impl<'a> KernelPlan<'a> {
             && outputs
                 .iter()
                 .any(|o| Self::stages_output_of(kind, o.1, precision));
+        let lanes = abi::vector_lanes(layout.words);
+        let row_stage = if gathered || reduces {
+            None
+        } else {
+            let store_stage = if chunked {
+                Some(("out_stage", abi::output_stage_words(precision)))
+            } else if staged {
+                Some(("grad_stage", grad_words.len() as u32))
+            } else {
+                None
+            };
+            let work = f.weighted_work(&|op| match op {
+                Op::Call(func, _) => func.gpu_cost(),
+                _ => 1.0,
+            });
+            row_stage(layout, (lanes, work), store_stage)
+        };
         KernelPlan {
             kind,
             chunked,
             layout,
-            lanes: abi::vector_lanes(layout.words),
+            lanes,
             shared_uniform: abi::shared_in_uniform(shared_words, precision),
             reduces,
             staged,
-            guarded: staged || reduces || chunked,
+            guarded: staged || reduces || chunked || row_stage.is_some(),
             grad_words,
             outputs,
             loads,
@@ -103,6 +143,7 @@ impl<'a> KernelPlan<'a> {
             } else {
                 1
             },
+            row_stage,
         }
     }
 
@@ -136,5 +177,29 @@ impl<'a> KernelPlan<'a> {
     /// The label of gradient word `k` in comments.
     pub fn grad_label(&self, k: u32) -> String {
         self.layout.word_label(self.grad_words[k as usize])
+    }
+}
+
+/// How a kernel of `work` weighted operations per element whose other workgroup array is
+/// `store_stage` (its name and words per thread) loads argument rows: through an array of its own in the memory the other
+/// leaves, or through the other where that gives longer rounds.
+fn row_stage(
+    layout: &ArgLayout,
+    (lanes, work): (u32, f64),
+    store_stage: Option<(&'static str, u32)>,
+) -> Option<(abi::RowStage, StageArray)> {
+    let (words, precision) = (layout.words, layout.precision);
+    let words = (words, work);
+    let guaranteed = abi::GUARANTEED_WORKGROUP_BYTES / (4 * precision.words_per_scalar());
+    let other = store_stage.map_or(0, |(_, w)| w * abi::WORKGROUP_SIZE);
+    let own = abi::RowStage::for_rows(words, lanes, guaranteed - other, precision)
+        .map(|r| (r, StageArray::Own));
+    let shared = store_stage.and_then(|(name, _)| {
+        abi::RowStage::for_rows(words, lanes, other, precision)
+            .map(|r| (r, StageArray::Stores(name)))
+    });
+    match (own, shared) {
+        (Some(o), Some(s)) if s.0.words > o.0.words => Some(s),
+        (o, s) => o.or(s),
     }
 }

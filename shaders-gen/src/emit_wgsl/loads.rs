@@ -1,0 +1,267 @@
+//! A kernel's loads: the element's argument words (straight from its row, or through
+//! workgroup memory where rows are wide), the shared words, and an adjoint's seed.
+
+use super::COMPONENTS;
+use super::body::Ctx;
+use super::float_literal;
+use super::plan::{KernelPlan, StageArray};
+use crate::abi::{self, RowStage};
+use crate::names::{Taken, element_name, fresh};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// One `let` per argument word used (several words to a vector load); the shared words
+/// after the element's, then, in an adjoint that sums shared gradients, the seed.
+pub(super) fn emit_loads(plan: &KernelPlan, ctx: &mut Ctx, taken: &mut Taken, body: &mut String) {
+    ctx.for_each_element(|ctx, _| emit_element_loads(plan, ctx, taken, body));
+    emit_shared_loads(plan, ctx, body);
+}
+
+/// The element's argument words, from its row at `in_base` (the element being written's).
+fn emit_element_loads(plan: &KernelPlan, ctx: &Ctx, taken: &mut Taken, body: &mut String) {
+    if let Some((stage, array)) = plan.row_stage {
+        return emit_staged_loads(plan, (stage, array), ctx, taken, body);
+    }
+    let (words, lanes, loads) = (plan.layout.words, plan.lanes, &plan.loads);
+    let row_chunks = if plan.gathered { 0 } else { words / lanes };
+    let in_base = element_name("in_base", ctx.element);
+    let args = element_name("args", ctx.element);
+    for chunk in 0..row_chunks {
+        let used: Vec<(u32, usize)> = (chunk * lanes..(chunk + 1) * lanes)
+            .filter_map(|w| loads[w as usize].map(|i| (w, i)))
+            .collect();
+        if used.is_empty() {
+            continue;
+        }
+        let idx = if chunk == 0 {
+            in_base.clone()
+        } else {
+            format!("{in_base} + {chunk}u")
+        };
+        if lanes == 1 {
+            let _ = writeln!(body, "    let {} = args[{idx}];", ctx.name(used[0].1));
+        } else {
+            let _ = writeln!(body, "    let {args}_{chunk} = args[{idx}];");
+            for (w, i) in used {
+                let c = COMPONENTS[(w % lanes) as usize];
+                let _ = writeln!(body, "    let {} = {args}_{chunk}.{c};", ctx.name(i));
+            }
+        }
+    }
+}
+
+/// The shared words read as words (once for all elements), then, in an adjoint that sums
+/// shared gradients, each element's seed.
+fn emit_shared_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
+    let (words, loads) = (plan.layout.words, &plan.loads);
+    let shared_loads = &loads[words as usize..(words + plan.layout.shared_words) as usize];
+    for (k, load) in shared_loads.iter().enumerate() {
+        if let Some(i) = load {
+            ctx.shared_word.insert(*i, k as u32);
+        }
+    }
+    // A shared array read only word by word reads the buffer at its index: its words
+    // need no registers.
+    ctx.plan_shared_arrays();
+    let needed = ctx.needed();
+    for (k, load) in shared_loads.iter().enumerate() {
+        if let Some(i) = load
+            && needed[*i]
+        {
+            let read = if plan.shared_uniform {
+                let u = abi::uniform_lanes(plan.layout.precision) as usize;
+                format!("shared_args[{}u].{}", k / u, COMPONENTS[k % u])
+            } else {
+                format!("shared_args[{k}u]")
+            };
+            let _ = writeln!(body, "    let {} = {read};", ctx.names[*i]);
+        }
+    }
+    if plan.reduces
+        && let Some(seed) = loads[(words + plan.layout.shared_words) as usize]
+    {
+        let _ = writeln!(
+            body,
+            "    // The adjoint's seed: elements past the end add nothing to the sums."
+        );
+        ctx.for_each_element(|ctx, e| {
+            let _ = writeln!(
+                body,
+                "    let {} = select({}, {}, {});",
+                ctx.name(seed),
+                float_literal(0.0, ctx.precision),
+                float_literal(1.0, ctx.precision),
+                element_name("in_batch", e),
+            );
+        });
+    }
+}
+
+/// One round of staged loads: a slice of every row.
+struct Round {
+    /// The slice's first word.
+    first: u32,
+    /// The slice's words.
+    words: u32,
+    /// The slice's loads per row (`words` over the loads' lanes).
+    per_row: u32,
+    /// The words of the slice the kernel reads, each with its node.
+    used: Vec<(u32, usize)>,
+}
+
+/// The element's argument words through workgroup memory ([`RowStage`]). Every thread
+/// first loads its share of every round's slices, consecutive threads consecutive words,
+/// so that all of the group's loads are in flight at once (a round waiting for its own
+/// loads cost the latency of memory once per round: on the H100, a kernel of 66-word rows
+/// in 5 rounds ran at half the speed); then, round by round, the slices go into the stage
+/// and, past a barrier, each thread takes its own element's words.
+fn emit_staged_loads(
+    plan: &KernelPlan,
+    (stage, array): (RowStage, StageArray),
+    ctx: &Ctx,
+    taken: &mut Taken,
+    body: &mut String,
+) {
+    let (words, lanes) = (plan.layout.words, plan.lanes);
+    let name = array.name();
+    let rounds: Vec<Round> = (0..stage.rounds(words))
+        .map(|round| {
+            let first = round * stage.words;
+            let here = stage.words.min(words - first);
+            let used = (first..first + here)
+                .filter_map(|w| plan.loads[w as usize].map(|i| (w, i)))
+                .collect();
+            Round {
+                first,
+                words: here,
+                per_row: here / lanes,
+                used,
+            }
+        })
+        .filter(|r| !r.used.is_empty())
+        .collect();
+    let _ = writeln!(
+        body,
+        "    // Rows of {words} words, {} bytes apart: the group loads them through {name} in {} \
+         rounds\n    // of {} words of every row, consecutive threads loading consecutive words.",
+        words * 4 * plan.layout.precision.words_per_scalar(),
+        rounds.len(),
+        stage.words
+    );
+    let _ = writeln!(body, "    let in_group = i - lid;");
+    let places = emit_places(plan, stage, &rounds, taken, body);
+    // Every round's loads, before the first barrier.
+    let loaded: Vec<Vec<(String, &str)>> = rounds
+        .iter()
+        .map(|r| {
+            let offset = match r.first / lanes {
+                0 => String::new(),
+                o => format!(" + {o}u"),
+            };
+            places[&r.per_row]
+                .iter()
+                .map(|(src, at)| {
+                    let v = fresh(taken, "in_load");
+                    let _ = writeln!(body, "    let {v} = args[{src}{offset}];");
+                    (v, at.as_str())
+                })
+                .collect()
+        })
+        .collect();
+    for (k, (round, loads)) in rounds.iter().zip(&loaded).enumerate() {
+        // Every round but the first waits until the last one's words are taken.
+        if k > 0 || array != StageArray::Own {
+            let _ = writeln!(body, "    workgroupBarrier();");
+        }
+        emit_round(plan, (stage, name), round, loads, ctx, body);
+    }
+    if array != StageArray::Own {
+        let _ = writeln!(
+            body,
+            "    // {name} stages the stores too: every thread has taken its words first.\n    \
+             workgroupBarrier();"
+        );
+    }
+}
+
+/// For each number of loads per row that a round takes, where each of a thread's loads
+/// reads (its index in `args` less the round's first word) and where it goes in the
+/// stage: `(src, at)` names, one pair per load.
+fn emit_places(
+    plan: &KernelPlan,
+    stage: RowStage,
+    rounds: &[Round],
+    taken: &mut Taken,
+    body: &mut String,
+) -> BTreeMap<u32, Vec<(String, String)>> {
+    let (lanes, stride, wg) = (plan.lanes, stage.stride, abi::WORKGROUP_SIZE);
+    let mut places = BTreeMap::new();
+    for round in rounds {
+        let per_row = round.per_row;
+        if places.contains_key(&per_row) {
+            continue;
+        }
+        let parts = (0..per_row)
+            .map(|part| {
+                let load = match part {
+                    0 => "lid".to_string(),
+                    p => format!("({}u + lid)", p * wg),
+                };
+                let (src, at) = (fresh(taken, "in_src"), fresh(taken, "in_at"));
+                let _ = writeln!(
+                    body,
+                    "    let {src} = min(in_group + {load} / {per_row}u, params.n - 1u) * {}u + {load} % {per_row}u;\n    \
+                     let {at} = {load} / {per_row}u * {stride}u + {load} % {per_row}u * {lanes}u;",
+                    plan.layout.words / lanes
+                );
+                (src, at)
+            })
+            .collect();
+        places.insert(per_row, parts);
+    }
+    places
+}
+
+/// One round: the thread's loads of the round into the stage, a barrier, then the words
+/// of its own row's slice.
+fn emit_round(
+    plan: &KernelPlan,
+    (stage, name): (RowStage, &str),
+    round: &Round,
+    loads: &[(String, &str)],
+    ctx: &Ctx,
+    body: &mut String,
+) {
+    let (first, lanes) = (round.first, plan.lanes as usize);
+    let _ = writeln!(
+        body,
+        "    // Words {first}..{} of every row ({}).",
+        first + round.words,
+        plan.layout.words_runs_label(first, first + round.words)
+    );
+    for (v, at) in loads {
+        if lanes == 1 {
+            let _ = writeln!(body, "    {name}[{at}] = {v};");
+            continue;
+        }
+        for (c, component) in COMPONENTS.iter().enumerate().take(lanes) {
+            match c {
+                0 => _ = writeln!(body, "    {name}[{at}] = {v}.{component};"),
+                c => _ = writeln!(body, "    {name}[{at} + {c}u] = {v}.{component};"),
+            }
+        }
+    }
+    let _ = writeln!(body, "    workgroupBarrier();");
+    for (w, i) in &round.used {
+        let at = match w - first {
+            0 => String::new(),
+            k => format!(" + {k}u"),
+        };
+        let _ = writeln!(
+            body,
+            "    let {} = {name}[lid * {}u{at}];",
+            ctx.name(*i),
+            stage.stride
+        );
+    }
+}

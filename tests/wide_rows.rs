@@ -1,0 +1,227 @@
+//! Kernels whose argument rows are 128 bytes or wider, and which do little work per word,
+//! load them through workgroup memory (`in_stage`, or the stores' stage where the kernel
+//! has one), consecutive threads loading consecutive words. On the GPU, at a batch that ends inside a workgroup, every kernel
+//! kind gives the CPU versions' values and derivatives, for rows read as `vec4`s, `vec2`s
+//! and single words, in f32 and f64.
+
+mod common;
+
+use common::{Rng, device};
+use gradfuse::differentiable;
+
+/// 96 words a row (`vec4` loads), half of them without a gradient.
+#[differentiable]
+fn stencil48(u: [f32; 48], #[constant] k: [f32; 48]) -> f32 {
+    let mut e = 0.0;
+    for i in 1..47 {
+        let d = u[i + 1] - 2.0 * u[i] + u[i - 1];
+        e += k[i] * d * d + 0.1 * (u[i] - u[i - 1]).abs();
+    }
+    e
+}
+
+/// 37 words a row (single-word loads, rounds ending mid-row).
+#[differentiable]
+fn odd37(a: [f32; 36], s: f32) -> f32 {
+    let mut acc = 0.0;
+    for i in 0..35 {
+        acc += (a[i] * s - a[i + 1]) * a[i + 1];
+    }
+    acc * s + a[35]
+}
+
+/// 34 words a row (`vec2` loads; the tangent kernel's 68) and two results: a 2 x 34
+/// Jacobian.
+#[differentiable]
+fn pair34(x: [f32; 34]) -> [f32; 2] {
+    let mut r = [0.0; 2];
+    for j in 0..2 {
+        let mut t = 0.0;
+        for k in 0..34 {
+            t += x[k] * (j as f32 + 1.0) * x[33 - k];
+        }
+        r[j] = t;
+    }
+    r
+}
+
+/// 20 f64 words a row: 160 bytes.
+#[differentiable]
+fn chain64(a: [f64; 20]) -> f64 {
+    let mut acc = 0.0f64;
+    for i in 0..19 {
+        acc += (a[i] - a[i + 1]) * (a[i] - a[i + 1]) * a[i];
+    }
+    acc
+}
+
+/// Elements: two whole workgroups and a part of a third.
+const N: usize = 700;
+
+fn close(got: f32, want: f32) -> bool {
+    (got - want).abs() <= 1e-4 * (1.0 + want.abs())
+}
+
+fn uniform<const W: usize>(rng: &mut Rng) -> [f32; W] {
+    std::array::from_fn(|_| rng.uniform(-1.0, 1.0))
+}
+
+#[test]
+fn wide_rows_are_loaded_through_the_stage() {
+    for (what, wgsl, stage) in [
+        ("stencil48 value", stencil48::WGSL_FORWARD, "in_stage"),
+        ("stencil48 tangent", stencil48::WGSL_TANGENT, "in_stage"),
+        ("stencil48 adjoint", stencil48::WGSL_ADJOINT, "out_stage"),
+        ("odd37 adjoint", odd37::WGSL_ADJOINT, "out_stage"),
+        ("pair34 tangent", pair34::WGSL_TANGENT, "in_stage"),
+        ("chain64 value", chain64::WGSL_FORWARD, "in_stage"),
+    ] {
+        assert!(
+            wgsl.contains(&format!("the group loads them through {stage}")),
+            "{what}: rows loaded through {stage}"
+        );
+    }
+    // A transcendental call per word: the loads overlap the arithmetic, unstaged.
+    assert!(!heavy36::WGSL_FORWARD.contains("in_stage"));
+    let mut rng = Rng(40);
+    let args: Vec<heavy36::Args> = (0..N)
+        .map(|_| heavy36::Args {
+            a: uniform(&mut rng),
+            s: rng.uniform(0.5, 1.5),
+        })
+        .collect();
+    let values = heavy36::kernel(device()).value(&args).expect("value");
+    for (e, a) in args.iter().enumerate() {
+        let want = heavy36(a.a, a.s);
+        assert!(close(values[e], want), "{e}: {} vs {want}", values[e]);
+    }
+}
+
+/// 37 words a row, but a `tanh` per word.
+#[differentiable]
+fn heavy36(a: [f32; 36], s: f32) -> f32 {
+    let mut acc = 0.0;
+    for i in 0..35 {
+        acc += (a[i] * s).tanh() * a[i + 1];
+    }
+    acc * s + a[35]
+}
+
+#[test]
+fn the_staged_loads_read_as_reviewed() {
+    insta::assert_snapshot!("stencil48_forward", stencil48::WGSL_FORWARD);
+}
+
+#[test]
+fn a_stencil_of_96_words_a_row_matches_the_cpu() {
+    let mut rng = Rng(41);
+    let args: Vec<stencil48::Args> = (0..N)
+        .map(|_| stencil48::Args {
+            u: uniform(&mut rng),
+            k: uniform(&mut rng),
+        })
+        .collect();
+    let tangents: Vec<stencil48::Grad> = (0..N)
+        .map(|_| stencil48::Grad {
+            u: uniform(&mut rng),
+        })
+        .collect();
+    let k = stencil48::kernel(device());
+    let values = k.value(&args).expect("value");
+    let (values2, grads) = k.value_and_grad(&args).expect("value_and_grad");
+    let (values3, dirs) = k.jvp(&args, &tangents).expect("jvp");
+    for (e, a) in args.iter().enumerate() {
+        let want = stencil48(a.u, a.k);
+        let (v, g) = stencil48::value_and_grad(a);
+        let (_, dir) = stencil48::jvp(a, &tangents[e]);
+        for got in [values[e], values2[e], values3[e]] {
+            assert!(close(got, want), "{e}: value {got} vs {want}");
+        }
+        assert!(close(v, want), "{e}");
+        for w in 0..48 {
+            assert!(close(grads[e].u[w], g.u[w]), "{e}: d/d u[{w}]");
+        }
+        assert!(close(dirs[e], dir), "{e}: tangent {} vs {dir}", dirs[e]);
+    }
+}
+
+#[test]
+fn rows_of_37_words_match_the_cpu() {
+    let mut rng = Rng(42);
+    let args: Vec<odd37::Args> = (0..N)
+        .map(|_| odd37::Args {
+            a: uniform(&mut rng),
+            s: rng.uniform(0.5, 1.5),
+        })
+        .collect();
+    let k = odd37::kernel(device());
+    let values = k.value(&args).expect("value");
+    let (_, grads) = k.value_and_grad(&args).expect("value_and_grad");
+    for (e, a) in args.iter().enumerate() {
+        let (v, g) = odd37::value_and_grad(a);
+        assert_eq!(v, odd37(a.a, a.s));
+        assert!(close(values[e], v), "{e}: {} vs {v}", values[e]);
+        for w in 0..36 {
+            assert!(close(grads[e].a[w], g.a[w]), "{e}: d/d a[{w}]");
+        }
+        assert!(close(grads[e].s, g.s), "{e}: d/d s");
+    }
+}
+
+#[test]
+fn two_results_of_34_words_a_row_match_the_cpu() {
+    let mut rng = Rng(43);
+    let args: Vec<pair34::Args> = (0..N)
+        .map(|_| pair34::Args {
+            x: uniform(&mut rng),
+        })
+        .collect();
+    let tangents: Vec<pair34::Grad> = (0..N)
+        .map(|_| pair34::Grad {
+            x: uniform(&mut rng),
+        })
+        .collect();
+    let k = pair34::kernel(device());
+    let (values, jacobians) = k.value_and_jacobian(&args).expect("value_and_jacobian");
+    let (_, dirs) = k.jvp(&args, &tangents).expect("jvp");
+    for (e, a) in args.iter().enumerate() {
+        let (v, j) = pair34::value_and_jacobian(a);
+        let (_, dir) = pair34::jvp(a, &tangents[e]);
+        assert_eq!(v, pair34(a.x));
+        for m in 0..2 {
+            assert!(close(values[e][m], v[m]), "{e}: result[{m}]");
+            assert!(close(dirs[e][m], dir[m]), "{e}: tangent of result[{m}]");
+            for w in 0..34 {
+                let (got, want) = (jacobians[e][m].x[w], j[m].x[w]);
+                assert!(close(got, want), "{e}: d{m}/dx[{w}] {got} vs {want}");
+            }
+        }
+    }
+}
+
+#[test]
+fn f64_rows_of_160_bytes_match_the_cpu() {
+    let d = device();
+    if !d.has_f64() {
+        eprintln!("skipped: the device has no 64-bit floats in shaders");
+        return;
+    }
+    let mut rng = Rng(44);
+    let args: Vec<chain64::Args> = (0..N)
+        .map(|_| chain64::Args {
+            a: std::array::from_fn(|_| f64::from(rng.uniform(-1.0, 1.0))),
+        })
+        .collect();
+    let (values, grads) = chain64::kernel(d)
+        .value_and_grad(&args)
+        .expect("value_and_grad");
+    for (e, a) in args.iter().enumerate() {
+        let (v, g) = chain64::value_and_grad(a);
+        assert_eq!(v, chain64(a.a));
+        assert!((values[e] - v).abs() <= 1e-12 * (1.0 + v.abs()), "{e}");
+        for w in 0..20 {
+            let (got, want) = (grads[e].a[w], g.a[w]);
+            assert!((got - want).abs() <= 1e-12 * (1.0 + want.abs()), "{e}: {w}");
+        }
+    }
+}
