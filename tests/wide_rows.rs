@@ -114,14 +114,21 @@ fn the_staged_loads_read_as_reviewed() {
 
 #[test]
 fn a_stencil_of_96_words_a_row_matches_the_cpu() {
-    let mut rng = Rng(41);
-    let args: Vec<stencil48::Args> = (0..N)
+    // One element (the group's other rows clamped to it), one past a whole group, and N.
+    for n in [1, 257, N] {
+        stencil48_matches_the_cpu(n);
+    }
+}
+
+fn stencil48_matches_the_cpu(n: usize) {
+    let mut rng = Rng(41 + n as u64);
+    let args: Vec<stencil48::Args> = (0..n)
         .map(|_| stencil48::Args {
             u: uniform(&mut rng),
             k: uniform(&mut rng),
         })
         .collect();
-    let tangents: Vec<stencil48::Grad> = (0..N)
+    let tangents: Vec<stencil48::Grad> = (0..n)
         .map(|_| stencil48::Grad {
             u: uniform(&mut rng),
         })
