@@ -365,33 +365,24 @@ impl ArgLayout {
     /// than 16 words wholly inside the range as one `w[0..n]`, so a comment does not grow
     /// with array lengths.
     pub fn words_label(&self, from: u32, to: u32) -> String {
-        let mut parts = Vec::new();
-        let mut w = from;
-        while w < to {
-            let (slot, elem) = self.input_slot(w);
-            match (elem, slot.len) {
-                (Some(0), Some(n)) if n > 16 && w + n as u32 <= to => {
-                    parts.push(format!("{}[0..{n}]", slot.name));
-                    w += n as u32;
-                }
-                _ => {
-                    parts.push(self.word_label(w));
-                    w += 1;
-                }
-            }
-        }
-        parts.join(", ")
+        self.label_words(from, to, false)
     }
 
     /// Words `from..to` as runs of their arguments: `u[12..24]`, `k[0..4], s`.
     pub fn words_runs_label(&self, from: u32, to: u32) -> String {
+        self.label_words(from, to, true)
+    }
+
+    /// Words `from..to`, each array's words as one run (`runs`), or only whole arrays of
+    /// more than 16 words.
+    fn label_words(&self, from: u32, to: u32, runs: bool) -> String {
         let mut parts = Vec::new();
         let mut w = from;
         while w < to {
             let (slot, elem) = self.input_slot(w);
             match (elem, slot.len) {
-                (Some(k), Some(n)) => {
-                    let end = (n as u32 - k as u32).min(to - w) as usize + k;
+                (Some(k), Some(n)) if runs || (k == 0 && n > 16 && w + n as u32 <= to) => {
+                    let end = (n - k).min((to - w) as usize) + k;
                     parts.push(if end == k + 1 {
                         self.word_label(w)
                     } else {
