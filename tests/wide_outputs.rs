@@ -1,7 +1,8 @@
 //! Kernels whose outputs are wider than a vector store go through the workgroup's stage
 //! and are stored in runs (`out_stage`): adjoints of more than 16 gradient words and
-//! Jacobians of up to two chunks. On the GPU, at a batch that ends inside a workgroup, they
-//! give the CPU versions' values and derivatives.
+//! Jacobians of up to two chunks, each chunk of a power-of-two width permuted per element
+//! in the stage (`stores.rs`, `chunk_swizzle`). On the GPU, at a batch that ends inside a
+//! workgroup, they give the CPU versions' values and derivatives.
 
 mod common;
 
@@ -40,6 +41,8 @@ fn wide_gradients_are_staged_and_match_the_cpu() {
         wide::WGSL_ADJOINT.contains("out_stage"),
         "21 gradient words: staged"
     );
+    // Its first chunk, 16 words, permuted in the stage so that stores miss no bank.
+    assert!(wide::WGSL_ADJOINT.contains("grads_swizzle_0"));
     let mut rng = Rng(17);
     let args: Vec<wide::Args> = (0..700)
         .map(|_| wide::Args {
@@ -67,6 +70,8 @@ fn wide_jacobians_are_staged_and_match_the_cpu() {
         wide_jacobian::WGSL_JACOBIAN.contains("out_stage"),
         "24 Jacobian words: staged"
     );
+    // Chunks of 16 and 8 words, both permuted.
+    assert!(wide_jacobian::WGSL_JACOBIAN.contains("jacobians_swizzle_1"));
     let mut rng = Rng(18);
     let args: Vec<wide_jacobian::Args> = (0..700)
         .map(|_| wide_jacobian::Args {

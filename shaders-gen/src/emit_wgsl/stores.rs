@@ -6,6 +6,7 @@ use super::plan::KernelPlan;
 use crate::abi;
 use crate::ir::{Function, ValueId};
 use crate::names::element_name;
+use crate::signature::Precision;
 use std::fmt::Write;
 
 /// The stores of every element's outputs: the first element's at `i`, each other's in a
@@ -104,6 +105,10 @@ fn store_staged(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, b
 /// writes its chunk to `out_stage`, then consecutive threads store the group's chunks,
 /// runs of consecutive words. Stored by each thread from registers, 7 or 49 words apart,
 /// a Hessian kernel's words ran at 8% of the copy bandwidth on the H100.
+///
+/// A chunk of a power-of-two width sits in the stage with its words permuted per element
+/// (`chunk_swizzle`): written at `lid * width + j`, the threads of a warp would fall in
+/// as few as two banks.
 fn store_chunked(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, body: &mut String) {
     let (w, wg) = (outputs.len(), abi::WORKGROUP_SIZE);
     let c = (abi::output_stage_words(plan.layout.precision) as usize).min(w);
@@ -121,6 +126,15 @@ fn store_chunked(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, 
             continue;
         }
         let _ = writeln!(body, "    workgroupBarrier();");
+        let swizzle = chunk_swizzle(cw as u32, plan.layout.precision);
+        if let Some(shift) = swizzle {
+            let _ = writeln!(
+                body,
+                "    // The chunk's words permuted per element: each store a word of every thread,\n    \
+                 // the warp's threads in every bank.\n    \
+                 let {name}_swizzle_{chunk} = (lid / {shift}u) % {cw}u;"
+            );
+        }
         for (j, out) in words.iter().enumerate() {
             let label = store_label(plan, name, (first + j) as u32);
             let label = if name == "grads" {
@@ -129,10 +143,10 @@ fn store_chunked(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, 
                 label
             };
             let v = ctx.operand(*out);
-            let at = if j == 0 {
-                String::new()
-            } else {
-                format!(" + {j}u")
+            let at = match (swizzle, j) {
+                (Some(_), j) => format!(" + ({j}u ^ {name}_swizzle_{chunk})"),
+                (None, 0) => String::new(),
+                (None, j) => format!(" + {j}u"),
             };
             let _ = writeln!(body, "    out_stage[lid * {cw}u{at}] = {v}; // {label}");
         }
@@ -141,9 +155,13 @@ fn store_chunked(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, 
         let _ = writeln!(body, "        let word = part * {wg}u + lid;");
         let _ = writeln!(body, "        let e = word / {cw}u;");
         let _ = writeln!(body, "        if (i - lid + e < params.n) {{");
+        let stage_at = match swizzle {
+            Some(shift) => format!("e * {cw}u + ((word % {cw}u) ^ ((e / {shift}u) % {cw}u))"),
+            None => "word".to_string(),
+        };
         let _ = writeln!(
             body,
-            "            {name}[{name}_group + e * {w}u{} + word % {cw}u] = out_stage[word];",
+            "            {name}[{name}_group + e * {w}u{} + word % {cw}u] = out_stage[{stage_at}];",
             if first == 0 {
                 String::new()
             } else {
@@ -152,6 +170,15 @@ fn store_chunked(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, 
         );
         let _ = writeln!(body, "        }}\n    }}");
     }
+}
+
+/// For a chunk `width` words wide, the threads `shift` apart whose words a chunk permutes
+/// alike: element `e`'s word `j` sits at `e * width + (j ^ (e / shift) % width)`, so that
+/// the 32 banks (16 eight-byte ones in f64) each take one thread's store. `None` where the
+/// width is not a power of two: an odd width is conflict-free unpermuted.
+fn chunk_swizzle(width: u32, precision: Precision) -> Option<u32> {
+    let banks = 32 / precision.words_per_scalar();
+    (width > 1 && width.is_power_of_two() && width <= banks).then_some(banks / width)
 }
 
 /// An output of more words per element than one chunk, whole elements at a time: in each
