@@ -1,8 +1,10 @@
 //! Kernels whose outputs are wider than a vector store go through the workgroup's stage
 //! and are stored in runs (`out_stage`): adjoints of more than 16 gradient words and
-//! Jacobians of up to two chunks, each chunk of a power-of-two width permuted per element
-//! in the stage (`stores.rs`, `chunk_swizzle`). On the GPU, at a batch that ends inside a
-//! workgroup, they give the CPU versions' values and derivatives.
+//! Jacobians, each chunk of a power-of-two width permuted per element in the stage
+//! (`stores.rs`, `chunk_swizzle`). A Jacobian's rows are computed one result at a time and
+//! each chunk is stored as soon as its words are (`opt::outputs_in_groups`,
+//! `jacobian_chunks_as_computed`). On the GPU, at a batch that ends inside a workgroup,
+//! they give the CPU versions' values and derivatives.
 
 mod common;
 
@@ -27,6 +29,34 @@ fn wide_jacobian(x: [f32; 8]) -> [f32; 3] {
             t += (x[k] * (j as f32 + 1.0)).sin() * x[7 - k];
         }
         r[j] = t;
+    }
+    r
+}
+
+#[differentiable]
+fn rows_of_one_chunk(x: [f32; 16]) -> [f32; 4] {
+    let mut r = [0.0; 4];
+    for j in 0..4 {
+        let c = j as f32 + 1.0;
+        let mut t = 0.0;
+        for k in 0..16 {
+            t += (x[k] * c).sin() * x[15 - k];
+        }
+        r[j] = t;
+    }
+    r
+}
+
+#[differentiable]
+fn rows_across_chunks(x: [f32; 24]) -> [f32; 3] {
+    let mut r = [0.0; 3];
+    for j in 0..3 {
+        let c = 0.5 * j as f32 + 1.0;
+        let mut t = 0.0;
+        for k in 0..24 {
+            t += (x[k] * c).cos() * x[23 - k] + x[k] * x[k] * c;
+        }
+        r[j] = t.tanh();
     }
     r
 }
@@ -88,6 +118,105 @@ fn wide_jacobians_are_staged_and_match_the_cpu() {
             assert!(close(values[k][m], v[m]), "{k}: result[{m}]");
             for w in 0..8 {
                 assert!(close(jacobians[k][m].x[w], j[m].x[w]), "{k}: d{m}/dx[{w}]");
+            }
+        }
+    }
+}
+
+/// The central difference of result `m` of `f` in word `w` of `x`, in f64 from f32
+/// evaluations: an oracle that shares no code with the derivative kernels.
+fn central<const N: usize, const M: usize>(
+    f: impl Fn([f32; N]) -> [f32; M],
+    x: [f32; N],
+    m: usize,
+    w: usize,
+) -> f32 {
+    let h = 1e-2f32;
+    let (mut up, mut down) = (x, x);
+    up[w] += h;
+    down[w] -= h;
+    ((f(up)[m] as f64 - f(down)[m] as f64) / (2.0 * h as f64)) as f32
+}
+
+/// The chunks of a Jacobian are stored among the statements that compute them: the first
+/// chunk before the last call of the last row.
+fn stored_as_computed(wgsl: &str, call: &str) -> bool {
+    match (wgsl.find("jacobians_swizzle_0"), wgsl.rfind(call)) {
+        (Some(store), Some(last)) => store < last,
+        _ => false,
+    }
+}
+
+#[test]
+fn jacobian_rows_of_one_chunk_are_stored_as_computed_and_match_the_cpu() {
+    assert!(stored_as_computed(
+        rows_of_one_chunk::WGSL_JACOBIAN,
+        "gf_sin("
+    ));
+    let mut rng = Rng(19);
+    for n in [1, 700] {
+        let args: Vec<rows_of_one_chunk::Args> = (0..n)
+            .map(|_| rows_of_one_chunk::Args {
+                x: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
+            })
+            .collect();
+        let (values, jacobians) = rows_of_one_chunk::kernel(device())
+            .value_and_jacobian(&args)
+            .expect("launch");
+        for (k, a) in args.iter().enumerate() {
+            let (v, j) = rows_of_one_chunk::value_and_jacobian(a);
+            assert_eq!(v, rows_of_one_chunk(a.x));
+            for m in 0..4 {
+                assert!(close(values[k][m], v[m]), "{n}, {k}: result[{m}]");
+                for w in 0..16 {
+                    let got = jacobians[k][m].x[w];
+                    assert!(close(got, j[m].x[w]), "{n}, {k}: d{m}/dx[{w}]");
+                    if k % 97 == 0 {
+                        let fd = central(rows_of_one_chunk, a.x, m, w);
+                        assert!(
+                            (got - fd).abs() < 2e-3 * (1.0 + fd.abs()),
+                            "{k}: {got} vs {fd}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn jacobian_rows_across_chunks_are_stored_as_computed_and_match_the_cpu() {
+    // 72 words: chunks of 16 words, the second row from the middle of the second, and a
+    // last chunk of 8.
+    let wgsl = rows_across_chunks::WGSL_JACOBIAN;
+    assert!(stored_as_computed(wgsl, "gf_cos("));
+    assert!(wgsl.contains("jacobians_swizzle_4"));
+    let mut rng = Rng(20);
+    for n in [1, 700] {
+        let args: Vec<rows_across_chunks::Args> = (0..n)
+            .map(|_| rows_across_chunks::Args {
+                x: std::array::from_fn(|_| rng.uniform(-0.5, 0.5)),
+            })
+            .collect();
+        let (values, jacobians) = rows_across_chunks::kernel(device())
+            .value_and_jacobian(&args)
+            .expect("launch");
+        for (k, a) in args.iter().enumerate() {
+            let (v, j) = rows_across_chunks::value_and_jacobian(a);
+            assert_eq!(v, rows_across_chunks(a.x));
+            for m in 0..3 {
+                assert!(close(values[k][m], v[m]), "{n}, {k}: result[{m}]");
+                for w in 0..24 {
+                    let got = jacobians[k][m].x[w];
+                    assert!(close(got, j[m].x[w]), "{n}, {k}: d{m}/dx[{w}]");
+                    if k % 97 == 0 {
+                        let fd = central(rows_across_chunks, a.x, m, w);
+                        assert!(
+                            (got - fd).abs() < 2e-3 * (1.0 + fd.abs()),
+                            "{k}: {got} vs {fd}"
+                        );
+                    }
+                }
             }
         }
     }

@@ -471,7 +471,23 @@ fn derive_vector(layout: &abi::ArgLayout, primal: &Function, tapes: Tapes) -> (R
         .map(|w| layout.is_differentiable(w))
         .collect();
     let tangent = opt::optimize(&ad::forward_active(primal, &active));
-    (Reverse::Jacobian(opt::optimize(&jac), mode), tangent)
+    let jac = opt::optimize(&jac);
+    let jac = match mode {
+        // One reverse sweep per result: each result's primal and sweep together.
+        ad::JacobianMode::Reverse => {
+            let (m, row) = (primal.outputs.len(), layout.grad_words().len());
+            let groups: Vec<Vec<usize>> = (0..m)
+                .map(|k| {
+                    std::iter::once(k)
+                        .chain(m + k * row..m + (k + 1) * row)
+                        .collect()
+                })
+                .collect();
+            opt::outputs_in_groups(&jac, &groups)
+        }
+        ad::JacobianMode::Forward => jac,
+    };
+    (Reverse::Jacobian(jac, mode), tangent)
 }
 
 /// The function as rustc should see it: `#[constant]` on an argument is gradfuse's, and

@@ -9,7 +9,7 @@ use super::plan::{KernelPlan, StageArray};
 use super::reduce::reduce_stage_fn;
 use super::rows::{ROWS_NAMES, acc, has_rows_entry, rows_declarations, rows_entry, rows_stores};
 use super::shared_sums::{SharedSums, shared_sums};
-use super::stores::emit_stores;
+use super::stores::{emit_stores, jacobian_chunks_as_computed};
 use super::streams::SumsIn;
 use crate::abi::{self, ArgLayout, KernelKind};
 use crate::ir::Function;
@@ -102,10 +102,26 @@ fn emit(
     } else {
         SharedSums::default()
     };
+    let early = if by_rows {
+        None
+    } else {
+        jacobian_chunks_as_computed(&plan, f, &ctx)
+    };
+    let mut before_any = String::new();
+    if let Some(early) = &early {
+        let _ = writeln!(body, "{}", early.group);
+        for (after, text) in &early.stores {
+            match after {
+                Some(i) => ctx.after.entry(*i).or_default().push_str(text),
+                None => before_any.push_str(text),
+            }
+        }
+        body.push_str(&before_any);
+    }
     ctx.emit_nodes(&mut taken, "    ", &mut body, &mut helpers);
     let compute = by_rows.then(|| body.clone());
     let rows = by_rows.then(|| rows_stores(&plan, f, &ctx, &fields));
-    emit_stores(&plan, f, &mut ctx, &mut body);
+    emit_stores(&plan, f, &mut ctx, &mut body, early.map(|e| e.buffer));
     let mut s = header(&plan, &fields, signature);
     declarations(&plan, &fields, &helpers, &sums, &mut s);
     if plan.reduces {

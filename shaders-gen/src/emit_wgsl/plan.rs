@@ -107,7 +107,7 @@ impl<'a> KernelPlan<'a> {
         let chunked = stages_outputs
             && outputs
                 .iter()
-                .any(|o| Self::stages_output_of(kind, o.1, precision));
+                .any(|o| Self::stages_output_of(o.1, precision));
         let lanes = abi::vector_lanes(layout.words);
         let row_stage = if gathered || reduces {
             None
@@ -150,17 +150,18 @@ impl<'a> KernelPlan<'a> {
     /// Whether an output of `w` words per element goes through the workgroup's stage
     /// (for a kernel whose outputs are `chunked`).
     pub fn stages_output(&self, w: u32) -> bool {
-        self.chunked && Self::stages_output_of(self.kind, w, self.layout.precision)
+        self.chunked && Self::stages_output_of(w, self.layout.precision)
     }
 
-    /// Whether kernel `kind` stages an output of `w` words of `precision`: past one
-    /// chunk or without a vector view ([`abi::chunk_output`]), but a Jacobian only up to two
-    /// chunks. On the H100 (`benches/corpus/`), staging took adjoints of 17-66 gradient
-    /// words from 15-22% to 34-69% of the roofline and a 24-word Jacobian from 15% to 41%,
-    /// but Jacobians of 68-132 words, stored in rounds, from 16-25% down to 9-19%.
-    fn stages_output_of(kind: KernelKind, w: u32, precision: Precision) -> bool {
+    /// Whether a kernel stages an output of `w` words of `precision`: past one
+    /// chunk or without a vector view ([`abi::chunk_output`]). On the H100
+    /// (`benches/corpus/`), staging took adjoints of 17-66 gradient words from 15-22% to
+    /// 34-69% of the roofline and a 24-word Jacobian from 15% to 41%. Jacobians of 68-132
+    /// words, stored in rounds of whole elements at the end, fell from 16-25% to 9-19%;
+    /// they are stored in chunks as their rows are computed instead
+    /// ([`super::stores::jacobian_chunks_as_computed`]).
+    fn stages_output_of(w: u32, precision: Precision) -> bool {
         abi::chunk_output(w, precision)
-            && (kind != KernelKind::Jacobian || abi::elements_per_round(w, precision).is_none())
     }
 
     /// The element a thread's loads read: `elem` where threads past the end compute on the

@@ -4,17 +4,25 @@
 use super::body::{Ctx, scaled_index};
 use super::plan::KernelPlan;
 use crate::abi;
-use crate::ir::{Function, ValueId};
+use crate::abi::KernelKind;
+use crate::ir::{Function, Op, ValueId};
 use crate::names::element_name;
 use crate::signature::Precision;
 use std::fmt::Write;
 
 /// The stores of every element's outputs: the first element's at `i`, each other's in a
-/// block of its own where `i` and `in_batch` are that element's.
-pub(super) fn emit_stores(plan: &KernelPlan, f: &Function, ctx: &mut Ctx, body: &mut String) {
+/// block of its own where `i` and `in_batch` are that element's. Output `stored` is
+/// already stored among the statements ([`jacobian_chunks_as_computed`]).
+pub(super) fn emit_stores(
+    plan: &KernelPlan,
+    f: &Function,
+    ctx: &mut Ctx,
+    body: &mut String,
+    stored: Option<&str>,
+) {
     ctx.for_each_element(|ctx, e| {
         if e == 0 {
-            emit_element_stores(plan, f, ctx, body);
+            emit_element_stores(plan, f, ctx, stored, body);
             return;
         }
         if plan.staged {
@@ -24,7 +32,7 @@ pub(super) fn emit_stores(plan: &KernelPlan, f: &Function, ctx: &mut Ctx, body: 
             );
         }
         let mut block = String::new();
-        emit_element_stores(plan, f, ctx, &mut block);
+        emit_element_stores(plan, f, ctx, stored, &mut block);
         // Only while the element's run is this workgroup's: the stores of a staged or
         // chunked output guard with the run's bounds, not with `in_batch`.
         let _ = writeln!(
@@ -42,10 +50,20 @@ pub(super) fn emit_stores(plan: &KernelPlan, f: &Function, ctx: &mut Ctx, body: 
 
 /// The stores of every output buffer of the element being written, in the order of
 /// [`KernelKind::outputs`].
-fn emit_element_stores(plan: &KernelPlan, f: &Function, ctx: &Ctx, body: &mut String) {
+fn emit_element_stores(
+    plan: &KernelPlan,
+    f: &Function,
+    ctx: &Ctx,
+    stored: Option<&str>,
+    body: &mut String,
+) {
     let mut out_idx = 0usize;
     for &(_, w, name) in &plan.outputs {
         let outputs = &f.outputs[out_idx..out_idx + w as usize];
+        if stored == Some(name) {
+            out_idx += w as usize;
+            continue;
+        }
         if w == 1 {
             let v = ctx.operand(outputs[0]);
             if plan.guarded {
@@ -59,9 +77,12 @@ fn emit_element_stores(plan: &KernelPlan, f: &Function, ctx: &Ctx, body: &mut St
         } else if plan.staged && name == "grads" {
             store_staged(plan, ctx, outputs, name, body);
         } else if plan.stages_output(w) {
+            // A Jacobian's rows are stored as they are computed, a chunk at a time.
             match abi::elements_per_round(w, plan.layout.precision) {
-                Some(per_round) => store_rounds(plan, ctx, outputs, (name, per_round), body),
-                None => store_chunked(plan, ctx, outputs, name, body),
+                Some(per_round) if plan.kind != KernelKind::Jacobian => {
+                    store_rounds(plan, ctx, outputs, (name, per_round), body)
+                }
+                _ => store_chunked(plan, ctx, outputs, name, body),
             }
         } else {
             store_words(plan, ctx, outputs, name, body);
@@ -110,66 +131,158 @@ fn store_staged(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, b
 /// (`chunk_swizzle`): written at `lid * width + j`, the threads of a warp would fall in
 /// as few as two banks.
 fn store_chunked(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, body: &mut String) {
-    let (w, wg) = (outputs.len(), abi::WORKGROUP_SIZE);
-    let c = (abi::output_stage_words(plan.layout.precision) as usize).min(w);
-    let _ = writeln!(body, "    let {name}_group = (i - lid) * {w}u;");
-    for (chunk, words) in outputs.chunks(c).enumerate() {
-        let (cw, first) = (words.len(), chunk * c);
-        if cw == 1 {
-            // A last chunk of one word is one word per thread: no run to gather.
-            let label = store_label(plan, name, first as u32);
-            let v = ctx.operand(words[0]);
-            let _ = writeln!(
-                body,
-                "    if (in_batch) {{\n        {name}[i * {w}u + {first}u] = {v}; // {label}\n    }}"
-            );
-            continue;
-        }
-        let _ = writeln!(body, "    workgroupBarrier();");
-        let swizzle = chunk_swizzle(cw as u32, plan.layout.precision);
-        if let Some(shift) = swizzle {
-            let _ = writeln!(
-                body,
-                "    // The chunk's words permuted per element: each store a word of every thread,\n    \
-                 // the warp's threads in every bank.\n    \
-                 let {name}_swizzle_{chunk} = (lid / {shift}u) % {cw}u;"
-            );
-        }
-        for (j, out) in words.iter().enumerate() {
-            let label = store_label(plan, name, (first + j) as u32);
-            let label = if name == "grads" {
-                format!("d/d {label}")
-            } else {
-                label
-            };
-            let v = ctx.operand(*out);
-            let at = match (swizzle, j) {
-                (Some(_), j) => format!(" + ({j}u ^ {name}_swizzle_{chunk})"),
-                (None, 0) => String::new(),
-                (None, j) => format!(" + {j}u"),
-            };
-            let _ = writeln!(body, "    out_stage[lid * {cw}u{at}] = {v}; // {label}");
-        }
-        let _ = writeln!(body, "    workgroupBarrier();");
-        let _ = writeln!(body, "    for (var part = 0u; part < {cw}u; part++) {{");
-        let _ = writeln!(body, "        let word = part * {wg}u + lid;");
-        let _ = writeln!(body, "        let e = word / {cw}u;");
-        let _ = writeln!(body, "        if (i - lid + e < params.n) {{");
-        let stage_at = match swizzle {
-            Some(shift) => format!("e * {cw}u + ((word % {cw}u) ^ ((e / {shift}u) % {cw}u))"),
-            None => "word".to_string(),
-        };
+    let _ = writeln!(body, "{}", chunks_group(name, outputs.len()));
+    for chunk in chunks_of(plan, outputs) {
+        store_chunk(plan, ctx, (name, outputs.len()), chunk, body);
+    }
+}
+
+/// The first word of the workgroup's first element in an output of `w` words per
+/// element, which every chunk's stores count from.
+fn chunks_group(name: &str, w: usize) -> String {
+    format!("    let {name}_group = (i - lid) * {w}u;")
+}
+
+/// One chunk of an output: its index, its first word and its words.
+struct Chunk<'a> {
+    index: usize,
+    first: usize,
+    words: &'a [ValueId],
+}
+
+/// The chunks [`store_chunked`] stores `outputs` in.
+fn chunks_of<'a>(plan: &KernelPlan, outputs: &'a [ValueId]) -> impl Iterator<Item = Chunk<'a>> {
+    let c = (abi::output_stage_words(plan.layout.precision) as usize).min(outputs.len());
+    outputs
+        .chunks(c)
+        .enumerate()
+        .map(move |(index, words)| Chunk {
+            index,
+            first: index * c,
+            words,
+        })
+}
+
+/// The stores of one chunk of output `name`, `w` words per element (after
+/// [`chunks_group`]).
+fn store_chunk(
+    plan: &KernelPlan,
+    ctx: &Ctx,
+    (name, w): (&str, usize),
+    chunk: Chunk,
+    body: &mut String,
+) {
+    let wg = abi::WORKGROUP_SIZE;
+    let Chunk {
+        index: chunk,
+        first,
+        words,
+    } = chunk;
+    let cw = words.len();
+    if cw == 1 {
+        // A last chunk of one word is one word per thread: no run to gather.
+        let label = store_label(plan, name, first as u32);
+        let v = ctx.operand(words[0]);
         let _ = writeln!(
             body,
-            "            {name}[{name}_group + e * {w}u{} + word % {cw}u] = out_stage[{stage_at}];",
-            if first == 0 {
-                String::new()
-            } else {
-                format!(" + {first}u")
-            }
+            "    if (in_batch) {{\n        {name}[i * {w}u + {first}u] = {v}; // {label}\n    }}"
         );
-        let _ = writeln!(body, "        }}\n    }}");
+        return;
     }
+    let _ = writeln!(body, "    workgroupBarrier();");
+    let swizzle = chunk_swizzle(cw as u32, plan.layout.precision);
+    if let Some(shift) = swizzle {
+        let _ = writeln!(
+            body,
+            "    // The chunk's words permuted per element: each store a word of every thread,\n    \
+             // the warp's threads in every bank.\n    \
+             let {name}_swizzle_{chunk} = (lid / {shift}u) % {cw}u;"
+        );
+    }
+    for (j, out) in words.iter().enumerate() {
+        let label = store_label(plan, name, (first + j) as u32);
+        let label = if name == "grads" {
+            format!("d/d {label}")
+        } else {
+            label
+        };
+        let v = ctx.operand(*out);
+        let at = match (swizzle, j) {
+            (Some(_), j) => format!(" + ({j}u ^ {name}_swizzle_{chunk})"),
+            (None, 0) => String::new(),
+            (None, j) => format!(" + {j}u"),
+        };
+        let _ = writeln!(body, "    out_stage[lid * {cw}u{at}] = {v}; // {label}");
+    }
+    let _ = writeln!(body, "    workgroupBarrier();");
+    let _ = writeln!(body, "    for (var part = 0u; part < {cw}u; part++) {{");
+    let _ = writeln!(body, "        let word = part * {wg}u + lid;");
+    let _ = writeln!(body, "        let e = word / {cw}u;");
+    let _ = writeln!(body, "        if (i - lid + e < params.n) {{");
+    let stage_at = match swizzle {
+        Some(shift) => format!("e * {cw}u + ((word % {cw}u) ^ ((e / {shift}u) % {cw}u))"),
+        None => "word".to_string(),
+    };
+    let _ = writeln!(
+        body,
+        "            {name}[{name}_group + e * {w}u{} + word % {cw}u] = out_stage[{stage_at}];",
+        if first == 0 {
+            String::new()
+        } else {
+            format!(" + {first}u")
+        }
+    );
+    let _ = writeln!(body, "        }}\n    }}");
+}
+
+/// A Jacobian kernel's `jacobians` stored a chunk at a time as soon as the chunk's words
+/// are computed (where its nodes are ordered result by result, see
+/// `opt::outputs_in_groups`), rather than all at the end: a row's words then live no
+/// longer than the row's sweep. `None` for any other kernel, or where the Jacobian is not
+/// stored in chunks.
+pub(super) fn jacobian_chunks_as_computed(
+    plan: &KernelPlan,
+    f: &Function,
+    ctx: &Ctx,
+) -> Option<EarlyStores> {
+    if plan.kind != KernelKind::Jacobian || plan.elements != 1 {
+        return None;
+    }
+    let k = plan.outputs.iter().position(|o| o.2 == "jacobians")?;
+    let (_, w, name) = plan.outputs[k];
+    if !plan.stages_output(w) {
+        return None;
+    }
+    let at: usize = plan.outputs[..k].iter().map(|o| o.1 as usize).sum();
+    let outputs = &f.outputs[at..at + w as usize];
+    let mut stores = Vec::new();
+    for chunk in chunks_of(plan, outputs) {
+        // After the last of its words that is computed (not an input or a constant).
+        let after = chunk
+            .words
+            .iter()
+            .filter(|v| !matches!(f.node(**v).op, Op::Input(_) | Op::Const(_) | Op::Int(_)))
+            .map(|v| v.index())
+            .max();
+        let mut text = String::new();
+        store_chunk(plan, ctx, (name, w as usize), chunk, &mut text);
+        stores.push((after, text));
+    }
+    Some(EarlyStores {
+        buffer: name,
+        group: chunks_group(name, w as usize),
+        stores,
+    })
+}
+
+/// Stores written among a kernel's statements ([`jacobian_chunks_as_computed`]).
+pub(super) struct EarlyStores {
+    /// The output buffer they store.
+    pub buffer: &'static str,
+    /// The statement before any of them.
+    pub group: String,
+    /// Each store's statements, after the node it follows (`None`: before any node).
+    pub stores: Vec<(Option<usize>, String)>,
 }
 
 /// For a chunk `width` words wide, the threads `shift` apart whose words a chunk permutes

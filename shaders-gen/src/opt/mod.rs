@@ -7,8 +7,10 @@
 //! is zero by definition, so those products do not arise from differentiation.
 
 mod checkpoint;
+mod schedule;
 
 pub use checkpoint::{MAX_TAPE_WORDS, checkpoint_long_loops};
+pub use schedule::outputs_in_groups;
 
 use crate::ir::{Builder, Function, IntOp, LoopKind, Op, ValueId};
 use crate::ops::Func;
