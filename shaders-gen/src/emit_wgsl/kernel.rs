@@ -9,7 +9,7 @@ use super::plan::{KernelPlan, StageArray};
 use super::reduce::reduce_stage_fn;
 use super::rows::{ROWS_NAMES, acc, has_rows_entry, rows_declarations, rows_entry, rows_stores};
 use super::shared_sums::{SharedSums, shared_sums};
-use super::stores::{emit_stores, jacobian_chunks_as_computed};
+use super::stores::{declared_names, emit_stores, jacobian_chunks_as_computed};
 use super::streams::SumsIn;
 use crate::abi::{self, ArgLayout, KernelKind};
 use crate::ir::Function;
@@ -79,6 +79,7 @@ fn emit(
         taken.extend(ROWS_NAMES.map(str::to_string));
         taken.extend((0..layout.words).map(acc));
     }
+    taken.extend(declared_names(&plan));
     let mut ctx = Ctx::new(f, &mut taken);
     ctx.shared_uniform = plan.shared_uniform;
     ctx.precision = layout.precision;
