@@ -296,7 +296,7 @@ fn declarations(
     for &(binding, w, name) in &plan.outputs {
         // Chunked outputs are stored word by word, in runs.
         let lanes = if plan.stages_output(w) {
-            1
+            plan.chunk_lanes
         } else {
             abi::vector_lanes(w)
         };
@@ -345,8 +345,9 @@ fn declarations(
     if plan.chunked {
         let _ = writeln!(
             s,
-            "var<workgroup> out_stage: array<{t}, {}>;",
-            wg * abi::output_stage_words(t)
+            "var<workgroup> out_stage: array<{}, {}>;",
+            abi::vector_type(plan.chunk_lanes, t),
+            wg * abi::output_stage_words(t) / plan.chunk_lanes
         );
     }
     if plan.reduces {

@@ -45,6 +45,10 @@ pub(super) struct KernelPlan<'a> {
     /// Argument rows loaded through workgroup memory, where they are wide
     /// ([`abi::RowStage`]), and the workgroup array that stages them.
     pub row_stage: Option<(abi::RowStage, StageArray)>,
+    /// The words of one access to `out_stage` and to the outputs stored through it: 4
+    /// (`vec4<f32>`) where every staged output is stored in chunks and has a multiple of
+    /// 4 words, else 1.
+    pub chunk_lanes: u32,
 }
 
 /// The workgroup array through which a kernel loads its argument rows.
@@ -125,9 +129,11 @@ impl<'a> KernelPlan<'a> {
             });
             row_stage(layout, (lanes, work), store_stage)
         };
+        let chunk_lanes = chunk_lanes(kind, &outputs, chunked, row_stage, precision);
         KernelPlan {
             kind,
             chunked,
+            chunk_lanes,
             layout,
             lanes,
             shared_uniform: abi::shared_in_uniform(shared_words, precision),
@@ -179,6 +185,32 @@ impl<'a> KernelPlan<'a> {
     pub fn grad_label(&self, k: u32) -> String {
         self.layout.word_label(self.grad_words[k as usize])
     }
+}
+
+/// [`KernelPlan::chunk_lanes`]: 4 where every output staged is stored in chunks (not in
+/// rounds) and is a multiple of 4 words of f32, and the loads do not share the stage. On
+/// the H100, 4-word accesses to the stage and the buffer took Jacobians of 32, 64 and 72
+/// words from 79%, 65% and 41% of the roofline to 90%, 76% and 47%, against single words
+/// (BENCHMARKS.md, "Jacobian rows stored as they are computed").
+fn chunk_lanes(
+    kind: KernelKind,
+    outputs: &[(u32, u32, &'static str)],
+    chunked: bool,
+    row_stage: Option<(abi::RowStage, StageArray)>,
+    precision: Precision,
+) -> u32 {
+    let staged: Vec<u32> = outputs
+        .iter()
+        .map(|o| o.1)
+        .filter(|&w| KernelPlan::stages_output_of(w, precision))
+        .collect();
+    let in_chunks =
+        |w: u32| kind == KernelKind::Jacobian || abi::elements_per_round(w, precision).is_none();
+    let fits = chunked
+        && precision == Precision::F32
+        && !matches!(row_stage, Some((_, StageArray::Stores(_))))
+        && staged.iter().all(|&w| w % 4 == 0 && in_chunks(w));
+    if fits { 4 } else { 1 }
 }
 
 /// How a kernel of `work` weighted operations per element whose other workgroup array is

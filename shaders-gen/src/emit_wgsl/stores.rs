@@ -207,6 +207,10 @@ fn store_chunk(
         return;
     }
     let _ = writeln!(body, "    workgroupBarrier();");
+    if plan.chunk_lanes == 4 {
+        store_chunk_vectors(plan, ctx, (name, w), (chunk, first, words), body);
+        return;
+    }
     let swizzle = chunk_swizzle(cw as u32, plan.layout.precision);
     if let Some(shift) = swizzle {
         let _ = writeln!(
@@ -250,6 +254,126 @@ fn store_chunk(
         "            {name}[{name}_group + e * {w}u{first} + word % {cw}u] = out_stage[word];"
     );
     let _ = writeln!(body, "        }}\n    }}");
+}
+
+/// One chunk through a stage of `vec4`s into an output declared as `vec4`s
+/// ([`KernelPlan::chunk_lanes`]): each thread writes its element's `q = cw / 4` blocks
+/// (permuted per element by `(e / (8 / q)) % q` where `q` is a power of two, so that the
+/// 8 threads of a quarter warp, whose 16-byte accesses are served together, hit 8
+/// different 16-byte slots), then in `q` parts each thread stores block `lid % q` of
+/// element `lid / q + part * (256 / q)` (where `q` is 3, in a loop over the stage's
+/// slots). A quarter of the stage's and the buffer's accesses of single words.
+fn store_chunk_vectors(
+    plan: &KernelPlan,
+    ctx: &Ctx,
+    (name, w): (&str, usize),
+    (chunk, first, words): (usize, usize, &[ValueId]),
+    body: &mut String,
+) {
+    let wg = abi::WORKGROUP_SIZE as usize;
+    let q = words.len() / 4;
+    let shift = (8 / q).max(1);
+    let swizzle = q > 1 && q.is_power_of_two();
+    let vec = abi::vector_type(4, plan.layout.precision);
+    if swizzle {
+        let _ = writeln!(
+            body,
+            "    // The chunk's blocks permuted per element, so that a quarter warp's blocks\n    \
+             // fall in 8 different slots.\n    \
+             let {name}_swizzle_{chunk} = (lid / {shift}u) % {q}u;"
+        );
+    }
+    for (b, block) in words.chunks(4).enumerate() {
+        let at = if swizzle {
+            format!(" + ({b}u ^ {name}_swizzle_{chunk})")
+        } else if b == 0 {
+            String::new()
+        } else {
+            format!(" + {b}u")
+        };
+        let vals: Vec<String> = block.iter().map(|v| ctx.operand(*v)).collect();
+        let first_word = first + 4 * b;
+        let _ = writeln!(
+            body,
+            "    out_stage[lid * {q}u{at}] = {vec}({}); // {} ..",
+            vals.join(", "),
+            store_label(plan, name, first_word as u32)
+        );
+    }
+    let _ = writeln!(body, "    workgroupBarrier();");
+    let first = if first == 0 {
+        String::new()
+    } else {
+        format!(" + {first}u")
+    };
+    if !q.is_power_of_two() {
+        // `q` blocks do not divide the workgroup: a part's threads start inside an element.
+        let _ = writeln!(body, "    for (var part = 0u; part < {q}u; part++) {{");
+        let _ = writeln!(body, "        let slot = part * {wg}u + lid;");
+        let _ = writeln!(body, "        let e = slot / {q}u;");
+        let _ = writeln!(body, "        if (i - lid + e < params.n) {{");
+        let _ = writeln!(
+            body,
+            "            {name}[({name}_group + e * {w}u{first}) / 4u + slot % {q}u] = out_stage[slot];"
+        );
+        let _ = writeln!(body, "        }}\n    }}");
+        return;
+    }
+    let per_part = wg / q;
+    let _ = writeln!(
+        body,
+        "    // Thread `lid` stores block `lid % {q}` of elements `lid / {q}`, `+ {per_part}`, ...\n    \
+         let {name}_e_{chunk} = lid / {q}u;\n    \
+         let {name}_j_{chunk} = lid % {q}u;\n    \
+         let {name}_to_{chunk} = ({name}_group + {name}_e_{chunk} * {w}u{first}) / 4u + {name}_j_{chunk};\n    \
+         let {name}_left_{chunk} = params.n - min(params.n, i - lid + {name}_e_{chunk});"
+    );
+    // A part moves `e` on by `per_part`: the permutation by `(per_part / shift) % q`.
+    let offsets: std::collections::BTreeSet<usize> = (0..q)
+        .map(|part| {
+            if swizzle {
+                part * per_part / shift % q
+            } else {
+                0
+            }
+        })
+        .collect();
+    for &o in &offsets {
+        let from = if swizzle {
+            let turned = if o == 0 {
+                String::new()
+            } else {
+                format!(" + {o}u")
+            };
+            format!("({name}_j_{chunk} ^ (({name}_e_{chunk} / {shift}u{turned}) % {q}u))")
+        } else {
+            format!("{name}_j_{chunk}")
+        };
+        let _ = writeln!(
+            body,
+            "    let {name}_from_{chunk}_{o} = {name}_e_{chunk} * {q}u + {from};"
+        );
+    }
+    for part in 0..q {
+        let o = if swizzle {
+            part * per_part / shift % q
+        } else {
+            0
+        };
+        let plus = |k: usize| {
+            if k == 0 {
+                String::new()
+            } else {
+                format!(" + {k}u")
+            }
+        };
+        let (to, from) = (plus(part * per_part * w / 4), plus(part * wg));
+        let _ = writeln!(
+            body,
+            "    if ({name}_left_{chunk} > {}u) {{ {name}[{name}_to_{chunk}{to}] = out_stage[{name}_from_{chunk}_{o}{from}]; }}",
+            part * per_part
+        );
+    }
 }
 
 /// The stores out of the stage of a permuted chunk `cw` words wide (a power of two, so
