@@ -548,7 +548,7 @@ pub const MAX_STORE_ROUNDS: u32 = 16;
 /// With shared gradients to reduce, the reduction's stage takes half of that memory; an
 /// f64 word takes 8 bytes.
 pub fn stage_gradients(words: u32, reduces_shared: bool, precision: Precision) -> bool {
-    let budget = 16384
+    let budget = GUARANTEED_WORKGROUP_BYTES
         - if reduces_shared {
             REDUCE_STAGE_BYTES
         } else {

@@ -5,6 +5,7 @@ use super::COMPONENTS;
 use super::body::Ctx;
 use super::float_literal;
 use super::plan::{KernelPlan, StageArray};
+use super::plus;
 use crate::abi::{self, RowStage};
 use crate::names::{Taken, element_name, fresh};
 use std::collections::BTreeMap;
@@ -33,11 +34,7 @@ fn emit_element_loads(plan: &KernelPlan, ctx: &Ctx, taken: &mut Taken, body: &mu
         if used.is_empty() {
             continue;
         }
-        let idx = if chunk == 0 {
-            in_base.clone()
-        } else {
-            format!("{in_base} + {chunk}u")
-        };
+        let idx = format!("{in_base}{}", plus(chunk as usize));
         if lanes == 1 {
             let _ = writeln!(body, "    let {} = args[{idx}];", ctx.name(used[0].1));
         } else {
@@ -154,10 +151,7 @@ fn emit_staged_loads(
     let loaded: Vec<Vec<(String, &str)>> = rounds
         .iter()
         .map(|r| {
-            let offset = match r.first / lanes {
-                0 => String::new(),
-                o => format!(" + {o}u"),
-            };
+            let offset = plus((r.first / lanes) as usize);
             places[&r.per_row]
                 .iter()
                 .map(|(src, at)| {
@@ -253,10 +247,7 @@ fn emit_round(
     }
     let _ = writeln!(body, "    workgroupBarrier();");
     for (w, i) in &round.used {
-        let at = match w - first {
-            0 => String::new(),
-            k => format!(" + {k}u"),
-        };
+        let at = plus((w - first) as usize);
         let _ = writeln!(
             body,
             "    let {} = {name}[lid * {}u{at}];",

@@ -62,3 +62,12 @@ pub fn float_literal(v: f64, precision: Precision) -> String {
         format!("{x:?}f")
     }
 }
+
+/// ` + {k}u`, or nothing for 0: a constant offset added to an index in WGSL.
+fn plus(k: usize) -> String {
+    if k == 0 {
+        String::new()
+    } else {
+        format!(" + {k}u")
+    }
+}

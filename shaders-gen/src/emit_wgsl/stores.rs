@@ -3,6 +3,7 @@
 
 use super::body::{Ctx, scaled_index};
 use super::plan::KernelPlan;
+use super::plus;
 use crate::abi;
 use crate::abi::KernelKind;
 use crate::ir::{Function, Op, ValueId};
@@ -230,17 +231,12 @@ fn store_chunk(
         let v = ctx.operand(*out);
         let at = match (swizzle, j) {
             (Some(_), j) => format!(" + ({j}u ^ {name}_swizzle_{chunk})"),
-            (None, 0) => String::new(),
-            (None, j) => format!(" + {j}u"),
+            (None, j) => plus(j),
         };
         let _ = writeln!(body, "    out_stage[lid * {cw}u{at}] = {v}; // {label}");
     }
     let _ = writeln!(body, "    workgroupBarrier();");
-    let first = if first == 0 {
-        String::new()
-    } else {
-        format!(" + {first}u")
-    };
+    let first = plus(first);
     if let Some(shift) = swizzle {
         store_chunk_parts((name, w, cw, chunk), (&first, shift), body);
         return;
@@ -286,10 +282,8 @@ fn store_chunk_vectors(
     for (b, block) in words.chunks(4).enumerate() {
         let at = if swizzle {
             format!(" + ({b}u ^ {name}_swizzle_{chunk})")
-        } else if b == 0 {
-            String::new()
         } else {
-            format!(" + {b}u")
+            plus(b)
         };
         let vals: Vec<String> = block.iter().map(|v| ctx.operand(*v)).collect();
         let first_word = first + 4 * b;
@@ -301,11 +295,7 @@ fn store_chunk_vectors(
         );
     }
     let _ = writeln!(body, "    workgroupBarrier();");
-    let first = if first == 0 {
-        String::new()
-    } else {
-        format!(" + {first}u")
-    };
+    let first = plus(first);
     if !q.is_power_of_two() {
         // `q` blocks do not divide the workgroup: a part's threads start inside an element.
         let _ = writeln!(body, "    for (var part = 0u; part < {q}u; part++) {{");
@@ -340,11 +330,7 @@ fn store_chunk_vectors(
         .collect();
     for &o in &offsets {
         let from = if swizzle {
-            let turned = if o == 0 {
-                String::new()
-            } else {
-                format!(" + {o}u")
-            };
+            let turned = plus(o);
             format!("({name}_j_{chunk} ^ (({name}_e_{chunk} / {shift}u{turned}) % {q}u))")
         } else {
             format!("{name}_j_{chunk}")
@@ -359,13 +345,6 @@ fn store_chunk_vectors(
             part * per_part / shift % q
         } else {
             0
-        };
-        let plus = |k: usize| {
-            if k == 0 {
-                String::new()
-            } else {
-                format!(" + {k}u")
-            }
         };
         let (to, from) = (plus(part * per_part * w / 4), plus(part * wg));
         let _ = writeln!(
@@ -403,11 +382,7 @@ fn store_chunk_parts(
     );
     let offsets: std::collections::BTreeSet<usize> = (0..cw).map(|part| part * step % cw).collect();
     for &o in &offsets {
-        let turned = if o == 0 {
-            String::new()
-        } else {
-            format!(" + {o}u")
-        };
+        let turned = plus(o);
         let _ = writeln!(
             body,
             "    let {name}_from_{chunk}_{o} = {name}_e_{chunk} * {cw}u + ({name}_j_{chunk} ^ (({name}_e_{chunk} / {shift}u{turned}) % {cw}u));"
@@ -415,13 +390,6 @@ fn store_chunk_parts(
     }
     for part in 0..cw {
         let o = part * step % cw;
-        let plus = |k: usize| {
-            if k == 0 {
-                String::new()
-            } else {
-                format!(" + {k}u")
-            }
-        };
         let (to, from) = (plus(part * per_part * w), plus(part * wg));
         let _ = writeln!(
             body,
@@ -521,11 +489,7 @@ fn store_rounds(
     for (j, out) in outputs.iter().enumerate() {
         let label = store_label(plan, name, j as u32);
         let v = ctx.operand(*out);
-        let at = if j == 0 {
-            "at".to_string()
-        } else {
-            format!("at + {j}u")
-        };
+        let at = format!("at{}", plus(j));
         let _ = writeln!(body, "            out_stage[{at}] = {v}; // {label}");
     }
     let _ = writeln!(body, "        }}");
@@ -594,11 +558,7 @@ pub(super) fn store_words(
     };
     let _ = writeln!(body, "{indent}let {base} = {};", scaled_index(w / glanes));
     for chunk in 0..w / glanes {
-        let idx = if chunk == 0 {
-            base.clone()
-        } else {
-            format!("{base} + {chunk}u")
-        };
+        let idx = format!("{base}{}", plus(chunk as usize));
         let words_here = chunk * glanes..(chunk + 1) * glanes;
         let args: Vec<String> = words_here
             .clone()
