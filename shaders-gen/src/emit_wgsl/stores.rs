@@ -190,7 +190,6 @@ fn store_chunk(
     chunk: Chunk,
     body: &mut String,
 ) {
-    let wg = abi::WORKGROUP_SIZE;
     let Chunk {
         index: chunk,
         first,
@@ -236,20 +235,8 @@ fn store_chunk(
         let _ = writeln!(body, "    out_stage[lid * {cw}u{at}] = {v}; // {label}");
     }
     let _ = writeln!(body, "    workgroupBarrier();");
-    let first = plus(first);
-    if let Some(shift) = swizzle {
-        store_chunk_parts((name, w, cw, chunk), (&first, shift), body);
-        return;
-    }
-    let _ = writeln!(body, "    for (var part = 0u; part < {cw}u; part++) {{");
-    let _ = writeln!(body, "        let word = part * {wg}u + lid;");
-    let _ = writeln!(body, "        let e = word / {cw}u;");
-    let _ = writeln!(body, "        if (i - lid + e < params.n) {{");
-    let _ = writeln!(
-        body,
-        "            {name}[{name}_group + e * {w}u{first} + word % {cw}u] = out_stage[word];"
-    );
-    let _ = writeln!(body, "        }}\n    }}");
+    let shift = swizzle.map(|s| s as usize);
+    stores_out_of_stage((name, w, chunk), (first, cw, 1), shift, body);
 }
 
 /// One chunk through a stage of `vec4`s into an output declared as `vec4`s
@@ -266,7 +253,6 @@ fn store_chunk_vectors(
     (chunk, first, words): (usize, usize, &[ValueId]),
     body: &mut String,
 ) {
-    let wg = abi::WORKGROUP_SIZE as usize;
     let q = words.len() / 4;
     let shift = (8 / q).max(1);
     let swizzle = q > 1 && q.is_power_of_two();
@@ -295,106 +281,77 @@ fn store_chunk_vectors(
         );
     }
     let _ = writeln!(body, "    workgroupBarrier();");
-    let first = plus(first);
-    if !q.is_power_of_two() {
-        // `q` blocks do not divide the workgroup: a part's threads start inside an element.
-        let _ = writeln!(body, "    for (var part = 0u; part < {q}u; part++) {{");
-        let _ = writeln!(body, "        let slot = part * {wg}u + lid;");
-        let _ = writeln!(body, "        let e = slot / {q}u;");
-        let _ = writeln!(body, "        if (i - lid + e < params.n) {{");
-        let _ = writeln!(
-            body,
-            "            {name}[({name}_group + e * {w}u{first}) / 4u + slot % {q}u] = out_stage[slot];"
-        );
-        let _ = writeln!(body, "        }}\n    }}");
-        return;
-    }
-    let per_part = wg / q;
-    let _ = writeln!(
-        body,
-        "    // Thread `lid` stores block `lid % {q}` of elements `lid / {q}`, `+ {per_part}`, ...\n    \
-         let {name}_e_{chunk} = lid / {q}u;\n    \
-         let {name}_j_{chunk} = lid % {q}u;\n    \
-         let {name}_to_{chunk} = ({name}_group + {name}_e_{chunk} * {w}u{first}) / 4u + {name}_j_{chunk};\n    \
-         let {name}_left_{chunk} = params.n - min(params.n, i - lid + {name}_e_{chunk});"
-    );
-    // A part moves `e` on by `per_part`: the permutation by `(per_part / shift) % q`.
-    let offsets: std::collections::BTreeSet<usize> = (0..q)
-        .map(|part| {
-            if swizzle {
-                part * per_part / shift % q
-            } else {
-                0
-            }
-        })
-        .collect();
-    for &o in &offsets {
-        let from = if swizzle {
-            let turned = plus(o);
-            format!("({name}_j_{chunk} ^ (({name}_e_{chunk} / {shift}u{turned}) % {q}u))")
-        } else {
-            format!("{name}_j_{chunk}")
-        };
-        let _ = writeln!(
-            body,
-            "    let {name}_from_{chunk}_{o} = {name}_e_{chunk} * {q}u + {from};"
-        );
-    }
-    for part in 0..q {
-        let o = if swizzle {
-            part * per_part / shift % q
-        } else {
-            0
-        };
-        let (to, from) = (plus(part * per_part * w / 4), plus(part * wg));
-        let _ = writeln!(
-            body,
-            "    if ({name}_left_{chunk} > {}u) {{ {name}[{name}_to_{chunk}{to}] = out_stage[{name}_from_{chunk}_{o}{from}]; }}",
-            part * per_part
-        );
-    }
+    let shift = swizzle.then_some(shift);
+    stores_out_of_stage((name, w, chunk), (first, q, 4), shift, body);
 }
 
-/// The stores out of the stage of a permuted chunk `cw` words wide (a power of two, so
-/// that it divides the workgroup): in each of its `cw` parts a thread stores word
-/// `lid % cw` of element `lid / cw + part * (256 / cw)`. Written out part by part, every
-/// index is the thread's first one plus a constant, and the permutation takes at most
-/// two values. As a loop, the index arithmetic of every part (divisions, the
-/// permutation) cost more than the stores: a 4 x 16 Jacobian, compute-bound, ran 1.5
-/// times slower than with its words stored straight from registers as if coalesced.
-fn store_chunk_parts(
-    (name, w, cw, chunk): (&str, usize, usize, usize),
-    (first, shift): (&str, u32),
+/// The stores out of the stage of chunk `chunk` of output `name` (`w` words per element,
+/// the chunk from word `first`): `units` units of `lanes` words per element, each unit a
+/// slot of the stage, the units of element `e` permuted by `(e / shift) % units` where
+/// `shift` is given. Where `units` is a power of two, so that it divides the workgroup,
+/// in each of `units` parts a thread stores unit `lid % units` of element
+/// `lid / units + part * (256 / units)`, written out part by part: every index is the
+/// thread's first one plus a constant, and the permutation takes at most two values. As
+/// a loop, the index arithmetic of every part (divisions, the permutation) cost more than
+/// the stores: a 4 x 16 Jacobian, compute-bound, ran 1.5 times slower than with its words
+/// stored straight from registers as if coalesced. Otherwise a part's threads start
+/// inside an element: a loop over the stage's slots.
+fn stores_out_of_stage(
+    (name, w, chunk): (&str, usize, usize),
+    (first, units, lanes): (usize, usize, usize),
+    shift: Option<usize>,
     body: &mut String,
 ) {
     let wg = abi::WORKGROUP_SIZE as usize;
-    let per_part = wg / cw;
-    // Element `e`'s words are permuted by `(e / shift) % cw`; a part moves `e` on by
-    // `per_part`, a multiple of `shift`, so by a constant `step` in that.
-    let step = per_part / shift as usize;
+    let (first, unit) = (plus(first), if lanes == 1 { "word" } else { "block" });
+    // The output's index of unit `j` of element `e`.
+    let at = |e: &str, j: &str| match lanes {
+        1 => format!("{name}_group + {e} * {w}u{first} + {j}"),
+        _ => format!("({name}_group + {e} * {w}u{first}) / {lanes}u + {j}"),
+    };
+    if !units.is_power_of_two() {
+        let slot = if lanes == 1 { "word" } else { "slot" };
+        let _ = writeln!(body, "    for (var part = 0u; part < {units}u; part++) {{");
+        let _ = writeln!(body, "        let {slot} = part * {wg}u + lid;");
+        let _ = writeln!(body, "        let e = {slot} / {units}u;");
+        let _ = writeln!(body, "        if (i - lid + e < params.n) {{");
+        let to = at("e", &format!("{slot} % {units}u"));
+        let _ = writeln!(body, "            {name}[{to}] = out_stage[{slot}];");
+        let _ = writeln!(body, "        }}\n    }}");
+        return;
+    }
+    let per_part = wg / units;
+    let (e, j) = (format!("{name}_e_{chunk}"), format!("{name}_j_{chunk}"));
     let _ = writeln!(
         body,
-        "    // Thread `lid` stores word `lid % {cw}` of elements `lid / {cw}`, `+ {per_part}`, ...\n    \
-         let {name}_e_{chunk} = lid / {cw}u;\n    \
-         let {name}_j_{chunk} = lid % {cw}u;\n    \
-         let {name}_to_{chunk} = {name}_group + {name}_e_{chunk} * {w}u{first} + {name}_j_{chunk};\n    \
-         let {name}_left_{chunk} = params.n - min(params.n, i - lid + {name}_e_{chunk});"
+        "    // Thread `lid` stores {unit} `lid % {units}` of elements `lid / {units}`, `+ {per_part}`, ...\n    \
+         let {e} = lid / {units}u;\n    \
+         let {j} = lid % {units}u;\n    \
+         let {name}_to_{chunk} = {};\n    \
+         let {name}_left_{chunk} = params.n - min(params.n, i - lid + {e});",
+        at(&e, &j)
     );
-    let offsets: std::collections::BTreeSet<usize> = (0..cw).map(|part| part * step % cw).collect();
+    // A part moves `e` on by `per_part`, a multiple of `shift`: the permutation by a
+    // constant.
+    let turn = |part: usize| shift.map_or(0, |shift| part * per_part / shift % units);
+    let offsets: std::collections::BTreeSet<usize> = (0..units).map(turn).collect();
     for &o in &offsets {
-        let turned = plus(o);
+        let from = match shift {
+            Some(shift) => format!("({j} ^ (({e} / {shift}u{}) % {units}u))", plus(o)),
+            None => j.clone(),
+        };
         let _ = writeln!(
             body,
-            "    let {name}_from_{chunk}_{o} = {name}_e_{chunk} * {cw}u + ({name}_j_{chunk} ^ (({name}_e_{chunk} / {shift}u{turned}) % {cw}u));"
+            "    let {name}_from_{chunk}_{o} = {e} * {units}u + {from};"
         );
     }
-    for part in 0..cw {
-        let o = part * step % cw;
-        let (to, from) = (plus(part * per_part * w), plus(part * wg));
+    for part in 0..units {
+        let (to, from) = (plus(part * per_part * w / lanes), plus(part * wg));
         let _ = writeln!(
             body,
-            "    if ({name}_left_{chunk} > {}u) {{ {name}[{name}_to_{chunk}{to}] = out_stage[{name}_from_{chunk}_{o}{from}]; }}",
-            part * per_part
+            "    if ({name}_left_{chunk} > {}u) {{ {name}[{name}_to_{chunk}{to}] = out_stage[{name}_from_{chunk}_{}{from}]; }}",
+            part * per_part,
+            turn(part)
         );
     }
 }
