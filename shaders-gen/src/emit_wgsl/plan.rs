@@ -170,6 +170,13 @@ impl<'a> KernelPlan<'a> {
         abi::chunk_output(w, precision)
     }
 
+    /// Elements per round where an output of `w` words, staged, is stored in rounds of
+    /// whole elements ([`abi::elements_per_round`]); `None` where it goes in chunks. A
+    /// Jacobian's rows are stored as they are computed, so always in chunks.
+    pub fn rounds_of(kind: KernelKind, w: u32, precision: Precision) -> Option<u32> {
+        abi::elements_per_round(w, precision).filter(|_| kind != KernelKind::Jacobian)
+    }
+
     /// The element a thread's loads read: `elem` where threads past the end compute on the
     /// last element, else `i`.
     pub fn element(&self) -> &'static str {
@@ -204,8 +211,7 @@ fn chunk_lanes(
         .map(|o| o.1)
         .filter(|&w| KernelPlan::stages_output_of(w, precision))
         .collect();
-    let in_chunks =
-        |w: u32| kind == KernelKind::Jacobian || abi::elements_per_round(w, precision).is_none();
+    let in_chunks = |w: u32| KernelPlan::rounds_of(kind, w, precision).is_none();
     let fits = chunked
         && precision == Precision::F32
         && !matches!(row_stage, Some((_, StageArray::Stores(_))))

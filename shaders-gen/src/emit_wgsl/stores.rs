@@ -78,12 +78,9 @@ fn emit_element_stores(
         } else if plan.staged && name == "grads" {
             store_staged(plan, ctx, outputs, name, body);
         } else if plan.stages_output(w) {
-            // A Jacobian's rows are stored as they are computed, a chunk at a time.
-            match abi::elements_per_round(w, plan.layout.precision) {
-                Some(per_round) if plan.kind != KernelKind::Jacobian => {
-                    store_rounds(plan, ctx, outputs, (name, per_round), body)
-                }
-                _ => store_chunked(plan, ctx, outputs, name, body),
+            match KernelPlan::rounds_of(plan.kind, w, plan.layout.precision) {
+                Some(per_round) => store_rounds(plan, ctx, outputs, (name, per_round), body),
+                None => store_chunked(plan, ctx, outputs, name, body),
             }
         } else {
             store_words(plan, ctx, outputs, name, body);
