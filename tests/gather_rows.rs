@@ -63,6 +63,16 @@ pub fn waves(w: [f32; 16], q: [f32; 2]) -> f32 {
     s
 }
 
+/// Eighteen weights: 20 gradient words, a multiple of 4 (`vec4` chunks).
+#[differentiable]
+pub fn waves20(w: [f32; 18], q: [f32; 2]) -> f32 {
+    let mut s = 0.0;
+    for k in 0..18 {
+        s += w[k] * (q[0] * (k as f32) + q[1]).sin();
+    }
+    s
+}
+
 /// The edge over f64.
 #[differentiable]
 pub fn edge64(p: [f64; 3], q: [f64; 3], #[constant] rest: f64) -> f64 {
@@ -578,51 +588,57 @@ fn a_sink_written_before_its_block_goes_by_elements() {
 
 /// By rows with wide gradient rows (the plain entry stores them in chunks): a gathered
 /// pair's sums by rows, and the per-element weights' gradients from the rows it stores.
-#[test]
-fn wide_gradient_rows_stored_by_rows() {
-    let mut rng = Rng(18);
-    let (rows, n) = (120, 700);
-    let qi = entries(&mut rng, n, rows, 10);
-    let q: Vec<[f32; 2]> = points(&mut rng, rows);
-    let w: Vec<[f32; 16]> = points(&mut rng, n);
-    let (mut gq, mut gw) = (Vec::new(), Vec::new());
-    for k in 0..n {
-        let args = waves::Args {
-            w: w[k],
-            q: q[qi[k] as usize],
-        };
-        let g = waves::value_and_grad(&args).1;
-        gq.push(g.q);
-        gw.push(g.w.map(f64::from));
-    }
-    let want_q = row_sums(&qi, &gq, rows);
-    for d in [device(), &Device::cpu()] {
-        let (wb, qb) = (d.buffer(&w).unwrap(), d.buffer(&q).unwrap());
-        let qx = d.index(&qi, rows).unwrap();
-        let values = d.zeros::<f32>(n).unwrap();
-        let (dw, dq) = (
-            d.zeros::<[f32; 16]>(n).unwrap(),
-            d.zeros::<[f32; 2]>(rows).unwrap(),
-        );
-        let sources = waves::Sources {
-            w: Source::Each(&wb),
-            q: Source::Gather(&qb, &qx),
-        };
-        let mut rec = d.record_timed();
-        let sinks = waves::Sinks { w: &dw, q: &dq };
-        waves::kernel(d)
-            .value_and_grad_gathered(&mut rec, &sources, &values, &sinks)
-            .unwrap();
-        let passes = labels(&rec.submit_timed().unwrap());
-        assert_close("pairs", &d.read(&dq).unwrap(), &want_q, 1e-5);
-        assert_close("weights", &d.read(&dw).unwrap(), &gw, 1e-6);
-        if d.is_gpu() && !passes.is_empty() {
-            assert_eq!(
-                passes,
-                ["waves::adjoint_rows", "scatter_each"],
-                "{}",
-                d.describe()
-            );
+macro_rules! wide_gradient_rows_case {
+    ($test:ident, $f:ident, $w:literal, $seed:literal) => {
+        #[test]
+        fn $test() {
+            let mut rng = Rng($seed);
+            let (rows, n) = (120, 700);
+            let qi = entries(&mut rng, n, rows, 10);
+            let q: Vec<[f32; 2]> = points(&mut rng, rows);
+            let w: Vec<[f32; $w]> = points(&mut rng, n);
+            let (mut gq, mut gw) = (Vec::new(), Vec::new());
+            for k in 0..n {
+                let args = $f::Args {
+                    w: w[k],
+                    q: q[qi[k] as usize],
+                };
+                let g = $f::value_and_grad(&args).1;
+                gq.push(g.q);
+                gw.push(g.w.map(f64::from));
+            }
+            let want_q = row_sums(&qi, &gq, rows);
+            for d in [device(), &Device::cpu()] {
+                let (wb, qb) = (d.buffer(&w).unwrap(), d.buffer(&q).unwrap());
+                let qx = d.index(&qi, rows).unwrap();
+                let values = d.zeros::<f32>(n).unwrap();
+                let (dw, dq) = (
+                    d.zeros::<[f32; $w]>(n).unwrap(),
+                    d.zeros::<[f32; 2]>(rows).unwrap(),
+                );
+                let sources = $f::Sources {
+                    w: Source::Each(&wb),
+                    q: Source::Gather(&qb, &qx),
+                };
+                let mut rec = d.record_timed();
+                let sinks = $f::Sinks { w: &dw, q: &dq };
+                $f::kernel(d)
+                    .value_and_grad_gathered(&mut rec, &sources, &values, &sinks)
+                    .unwrap();
+                let passes = labels(&rec.submit_timed().unwrap());
+                assert_close("pairs", &d.read(&dq).unwrap(), &want_q, 1e-5);
+                assert_close("weights", &d.read(&dw).unwrap(), &gw, 1e-6);
+                if d.is_gpu() && !passes.is_empty() {
+                    let rows_entry = concat!(stringify!($f), "::adjoint_rows");
+                    assert_eq!(passes, [rows_entry, "scatter_each"], "{}", d.describe());
+                }
+            }
         }
-    }
+    };
 }
+
+// 18 gradient words: single words through the stage.
+wide_gradient_rows_case!(wide_gradient_rows_stored_by_rows, waves, 16, 18);
+// 20 gradient words: the plain entry's chunks and the buffer in `vec4`s, which the rows
+// entry once wrote word by word (its WGSL did not validate).
+wide_gradient_rows_case!(gradient_rows_in_vectors_stored_by_rows, waves20, 18, 19);
