@@ -65,6 +65,7 @@ const RESERVED: &[&str] = &[
     "in_group",
     "reduce_stage",
     "outer_stage",
+    "out_stage",
     "stage_count",
     "stage_words",
     "owned_sums",
@@ -339,6 +340,7 @@ impl Extend<String> for Taken {
 /// The words no generated name may take: keywords, the kernels' own names, and the WGSL
 /// helper functions a kernel may call.
 pub fn reserved() -> Taken {
+    use crate::abi::KernelKind::*;
     let mut taken = Taken::default();
     taken.extend(
         RESERVED
@@ -355,7 +357,10 @@ pub fn reserved() -> Taken {
                 REDUCE_RUN_FN,
                 REDUCE_LEVELS_FN,
                 REDUCE_SLOT_FN,
+                WORKGROUP_BYTES_OVERRIDE,
+                crate::abi::ROWS_ENTRY_POINT,
             ])
+            .chain([Forward, Adjoint, Jacobian, Tangent, Hessian].map(|kind| kind.entry_point()))
             .map(str::to_string),
     );
     taken

@@ -7,8 +7,7 @@ use super::COMPONENTS;
 use super::body::Ctx;
 use super::plan::KernelPlan;
 use crate::abi::{self, ArgLayout};
-use crate::names::Taken;
-use crate::names::sanitize;
+use crate::names::{Taken, fresh, sanitize};
 use crate::signature::Precision;
 use std::fmt::Write;
 
@@ -26,6 +25,8 @@ pub(super) struct FieldNames {
     pub(super) words: u32,
     /// Words per load (see [`abi::vector_lanes`]).
     lanes: u32,
+    /// The name of each vector load of its row, where `lanes > 1`.
+    loads: Vec<String>,
 }
 
 /// The names of every per-element argument's buffers, taken so that no value of the body
@@ -38,19 +39,24 @@ pub(super) fn field_names(layout: &ArgLayout, taken: &mut Taken) -> Vec<FieldNam
             let base = sanitize(&slot.name);
             let words = slot.len.unwrap_or(1) as u32;
             let lanes = abi::vector_lanes(words);
-            let field = FieldNames {
-                rows: format!("{base}_rows"),
-                index: format!("{base}_index"),
-                row: format!("{base}_row"),
+            // Fresh, so that an argument named like a kernel's own name (`adjoint`, whose
+            // `adjoint_rows` is an entry point) or like another's buffers renames its own.
+            let rows = fresh(taken, &format!("{base}_rows"));
+            let loads = match lanes {
+                1 => Vec::new(),
+                _ => (0..words / lanes)
+                    .map(|c| fresh(taken, &format!("{rows}_{c}")))
+                    .collect(),
+            };
+            FieldNames {
+                index: fresh(taken, &format!("{base}_index")),
+                row: fresh(taken, &format!("{base}_row")),
+                rows,
                 first: layout.first_input(slot),
                 words,
                 lanes,
-            };
-            taken.extend([&field.rows, &field.index, &field.row].map(|s| s.to_string()));
-            if lanes > 1 {
-                taken.extend((0..words / lanes).map(|c| format!("{}_{c}", field.rows)));
+                loads,
             }
-            field
         })
         .collect()
 }
@@ -94,14 +100,11 @@ pub(super) fn emit_field_loads(
                 let name = &ctx.names[loaded[0].1];
                 let _ = writeln!(body, "    let {name} = {}[{at}];", f.rows);
             } else {
-                let _ = writeln!(body, "    let {}_{chunk} = {}[{at}];", f.rows, f.rows);
+                let load = &f.loads[chunk as usize];
+                let _ = writeln!(body, "    let {load} = {}[{at}];", f.rows);
                 for (w, node) in loaded {
                     let c = COMPONENTS[(w % f.lanes) as usize];
-                    let _ = writeln!(
-                        body,
-                        "    let {} = {}_{chunk}.{c};",
-                        ctx.names[node], f.rows
-                    );
+                    let _ = writeln!(body, "    let {} = {load}.{c};", ctx.names[node]);
                 }
             }
         }

@@ -4,12 +4,12 @@
 use super::body::{Ctx, scaled_index};
 use super::fields::{FieldNames, emit_field_loads, field_declarations, field_header, field_names};
 use super::float_literal;
-use super::loads::emit_loads;
+use super::loads::{self, emit_loads};
 use super::plan::{KernelPlan, StageArray};
 use super::reduce::reduce_stage_fn;
 use super::rows::{ROWS_NAMES, acc, has_rows_entry, rows_declarations, rows_entry, rows_stores};
 use super::shared_sums::{SharedSums, shared_sums};
-use super::stores::{declared_names, emit_stores, jacobian_chunks_as_computed};
+use super::stores::{self, emit_stores, jacobian_chunks_as_computed};
 use super::streams::SumsIn;
 use crate::abi::{self, ArgLayout, KernelKind};
 use crate::ir::Function;
@@ -79,7 +79,8 @@ fn emit(
         taken.extend(ROWS_NAMES.map(str::to_string));
         taken.extend((0..layout.words).map(acc));
     }
-    taken.extend(declared_names(&plan));
+    taken.extend(stores::declared_names(&plan));
+    taken.extend(loads::declared_names(&plan));
     let mut ctx = Ctx::new(f, &mut taken);
     ctx.shared_uniform = plan.shared_uniform;
     ctx.precision = layout.precision;
