@@ -214,10 +214,13 @@ fn jacobian_rows_of_one_chunk_are_stored_as_computed_and_match_the_cpu() {
 #[test]
 fn jacobian_rows_across_chunks_are_stored_as_computed_and_match_the_cpu() {
     // 72 words: chunks of 16 words, the second row from the middle of the second, and a
-    // last chunk of 8.
+    // last chunk of 8, in `vec4`s; the 3 values (no vector view) from registers.
     let wgsl = rows_across_chunks::WGSL_JACOBIAN;
     assert!(stored_as_computed(wgsl, "gf_cos("));
     assert!(wgsl.contains("jacobians_swizzle_4"));
+    assert!(wgsl.contains("var<storage, read_write> jacobians: array<vec4<f32>>;"));
+    assert!(wgsl.contains("var<storage, read_write> values: array<f32>;"));
+    assert!(wgsl.contains("values[values_base + 2u] = "));
     let mut rng = Rng(20);
     for n in [1, 700] {
         let args: Vec<rows_across_chunks::Args> = (0..n)

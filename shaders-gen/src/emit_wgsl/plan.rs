@@ -156,7 +156,9 @@ impl<'a> KernelPlan<'a> {
     /// Whether an output of `w` words per element goes through the workgroup's stage
     /// (for a kernel whose outputs are `chunked`).
     pub fn stages_output(&self, w: u32) -> bool {
-        self.chunked && Self::stages_output_of(w, self.layout.precision)
+        self.chunked
+            && Self::stages_output_of(w, self.layout.precision)
+            && !(self.chunk_lanes > 1 && w < self.chunk_lanes)
     }
 
     /// Whether a kernel stages an output of `w` words of `precision`: past one
@@ -194,8 +196,9 @@ impl<'a> KernelPlan<'a> {
     }
 }
 
-/// [`KernelPlan::chunk_lanes`]: 4 where every output staged is stored in chunks (not in
-/// rounds) and is a multiple of 4 words of f32, and the loads do not share the stage. On
+/// [`KernelPlan::chunk_lanes`]: 4 where every output staged of 4 words or more is stored
+/// in chunks (not in rounds) and is a multiple of 4 words of f32, and the loads do not
+/// share the stage. On
 /// the H100, 4-word accesses to the stage and the buffer took Jacobians of 32, 64 and 72
 /// words from 79%, 65% and 41% of the roofline to 90%, 76% and 47%, against single words
 /// (BENCHMARKS.md, "Jacobian rows stored as they are computed").
@@ -206,15 +209,19 @@ fn chunk_lanes(
     row_stage: Option<(abi::RowStage, StageArray)>,
     precision: Precision,
 ) -> u32 {
+    // Outputs narrower than a block (3 values beside a Jacobian) are stored from registers
+    // instead (`KernelPlan::stages_output`): 3 words a thread in 3 strided stores cost
+    // less than holding the wide output to single words.
     let staged: Vec<u32> = outputs
         .iter()
         .map(|o| o.1)
-        .filter(|&w| KernelPlan::stages_output_of(w, precision))
+        .filter(|&w| KernelPlan::stages_output_of(w, precision) && w >= 4)
         .collect();
     let in_chunks = |w: u32| KernelPlan::rounds_of(kind, w, precision).is_none();
     let fits = chunked
         && precision == Precision::F32
         && !matches!(row_stage, Some((_, StageArray::Stores(_))))
+        && !staged.is_empty()
         && staged.iter().all(|&w| w % 4 == 0 && in_chunks(w));
     if fits { 4 } else { 1 }
 }
