@@ -372,6 +372,33 @@ pub fn wgsl_helpers(
     }
 }
 
+/// Branch-free forms of helpers of [`WGSL_HELPERS`], computing the same values bit for
+/// bit: every path computed and the result selected, the driver's `sin`/`cos` for
+/// `|x| > 8192` selected last. Without an `if` in them, the driver schedules a kernel's
+/// calls as one block. On the H100 (BENCHMARKS.md, "Branch-free sin and cos"), value,
+/// tangent and Jacobian kernels ran up to 2.8x faster with them (`jacobian_4x32` 1.41 ->
+/// 0.51 ms), but adjoints that call many of them lost up to 35% (`random_05`): adjoint
+/// and Hessian kernels keep the branching forms.
+pub const WGSL_BRANCH_FREE_HELPERS: &[(&str, &str)] = &[
+    (
+        "gf_sin",
+        "// sin to about 1 ulp for |x| <= 8192 (Cephes' sinf), without branches: both\n// polynomials computed and one selected; beyond 8192 the driver's sin.\nfn gf_sin(x: f32) -> f32 {\n    let ax = abs(x);\n    let big = !(ax <= 8192.0);\n    let j0 = u32(select(ax, 0.0, big) * 1.2732395);\n    let odd = (j0 & 1u) == 1u;\n    let y = f32(j0) + select(0.0, 1.0, odd);\n    let j1 = (j0 + select(0u, 1u, odd)) & 7u;\n    let hi = j1 > 3u;\n    let neg = ((bitcast<u32>(x) & 0x80000000u) != 0u) != hi;\n    let j = select(j1, j1 - 4u, hi);\n    let r = ((ax - y * 0.78515625) - y * 2.4187564849853515625e-4) - y * 3.77489497744594108e-8;\n    let z = r * r;\n    let ps = ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;\n    let pc = ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0;\n    let s = select(ps, pc, j == 1u || j == 2u);\n    return select(select(s, -s, neg), sin(x), big);\n}",
+    ),
+    (
+        "gf_cos",
+        "// cos to about 1 ulp for |x| <= 8192 (Cephes' cosf), without branches; beyond, the\n// driver's cos.\nfn gf_cos(x: f32) -> f32 {\n    let ax = abs(x);\n    let big = !(ax <= 8192.0);\n    let j0 = u32(select(ax, 0.0, big) * 1.2732395);\n    let odd = (j0 & 1u) == 1u;\n    let y = f32(j0) + select(0.0, 1.0, odd);\n    let j1 = (j0 + select(0u, 1u, odd)) & 7u;\n    let hi = j1 > 3u;\n    let j = select(j1, j1 - 4u, hi);\n    let neg = hi != (j > 1u);\n    let r = ((ax - y * 0.78515625) - y * 2.4187564849853515625e-4) - y * 3.77489497744594108e-8;\n    let z = r * r;\n    let pc = ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0;\n    let ps = ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;\n    let c = select(pc, ps, j == 1u || j == 2u);\n    return select(select(c, -c, neg), cos(x), big);\n}",
+    ),
+];
+
+/// The source of f32 helper `name` a kernel writes: its branch-free form
+/// ([`WGSL_BRANCH_FREE_HELPERS`]) where `branch_free` and it has one.
+pub fn wgsl_helper_source(name: &str, src: &'static str, branch_free: bool) -> &'static str {
+    WGSL_BRANCH_FREE_HELPERS
+        .iter()
+        .find(|(n, _)| branch_free && *n == name)
+        .map_or(src, |(_, free)| *free)
+}
+
 /// The source of the WGSL helper `name` of `precision`.
 pub fn wgsl_helper(name: &str, precision: Precision) -> Option<&'static str> {
     wgsl_helpers(precision)

@@ -15,7 +15,8 @@ use crate::abi::{self, ArgLayout, KernelKind};
 use crate::ir::Function;
 use crate::names::element_name;
 use crate::names::reserved;
-use crate::ops::{wgsl_helper, wgsl_helpers};
+use crate::ops::{wgsl_helper, wgsl_helper_source, wgsl_helpers};
+use crate::signature::Precision;
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
@@ -390,9 +391,14 @@ fn declarations(
         );
     }
     let precision = plan.layout.precision;
+    let branch_free = precision == Precision::F32
+        && matches!(
+            plan.kind,
+            KernelKind::Forward | KernelKind::Tangent | KernelKind::Jacobian
+        );
     for (name, _, src) in wgsl_helpers(precision) {
         if helpers.contains(name) {
-            let _ = write!(s, "\n{src}\n");
+            let _ = write!(s, "\n{}\n", wgsl_helper_source(name, src, branch_free));
         }
     }
     debug_assert!(helpers.iter().all(|h| wgsl_helper(h, precision).is_some()));
