@@ -23,7 +23,13 @@ fn branch_free_sin_and_cos_compute_the_branching_forms_bits() {
     // Multiples of pi/4 (the reduction's quadrant edges), either side of 8192, specials.
     xs.extend((-64..64).map(|k| k as f32 * std::f32::consts::FRAC_PI_4));
     xs.extend([8191.9, 8192.0, 8192.001, -8192.0, 1e6, -3e7, 0.0, -0.0]);
-    xs.extend([f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e-30, f32::MIN_POSITIVE]);
+    xs.extend([
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1e-30,
+        f32::MIN_POSITIVE,
+    ]);
     let args: Vec<waves::Args> = xs.iter().map(|&x| waves::Args { x }).collect();
     let free = kernel.value(&args).expect("value kernel");
     let (branching, _) = kernel.value_and_grad(&args).expect("adjoint kernel");
