@@ -147,6 +147,19 @@ fn signatures() {
 }
 
 #[test]
+fn a_parameter_bound_twice() {
+    // Once generated WGSL that redefined the argument's buffers (`x_rows`).
+    check(
+        "fn f(x: f32, y: [f32; 2], x: f32) -> f32 {
+    x * y[0]
+}",
+        "
+        1:27: `x` is bound twice in the parameter list
+        ",
+    );
+}
+
+#[test]
 fn arrays_past_the_bound() {
     // Found by tests/fuzz_tokens.rs: the first took the build's memory.
     check(

@@ -15,6 +15,16 @@ pub(super) fn lower_signature(sig: &syn::Signature, diag: &mut Diagnostics) -> S
             syn::FnArg::Typed(pt) => params.extend(lower_param(pt, diag)),
         }
     }
+    for (k, p) in params.iter().enumerate() {
+        if params[..k].iter().any(|q| q.name == p.name) {
+            // rustc says so too, but after the kernels were generated from it: each
+            // argument's buffers are named after it, and a second one redefines them.
+            diag.error(
+                p.name.span(),
+                format!("`{}` is bound twice in the parameter list", p.name),
+            );
+        }
+    }
     if !params.is_empty() && params.iter().all(|p| p.constant) {
         diag.error(
             sig.inputs.span(),
