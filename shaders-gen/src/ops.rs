@@ -374,12 +374,13 @@ pub fn wgsl_helpers(
 
 /// Branch-free forms of helpers of [`WGSL_HELPERS`], the same arithmetic: every path
 /// computed and the result selected, the driver's `sin`/`cos` for `|x| > 8192` selected
-/// last (bit for bit the branching forms' on lavapipe, `tests/branch_free.rs`; within the
-/// corpus bench's 1e-4 on the H100, where a driver may contract differently). Without an `if` in them, the driver schedules a kernel's
-/// calls as one block. On the H100 (BENCHMARKS.md, "Branch-free sin and cos"), value,
-/// tangent and Jacobian kernels ran up to 2.8x faster with them (`jacobian_4x32` 1.41 ->
-/// 0.51 ms), but adjoints that call many of them lost up to 35% (`random_05`): adjoint
-/// and Hessian kernels keep the branching forms.
+/// last. They give the branching forms' bits on lavapipe (`tests/branch_free.rs`); on the
+/// H100 they agree within the corpus bench's 1e-4 (a driver may contract differently).
+/// Without an `if` in them, the driver schedules a kernel's calls as one block. On the
+/// H100 (BENCHMARKS.md, "Narrow outputs from registers, and branch-free `sin` and `cos`"),
+/// value, tangent and Jacobian kernels ran up to 3x faster with them (`jacobian_4x32`
+/// 1.43 -> 0.51 ms), but adjoints that call many of them lost up to 35% (`random_05`):
+/// adjoint and Hessian kernels keep the branching forms.
 pub const WGSL_BRANCH_FREE_HELPERS: &[(&str, &str)] = &[
     (
         "gf_sin",
