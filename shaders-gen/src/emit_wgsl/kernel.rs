@@ -82,6 +82,7 @@ fn emit(
     }
     taken.extend(stores::declared_names(&plan));
     taken.extend(loads::declared_names(&plan));
+    taken.extend(other_element_names(&plan));
     let mut ctx = Ctx::new(f, &mut taken);
     ctx.shared_uniform = plan.shared_uniform;
     ctx.precision = layout.precision;
@@ -296,16 +297,10 @@ fn declarations(
         );
     }
     for &(binding, w, name) in &plan.outputs {
-        // Chunked outputs are stored word by word, in runs.
-        let lanes = if plan.stages_output(w) {
-            plan.chunk_lanes
-        } else {
-            abi::vector_lanes(w)
-        };
         let _ = writeln!(
             s,
             "@group(0) @binding({binding}) var<storage, read_write> {name}: array<{}>;",
-            abi::vector_type(lanes, t)
+            abi::vector_type(plan.output_lanes(w), t)
         );
     }
     if plan.shared_uniform && plan.layout.shared_words > 0 {
@@ -405,6 +400,18 @@ fn declarations(
     let _ = writeln!(s);
 }
 
+/// What the reducing entry calls a thread's element `e` past the first: its index, whether
+/// it is in the batch, the element it reads, its row.
+const ELEMENT_NAMES: [&str; 4] = ["i", "in_batch", "elem", "in_base"];
+
+/// The names [`ELEMENT_NAMES`] take for a thread's other elements (`i_b`, `in_base_c`..),
+/// taken before any value is named so that a user's local of that name is renamed.
+fn other_element_names(plan: &KernelPlan) -> Vec<String> {
+    (1..plan.elements as usize)
+        .flat_map(|e| ELEMENT_NAMES.map(|b| element_name(b, e)))
+        .collect()
+}
+
 /// The entry point of a kernel that sums shared gradients: a loop over the thread's
 /// elements around the body, then the workgroup sum.
 fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut String) {
@@ -468,19 +475,14 @@ fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut Stri
         );
     }
     for e in 1..plan.elements as usize {
-        let (i, in_batch, elem) = (
-            element_name("i", e),
-            element_name("in_batch", e),
-            element_name("elem", e),
-        );
+        let [i, in_batch, elem, in_base] = ELEMENT_NAMES.map(|b| element_name(b, e));
         let _ = writeln!(
             s,
             "        let {i} = i + {}u;\n        \
              let {in_batch} = nth + {e}u < per_thread && {i} < params.n;\n        \
              let {elem} = min({i}, params.n - 1u);\n        \
-             let {} = {elem} * {}u;",
+             let {in_base} = {elem} * {}u;",
             e as u32 * wg,
-            element_name("in_base", e),
             plan.layout.words / plan.lanes
         );
     }

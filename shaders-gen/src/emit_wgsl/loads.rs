@@ -18,25 +18,20 @@ pub(super) fn emit_loads(plan: &KernelPlan, ctx: &mut Ctx, taken: &mut Taken, bo
     emit_shared_loads(plan, ctx, body);
 }
 
-/// The names the loads and the reducing entry declare by pattern rather than through
-/// [`fresh`] (each element's `i`, `in_batch`, `elem`, `in_base`, and its row's vector
-/// loads `args_0`, `args_b_3`, ..), taken before any value is named so that a user's local
-/// of that name is renamed rather than declared twice.
+/// The names the loads declare by pattern rather than through [`fresh`] (each element's
+/// row's vector loads `args_0`, `args_b_3`, ..), taken before any value is named so that a
+/// user's local of that name is renamed rather than declared twice.
 pub(super) fn declared_names(plan: &KernelPlan) -> Vec<String> {
-    let elements = plan.elements as usize;
     let chunks = match (plan.gathered, plan.lanes) {
         (false, lanes) if lanes > 1 => plan.layout.words / lanes,
         _ => 0,
     };
-    let mut names = Vec::new();
-    for e in 0..elements {
-        if e > 0 {
-            names.extend(["i", "in_batch", "elem", "in_base"].map(|b| element_name(b, e)));
-        }
-        let args = element_name("args", e);
-        names.extend((0..chunks).map(|c| format!("{args}_{c}")));
-    }
-    names
+    (0..plan.elements as usize)
+        .flat_map(|e| {
+            let args = element_name("args", e);
+            (0..chunks).map(move |c| format!("{args}_{c}"))
+        })
+        .collect()
 }
 
 /// The element's argument words, from its row at `in_base` (the element being written's).

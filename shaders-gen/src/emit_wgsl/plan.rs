@@ -46,8 +46,8 @@ pub(super) struct KernelPlan<'a> {
     /// ([`abi::RowStage`]), and the workgroup array that stages them.
     pub row_stage: Option<(abi::RowStage, StageArray)>,
     /// The words of one access to `out_stage` and to the outputs stored through it: 4
-    /// (`vec4<f32>`) where every staged output is stored in chunks and has a multiple of
-    /// 4 words, else 1.
+    /// (`vec4<f32>`) where every staged output of 4 words or more is stored in chunks and
+    /// has a multiple of 4 words, else 1 ([`chunk_lanes`]).
     pub chunk_lanes: u32,
 }
 
@@ -154,7 +154,8 @@ impl<'a> KernelPlan<'a> {
     }
 
     /// Whether an output of `w` words per element goes through the workgroup's stage
-    /// (for a kernel whose outputs are `chunked`).
+    /// (for a kernel whose outputs are `chunked`; not one narrower than the stage's
+    /// blocks, which [`chunk_lanes`] leaves in registers).
     pub fn stages_output(&self, w: u32) -> bool {
         self.chunked
             && Self::stages_output_of(w, self.layout.precision)
@@ -170,6 +171,17 @@ impl<'a> KernelPlan<'a> {
     /// ([`super::stores::jacobian_chunks_as_computed`]).
     fn stages_output_of(w: u32, precision: Precision) -> bool {
         abi::chunk_output(w, precision)
+    }
+
+    /// The words per element of one access to output buffer `w` words wide, as every
+    /// entry point declares and stores it: the stage's blocks where it is staged, else
+    /// its vector view ([`abi::vector_lanes`]).
+    pub fn output_lanes(&self, w: u32) -> u32 {
+        if self.stages_output(w) {
+            self.chunk_lanes
+        } else {
+            abi::vector_lanes(w)
+        }
     }
 
     /// Elements per round where an output of `w` words, staged, is stored in rounds of
@@ -198,8 +210,7 @@ impl<'a> KernelPlan<'a> {
 
 /// [`KernelPlan::chunk_lanes`]: 4 where every output staged of 4 words or more is stored
 /// in chunks (not in rounds) and is a multiple of 4 words of f32, and the loads do not
-/// share the stage. On
-/// the H100, 4-word accesses to the stage and the buffer took Jacobians of 32, 64 and 72
+/// share the stage. On the H100, 4-word accesses to the stage and the buffer took Jacobians of 32, 64 and 72
 /// words from 79%, 65% and 41% of the roofline to 90%, 76% and 47%, against single words
 /// (BENCHMARKS.md, "Jacobian rows stored as they are computed").
 fn chunk_lanes(

@@ -94,33 +94,12 @@ pub(super) fn rows_stores(
     let value = ctx.operand(f.outputs[0]);
     let _ = writeln!(s, "    if (side == 0u) {{\n        values[i] = {value};");
     let grads = &f.outputs[1..];
-    if let Some(&(_, w, name)) = plan.outputs.iter().find(|o| o.2 == "grads") {
+    if let Some(&(_, _, name)) = plan.outputs.iter().find(|o| o.2 == "grads") {
         let _ = writeln!(s, "        if (params.store_grads != 0u) {{");
         let mut stores = String::new();
-        if plan.stages_output(w) && plan.chunk_lanes > 1 {
-            // Declared in `vec4`s for the plain entry's chunks (`KernelPlan::chunk_lanes`).
-            let lanes = plan.chunk_lanes as usize;
-            for (c, quad) in grads.chunks(lanes).enumerate() {
-                let words: Vec<String> = quad.iter().map(|g| ctx.operand(*g)).collect();
-                let first = plan.grad_label((c * lanes) as u32);
-                let last = plan.grad_label((c * lanes + quad.len() - 1) as u32);
-                let _ = writeln!(
-                    stores,
-                    "    {name}[i * {}u + {c}u] = vec4({}); // d/d {first} .. {last}",
-                    w as usize / lanes,
-                    words.join(", ")
-                );
-            }
-        } else if plan.stages_output(w) {
-            // Declared word by word for the plain entry's staged stores.
-            for (k, g) in grads.iter().enumerate() {
-                let label = plan.grad_label(k as u32);
-                let v = ctx.operand(*g);
-                let _ = writeln!(stores, "    {name}[i * {w}u + {k}u] = {v}; // d/d {label}");
-            }
-        } else {
-            store_words(plan, ctx, grads, name, &mut stores);
-        }
+        // In the lanes the plain entry declares the buffer with (`vec4`s where its chunks
+        // are, single words where it stages them in words).
+        store_words(plan, ctx, grads, name, &mut stores);
         for line in stores.lines() {
             let _ = writeln!(s, "        {line}");
         }

@@ -487,8 +487,8 @@ pub(super) fn store_label(plan: &KernelPlan, name: &str, k: u32) -> String {
     }
 }
 
-/// Several words per element, stored straight from registers (vector stores where the
-/// count allows).
+/// Several words per element, stored straight from registers, in the lanes the output is
+/// declared with ([`KernelPlan::output_lanes`]).
 pub(super) fn store_words(
     plan: &KernelPlan,
     ctx: &Ctx,
@@ -497,7 +497,7 @@ pub(super) fn store_words(
     body: &mut String,
 ) {
     let w = outputs.len() as u32;
-    let glanes = abi::vector_lanes(w);
+    let glanes = plan.output_lanes(w);
     let indent = if plan.guarded {
         let _ = writeln!(body, "    if (in_batch) {{");
         "        "
