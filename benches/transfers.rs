@@ -157,6 +157,8 @@ fn end_to_end_row(
 
 fn main() -> Result<(), Error> {
     let quick = std::env::args().any(|a| a == "--quick");
+    // Only the small batches' table, for comparing launch paths in one call.
+    let latency_only = std::env::args().any(|a| a == "--latency");
     let d = Device::auto()?;
     let (up, down) = (
         link("GRADFUSE_LINK_UP_GBPS"),
@@ -164,6 +166,8 @@ fn main() -> Result<(), Error> {
     );
     let (sizes, elements, repeats): (&[usize], &[usize], usize) = if quick {
         (&[1 << 20], &[1 << 12], 3)
+    } else if latency_only {
+        (&[], &[], 7)
     } else {
         (&[16 << 20, 256 << 20, 1 << 30], &[1 << 20, 1 << 24], 7)
     };
@@ -201,7 +205,13 @@ fn main() -> Result<(), Error> {
     let mut trips = d.time_roundtrip(latency_repeats)?;
     trips.sort();
     let trip = trips[trips.len() / 2].as_secs_f64();
-    for n in [1usize, 1024] {
+    let small: &[usize] = if quick {
+        &[1, 1024]
+    } else {
+        // Past 4,096 elements the launch copies through device buffers (`sets.rs`).
+        &[1, 64, 1024, 4096, 16384]
+    };
+    for &n in small {
         let args = vec![
             transcendental4::Args {
                 x: [0.3, 0.5, 1.5, 2.0]

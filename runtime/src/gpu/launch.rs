@@ -3,7 +3,7 @@
 //! (the waits for submissions and maps are `transfer.rs`'s).
 
 use super::pipelines::Pipelines;
-use super::sets::{LaunchSet, upload_offsets};
+use super::sets::{DeviceBuffers, LaunchSet};
 use super::transfer::{MapReceiver, copy_parallel, write_mapped};
 use super::{Gpu, MAX_BINDING_BYTES, MAX_CHUNK_BYTES, PARAMS_BYTES, REDUCE_GROUPS, lock};
 use crate::error::Error;
@@ -161,21 +161,22 @@ impl Gpu {
         m: usize,
     ) -> Result<LaunchSet, Error> {
         let set = self.take_set(spec, pipelines, m)?;
-        let (reduce_at, shared_at, args_at) = upload_offsets(spec);
+        let layout = &set.layout;
         let shape = Self::launch_shape(spec, m);
         write_mapped(&set.upload, 0, bytemuck::cast_slice(&shape.params(m)))?;
-        if set.shared.is_some() {
+        if spec.shared.is_some() {
             // The second pass sums one partial per dispatched workgroup.
             let reduce = shape.reduce_params();
-            write_mapped(&set.upload, reduce_at, bytemuck::cast_slice(&reduce))?;
-            write_mapped(&set.upload, shared_at, bytemuck::cast_slice(shared))?;
+            write_mapped(&set.upload, layout.reduce_at, bytemuck::cast_slice(&reduce))?;
+            write_mapped(&set.upload, layout.shared_at, bytemuck::cast_slice(shared))?;
         }
-        write_mapped(&set.upload, args_at, bytemuck::cast_slice(input))?;
+        write_mapped(&set.upload, layout.args_at, bytemuck::cast_slice(input))?;
         Ok(set)
     }
 
-    /// Submits a prepared chunk of `m` elements from `start`: the copies out of its upload
-    /// buffer, the dispatch, and the copy of the results into the staging buffer.
+    /// Submits a prepared chunk of `m` elements from `start`: the dispatch, and for a set
+    /// with device buffers the copies out of its upload buffer before it and of the
+    /// results into the staging buffer after.
     pub(super) fn submit_chunk(
         &self,
         spec: &'static KernelSpec,
@@ -184,8 +185,6 @@ impl Gpu {
         shared_bytes: u64,
         (start, m): (usize, usize),
     ) -> InFlight {
-        let in_bytes = (m * spec.input_words as usize * 4) as u64;
-        let (reduce_at, shared_at, args_at) = upload_offsets(spec);
         let shape = Self::launch_shape(spec, m);
         set.upload.unmap();
         let mut encoder = self
@@ -193,16 +192,9 @@ impl Gpu {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some(spec.label),
             });
-        encoder.copy_buffer_to_buffer(&set.upload, 0, &set.params, 0, PARAMS_BYTES);
-        if let Some(sh) = &set.shared {
-            if shared_bytes > 0 {
-                encoder.copy_buffer_to_buffer(&set.upload, shared_at, &sh.values, 0, shared_bytes);
-            }
-            if let Some(r) = &sh.reduction {
-                encoder.copy_buffer_to_buffer(&set.upload, reduce_at, &r.params, 0, PARAMS_BYTES);
-            }
+        if let Some(copies) = &set.copies {
+            Self::copy_in(&mut encoder, spec, &set, copies, shared_bytes, m);
         }
-        encoder.copy_buffer_to_buffer(&set.upload, args_at, &set.input, 0, in_bytes);
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some(spec.label),
@@ -210,18 +202,10 @@ impl Gpu {
             });
             Self::record(&mut pass, spec, pipelines, &set, (shape.x, shape.y));
         }
-        // Every output into one staging buffer, densely: one map reads them all.
-        let mut out_bytes = 0u64;
-        for (buf, o) in set.outputs.iter().zip(spec.outputs) {
-            let bytes = (m * o.words as usize * 4) as u64;
-            encoder.copy_buffer_to_buffer(buf, 0, &set.staging, out_bytes, bytes);
-            out_bytes += bytes;
+        if let Some(copies) = &set.copies {
+            Self::copy_out(&mut encoder, spec, &set, copies, m);
         }
-        if let Some(r) = set.shared.as_ref().and_then(|sh| sh.reduction.as_ref()) {
-            let bytes = spec.shared_grad_words() as u64 * 4;
-            encoder.copy_buffer_to_buffer(&r.sums, 0, &set.staging, out_bytes, bytes);
-            out_bytes += bytes;
-        }
+        let out_bytes = set.layout.read_bytes(spec, m);
         let submission = self.queue.submit([encoder.finish()]);
         let (tx, read) = std::sync::mpsc::channel();
         set.staging
@@ -247,6 +231,55 @@ impl Gpu {
         }
     }
 
+    /// Records the copies of a chunk of `m` elements out of its upload buffer into the
+    /// device buffers its kernel binds.
+    fn copy_in(
+        encoder: &mut wgpu::CommandEncoder,
+        spec: &KernelSpec,
+        set: &LaunchSet,
+        copies: &DeviceBuffers,
+        shared_bytes: u64,
+        m: usize,
+    ) {
+        let layout = &set.layout;
+        encoder.copy_buffer_to_buffer(&set.upload, 0, &copies.params, 0, PARAMS_BYTES);
+        if let Some(values) = &copies.shared
+            && shared_bytes > 0
+        {
+            encoder.copy_buffer_to_buffer(&set.upload, layout.shared_at, values, 0, shared_bytes);
+        }
+        if let Some(params) = &copies.reduce_params {
+            encoder.copy_buffer_to_buffer(&set.upload, layout.reduce_at, params, 0, PARAMS_BYTES);
+        }
+        let in_bytes = (m * spec.input_words as usize * 4) as u64;
+        encoder.copy_buffer_to_buffer(&set.upload, layout.args_at, &copies.input, 0, in_bytes);
+    }
+
+    /// Records the copies of a chunk's outputs and sums into its staging buffer, where
+    /// its layout places them: one map reads them all.
+    fn copy_out(
+        encoder: &mut wgpu::CommandEncoder,
+        spec: &KernelSpec,
+        set: &LaunchSet,
+        copies: &DeviceBuffers,
+        m: usize,
+    ) {
+        let layout = &set.layout;
+        for ((buf, o), &at) in copies
+            .outputs
+            .iter()
+            .zip(spec.outputs)
+            .zip(&layout.outputs_at)
+        {
+            let bytes = (m * o.words as usize * 4) as u64;
+            encoder.copy_buffer_to_buffer(buf, 0, &set.staging, at, bytes);
+        }
+        if let Some(sums) = &copies.sums {
+            let bytes = spec.shared_grad_words() as u64 * 4;
+            encoder.copy_buffer_to_buffer(sums, 0, &set.staging, layout.sums_at, bytes);
+        }
+    }
+
     /// Waits for a chunk, copies its results out, and gives its launch set back.
     pub(super) fn complete_chunk(
         &self,
@@ -266,18 +299,20 @@ impl Gpu {
                 .get_mapped_range()
                 .map_err(|e| Error::Readback(e.to_string()))?;
             let words: &[f32] = bytemuck::cast_slice(&view);
-            let mut at = 0usize;
-            for (out, o) in outputs.iter_mut().zip(spec.outputs) {
-                let w = o.words as usize;
+            let layout = &f.set.layout;
+            for ((out, o), &at) in outputs.iter_mut().zip(spec.outputs).zip(&layout.outputs_at) {
+                let (w, at) = (o.words as usize, at as usize / 4);
                 copy_parallel(
                     &mut out[f.start * w..(f.start + f.m) * w],
                     &words[at..at + f.m * w],
                 );
-                at += f.m * w;
             }
             // Chunks complete in order: their sums are added in a fixed order too.
-            let sums = &words[at..at + shared_grad.len()];
-            spec.precision.add_words(shared_grad, sums);
+            if !shared_grad.is_empty() {
+                let at = layout.sums_at as usize / 4;
+                let sums = &words[at..at + shared_grad.len()];
+                spec.precision.add_words(shared_grad, sums);
+            }
         }
         f.set.staging.unmap();
         if self.await_map(&f.rearm).is_ok() {
@@ -319,10 +354,9 @@ impl Gpu {
         pipelines: &Pipelines<'_>,
         set: &LaunchSet,
     ) -> bool {
-        let reduction = set.shared.as_ref().and_then(|sh| sh.reduction.as_ref());
-        if let (Some(r), Some(p)) = (reduction, pipelines.reduce) {
+        if let (Some(bind_group), Some(p)) = (&set.reduce_bind_group, pipelines.reduce) {
             pass.set_pipeline(&p.pipeline);
-            pass.set_bind_group(0, &r.bind_group, &[]);
+            pass.set_bind_group(0, bind_group, &[]);
             // One workgroup per word (scalar), in rows of at most the per-dimension limit.
             let words = spec.shared_grad_scalars() as u32;
             let y = words.div_ceil(spec.max_workgroups_per_dim);

@@ -74,6 +74,8 @@ pub(crate) struct Gpu {
     timestamps: bool,
     /// Whether the device was opened with `SHADER_F64`.
     f64: bool,
+    /// Whether kernels may bind mapped buffers (`MAPPABLE_PRIMARY_BUFFERS`).
+    mappable_bindings: bool,
     pipelines: Mutex<FastMap<PipelineKey, Arc<Pipeline>>>,
     sets: Mutex<FastMap<(PipelineKey, usize), Vec<LaunchSet>>>,
     /// Per kernel, the partial sums of resident launches that reduce shared gradients.
@@ -136,8 +138,14 @@ impl Gpu {
         // 64-bit floats in shaders, where the adapter has them: f64 kernels need them.
         let f64 = adapter.features().contains(wgpu::Features::SHADER_F64)
             && !crate::spec::env_flag(crate::spec::DISABLE_F64_ENV);
+        // Mapped buffers bound by kernels, where the adapter allows it: small launches bind
+        // their upload and staging buffers and copy nothing (`sets.rs`).
+        let mappable_bindings = adapter
+            .features()
+            .contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS);
         let mut required_features = wgpu::Features::empty();
         required_features.set(wgpu::Features::TIMESTAMP_QUERY, timestamps);
+        required_features.set(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS, mappable_bindings);
         required_features.set(wgpu::Features::SHADER_F64, f64);
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("gradfuse"),
@@ -172,6 +180,7 @@ impl Gpu {
             limits,
             timestamps,
             f64,
+            mappable_bindings,
             pipelines: Mutex::new(FastMap::default()),
             sets: Mutex::new(FastMap::default()),
             scratch: Mutex::new(FastMap::default()),

@@ -60,16 +60,16 @@ impl Gpu {
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let shape = Self::launch_shape(spec, n);
-        let set = self.take_set_exact(spec, &pipelines, n.max(1));
+        let (set, copies) = self.take_set_exact(spec, &pipelines, n.max(1));
         self.queue
-            .write_buffer(&set.input, 0, bytemuck::cast_slice(input));
+            .write_buffer(&copies.input, 0, bytemuck::cast_slice(input));
         self.queue
-            .write_buffer(&set.params, 0, bytemuck::cast_slice(&shape.params(n)));
+            .write_buffer(&copies.params, 0, bytemuck::cast_slice(&shape.params(n)));
         let (x, y) = (shape.x, shape.y);
         // Shared words stay zero (buffers start zeroed); the reduction runs as in a launch.
-        if let Some(r) = set.shared.as_ref().and_then(|sh| sh.reduction.as_ref()) {
+        if let Some(params) = &copies.reduce_params {
             self.queue
-                .write_buffer(&r.params, 0, bytemuck::cast_slice(&shape.reduce_params()));
+                .write_buffer(params, 0, bytemuck::cast_slice(&shape.reduce_params()));
         }
         let launches = launches.max(1) as u32;
         let mut times = Vec::with_capacity(launches as usize);
