@@ -277,3 +277,54 @@ fn a_shared_array_gradient_with_a_patched_word() {
         );
     }
 }
+
+with_source! {
+    PAIRS_SRC,
+    // A per-element array mapped word by word through `tanh`, then combined pairwise: in
+    // the order written, all 64 mapped words are alive before the first is used.
+    #[differentiable]
+    pub fn pairs(a: [f32; 64], s: f32) -> f32 {
+        let mut b = [0.0; 64];
+        for i in 0..64 {
+            b[i] = (a[i] * s).tanh();
+        }
+        let mut acc = 0.0;
+        for i in 0..63 {
+            acc += b[i] * a[i + 1] - b[i + 1] * a[i];
+        }
+        acc * acc
+    }
+}
+
+#[test]
+fn a_value_kernel_ordered_by_its_output_matches_the_interpreter() {
+    // Ordered by its output (`opt::for_value_kernel`), the sum starts before the last
+    // `tanh`; the adjoint keeps the order as written.
+    let entry = |wgsl: &'static str| wgsl.split("@compute").nth(1).expect("an entry point");
+    let forward = entry(pairs::WGSL_FORWARD);
+    let first_sum = forward.find("let acc").expect("the sum");
+    assert!(
+        forward
+            .rfind("gf_tanh(")
+            .is_some_and(|last| first_sum < last)
+    );
+    let mut rng = Rng(11);
+    let batch: Vec<pairs::Args> = (0..40)
+        .map(|_| pairs::Args {
+            a: std::array::from_fn(|_| rng.uniform(-1.5, 1.5)),
+            s: rng.uniform(0.2, 2.0),
+        })
+        .collect();
+    for dev in [device(), &Device::cpu()] {
+        let values = pairs::kernel(dev).value(&batch).expect("launch");
+        for (i, a) in batch.iter().enumerate() {
+            let (want, _) = central_differences(PAIRS_SRC, &words(a), &[]);
+            let got = values[i] as f64;
+            assert!(
+                (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+                "element {i} on {}: {got} vs {want}",
+                dev.describe()
+            );
+        }
+    }
+}

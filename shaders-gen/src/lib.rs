@@ -215,7 +215,8 @@ pub fn compile_with(
     } else {
         adjoint.clone()
     };
-    let wgsl_forward = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Forward, &primal);
+    let value_primal = opt::for_value_kernel(&primal);
+    let wgsl_forward = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Forward, &value_primal);
     let adjoint_elements =
         emit_wgsl::elements_per_thread(layout, KernelKind::Adjoint, &kernel_adjoint);
     let wgsl_reverse = emit_wgsl::emit_kernel_with_elements(
@@ -230,7 +231,7 @@ pub fn compile_with(
         .then(|| emit_wgsl::emit_reduce_kernel(&sig, layout.shared_words, layout.precision));
     let second = second_order(&sig, layout, (&primal, &adjoint), &cpu_primal);
     let wgsl_gathered = layout.has_gathered_kernel().then(|| GatheredWgsl {
-        forward: emit_wgsl::emit_gathered_kernel(&sig, layout, KernelKind::Forward, &primal),
+        forward: emit_wgsl::emit_gathered_kernel(&sig, layout, KernelKind::Forward, &value_primal),
         reverse: emit_wgsl::emit_gathered_kernel(
             &sig,
             layout,
@@ -383,12 +384,13 @@ fn compile_vector(lowered: Lowered, primal: Function, cpu_primal: Function, sig:
     let layout = &lowered.layout;
     let (jacobian, tangent) = derive_vector(layout, &primal, Tapes::Checkpointed);
     let (cpu_reverse, cpu_tangent) = derive_vector(layout, &cpu_primal, Tapes::Whole);
-    let wgsl_forward = emit_wgsl::emit_kernel(sig, layout, KernelKind::Forward, &primal);
+    let value_primal = opt::for_value_kernel(&primal);
+    let wgsl_forward = emit_wgsl::emit_kernel(sig, layout, KernelKind::Forward, &value_primal);
     let wgsl_reverse =
         emit_wgsl::emit_kernel(sig, layout, KernelKind::Jacobian, jacobian.function());
     let wgsl_tangent = tangent_kernel(sig, layout, &tangent);
     let wgsl_gathered = layout.has_gathered_kernel().then(|| GatheredWgsl {
-        forward: emit_wgsl::emit_gathered_kernel(sig, layout, KernelKind::Forward, &primal),
+        forward: emit_wgsl::emit_gathered_kernel(sig, layout, KernelKind::Forward, &value_primal),
         reverse: emit_wgsl::emit_gathered_kernel(
             sig,
             layout,
