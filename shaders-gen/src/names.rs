@@ -40,6 +40,8 @@ const RESERVED: &[&str] = &[
     "values",
     "grads",
     "tangent",
+    // `hvp`'s direction: an argument of that name once shadowed it (then named `v`).
+    "direction",
     "i",
     "gid",
     "groups",

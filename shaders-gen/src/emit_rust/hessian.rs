@@ -102,7 +102,7 @@ fn hvp_fn(plan: &ItemPlan, second: &SecondOrder) -> TokenStream {
     let (n, layout) = (plan.grad_count(), plan.layout);
     let covered = plan.covered(f, &[(0, false)]);
     let b = body_storing(f, plan.scalar(), &covered);
-    let (args_ref, shared_ref, v_ref) = (quote!(args), quote!(shared), quote!(v));
+    let (args_ref, shared_ref, v_ref) = (quote!(args), quote!(shared), quote!(direction));
     let n_inputs = layout.words + layout.shared_words;
     // Input `w`: which struct, and which argument word.
     let word = |w: u32| {
@@ -128,8 +128,8 @@ fn hvp_fn(plan: &ItemPlan, second: &SecondOrder) -> TokenStream {
     let result = plan.grad_literal(f, &b.names, 0, false);
     let shared_param = plan.has_shared.then(|| quote!(shared: &Shared,));
     let doc = format!(
-        "The Hessian-vector product `H v` on the CPU, by forward-over-reverse: the \
-         derivative of the gradient along `v` (one sweep, about twice the cost of \
+        "The Hessian-vector product `H direction` on the CPU, by forward-over-reverse: the \
+         derivative of the gradient along `direction` (one sweep, about twice the cost of \
          `value_and_grad`), in the {n} per-element gradient words{}.",
         if plan.has_shared {
             " (`#[shared]` words held fixed)"
@@ -140,7 +140,7 @@ fn hvp_fn(plan: &ItemPlan, second: &SecondOrder) -> TokenStream {
     quote! {
         #[doc = #doc]
         #[inline]
-        pub fn hvp(args: &Args, #shared_param v: &Grad) -> Grad {
+        pub fn hvp(args: &Args, #shared_param direction: &Grad) -> Grad {
             #reads
             #stmts
             #result
