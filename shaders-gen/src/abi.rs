@@ -87,6 +87,17 @@ pub const MAX_WORKGROUP_SUMS_BYTES: u32 = 12 * 1024;
 /// thread took 35 ms at 2^20 (spilled), streamed 7.7 ms, and 8-64-64-1 failed to launch.
 pub const MAX_REGISTER_SUMS: u32 = 256;
 
+/// Most `#[shared]` gradient words summed per thread in registers plus the values the
+/// adjoint keeps alive at once beside them (`opt::max_live`, the gradient words left out);
+/// past it the kernel streams its shared gradient. The sums and the values share a
+/// thread's registers, and the two measurements on either side of the bound, on the H100
+/// at 2^24: the 8-16-1 network's adjoint (161 sums and 172 values alive) takes 0.96 ms
+/// with sums in registers against 8.0 streamed; a 256-trip loop unrolled (256 sums, 517
+/// values alive: its reverse pass reads every value of its forward one) 5.09 ms with sums
+/// in registers against 3.07 streamed (BENCHMARKS.md, "Sums in registers only where they
+/// fit beside the values alive").
+pub const MAX_REGISTER_SUMS_WITH_VALUES: u32 = 512;
+
 /// Most sums a thread of a kernel that streams its shared gradient keeps for the words it
 /// owns (word `w` is owned by thread `w % 256`), in a function-scope array: adding a staged
 /// slot into it costs a thread no trip to memory, where an add into the workgroup's row of

@@ -137,11 +137,18 @@ fn elements_per_thread_follow_the_sums_and_the_tapes() {
             }}"
         )
     };
-    // 256 trips: unrolled, long straight-line code with its 256 words in registers: one
-    // element per thread.
+    // 256 trips: unrolled, long straight-line code whose 256 words and the 256 values its
+    // reverse pass reads do not fit the registers together: streamed, 2 elements per
+    // thread (`abi::MAX_REGISTER_SUMS_WITH_VALUES`).
     let unrolled = compile_str(&table_loop(256)).expect("compiles");
     assert!(!unrolled.wgsl_reverse.contains("var tape"));
-    assert_eq!(unrolled.adjoint_elements, 1);
+    assert!(!unrolled.wgsl_reverse.contains("var sum_"));
+    assert_eq!(unrolled.adjoint_elements, 2);
+    // 64 trips: the same straight-line code, whose 64 words fit beside its values: in
+    // registers, 4 elements per thread (under `MAX_OPS_FOR_FOUR_ELEMENTS`).
+    let short = compile_str(&table_loop(64)).expect("compiles");
+    assert!(short.wgsl_reverse.contains("var sum_"));
+    assert_eq!(short.adjoint_elements, 4);
     // 1,024 trips: a loop recording its carried values: one element per thread, its tape
     // alone in the thread's memory.
     let taped = compile_str(&table_loop(1024)).expect("compiles");

@@ -264,7 +264,8 @@ fn summed_loops(layout: &crate::abi::ArgLayout, f: &Function, chains: Chains) ->
 /// computes 4 elements per thread; a longer one, straight-line code whose every forward
 /// value the reverse pass reads, computes one: on the H100 a loop of 256 trips unrolled
 /// (2,554 operations, 256 words summed) took 4.6 ms at 2^24 with one element, 13.2 with 2
-/// or 4; the 8-16-1 network (515) and the soft gate (349) gain from 4.
+/// or 4 (it streams its gradient now: 3.07 ms, [`abi::MAX_REGISTER_SUMS_WITH_VALUES`]);
+/// the 8-16-1 network (515) and the soft gate (349) gain from 4.
 const MAX_OPS_FOR_FOUR_ELEMENTS: usize = 1024;
 
 /// Whether `f` has a recording loop, at any depth.
@@ -447,10 +448,13 @@ fn sums_in(plan: &KernelPlan, streams: bool, outer: Option<u32>) -> SumsIn {
 }
 
 /// Whether the kernel streams its whole shared gradient: where a long accumulator array
-/// or too many words would be summed per thread. Then it streams every word: a few sums
-/// kept in registers next to streamed ones cost more registers than they save (on the
-/// H100 an 8-32-32-1 network's adjoint took 11.9 ms with its last layer's 33 words in
-/// registers, 7.7 ms with them streamed too).
+/// or too many words would be summed per thread, counting beside the sums the values the
+/// kernel keeps alive at once (`opt::max_live`, its gradient words left out: each is added
+/// into its sum as it is computed). Then it streams every word: a few sums kept in
+/// registers next to streamed ones cost more registers than they save (on the H100 an
+/// 8-32-32-1 network's adjoint took 11.9 ms with its last layer's 33 words in registers,
+/// 7.7 ms with them streamed too). The values alive count because they share the
+/// registers ([`abi::MAX_REGISTER_SUMS_WITH_VALUES`]).
 fn streams_all<'a>(
     f: &Function,
     slots: &[&'a crate::abi::ParamSlot],
@@ -470,6 +474,17 @@ fn streams_all<'a>(
         }
     }
     registers > abi::MAX_REGISTER_SUMS
+        || registers + values_alive(f) > abi::MAX_REGISTER_SUMS_WITH_VALUES
+}
+
+/// Values `f` keeps alive at once, not counting its outputs past their last use in `f`.
+fn values_alive(f: &Function) -> u32 {
+    let without_outputs = Function {
+        num_inputs: f.num_inputs,
+        nodes: f.nodes.clone(),
+        outputs: Vec::new(),
+    };
+    crate::opt::max_live(&without_outputs) as u32
 }
 
 /// Whether `v` is the constant zero (no gradient flows to its word).
