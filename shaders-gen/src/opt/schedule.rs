@@ -98,7 +98,7 @@ const MANY_LIVE: usize = 64;
 
 /// `f`, for a value kernel: its nodes in the order its outputs need them (each after its
 /// operands, depth first, [`outputs_in_groups`] with one group), where the order as
-/// written keeps [`MANY_LIVE`] values or more alive at once and that order a quarter
+/// written keeps `MANY_LIVE` (64) values or more alive at once and that order a quarter
 /// fewer; else `f` as it is.
 ///
 /// A function that maps a per-element array element by element and then combines the
