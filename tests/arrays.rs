@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Rng, device, rel_error};
+use common::{Rng, central_differences, device, rel_error};
 use gradfuse::{Device, differentiable};
 use gradfuse_shaders_gen::{compile_str, interp};
 
@@ -67,25 +67,6 @@ with_source! {
         }
         s
     }
-}
-
-/// Central differences of the f64 interpreter of `src`'s lowered function at `words`, in
-/// the words listed.
-fn central_differences(src: &str, words: &[f64], which: &[usize]) -> (f64, Vec<f64>) {
-    let c = compile_str(src).expect("the source compiles");
-    let f = &c.lowered.primal;
-    let value = interp::eval(f, words)[0];
-    let grads = which
-        .iter()
-        .map(|&w| {
-            let h = 1e-6 * words[w].abs().max(1.0);
-            let (mut plus, mut minus) = (words.to_vec(), words.to_vec());
-            plus[w] += h;
-            minus[w] -= h;
-            (interp::eval(f, &plus)[0] - interp::eval(f, &minus)[0]) / (2.0 * h)
-        })
-        .collect();
-    (value, grads)
 }
 
 fn words<T: bytemuck::Pod>(t: &T) -> Vec<f64> {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{device, rel_error};
+use common::{central_differences, device, rel_error};
 use gradfuse::{Device, differentiable};
 use gradfuse_shaders_gen::{compile_str, interp};
 
@@ -68,21 +68,10 @@ with_source! {
     }
 }
 
-/// The value and the gradient in every word of the f64 interpreter of `src` at `words`,
-/// by central differences.
+/// The value and the gradient in every word of the f64 interpreter of `src` at `words`.
 fn oracle(src: &str, words: &[f64]) -> (f64, Vec<f64>) {
-    let c = compile_str(src).expect("the source compiles");
-    let f = &c.lowered.primal;
-    let grads = (0..words.len())
-        .map(|w| {
-            let h = 1e-6 * words[w].abs().max(1.0);
-            let (mut plus, mut minus) = (words.to_vec(), words.to_vec());
-            plus[w] += h;
-            minus[w] -= h;
-            (interp::eval(f, &plus)[0] - interp::eval(f, &minus)[0]) / (2.0 * h)
-        })
-        .collect();
-    (interp::eval(f, words)[0], grads)
+    let all: Vec<usize> = (0..words.len()).collect();
+    central_differences(src, words, &all)
 }
 
 #[test]

@@ -130,3 +130,24 @@ pub fn solve_dense(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Vec<f64> {
     }
     x
 }
+
+/// Central differences of the f64 interpreter of `src`'s lowered function at `words`, in
+/// the words listed.
+pub fn central_differences(src: &str, words: &[f64], which: &[usize]) -> (f64, Vec<f64>) {
+    let c = gradfuse_shaders_gen::compile_str(src).expect("the source compiles");
+    let f = &c.lowered.primal;
+    let value = gradfuse_shaders_gen::interp::eval(f, words)[0];
+    let grads = which
+        .iter()
+        .map(|&w| {
+            let h = 1e-6 * words[w].abs().max(1.0);
+            let (mut plus, mut minus) = (words.to_vec(), words.to_vec());
+            plus[w] += h;
+            minus[w] -= h;
+            (gradfuse_shaders_gen::interp::eval(f, &plus)[0]
+                - gradfuse_shaders_gen::interp::eval(f, &minus)[0])
+                / (2.0 * h)
+        })
+        .collect();
+    (value, grads)
+}

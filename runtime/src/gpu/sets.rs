@@ -138,8 +138,10 @@ impl Gpu {
         // Creating buffers is where memory runs out: the only error scopes of a launch.
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let direct = self.binds_mapped(spec, capacity);
-        let set = self.build_set(spec, pipelines, capacity, direct, true);
+        let copies =
+            (!self.binds_mapped(spec, capacity)).then(|| self.device_buffers(spec, capacity));
+        let mut set = self.build_set(spec, pipelines, capacity, copies.as_ref(), true);
+        set.copies = copies;
         self.pop_scopes(spec, oom, validation)?;
         Ok(set)
     }
@@ -153,11 +155,8 @@ impl Gpu {
         pipelines: &Pipelines<'_>,
         n: usize,
     ) -> (LaunchSet, DeviceBuffers) {
-        let mut set = self.build_set(spec, pipelines, n, false, false);
-        let copies = set
-            .copies
-            .take()
-            .unwrap_or_else(|| self.device_buffers(spec, n));
+        let copies = self.device_buffers(spec, n);
+        let set = self.build_set(spec, pipelines, n, Some(&copies), false);
         (set, copies)
     }
 
@@ -205,18 +204,20 @@ impl Gpu {
         }
     }
 
-    /// A launch set for `capacity` elements: its kernel binds the mapped buffers where
-    /// `direct`, else device buffers of its own; with `mapped`, its upload buffer is
-    /// mapped and both it and the staging buffer are full size (else placeholders).
+    /// A launch set for `capacity` elements whose kernel binds `copies`, or where there are
+    /// none the mapped buffers themselves; with `mapped`, its upload buffer is mapped and
+    /// both it and the staging buffer are full size (else placeholders). The set does not
+    /// own `copies`: the caller keeps them, or puts them in [`LaunchSet::copies`].
     pub(super) fn build_set(
         &self,
         spec: &'static KernelSpec,
         pipelines: &Pipelines<'_>,
         capacity: usize,
-        direct: bool,
+        copies: Option<&DeviceBuffers>,
         mapped: bool,
     ) -> LaunchSet {
         use wgpu::BufferUsages as U;
+        let direct = copies.is_none();
         let align = if direct { self.binding_alignment() } else { 16 };
         let layout = SetLayout::new(spec, capacity, align);
         let (up_usage, down_usage) = if direct {
@@ -236,8 +237,7 @@ impl Gpu {
             U::MAP_READ | down_usage,
             full(layout.staging_bytes),
         );
-        let copies = (!direct).then(|| self.device_buffers(spec, capacity));
-        let bindings = match &copies {
+        let bindings = match copies {
             Some(c) => SetBindings::of_copies(c),
             None => SetBindings::of_mapped(spec, capacity, &layout, &upload, &staging),
         };
@@ -285,8 +285,6 @@ impl Gpu {
                         ],
                     }))
                 });
-        drop(entries);
-        drop(bindings);
         LaunchSet {
             capacity,
             layout,
@@ -294,7 +292,7 @@ impl Gpu {
             staging,
             bind_group,
             reduce_bind_group,
-            copies,
+            copies: None,
         }
     }
 
