@@ -88,14 +88,14 @@ pub const MAX_WORKGROUP_SUMS_BYTES: u32 = 12 * 1024;
 pub const MAX_REGISTER_SUMS: u32 = 256;
 
 /// Most `#[shared]` gradient words summed per thread in registers plus the values the
-/// adjoint keeps alive at once beside them (`opt::max_live`, the gradient words left out);
-/// past it the kernel streams its shared gradient. The sums and the values share a
-/// thread's registers, and the two measurements on either side of the bound, on the H100
-/// at 2^24: the 8-16-1 network's adjoint (161 sums and 172 values alive) takes 0.96 ms
-/// with sums in registers against 8.0 streamed; a 256-trip loop unrolled (256 sums, 517
-/// values alive: its reverse pass reads every value of its forward one) 5.09 ms with sums
-/// in registers against 3.07 streamed (BENCHMARKS.md, "Sums in registers only where they
-/// fit beside the values alive").
+/// adjoint keeps alive at once beside them (`opt::max_live_within`: its gradient words
+/// are consumed as they are made); past it the kernel streams its shared gradient. The
+/// sums and the values share a thread's registers. The bound lies between two
+/// measurements on the H100 at 2^24: the 8-16-1 network's adjoint (161 sums, 172 values
+/// alive) takes 0.96 ms with sums in registers against 8.0 streamed; a 256-trip loop
+/// unrolled (256 sums, 517 values alive: its reverse pass reads every value of its
+/// forward one) 5.09 ms with sums in registers against 3.07 streamed (BENCHMARKS.md,
+/// "Sums in registers only where they fit beside the values alive").
 pub const MAX_REGISTER_SUMS_WITH_VALUES: u32 = 512;
 
 /// Most sums a thread of a kernel that streams its shared gradient keeps for the words it

@@ -449,7 +449,7 @@ fn sums_in(plan: &KernelPlan, streams: bool, outer: Option<u32>) -> SumsIn {
 
 /// Whether the kernel streams its whole shared gradient: where a long accumulator array
 /// or too many words would be summed per thread, counting beside the sums the values the
-/// kernel keeps alive at once (`opt::max_live`, its gradient words left out: each is added
+/// kernel keeps alive at once (`opt::max_live_within`: each gradient word is added
 /// into its sum as it is computed). Then it streams every word: a few sums kept in
 /// registers next to streamed ones cost more registers than they save (on the H100 an
 /// 8-32-32-1 network's adjoint took 11.9 ms with its last layer's 33 words in registers,
@@ -474,17 +474,7 @@ fn streams_all<'a>(
         }
     }
     registers > abi::MAX_REGISTER_SUMS
-        || registers + values_alive(f) > abi::MAX_REGISTER_SUMS_WITH_VALUES
-}
-
-/// Values `f` keeps alive at once, not counting its outputs past their last use in `f`.
-fn values_alive(f: &Function) -> u32 {
-    let without_outputs = Function {
-        num_inputs: f.num_inputs,
-        nodes: f.nodes.clone(),
-        outputs: Vec::new(),
-    };
-    crate::opt::max_live(&without_outputs) as u32
+        || registers + crate::opt::max_live_within(f) as u32 > abi::MAX_REGISTER_SUMS_WITH_VALUES
 }
 
 /// Whether `v` is the constant zero (no gradient flows to its word).

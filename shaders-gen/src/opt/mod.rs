@@ -10,7 +10,7 @@ mod checkpoint;
 mod schedule;
 
 pub use checkpoint::{MAX_TAPE_WORDS, checkpoint_long_loops};
-pub use schedule::{for_value_kernel, max_live, outputs_in_groups};
+pub use schedule::{for_value_kernel, max_live, max_live_within, outputs_in_groups};
 
 use crate::ir::{Builder, Function, IntOp, LoopKind, Op, ValueId};
 use crate::ops::Func;

@@ -18,6 +18,7 @@
 //! alive ([`for_value_kernel`]).
 
 use crate::ir::{Function, Node, Op, ValueId};
+use std::borrow::Cow;
 
 /// `f` with its top-level nodes reordered: the nodes that the outputs of `groups[0]` need
 /// first (each after its operands, in the order the outputs and operands are listed),
@@ -60,8 +61,19 @@ pub fn outputs_in_groups(f: &Function, groups: &[Vec<usize>]) -> Function {
 /// Values alive at once, at most, in `f`'s top-level order as the kernels emit it: an
 /// input from the start (arguments are loaded first), any other value from its node to
 /// its last top-level use (a loop reading it is a use). Constants and integers are
-/// literals and count for nothing.
+/// literals and count for nothing. Outputs stay alive to the end.
 pub fn max_live(f: &Function) -> usize {
+    most_alive(f, true)
+}
+
+/// [`max_live`] with each output alive only to its last use in `f`: for a kernel that
+/// consumes its outputs as they are made (an adjoint adding each gradient word into a sum).
+pub fn max_live_within(f: &Function) -> usize {
+    most_alive(f, false)
+}
+
+/// [`max_live`] and [`max_live_within`]: outputs alive to the end or not.
+fn most_alive(f: &Function, outputs_to_the_end: bool) -> usize {
     let n = f.nodes.len();
     let mut last_use: Vec<Option<usize>> = vec![None; n];
     for (at, node) in f.nodes.iter().enumerate() {
@@ -69,8 +81,10 @@ pub fn max_live(f: &Function) -> usize {
             last_use[v.index()] = Some(at);
         }
     }
-    for v in &f.outputs {
-        last_use[v.index()] = Some(n);
+    if outputs_to_the_end {
+        for v in &f.outputs {
+            last_use[v.index()] = Some(n);
+        }
     }
     // +1 where a value comes alive, -1 just after its last use.
     let mut change = vec![0i64; n + 2];
@@ -99,7 +113,7 @@ const MANY_LIVE: usize = 64;
 /// `f`, for a value kernel: its nodes in the order its outputs need them (each after its
 /// operands, depth first, [`outputs_in_groups`] with one group), where the order as
 /// written keeps `MANY_LIVE` (64) values or more alive at once and that order a quarter
-/// fewer; else `f` as it is.
+/// fewer; else `f` as it is, borrowed.
 ///
 /// A function that maps a per-element array element by element and then combines the
 /// results computes every mapped value before the first is used, each through a call with
@@ -110,16 +124,16 @@ const MANY_LIVE: usize = 64;
 /// 20 or fewer values alive up to 9%, and tangent and adjoint kernels up to 1.7x (a
 /// tangent's order pairs each primal value with its tangent; by outputs it kept more
 /// alive), so it is not applied to them.
-pub fn for_value_kernel(f: &Function) -> Function {
+pub fn for_value_kernel(f: &Function) -> Cow<'_, Function> {
     let before = max_live(f);
     if before < MANY_LIVE {
-        return f.clone();
+        return Cow::Borrowed(f);
     }
     let ordered = outputs_in_groups(f, &[(0..f.outputs.len()).collect()]);
     if max_live(&ordered) * 4 <= before * 3 {
-        ordered
+        Cow::Owned(ordered)
     } else {
-        f.clone()
+        Cow::Borrowed(f)
     }
 }
 
