@@ -68,6 +68,35 @@ with_source! {
     }
 }
 
+with_source! {
+    ROUNDS_EVEN_SRC,
+    #[differentiable]
+    pub fn rounds_even(u: [f32; 63], x: f32) -> f32 {
+        let e = x.sin();
+        let at = (0.5 * x).cos();
+        let first = x * x;
+        let mut word = x;
+        for k in 0..21 {
+            word += u[3 * k] * e + u[3 * k + 1] * at + u[3 * k + 2] * first;
+        }
+        word
+    }
+}
+
+with_source! {
+    ROUNDS_ODD_SRC,
+    #[differentiable]
+    pub fn rounds_odd(u: [f32; 64], x: f32) -> f32 {
+        let e = x.sin();
+        let at = (0.5 * x).cos();
+        let mut part = x;
+        for k in 0..32 {
+            part += u[2 * k] * e + u[2 * k + 1] * at;
+        }
+        part
+    }
+}
+
 /// The value and the gradient in every word of the f64 interpreter of `src` at `words`.
 fn oracle(src: &str, words: &[f64]) -> (f64, Vec<f64>) {
     let all: Vec<usize> = (0..words.len()).collect();
@@ -288,4 +317,69 @@ fn an_argument_named_like_the_direction_of_hvp() {
             "column {w}: {hv:?} vs {row:?}"
         );
     }
+}
+
+/// The gradient words of `batch` (rows of `words` words: `u` then `x`) on `dev`, each row
+/// against central differences of the f64 interpreter of `src`.
+fn check_rounds<A: gradfuse::bytemuck::Pod, G: gradfuse::bytemuck::Pod>(
+    (src, words): (&str, usize),
+    batch: &[A],
+    launch: impl Fn(&Device, &[A]) -> (Vec<f32>, Vec<G>),
+) {
+    use gradfuse::bytemuck::cast_slice;
+    for dev in [device(), &Device::cpu()] {
+        let (values, grads) = launch(dev, batch);
+        let rows: &[f32] = cast_slice(batch);
+        let got_rows: &[f32] = cast_slice(&grads);
+        for e in [0, 1, 37, 64, 65, batch.len() - 1] {
+            let w: Vec<f64> = rows[e * words..(e + 1) * words]
+                .iter()
+                .map(|&v| f64::from(v))
+                .collect();
+            let (value, fd) = oracle(src, &w);
+            let what = format!("element {e} on {}", dev.describe());
+            assert!(
+                rel_error(&[values[e] as f64], &[value], 1.0) < 1e-5,
+                "value, {what}: {} vs {value}",
+                values[e]
+            );
+            let got: Vec<f64> = got_rows[e * words..(e + 1) * words]
+                .iter()
+                .map(|&v| f64::from(v))
+                .collect();
+            assert!(
+                rel_error(&got, &fd, 1e-2) < 1e-3,
+                "gradient, {what}: {got:?} vs {fd:?}"
+            );
+        }
+    }
+}
+
+/// Gradients of many words go out through workgroup memory in rounds of elements, and the
+/// stores declare where a round's element writes (`grads_at`; `grads_e` where the width is
+/// even and its words sit rotated): locals of the plain names `at`, `e`, `first`, `word`
+/// and `part` whose values are gradient words were once shadowed by them, and 64-word
+/// rows (even) are written rotated. 70 elements: a round of 64 and part of the next.
+#[test]
+fn gradient_words_named_like_the_stores_locals() {
+    let x = |e: usize| 0.3 + 0.01 * e as f32;
+    let u = |e: usize, k: usize| ((e * 7 + k * 3) % 11) as f32 * 0.1 + 0.1;
+    let even: Vec<rounds_even::Args> = (0..70)
+        .map(|e| rounds_even::Args {
+            u: std::array::from_fn(|k| u(e, k)),
+            x: x(e),
+        })
+        .collect();
+    check_rounds((ROUNDS_EVEN_SRC, 64), &even, |dev, b| {
+        rounds_even::kernel(dev).value_and_grad(b).expect("launch")
+    });
+    let odd: Vec<rounds_odd::Args> = (0..70)
+        .map(|e| rounds_odd::Args {
+            u: std::array::from_fn(|k| u(e, k)),
+            x: x(e),
+        })
+        .collect();
+    check_rounds((ROUNDS_ODD_SRC, 65), &odd, |dev, b| {
+        rounds_odd::kernel(dev).value_and_grad(b).expect("launch")
+    });
 }
