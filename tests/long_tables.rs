@@ -3,10 +3,16 @@
 //! one as well, and the two do not fit a thread's registers together
 //! (`abi::MAX_REGISTER_SUMS_WITH_VALUES`): the adjoint streams the shared gradient, and it
 //! is the batch's sum of the CPU reverse mode's, the same bits on every launch.
+//!
+//! Tables read in loops too long to unroll: their reverse loops stage a few words a trip,
+//! at slots fixed by the trip, a group of trips to one workgroup sum (`streams::TripSlots`):
+//! one word a trip into workgroup sums (`table_1024`), two words a trip, each word added
+//! by two trips (`pairs_1024`: repeated words in one sum), and one word a trip into the
+//! owners' sums in groups of 8 trips (`table_4096`).
 
 mod common;
 
-use common::{Rng, device};
+use common::{Rng, central_differences, device};
 use gradfuse::differentiable;
 use gradfuse_shaders_gen::{ad, compile_str, interp};
 
@@ -22,6 +28,204 @@ with_source! {
         }
         s.tanh()
     }
+}
+
+with_source! {
+    TABLE_1024_SRC,
+    #[differentiable]
+    pub fn table_1024(x: f32, y: f32, #[shared] table: [f32; 1024]) -> f32 {
+        let mut s = 0.0;
+        let mut p = x;
+        for i in 0..1024 {
+            s += table[i] * p;
+            p = p * y + 0.01 * (i as f32);
+        }
+        s.tanh()
+    }
+}
+
+with_source! {
+    PAIRS_1024_SRC,
+    #[differentiable]
+    pub fn pairs_1024(x: f32, y: f32, #[shared] t: [f32; 1025]) -> f32 {
+        let mut s = 0.0;
+        let mut p = x;
+        for i in 0..1024 {
+            s += t[i] * p + t[i + 1] * p * y;
+            p = p * y + 0.01;
+        }
+        s.tanh()
+    }
+}
+
+with_source! {
+    TABLE_4096_SRC,
+    #[differentiable]
+    pub fn table_4096(x: f32, y: f32, #[shared] table: [f32; 4096]) -> f32 {
+        let mut s = 0.0;
+        for i in 0..4096 {
+            s += table[i] * (x * (i as f32) * 0.001 + y).sin();
+        }
+        s.tanh()
+    }
+}
+
+/// Checks a table function's streamed batch sums on the GPU: its adjoint stages by groups
+/// of trips (`wgsl`); one element's CPU gradient in a few table words against central
+/// differences of the f64 interpreter of `src`; the GPU's batch sums against the CPU
+/// reverse mode's gradients summed in f64, and the same bits on a second launch.
+fn check_grouped_table(
+    (src, wgsl, words): (&str, &str, usize),
+    elements: &[[f32; 2]],
+    table: &[f32],
+    cpu: impl Fn([f32; 2]) -> Vec<f32>,
+    gpu: impl Fn() -> Vec<f32>,
+) {
+    assert!(wgsl.contains("_group"), "no groups of trips");
+    assert!(!wgsl.contains("stage_count++"), "a trip counts its stages");
+    let mut at: Vec<f64> = elements[0].iter().map(|&v| f64::from(v)).collect();
+    at.extend(table.iter().map(|&v| f64::from(v)));
+    let which = [2, 3, 2 + words / 2, 1 + words];
+    let (_, fd) = central_differences(src, &at, &which);
+    // Each word to a thousandth of the gradient's largest: a word far smaller than the
+    // others carries the f32 rounding of the whole reverse pass.
+    let one = cpu(elements[0]);
+    let scale = one.iter().fold(0.0f64, |m, g| m.max(f64::from(g.abs())));
+    for (k, want) in which.iter().zip(&fd) {
+        let got = f64::from(one[k - 2]);
+        assert!(
+            (got - want).abs() <= 1e-3 * scale,
+            "word {}: {got} vs {want}",
+            k - 2
+        );
+    }
+    let (mut want, mut magnitude) = (vec![0.0f64; words], vec![0.0f64; words]);
+    for e in elements {
+        for (k, g) in cpu(*e).iter().enumerate() {
+            want[k] += f64::from(*g);
+            magnitude[k] += f64::from(g.abs());
+        }
+    }
+    let sums = gpu();
+    for k in 0..words {
+        let e = (f64::from(sums[k]) - want[k]).abs() / magnitude[k].max(1e-30);
+        assert!(e < 1e-5, "word {k}: {} against {}", sums[k], want[k]);
+    }
+    let again = gpu();
+    assert!(
+        sums.iter()
+            .zip(&again)
+            .all(|(a, b)| a.to_bits() == b.to_bits())
+    );
+}
+
+/// A batch of `n` elements `(x, y)` with `|y| < 0.9`, and a table of `words` words under
+/// `size`: small enough that the sum stays where `tanh` is not flat in f32 (there its
+/// derivative, `1 - tanh^2`, is a few ulps of 1, and the f32 gradient is off by tens of
+/// percent).
+fn table_batch(seed: u64, n: usize, (words, size): (usize, f64)) -> (Vec<[f32; 2]>, Vec<f32>) {
+    let mut rng = Rng(seed);
+    let table = (0..words).map(|_| rng.uniform(-size, size)).collect();
+    let batch = (0..n)
+        .map(|_| [rng.uniform(-1.0, 1.0), rng.uniform(-0.9, 0.9)])
+        .collect();
+    (batch, table)
+}
+
+#[test]
+fn a_table_of_1024_words_sums_by_groups_of_trips() {
+    let (batch, table) = table_batch(5, 3000, (1024, 5e-4));
+    let shared = table_1024::Shared {
+        table: table.clone().try_into().expect("1024 words"),
+    };
+    let args: Vec<table_1024::Args> = batch
+        .iter()
+        .map(|&[x, y]| table_1024::Args { x, y })
+        .collect();
+    check_grouped_table(
+        (TABLE_1024_SRC, table_1024::WGSL_ADJOINT, 1024),
+        &batch,
+        &table,
+        |[x, y]| {
+            table_1024::value_and_grad(&table_1024::Args { x, y }, &shared)
+                .2
+                .table
+                .to_vec()
+        },
+        || {
+            let kernel = table_1024::kernel(device());
+            kernel
+                .value_and_grad(&args, &shared)
+                .expect("launch")
+                .2
+                .table
+                .to_vec()
+        },
+    );
+}
+
+#[test]
+fn two_words_a_trip_each_added_by_two_trips() {
+    let (batch, table) = table_batch(6, 3000, (1025, 5e-4));
+    let shared = pairs_1024::Shared {
+        t: table.clone().try_into().expect("1025 words"),
+    };
+    let args: Vec<pairs_1024::Args> = batch
+        .iter()
+        .map(|&[x, y]| pairs_1024::Args { x, y })
+        .collect();
+    check_grouped_table(
+        (PAIRS_1024_SRC, pairs_1024::WGSL_ADJOINT, 1025),
+        &batch,
+        &table,
+        |[x, y]| {
+            pairs_1024::value_and_grad(&pairs_1024::Args { x, y }, &shared)
+                .2
+                .t
+                .to_vec()
+        },
+        || {
+            let kernel = pairs_1024::kernel(device());
+            kernel
+                .value_and_grad(&args, &shared)
+                .expect("launch")
+                .2
+                .t
+                .to_vec()
+        },
+    );
+}
+
+#[test]
+fn a_table_of_4096_words_sums_by_groups_into_its_owners() {
+    let (batch, table) = table_batch(7, 1000, (4096, 0.01));
+    let shared = table_4096::Shared {
+        table: table.clone().try_into().expect("4096 words"),
+    };
+    let args: Vec<table_4096::Args> = batch
+        .iter()
+        .map(|&[x, y]| table_4096::Args { x, y })
+        .collect();
+    check_grouped_table(
+        (TABLE_4096_SRC, table_4096::WGSL_ADJOINT, 4096),
+        &batch,
+        &table,
+        |[x, y]| {
+            table_4096::value_and_grad(&table_4096::Args { x, y }, &shared)
+                .2
+                .table
+                .to_vec()
+        },
+        || {
+            let kernel = table_4096::kernel(device());
+            kernel
+                .value_and_grad(&args, &shared)
+                .expect("launch")
+                .2
+                .table
+                .to_vec()
+        },
+    );
 }
 
 #[test]

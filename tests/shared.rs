@@ -589,7 +589,9 @@ fn streamed_shared_gradients_are_the_batch_sums_and_bit_identical() {
         streamed::WGSL_ADJOINT.contains("for ("),
         "the nest stays a loop"
     );
-    assert!(streamed::WGSL_ADJOINT.contains("stage_words[stage_count] = 0u + u32("));
+    // Each trip stages at a slot fixed by the trip, the word its index reads.
+    assert!(streamed::WGSL_ADJOINT.contains("stage_words[stage_count + u32("));
+    assert!(streamed::WGSL_ADJOINT.contains("] = 0u + u32("));
     assert!(!streamed::WGSL_ADJOINT.contains("clamp("));
     assert!(
         !streamed::WGSL_ADJOINT.contains("var sum_"),

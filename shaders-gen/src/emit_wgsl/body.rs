@@ -3,7 +3,7 @@
 
 use super::float_literal;
 use super::outer_sums::OuterLoop;
-use super::streams::{Streams, make_room, stage};
+use super::streams::{GroupedLoop, Streams, make_room, stage, stage_at};
 use super::tape::{tape_index, tape_load, tape_store};
 use crate::ir::{
     Function, InPlace, IntFact, Loop, LoopInput, LoopKind, Op, Ty, ValueId, in_place, int_facts,
@@ -54,6 +54,9 @@ pub(super) struct Ctx<'a> {
     pub(super) outer: HashMap<usize, OuterLoop>,
     /// Stages left in the run the stage last made room for.
     run_left: u32,
+    /// In a loop body whose trips stage at fixed slots ([`super::streams::TripSlots`]): the trip's first
+    /// slot, and the stages written so far in the body.
+    trip_slot: Option<(String, u32)>,
     /// Batch elements each thread computes side by side (see [`Ctx::set_elements`]).
     pub(super) elements: usize,
     /// The element whose statements are being written.
@@ -95,6 +98,7 @@ impl<'a> Ctx<'a> {
             streams: Streams::default(),
             outer: HashMap::new(),
             run_left: 0,
+            trip_slot: None,
             elements: 1,
             element: 0,
             element_names: Vec::new(),
@@ -340,6 +344,13 @@ impl<'a> Ctx<'a> {
         indent: &str,
         out: &mut String,
     ) {
+        if let Some((first, done)) = &mut self.trip_slot {
+            let slot = format!("{first} + {done}u");
+            *done += 1;
+            let sums_in = self.streams.sums_in;
+            out.push_str(&stage_at(&slot, (word, value, label), sums_in, indent));
+            return;
+        }
         if self.run_left == 0 {
             self.run_left = self.streams.segment(self.f, at.0, at.1);
             out.push_str(&make_room(
@@ -412,22 +423,35 @@ impl<'a> Ctx<'a> {
             self.tapes.insert(i, tapes);
         }
         let (start, end) = (l.start, l.end);
-        match l.kind {
-            LoopKind::Reverse { .. } => {
-                let _ = writeln!(
-                    out,
-                    "{indent}for (var {index}: i32 = {}i; {index} >= {start}i; {index}--) {{",
-                    end - 1
-                );
+        // A body that stages a few words a trip stages them by groups of trips.
+        let slots = (self.streams.bodies.get(&i))
+            .and_then(|s| s.trip_slots(body, trip, self.streams.lanes));
+        let group = slots.map(|_| fresh(taken, &format!("{index}_group")));
+        let grouped = slots.zip(group.as_deref()).map(|(s, group)| {
+            let reverse = matches!(l.kind, LoopKind::Reverse { .. });
+            let index = index.as_str();
+            (
+                s,
+                GroupedLoop {
+                    index,
+                    group,
+                    start,
+                    end,
+                    reverse,
+                },
+            )
+        });
+        let inner = match &grouped {
+            Some((s, g)) => {
+                let (open, inner) = g.open(*s, self.streams.sums_in, self.streams.lanes, indent);
+                out.push_str(&open);
+                inner
             }
-            _ => {
-                let _ = writeln!(
-                    out,
-                    "{indent}for (var {index}: i32 = {start}i; {index} < {end}i; {index}++) {{"
-                );
+            None => {
+                out.push_str(&loop_header(&index, (start, end), l.kind, indent));
+                format!("{indent}    ")
             }
-        }
-        let inner = format!("{indent}    ");
+        };
         let owned = |w: u32| {
             matches!(
                 l.input(w as usize),
@@ -447,6 +471,7 @@ impl<'a> Ctx<'a> {
         bctx.streams = self.streams.bodies.remove(&i).unwrap_or_default();
         bctx.streams.sums_in = self.streams.sums_in;
         bctx.streams.lanes = self.streams.lanes;
+        bctx.trip_slot = grouped.as_ref().map(|(s, g)| (g.slot(*s), 0));
         if self.elements > 1 {
             let uniform_inputs: Vec<bool> = (0..body.num_inputs as usize)
                 .map(|w| match l.input(w) {
@@ -492,7 +517,10 @@ impl<'a> Ctx<'a> {
                 .unzip();
             assign_carried(&outs, &kept, taken, &inner, out);
         }
-        let _ = writeln!(out, "{indent}}}");
+        let _ = writeln!(out, "{}}}", &inner[4..]);
+        if let Some((s, g)) = &grouped {
+            out.push_str(&g.close(*s, indent));
+        }
         self.carried.insert(i, vars);
     }
 
@@ -719,5 +747,16 @@ fn assign_carried(
                 let _ = writeln!(out, "{inner}{var} = {o};");
             }
         }
+    }
+}
+
+/// The header of loop `index` from `start` to `end` (exclusive), down for a reverse loop.
+fn loop_header(index: &str, (start, end): (i64, i64), kind: LoopKind, indent: &str) -> String {
+    match kind {
+        LoopKind::Reverse { .. } => format!(
+            "{indent}for (var {index}: i32 = {}i; {index} >= {start}i; {index}--) {{\n",
+            end - 1
+        ),
+        _ => format!("{indent}for (var {index}: i32 = {start}i; {index} < {end}i; {index}++) {{\n"),
     }
 }

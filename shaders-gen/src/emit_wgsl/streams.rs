@@ -364,3 +364,143 @@ pub(super) fn stage(
         "{indent}reduce_stage[stage_count * {stride}u + lid] = {value}; stage_words[stage_count] = {word}; stage_count++; // d/d {label}\n"
     )
 }
+
+/// The statement that stages `value` as an add into shared word `word` at slot `slot` (a
+/// WGSL `u32` expression), in a loop whose trips stage at slots fixed by the trip
+/// ([`TripSlots`]): no count to move.
+pub(super) fn stage_at(
+    slot: &str,
+    (word, value, label): (&str, &str, &str),
+    sums_in: SumsIn,
+    indent: &str,
+) -> String {
+    let stride = sums_in.stride();
+    format!(
+        "{indent}reduce_stage[({slot}) * {stride}u + lid] = {value}; stage_words[{slot}] = {word}; // d/d {label}\n"
+    )
+}
+
+/// A kept loop whose every trip stages the same few words, none in a loop of its own: its
+/// trips stage at slots fixed by the trip, `group` trips to one workgroup sum. The loop
+/// runs by groups of trips (an outer loop over groups where it has more trips than a
+/// group), the room made once a group: no check for room in every trip, no count moved in
+/// it. On the H100 a 1,024-word table's gradient, checked and counted in every trip, took
+/// 75.5 ms at 2^24, and 19.5 ms summed by groups of 32 trips.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct TripSlots {
+    /// Stages each trip writes.
+    pub per_trip: u32,
+    /// Trips staged between two workgroup sums.
+    pub group: u32,
+}
+
+impl Streams {
+    /// How a loop of `trips` trips over `body` (whose accumulators these are) stages, where
+    /// its trips can stage at fixed slots.
+    /// `lanes`: the stage's slots.
+    pub fn trip_slots(&self, body: &Function, trips: i64, lanes: u32) -> Option<TripSlots> {
+        if body.nodes.iter().any(|n| matches!(n.op, Op::Loop(_))) {
+            return None;
+        }
+        let per_trip: u32 = (0..body.nodes.len()).map(|j| self.stages_at(j)).sum();
+        (per_trip > 0 && per_trip <= lanes && trips > 0).then(|| TripSlots {
+            per_trip,
+            group: (lanes / per_trip).min(u32::try_from(trips).unwrap_or(u32::MAX)),
+        })
+    }
+}
+
+/// Where a loop's trips and its groups run: `index` from `start` to `end` (exclusive),
+/// down where `reverse`, `group` the variable of the group's first trip.
+pub(super) struct GroupedLoop<'a> {
+    pub index: &'a str,
+    pub group: &'a str,
+    pub start: i64,
+    pub end: i64,
+    pub reverse: bool,
+}
+
+impl GroupedLoop<'_> {
+    /// Whether the loop needs an outer loop over its groups.
+    fn grouped(&self, slots: TripSlots) -> bool {
+        (self.end - self.start) > i64::from(slots.group)
+    }
+
+    /// The lines that open the loop at `indent`: the loop over the groups (where there
+    /// are several), the room for a group, and the loop over a group's trips; and the
+    /// indent of that loop's statements.
+    pub fn open(
+        &self,
+        slots: TripSlots,
+        sums_in: SumsIn,
+        lanes: u32,
+        indent: &str,
+    ) -> (String, String) {
+        let (index, g, start, end, n) = (self.index, self.group, self.start, self.end, slots.group);
+        let mut out = String::new();
+        let mut inner = indent.to_string();
+        let (first, last) = if self.reverse {
+            (end - 1, start)
+        } else {
+            (start, end - 1)
+        };
+        if self.grouped(slots) {
+            let (cmp, step) = if self.reverse {
+                (">=", "-=")
+            } else {
+                ("<", "+=")
+            };
+            let bound = if self.reverse { start } else { end };
+            out.push_str(&format!(
+                "{indent}for (var {g}: i32 = {first}i; {g} {cmp} {bound}i; {g} {step} {n}i) {{\n"
+            ));
+            inner.push_str("    ");
+        } else {
+            out.push_str(&format!("{indent}let {g}: i32 = {first}i;\n"));
+        }
+        out.push_str(&make_room(n * slots.per_trip, lanes, sums_in, &inner));
+        let header = match (self.reverse, self.grouped(slots)) {
+            (false, true) => format!("{index} < min({g} + {n}i, {}i); {index}++", last + 1),
+            (true, true) => format!("{index} >= max({g} - {}i, {last}i); {index}--", n - 1),
+            (false, false) => format!("{index} <= {last}i; {index}++"),
+            (true, false) => format!("{index} >= {last}i; {index}--"),
+        };
+        out.push_str(&format!(
+            "{inner}for (var {index}: i32 = {g}; {header}) {{\n"
+        ));
+        let body = format!("{inner}    ");
+        (out, body)
+    }
+
+    /// A trip's first slot, in the loop's statements.
+    pub fn slot(&self, slots: TripSlots) -> String {
+        let (index, g) = (self.index, self.group);
+        let trip = if self.reverse {
+            format!("{g} - {index}")
+        } else {
+            format!("{index} - {g}")
+        };
+        format!("stage_count + u32({trip}) * {}u", slots.per_trip)
+    }
+
+    /// The lines after the loop over a group's trips has closed: the group's stages
+    /// counted, and the loop over the groups closed.
+    pub fn close(&self, slots: TripSlots, indent: &str) -> String {
+        let (g, start, end, n) = (self.group, self.start, self.end, slots.group);
+        let per = slots.per_trip;
+        if !self.grouped(slots) {
+            return format!("{indent}stage_count += {}u;\n", (end - start) as u32 * per);
+        }
+        let trips = if self.reverse {
+            // The trips from the group's first down to `start`.
+            match 1 - start {
+                0 => format!("min({n}i, {g})"),
+                c if c > 0 => format!("min({n}i, {g} + {c}i)"),
+                c => format!("min({n}i, {g} - {}i)", -c),
+            }
+        } else {
+            format!("min({n}i, {end}i - {g})")
+        };
+        format!("{indent}    stage_count += u32({trips}) * {per}u;\n{indent}}}\n")
+    }
+}
