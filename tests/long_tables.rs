@@ -134,6 +134,8 @@ fn table_batch(seed: u64, n: usize, (words, size): (usize, f64)) -> (Vec<[f32; 2
 
 #[test]
 fn a_table_of_1024_words_sums_by_groups_of_trips() {
+    // One word a trip, each trip its own: the group is summed without looking for repeats.
+    assert!(table_1024::WGSL_ADJOINT.contains("gf_reduce_distinct(lid"));
     let (batch, table) = table_batch(5, 3000, (1024, 5e-4));
     let shared = table_1024::Shared {
         table: table.clone().try_into().expect("1024 words"),
@@ -166,6 +168,8 @@ fn a_table_of_1024_words_sums_by_groups_of_trips() {
 
 #[test]
 fn two_words_a_trip_each_added_by_two_trips() {
+    // Words repeat within a group: its sum looks for them.
+    assert!(!pairs_1024::WGSL_ADJOINT.contains("gf_reduce_distinct"));
     let (batch, table) = table_batch(6, 3000, (1025, 5e-4));
     let shared = pairs_1024::Shared {
         t: table.clone().try_into().expect("1025 words"),

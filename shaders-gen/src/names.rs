@@ -22,6 +22,9 @@ pub const REDUCE_RUN_FN: &str = "gf_reduce_run";
 pub const REDUCE_LEVELS_FN: &str = "gf_reduce_levels";
 /// The WGSL function that adds up one slot of the wide stage's level sums.
 pub const REDUCE_SLOT_FN: &str = "gf_slot_sum";
+/// The WGSL helper that adds the wide stage's slots into the workgroup's sums where no two
+/// slots hold one word.
+pub const REDUCE_DISTINCT_FN: &str = "gf_reduce_distinct";
 
 /// Identifiers no local may take: WGSL and Rust keywords and reserved words, the WGSL
 /// builtins and helpers gradfuse calls, and the names the generated kernels and Rust

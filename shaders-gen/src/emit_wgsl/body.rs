@@ -3,7 +3,7 @@
 
 use super::float_literal;
 use super::outer_sums::OuterLoop;
-use super::streams::{GroupedLoop, Streams, make_room, stage, stage_at};
+use super::streams::{GroupedLoop, Streams, TripSlots, make_room, stage, stage_at};
 use super::tape::{tape_index, tape_load, tape_store};
 use crate::ir::{
     Function, InPlace, IntFact, Loop, LoopInput, LoopKind, Op, Ty, ValueId, in_place, int_facts,
@@ -423,35 +423,6 @@ impl<'a> Ctx<'a> {
             self.tapes.insert(i, tapes);
         }
         let (start, end) = (l.start, l.end);
-        // A body that stages a few words a trip stages them by groups of trips.
-        let slots = (self.streams.bodies.get(&i))
-            .and_then(|s| s.trip_slots(body, trip, self.streams.lanes));
-        let group = slots.map(|_| fresh(taken, &format!("{index}_group")));
-        let grouped = slots.zip(group.as_deref()).map(|(s, group)| {
-            let reverse = matches!(l.kind, LoopKind::Reverse { .. });
-            let index = index.as_str();
-            (
-                s,
-                GroupedLoop {
-                    index,
-                    group,
-                    start,
-                    end,
-                    reverse,
-                },
-            )
-        });
-        let inner = match &grouped {
-            Some((s, g)) => {
-                let (open, inner) = g.open(*s, self.streams.sums_in, self.streams.lanes, indent);
-                out.push_str(&open);
-                inner
-            }
-            None => {
-                out.push_str(&loop_header(&index, (start, end), l.kind, indent));
-                format!("{indent}    ")
-            }
-        };
         let owned = |w: u32| {
             matches!(
                 l.input(w as usize),
@@ -471,6 +442,46 @@ impl<'a> Ctx<'a> {
         bctx.streams = self.streams.bodies.remove(&i).unwrap_or_default();
         bctx.streams.sums_in = self.streams.sums_in;
         bctx.streams.lanes = self.streams.lanes;
+        // A body that stages a few words a trip stages them by groups of trips.
+        let slots = bctx
+            .streams
+            .trip_slots(body, trip, self.streams.lanes)
+            .map(|s| {
+                let in_range =
+                    |v: ValueId, n: u32| bctx.ints[v.index()].is_some_and(|x| x.within(n as usize));
+                let invariant = |w: u32| matches!(l.input(w as usize), LoopInput::Capture(_));
+                let distinct = bctx.streams.distinct_words(body, &in_range, &invariant);
+                TripSlots { distinct, ..s }
+            });
+        let group = slots.map(|_| fresh(taken, &format!("{index}_group")));
+        let grouped = slots.zip(group.as_deref()).map(|(s, group)| {
+            let reverse = matches!(l.kind, LoopKind::Reverse { .. });
+            let index = index.as_str();
+            (
+                s,
+                GroupedLoop {
+                    index,
+                    group,
+                    start,
+                    end,
+                    reverse,
+                },
+            )
+        });
+        if slots.is_some_and(|s| s.distinct) {
+            helpers.insert(crate::names::REDUCE_DISTINCT_FN);
+        }
+        let inner = match &grouped {
+            Some((s, g)) => {
+                let (open, inner) = g.open(*s, self.streams.sums_in, self.streams.lanes, indent);
+                out.push_str(&open);
+                inner
+            }
+            None => {
+                out.push_str(&loop_header(&index, (start, end), l.kind, indent));
+                format!("{indent}    ")
+            }
+        };
         bctx.trip_slot = grouped.as_ref().map(|(s, g)| (g.slot(*s), 0));
         if self.elements > 1 {
             let uniform_inputs: Vec<bool> = (0..body.num_inputs as usize)

@@ -13,8 +13,7 @@ use super::stores::{self, emit_stores, jacobian_chunks_as_computed};
 use super::streams::SumsIn;
 use crate::abi::{self, ArgLayout, KernelKind};
 use crate::ir::Function;
-use crate::names::element_name;
-use crate::names::reserved;
+use crate::names::{REDUCE_DISTINCT_FN, element_name, reserved};
 use crate::ops::{wgsl_helper, wgsl_helper_source, wgsl_helpers};
 use crate::signature::Precision;
 use std::collections::BTreeSet;
@@ -379,7 +378,7 @@ fn declarations(
             "\n{}",
             reduce_stage_fn(
                 plan.layout.shared_words,
-                sums.streams,
+                (sums.streams, helpers.contains(REDUCE_DISTINCT_FN)),
                 sums.sums_in,
                 plan.layout.precision
             )
@@ -396,7 +395,9 @@ fn declarations(
             let _ = write!(s, "\n{}\n", wgsl_helper_source(name, src, branch_free));
         }
     }
-    debug_assert!(helpers.iter().all(|h| wgsl_helper(h, precision).is_some()));
+    debug_assert!(
+        (helpers.iter()).all(|h| *h == REDUCE_DISTINCT_FN || wgsl_helper(h, precision).is_some())
+    );
     let _ = writeln!(s);
 }
 

@@ -5,7 +5,9 @@
 use super::float_literal;
 use super::streams::SumsIn;
 use crate::abi;
-use crate::names::{REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_SLOT_FN, REDUCE_STAGE_FN};
+use crate::names::{
+    REDUCE_DISTINCT_FN, REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_SLOT_FN, REDUCE_STAGE_FN,
+};
 use crate::signature::Precision;
 
 /// The adjoint kernel's sums over the workgroup of the slots of `reduce_stage` (lane
@@ -20,15 +22,21 @@ use crate::signature::Precision;
 /// Fewer barriers measured slower on the H100 (8-32-32-1 adjoint at 2^20, streamed): 7.6 ms
 /// with these 4 per 8 words, 11.7 ms with 3 (level 2 into a separate buffer, no barrier
 /// after), 24.0 ms with 2 (the owner summing its slot's 32 partials alone).
+///
+/// `distinct`: whether the body calls [`REDUCE_DISTINCT_FN`] too (wide stages only).
 pub(super) fn reduce_stage_fn(
     shared_words: u32,
-    streams: bool,
+    (streams, distinct): (bool, bool),
     sums_in: SumsIn,
     precision: Precision,
 ) -> String {
     const _: () = assert!(abi::WORKGROUP_SIZE == 256);
     if sums_in == SumsIn::Workgroup {
-        return wide_stage_fns(precision);
+        let mut fns = wide_stage_fns(precision);
+        if distinct {
+            fns.push_str(&distinct_fn(precision));
+        }
+        return fns;
     }
     let owned = sums_in == SumsIn::Owned;
     let (t, zero) = (precision.name(), float_literal(0.0, precision));
@@ -220,6 +228,26 @@ fn {REDUCE_STAGE_FN}(lid: u32, words: array<u32, {slots}>, count: u32) {{
 }}
 ",
         last = slots - 1,
+    )
+}
+
+/// The wide stage's sum where no two slots hold one word (see `streams::TripSlots`).
+fn distinct_fn(precision: Precision) -> String {
+    let slots = abi::wide_stage_slots(precision);
+    format!(
+        "
+// Adds this workgroup's sums of the `count` staged slots to words `words` of word_sums,
+// each slot's by a thread of its own, where no two slots hold one word (a loop's group of
+// trips, each staging a word of its own): no marks to look for repeats.
+fn {REDUCE_DISTINCT_FN}(lid: u32, words: array<u32, {slots}>, count: u32) {{
+    {REDUCE_LEVELS_FN}(lid);
+    if (lid < count) {{
+        word_sums[words[lid]] += {REDUCE_SLOT_FN}(lid);
+    }}
+    // The next slots' stores wait for these reads.
+    workgroupBarrier();
+}}
+"
     )
 }
 
