@@ -97,6 +97,20 @@ with_source! {
     }
 }
 
+with_source! {
+    HELPER_NAMES_SRC,
+    #[differentiable]
+    pub fn helper_names(x: f32, y: f32, #[shared] table: [f32; 1024]) -> f32 {
+        let gf_reduce_distinct = 0.5 * y;
+        let gf_slot_sum = x;
+        let mut s = 0.0;
+        for i in 0..1024 {
+            s += table[i] * (gf_slot_sum + gf_reduce_distinct * (i as f32) * 0.001);
+        }
+        s.tanh()
+    }
+}
+
 /// The value and the gradient in every word of the f64 interpreter of `src` at `words`.
 fn oracle(src: &str, words: &[f64]) -> (f64, Vec<f64>) {
     let all: Vec<usize> = (0..words.len()).collect();
@@ -382,4 +396,42 @@ fn gradient_words_named_like_the_stores_locals() {
     check_rounds((ROUNDS_ODD_SRC, 65), &odd, |dev, b| {
         rounds_odd::kernel(dev).value_and_grad(b).expect("launch")
     });
+}
+
+/// Locals named like the kernels' reduction helpers (`gf_reduce_distinct`, the sum of a
+/// group of trips each adding a shared word of its own, and `gf_slot_sum`): renamed, and
+/// the value, gradient and shared gradient agree with central differences.
+#[test]
+fn locals_named_like_the_reduction_helpers() {
+    let batch = [
+        helper_names::Args { x: 0.4, y: -0.3 },
+        helper_names::Args { x: -0.2, y: 0.7 },
+    ];
+    let shared = helper_names::Shared {
+        table: std::array::from_fn(|k| ((k % 13) as f32 - 6.0) * 1e-3),
+    };
+    let which = [0, 1, 2, 2 + 511, 2 + 1023];
+    for dev in [device(), &Device::cpu()] {
+        let (values, grads, sums) = helper_names::kernel(dev)
+            .value_and_grad(&batch, &shared)
+            .expect("launch");
+        let mut want_sums = [0.0f64; 3];
+        for (e, a) in batch.iter().enumerate() {
+            let mut words = vec![f64::from(a.x), f64::from(a.y)];
+            words.extend(shared.table.iter().map(|&w| f64::from(w)));
+            let (value, fd) = central_differences(HELPER_NAMES_SRC, &words, &which);
+            let what = format!("element {e} on {}", dev.describe());
+            assert!((f64::from(values[e]) - value).abs() < 1e-5, "value, {what}");
+            let got = [grads[e].x, grads[e].y].map(f64::from);
+            assert!(rel_error(&got, &fd[..2], 1e-2) < 1e-3, "gradient, {what}");
+            for (w, d) in want_sums.iter_mut().zip(&fd[2..]) {
+                *w += d;
+            }
+        }
+        let got = [sums.table[0], sums.table[511], sums.table[1023]].map(f64::from);
+        assert!(
+            rel_error(&got, &want_sums, 1e-2) < 1e-3,
+            "shared gradient: {got:?} vs {want_sums:?}"
+        );
+    }
 }

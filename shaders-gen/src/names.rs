@@ -362,6 +362,7 @@ pub fn reserved() -> Taken {
                 REDUCE_RUN_FN,
                 REDUCE_LEVELS_FN,
                 REDUCE_SLOT_FN,
+                REDUCE_DISTINCT_FN,
                 WORKGROUP_BYTES_OVERRIDE,
                 crate::abi::ROWS_ENTRY_POINT,
             ])
