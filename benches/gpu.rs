@@ -804,7 +804,16 @@ fn with_divided_lanes(gen_spec: &'static KernelSpec) -> &'static KernelSpec {
                 let end = a.find('u').expect("an element offset");
                 (a[..end].parse::<u32>().expect("a number"), &a[end + 1..])
             }
-            None => (0, after.strip_prefix(" / 4u").expect("4 lanes")),
+            None => match after.strip_prefix(" / 4u") {
+                Some(a) => (0, a),
+                // A whole element a loop's quad of trips loads (`shared_args[u32(q)]`):
+                // its lanes are chosen at run time already.
+                None => {
+                    out.push_str(&rest[p..p + READ.len() + close + 1]);
+                    rest = after;
+                    continue;
+                }
+            },
         };
         let after = after.strip_prefix("].").expect("a constant lane");
         let lane = "xyzw".find(&after[..1]).expect("a lane") as u32;

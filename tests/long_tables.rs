@@ -9,6 +9,9 @@
 //! one word a trip into workgroup sums (`table_1024`), two words a trip, each word added
 //! by two trips (`pairs_1024`: repeated words in one sum), and one word a trip into the
 //! owners' sums in groups of 8 trips (`table_4096`).
+//!
+//! The value and tangent kernels of such loops read their table words by quads of trips
+//! (`quads.rs`): one uniform element a quad, each trip its lane.
 
 mod common;
 
@@ -67,6 +70,169 @@ with_source! {
             s += table[i] * (x * (i as f32) * 0.001 + y).sin();
         }
         s.tanh()
+    }
+}
+
+with_source! {
+    OFFSET_TABLE_SRC,
+    #[differentiable]
+    pub fn offset_table(x: f32, y: f32, #[shared] t: [f32; 1024]) -> f32 {
+        let mut s = 0.0;
+        let mut p = x;
+        for i in 8..1032 {
+            s += t[i - 8] * p;
+            p = p * y + 0.01;
+        }
+        s.tanh()
+    }
+}
+
+/// The GPU's values and directional derivatives of `batch` against the CPU's `jvp`, one
+/// element's derivative against central differences of `src` along its direction (the
+/// element's words `(x, y)` and the table `table`, tangents `(tx, ty)` and `dt`).
+fn check_quads(
+    src: &str,
+    (batch, table): (&[[f32; 2]], &[f32]),
+    (tangents, dt): (&[[f32; 2]], &[f32]),
+    cpu: impl Fn(usize) -> (f32, f32),
+    gpu: (Vec<f32>, Vec<f32>),
+) {
+    let (values, derivatives) = gpu;
+    for e in 0..batch.len() {
+        let (v, d) = cpu(e);
+        assert!(
+            (values[e] - v).abs() <= 1e-5 * v.abs().max(1.0),
+            "value {e}"
+        );
+        assert!(
+            (derivatives[e] - d).abs() <= 1e-4 * d.abs().max(1.0),
+            "derivative {e}: {} vs {d}",
+            derivatives[e]
+        );
+    }
+    let at = |h: f64| -> Vec<f64> {
+        let (e, t) = (batch[0], tangents[0]);
+        let mut w = vec![
+            f64::from(e[0]) + h * f64::from(t[0]),
+            f64::from(e[1]) + h * f64::from(t[1]),
+        ];
+        w.extend(
+            table
+                .iter()
+                .zip(dt)
+                .map(|(a, b)| f64::from(*a) + h * f64::from(*b)),
+        );
+        w
+    };
+    let f = compile_str(src).expect("compiles").lowered.primal;
+    let h = 1e-4;
+    let fd = (interp::eval(&f, &at(h))[0] - interp::eval(&f, &at(-h))[0]) / (2.0 * h);
+    let got = f64::from(derivatives[0]);
+    assert!(
+        (got - fd).abs() <= 1e-3 * fd.abs().max(1e-2),
+        "directional derivative: {got} vs {fd}"
+    );
+}
+
+#[test]
+fn tables_read_in_loops_run_by_quads_in_value_and_tangent_kernels() {
+    for wgsl in [
+        table_1024::WGSL_FORWARD,
+        table_1024::WGSL_TANGENT,
+        offset_table::WGSL_TANGENT,
+    ] {
+        assert!(wgsl.contains("_quad"), "no quads");
+    }
+    // `t[i + 1]` starts no uniform element: a trip that reads it is not run by quads.
+    assert!(!pairs_1024::WGSL_TANGENT.contains("_quad"));
+    // The offset table's quads start two elements past the table's first.
+    assert!(offset_table::WGSL_TANGENT.contains("_quad - 2i)]"));
+    let (batch, table) = table_batch(8, 1000, (1025, 5e-4));
+    let (tangents, dt) = table_batch(9, 1000, (1025, 1.0));
+    let dev = device();
+    {
+        let shared = table_1024::Shared {
+            table: table[..1024].try_into().expect("1024"),
+        };
+        let d = table_1024::SharedGrad {
+            table: dt[..1024].try_into().expect("1024"),
+        };
+        let args: Vec<_> = batch
+            .iter()
+            .map(|b| table_1024::Args { x: b[0], y: b[1] })
+            .collect();
+        let t: Vec<_> = tangents
+            .iter()
+            .map(|b| table_1024::Grad { x: b[0], y: b[1] })
+            .collect();
+        let gpu = table_1024::kernel(dev)
+            .jvp(&args, &shared, &t, &d)
+            .expect("launch");
+        assert_eq!(
+            table_1024::kernel(dev)
+                .value(&args, &shared)
+                .expect("launch"),
+            gpu.0
+        );
+        check_quads(
+            TABLE_1024_SRC,
+            (&batch, &table[..1024]),
+            (&tangents, &dt[..1024]),
+            |e| table_1024::jvp(&args[e], &shared, &t[e], &d),
+            gpu,
+        );
+    }
+    {
+        let shared = pairs_1024::Shared {
+            t: table[..1025].try_into().expect("1025"),
+        };
+        let d = pairs_1024::SharedGrad {
+            t: dt[..1025].try_into().expect("1025"),
+        };
+        let args: Vec<_> = batch
+            .iter()
+            .map(|b| pairs_1024::Args { x: b[0], y: b[1] })
+            .collect();
+        let t: Vec<_> = tangents
+            .iter()
+            .map(|b| pairs_1024::Grad { x: b[0], y: b[1] })
+            .collect();
+        let gpu = pairs_1024::kernel(dev)
+            .jvp(&args, &shared, &t, &d)
+            .expect("launch");
+        check_quads(
+            PAIRS_1024_SRC,
+            (&batch, &table[..1025]),
+            (&tangents, &dt[..1025]),
+            |e| pairs_1024::jvp(&args[e], &shared, &t[e], &d),
+            gpu,
+        );
+    }
+    {
+        let shared = offset_table::Shared {
+            t: table[..1024].try_into().expect("1024"),
+        };
+        let d = offset_table::SharedGrad {
+            t: dt[..1024].try_into().expect("1024"),
+        };
+        let args: Vec<_> = batch
+            .iter()
+            .map(|b| offset_table::Args { x: b[0], y: b[1] })
+            .collect();
+        let t: Vec<_> = tangents
+            .iter()
+            .map(|b| offset_table::Grad { x: b[0], y: b[1] })
+            .collect();
+        let gpu = offset_table::kernel(dev)
+            .jvp(&args, &shared, &t, &d)
+            .expect("launch");
+        check_quads(
+            OFFSET_TABLE_SRC,
+            (&batch, &table[..1024]),
+            (&tangents, &dt[..1024]),
+            |e| offset_table::jvp(&args[e], &shared, &t[e], &d),
+            gpu,
+        );
     }
 }
 

@@ -95,6 +95,9 @@ impl Ctx<'_> {
 
     /// A read of `array[index]`.
     pub(super) fn array_get(&self, array: ValueId, index: ValueId) -> String {
+        if let Some(read) = self.quad_reads.get(&(array.index(), index.index())) {
+            return read.clone();
+        }
         let n = self.f.node(array).ty.words();
         let Some(first) = self.shared_array.get(&array.index()) else {
             return format!("{}[{}]", self.operand(array), self.index_text(index, n));

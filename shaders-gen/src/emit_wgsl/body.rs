@@ -3,6 +3,7 @@
 
 use super::float_literal;
 use super::outer_sums::OuterLoop;
+use super::quads::{loop_header, quad_reads};
 use super::streams::{GroupedLoop, Streams, TripSlots, make_room, stage, stage_at};
 use super::tape::{tape_index, tape_load, tape_store};
 use crate::ir::{
@@ -54,6 +55,9 @@ pub(super) struct Ctx<'a> {
     pub(super) outer: HashMap<usize, OuterLoop>,
     /// Stages left in the run the stage last made room for.
     run_left: u32,
+    /// In a loop body run by quads of trips (`quads`): the shared words its reads take
+    /// from the quad's loaded elements, by `(array, index)` nodes.
+    pub(super) quad_reads: HashMap<(usize, usize), String>,
     /// In a loop body whose trips stage at fixed slots ([`super::streams::TripSlots`]): the trip's first
     /// slot, and the stages written so far in the body.
     trip_slot: Option<(String, u32)>,
@@ -99,6 +103,7 @@ impl<'a> Ctx<'a> {
             outer: HashMap::new(),
             run_left: 0,
             trip_slot: None,
+            quad_reads: HashMap::new(),
             elements: 1,
             element: 0,
             element_names: Vec::new(),
@@ -471,13 +476,25 @@ impl<'a> Ctx<'a> {
         if slots.is_some_and(|s| s.distinct) {
             helpers.insert(crate::names::REDUCE_DISTINCT_FN);
         }
-        let inner = match &grouped {
-            Some((s, g)) => {
+        // A loop reading shared words at consecutive indices runs by quads of trips.
+        let quads = (grouped.is_none() && self.shared_uniform)
+            .then(|| {
+                let first = |j: usize| self.shared_array.get(&l.captures[j].index()).copied();
+                quad_reads(l, &first, crate::abi::uniform_lanes(self.precision))
+            })
+            .flatten();
+        let inner = match (&grouped, &quads) {
+            (Some((s, g)), _) => {
                 let (open, inner) = g.open(*s, self.streams.sums_in, self.streams.lanes, indent);
                 out.push_str(&open);
                 inner
             }
-            None => {
+            (None, Some(q)) => {
+                let (open, inner) = q.open(l, (&index, taken), &mut bctx.quad_reads, indent);
+                out.push_str(&open);
+                inner
+            }
+            (None, None) => {
                 out.push_str(&loop_header(&index, (start, end), l.kind, indent));
                 format!("{indent}    ")
             }
@@ -531,6 +548,9 @@ impl<'a> Ctx<'a> {
         let _ = writeln!(out, "{}}}", &inner[4..]);
         if let Some((s, g)) = &grouped {
             out.push_str(&g.close(*s, indent));
+        }
+        if quads.is_some() {
+            let _ = writeln!(out, "{indent}}}");
         }
         self.carried.insert(i, vars);
     }
@@ -758,16 +778,5 @@ fn assign_carried(
                 let _ = writeln!(out, "{inner}{var} = {o};");
             }
         }
-    }
-}
-
-/// The header of loop `index` from `start` to `end` (exclusive), down for a reverse loop.
-fn loop_header(index: &str, (start, end): (i64, i64), kind: LoopKind, indent: &str) -> String {
-    match kind {
-        LoopKind::Reverse { .. } => format!(
-            "{indent}for (var {index}: i32 = {}i; {index} >= {start}i; {index}--) {{\n",
-            end - 1
-        ),
-        _ => format!("{indent}for (var {index}: i32 = {start}i; {index} < {end}i; {index}++) {{\n"),
     }
 }

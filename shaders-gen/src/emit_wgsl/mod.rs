@@ -16,6 +16,7 @@ mod kernel;
 mod loads;
 mod outer_sums;
 mod plan;
+mod quads;
 mod reduce;
 mod rows;
 mod shared_sums;
