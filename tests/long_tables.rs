@@ -149,91 +149,39 @@ fn tables_read_in_loops_run_by_quads_in_value_and_tangent_kernels() {
     assert!(offset_table::WGSL_TANGENT.contains("_quad - 2i)]"));
     let (batch, table) = table_batch(8, 1000, (1025, 5e-4));
     let (tangents, dt) = table_batch(9, 1000, (1025, 1.0));
-    let dev = device();
-    {
-        let shared = table_1024::Shared {
-            table: table[..1024].try_into().expect("1024"),
-        };
-        let d = table_1024::SharedGrad {
-            table: dt[..1024].try_into().expect("1024"),
-        };
-        let args: Vec<_> = batch
-            .iter()
-            .map(|b| table_1024::Args { x: b[0], y: b[1] })
-            .collect();
-        let t: Vec<_> = tangents
-            .iter()
-            .map(|b| table_1024::Grad { x: b[0], y: b[1] })
-            .collect();
-        let gpu = table_1024::kernel(dev)
-            .jvp(&args, &shared, &t, &d)
-            .expect("launch");
-        assert_eq!(
-            table_1024::kernel(dev)
-                .value(&args, &shared)
-                .expect("launch"),
-            gpu.0
-        );
-        check_quads(
-            TABLE_1024_SRC,
-            (&batch, &table[..1024]),
-            (&tangents, &dt[..1024]),
-            |e| table_1024::jvp(&args[e], &shared, &t[e], &d),
-            gpu,
-        );
+    // Each function's GPU jvp (and the table's values) against its CPU jvp and central
+    // differences, on the batch's elements and the table's first `$words` words.
+    macro_rules! check_function {
+        ($f:ident, $src:ident, $table:ident, $words:literal) => {{
+            let shared = $f::Shared {
+                $table: table[..$words].try_into().expect("the table's words"),
+            };
+            let d = $f::SharedGrad {
+                $table: dt[..$words].try_into().expect("the table's words"),
+            };
+            let args: Vec<_> = batch
+                .iter()
+                .map(|b| $f::Args { x: b[0], y: b[1] })
+                .collect();
+            let t: Vec<_> = tangents
+                .iter()
+                .map(|b| $f::Grad { x: b[0], y: b[1] })
+                .collect();
+            let kernel = $f::kernel(device());
+            let gpu = kernel.jvp(&args, &shared, &t, &d).expect("launch");
+            assert_eq!(kernel.value(&args, &shared).expect("launch"), gpu.0);
+            check_quads(
+                $src,
+                (&batch, &table[..$words]),
+                (&tangents, &dt[..$words]),
+                |e| $f::jvp(&args[e], &shared, &t[e], &d),
+                gpu,
+            );
+        }};
     }
-    {
-        let shared = pairs_1024::Shared {
-            t: table[..1025].try_into().expect("1025"),
-        };
-        let d = pairs_1024::SharedGrad {
-            t: dt[..1025].try_into().expect("1025"),
-        };
-        let args: Vec<_> = batch
-            .iter()
-            .map(|b| pairs_1024::Args { x: b[0], y: b[1] })
-            .collect();
-        let t: Vec<_> = tangents
-            .iter()
-            .map(|b| pairs_1024::Grad { x: b[0], y: b[1] })
-            .collect();
-        let gpu = pairs_1024::kernel(dev)
-            .jvp(&args, &shared, &t, &d)
-            .expect("launch");
-        check_quads(
-            PAIRS_1024_SRC,
-            (&batch, &table[..1025]),
-            (&tangents, &dt[..1025]),
-            |e| pairs_1024::jvp(&args[e], &shared, &t[e], &d),
-            gpu,
-        );
-    }
-    {
-        let shared = offset_table::Shared {
-            t: table[..1024].try_into().expect("1024"),
-        };
-        let d = offset_table::SharedGrad {
-            t: dt[..1024].try_into().expect("1024"),
-        };
-        let args: Vec<_> = batch
-            .iter()
-            .map(|b| offset_table::Args { x: b[0], y: b[1] })
-            .collect();
-        let t: Vec<_> = tangents
-            .iter()
-            .map(|b| offset_table::Grad { x: b[0], y: b[1] })
-            .collect();
-        let gpu = offset_table::kernel(dev)
-            .jvp(&args, &shared, &t, &d)
-            .expect("launch");
-        check_quads(
-            OFFSET_TABLE_SRC,
-            (&batch, &table[..1024]),
-            (&tangents, &dt[..1024]),
-            |e| offset_table::jvp(&args[e], &shared, &t[e], &d),
-            gpu,
-        );
-    }
+    check_function!(table_1024, TABLE_1024_SRC, table, 1024);
+    check_function!(pairs_1024, PAIRS_1024_SRC, t, 1025);
+    check_function!(offset_table, OFFSET_TABLE_SRC, t, 1024);
 }
 
 /// Checks a table function's streamed batch sums on the GPU: its adjoint stages by groups

@@ -364,10 +364,19 @@ pub(super) fn stage(
     sums_in: SumsIn,
     indent: &str,
 ) -> String {
+    let staged = slot_writes("stage_count", (word, value), sums_in);
+    format!("{indent}{staged} stage_count++; // d/d {label}\n")
+}
+
+/// The writes of `value` into slot `slot` of the stage and of `word` into the slot's word.
+fn slot_writes(slot: &str, (word, value): (&str, &str), sums_in: SumsIn) -> String {
     let stride = sums_in.stride();
-    format!(
-        "{indent}reduce_stage[stage_count * {stride}u + lid] = {value}; stage_words[stage_count] = {word}; stage_count++; // d/d {label}\n"
-    )
+    let at = if slot.contains(' ') {
+        format!("({slot})")
+    } else {
+        slot.to_string()
+    };
+    format!("reduce_stage[{at} * {stride}u + lid] = {value}; stage_words[{slot}] = {word};")
 }
 
 /// The statement that stages `value` as an add into shared word `word` at slot `slot` (a
@@ -379,10 +388,8 @@ pub(super) fn stage_at(
     sums_in: SumsIn,
     indent: &str,
 ) -> String {
-    let stride = sums_in.stride();
-    format!(
-        "{indent}reduce_stage[({slot}) * {stride}u + lid] = {value}; stage_words[{slot}] = {word}; // d/d {label}\n"
-    )
+    let staged = slot_writes(slot, (word, value), sums_in);
+    format!("{indent}{staged} // d/d {label}\n")
 }
 
 /// A kept loop whose every trip stages the same few words, none in a loop of its own: its
