@@ -246,104 +246,51 @@ fn table_batch(seed: u64, n: usize, (words, size): (usize, f64)) -> (Vec<[f32; 2
     (batch, table)
 }
 
+/// [`check_grouped_table`] of function `$f` (its table `$field` of `$words` words, under
+/// `$size`; `$n` elements from seed `$seed`).
+macro_rules! check_grouped {
+    ($f:ident, $src:ident, ($field:ident, $words:literal, $size:literal), ($seed:literal, $n:literal)) => {{
+        let (batch, table) = table_batch($seed, $n, ($words, $size));
+        let shared = $f::Shared {
+            $field: table.clone().try_into().expect("the table's words"),
+        };
+        let args: Vec<$f::Args> = batch.iter().map(|&[x, y]| $f::Args { x, y }).collect();
+        check_grouped_table(
+            ($src, $f::WGSL_ADJOINT, $words),
+            &batch,
+            &table,
+            |[x, y]| {
+                $f::value_and_grad(&$f::Args { x, y }, &shared)
+                    .2
+                    .$field
+                    .to_vec()
+            },
+            || {
+                let kernel = $f::kernel(device());
+                let sums = kernel.value_and_grad(&args, &shared).expect("launch").2;
+                sums.$field.to_vec()
+            },
+        );
+    }};
+}
+
 #[test]
 fn a_table_of_1024_words_sums_by_groups_of_trips() {
     // One word a trip, each trip its own: the group is summed without looking for repeats.
     assert!(table_1024::WGSL_ADJOINT.contains("gf_reduce_distinct(lid"));
-    let (batch, table) = table_batch(5, 3000, (1024, 5e-4));
-    let shared = table_1024::Shared {
-        table: table.clone().try_into().expect("1024 words"),
-    };
-    let args: Vec<table_1024::Args> = batch
-        .iter()
-        .map(|&[x, y]| table_1024::Args { x, y })
-        .collect();
-    check_grouped_table(
-        (TABLE_1024_SRC, table_1024::WGSL_ADJOINT, 1024),
-        &batch,
-        &table,
-        |[x, y]| {
-            table_1024::value_and_grad(&table_1024::Args { x, y }, &shared)
-                .2
-                .table
-                .to_vec()
-        },
-        || {
-            let kernel = table_1024::kernel(device());
-            kernel
-                .value_and_grad(&args, &shared)
-                .expect("launch")
-                .2
-                .table
-                .to_vec()
-        },
-    );
+    check_grouped!(table_1024, TABLE_1024_SRC, (table, 1024, 5e-4), (5, 3000));
 }
 
 #[test]
 fn two_words_a_trip_each_added_by_two_trips() {
     // Words repeat within a group: its sum looks for them.
     assert!(!pairs_1024::WGSL_ADJOINT.contains("gf_reduce_distinct"));
-    let (batch, table) = table_batch(6, 3000, (1025, 5e-4));
-    let shared = pairs_1024::Shared {
-        t: table.clone().try_into().expect("1025 words"),
-    };
-    let args: Vec<pairs_1024::Args> = batch
-        .iter()
-        .map(|&[x, y]| pairs_1024::Args { x, y })
-        .collect();
-    check_grouped_table(
-        (PAIRS_1024_SRC, pairs_1024::WGSL_ADJOINT, 1025),
-        &batch,
-        &table,
-        |[x, y]| {
-            pairs_1024::value_and_grad(&pairs_1024::Args { x, y }, &shared)
-                .2
-                .t
-                .to_vec()
-        },
-        || {
-            let kernel = pairs_1024::kernel(device());
-            kernel
-                .value_and_grad(&args, &shared)
-                .expect("launch")
-                .2
-                .t
-                .to_vec()
-        },
-    );
+    check_grouped!(pairs_1024, PAIRS_1024_SRC, (t, 1025, 5e-4), (6, 3000));
 }
 
 #[test]
 fn a_table_of_4096_words_sums_by_groups_into_its_owners() {
-    let (batch, table) = table_batch(7, 1000, (4096, 0.01));
-    let shared = table_4096::Shared {
-        table: table.clone().try_into().expect("4096 words"),
-    };
-    let args: Vec<table_4096::Args> = batch
-        .iter()
-        .map(|&[x, y]| table_4096::Args { x, y })
-        .collect();
-    check_grouped_table(
-        (TABLE_4096_SRC, table_4096::WGSL_ADJOINT, 4096),
-        &batch,
-        &table,
-        |[x, y]| {
-            table_4096::value_and_grad(&table_4096::Args { x, y }, &shared)
-                .2
-                .table
-                .to_vec()
-        },
-        || {
-            let kernel = table_4096::kernel(device());
-            kernel
-                .value_and_grad(&args, &shared)
-                .expect("launch")
-                .2
-                .table
-                .to_vec()
-        },
-    );
+    check_grouped!(table_4096, TABLE_4096_SRC, (table, 4096, 0.01), (7, 1000));
 }
 
 #[test]
