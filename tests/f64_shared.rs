@@ -423,3 +423,65 @@ fn each_reduction_path_is_exercised() {
         common::validate_wgsl_f64(name, src);
     }
 }
+
+/// A table read a word a trip in a loop of 512 trips, in f64: its value and tangent kernels
+/// run the loop by pairs of trips (a uniform element holds two f64 words, `quads.rs`).
+#[differentiable]
+pub fn table64(x: f64, y: f64, #[shared] t: [f64; 512]) -> f64 {
+    let mut s = 0.0;
+    let mut p = x;
+    for i in 0..512 {
+        s += t[i] * p;
+        p = p * y + 0.001;
+    }
+    s.tanh()
+}
+
+#[test]
+fn an_f64_table_read_by_pairs_of_trips_matches_the_cpu() {
+    assert!(table64::WGSL_FORWARD.contains("_quad") && table64::WGSL_TANGENT.contains("_quad"));
+    assert!(
+        table64::WGSL_TANGENT.contains("i32 = 2i * "),
+        "two trips a uniform element"
+    );
+    let mut rng = Rng(61);
+    let shared = table64::Shared {
+        t: std::array::from_fn(|_| f64::from(rng.uniform(-1e-3, 1e-3))),
+    };
+    let dt = table64::SharedGrad {
+        t: std::array::from_fn(|_| f64::from(rng.uniform(-1.0, 1.0))),
+    };
+    let args: Vec<table64::Args> = (0..500)
+        .map(|_| table64::Args {
+            x: f64::from(rng.uniform(-1.0, 1.0)),
+            y: f64::from(rng.uniform(-0.9, 0.9)),
+        })
+        .collect();
+    let tangents: Vec<table64::Grad> = (0..500)
+        .map(|_| table64::Grad {
+            x: f64::from(rng.uniform(-1.0, 1.0)),
+            y: f64::from(rng.uniform(-1.0, 1.0)),
+        })
+        .collect();
+    for dev in f64_devices() {
+        let kernel = table64::kernel(dev);
+        let values = kernel.value(&args, &shared).expect("launch");
+        let (jv, dirs) = kernel.jvp(&args, &shared, &tangents, &dt).expect("launch");
+        for (e, a) in args.iter().enumerate() {
+            let (v, d) = table64::jvp(a, &shared, &tangents[e], &dt);
+            let what = format!("element {e} on {}", dev.describe());
+            assert!(
+                (values[e] - v).abs() <= 1e-12 * v.abs().max(1.0),
+                "value, {what}"
+            );
+            assert!(
+                (jv[e] - v).abs() <= 1e-12 * v.abs().max(1.0),
+                "jvp value, {what}"
+            );
+            assert!(
+                (dirs[e] - d).abs() <= 1e-11 * d.abs().max(1.0),
+                "derivative, {what}"
+            );
+        }
+    }
+}
