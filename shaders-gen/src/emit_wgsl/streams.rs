@@ -26,7 +26,7 @@
 //! (`distinct`), the group is summed as soon as it ends, without looking for repeats.
 
 use crate::abi;
-use crate::ir::{Function, IntOp, LoopKind, Op, ValueId};
+use crate::ir::{Function, LoopKind, Op, ValueId, stride_in_index};
 use crate::names::{REDUCE_DISTINCT_FN, REDUCE_STAGE_FN};
 use crate::ops::Func;
 use std::collections::{HashMap, HashSet};
@@ -444,34 +444,7 @@ impl Streams {
         self.sums_in == SumsIn::Workgroup
             && self.words.is_empty()
             && in_range(add.index, add.len)
-            && index_stride(body, add.index, invariant).is_some_and(|k| k != 0)
-    }
-}
-
-/// The coefficient of the loop index (input 0) in loop-body integer `v`, where `v` is the
-/// index times a constant plus integers the same in every trip (constants and `invariant`
-/// inputs).
-fn index_stride(f: &Function, v: ValueId, invariant: &dyn Fn(u32) -> bool) -> Option<i64> {
-    match &f.node(v).op {
-        Op::Int(_) => Some(0),
-        Op::Input(0) => Some(1),
-        Op::Input(w) if invariant(*w) => Some(0),
-        Op::IntBin(op, a, b) => {
-            let (x, y) = (
-                index_stride(f, *a, invariant)?,
-                index_stride(f, *b, invariant)?,
-            );
-            match op {
-                IntOp::Add => x.checked_add(y),
-                IntOp::Sub => x.checked_sub(y),
-                IntOp::Mul => match (&f.node(*a).op, &f.node(*b).op) {
-                    (Op::Int(k), _) => y.checked_mul(*k),
-                    (_, Op::Int(k)) => x.checked_mul(*k),
-                    _ => (x == 0 && y == 0).then_some(0),
-                },
-            }
-        }
-        _ => None,
+            && stride_in_index(body, add.index, invariant).is_some_and(|k| k != 0)
     }
 }
 

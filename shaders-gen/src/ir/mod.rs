@@ -26,7 +26,7 @@ mod text;
 
 pub use builder::Builder;
 pub use inplace::{InPlace, in_place};
-pub use ranges::{IntFact, affine_in_index, int_facts};
+pub use ranges::{IntFact, affine_in_index, int_facts, stride_in_index};
 
 use crate::ops::Func;
 use proc_macro2::Span;

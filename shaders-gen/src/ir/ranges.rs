@@ -156,17 +156,52 @@ fn int_bin(op: IntOp, a: IntFact, b: IntFact) -> Option<(i64, i64, i64)> {
 /// 0), if it is built so from the index and constants: where a loop's trips read or write
 /// (`outer_sums`' rows, `ad`'s stored values).
 pub fn affine_in_index(f: &Function, v: ValueId) -> Option<(i64, i64)> {
+    let (stride, offset) = affine_with(f, v, &|_| false)?;
+    Some((stride, offset?))
+}
+
+/// The stride of loop-body value `v` in the loop index, where `v` is the index times a
+/// constant plus integers the same in every trip: constants and the `invariant` inputs
+/// (a loop's captures). Where a trip's word moves with the trip (`streams`' groups).
+pub fn stride_in_index(f: &Function, v: ValueId, invariant: &dyn Fn(u32) -> bool) -> Option<i64> {
+    Some(affine_with(f, v, invariant)?.0)
+}
+
+/// [`affine_in_index`] where `invariant` inputs are integers the same in every trip: the
+/// offset is `None` where it depends on one.
+fn affine_with(
+    f: &Function,
+    v: ValueId,
+    invariant: &dyn Fn(u32) -> bool,
+) -> Option<(i64, Option<i64>)> {
+    let sum = |x: Option<i64>, y: Option<i64>, op: fn(i64, i64) -> Option<i64>| match (x, y) {
+        (Some(x), Some(y)) => op(x, y).map(Some),
+        _ => Some(None),
+    };
     match &f.node(v).op {
-        Op::Int(k) => Some((0, *k)),
-        Op::Input(0) => Some((1, 0)),
+        Op::Int(k) => Some((0, Some(*k))),
+        Op::Input(0) => Some((1, Some(0))),
+        Op::Input(w) if invariant(*w) => Some((0, None)),
         Op::IntBin(op, a, b) => {
-            let (x, y) = (affine_in_index(f, *a)?, affine_in_index(f, *b)?);
+            let (x, y) = (
+                affine_with(f, *a, invariant)?,
+                affine_with(f, *b, invariant)?,
+            );
+            let scaled = |(s, o): (i64, Option<i64>), k: i64| {
+                let o = match o {
+                    Some(o) => Some(o.checked_mul(k)?),
+                    None => None,
+                };
+                Some((s.checked_mul(k)?, o))
+            };
             match op {
-                IntOp::Add => Some((x.0.checked_add(y.0)?, x.1.checked_add(y.1)?)),
-                IntOp::Sub => Some((x.0.checked_sub(y.0)?, x.1.checked_sub(y.1)?)),
-                IntOp::Mul if x.0 == 0 => Some((y.0.checked_mul(x.1)?, y.1.checked_mul(x.1)?)),
-                IntOp::Mul if y.0 == 0 => Some((x.0.checked_mul(y.1)?, x.1.checked_mul(y.1)?)),
-                IntOp::Mul => None,
+                IntOp::Add => Some((x.0.checked_add(y.0)?, sum(x.1, y.1, i64::checked_add)?)),
+                IntOp::Sub => Some((x.0.checked_sub(y.0)?, sum(x.1, y.1, i64::checked_sub)?)),
+                IntOp::Mul => match (x, y) {
+                    ((0, Some(k)), other) | (other, (0, Some(k))) => scaled(other, k),
+                    ((0, None), (0, None)) => Some((0, None)),
+                    _ => None,
+                },
             }
         }
         _ => None,
@@ -189,6 +224,33 @@ mod tests {
 
     fn int_bin(b: &mut Builder, op: IntOp, x: ValueId, y: ValueId) -> ValueId {
         b.push(Op::IntBin(op, x, y), Span::call_site(), None)
+    }
+
+    #[test]
+    fn a_stride_counts_captures_as_the_same_in_every_trip() {
+        // Inputs: `j`, then a capture `c`: `2 (j + c) + 3`, `c j`, `j + c`.
+        let mut b = Builder::with_inputs(vec![Ty::Int, Ty::Int]);
+        let j = b.input(0, Span::call_site(), None);
+        let c = b.input(1, Span::call_site(), None);
+        let (two, three) = (b.int(2, Span::call_site()), b.int(3, Span::call_site()));
+        let jc = int_bin(&mut b, IntOp::Add, j, c);
+        let doubled = int_bin(&mut b, IntOp::Mul, two, jc);
+        let moved = int_bin(&mut b, IntOp::Add, doubled, three);
+        let product = int_bin(&mut b, IntOp::Mul, c, j);
+        let f = b.finish(vec![]);
+        let capture = |w: u32| w == 1;
+        assert_eq!(stride_in_index(&f, moved, &capture), Some(2));
+        assert_eq!(stride_in_index(&f, jc, &capture), Some(1));
+        assert_eq!(stride_in_index(&f, product, &capture), None);
+        // Not a capture: nothing is known of it.
+        assert_eq!(stride_in_index(&f, jc, &|_| false), None);
+        // Without captures, the offset is known too.
+        let (g, k) = of_index(|b, j| {
+            let (two, three) = (b.int(2, Span::call_site()), b.int(3, Span::call_site()));
+            let m = int_bin(b, IntOp::Mul, j, two);
+            int_bin(b, IntOp::Sub, m, three)
+        });
+        assert_eq!(affine_in_index(&g, k), Some((2, -3)));
     }
 
     #[test]
