@@ -248,6 +248,7 @@ fn round(d: &Device, kernels: &mut [Kernel], log_n: u32, fma_rate: f64) -> Resul
                 ms: t * 1e3,
                 copy_ms: copy * 1e3,
                 arithmetic_ms: arithmetic * 1e3,
+                workgroup: d.workgroup_size_of(k.spec),
             });
             i += 1;
         }

@@ -34,6 +34,8 @@ pub struct Round {
     pub copy_ms: f64,
     /// The kernel's operations at the device's FMA rate.
     pub arithmetic_ms: f64,
+    /// The workgroup size it ran at (the runtime's choice, for a kernel it sizes).
+    pub workgroup: u32,
 }
 
 impl Kernel {
@@ -70,15 +72,14 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// A kernel's row up to its work: what it is, not how it ran.
 fn row_head(k: &Kernel) -> String {
+    // A size the runtime chose other than the kernel's own is part of the kernel's name.
+    let kind = match k.rounds.last().map(|r| r.workgroup) {
+        Some(size) if size != k.spec.workgroup_size => format!("{} ({size})", k.kind),
+        _ => k.kind.to_string(),
+    };
     format!(
-        "| {} | {} | {} | {} | {} | {} | {:.0}",
-        k.function,
-        k.family,
-        k.kind,
-        k.spec.input_words,
-        k.output_words,
-        k.spec.work_per_element,
-        k.work
+        "| {} | {} | {kind} | {} | {} | {} | {:.0}",
+        k.function, k.family, k.spec.input_words, k.output_words, k.spec.work_per_element, k.work
     )
 }
 

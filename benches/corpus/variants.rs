@@ -9,11 +9,20 @@
 use super::ceilings;
 use gradfuse::{Device, Error, KernelSpec};
 
-/// The generated kernel `spec` with its WGSL replaced (leaked: specs are `'static`).
+/// The generated kernel `spec` with its WGSL replaced (leaked: specs are `'static`), and
+/// its workgroup size the variant's own `@workgroup_size` (a variant may change the launch
+/// shape).
 fn with_wgsl(spec: &'static KernelSpec, label: String, wgsl: String) -> &'static KernelSpec {
+    let workgroup_size = wgsl
+        .split("@workgroup_size(")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(spec.workgroup_size);
     Box::leak(Box::new(KernelSpec {
         label: Box::leak(label.into_boxed_str()),
         wgsl: Box::leak(wgsl.into_boxed_str()),
+        workgroup_size,
         ..*spec
     }))
 }

@@ -163,6 +163,58 @@ impl Device {
         }
     }
 
+    /// The workgroup size launches of `spec` run at on this device: the size chosen for it
+    /// (a kernel with [`crate::WORKGROUP_SIZE_OVERRIDE`] is timed at several sizes on its
+    /// first launch from the host of at least 2^18 elements, on a GPU that is not a CPU
+    /// adapter), else its own [`KernelSpec::workgroup_size`].
+    pub fn workgroup_size_of(&self, spec: &'static KernelSpec) -> u32 {
+        match &self.backend {
+            Backend::Cpu => spec.workgroup_size,
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(g) => g.as_chosen(spec).workgroup_size,
+        }
+    }
+
+    /// `spec` launched in workgroups of `size` threads, for tests and benches that compare
+    /// sizes: an error unless the kernel declares [`crate::WORKGROUP_SIZE_OVERRIDE`] and
+    /// `size` is 32, 64, 128 or 256 (on the CPU device, `spec` itself).
+    #[doc(hidden)]
+    pub fn at_workgroup_size(
+        &self,
+        spec: &'static KernelSpec,
+        size: u32,
+    ) -> Result<&'static KernelSpec, Error> {
+        match &self.backend {
+            Backend::Cpu => Ok(spec),
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(g) => g.at_size(spec, size),
+        }
+    }
+
+    /// Times `spec` over `input` at each workgroup size it may run at and keeps the
+    /// fastest for its later launches, as its first large launch does, on any adapter (a
+    /// CPU one included): each size's fastest time in seconds. Nothing on the CPU device
+    /// or for a kernel of one size.
+    #[doc(hidden)]
+    pub fn choose_workgroup_size(
+        &self,
+        spec: &'static KernelSpec,
+        input: &[f32],
+    ) -> Result<Vec<(u32, f64)>, Error> {
+        match &self.backend {
+            Backend::Cpu => Ok(Vec::new()),
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(g) => {
+                if !crate::gpu::sized_by_runtime(spec) {
+                    return Ok(Vec::new());
+                }
+                let times = g.time_sizes(spec, input)?;
+                g.keep_fastest(spec, &times);
+                Ok(times)
+            }
+        }
+    }
+
     /// Whether kernels run on a GPU adapter (lavapipe included).
     pub fn is_gpu(&self) -> bool {
         !matches!(self.backend, Backend::Cpu)

@@ -57,7 +57,7 @@ pub use spec::KernelTime;
 pub use spec::tangent_rows;
 pub use spec::{
     DISABLE_F64_ENV, FieldSpec, Floats, GatheredSpec, KernelSpec, OutputSpec, Precision,
-    ReductionSpec, RowsEntry, SharedSpec, WORKGROUP_BYTES_OVERRIDE,
+    ReductionSpec, RowsEntry, SharedSpec, WORKGROUP_BYTES_OVERRIDE, WORKGROUP_SIZE_OVERRIDE,
 };
 #[doc(hidden)]
 pub use vectors::Coefficient;

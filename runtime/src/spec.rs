@@ -15,6 +15,13 @@ pub const DISABLE_F64_ENV: &str = "GRADFUSE_DISABLE_F64";
 /// WebGPU guarantees). The compiler's `names::WORKGROUP_BYTES_OVERRIDE` is the same name.
 pub const WORKGROUP_BYTES_OVERRIDE: &str = "gf_workgroup_bytes";
 
+/// The pipeline-overridable constant a kernel declares (`override gf_workgroup_size: u32`)
+/// when the runtime may choose its workgroup size: the kernel computes the same results at
+/// any power of two from 32 to 256, and the runtime sets it to [`KernelSpec::workgroup_size`]
+/// of the spec it launches (see [`crate::Device::workgroup_size_of`]). The compiler's
+/// `names::WORKGROUP_SIZE_OVERRIDE` is the same name.
+pub const WORKGROUP_SIZE_OVERRIDE: &str = "gf_workgroup_size";
+
 /// Whether the environment flag `name` is set (to anything but empty or `0`).
 pub(crate) fn env_flag(name: &str) -> bool {
     std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0")

@@ -14,6 +14,12 @@ pub const REDUCE_STAGE_FN: &str = "gf_reduce_stage";
 /// unless the runtime sets it; `gradfuse_runtime::WORKGROUP_BYTES_OVERRIDE` is the same).
 pub const WORKGROUP_BYTES_OVERRIDE: &str = "gf_workgroup_bytes";
 
+/// The pipeline-overridable constant of a kernel whose workgroup size the runtime chooses
+/// (`@workgroup_size` and everything sized by it): 256 unless the runtime sets it, and the
+/// kernel is right at any power of two from 32 to 256 (`gradfuse_runtime`'s
+/// `WORKGROUP_SIZE_OVERRIDE` is the same name).
+pub const WORKGROUP_SIZE_OVERRIDE: &str = "gf_workgroup_size";
+
 /// The WGSL helper with which an adjoint kernel stores its per-thread sums of consecutive
 /// shared words, summed over the workgroup.
 pub const REDUCE_RUN_FN: &str = "gf_reduce_run";
@@ -364,6 +370,7 @@ pub fn reserved() -> Taken {
                 REDUCE_SLOT_FN,
                 REDUCE_DISTINCT_FN,
                 WORKGROUP_BYTES_OVERRIDE,
+                WORKGROUP_SIZE_OVERRIDE,
                 crate::abi::ROWS_ENTRY_POINT,
             ])
             .chain([Forward, Adjoint, Jacobian, Tangent, Hessian].map(|kind| kind.entry_point()))

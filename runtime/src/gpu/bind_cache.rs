@@ -202,7 +202,7 @@ mod tests {
             });
         let buffer = |w: u32| gpu.owned(gpu.resident_buffer(&[w; 4]).expect("a small buffer"));
         let (a, b) = (buffer(1), buffer(2));
-        let key = (0, 0, "test");
+        let key = (0, 0, "test", 0);
         let group = |buf: &OwnedBuffer, u: u32| {
             gpu.cached_bind_group(
                 key,

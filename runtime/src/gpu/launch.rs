@@ -108,6 +108,7 @@ impl Gpu {
         shared_grad: &mut [f32],
     ) -> Result<(), Error> {
         self.check_lost()?;
+        let spec = self.choose_size(spec, input, n)?;
         let pipeline = self.pipeline(spec)?;
         let reduce = self.reduce_pipeline(spec)?;
         let pipelines = Pipelines {

@@ -18,6 +18,8 @@ mod pipelines;
 mod products;
 mod resident;
 mod sets;
+mod sizes;
+pub(crate) use sizes::sized_by_runtime;
 mod timing;
 mod transfer;
 mod vectors;
@@ -61,7 +63,10 @@ pub(super) const REDUCE_GROUPS: u64 = 512;
 
 /// Pipelines by the address and length of their WGSL and their entry point: generated
 /// specs are statics, so a module's text is one allocation for the program's lifetime.
-pub(super) type PipelineKey = (usize, usize, &'static str);
+/// A compiled pipeline's identity: its WGSL (address and length), its entry point, and the
+/// workgroup size it is compiled for (0 for a module without
+/// [`crate::spec::WORKGROUP_SIZE_OVERRIDE`]).
+pub(super) type PipelineKey = (usize, usize, &'static str, u32);
 
 /// An open GPU.
 pub(crate) struct Gpu {
@@ -90,6 +95,9 @@ pub(crate) struct Gpu {
     pub(super) by_rows: std::sync::atomic::AtomicBool,
     /// Staging buffers kept between uploads and readbacks.
     staging: Mutex<transfer::StagingPool>,
+    /// Per kernel sized by the runtime, its specs at other workgroup sizes and the one
+    /// chosen (`sizes.rs`).
+    sizes: Mutex<FastMap<PipelineKey, sizes::KernelSizes>>,
 }
 
 /// How long a wait for the GPU lasts before it is an [`Error::Timeout`], unless the user
@@ -118,6 +126,7 @@ pub(super) fn key(spec: &'static KernelSpec) -> PipelineKey {
         spec.wgsl.as_ptr() as usize,
         spec.wgsl.len(),
         spec.entry_point,
+        spec.workgroup_size,
     )
 }
 
@@ -190,6 +199,7 @@ impl Gpu {
             timeout_ms: (DEFAULT_TIMEOUT.as_millis() as u64).into(),
             by_rows: true.into(),
             staging: Default::default(),
+            sizes: Mutex::new(FastMap::default()),
         })
     }
 

@@ -3,7 +3,9 @@
 
 use super::{Gpu, PipelineKey, key, lock};
 use crate::error::Error;
-use crate::spec::{GatheredSpec, KernelSpec, Precision, WORKGROUP_BYTES_OVERRIDE};
+use crate::spec::{
+    GatheredSpec, KernelSpec, Precision, WORKGROUP_BYTES_OVERRIDE, WORKGROUP_SIZE_OVERRIDE,
+};
 use std::sync::Arc;
 use wgpu::BufferBindingType as B;
 
@@ -28,7 +30,8 @@ impl Gpu {
         self.check_precision(spec)?;
         let mut entries = kernel_bindings(spec);
         entries.push((spec.input_binding, B::Storage { read_only: true }));
-        self.compile(key(spec), spec.label, spec.wgsl, spec.entry_point, &entries)
+        let module = (spec.label, spec.wgsl, spec.entry_point);
+        self.compile_sized(key(spec), module, &entries, Some(spec.workgroup_size))
     }
 
     /// An f64 kernel on a device without 64-bit floats in shaders: an error that says so,
@@ -76,7 +79,7 @@ impl Gpu {
             (r.input_binding, B::Storage { read_only: true }),
             (r.output_binding, B::Storage { read_only: false }),
         ];
-        let key = (r.wgsl.as_ptr() as usize, r.wgsl.len(), r.entry_point);
+        let key = (r.wgsl.as_ptr() as usize, r.wgsl.len(), r.entry_point, 0);
         self.compile(key, r.label, r.wgsl, r.entry_point, &entries)
             .map(Some)
     }
@@ -99,6 +102,18 @@ impl Gpu {
         wgsl: &'static str,
         entry_point: &'static str,
         bindings: &[(u32, wgpu::BufferBindingType)],
+    ) -> Result<Arc<Pipeline>, Error> {
+        self.compile_sized(key, (label, wgsl, entry_point), bindings, None)
+    }
+
+    /// [`Gpu::compile`] of `(label, wgsl, entry_point)`, with `workgroup_size` the value of
+    /// [`WORKGROUP_SIZE_OVERRIDE`] where the module declares it (else its default).
+    pub(super) fn compile_sized(
+        &self,
+        key: PipelineKey,
+        (label, wgsl, entry_point): (&'static str, &'static str, &'static str),
+        bindings: &[(u32, wgpu::BufferBindingType)],
+        workgroup_size: Option<u32>,
     ) -> Result<Arc<Pipeline>, Error> {
         let mut cache = lock(&self.pipelines);
         if let Some(p) = cache.get(&key) {
@@ -149,10 +164,18 @@ impl Gpu {
         // holds for every module compiled here (above; `KernelSpec::wgsl` states it for a
         // spec written by hand).
         let module = unsafe { self.device.create_shader_module_trusted(desc, checks) };
-        // A kernel whose workgroup memory grows with the device's gets all of it.
-        let grows = wgsl.contains(&format!("override {WORKGROUP_BYTES_OVERRIDE}:"));
-        let limit = f64::from(self.device.limits().max_compute_workgroup_storage_size);
-        let constants = [(WORKGROUP_BYTES_OVERRIDE, limit)];
+        // A kernel whose workgroup memory grows with the device's gets all of it; one whose
+        // workgroup size the runtime chooses gets the size it is launched at.
+        let mut constants = Vec::new();
+        if wgsl.contains(&format!("override {WORKGROUP_BYTES_OVERRIDE}:")) {
+            let limit = f64::from(self.device.limits().max_compute_workgroup_storage_size);
+            constants.push((WORKGROUP_BYTES_OVERRIDE, limit));
+        }
+        if let Some(size) = workgroup_size
+            && wgsl.contains(&format!("override {WORKGROUP_SIZE_OVERRIDE}:"))
+        {
+            constants.push((WORKGROUP_SIZE_OVERRIDE, f64::from(size)));
+        }
         let pipeline = self
             .device
             .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
@@ -161,7 +184,7 @@ impl Gpu {
                 module: &module,
                 entry_point: Some(entry_point),
                 compilation_options: wgpu::PipelineCompilationOptions {
-                    constants: if grows { &constants } else { &[] },
+                    constants: &constants,
                     ..Default::default()
                 },
                 cache: None,
@@ -240,7 +263,7 @@ impl Gpu {
                     .map(|&(b, _, read_only)| (b, B::Storage { read_only })),
             )
             .collect();
-        let key = (at.wgsl.as_ptr() as usize, at.wgsl.len(), at.entry);
+        let key = (at.wgsl.as_ptr() as usize, at.wgsl.len(), at.entry, 0);
         let pipeline = self.compile(key, at.module, at.wgsl, at.entry, &layout)?;
         let buffers: Vec<_> = storage
             .iter()

@@ -167,6 +167,9 @@ impl Gpu {
         b: &Bindings<'_>,
     ) -> Result<(), Error> {
         self.check_lost()?;
+        // The size chosen by a launch from the host, if one has chosen (resident arguments
+        // are not timed here: they may be written by the same recording).
+        let spec = self.as_chosen(spec);
         let main = self.pipeline(spec)?;
         let dispatch = Dispatch {
             args: ArgsIn::Rows(b.input),
@@ -363,7 +366,7 @@ impl Gpu {
             .expect("a launch with a second pass has a reduction");
         let params = [rows, u32::from(accumulate), 0, 0];
         let group = self.cached_bind_group(
-            (r.wgsl.as_ptr() as usize, r.wgsl.len(), r.entry_point),
+            (r.wgsl.as_ptr() as usize, r.wgsl.len(), r.entry_point, 0),
             &pipeline.layout,
             r.label,
             (r.params_binding, &params),

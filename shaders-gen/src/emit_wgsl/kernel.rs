@@ -508,9 +508,23 @@ fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut Stri
 
 /// The entry point of a kernel with one thread per element.
 fn plain_entry(plan: &KernelPlan, body: &str, s: &mut String) {
-    let wg = abi::WORKGROUP_SIZE;
     let in_words = plan.layout.words / plan.lanes;
-    let _ = writeln!(s, "@compute @workgroup_size({wg})");
+    let wg = if plan.sized_by_runtime() {
+        let size = crate::names::WORKGROUP_SIZE_OVERRIDE;
+        let _ = writeln!(
+            s,
+            "// Threads per workgroup: the runtime times the kernel at several sizes on the\n\
+             // device and keeps the fastest (a register-heavy kernel keeps more warps busy in\n\
+             // smaller workgroups); every size gives the same results.\n\
+             override {size}: u32 = {};\n",
+            abi::WORKGROUP_SIZE
+        );
+        let _ = writeln!(s, "@compute @workgroup_size({size})");
+        size.to_string()
+    } else {
+        let _ = writeln!(s, "@compute @workgroup_size({})", abi::WORKGROUP_SIZE);
+        format!("{}u", abi::WORKGROUP_SIZE)
+    };
     let _ = writeln!(
         s,
         "fn {}(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>{}) {{",
@@ -526,7 +540,7 @@ fn plain_entry(plan: &KernelPlan, body: &str, s: &mut String) {
         "    // Wide batches use the second dispatch dimension (at most {} groups per dimension).",
         abi::MAX_WORKGROUPS_PER_DIM
     );
-    let _ = writeln!(s, "    let i = gid.x + gid.y * groups.x * {wg}u;");
+    let _ = writeln!(s, "    let i = gid.x + gid.y * groups.x * {wg};");
     if plan.guarded {
         let _ = writeln!(
             s,

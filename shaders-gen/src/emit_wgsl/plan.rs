@@ -184,6 +184,29 @@ impl<'a> KernelPlan<'a> {
         }
     }
 
+    /// Whether the runtime chooses this kernel's workgroup size
+    /// ([`crate::names::WORKGROUP_SIZE_OVERRIDE`]): where nothing
+    /// in it but the element index and its output rounds depends on the size. Kernels that
+    /// sum shared gradients (whose sums' order must not change), stage gradients or
+    /// argument rows, or store outputs in chunks keep [`abi::WORKGROUP_SIZE`].
+    pub fn sized_by_runtime(&self) -> bool {
+        let precision = self.layout.precision;
+        let rounds_only = self.outputs.iter().all(|&(_, w, _)| {
+            !self.stages_output(w) || Self::rounds_of(self.kind, w, precision).is_some()
+        });
+        !self.gathered && !self.reduces && !self.staged && self.row_stage.is_none() && rounds_only
+    }
+
+    /// The workgroup size as the kernel's text writes it: the override where the runtime
+    /// chooses it, else the constant.
+    pub fn workgroup_size(&self) -> String {
+        if self.sized_by_runtime() {
+            crate::names::WORKGROUP_SIZE_OVERRIDE.to_string()
+        } else {
+            format!("{}u", abi::WORKGROUP_SIZE)
+        }
+    }
+
     /// Elements per round where an output of `w` words, staged, is stored in rounds of
     /// whole elements ([`abi::elements_per_round`]); `None` where it goes in chunks. A
     /// Jacobian's rows are stored as they are computed, so always in chunks.

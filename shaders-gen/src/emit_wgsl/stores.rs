@@ -159,6 +159,7 @@ pub(super) fn declared_names(plan: &KernelPlan) -> Vec<String> {
         // element's values are written, which a local of that name would shadow.
         names.push(format!("{name}_e"));
         names.push(format!("{name}_at"));
+        names.push(format!("{name}_per_round"));
         for k in 0..(w as usize).div_ceil(c) {
             for part in ["swizzle", "e", "j", "to", "left"] {
                 names.push(format!("{name}_{part}_{k}"));
@@ -433,29 +434,51 @@ fn store_rounds(
     (name, per_round): (&str, u32),
     body: &mut String,
 ) {
-    let (w, wg) = (outputs.len() as u32, abi::WORKGROUP_SIZE);
-    let rounds = wg / per_round;
+    let w = outputs.len() as u32;
+    let wg = plan.workgroup_size();
     let _ = writeln!(body, "    let {name}_group = (i - lid) * {w}u;");
+    // Where the runtime sizes the workgroup, a round is the workgroup when it is smaller
+    // than `per_round` elements.
+    let (rounds, per_round, round_words) = if plan.sized_by_runtime() {
+        let _ = writeln!(
+            body,
+            "    // Rounds of {per_round} elements (of the workgroup, if smaller): each round's \
+             elements are consecutive words.\n    \
+             let {name}_per_round = min({per_round}u, {wg});"
+        );
+        (
+            format!("{wg} / {name}_per_round"),
+            format!("{name}_per_round"),
+            format!("{name}_per_round * {w}u"),
+        )
+    } else {
+        let rounds = abi::WORKGROUP_SIZE / per_round;
+        let _ = writeln!(
+            body,
+            "    // {rounds} rounds of {per_round} elements: each round's elements are {} \
+             consecutive words.",
+            per_round * w
+        );
+        (
+            format!("{rounds}u"),
+            format!("{per_round}u"),
+            format!("{}u", per_round * w),
+        )
+    };
     let _ = writeln!(
         body,
-        "    // {rounds} rounds of {per_round} elements: each round's elements are {} consecutive \
-         words.",
-        per_round * w
-    );
-    let _ = writeln!(
-        body,
-        "    for (var round = 0u; round < {rounds}u; round++) {{"
+        "    for (var round = 0u; round < {rounds}; round++) {{"
     );
     let _ = writeln!(body, "        workgroupBarrier();");
-    let _ = writeln!(body, "        if (lid / {per_round}u == round) {{");
-    let rotated = w % 2 == 0;
+    let _ = writeln!(body, "        if (lid / {per_round} == round) {{");
+    let rotated = w.is_multiple_of(2);
     if rotated {
-        let _ = writeln!(body, "            let {name}_e = lid % {per_round}u;");
+        let _ = writeln!(body, "            let {name}_e = lid % {per_round};");
         let _ = writeln!(body, "            let {name}_at = {name}_e * {w}u;");
     } else {
         let _ = writeln!(
             body,
-            "            let {name}_at = (lid % {per_round}u) * {w}u;"
+            "            let {name}_at = (lid % {per_round}) * {w}u;"
         );
     }
     for (j, out) in outputs.iter().enumerate() {
@@ -470,11 +493,10 @@ fn store_rounds(
     }
     let _ = writeln!(body, "        }}");
     let _ = writeln!(body, "        workgroupBarrier();");
-    let _ = writeln!(body, "        let first = round * {per_round}u;");
+    let _ = writeln!(body, "        let first = round * {per_round};");
     let _ = writeln!(
         body,
-        "        for (var word = lid; word < {}u; word += {wg}u) {{",
-        per_round * w
+        "        for (var word = lid; word < {round_words}; word += {wg}) {{"
     );
     let _ = writeln!(
         body,

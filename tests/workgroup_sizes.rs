@@ -1,0 +1,229 @@
+//! Kernels whose workgroup size the runtime chooses (`override gf_workgroup_size`): the
+//! value, tangent and adjoint kernels of a function with 41 gradient words (stored in rounds
+//! of 64 elements, or of the workgroup where it is smaller) give the same bits at every size
+//! the runtime may pick, and the values and derivatives of the CPU versions and of central
+//! differences of the f64 interpreter. The runtime's choice (timed on the device) is one of
+//! those sizes and later launches run at it; kernels that sum shared gradients, whose order
+//! of additions a size would change, keep theirs.
+
+mod common;
+
+use common::{Rng, central_differences, device};
+use gradfuse::{Device, KernelSpec, differentiable};
+
+const SIZES: [u32; 4] = [256, 128, 64, 32];
+
+#[differentiable]
+fn ring(a: [f32; 40], s: f32) -> f32 {
+    let mut b = [0.0; 40];
+    for i in 0..40 {
+        b[i] = (a[i] * s).tanh();
+    }
+    let mut acc = 0.0;
+    for i in 0..39 {
+        acc += b[i] * a[i + 1] - b[i + 1] * a[i];
+    }
+    acc * acc + s
+}
+
+/// Locals named like the override and the rounds' own names.
+#[differentiable]
+fn named_like_the_sizes(a: [f32; 40], s: f32) -> f32 {
+    let mut gf_workgroup_size = 0.0;
+    for i in 0..40 {
+        let grads_per_round = (a[i] * s).sin();
+        gf_workgroup_size += grads_per_round * a[39 - i];
+    }
+    gf_workgroup_size
+}
+
+#[differentiable]
+fn with_table(x: f32, #[shared] t: [f32; 4]) -> f32 {
+    (x * t[0] + t[1]).sin() * t[2] + t[3]
+}
+
+const SRC: &str = "fn ring(a: [f32; 40], s: f32) -> f32 {
+    let mut b = [0.0; 40];
+    for i in 0..40 {
+        b[i] = (a[i] * s).tanh();
+    }
+    let mut acc = 0.0;
+    for i in 0..39 {
+        acc += b[i] * a[i + 1] - b[i + 1] * a[i];
+    }
+    acc * acc + s
+}";
+
+/// 1,000 elements (a last workgroup only partly in the batch at every size) of 41 words.
+fn arguments(seed: u64) -> Vec<f32> {
+    let mut rng = Rng(seed);
+    (0..1000 * 41).map(|_| rng.uniform(-1.0, 1.0)).collect()
+}
+
+/// Every output of `spec` over `input`, launched at `size`.
+fn launch_at(d: &Device, spec: &'static KernelSpec, size: u32, input: &[f32]) -> Vec<Vec<f32>> {
+    let sized = d
+        .at_workgroup_size(spec, size)
+        .expect("a size the kernel takes");
+    assert_eq!(sized.workgroup_size, if d.is_gpu() { size } else { 256 });
+    let n = input.len() / spec.input_words as usize;
+    let mut outs: Vec<Vec<f32>> = (spec.outputs.iter())
+        .map(|o| vec![f32::NAN; n * o.words as usize])
+        .collect();
+    let mut views: Vec<&mut [f32]> = outs.iter_mut().map(|o| &mut o[..]).collect();
+    d.launch(sized, input, &mut views).expect("launch");
+    outs
+}
+
+/// Launches `spec` at every size: the outputs, the same bits at each.
+fn same_bits_at_every_size(spec: &'static KernelSpec, input: &[f32]) -> Vec<Vec<f32>> {
+    assert!(spec.wgsl.contains("override gf_workgroup_size: u32 = 256;"));
+    let first = launch_at(device(), spec, 256, input);
+    for size in &SIZES[1..] {
+        let outs = launch_at(device(), spec, *size, input);
+        for (k, (a, b)) in first.iter().zip(&outs).enumerate() {
+            let same = a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+            assert!(same, "{}: output {k} differs at size {size}", spec.label);
+        }
+    }
+    first
+}
+
+fn close(got: f32, want: f64) -> bool {
+    (got as f64 - want).abs() <= 2e-3 * (1.0 + want.abs())
+}
+
+#[test]
+fn adjoints_stored_in_rounds_give_the_same_bits_at_every_size() {
+    assert!(ring::WGSL_ADJOINT.contains("grads_per_round = min(64u, gf_workgroup_size)"));
+    let input = arguments(1);
+    let outs = same_bits_at_every_size(&ring::ADJOINT_KERNEL, &input);
+    let (values, grads) = (&outs[0], &outs[1]);
+    for e in [0, 1, 255, 256, 511, 999] {
+        let words: Vec<f64> = input[e * 41..][..41].iter().map(|&w| w as f64).collect();
+        let which: Vec<usize> = (0..41).collect();
+        let (value, want) = central_differences(SRC, &words, &which);
+        assert!(close(values[e], value), "{e}: {} vs {value}", values[e]);
+        for w in 0..41 {
+            let got = grads[e * 41 + w];
+            assert!(close(got, want[w]), "{e}, word {w}: {got} vs {}", want[w]);
+        }
+    }
+}
+
+#[test]
+fn values_and_tangents_give_the_same_bits_at_every_size() {
+    let input = arguments(2);
+    let values = same_bits_at_every_size(&ring::FORWARD_KERNEL, &input);
+    // The tangent kernel's rows: the arguments, then a direction in each gradient word.
+    let mut rng = Rng(3);
+    let rows: Vec<f32> = (input.chunks(41))
+        .flat_map(|args| {
+            let dir: Vec<f32> = (0..41).map(|_| rng.uniform(-1.0, 1.0)).collect();
+            args.iter().copied().chain(dir).collect::<Vec<f32>>()
+        })
+        .collect();
+    let tangents = same_bits_at_every_size(&ring::TANGENT_KERNEL, &rows);
+    for e in [0, 300, 999] {
+        let words: Vec<f64> = input[e * 41..][..41].iter().map(|&w| w as f64).collect();
+        let which: Vec<usize> = (0..41).collect();
+        let (value, grad) = central_differences(SRC, &words, &which);
+        assert!(close(values[0][e], value), "{e}: value");
+        let a: [f32; 40] = std::array::from_fn(|i| input[e * 41 + i]);
+        assert!(
+            close(ring(a, input[e * 41 + 40]), value),
+            "{e}: the plain function"
+        );
+        let dir = &rows[e * 82 + 41..][..41];
+        let want: f64 = grad.iter().zip(dir).map(|(g, &d)| g * d as f64).sum();
+        // Two outputs: the values, and the derivatives along the directions.
+        assert!(
+            close(tangents[0][e], value),
+            "{e}: the tangent kernel's value"
+        );
+        let got = tangents[1][e];
+        assert!(close(got, want), "{e}: {got} vs {want}");
+    }
+}
+
+#[test]
+fn the_chosen_size_is_timed_and_later_launches_run_at_it() {
+    let d = device();
+    let spec = &named_like_the_sizes::ADJOINT_KERNEL;
+    let input = arguments(4);
+    let before = launch_at(d, spec, 256, &input);
+    let times = d.choose_workgroup_size(spec, &input).expect("timing");
+    let chosen = d.workgroup_size_of(spec);
+    if !d.is_gpu() {
+        assert!(times.is_empty());
+        assert_eq!(chosen, 256);
+        return;
+    }
+    let sizes: Vec<u32> = times.iter().map(|t| t.0).collect();
+    assert_eq!(sizes, SIZES);
+    assert!(times.iter().all(|t| t.1 > 0.0 && t.1.is_finite()));
+    let time_of = |size: u32| times.iter().find(|t| t.0 == size).map(|t| t.1);
+    let (own, fastest) = (time_of(256).unwrap(), time_of(chosen).unwrap());
+    // Another size only where it was faster by the margin, and then the fastest.
+    assert!(
+        chosen == 256 || fastest <= 0.97 * own,
+        "{times:?} -> {chosen}"
+    );
+    assert!(times.iter().all(|t| t.1 >= fastest || chosen == 256));
+    // A launch through the typed API runs at the chosen size, to the same bits.
+    let args: Vec<named_like_the_sizes::Args> = (input.chunks(41))
+        .map(|w| named_like_the_sizes::Args {
+            a: std::array::from_fn(|i| w[i]),
+            s: w[40],
+        })
+        .collect();
+    let (values, grads) = named_like_the_sizes::kernel(d)
+        .value_and_grad(&args)
+        .expect("launch");
+    for (e, g) in grads.iter().enumerate() {
+        assert_eq!(values[e].to_bits(), before[0][e].to_bits(), "{e}: value");
+        let (_, cpu) = named_like_the_sizes::value_and_grad(&args[e]);
+        let plain = named_like_the_sizes(args[e].a, args[e].s);
+        assert!(close(values[e], plain as f64), "{e}: the plain function");
+        for w in 0..40 {
+            assert_eq!(
+                g.a[w].to_bits(),
+                before[1][e * 41 + w].to_bits(),
+                "{e}, a[{w}]"
+            );
+            assert!(
+                close(g.a[w], cpu.a[w] as f64),
+                "{e}, a[{w}]: against the CPU"
+            );
+        }
+        assert!(close(g.s, cpu.s as f64), "{e}, s: against the CPU");
+    }
+}
+
+#[test]
+fn kernels_that_sum_shared_gradients_keep_their_size() {
+    assert_eq!(with_table(0.0, [1.0, 0.0, 2.0, 3.0]), 3.0);
+    let spec = &with_table::ADJOINT_KERNEL;
+    assert!(!spec.wgsl.contains("gf_workgroup_size"));
+    let d = device();
+    if d.is_gpu() {
+        let refused = d.at_workgroup_size(spec, 64);
+        assert!(
+            matches!(refused, Err(gradfuse::Error::Unsupported(_))),
+            "{refused:?}"
+        );
+    }
+    let input: Vec<f32> = (0..300).map(|k| k as f32 * 0.01).collect();
+    assert!(
+        d.choose_workgroup_size(spec, &input)
+            .expect("nothing to time")
+            .is_empty()
+    );
+    assert_eq!(d.workgroup_size_of(spec), 256);
+    // Its value kernel, which sums nothing, is sized by the runtime.
+    assert!(
+        with_table::FORWARD_KERNEL
+            .wgsl
+            .contains("override gf_workgroup_size")
+    );
+}
