@@ -119,6 +119,7 @@ fn kernels(quick: bool, costs: &Costs) -> Result<Vec<Kernel>, String> {
                 work,
                 rounds: Vec::new(),
                 failed: None,
+                sizes: None,
             });
         }
     }
@@ -152,6 +153,7 @@ fn with_variants(
                 work,
                 rounds: Vec::new(),
                 failed: None,
+                sizes: None,
             });
         }
     }
@@ -232,6 +234,16 @@ fn round(d: &Device, kernels: &mut [Kernel], log_n: u32, fma_rate: f64) -> Resul
                 }
             };
             let arithmetic = n as f64 * k.work / fma_rate;
+            // A kernel the runtime sizes chooses its size at its first launch of 2^18
+            // elements or more: here, apart, to report the times and what choosing costs.
+            if k.sizes.is_none() && n >= 1 << 18 {
+                let sample = &input[..n.min(1 << 20) * words as usize];
+                let start = std::time::Instant::now();
+                match d.choose_workgroup_size(k.spec, sample) {
+                    Ok(times) => k.sizes = Some((times, start.elapsed().as_secs_f64())),
+                    Err(e) => eprintln!("{}: choosing its size: {e}", k.spec.label),
+                }
+            }
             let t = match time(d, k.spec, input, copy.max(arithmetic)) {
                 Ok(t) => t,
                 // One kernel the device refuses (a tape past its memory, say) is a row of

@@ -22,6 +22,10 @@ pub struct Kernel {
     pub rounds: Vec<Round>,
     /// Why it could not be timed, if it could not (the run goes on without it).
     pub failed: Option<String>,
+    /// For a kernel whose workgroup size the runtime chooses, timed at a launch of its
+    /// size: the fastest time in seconds at each size (as the runtime times them, on up to
+    /// 2^20 elements) and the wall time of the choice in seconds.
+    pub sizes: Option<(Vec<(u32, f64)>, f64)>,
 }
 
 /// One kernel's measurement in one round.
@@ -68,6 +72,46 @@ impl Kernel {
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// The workgroup sizes the runtime chose: each sized kernel's times at every size, the one
+/// it kept, and what choosing cost (the first large launch of a kernel pays it once).
+fn sized_rows(kernels: &[Kernel]) -> Vec<String> {
+    kernels
+        .iter()
+        .filter_map(|k| {
+            let (times, wall) = k.sizes.as_ref().filter(|s| !s.0.is_empty())?;
+            let at: Vec<String> = times.iter().map(|t| format!("{:.3}", t.1 * 1e3)).collect();
+            let kept = k
+                .rounds
+                .last()
+                .map_or(k.spec.workgroup_size, |r| r.workgroup);
+            Some(format!(
+                "| {} | {} | {} | {kept} | {:.0} |",
+                k.function,
+                k.kind,
+                at.join(" | "),
+                wall * 1e3
+            ))
+        })
+        .collect()
+}
+
+fn sizes_table(kernels: &[Kernel], out: &mut String) {
+    let rows = sized_rows(kernels);
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nWorkgroup sizes chosen by the runtime: each kernel's fastest ms at each size (on up \
+         to 2^20 elements), the size kept, and the wall time of choosing it\n\n\
+         | function | kernel | 256 | 128 | 64 | 32 | kept | ms to choose |\n\
+         |---|---|---|---|---|---|---|---|"
+    );
+    for row in rows {
+        let _ = writeln!(out, "{row}");
+    }
 }
 
 /// A kernel's row up to its work: what it is, not how it ran.
@@ -119,6 +163,7 @@ pub fn tables(kernels: &[Kernel], log_n: u32) -> String {
             100.0 * worst
         );
     }
+    sizes_table(kernels, &mut out);
     let _ = writeln!(
         out,
         "\n| function | family | kernel | words in | words out | ops | FMAs | n | ms (rounds) | copy ms | FMA ms | of roofline | spread |\n\

@@ -11,7 +11,8 @@
 use crate::signature::{Precision, Shape, Signature};
 
 /// Threads per workgroup of every generated kernel (256: measured on the H100 against 64,
-/// with the hand-written kernels of `benches/gpu.rs`).
+/// with the hand-written kernels of `benches/gpu.rs`); a kernel whose size the runtime
+/// chooses ([`crate::names::WORKGROUP_SIZE_OVERRIDE`]) declares it as its default.
 pub const WORKGROUP_SIZE: u32 = 256;
 /// Workgroups per dispatch dimension that WebGPU guarantees; dispatches wider than this
 /// use the second dimension.
