@@ -258,7 +258,9 @@ fn jacobian_rows_across_chunks_are_stored_as_computed_and_match_the_cpu() {
 #[test]
 fn jacobians_in_vectors_match_the_cpu() {
     for wgsl in [rows_in_vectors::WGSL_JACOBIAN, rows_of_seven::WGSL_JACOBIAN] {
-        assert!(wgsl.contains("var<workgroup> out_stage: array<vec4<f32>, 1024>;"));
+        assert!(
+            wgsl.contains("var<workgroup> out_stage: array<vec4<f32>, gf_workgroup_size * 4u>;")
+        );
         assert!(wgsl.contains("var<storage, read_write> jacobians: array<vec4<f32>>;"));
     }
     assert!(stored_as_computed(
@@ -266,7 +268,7 @@ fn jacobians_in_vectors_match_the_cpu() {
         "gf_sin("
     ));
     assert!(rows_in_vectors::WGSL_JACOBIAN.contains("jacobians_swizzle_4"));
-    assert!(rows_of_seven::WGSL_JACOBIAN.contains("let slot = part * 256u + lid;"));
+    assert!(rows_of_seven::WGSL_JACOBIAN.contains("let slot = part * gf_workgroup_size + lid;"));
     let mut rng = Rng(21);
     for n in [1, 300, 700] {
         let args: Vec<rows_in_vectors::Args> = (0..n)

@@ -1,10 +1,12 @@
 //! Kernels whose workgroup size the runtime chooses (`override gf_workgroup_size`): the
 //! value, tangent and adjoint kernels of a function with 41 gradient words (stored in rounds
-//! of 64 elements, or of the workgroup where it is smaller) give the same bits at every size
-//! the runtime may pick, and the values and derivatives of the CPU versions and of central
-//! differences of the f64 interpreter. The runtime's choice (timed on the device) is one of
-//! those sizes and later launches run at it; kernels that sum shared gradients, whose order
-//! of additions a size would change, keep theirs.
+//! of 64 elements, or of the workgroup where it is smaller), adjoints whose gradients go
+//! through the stage whole (9 words) or in permuted chunks (21 words), Jacobians in chunks
+//! of words, of `vec4`s and of f64s, give the same bits at every size the runtime may
+//! pick, and the values and derivatives of the CPU versions and of central differences of
+//! the f64 interpreter. The runtime's choice (timed on the device) is one of those sizes
+//! and later launches run at it; kernels that sum shared gradients, whose order of
+//! additions a size would change, keep theirs.
 
 mod common;
 
@@ -35,6 +37,71 @@ fn named_like_the_sizes(a: [f32; 40], s: f32) -> f32 {
         gf_workgroup_size += grads_per_round * a[39 - i];
     }
     gf_workgroup_size
+}
+
+/// 9 gradient words: staged whole (`grad_stage`).
+#[differentiable]
+fn staged(a: [f32; 8], s: f32) -> f32 {
+    let mut acc = s;
+    for i in 0..8 {
+        acc += (a[i] * s).sin() * a[7 - i];
+    }
+    acc
+}
+
+/// 21 gradient words: a permuted chunk of 16, then 5.
+#[differentiable]
+fn chunked(a: [f32; 20], s: f32) -> f32 {
+    let mut acc = 0.0;
+    for i in 0..19 {
+        acc += (a[i] * s).tanh() * a[i + 1];
+    }
+    acc * s
+}
+
+/// A 3 x 24 Jacobian: chunks of 16 and 8 words, rows stored as computed.
+#[differentiable]
+fn jacobian_words(x: [f32; 24]) -> [f32; 3] {
+    let mut r = [0.0; 3];
+    for j in 0..3 {
+        let c = 0.5 * j as f32 + 1.0;
+        let mut t = 0.0;
+        for k in 0..24 {
+            t += (x[k] * c).cos() * x[23 - k];
+        }
+        r[j] = t.tanh();
+    }
+    r
+}
+
+/// A 4 x 20 Jacobian: permuted chunks of four `vec4` blocks.
+#[differentiable]
+fn jacobian_blocks(x: [f32; 20]) -> [f32; 4] {
+    let mut r = [0.0; 4];
+    for j in 0..4 {
+        let c = j as f32 * 0.25 + 0.5;
+        let mut t = 0.0;
+        for k in 0..20 {
+            t += (x[k] * c).sin() * x[19 - k];
+        }
+        r[j] = t;
+    }
+    r
+}
+
+/// A 2 x 6 Jacobian in f64: permuted chunks of 8 and 4 words (the stage's f64 width, 16
+/// banks).
+#[differentiable]
+fn jacobian_f64(x: [f64; 6]) -> [f64; 2] {
+    let mut r = [0.0; 2];
+    for j in 0..2 {
+        let mut t = 0.0;
+        for k in 0..6 {
+            t += (x[k] * (j as f64 + 1.0)).sin() * x[5 - k];
+        }
+        r[j] = t;
+    }
+    r
 }
 
 #[differentiable]
@@ -87,6 +154,71 @@ fn same_bits_at_every_size(spec: &'static KernelSpec, input: &[f32]) -> Vec<Vec<
         }
     }
     first
+}
+
+/// `spec` over 1,000 random elements: the same bits at every size, and the CPU device's
+/// launch (the CPU versions, not the WGSL) within `tol` of them. An f64 kernel's words are
+/// pairs: its arguments and outputs are read as f64s.
+fn stores_at_every_size(spec: &'static KernelSpec, tol: f64) {
+    let f64 = spec.precision == gradfuse::Precision::F64;
+    let mut rng = Rng(spec.input_words as u64);
+    let input: Vec<f32> = if f64 {
+        let values: Vec<f64> = (0..1000 * spec.input_words / 2)
+            .map(|_| rng.uniform(-1.0, 1.0) as f64)
+            .collect();
+        bytemuck::cast_slice(&values).to_vec()
+    } else {
+        (0..1000 * spec.input_words)
+            .map(|_| rng.uniform(-1.0, 1.0))
+            .collect()
+    };
+    let as_values = |words: &[f32]| -> Vec<f64> {
+        if f64 {
+            bytemuck::cast_slice::<f32, f64>(words).to_vec()
+        } else {
+            words.iter().map(|&w| w as f64).collect()
+        }
+    };
+    let gpu = same_bits_at_every_size(spec, &input);
+    let cpu = launch_at(&Device::cpu(), spec, 256, &input);
+    for (k, (g, c)) in gpu.iter().zip(&cpu).enumerate() {
+        for (w, (a, b)) in as_values(g).into_iter().zip(as_values(c)).enumerate() {
+            let ok = (a - b).abs() <= tol * (1.0 + b.abs());
+            assert!(
+                ok,
+                "{}: output {k}, value {w}: {a} vs the CPU's {b}",
+                spec.label
+            );
+        }
+    }
+}
+
+#[test]
+fn staged_and_chunked_stores_give_the_same_bits_at_every_size() {
+    assert!(staged::WGSL_ADJOINT.contains("grad_stage: array<f32, gf_workgroup_size * 9u>"));
+    assert!(chunked::WGSL_ADJOINT.contains("out_stage: array<f32, gf_workgroup_size * 16u>"));
+    assert!(jacobian_blocks::WGSL_JACOBIAN.contains("array<vec4<f32>, gf_workgroup_size * 4u>"));
+    stores_at_every_size(&staged::ADJOINT_KERNEL, 1e-4);
+    stores_at_every_size(&chunked::ADJOINT_KERNEL, 1e-4);
+    stores_at_every_size(&jacobian_words::JACOBIAN_KERNEL, 1e-4);
+    stores_at_every_size(&jacobian_blocks::JACOBIAN_KERNEL, 1e-4);
+    // The plain functions, for the record: what the kernels differentiate.
+    let a: [f32; 8] = std::array::from_fn(|i| i as f32 * 0.1);
+    assert_eq!(staged(a, 0.0), 0.0);
+    assert_eq!(chunked([0.0; 20], 1.0), 0.0);
+    assert_eq!(jacobian_words([0.0; 24]), [0.0; 3]);
+    assert_eq!(jacobian_blocks([0.0; 20]), [0.0; 4]);
+}
+
+#[test]
+fn f64_chunks_give_the_same_bits_at_every_size() {
+    assert_eq!(jacobian_f64([0.0; 6]), [0.0; 2]);
+    let stage = "var<workgroup> out_stage: array<f64, gf_workgroup_size * 8u>;";
+    assert!(jacobian_f64::WGSL_JACOBIAN.contains(stage));
+    if device().is_gpu() && !device().has_f64() {
+        return;
+    }
+    stores_at_every_size(&jacobian_f64::JACOBIAN_KERNEL, 1e-9);
 }
 
 fn close(got: f32, want: f64) -> bool {

@@ -324,12 +324,16 @@ fn declarations(
             abi::PARTIALS_BINDING
         );
     }
+    // A kernel the runtime sizes has its stages sized by the override (a smaller
+    // workgroup, a smaller stage: more workgroups fit an SM), but for rounds, which fill
+    // the whole stage at any size.
+    let sized = plan.sized_by_runtime().then(|| plan.workgroup_size());
     if plan.staged {
-        let _ = writeln!(
-            s,
-            "var<workgroup> grad_stage: array<{t}, {}>;",
-            wg * plan.grad_count()
-        );
+        let words = match &sized {
+            Some(size) => format!("{size} * {}u", plan.grad_count()),
+            None => (wg * plan.grad_count()).to_string(),
+        };
+        let _ = writeln!(s, "var<workgroup> grad_stage: array<{t}, {words}>;");
     }
     if let Some((stage, StageArray::Own)) = plan.row_stage {
         let _ = writeln!(
@@ -339,11 +343,15 @@ fn declarations(
         );
     }
     if plan.chunked {
+        let per_thread = abi::output_stage_words(t) / plan.chunk_lanes;
+        let words = match &sized {
+            Some(size) if !plan.stores_rounds() => format!("{size} * {per_thread}u"),
+            _ => (wg * per_thread).to_string(),
+        };
         let _ = writeln!(
             s,
-            "var<workgroup> out_stage: array<{}, {}>;",
-            abi::vector_type(plan.chunk_lanes, t),
-            wg * abi::output_stage_words(t) / plan.chunk_lanes
+            "var<workgroup> out_stage: array<{}, {words}>;",
+            abi::vector_type(plan.chunk_lanes, t)
         );
     }
     if plan.reduces {

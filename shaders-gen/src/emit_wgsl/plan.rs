@@ -185,16 +185,21 @@ impl<'a> KernelPlan<'a> {
     }
 
     /// Whether the runtime chooses this kernel's workgroup size
-    /// ([`crate::names::WORKGROUP_SIZE_OVERRIDE`]): where nothing
-    /// in it but the element index and its output rounds depends on the size. Kernels that
-    /// sum shared gradients (whose sums' order must not change), stage gradients or
-    /// argument rows, or store outputs in chunks keep [`abi::WORKGROUP_SIZE`].
+    /// ([`crate::names::WORKGROUP_SIZE_OVERRIDE`]): where it computes every element alone,
+    /// its stores through workgroup memory written for any size. Kernels that sum shared
+    /// gradients (whose sums' order must not change), gathered kernels and kernels that
+    /// load their argument rows through workgroup memory keep [`abi::WORKGROUP_SIZE`].
     pub fn sized_by_runtime(&self) -> bool {
+        !self.gathered && !self.reduces && self.row_stage.is_none()
+    }
+
+    /// Whether an output goes through the stage in rounds of whole elements, which take
+    /// the whole stage whatever the workgroup's size.
+    pub fn stores_rounds(&self) -> bool {
         let precision = self.layout.precision;
-        let rounds_only = self.outputs.iter().all(|&(_, w, _)| {
-            !self.stages_output(w) || Self::rounds_of(self.kind, w, precision).is_some()
-        });
-        !self.gathered && !self.reduces && !self.staged && self.row_stage.is_none() && rounds_only
+        self.outputs.iter().any(|&(_, w, _)| {
+            self.stages_output(w) && Self::rounds_of(self.kind, w, precision).is_some()
+        })
     }
 
     /// The workgroup size as the kernel's text writes it: the override where the runtime

@@ -93,7 +93,7 @@ fn emit_element_stores(
 /// then consecutive threads store consecutive words of the group's gradients.
 fn store_staged(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, body: &mut String) {
     let w = outputs.len() as u32;
-    let wg = abi::WORKGROUP_SIZE;
+    let wg = plan.workgroup_size();
     for (k, out) in outputs.iter().enumerate() {
         let arg = plan.grad_label(k as u32);
         let v = ctx.operand(*out);
@@ -110,7 +110,7 @@ fn store_staged(plan: &KernelPlan, ctx: &Ctx, outputs: &[ValueId], name: &str, b
     );
     let _ = writeln!(body, "    let group_base = (i - lid) * {w}u;");
     let _ = writeln!(body, "    for (var part = 0u; part < {w}u; part++) {{");
-    let _ = writeln!(body, "        let word = part * {wg}u + lid;");
+    let _ = writeln!(body, "        let word = part * {wg} + lid;");
     let _ = writeln!(body, "        if (group_base + word < params.n * {w}u) {{");
     let _ = writeln!(
         body,
@@ -238,7 +238,8 @@ fn store_chunk(
     }
     let _ = writeln!(body, "    workgroupBarrier();");
     let shift = swizzle.map(|s| s as usize);
-    stores_out_of_stage((name, w, chunk), (first, cw, 1), shift, body);
+    let wg = plan.sized_by_runtime().then(|| plan.workgroup_size());
+    stores_out_of_stage((name, w, chunk), (first, cw, 1), (shift, wg), body);
 }
 
 /// One chunk through a stage of `vec4`s into an output declared as `vec4`s
@@ -284,7 +285,8 @@ fn store_chunk_vectors(
     }
     let _ = writeln!(body, "    workgroupBarrier();");
     let shift = swizzle.then_some(shift);
-    stores_out_of_stage((name, w, chunk), (first, q, 4), shift, body);
+    let wg = plan.sized_by_runtime().then(|| plan.workgroup_size());
+    stores_out_of_stage((name, w, chunk), (first, q, 4), (shift, wg), body);
 }
 
 /// The stores out of the stage of chunk `chunk` of output `name` (`w` words per element,
@@ -301,10 +303,13 @@ fn store_chunk_vectors(
 fn stores_out_of_stage(
     (name, w, chunk): (&str, usize, usize),
     (first, units, lanes): (usize, usize, usize),
-    shift: Option<usize>,
+    (shift, sized): (Option<usize>, Option<String>),
     body: &mut String,
 ) {
     let wg = abi::WORKGROUP_SIZE as usize;
+    // Where the runtime sizes the workgroup, the size is the override's: every offset
+    // below is written as a constant expression of it, which the driver folds.
+    let size = sized.clone().unwrap_or_else(|| format!("{wg}u"));
     let (first, unit) = (plus(first), if lanes == 1 { "word" } else { "block" });
     // The output's index of unit `j` of element `e`.
     let at = |e: &str, j: &str| match lanes {
@@ -314,7 +319,7 @@ fn stores_out_of_stage(
     if !units.is_power_of_two() {
         let slot = if lanes == 1 { "word" } else { "slot" };
         let _ = writeln!(body, "    for (var part = 0u; part < {units}u; part++) {{");
-        let _ = writeln!(body, "        let {slot} = part * {wg}u + lid;");
+        let _ = writeln!(body, "        let {slot} = part * {size} + lid;");
         let _ = writeln!(body, "        let e = {slot} / {units}u;");
         let _ = writeln!(body, "        if (i - lid + e < params.n) {{");
         let to = at("e", &format!("{slot} % {units}u"));
@@ -322,19 +327,38 @@ fn stores_out_of_stage(
         let _ = writeln!(body, "        }}\n    }}");
         return;
     }
-    let per_part = wg / units;
     let (e, j) = (format!("{name}_e_{chunk}"), format!("{name}_j_{chunk}"));
+    let per_part_text = match &sized {
+        Some(s) => format!("{s} / {units}"),
+        None => (wg / units).to_string(),
+    };
     let _ = writeln!(
         body,
-        "    // Thread `lid` stores {unit} `lid % {units}` of elements `lid / {units}`, `+ {per_part}`, ...\n    \
+        "    // Thread `lid` stores {unit} `lid % {units}` of elements `lid / {units}`, `+ {per_part_text}`, ...\n    \
          let {e} = lid / {units}u;\n    \
          let {j} = lid % {units}u;\n    \
          let {name}_to_{chunk} = {};\n    \
          let {name}_left_{chunk} = params.n - min(params.n, i - lid + {e});",
         at(&e, &j)
     );
-    // A part moves `e` on by `per_part`, a multiple of `shift`: the permutation by a
-    // constant.
+    match sized {
+        Some(s) => sized_parts((name, w, chunk), (units, lanes), (shift, &s), body),
+        None => fixed_parts((name, w, chunk), (units, lanes), shift, body),
+    }
+}
+
+/// The parts of [`stores_out_of_stage`] in a workgroup of [`abi::WORKGROUP_SIZE`]: a part
+/// moves `e` on by `per_part`, a multiple of `shift`, so the permutation takes at most a
+/// few constant values, one `from` index each.
+fn fixed_parts(
+    (name, w, chunk): (&str, usize, usize),
+    (units, lanes): (usize, usize),
+    shift: Option<usize>,
+    body: &mut String,
+) {
+    let wg = abi::WORKGROUP_SIZE as usize;
+    let per_part = wg / units;
+    let (e, j) = (format!("{name}_e_{chunk}"), format!("{name}_j_{chunk}"));
     let turn = |part: usize| shift.map_or(0, |shift| part * per_part / shift % units);
     let offsets: std::collections::BTreeSet<usize> = (0..units).map(turn).collect();
     for &o in &offsets {
@@ -354,6 +378,49 @@ fn stores_out_of_stage(
             "    if ({name}_left_{chunk} > {}u) {{ {name}[{name}_to_{chunk}{to}] = out_stage[{name}_from_{chunk}_{}{from}]; }}",
             part * per_part,
             turn(part)
+        );
+    }
+}
+
+/// The parts of [`stores_out_of_stage`] in a workgroup of `size` (the override's name):
+/// part `p` moves `e` on by `p * size / units`, which for every size the runtime takes
+/// (32 to 256) is a multiple of `shift` (`shift * units` divides 32), so its permutation is
+/// `(e / shift + p * size / units / shift) % units`, one `from` index a part.
+fn sized_parts(
+    (name, w, chunk): (&str, usize, usize),
+    (units, lanes): (usize, usize),
+    (shift, size): (Option<usize>, &str),
+    body: &mut String,
+) {
+    let (e, j) = (format!("{name}_e_{chunk}"), format!("{name}_j_{chunk}"));
+    let per_part = format!("({size} / {units}u)");
+    let parts = if shift.is_some() { units } else { 1 };
+    for part in 0..parts {
+        let from = match shift {
+            Some(shift) if part > 0 => {
+                format!("({j} ^ (({e} / {shift}u + {part}u * {per_part} / {shift}u) % {units}u))")
+            }
+            Some(shift) => format!("({j} ^ (({e} / {shift}u) % {units}u))"),
+            None => j.clone(),
+        };
+        let _ = writeln!(
+            body,
+            "    let {name}_from_{chunk}_{part} = {e} * {units}u + {from};"
+        );
+    }
+    for part in 0..units {
+        let from_part = if shift.is_some() { part } else { 0 };
+        let (left, to, from) = match part {
+            0 => ("0u".to_string(), String::new(), String::new()),
+            _ => (
+                format!("{part}u * {per_part}"),
+                format!(" + {}u * {per_part}", part * w / lanes),
+                format!(" + {part}u * {size}"),
+            ),
+        };
+        let _ = writeln!(
+            body,
+            "    if ({name}_left_{chunk} > {left}) {{ {name}[{name}_to_{chunk}{to}] = out_stage[{name}_from_{chunk}_{from_part}{from}]; }}"
         );
     }
 }
