@@ -8,6 +8,7 @@
 
 mod common;
 
+use common::sizes::stores_at_every_size;
 use common::{Rng, device};
 use gradfuse::differentiable;
 
@@ -323,4 +324,15 @@ fn jacobians_in_vectors_match_the_cpu() {
             }
         }
     }
+}
+
+/// The runtime may launch these kernels at any of its workgroup sizes: every chunk's stores
+/// out of the stage are written for the size (`stores::sized_parts`), so each size gives
+/// the same bits, and the CPU versions' values.
+#[test]
+fn chunks_give_the_same_bits_at_every_size() {
+    stores_at_every_size(&rows_across_chunks::JACOBIAN_KERNEL, 1e-4);
+    stores_at_every_size(&rows_in_vectors::JACOBIAN_KERNEL, 1e-4);
+    stores_at_every_size(&rows_of_seven::JACOBIAN_KERNEL, 1e-4);
+    stores_at_every_size(&wide::ADJOINT_KERNEL, 1e-4);
 }

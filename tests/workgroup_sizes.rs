@@ -1,8 +1,9 @@
 //! Kernels whose workgroup size the runtime chooses (`override gf_workgroup_size`): the
 //! value, tangent and adjoint kernels of a function with 41 gradient words (stored in rounds
 //! of 64 elements, or of the workgroup where it is smaller), adjoints whose gradients go
-//! through the stage whole (9 words) or in permuted chunks (21 words), Jacobians in chunks
-//! of words, of `vec4`s and of f64s, give the same bits at every size the runtime may
+//! through the stage whole (9 words) or in permuted chunks (21 words) and Jacobians in
+//! chunks of f64s (those in chunks of words and of `vec4`s: `tests/wide_outputs.rs`) give
+//! the same bits at every size the runtime may
 //! pick, and the values and derivatives of the CPU versions and of central differences of
 //! the f64 interpreter. The runtime's choice (timed on the device) is one of those sizes
 //! and later launches run at it; kernels that sum shared gradients, whose order of
@@ -10,22 +11,31 @@
 
 mod common;
 
+use common::sizes::{SIZES, launch_at, same_bits_at_every_size, stores_at_every_size};
 use common::{Rng, central_differences, device};
-use gradfuse::{Device, KernelSpec, differentiable};
+use gradfuse::differentiable;
 
-const SIZES: [u32; 4] = [256, 128, 64, 32];
+/// A differentiable function, and its source as `$src` for the f64 interpreter's oracle.
+macro_rules! with_source {
+    ($src:ident: $($f:tt)*) => {
+        #[differentiable]
+        $($f)*
+        const $src: &str = stringify!($($f)*);
+    };
+}
 
-#[differentiable]
-fn ring(a: [f32; 40], s: f32) -> f32 {
-    let mut b = [0.0; 40];
-    for i in 0..40 {
-        b[i] = (a[i] * s).tanh();
+with_source! { SRC:
+    fn ring(a: [f32; 40], s: f32) -> f32 {
+        let mut b = [0.0; 40];
+        for i in 0..40 {
+            b[i] = (a[i] * s).tanh();
+        }
+        let mut acc = 0.0;
+        for i in 0..39 {
+            acc += b[i] * a[i + 1] - b[i + 1] * a[i];
+        }
+        acc * acc + s
     }
-    let mut acc = 0.0;
-    for i in 0..39 {
-        acc += b[i] * a[i + 1] - b[i + 1] * a[i];
-    }
-    acc * acc + s
 }
 
 /// Locals named like the override and the rounds' own names.
@@ -59,36 +69,6 @@ fn chunked(a: [f32; 20], s: f32) -> f32 {
     acc * s
 }
 
-/// A 3 x 24 Jacobian: chunks of 16 and 8 words, rows stored as computed.
-#[differentiable]
-fn jacobian_words(x: [f32; 24]) -> [f32; 3] {
-    let mut r = [0.0; 3];
-    for j in 0..3 {
-        let c = 0.5 * j as f32 + 1.0;
-        let mut t = 0.0;
-        for k in 0..24 {
-            t += (x[k] * c).cos() * x[23 - k];
-        }
-        r[j] = t.tanh();
-    }
-    r
-}
-
-/// A 4 x 20 Jacobian: permuted chunks of four `vec4` blocks.
-#[differentiable]
-fn jacobian_blocks(x: [f32; 20]) -> [f32; 4] {
-    let mut r = [0.0; 4];
-    for j in 0..4 {
-        let c = j as f32 * 0.25 + 0.5;
-        let mut t = 0.0;
-        for k in 0..20 {
-            t += (x[k] * c).sin() * x[19 - k];
-        }
-        r[j] = t;
-    }
-    r
-}
-
 /// A 2 x 6 Jacobian in f64: permuted chunks of 8 and 4 words (the stage's f64 width, 16
 /// banks).
 #[differentiable]
@@ -109,105 +89,22 @@ fn with_table(x: f32, #[shared] t: [f32; 4]) -> f32 {
     (x * t[0] + t[1]).sin() * t[2] + t[3]
 }
 
-const SRC: &str = "fn ring(a: [f32; 40], s: f32) -> f32 {
-    let mut b = [0.0; 40];
-    for i in 0..40 {
-        b[i] = (a[i] * s).tanh();
-    }
-    let mut acc = 0.0;
-    for i in 0..39 {
-        acc += b[i] * a[i + 1] - b[i + 1] * a[i];
-    }
-    acc * acc + s
-}";
-
 /// 1,000 elements (a last workgroup only partly in the batch at every size) of 41 words.
 fn arguments(seed: u64) -> Vec<f32> {
     let mut rng = Rng(seed);
     (0..1000 * 41).map(|_| rng.uniform(-1.0, 1.0)).collect()
 }
 
-/// Every output of `spec` over `input`, launched at `size`.
-fn launch_at(d: &Device, spec: &'static KernelSpec, size: u32, input: &[f32]) -> Vec<Vec<f32>> {
-    let sized = d
-        .at_workgroup_size(spec, size)
-        .expect("a size the kernel takes");
-    assert_eq!(sized.workgroup_size, if d.is_gpu() { size } else { 256 });
-    let n = input.len() / spec.input_words as usize;
-    let mut outs: Vec<Vec<f32>> = (spec.outputs.iter())
-        .map(|o| vec![f32::NAN; n * o.words as usize])
-        .collect();
-    let mut views: Vec<&mut [f32]> = outs.iter_mut().map(|o| &mut o[..]).collect();
-    d.launch(sized, input, &mut views).expect("launch");
-    outs
-}
-
-/// Launches `spec` at every size: the outputs, the same bits at each.
-fn same_bits_at_every_size(spec: &'static KernelSpec, input: &[f32]) -> Vec<Vec<f32>> {
-    assert!(spec.wgsl.contains("override gf_workgroup_size: u32 = 256;"));
-    let first = launch_at(device(), spec, 256, input);
-    for size in &SIZES[1..] {
-        let outs = launch_at(device(), spec, *size, input);
-        for (k, (a, b)) in first.iter().zip(&outs).enumerate() {
-            let same = a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
-            assert!(same, "{}: output {k} differs at size {size}", spec.label);
-        }
-    }
-    first
-}
-
-/// `spec` over 1,000 random elements: the same bits at every size, and the CPU device's
-/// launch (the CPU versions, not the WGSL) within `tol` of them. An f64 kernel's words are
-/// pairs: its arguments and outputs are read as f64s.
-fn stores_at_every_size(spec: &'static KernelSpec, tol: f64) {
-    let f64 = spec.precision == gradfuse::Precision::F64;
-    let mut rng = Rng(spec.input_words as u64);
-    let input: Vec<f32> = if f64 {
-        let values: Vec<f64> = (0..1000 * spec.input_words / 2)
-            .map(|_| rng.uniform(-1.0, 1.0) as f64)
-            .collect();
-        bytemuck::cast_slice(&values).to_vec()
-    } else {
-        (0..1000 * spec.input_words)
-            .map(|_| rng.uniform(-1.0, 1.0))
-            .collect()
-    };
-    let as_values = |words: &[f32]| -> Vec<f64> {
-        if f64 {
-            bytemuck::cast_slice::<f32, f64>(words).to_vec()
-        } else {
-            words.iter().map(|&w| w as f64).collect()
-        }
-    };
-    let gpu = same_bits_at_every_size(spec, &input);
-    let cpu = launch_at(&Device::cpu(), spec, 256, &input);
-    for (k, (g, c)) in gpu.iter().zip(&cpu).enumerate() {
-        for (w, (a, b)) in as_values(g).into_iter().zip(as_values(c)).enumerate() {
-            let ok = (a - b).abs() <= tol * (1.0 + b.abs());
-            assert!(
-                ok,
-                "{}: output {k}, value {w}: {a} vs the CPU's {b}",
-                spec.label
-            );
-        }
-    }
-}
-
 #[test]
 fn staged_and_chunked_stores_give_the_same_bits_at_every_size() {
     assert!(staged::WGSL_ADJOINT.contains("grad_stage: array<f32, gf_workgroup_size * 9u>"));
     assert!(chunked::WGSL_ADJOINT.contains("out_stage: array<f32, gf_workgroup_size * 16u>"));
-    assert!(jacobian_blocks::WGSL_JACOBIAN.contains("array<vec4<f32>, gf_workgroup_size * 4u>"));
     stores_at_every_size(&staged::ADJOINT_KERNEL, 1e-4);
     stores_at_every_size(&chunked::ADJOINT_KERNEL, 1e-4);
-    stores_at_every_size(&jacobian_words::JACOBIAN_KERNEL, 1e-4);
-    stores_at_every_size(&jacobian_blocks::JACOBIAN_KERNEL, 1e-4);
     // The plain functions, for the record: what the kernels differentiate.
     let a: [f32; 8] = std::array::from_fn(|i| i as f32 * 0.1);
     assert_eq!(staged(a, 0.0), 0.0);
     assert_eq!(chunked([0.0; 20], 1.0), 0.0);
-    assert_eq!(jacobian_words([0.0; 24]), [0.0; 3]);
-    assert_eq!(jacobian_blocks([0.0; 20]), [0.0; 4]);
 }
 
 #[test]

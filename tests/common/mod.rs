@@ -4,6 +4,8 @@
 use gradfuse::Device;
 use std::sync::OnceLock;
 
+pub mod sizes;
+
 /// One device for the whole test binary: the GPU when there is one (lavapipe in CI, where
 /// `GRADFUSE_REQUIRE_GPU=1` makes a missing GPU a failure), else the CPU fallback.
 pub fn device() -> &'static Device {
