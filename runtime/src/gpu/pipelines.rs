@@ -28,10 +28,45 @@ impl Gpu {
             return Ok(p);
         }
         self.check_precision(spec)?;
-        let mut entries = kernel_bindings(spec);
-        entries.push((spec.input_binding, B::Storage { read_only: true }));
         let module = (spec.label, spec.wgsl, spec.entry_point);
+        let entries = plain_bindings(spec);
         self.compile_sized(key(spec), module, &entries, Some(spec.workgroup_size))
+    }
+
+    /// Compiles the pipelines of `specs` that are not compiled yet side by side, each on a
+    /// thread of its own (wgpu's error scopes are per thread), and caches them. Choosing a
+    /// kernel's workgroup size compiles it at three more sizes: one after another, a large
+    /// kernel's took 3.7 s on the H100.
+    pub(super) fn compile_side_by_side(&self, specs: &[&'static KernelSpec]) -> Result<(), Error> {
+        let todo: Vec<&'static KernelSpec> = (specs.iter().copied())
+            .filter(|spec| self.compiled(key(spec)).is_none())
+            .collect();
+        let built: Vec<Result<Arc<Pipeline>, Error>> = std::thread::scope(|scope| {
+            let threads: Vec<_> = (todo.iter().copied())
+                .map(|spec| {
+                    scope.spawn(move || {
+                        self.check_precision(spec)?;
+                        let module = (spec.label, spec.wgsl, spec.entry_point);
+                        self.build(module, &plain_bindings(spec), Some(spec.workgroup_size))
+                    })
+                })
+                .collect();
+            (todo.iter().zip(threads))
+                .map(|(spec, t)| {
+                    t.join().unwrap_or_else(|_| {
+                        Err(Error::Validation {
+                            label: spec.label.to_string(),
+                            message: "the thread compiling it panicked".to_string(),
+                        })
+                    })
+                })
+                .collect()
+        });
+        let mut cache = lock(&self.pipelines);
+        for (spec, p) in todo.iter().zip(built) {
+            cache.entry(key(spec)).or_insert(p?);
+        }
+        Ok(())
     }
 
     /// An f64 kernel on a device without 64-bit floats in shaders: an error that says so,
@@ -119,6 +154,19 @@ impl Gpu {
         if let Some(p) = cache.get(&key) {
             return Ok(p.clone());
         }
+        let p = self.build((label, wgsl, entry_point), bindings, workgroup_size)?;
+        cache.insert(key, p.clone());
+        Ok(p)
+    }
+
+    /// A pipeline of `(label, wgsl, entry_point)` with `bindings`, compiled now and not
+    /// cached (see [`Gpu::compile_sized`]).
+    fn build(
+        &self,
+        (label, wgsl, entry_point): (&'static str, &'static str, &'static str),
+        bindings: &[(u32, wgpu::BufferBindingType)],
+        workgroup_size: Option<u32>,
+    ) -> Result<Arc<Pipeline>, Error> {
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let entries: Vec<wgpu::BindGroupLayoutEntry> = bindings
             .iter()
@@ -195,10 +243,15 @@ impl Gpu {
                 message: e.to_string(),
             });
         }
-        let p = Arc::new(Pipeline { pipeline, layout });
-        cache.insert(key, p.clone());
-        Ok(p)
+        Ok(Arc::new(Pipeline { pipeline, layout }))
     }
+}
+
+/// The bindings of a kernel launched over argument rows: its own, and the rows.
+fn plain_bindings(spec: &KernelSpec) -> Vec<(u32, wgpu::BufferBindingType)> {
+    let mut entries = kernel_bindings(spec);
+    entries.push((spec.input_binding, B::Storage { read_only: true }));
+    entries
 }
 
 /// One of the runtime's own WGSL modules written over `alias T = f32;`, in either

@@ -9,7 +9,10 @@
 //! up to 2.4x slower in workgroups of 32 (`BENCHMARKS.md`). So no size is right for every
 //! kernel, and none can be told from the WGSL: the first launch of at least
 //! [`TUNE_MIN_ELEMENTS`] elements times each size on its own arguments and keeps the
-//! fastest for every later launch of the kernel on this device.
+//! fastest for every later launch of the kernel on this device. The sizes are compiled
+//! side by side before any is timed: compiled in turn, choosing took up to 4.8 s, and a
+//! size timed right after its own compilation, the GPU idle meanwhile, ran up to 4x slower
+//! than after all of them.
 
 use super::{Gpu, key, lock};
 use crate::error::Error;
@@ -118,9 +121,13 @@ impl Gpu {
         spec: &'static KernelSpec,
         sample: &[f32],
     ) -> Result<Vec<(u32, f64)>, Error> {
+        let sized: Vec<&'static KernelSpec> = (WORKGROUP_SIZES.iter())
+            .map(|&size| self.at_size(spec, size))
+            .collect::<Result<_, _>>()?;
+        self.compile_side_by_side(&sized)?;
         let mut times = Vec::with_capacity(WORKGROUP_SIZES.len());
-        for size in WORKGROUP_SIZES {
-            let sized = self.at_size(spec, size)?;
+        for sized in sized {
+            let size = sized.workgroup_size;
             let runs = self.time_kernel_batch(sized, sample, TIMED_LAUNCHES)?;
             let best = runs
                 .iter()
