@@ -110,8 +110,15 @@ impl Gpu {
             return Ok(spec);
         }
         let sample = &input[..n.min(SAMPLE_ELEMENTS) * spec.input_words as usize];
-        let times = self.time_sizes(spec, sample)?;
-        Ok(self.keep_fastest(spec, &times))
+        match self.time_sizes(spec, sample) {
+            Ok(times) => Ok(self.keep_fastest(spec, &times)),
+            // Choosing is an optimization: where it fails, the kernel keeps its own size
+            // and the launch goes on (a lost device fails it there, as it would have).
+            Err(e) => {
+                log::warn!("gradfuse: {}: keeps its workgroup size: {e}", spec.label);
+                Ok(self.keep_fastest(spec, &[]))
+            }
+        }
     }
 
     /// The fastest kernel time of `spec` over `sample` at each of [`WORKGROUP_SIZES`], in
@@ -139,7 +146,8 @@ impl Gpu {
     }
 
     /// Records the fastest of `times` as `spec`'s size (its own unless another is faster
-    /// by more than the margin) and returns `spec` at that size.
+    /// by more than the margin; its own where `times` is empty) and returns `spec` at that
+    /// size.
     pub(crate) fn keep_fastest(
         &self,
         spec: &'static KernelSpec,
