@@ -44,7 +44,7 @@ pub use gradfuse_runtime::{
     FieldSpec, Floats, GatheredSpec, HyperDual, Index, IterationReport, KernelSpec, KernelTime,
     LevenbergMarquardt, Loss, MAX_ROW_WORDS, Momentum, OutputSpec, Precision, Problem,
     REQUIRE_GPU_ENV, Real, Recording, ReductionSpec, Residuals, RowsEntry, SharedSpec, Source,
-    Summary, Termination, WORKGROUP_BYTES_OVERRIDE,
+    Summary, Termination, WORKGROUP_BYTES_OVERRIDE, WORKGROUP_SIZE_OVERRIDE,
 };
 #[doc(hidden)]
 pub use gradfuse_runtime::{
