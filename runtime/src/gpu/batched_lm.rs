@@ -220,7 +220,7 @@ impl Gpu {
             (5, rw),
             (6, rw),
         ];
-        let key = (LM_WGSL.as_ptr() as usize, LM_WGSL.len(), entry, 0);
+        let key = super::module_key(LM_WGSL, entry);
         let pipeline = self.compile(key, "gradfuse batched LM", LM_WGSL, entry, &layout)?;
         let o = shape;
         let uniform = [

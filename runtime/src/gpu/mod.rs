@@ -130,6 +130,12 @@ pub(super) fn key(spec: &'static KernelSpec) -> PipelineKey {
     )
 }
 
+/// The key of a module whose workgroup size is its own (the runtime's passes, a
+/// reduction's second pass): entry point `entry` of `wgsl`.
+pub(super) fn module_key(wgsl: &'static str, entry: &'static str) -> PipelineKey {
+    (wgsl.as_ptr() as usize, wgsl.len(), entry, 0)
+}
+
 impl Gpu {
     /// Opens the first high-performance adapter, with the adapter's full limits.
     pub(crate) fn open() -> Result<Gpu, Error> {

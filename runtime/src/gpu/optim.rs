@@ -207,7 +207,7 @@ impl Gpu {
             return self.record_summed_update(work, step, &sum);
         }
         let (module, wgsl) = UPDATES.get(precision);
-        let key = (wgsl.as_ptr() as usize, wgsl.len(), entry, 0);
+        let key = super::module_key(wgsl, entry);
         let layout = update_layout(moments.len(), extra.len(), false);
         let pipeline = self.compile(key, module, wgsl, entry, &layout)?;
         let pass = work.pass(entry);
@@ -307,7 +307,7 @@ impl Gpu {
             _ => "momentum_summed",
         };
         let (module, wgsl) = UPDATES.get(step.precision);
-        let key = (wgsl.as_ptr() as usize, wgsl.len(), entry, 0);
+        let key = super::module_key(wgsl, entry);
         let layout = update_layout(step.moments.len(), step.schedule.len(), true);
         let pipeline = self.compile(key, module, wgsl, entry, &layout)?;
         fn whole((binding, b): (u32, &Arc<RawBuffer>)) -> StorageBinding<'_> {

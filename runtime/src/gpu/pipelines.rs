@@ -1,7 +1,7 @@
 //! The pipeline cache: each kernel's WGSL compiled once per device, and its reduction's
 //! second pass.
 
-use super::{Gpu, PipelineKey, key, lock};
+use super::{Gpu, PipelineKey, key, lock, module_key};
 use crate::error::Error;
 use crate::spec::{
     GatheredSpec, KernelSpec, Precision, WORKGROUP_BYTES_OVERRIDE, WORKGROUP_SIZE_OVERRIDE,
@@ -114,7 +114,7 @@ impl Gpu {
             (r.input_binding, B::Storage { read_only: true }),
             (r.output_binding, B::Storage { read_only: false }),
         ];
-        let key = (r.wgsl.as_ptr() as usize, r.wgsl.len(), r.entry_point, 0);
+        let key = module_key(r.wgsl, r.entry_point);
         self.compile(key, r.label, r.wgsl, r.entry_point, &entries)
             .map(Some)
     }
@@ -316,7 +316,7 @@ impl Gpu {
                     .map(|&(b, _, read_only)| (b, B::Storage { read_only })),
             )
             .collect();
-        let key = (at.wgsl.as_ptr() as usize, at.wgsl.len(), at.entry, 0);
+        let key = module_key(at.wgsl, at.entry);
         let pipeline = self.compile(key, at.module, at.wgsl, at.entry, &layout)?;
         let buffers: Vec<_> = storage
             .iter()

@@ -4,7 +4,7 @@
 use super::bind_cache::StorageBinding;
 use super::passes::PendingSum;
 use super::pipelines::Pipeline;
-use super::{Gpu, key, lock};
+use super::{Gpu, key, lock, module_key};
 use crate::buffer::RawBuffer;
 use crate::error::Error;
 use crate::gather::Field;
@@ -366,7 +366,7 @@ impl Gpu {
             .expect("a launch with a second pass has a reduction");
         let params = [rows, u32::from(accumulate), 0, 0];
         let group = self.cached_bind_group(
-            (r.wgsl.as_ptr() as usize, r.wgsl.len(), r.entry_point, 0),
+            module_key(r.wgsl, r.entry_point),
             &pipeline.layout,
             r.label,
             (r.params_binding, &params),

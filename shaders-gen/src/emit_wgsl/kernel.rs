@@ -327,9 +327,9 @@ fn declarations(
     // A kernel the runtime sizes has its stages sized by the override (a smaller
     // workgroup, a smaller stage: more workgroups fit an SM), but for rounds, which fill
     // the whole stage at any size.
-    let sized = plan.sized_by_runtime().then(|| plan.workgroup_size());
+    let sized = plan.size_override();
     if plan.staged {
-        let words = match &sized {
+        let words = match sized {
             Some(size) => format!("{size} * {}u", plan.grad_count()),
             None => (wg * plan.grad_count()).to_string(),
         };
@@ -344,7 +344,7 @@ fn declarations(
     }
     if plan.chunked {
         let per_thread = abi::output_stage_words(t) / plan.chunk_lanes;
-        let words = match &sized {
+        let words = match sized {
             Some(size) if !plan.stores_rounds() => format!("{size} * {per_thread}u"),
             _ => (wg * per_thread).to_string(),
         };
@@ -517,8 +517,8 @@ fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut Stri
 /// The entry point of a kernel with one thread per element.
 fn plain_entry(plan: &KernelPlan, body: &str, s: &mut String) {
     let in_words = plan.layout.words / plan.lanes;
-    let wg = if plan.sized_by_runtime() {
-        let size = crate::names::WORKGROUP_SIZE_OVERRIDE;
+    let wg = plan.workgroup_size();
+    if let Some(size) = plan.size_override() {
         let _ = writeln!(
             s,
             "// Threads per workgroup: the runtime times the kernel at several sizes on the\n\
@@ -528,11 +528,9 @@ fn plain_entry(plan: &KernelPlan, body: &str, s: &mut String) {
             abi::WORKGROUP_SIZE
         );
         let _ = writeln!(s, "@compute @workgroup_size({size})");
-        size.to_string()
     } else {
         let _ = writeln!(s, "@compute @workgroup_size({})", abi::WORKGROUP_SIZE);
-        format!("{}u", abi::WORKGROUP_SIZE)
-    };
+    }
     let _ = writeln!(
         s,
         "fn {}(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>{}) {{",

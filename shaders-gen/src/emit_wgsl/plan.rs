@@ -202,14 +202,17 @@ impl<'a> KernelPlan<'a> {
         })
     }
 
+    /// The override naming the workgroup size, where the runtime chooses it.
+    pub fn size_override(&self) -> Option<&'static str> {
+        self.sized_by_runtime()
+            .then_some(crate::names::WORKGROUP_SIZE_OVERRIDE)
+    }
+
     /// The workgroup size as the kernel's text writes it: the override where the runtime
     /// chooses it, else the constant.
     pub fn workgroup_size(&self) -> String {
-        if self.sized_by_runtime() {
-            crate::names::WORKGROUP_SIZE_OVERRIDE.to_string()
-        } else {
-            format!("{}u", abi::WORKGROUP_SIZE)
-        }
+        self.size_override()
+            .map_or_else(|| format!("{}u", abi::WORKGROUP_SIZE), str::to_string)
     }
 
     /// Elements per round where an output of `w` words, staged, is stored in rounds of

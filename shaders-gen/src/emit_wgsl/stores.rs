@@ -238,7 +238,7 @@ fn store_chunk(
     }
     let _ = writeln!(body, "    workgroupBarrier();");
     let shift = swizzle.map(|s| s as usize);
-    let wg = plan.sized_by_runtime().then(|| plan.workgroup_size());
+    let wg = plan.size_override();
     stores_out_of_stage((name, w, chunk), (first, cw, 1), (shift, wg), body);
 }
 
@@ -285,7 +285,7 @@ fn store_chunk_vectors(
     }
     let _ = writeln!(body, "    workgroupBarrier();");
     let shift = swizzle.then_some(shift);
-    let wg = plan.sized_by_runtime().then(|| plan.workgroup_size());
+    let wg = plan.size_override();
     stores_out_of_stage((name, w, chunk), (first, q, 4), (shift, wg), body);
 }
 
@@ -303,13 +303,13 @@ fn store_chunk_vectors(
 fn stores_out_of_stage(
     (name, w, chunk): (&str, usize, usize),
     (first, units, lanes): (usize, usize, usize),
-    (shift, sized): (Option<usize>, Option<String>),
+    (shift, sized): (Option<usize>, Option<&str>),
     body: &mut String,
 ) {
     let wg = abi::WORKGROUP_SIZE as usize;
     // Where the runtime sizes the workgroup, the size is the override's: every offset
     // below is written as a constant expression of it, which the driver folds.
-    let size = sized.clone().unwrap_or_else(|| format!("{wg}u"));
+    let size = sized.map_or_else(|| format!("{wg}u"), str::to_string);
     let (first, unit) = (plus(first), if lanes == 1 { "word" } else { "block" });
     // The output's index of unit `j` of element `e`.
     let at = |e: &str, j: &str| match lanes {
@@ -328,7 +328,7 @@ fn stores_out_of_stage(
         return;
     }
     let (e, j) = (format!("{name}_e_{chunk}"), format!("{name}_j_{chunk}"));
-    let per_part_text = match &sized {
+    let per_part_text = match sized {
         Some(s) => format!("{s} / {units}"),
         None => (wg / units).to_string(),
     };
@@ -342,7 +342,7 @@ fn stores_out_of_stage(
         at(&e, &j)
     );
     match sized {
-        Some(s) => sized_parts((name, w, chunk), (units, lanes), (shift, &s), body),
+        Some(s) => sized_parts((name, w, chunk), (units, lanes), (shift, s), body),
         None => fixed_parts((name, w, chunk), (units, lanes), shift, body),
     }
 }
