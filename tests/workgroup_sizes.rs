@@ -2,8 +2,9 @@
 //! value, tangent and adjoint kernels of a function with 41 gradient words (stored in rounds
 //! of 64 elements, or of the workgroup where it is smaller), adjoints whose gradients go
 //! through the stage whole (9 words) or in permuted chunks (21 words) and Jacobians in
-//! chunks of f64s (those in chunks of words and of `vec4`s: `tests/wide_outputs.rs`) give
-//! the same bits at every size the runtime may
+//! chunks of f64s (those in chunks of words and of `vec4`s: `tests/wide_outputs.rs`), and
+//! kernels that load wide argument rows through workgroup memory give the same bits at
+//! every size the runtime may
 //! pick, and the values and derivatives of the CPU versions and of central differences of
 //! the f64 interpreter. The runtime's choice (timed on the device) is one of those sizes
 //! and later launches run at it; kernels that sum shared gradients, whose order of
@@ -47,6 +48,19 @@ fn named_like_the_sizes(a: [f32; 40], s: f32) -> f32 {
         gf_workgroup_size += grads_per_round * a[39 - i];
     }
     gf_workgroup_size
+}
+
+with_source! { ELASTIC:
+    /// Rows of 64 words and little work per word: loaded through workgroup memory in
+    /// rounds (a row stage), each thread taking its own row's slice.
+    fn elastic(u: [f32; 32], k: [f32; 32]) -> f32 {
+        let mut e = 0.0;
+        for i in 1..31 {
+            let d = u[i + 1] - 2.0 * u[i] + u[i - 1];
+            e += k[i] * d * d + 0.1 * u[i] * u[i - 1];
+        }
+        e
+    }
 }
 
 /// 9 gradient words: staged whole (`grad_stage`).
@@ -173,6 +187,62 @@ fn values_and_tangents_give_the_same_bits_at_every_size() {
         let got = tangents[1][e];
         assert!(close(got, want), "{e}: {got} vs {want}");
     }
+}
+
+#[test]
+fn rows_loaded_through_workgroup_memory_give_the_same_bits_at_every_size() {
+    // Each round's loads reach `2 * size` threads past the thread's own: the stage is
+    // the workgroup's rows at any size.
+    for wgsl in [
+        elastic::WGSL_FORWARD,
+        elastic::WGSL_ADJOINT,
+        elastic::WGSL_TANGENT,
+    ] {
+        assert!(wgsl.contains("the group loads them through"), "{wgsl}");
+        assert!(wgsl.contains("(gf_workgroup_size + lid)"), "{wgsl}");
+    }
+    let mut rng = Rng(4);
+    let input: Vec<f32> = (0..1000 * 64).map(|_| rng.uniform(-1.0, 1.0)).collect();
+    let values = same_bits_at_every_size(&elastic::FORWARD_KERNEL, &input);
+    let outs = same_bits_at_every_size(&elastic::ADJOINT_KERNEL, &input);
+    let rows: Vec<f32> = (input.chunks(64))
+        .flat_map(|args| {
+            let dir: Vec<f32> = (0..64).map(|_| rng.uniform(-1.0, 1.0)).collect();
+            args.iter().copied().chain(dir).collect::<Vec<f32>>()
+        })
+        .collect();
+    let tangents = same_bits_at_every_size(&elastic::TANGENT_KERNEL, &rows);
+    // Elements of the first and last workgroups at every size, and one inside.
+    for e in [0, 31, 32, 255, 256, 600, 999] {
+        let words: Vec<f64> = input[e * 64..][..64].iter().map(|&w| w as f64).collect();
+        let which: Vec<usize> = (0..64).collect();
+        let (value, want) = central_differences(ELASTIC, &words, &which);
+        assert!(
+            close(values[0][e], value),
+            "{e}: {} vs {value}",
+            values[0][e]
+        );
+        assert!(close(outs[0][e], value), "{e}: the adjoint's value");
+        for w in 0..64 {
+            let got = outs[1][e * 64 + w];
+            assert!(close(got, want[w]), "{e}, word {w}: {got} vs {}", want[w]);
+        }
+        let dir = &rows[e * 128 + 64..][..64];
+        let along: f64 = want.iter().zip(dir).map(|(g, &d)| g * d as f64).sum();
+        assert!(
+            close(tangents[0][e], value),
+            "{e}: the tangent kernel's value"
+        );
+        assert!(
+            close(tangents[1][e], along),
+            "{e}: {} vs {along}",
+            tangents[1][e]
+        );
+    }
+    // The plain function, for the record: what the kernels compute.
+    let u: [f32; 32] = std::array::from_fn(|i| input[i]);
+    let k: [f32; 32] = std::array::from_fn(|i| input[32 + i]);
+    assert!(close(elastic(u, k), values[0][0] as f64));
 }
 
 #[test]

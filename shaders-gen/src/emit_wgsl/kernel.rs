@@ -336,11 +336,11 @@ fn declarations(
         let _ = writeln!(s, "var<workgroup> grad_stage: array<{t}, {words}>;");
     }
     if let Some((stage, StageArray::Own)) = plan.row_stage {
-        let _ = writeln!(
-            s,
-            "var<workgroup> in_stage: array<{t}, {}>;",
-            stage.scalars()
-        );
+        let words = match sized {
+            Some(size) => format!("{size} * {}u", stage.stride),
+            None => stage.scalars().to_string(),
+        };
+        let _ = writeln!(s, "var<workgroup> in_stage: array<{t}, {words}>;");
     }
     if plan.chunked {
         let per_thread = abi::output_stage_words(t) / plan.chunk_lanes;

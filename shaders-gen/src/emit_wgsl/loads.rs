@@ -204,7 +204,7 @@ fn emit_places(
     taken: &mut Taken,
     body: &mut String,
 ) -> BTreeMap<u32, Vec<(String, String)>> {
-    let (lanes, stride, wg) = (plan.lanes, stage.stride, abi::WORKGROUP_SIZE);
+    let (lanes, stride, wg) = (plan.lanes, stage.stride, plan.workgroup_size());
     let mut places = BTreeMap::new();
     for round in rounds {
         let per_row = round.per_row;
@@ -215,7 +215,8 @@ fn emit_places(
             .map(|part| {
                 let load = match part {
                     0 => "lid".to_string(),
-                    p => format!("({}u + lid)", p * wg),
+                    1 => format!("({wg} + lid)"),
+                    p => format!("({p}u * {wg} + lid)"),
                 };
                 let (src, at) = (fresh(taken, "in_src"), fresh(taken, "in_at"));
                 let _ = writeln!(

@@ -186,11 +186,11 @@ impl<'a> KernelPlan<'a> {
 
     /// Whether the runtime chooses this kernel's workgroup size
     /// ([`crate::names::WORKGROUP_SIZE_OVERRIDE`]): where it computes every element alone,
-    /// its stores through workgroup memory written for any size. Kernels that sum shared
-    /// gradients (whose sums' order must not change), gathered kernels and kernels that
-    /// load their argument rows through workgroup memory keep [`abi::WORKGROUP_SIZE`].
+    /// its loads and stores through workgroup memory written for any size. Kernels that
+    /// sum shared gradients (whose sums' order must not change) and gathered kernels keep
+    /// [`abi::WORKGROUP_SIZE`].
     pub fn sized_by_runtime(&self) -> bool {
-        !self.gathered && !self.reduces && self.row_stage.is_none()
+        !self.gathered && !self.reduces
     }
 
     /// Whether an output goes through the stage in rounds of whole elements, which take
