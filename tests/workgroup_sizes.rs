@@ -6,8 +6,8 @@
 //! kernels that load wide argument rows through workgroup memory give the same bits at
 //! every size the runtime may
 //! pick, and the values and derivatives of the CPU versions and of central differences of
-//! the f64 interpreter. The runtime's choice (timed on the device) is one of those sizes
-//! and later launches run at it; kernels that sum shared gradients, whose order of
+//! the f64 interpreter. The runtime's choice (timed on the device; a recorded launch's on
+//! its resident rows) is one of those sizes and later launches run at it; kernels that sum shared gradients, whose order of
 //! additions a size would change, keep theirs.
 
 mod common;
@@ -296,6 +296,60 @@ fn the_chosen_size_is_timed_and_later_launches_run_at_it() {
             );
         }
         assert!(close(g.s, cpu.s as f64), "{e}, s: against the CPU");
+    }
+}
+
+#[test]
+fn recorded_launches_choose_their_size_on_resident_rows() {
+    if !device().is_gpu() {
+        return;
+    }
+    // A device of its own, choosing on any adapter (lavapipe's times choose nothing on
+    // their own), whose choices no other test makes first.
+    let d = gradfuse::Device::gpu().expect("a GPU adapter");
+    d.choose_sizes_on_any_adapter();
+    let spec = &chunked::FORWARD_KERNEL;
+    let mut rng = Rng(5);
+    let n = 1 << 18;
+    let args: Vec<chunked::Args> = (0..n)
+        .map(|_| chunked::Args {
+            a: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
+            s: rng.uniform(-1.0, 1.0),
+        })
+        .collect();
+    let kernel = chunked::kernel(&d);
+    // Fewer rows than a choice takes choose nothing.
+    let few = d.buffer(&args[..1000]).expect("upload");
+    let few_values = d.zeros::<f32>(1000).expect("buffer");
+    let mut rec = d.record();
+    kernel
+        .value_to(&mut rec, &few, &few_values)
+        .expect("record");
+    rec.submit().expect("submit");
+    assert_eq!(d.chosen_workgroup_size(spec), None);
+    // The first large recorded launch chooses, on the rows as they are when recorded.
+    let rows = d.buffer(&args).expect("upload");
+    let values = d.zeros::<f32>(n).expect("buffer");
+    let mut rec = d.record();
+    kernel.value_to(&mut rec, &rows, &values).expect("record");
+    let chosen = d
+        .chosen_workgroup_size(spec)
+        .expect("chosen while recording");
+    assert!(SIZES.contains(&chosen), "{chosen}");
+    assert_eq!(d.workgroup_size_of(spec), chosen);
+    rec.submit().expect("submit");
+    let got: Vec<f32> = d.read(&values).expect("read");
+    let at_256 = launch_at(&d, spec, 256, bytemuck::cast_slice(&args));
+    for (e, (a, b)) in got.iter().zip(&at_256[0]).enumerate() {
+        assert_eq!(
+            a.to_bits(),
+            b.to_bits(),
+            "{e}: at size {chosen} against 256"
+        );
+    }
+    for e in [0, 1, 4095, n - 1] {
+        let want = chunked(args[e].a, args[e].s);
+        assert!(close(got[e], want as f64), "{e}: {} vs {want}", got[e]);
     }
 }
 

@@ -165,13 +165,35 @@ impl Device {
 
     /// The workgroup size launches of `spec` run at on this device: the size chosen for it
     /// (a kernel with [`crate::WORKGROUP_SIZE_OVERRIDE`] is timed at several sizes on its
-    /// first launch from the host of at least 2^18 elements, on a GPU that is not a CPU
-    /// adapter), else its own [`KernelSpec::workgroup_size`].
+    /// first launch of at least 2^18 elements, from the host or recorded, on a GPU that is
+    /// not a CPU adapter), else its own [`KernelSpec::workgroup_size`].
     pub fn workgroup_size_of(&self, spec: &'static KernelSpec) -> u32 {
         match &self.backend {
             Backend::Cpu => spec.workgroup_size,
             #[cfg(feature = "gpu")]
             Backend::Gpu(g) => g.as_chosen(spec).workgroup_size,
+        }
+    }
+
+    /// The workgroup size chosen for `spec` on this device, if a launch has chosen one
+    /// (its own size included); `None` before, and on the CPU device.
+    #[doc(hidden)]
+    pub fn chosen_workgroup_size(&self, spec: &'static KernelSpec) -> Option<u32> {
+        match &self.backend {
+            Backend::Cpu => None,
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(g) => g.chosen(spec).map(|s| s.workgroup_size),
+        }
+    }
+
+    /// Makes large launches choose their kernels' workgroup sizes on a CPU adapter too
+    /// (lavapipe), where the times say nothing of a GPU's but the tests exercise the
+    /// choosing. No effect on the CPU device.
+    #[doc(hidden)]
+    pub fn choose_sizes_on_any_adapter(&self) {
+        #[cfg(feature = "gpu")]
+        if let Backend::Gpu(g) = &self.backend {
+            (g.sizes_on_any_adapter).store(true, std::sync::atomic::Ordering::Relaxed);
         }
     }
 

@@ -98,6 +98,9 @@ pub(crate) struct Gpu {
     /// Per kernel sized by the runtime, its specs at other workgroup sizes and the one
     /// chosen (`sizes.rs`).
     sizes: Mutex<FastMap<PipelineKey, sizes::KernelSizes>>,
+    /// Whether large launches choose workgroup sizes on a CPU adapter too
+    /// ([`crate::Device::choose_sizes_on_any_adapter`]).
+    pub(super) sizes_on_any_adapter: std::sync::atomic::AtomicBool,
 }
 
 /// How long a wait for the GPU lasts before it is an [`Error::Timeout`], unless the user
@@ -206,6 +209,7 @@ impl Gpu {
             by_rows: true.into(),
             staging: Default::default(),
             sizes: Mutex::new(FastMap::default()),
+            sizes_on_any_adapter: false.into(),
         })
     }
 

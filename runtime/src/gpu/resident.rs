@@ -167,9 +167,9 @@ impl Gpu {
         b: &Bindings<'_>,
     ) -> Result<(), Error> {
         self.check_lost()?;
-        // The size chosen by a launch from the host, if one has chosen (resident arguments
-        // are not timed here: they may be written by the same recording).
-        let spec = self.as_chosen(spec);
+        // Chosen on the rows as they are now: a recording may write them before this
+        // launch runs, but what a size's speed depends on is the kernel, not the data.
+        let spec = self.choose_size_resident(spec, b.input.gpu(), n);
         let main = self.pipeline(spec)?;
         let dispatch = Dispatch {
             args: ArgsIn::Rows(b.input),

@@ -8,8 +8,9 @@
 //! workgroups of 128, its tangent 1.22x faster in workgroups of 32, while light kernels ran
 //! up to 2.4x slower in workgroups of 32 (`BENCHMARKS.md`). So no size is right for every
 //! kernel, and none can be told from the WGSL: the first launch of at least
-//! [`TUNE_MIN_ELEMENTS`] elements times each size on its own arguments and keeps the
-//! fastest for every later launch of the kernel on this device. The sizes are compiled
+//! [`TUNE_MIN_ELEMENTS`] elements times each size on its own arguments (a recorded launch,
+//! on its resident rows as they are when it is recorded) and keeps the fastest for every
+//! later launch of the kernel on this device. The sizes are compiled
 //! side by side before any is timed: compiled in turn, choosing took up to 4.8 s, and a
 //! size timed right after its own compilation, the GPU idle meanwhile, ran up to 4x slower
 //! than after all of them.
@@ -17,6 +18,7 @@
 use super::{Gpu, key, lock};
 use crate::error::Error;
 use crate::spec::{KernelSpec, WORKGROUP_SIZE_OVERRIDE};
+use std::sync::atomic::Ordering;
 
 /// The sizes tried, the kernel's own (256) first.
 pub(crate) const WORKGROUP_SIZES: [u32; 4] = [256, 128, 64, 32];
@@ -27,6 +29,10 @@ pub(crate) const TUNE_MIN_ELEMENTS: usize = 1 << 18;
 
 /// Elements a size is timed on: the launch's first ones.
 const SAMPLE_ELEMENTS: usize = 1 << 20;
+
+/// Rows of a resident argument buffer read back for a recorded launch's timing: enough
+/// for its data's branches, a small readback (at most 16,384 rows).
+const RESIDENT_SAMPLE_ROWS: usize = 1 << 14;
 
 /// Timed launches per size (after the timing's own warm-up); the fastest counts.
 const TIMED_LAUNCHES: usize = 3;
@@ -85,7 +91,7 @@ impl Gpu {
     }
 
     /// `spec` at the size chosen for it on this device, if one is (its own included).
-    fn chosen(&self, spec: &'static KernelSpec) -> Option<&'static KernelSpec> {
+    pub(crate) fn chosen(&self, spec: &'static KernelSpec) -> Option<&'static KernelSpec> {
         lock(&self.sizes).get(&key(spec)).and_then(|k| k.chosen)
     }
 
@@ -106,17 +112,63 @@ impl Gpu {
         if let Some(chosen) = self.chosen(spec) {
             return Ok(chosen);
         }
-        if !sized_by_runtime(spec) || n < TUNE_MIN_ELEMENTS || self.is_software() {
+        if !self.chooses(spec, n) {
             return Ok(spec);
         }
         let sample = &input[..n.min(SAMPLE_ELEMENTS) * spec.input_words as usize];
-        match self.time_sizes(spec, sample) {
-            Ok(times) => Ok(self.keep_fastest(spec, &times)),
+        Ok(self.keep_timed(spec, self.time_sizes(spec, sample)))
+    }
+
+    /// [`Gpu::choose_size`] for a launch recorded over `n` rows resident in `input`: the
+    /// sizes are timed on its first [`RESIDENT_SAMPLE_ROWS`] rows as they are when the
+    /// launch is recorded, repeated to the sample's length.
+    pub(super) fn choose_size_resident(
+        &self,
+        spec: &'static KernelSpec,
+        input: &wgpu::Buffer,
+        n: usize,
+    ) -> &'static KernelSpec {
+        if let Some(chosen) = self.chosen(spec) {
+            return chosen;
+        }
+        if !self.chooses(spec, n) {
+            return spec;
+        }
+        let words = spec.input_words as usize;
+        let mut rows = vec![0f32; n.min(RESIDENT_SAMPLE_ROWS) * words];
+        let times = self
+            .download(input, 0, bytemuck::cast_slice_mut(&mut rows))
+            .and_then(|()| {
+                let sample: Vec<f32> = (rows.iter().copied().cycle())
+                    .take(n.min(SAMPLE_ELEMENTS) * words)
+                    .collect();
+                self.time_sizes(spec, &sample)
+            });
+        self.keep_timed(spec, times)
+    }
+
+    /// Whether a launch of `n` elements chooses `spec`'s size (one not chosen yet).
+    fn chooses(&self, spec: &KernelSpec, n: usize) -> bool {
+        let any_adapter = self.sizes_on_any_adapter.load(Ordering::Relaxed);
+        sized_by_runtime(spec)
+            && spec.input_words > 0
+            && n >= TUNE_MIN_ELEMENTS
+            && (any_adapter || !self.is_software())
+    }
+
+    /// [`Gpu::keep_fastest`] of `times`, or the kernel's own size where timing failed.
+    fn keep_timed(
+        &self,
+        spec: &'static KernelSpec,
+        times: Result<Vec<(u32, f64)>, Error>,
+    ) -> &'static KernelSpec {
+        match times {
+            Ok(times) => self.keep_fastest(spec, &times),
             // Choosing is an optimization: where it fails, the kernel keeps its own size
             // and the launch goes on (a lost device fails it there, as it would have).
             Err(e) => {
                 log::warn!("gradfuse: {}: keeps its workgroup size: {e}", spec.label);
-                Ok(self.keep_fastest(spec, &[]))
+                self.keep_fastest(spec, &[])
             }
         }
     }
