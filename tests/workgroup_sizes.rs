@@ -132,6 +132,17 @@ fn f64_chunks_give_the_same_bits_at_every_size() {
     stores_at_every_size(&jacobian_f64::JACOBIAN_KERNEL, 1e-9);
 }
 
+/// The tangent kernel's rows for `input`'s rows of `words` words (every word with a
+/// gradient): each row, then a random direction in each of its words.
+fn tangent_rows(input: &[f32], words: usize, rng: &mut Rng) -> Vec<f32> {
+    (input.chunks(words))
+        .flat_map(|args| {
+            let dir: Vec<f32> = (0..words).map(|_| rng.uniform(-1.0, 1.0)).collect();
+            args.iter().copied().chain(dir).collect::<Vec<f32>>()
+        })
+        .collect()
+}
+
 fn close(got: f32, want: f64) -> bool {
     (got as f64 - want).abs() <= 2e-3 * (1.0 + want.abs())
 }
@@ -160,12 +171,7 @@ fn values_and_tangents_give_the_same_bits_at_every_size() {
     let values = same_bits_at_every_size(&ring::FORWARD_KERNEL, &input);
     // The tangent kernel's rows: the arguments, then a direction in each gradient word.
     let mut rng = Rng(3);
-    let rows: Vec<f32> = (input.chunks(41))
-        .flat_map(|args| {
-            let dir: Vec<f32> = (0..41).map(|_| rng.uniform(-1.0, 1.0)).collect();
-            args.iter().copied().chain(dir).collect::<Vec<f32>>()
-        })
-        .collect();
+    let rows = tangent_rows(&input, 41, &mut rng);
     let tangents = same_bits_at_every_size(&ring::TANGENT_KERNEL, &rows);
     for e in [0, 300, 999] {
         let words: Vec<f64> = input[e * 41..][..41].iter().map(|&w| w as f64).collect();
@@ -205,12 +211,7 @@ fn rows_loaded_through_workgroup_memory_give_the_same_bits_at_every_size() {
     let input: Vec<f32> = (0..1000 * 64).map(|_| rng.uniform(-1.0, 1.0)).collect();
     let values = same_bits_at_every_size(&elastic::FORWARD_KERNEL, &input);
     let outs = same_bits_at_every_size(&elastic::ADJOINT_KERNEL, &input);
-    let rows: Vec<f32> = (input.chunks(64))
-        .flat_map(|args| {
-            let dir: Vec<f32> = (0..64).map(|_| rng.uniform(-1.0, 1.0)).collect();
-            args.iter().copied().chain(dir).collect::<Vec<f32>>()
-        })
-        .collect();
+    let rows = tangent_rows(&input, 64, &mut rng);
     let tangents = same_bits_at_every_size(&elastic::TANGENT_KERNEL, &rows);
     // Elements of the first and last workgroups at every size, and one inside.
     for e in [0, 31, 32, 255, 256, 600, 999] {
