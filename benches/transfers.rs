@@ -49,6 +49,20 @@ fn row(out: &mut String, what: &str, bytes: usize, secs: f64, link_gbps: Option<
     );
 }
 
+/// The ways this device may stage uploads, each as the switch and a label for its rows:
+/// through host memory and through wgpu's mapped buffers where it has host memory for it
+/// (`Device::set_host_staging`), else the one way.
+fn staging_modes(d: &Device) -> Vec<(bool, &'static str)> {
+    if d.has_host_staging() {
+        vec![
+            (true, ", through host memory"),
+            (false, ", through wgpu's mapped buffers"),
+        ]
+    } else {
+        vec![(true, "")]
+    }
+}
+
 /// Uploads and readbacks of `bytes` through the public buffer API.
 fn buffer_rows(
     d: &Device,
@@ -59,11 +73,28 @@ fn buffer_rows(
     out: &mut String,
 ) -> Result<(), Error> {
     let host: Vec<f32> = (0..bytes / 4).map(|i| i as f32).collect();
-    let t = median_of(repeats, || d.buffer(&host).map(drop))?;
-    row(out, "upload: `Device::buffer`", bytes, t, up);
+    for (on, through) in staging_modes(d) {
+        d.set_host_staging(on);
+        let t = median_of(repeats, || d.buffer(&host).map(drop))?;
+        row(
+            out,
+            &format!("upload: `Device::buffer`{through}"),
+            bytes,
+            t,
+            up,
+        );
+        let buffer = d.buffer(&host)?;
+        let t = median_of(repeats, || d.write(&buffer, &host))?;
+        row(
+            out,
+            &format!("upload: `Device::write`{through}"),
+            bytes,
+            t,
+            up,
+        );
+    }
+    d.set_host_staging(true);
     let buffer = d.buffer(&host)?;
-    let t = median_of(repeats, || d.write(&buffer, &host))?;
-    row(out, "upload: `Device::write`", bytes, t, up);
     let t = median_of(repeats, || d.read(&buffer).map(drop))?;
     row(
         out,
@@ -126,9 +157,15 @@ fn end_to_end_row(
     let mut values = vec![0.0f32; n];
     let mut grads = vec![0.0f32; 4 * n];
     let kernel = transcendental4::kernel(d);
-    let t = median_of(repeats, || {
-        kernel.value_and_grad_into(&args, &mut values, bytemuck::cast_slice_mut(&mut grads))
-    })?;
+    let mut times = Vec::new();
+    for (on, through) in staging_modes(d) {
+        d.set_host_staging(on);
+        let t = median_of(repeats, || {
+            kernel.value_and_grad_into(&args, &mut values, bytemuck::cast_slice_mut(&mut grads))
+        })?;
+        times.push((t, through));
+    }
+    d.set_host_staging(true);
     let input: &[f32] = bytemuck::cast_slice(&args);
     let mut kernel_times: Vec<f64> = d
         .time_kernel(&transcendental4::ADJOINT_KERNEL, input, repeats)?
@@ -141,17 +178,19 @@ fn end_to_end_row(
     let floor = up
         .zip(down)
         .map(|(u, dn)| in_bytes as f64 / (u * 1e9) + out_bytes as f64 / (dn * 1e9) + kernel_t);
-    let _ = writeln!(
-        out,
-        "| transcendental4 `value_and_grad_into` | 2^{} | {:.1} + {:.1} MiB | {:.3} | {:.4} | {} | {} |",
-        n.trailing_zeros(),
-        in_bytes as f64 / (1 << 20) as f64,
-        out_bytes as f64 / (1 << 20) as f64,
-        t * 1e3,
-        kernel_t * 1e3,
-        floor.map_or("n/a".into(), |f| format!("{:.3}", f * 1e3)),
-        floor.map_or("n/a".into(), |f| format!("{:.2}", t / f)),
-    );
+    for (t, through) in times {
+        let _ = writeln!(
+            out,
+            "| transcendental4 `value_and_grad_into`{through} | 2^{} | {:.1} + {:.1} MiB | {:.3} | {:.4} | {} | {} |",
+            n.trailing_zeros(),
+            in_bytes as f64 / (1 << 20) as f64,
+            out_bytes as f64 / (1 << 20) as f64,
+            t * 1e3,
+            kernel_t * 1e3,
+            floor.map_or("n/a".into(), |f| format!("{:.3}", f * 1e3)),
+            floor.map_or("n/a".into(), |f| format!("{:.2}", t / f)),
+        );
+    }
     Ok(())
 }
 

@@ -175,6 +175,31 @@ impl Device {
         }
     }
 
+    /// Whether uploads (`Device::write`, `Device::buffer`, the arguments of large launches
+    /// from host slices) stage through host memory where the device has it (on by
+    /// default), or through the buffers wgpu maps, for a bench that compares the two.
+    /// No effect on the CPU device.
+    #[doc(hidden)]
+    pub fn set_host_staging(&self, on: bool) {
+        #[cfg(feature = "gpu")]
+        if let Backend::Gpu(g) = &self.backend {
+            g.set_host_staging(on);
+        }
+        let _ = on;
+    }
+
+    /// Whether this device can stage uploads in host memory (a Vulkan device with
+    /// host-visible memory outside it, or whose memory is all one); false on the CPU
+    /// device.
+    #[doc(hidden)]
+    pub fn has_host_staging(&self) -> bool {
+        match &self.backend {
+            Backend::Cpu => false,
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(g) => g.has_host_memory(),
+        }
+    }
+
     /// The workgroup size chosen for `spec` on this device, if a launch has chosen one
     /// (its own size included); `None` before, and on the CPU device.
     #[doc(hidden)]

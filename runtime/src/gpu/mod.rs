@@ -10,6 +10,7 @@ mod batched_lm;
 mod bind_cache;
 mod gather;
 mod gather_rows;
+mod host_memory;
 mod launch;
 mod least_squares;
 mod optim;
@@ -101,6 +102,9 @@ pub(crate) struct Gpu {
     /// Whether large launches choose workgroup sizes on a CPU adapter too
     /// ([`crate::Device::choose_sizes_on_any_adapter`]).
     pub(super) sizes_on_any_adapter: std::sync::atomic::AtomicBool,
+    /// Whether uploads stage through host memory where the device has it
+    /// (`host_memory.rs`; [`crate::Device::set_host_staging`]).
+    host_staging: std::sync::atomic::AtomicBool,
 }
 
 /// How long a wait for the GPU lasts before it is an [`Error::Timeout`], unless the user
@@ -210,6 +214,7 @@ impl Gpu {
             staging: Default::default(),
             sizes: Mutex::new(FastMap::default()),
             sizes_on_any_adapter: false.into(),
+            host_staging: true.into(),
         })
     }
 

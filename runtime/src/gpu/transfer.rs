@@ -6,8 +6,10 @@
 //! every byte (one core's memcpy is slower than a PCIe Gen5 link), and nothing overlapped
 //! (the whole copy, then the whole DMA). Here staging buffers are kept and reused, a piece
 //! is copied by several threads of a pool of our own, and the DMA of one piece runs while
-//! the next is copied.
+//! the next is copied. An upload's pieces are in host memory where the device has it
+//! (`host_memory.rs`), else in the buffers wgpu maps.
 
+use super::host_memory::HostBuffer;
 use super::{Gpu, lock};
 use crate::error::Error;
 use rayon::prelude::*;
@@ -35,18 +37,35 @@ const PARALLEL_COPY_BYTES: usize = 4 << 20;
 /// The slice each thread of a parallel copy takes at a time.
 const COPY_SLICE_BYTES: usize = 1 << 20;
 
-/// A staging buffer of [`PIECE_BYTES`] and the map request it waits on, if any.
-struct Staging {
-    buffer: wgpu::Buffer,
-    /// An upload buffer's re-arming map (it maps once its last copy has run).
-    rearm: Option<MapReceiver>,
+/// A staging buffer of [`PIECE_BYTES`]: one wgpu maps (a readback's, or an upload's where
+/// there is no host memory for it), or an upload's in host memory ([`HostBuffer`]).
+enum Staging {
+    Mapped {
+        buffer: wgpu::Buffer,
+        /// An upload buffer's re-arming map (it maps once its last copy has run).
+        rearm: Option<MapReceiver>,
+    },
+    Host {
+        host: HostBuffer,
+        /// The submission of its last copy, which must have run before it is written.
+        done: Option<wgpu::SubmissionIndex>,
+    },
+}
+
+impl Staging {
+    fn buffer(&self) -> &wgpu::Buffer {
+        match self {
+            Staging::Mapped { buffer, .. } => buffer,
+            Staging::Host { host, .. } => &host.buffer,
+        }
+    }
 }
 
 /// The staging buffers kept between transfers, per direction.
 #[derive(Default)]
 pub(super) struct StagingPool {
     up: Vec<Staging>,
-    down: Vec<Staging>,
+    down: Vec<wgpu::Buffer>,
 }
 
 /// The threads that copy between host memory and mapped staging memory. A pool of our own:
@@ -164,29 +183,47 @@ impl Gpu {
         for (i, piece) in bytes.chunks(PIECE_BYTES).enumerate() {
             let mut staging = match ring.len() {
                 PIECES_IN_FLIGHT => ring.pop_front().expect("the ring is full"),
-                _ => self.take_staging(true),
+                _ => self.take_upload_staging(),
             };
-            if let Some(rearm) = staging.rearm.take() {
-                self.await_map(&rearm)?;
-            }
-            let len = piece.len() as u64;
-            write_mapped(&staging.buffer, 0, piece)?;
-            staging.buffer.unmap();
+            self.write_piece(&mut staging, piece)?;
             let mut encoder = self.encoder("gradfuse upload");
             let at = offset + (i * PIECE_BYTES) as u64;
-            encoder.copy_buffer_to_buffer(&staging.buffer, 0, dst, at, len);
-            self.queue.submit([encoder.finish()]);
-            let (tx, rx) = std::sync::mpsc::channel();
-            staging
-                .buffer
-                .slice(..)
-                .map_async(wgpu::MapMode::Write, move |r| {
-                    let _ = tx.send(r);
-                });
-            staging.rearm = Some(rx);
+            encoder.copy_buffer_to_buffer(staging.buffer(), 0, dst, at, piece.len() as u64);
+            let submission = self.queue.submit([encoder.finish()]);
+            match &mut staging {
+                Staging::Mapped { buffer, rearm } => {
+                    let (tx, rx) = std::sync::mpsc::channel();
+                    buffer.slice(..).map_async(wgpu::MapMode::Write, move |r| {
+                        let _ = tx.send(r);
+                    });
+                    *rearm = Some(rx);
+                }
+                Staging::Host { done, .. } => *done = Some(submission),
+            }
             ring.push_back(staging);
         }
-        ring.into_iter().for_each(|s| self.keep_staging(true, s));
+        ring.into_iter().for_each(|s| self.keep_upload_staging(s));
+        Ok(())
+    }
+
+    /// Writes `piece` at the start of an upload's staging buffer, once its last copy has
+    /// run (a mapped one is unmapped after, ready for its copy).
+    fn write_piece(&self, staging: &mut Staging, piece: &[u8]) -> Result<(), Error> {
+        match staging {
+            Staging::Mapped { buffer, rearm } => {
+                if let Some(rearm) = rearm.take() {
+                    self.await_map(&rearm)?;
+                }
+                write_mapped(buffer, 0, piece)?;
+                buffer.unmap();
+            }
+            Staging::Host { host, done } => {
+                if let Some(done) = done.take() {
+                    self.wait_for(done)?;
+                }
+                copy_parallel(&mut host.bytes_mut()[..piece.len()], piece);
+            }
+        }
         Ok(())
     }
 
@@ -202,24 +239,23 @@ impl Gpu {
         // Each piece in flight: its staging buffer, where it goes in `out`, its map request
         // and its submission.
         let mut in_flight: VecDeque<(
-            Staging,
+            wgpu::Buffer,
             std::ops::Range<usize>,
             MapReceiver,
             wgpu::SubmissionIndex,
         )> = VecDeque::new();
-        let mut free: Vec<Staging> = Vec::new();
+        let mut free: Vec<wgpu::Buffer> = Vec::new();
         let mut start = 0;
         while start < total || !in_flight.is_empty() {
             if start < total && in_flight.len() < PIECES_IN_FLIGHT {
                 let len = PIECE_BYTES.min(total - start);
-                let staging = free.pop().unwrap_or_else(|| self.take_staging(false));
+                let staging = free.pop().unwrap_or_else(|| self.take_read_staging());
                 let mut encoder = self.encoder("gradfuse read");
                 let from = offset + start as u64;
-                encoder.copy_buffer_to_buffer(src, from, &staging.buffer, 0, len as u64);
+                encoder.copy_buffer_to_buffer(src, from, &staging, 0, len as u64);
                 let submission = self.queue.submit([encoder.finish()]);
                 let (tx, rx) = std::sync::mpsc::channel();
                 staging
-                    .buffer
                     .slice(..len as u64)
                     .map_async(wgpu::MapMode::Read, move |r| {
                         let _ = tx.send(r);
@@ -234,56 +270,83 @@ impl Gpu {
             self.await_map(&mapped)?;
             {
                 let view = staging
-                    .buffer
                     .slice(..range.len() as u64)
                     .get_mapped_range()
                     .map_err(|e| Error::Readback(e.to_string()))?;
                 copy_parallel(&mut out[range], &view[..]);
             }
-            staging.buffer.unmap();
+            staging.unmap();
             free.push(staging);
         }
-        free.into_iter().for_each(|s| self.keep_staging(false, s));
+        free.into_iter().for_each(|b| self.keep_read_staging(b));
         Ok(())
     }
 
-    /// A staging buffer for one direction: a kept one, or a new one (an upload buffer
-    /// comes mapped, or with the map request it waits on).
-    fn take_staging(&self, up: bool) -> Staging {
-        let mut pool = lock(&self.staging);
-        let kept = if up { &mut pool.up } else { &mut pool.down };
-        if let Some(s) = kept.pop() {
+    /// An upload's staging buffer: a kept one, or a new one in host memory where the
+    /// device has it ([`HostBuffer`]) and host staging is on, else one wgpu maps (it comes
+    /// mapped).
+    fn take_upload_staging(&self) -> Staging {
+        if let Some(s) = lock(&self.staging).up.pop() {
             return s;
         }
-        drop(pool);
-        use wgpu::BufferUsages as U;
-        let usage = if up {
-            U::MAP_WRITE | U::COPY_SRC
-        } else {
-            U::MAP_READ | U::COPY_DST
-        };
+        let host = self
+            .host_staging_on()
+            .then(|| self.host_buffer(PIECE_BYTES as u64, "gradfuse upload"));
+        if let Some(host) = host.flatten() {
+            return Staging::Host { host, done: None };
+        }
         let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(if up {
-                "gradfuse upload"
-            } else {
-                "gradfuse read"
-            }),
+            label: Some("gradfuse upload"),
             size: PIECE_BYTES as u64,
-            usage,
-            mapped_at_creation: up,
+            usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: true,
         });
-        Staging {
+        Staging::Mapped {
             buffer,
             rearm: None,
         }
     }
 
-    /// Gives a staging buffer back for later transfers, unless enough are kept.
-    fn keep_staging(&self, up: bool, staging: Staging) {
-        let mut pool = lock(&self.staging);
-        let kept = if up { &mut pool.up } else { &mut pool.down };
-        if kept.len() < KEPT_PER_DIRECTION {
-            kept.push(staging);
+    /// A readback's staging buffer: a kept one, or a new one.
+    fn take_read_staging(&self) -> wgpu::Buffer {
+        if let Some(b) = lock(&self.staging).down.pop() {
+            return b;
         }
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("gradfuse read"),
+            size: PIECE_BYTES as u64,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    }
+
+    /// Gives an upload's staging buffer back for later transfers, unless enough are kept.
+    fn keep_upload_staging(&self, staging: Staging) {
+        let mut pool = lock(&self.staging);
+        if pool.up.len() < KEPT_PER_DIRECTION {
+            pool.up.push(staging);
+        }
+    }
+
+    /// Gives a readback's staging buffer back, unless enough are kept.
+    fn keep_read_staging(&self, buffer: wgpu::Buffer) {
+        let mut pool = lock(&self.staging);
+        if pool.down.len() < KEPT_PER_DIRECTION {
+            pool.down.push(buffer);
+        }
+    }
+
+    /// Whether uploads stage through host memory where the device has it (the default).
+    pub(super) fn host_staging_on(&self) -> bool {
+        self.host_staging.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Turns staging through host memory on or off, dropping the upload buffers kept (a
+    /// bench compares the two in one process).
+    pub(crate) fn set_host_staging(&self, on: bool) {
+        self.host_staging
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+        lock(&self.staging).up.clear();
+        lock(&self.sets).clear();
     }
 }
