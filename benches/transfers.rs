@@ -157,15 +157,9 @@ fn end_to_end_row(
     let mut values = vec![0.0f32; n];
     let mut grads = vec![0.0f32; 4 * n];
     let kernel = transcendental4::kernel(d);
-    let mut times = Vec::new();
-    for (on, through) in staging_modes(d) {
-        d.set_host_staging(on);
-        let t = median_of(repeats, || {
-            kernel.value_and_grad_into(&args, &mut values, bytemuck::cast_slice_mut(&mut grads))
-        })?;
-        times.push((t, through));
-    }
-    d.set_host_staging(true);
+    let t = median_of(repeats, || {
+        kernel.value_and_grad_into(&args, &mut values, bytemuck::cast_slice_mut(&mut grads))
+    })?;
     let input: &[f32] = bytemuck::cast_slice(&args);
     let mut kernel_times: Vec<f64> = d
         .time_kernel(&transcendental4::ADJOINT_KERNEL, input, repeats)?
@@ -178,19 +172,17 @@ fn end_to_end_row(
     let floor = up
         .zip(down)
         .map(|(u, dn)| in_bytes as f64 / (u * 1e9) + out_bytes as f64 / (dn * 1e9) + kernel_t);
-    for (t, through) in times {
-        let _ = writeln!(
-            out,
-            "| transcendental4 `value_and_grad_into`{through} | 2^{} | {:.1} + {:.1} MiB | {:.3} | {:.4} | {} | {} |",
-            n.trailing_zeros(),
-            in_bytes as f64 / (1 << 20) as f64,
-            out_bytes as f64 / (1 << 20) as f64,
-            t * 1e3,
-            kernel_t * 1e3,
-            floor.map_or("n/a".into(), |f| format!("{:.3}", f * 1e3)),
-            floor.map_or("n/a".into(), |f| format!("{:.2}", t / f)),
-        );
-    }
+    let _ = writeln!(
+        out,
+        "| transcendental4 `value_and_grad_into` | 2^{} | {:.1} + {:.1} MiB | {:.3} | {:.4} | {} | {} |",
+        n.trailing_zeros(),
+        in_bytes as f64 / (1 << 20) as f64,
+        out_bytes as f64 / (1 << 20) as f64,
+        t * 1e3,
+        kernel_t * 1e3,
+        floor.map_or("n/a".into(), |f| format!("{:.3}", f * 1e3)),
+        floor.map_or("n/a".into(), |f| format!("{:.2}", t / f)),
+    );
     Ok(())
 }
 
@@ -208,7 +200,11 @@ fn main() -> Result<(), Error> {
     } else if latency_only {
         (&[], &[], 7)
     } else {
-        (&[16 << 20, 256 << 20, 1 << 30], &[1 << 20, 1 << 24], 7)
+        (
+            &[16 << 20, 64 << 20, 128 << 20, 256 << 20, 1 << 30],
+            &[1 << 20, 1 << 24],
+            7,
+        )
     };
     let mut out = String::new();
     let fmt_link = |l: Option<f64>| l.map_or("not given".into(), |l| format!("{l:.1} GB/s"));

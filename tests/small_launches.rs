@@ -89,7 +89,6 @@ fn a_small_launch_binds_its_mapped_buffers() {
         }
     };
     let buffers = |d: &Device| d.resource_counts().expect("a GPU device counts").buffers;
-    let host_staging = usize::from(d.has_host_staging());
     let before = buffers(&d);
     launch(&d, &batch(5));
     let small = buffers(&d) - before;
@@ -98,12 +97,7 @@ fn a_small_launch_binds_its_mapped_buffers() {
     let large = buffers(&d) - before;
     // At most the upload and staging buffers and the shared gradient's partial sums; a
     // large launch adds the seven device buffers it copies through (the uniforms, the
-    // arguments, two outputs, the shared words, the sums), and where the device stages
-    // uploads in host memory, the buffer there its arguments are copied from.
+    // arguments, two outputs, the shared words, the sums).
     assert!(small <= 3, "a small launch made {small} buffers");
-    assert_eq!(
-        large - small,
-        7 + host_staging,
-        "a large launch made {large} buffers"
-    );
+    assert_eq!(large - small, 7, "a large launch made {large} buffers");
 }

@@ -1,18 +1,12 @@
 //! Uploads and readbacks of device buffers: sizes that end inside a staging piece, span
 //! several pieces and more pieces than are kept in flight, reads into the caller's memory,
-//! and ordering with recorded work; on the GPU and on the CPU device. Uploads staged in
-//! host memory and in wgpu's mapped buffers give the same words and launches the same bits.
+//! and ordering with recorded work; on the GPU and on the CPU device. Large uploads staged
+//! in host memory and in wgpu's mapped buffers give the same words.
 
 mod common;
 
 use common::device;
-use gradfuse::{Device, Error, differentiable};
-
-/// A kernel whose launches of many elements copy their arguments through device buffers.
-#[differentiable]
-fn mixed(x: [f32; 4]) -> f32 {
-    x[0] * x[1] + x[2].sin() - x[3] * x[3]
-}
+use gradfuse::{Device, Error};
 
 /// A buffer size crossing every boundary of the transfer path: the parallel copy's slices
 /// (1 MiB), the staging pieces (32 MiB) and the pieces in flight (three): 4 pieces and a
@@ -84,40 +78,24 @@ fn uploads_through_host_memory_and_mapped_buffers_agree() {
     if !device().is_gpu() {
         return;
     }
-    // A device of its own: the switch drops the device's kept upload buffers and sets.
+    // A device of its own: the switch is the device's.
     let d = Device::gpu().expect("a GPU adapter");
     if d.describe().contains("Vulkan") {
         assert!(d.has_host_staging(), "{}", d.describe());
     }
-    let args: Vec<mixed::Args> = (0..300_000)
-        .map(|i| mixed::Args {
-            x: std::array::from_fn(|k| ((i * 7 + k * 13) % 101) as f32 * 0.02 - 1.0),
-        })
-        .collect();
-    let mut runs = Vec::new();
+    // Round trips of every size but the largest stage in wgpu's mapped buffers; the
+    // largest (128 MiB and 12 bytes) in host memory when on.
     for on in [true, false, true] {
         d.set_host_staging(on);
         round_trips(&d);
-        runs.push(mixed::kernel(&d).value_and_grad(&args).expect("launch"));
-    }
-    for (values, grads) in &runs[1..] {
-        let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
-        assert!(same(values, &runs[0].0), "values differ between the paths");
-        let words = |g: &[mixed::Grad]| g.iter().flat_map(|g| g.x).collect::<Vec<f32>>();
-        assert!(same(&words(grads), &words(&runs[0].1)), "gradients differ");
-    }
-    for e in [0, 1, 150_000, 299_999] {
-        let (value, grad) = mixed::value_and_grad(&args[e]);
-        assert_eq!(value, mixed(args[e].x), "{e}: the CPU versions");
-        assert!(
-            (runs[0].0[e] - value).abs() <= 1e-5 * (1.0 + value.abs()),
-            "{e}"
-        );
-        for k in 0..4 {
-            let (got, want) = (runs[0].1[e].x[k], grad.x[k]);
-            assert!(
-                (got - want).abs() <= 1e-5 * (1.0 + want.abs()),
-                "{e}, x[{k}]"
+        let buffer = d.zeros::<u32>(WORDS).unwrap();
+        for round in 0..2u32 {
+            let host = pattern(WORDS, round + 10);
+            d.write(&buffer, &host).unwrap();
+            assert_eq!(
+                d.read(&buffer).unwrap(),
+                host,
+                "round {round}, host staging {on}"
             );
         }
     }

@@ -175,10 +175,10 @@ impl Device {
         }
     }
 
-    /// Whether uploads (`Device::write`, `Device::buffer`, the arguments of large launches
-    /// from host slices) stage through host memory where the device has it (on by
-    /// default), or through the buffers wgpu maps, for a bench that compares the two.
-    /// No effect on the CPU device.
+    /// Whether large uploads (`Device::write`, `Device::buffer` of 128 MiB or more) stage
+    /// through host memory where the device has it (on by default), or through the
+    /// buffers wgpu maps, for a bench and tests that compare the two. No effect on the CPU
+    /// device.
     #[doc(hidden)]
     pub fn set_host_staging(&self, on: bool) {
         #[cfg(feature = "gpu")]

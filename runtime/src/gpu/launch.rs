@@ -161,7 +161,7 @@ impl Gpu {
         shared: &[f32],
         m: usize,
     ) -> Result<LaunchSet, Error> {
-        let mut set = self.take_set(spec, pipelines, m)?;
+        let set = self.take_set(spec, pipelines, m)?;
         let layout = &set.layout;
         let shape = Self::launch_shape(spec, m);
         write_mapped(&set.upload, 0, bytemuck::cast_slice(&shape.params(m)))?;
@@ -171,11 +171,7 @@ impl Gpu {
             write_mapped(&set.upload, layout.reduce_at, bytemuck::cast_slice(&reduce))?;
             write_mapped(&set.upload, layout.shared_at, bytemuck::cast_slice(shared))?;
         }
-        let args: &[u8] = bytemuck::cast_slice(input);
-        match &mut set.host_args {
-            Some(host) => copy_parallel(&mut host.bytes_mut()[..args.len()], args),
-            None => write_mapped(&set.upload, set.layout.args_at, args)?,
-        }
+        write_mapped(&set.upload, layout.args_at, bytemuck::cast_slice(input))?;
         Ok(set)
     }
 
@@ -257,18 +253,7 @@ impl Gpu {
             encoder.copy_buffer_to_buffer(&set.upload, layout.reduce_at, params, 0, PARAMS_BYTES);
         }
         let in_bytes = (m * spec.input_words as usize * 4) as u64;
-        match &set.host_args {
-            Some(host) => {
-                encoder.copy_buffer_to_buffer(&host.buffer, 0, &copies.input, 0, in_bytes)
-            }
-            None => encoder.copy_buffer_to_buffer(
-                &set.upload,
-                layout.args_at,
-                &copies.input,
-                0,
-                in_bytes,
-            ),
-        }
+        encoder.copy_buffer_to_buffer(&set.upload, layout.args_at, &copies.input, 0, in_bytes);
     }
 
     /// Records the copies of a chunk's outputs and sums into its staging buffer, where

@@ -1,7 +1,6 @@
 //! Launch sets: the buffers and bind groups of one launch of up to `capacity` elements,
 //! created once and reused.
 
-use super::host_memory::HostBuffer;
 use super::pipelines::Pipelines;
 use super::{Gpu, MIN_CAPACITY, PARAMS_BYTES, SETS_PER_KEY, key, lock};
 use crate::error::Error;
@@ -33,9 +32,6 @@ pub(super) struct LaunchSet {
     pub(super) reduce_bind_group: Option<wgpu::BindGroup>,
     /// The device buffers the kernel binds, where it does not bind the mapped ones.
     pub(super) copies: Option<DeviceBuffers>,
-    /// Where a set with `copies` stages its arguments, in place of the upload buffer's
-    /// region, on a device with host memory for it (`host_memory.rs`).
-    pub(super) host_args: Option<HostBuffer>,
 }
 
 /// The device buffers of a launch set that copies its upload in and its results out.
@@ -145,10 +141,6 @@ impl Gpu {
         let copies =
             (!self.binds_mapped(spec, capacity)).then(|| self.device_buffers(spec, capacity));
         let mut set = self.build_set(spec, pipelines, capacity, copies.as_ref(), true);
-        if copies.is_some() && spec.input_words > 0 && self.host_staging_on() {
-            let bytes = capacity as u64 * spec.input_words as u64 * 4;
-            set.host_args = self.host_buffer(bytes, spec.label);
-        }
         set.copies = copies;
         self.pop_scopes(spec, oom, validation)?;
         Ok(set)
@@ -301,7 +293,6 @@ impl Gpu {
             bind_group,
             reduce_bind_group,
             copies: None,
-            host_args: None,
         }
     }
 
