@@ -12,16 +12,21 @@ import time
 import torch
 
 
-def gbps(copy, nbytes, repeats=20):
-    copy()
+def median_seconds(run, repeats=20):
+    """The median time of `repeats` runs of `run` after one, each until the GPU is done."""
+    run()
     torch.cuda.synchronize()
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
-        copy()
+        run()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t)
-    return nbytes / statistics.median(times) / 1e9
+    return statistics.median(times)
+
+
+def gbps(copy, nbytes, repeats=20):
+    return nbytes / median_seconds(copy, repeats) / 1e9
 
 
 def main():

@@ -13,26 +13,14 @@ Each row moves 256 MiB (or, for the last, 256 up and 320 down, a 2^24 `value_and
 
     python3 benches/transfers/staging_ceiling.py
 """
-import statistics
 import threading
-import time
 
 import torch
 
+from link import median_seconds
+
 PIECE = (32 << 20) // 4
 RING = 3
-
-
-def median_seconds(run, repeats=10):
-    run()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        run()
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 class Pipe:
@@ -94,7 +82,7 @@ def main():
     rows = []
 
     def row(what, words, run):
-        s = median_seconds(run)
+        s = median_seconds(run, repeats=10)
         rows.append((what, mib(words), s * 1e3, words * 4 / s / 1e9))
 
     row("DMA up from pinned memory", up_words, lambda: dev_up.copy_(pinned, non_blocking=True))
