@@ -255,7 +255,40 @@ fn declarations(
     sums: &SharedSums,
     s: &mut String,
 ) {
-    let wg = abi::WORKGROUP_SIZE;
+    bindings(plan, fields, s);
+    workgroup_arrays(plan, sums, s);
+    if plan.reduces {
+        let _ = write!(
+            s,
+            "\n{}",
+            reduce_stage_fn(
+                plan.layout.shared_words,
+                (sums.streams, helpers.contains(REDUCE_DISTINCT_FN)),
+                sums.sums_in,
+                plan.layout.precision
+            )
+        );
+    }
+    let precision = plan.layout.precision;
+    let branch_free = precision == Precision::F32
+        && matches!(
+            plan.kind,
+            KernelKind::Forward | KernelKind::Tangent | KernelKind::Jacobian
+        );
+    for (name, _, src) in wgsl_helpers(precision) {
+        if helpers.contains(name) {
+            let _ = write!(s, "\n{}\n", wgsl_helper_source(name, src, branch_free));
+        }
+    }
+    debug_assert!(
+        (helpers.iter()).all(|h| *h == REDUCE_DISTINCT_FN || wgsl_helper(h, precision).is_some())
+    );
+    let _ = writeln!(s);
+}
+
+/// The kernel's `Params` struct and its bindings: the uniforms, the arguments (or the
+/// gathered kernel's fields), the outputs, the shared words and the shared partials.
+fn bindings(plan: &KernelPlan, fields: &[FieldNames], s: &mut String) {
     let t = plan.layout.precision;
     if has_rows_entry(plan) {
         let _ = writeln!(
@@ -324,6 +357,13 @@ fn declarations(
             abi::PARTIALS_BINDING
         );
     }
+}
+
+/// The kernel's workgroup arrays: the staged gradients, the argument rows' stage, the
+/// output stage and the reduction's stages.
+fn workgroup_arrays(plan: &KernelPlan, sums: &SharedSums, s: &mut String) {
+    let wg = abi::WORKGROUP_SIZE;
+    let t = plan.layout.precision;
     // A kernel the runtime sizes has its stages sized by the override (a smaller
     // workgroup, a smaller stage: more workgroups fit an SM), but for rounds, which fill
     // the whole stage at any size.
@@ -381,32 +421,7 @@ fn declarations(
                 super::outer_sums::outer_stage_declaration(precision, other, most)
             );
         }
-        let _ = write!(
-            s,
-            "\n{}",
-            reduce_stage_fn(
-                plan.layout.shared_words,
-                (sums.streams, helpers.contains(REDUCE_DISTINCT_FN)),
-                sums.sums_in,
-                plan.layout.precision
-            )
-        );
     }
-    let precision = plan.layout.precision;
-    let branch_free = precision == Precision::F32
-        && matches!(
-            plan.kind,
-            KernelKind::Forward | KernelKind::Tangent | KernelKind::Jacobian
-        );
-    for (name, _, src) in wgsl_helpers(precision) {
-        if helpers.contains(name) {
-            let _ = write!(s, "\n{}\n", wgsl_helper_source(name, src, branch_free));
-        }
-    }
-    debug_assert!(
-        (helpers.iter()).all(|h| *h == REDUCE_DISTINCT_FN || wgsl_helper(h, precision).is_some())
-    );
-    let _ = writeln!(s);
 }
 
 /// What the reducing entry calls a thread's element `e` past the first: its index, whether
