@@ -3,6 +3,7 @@
 
 use super::Gpu;
 use super::pipelines::Pipelines;
+use super::sets::LaunchSet;
 use crate::error::Error;
 use crate::spec::{KernelSpec, KernelTime};
 use std::time::{Duration, Instant};
@@ -68,125 +69,165 @@ impl Gpu {
             .write_buffer(&copies.input, 0, bytemuck::cast_slice(input));
         self.queue
             .write_buffer(&copies.params, 0, bytemuck::cast_slice(&shape.params(n)));
-        let (x, y) = (shape.x, shape.y);
         // Shared words stay zero (buffers start zeroed); the reduction runs as in a launch.
         if let Some(params) = &copies.reduce_params {
             self.queue
                 .write_buffer(params, 0, bytemuck::cast_slice(&shape.reduce_params()));
         }
-        let launches = launches.max(1) as u32;
-        let mut times = Vec::with_capacity(launches as usize);
+        let timed = TimedLaunches {
+            spec,
+            pipelines: &pipelines,
+            set: &set,
+            groups: (shape.x, shape.y),
+            launches: launches.max(1) as u32,
+        };
         if self.timestamps {
-            use wgpu::BufferUsages as U;
-            let queries = self.device.create_query_set(&wgpu::QuerySetDescriptor {
-                label: Some("gradfuse timing"),
-                ty: wgpu::QueryType::Timestamp,
-                count: 4 * launches,
+            self.time_by_timestamps(&timed, (oom, validation))
+        } else {
+            self.time_by_wall_clock(&timed, (oom, validation))
+        }
+    }
+
+    /// Each of `t`'s launches timed by timestamp queries around its kernel and around its
+    /// reduction's second pass, after 3 untimed launches, in one submission.
+    fn time_by_timestamps(
+        &self,
+        t: &TimedLaunches<'_>,
+        (oom, validation): (wgpu::ErrorScopeGuard, wgpu::ErrorScopeGuard),
+    ) -> Result<Vec<KernelTime>, Error> {
+        let TimedLaunches {
+            spec,
+            pipelines,
+            set,
+            groups: (x, y),
+            launches,
+        } = *t;
+        let mut times = Vec::with_capacity(launches as usize);
+        use wgpu::BufferUsages as U;
+        let queries = self.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("gradfuse timing"),
+            ty: wgpu::QueryType::Timestamp,
+            count: 4 * launches,
+        });
+        let resolve = self.buffer(
+            "gradfuse timing",
+            U::QUERY_RESOLVE | U::COPY_SRC,
+            32 * launches as u64,
+        );
+        let readback = self.buffer(
+            "gradfuse timing",
+            U::MAP_READ | U::COPY_DST,
+            32 * launches as u64,
+        );
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some(spec.label),
             });
-            let resolve = self.buffer(
-                "gradfuse timing",
-                U::QUERY_RESOLVE | U::COPY_SRC,
-                32 * launches as u64,
-            );
-            let readback = self.buffer(
-                "gradfuse timing",
-                U::MAP_READ | U::COPY_DST,
-                32 * launches as u64,
-            );
+        // Warm-up on the same buffers: first touches of fresh memory are not timed.
+        for _ in 0..3 {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(spec.label),
+                timestamp_writes: None,
+            });
+            Self::record(&mut pass, spec, pipelines, set, (x, y));
+        }
+        // The kernel and the reduction's second pass in passes of their own, each
+        // between its own timestamps.
+        let writes = |k: u32| {
+            Some(wgpu::ComputePassTimestampWrites {
+                query_set: &queries,
+                beginning_of_pass_write_index: Some(2 * k),
+                end_of_pass_write_index: Some(2 * k + 1),
+            })
+        };
+        let mut reduced = false;
+        for l in 0..launches {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(spec.label),
+                timestamp_writes: writes(2 * l),
+            });
+            Self::record_main(&mut pass, pipelines, set, (x, y));
+            drop(pass);
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(spec.label),
+                timestamp_writes: writes(2 * l + 1),
+            });
+            reduced = Self::record_reduce(&mut pass, spec, pipelines, set);
+        }
+        encoder.resolve_query_set(&queries, 0..4 * launches, &resolve, 0);
+        encoder.copy_buffer_to_buffer(&resolve, 0, &readback, 0, 32 * launches as u64);
+        self.queue.submit([encoder.finish()]);
+        let (tx, mapped) = std::sync::mpsc::channel();
+        readback.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.finish(spec, oom, validation)?;
+        self.await_map(&mapped)?;
+        let period = self.queue.get_timestamp_period() as f64;
+        {
+            let view = readback
+                .slice(..)
+                .get_mapped_range()
+                .map_err(|e| Error::Readback(e.to_string()))?;
+            let ticks: &[u64] = bytemuck::cast_slice(&view);
+            let span = |k: usize| {
+                let ns = ticks[2 * k + 1].saturating_sub(ticks[2 * k]) as f64 * period;
+                Duration::from_nanos(ns as u64)
+            };
+            for l in 0..launches as usize {
+                times.push(KernelTime {
+                    main: span(2 * l),
+                    reduce: if reduced {
+                        span(2 * l + 1)
+                    } else {
+                        Duration::ZERO
+                    },
+                });
+            }
+        }
+        readback.unmap();
+        Ok(times)
+    }
+
+    /// Each of `t`'s launches timed by the wall clock around its submission and a wait.
+    fn time_by_wall_clock(
+        &self,
+        t: &TimedLaunches<'_>,
+        (oom, validation): (wgpu::ErrorScopeGuard, wgpu::ErrorScopeGuard),
+    ) -> Result<Vec<KernelTime>, Error> {
+        let TimedLaunches {
+            spec,
+            pipelines,
+            set,
+            groups: (x, y),
+            launches,
+        } = *t;
+        let mut times = Vec::with_capacity(launches as usize);
+        for _ in 0..launches {
+            let t = Instant::now();
             let mut encoder = self
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                     label: Some(spec.label),
                 });
-            // Warm-up on the same buffers: first touches of fresh memory are not timed.
-            for _ in 0..3 {
+            {
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some(spec.label),
                     timestamp_writes: None,
                 });
-                Self::record(&mut pass, spec, &pipelines, &set, (x, y));
+                Self::record(&mut pass, spec, pipelines, set, (x, y));
             }
-            // The kernel and the reduction's second pass in passes of their own, each
-            // between its own timestamps.
-            let writes = |k: u32| {
-                Some(wgpu::ComputePassTimestampWrites {
-                    query_set: &queries,
-                    beginning_of_pass_write_index: Some(2 * k),
-                    end_of_pass_write_index: Some(2 * k + 1),
-                })
-            };
-            let mut reduced = false;
-            for l in 0..launches {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some(spec.label),
-                    timestamp_writes: writes(2 * l),
-                });
-                Self::record_main(&mut pass, &pipelines, &set, (x, y));
-                drop(pass);
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some(spec.label),
-                    timestamp_writes: writes(2 * l + 1),
-                });
-                reduced = Self::record_reduce(&mut pass, spec, &pipelines, &set);
-            }
-            encoder.resolve_query_set(&queries, 0..4 * launches, &resolve, 0);
-            encoder.copy_buffer_to_buffer(&resolve, 0, &readback, 0, 32 * launches as u64);
             self.queue.submit([encoder.finish()]);
-            let (tx, mapped) = std::sync::mpsc::channel();
-            readback.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-                let _ = tx.send(r);
+            self.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| Error::Readback(e.to_string()))?;
+            times.push(KernelTime {
+                main: t.elapsed(),
+                reduce: Duration::ZERO,
             });
-            self.finish(spec, oom, validation)?;
-            self.await_map(&mapped)?;
-            let period = self.queue.get_timestamp_period() as f64;
-            {
-                let view = readback
-                    .slice(..)
-                    .get_mapped_range()
-                    .map_err(|e| Error::Readback(e.to_string()))?;
-                let ticks: &[u64] = bytemuck::cast_slice(&view);
-                let span = |k: usize| {
-                    let ns = ticks[2 * k + 1].saturating_sub(ticks[2 * k]) as f64 * period;
-                    Duration::from_nanos(ns as u64)
-                };
-                for l in 0..launches as usize {
-                    times.push(KernelTime {
-                        main: span(2 * l),
-                        reduce: if reduced {
-                            span(2 * l + 1)
-                        } else {
-                            Duration::ZERO
-                        },
-                    });
-                }
-            }
-            readback.unmap();
-        } else {
-            for _ in 0..launches {
-                let t = Instant::now();
-                let mut encoder =
-                    self.device
-                        .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                            label: Some(spec.label),
-                        });
-                {
-                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                        label: Some(spec.label),
-                        timestamp_writes: None,
-                    });
-                    Self::record(&mut pass, spec, &pipelines, &set, (x, y));
-                }
-                self.queue.submit([encoder.finish()]);
-                self.device
-                    .poll(wgpu::PollType::wait_indefinitely())
-                    .map_err(|e| Error::Readback(e.to_string()))?;
-                times.push(KernelTime {
-                    main: t.elapsed(),
-                    reduce: Duration::ZERO,
-                });
-            }
-            self.finish(spec, oom, validation)?;
         }
+        self.finish(spec, oom, validation)?;
         Ok(times)
     }
 
@@ -253,4 +294,14 @@ impl Gpu {
         }
         Ok(times)
     }
+}
+
+/// The launches one timing runs: a kernel over a launch set, and how many.
+#[derive(Clone, Copy)]
+struct TimedLaunches<'a> {
+    spec: &'static KernelSpec,
+    pipelines: &'a Pipelines<'a>,
+    set: &'a LaunchSet,
+    groups: (u32, u32),
+    launches: u32,
 }
