@@ -53,11 +53,14 @@ impl Gpu {
             let unified = self.info.device_type != wgpu::DeviceType::DiscreteGpu;
             // SAFETY: the raw handles are used only while the device lives (`self`), the
             // buffer and memory they make are handed to wgpu, which destroys them.
-            let (raw, memory) = unsafe { vulkan::host_buffer(&self.device, bytes, unified) }?;
+            let (raw, mapped) = unsafe { vulkan::host_buffer(&self.device, bytes, unified) }?;
+            // SAFETY: the buffer and its memory are this device's, bound to each other, and
+            // handed over whole: wgpu destroys and frees them once the buffer is dropped.
             let hal = unsafe {
                 wgpu::hal::vulkan::Buffer::from_raw_managed(raw.buffer, raw.memory, 0, raw.size)
             };
-            // SAFETY: the buffer is valid, bound to `memory`, and not used otherwise.
+            // SAFETY: `hal` is a valid buffer of this device, not used otherwise; wgpu never
+            // maps it (its usage has no MAP flag) and treats it as initialized.
             let buffer = unsafe {
                 self.device
                     .create_buffer_from_hal::<wgpu::hal::api::Vulkan>(
@@ -72,7 +75,7 @@ impl Gpu {
             };
             Some(HostBuffer {
                 buffer,
-                mapped: memory,
+                mapped,
                 len: bytes as usize,
             })
         }
