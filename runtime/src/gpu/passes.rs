@@ -199,17 +199,8 @@ impl Gpu {
             self.submit(encoder)?;
             return Ok(Vec::new());
         };
-        use wgpu::BufferUsages as U;
         let count = 2 * timer.labels.len() as u32;
-        let bytes = 8 * count as u64;
-        let resolve = self.buffer(
-            "gradfuse pass timing",
-            U::QUERY_RESOLVE | U::COPY_SRC,
-            bytes,
-        );
-        let readback = self.buffer("gradfuse pass timing", U::MAP_READ | U::COPY_DST, bytes);
-        encoder.resolve_query_set(&timer.queries, 0..count, &resolve, 0);
-        encoder.copy_buffer_to_buffer(&resolve, 0, &readback, 0, bytes);
+        let readback = self.resolve_timestamps(&mut encoder, &timer.queries, count);
         let submission = {
             self.check_lost()?;
             self.queue.submit([encoder.finish()])
@@ -221,20 +212,7 @@ impl Gpu {
         self.wait_for(submission)?;
         self.await_map(&mapped)?;
         self.take_uncaptured("gradfuse recording")?;
-        let period = self.queue.get_timestamp_period() as f64;
-        let view = readback
-            .slice(..)
-            .get_mapped_range()
-            .map_err(|e| Error::Readback(e.to_string()))?;
-        let ticks: &[u64] = bytemuck::cast_slice(&view);
-        Ok(timer
-            .labels
-            .iter()
-            .enumerate()
-            .map(|(k, label)| {
-                let ns = ticks[2 * k + 1].saturating_sub(ticks[2 * k]) as f64 * period;
-                (*label, Duration::from_nanos(ns as u64))
-            })
-            .collect())
+        let spans = self.timestamp_spans(&readback)?;
+        Ok(timer.labels.iter().copied().zip(spans).collect())
     }
 }

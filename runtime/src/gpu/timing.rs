@@ -103,22 +103,11 @@ impl Gpu {
             launches,
         } = *t;
         let mut times = Vec::with_capacity(launches as usize);
-        use wgpu::BufferUsages as U;
         let queries = self.device.create_query_set(&wgpu::QuerySetDescriptor {
             label: Some("gradfuse timing"),
             ty: wgpu::QueryType::Timestamp,
             count: 4 * launches,
         });
-        let resolve = self.buffer(
-            "gradfuse timing",
-            U::QUERY_RESOLVE | U::COPY_SRC,
-            32 * launches as u64,
-        );
-        let readback = self.buffer(
-            "gradfuse timing",
-            U::MAP_READ | U::COPY_DST,
-            32 * launches as u64,
-        );
         let mut encoder = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -155,8 +144,7 @@ impl Gpu {
             });
             reduced = Self::record_reduce(&mut pass, spec, pipelines, set);
         }
-        encoder.resolve_query_set(&queries, 0..4 * launches, &resolve, 0);
-        encoder.copy_buffer_to_buffer(&resolve, 0, &readback, 0, 32 * launches as u64);
+        let readback = self.resolve_timestamps(&mut encoder, &queries, 4 * launches);
         self.queue.submit([encoder.finish()]);
         let (tx, mapped) = std::sync::mpsc::channel();
         readback.slice(..).map_async(wgpu::MapMode::Read, move |r| {
@@ -164,30 +152,50 @@ impl Gpu {
         });
         self.finish(spec, oom, validation)?;
         self.await_map(&mapped)?;
+        // Pairs of timestamps: each launch's kernel, then its reduction's second pass.
+        let spans = self.timestamp_spans(&readback)?;
+        for pair in spans.chunks_exact(2) {
+            times.push(KernelTime {
+                main: pair[0],
+                reduce: if reduced { pair[1] } else { Duration::ZERO },
+            });
+        }
+        Ok(times)
+    }
+
+    /// Records, at the end of `encoder`, the resolve of `queries`' first `count` timestamps
+    /// and their copy into a buffer the host can map, and returns that buffer.
+    pub(super) fn resolve_timestamps(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        queries: &wgpu::QuerySet,
+        count: u32,
+    ) -> wgpu::Buffer {
+        use wgpu::BufferUsages as U;
+        let bytes = 8 * count as u64;
+        let resolve = self.buffer("gradfuse timing", U::QUERY_RESOLVE | U::COPY_SRC, bytes);
+        let readback = self.buffer("gradfuse timing", U::MAP_READ | U::COPY_DST, bytes);
+        encoder.resolve_query_set(queries, 0..count, &resolve, 0);
+        encoder.copy_buffer_to_buffer(&resolve, 0, &readback, 0, bytes);
+        readback
+    }
+
+    /// The time between each pair of timestamps in `readback` (mapped; from
+    /// [`Gpu::resolve_timestamps`]), in order; unmaps it.
+    pub(super) fn timestamp_spans(&self, readback: &wgpu::Buffer) -> Result<Vec<Duration>, Error> {
         let period = self.queue.get_timestamp_period() as f64;
-        {
+        let spans = {
             let view = readback
                 .slice(..)
                 .get_mapped_range()
                 .map_err(|e| Error::Readback(e.to_string()))?;
             let ticks: &[u64] = bytemuck::cast_slice(&view);
-            let span = |k: usize| {
-                let ns = ticks[2 * k + 1].saturating_sub(ticks[2 * k]) as f64 * period;
-                Duration::from_nanos(ns as u64)
-            };
-            for l in 0..launches as usize {
-                times.push(KernelTime {
-                    main: span(2 * l),
-                    reduce: if reduced {
-                        span(2 * l + 1)
-                    } else {
-                        Duration::ZERO
-                    },
-                });
-            }
-        }
+            (ticks.chunks_exact(2))
+                .map(|t| Duration::from_nanos((t[1].saturating_sub(t[0]) as f64 * period) as u64))
+                .collect()
+        };
         readback.unmap();
-        Ok(times)
+        Ok(spans)
     }
 
     /// Each of `t`'s launches timed by the wall clock around its submission and a wait.
