@@ -79,6 +79,40 @@ pub(super) fn unpack(c: &Compiled, v: &TokenStream) -> TokenStream {
 /// The CPU versions, WGSL, kernel descriptions and launchers of a function with an
 /// `[f32; M]` result: `value_and_jacobian` in place of `value_and_grad`.
 pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
+    let (c, m) = (plan.c, plan.layout.results as usize);
+    let has_grads = plan.grad_count() > 0;
+    let cpu = vector_cpu_versions(plan);
+    let kernels = vector_kernels(plan);
+    let resident = resident_launchers(m, has_grads, &plan.float_ty());
+    let gathered =
+        super::gathered::jacobian_gathered_api(plan, c.wgsl_gathered.as_ref(), has_grads);
+    quote! {
+        #cpu
+        #kernels
+        #resident
+
+        #gathered
+    }
+}
+
+/// How the Jacobian of `c` is computed, for the docs: `m` results, `g` argument words with
+/// a gradient.
+fn jacobian_mode_doc(c: &crate::Compiled, m: usize, g: usize) -> String {
+    match c.cpu.reverse.jacobian_mode() {
+        Some(crate::ad::JacobianMode::Forward) => format!(
+            "The Jacobian is computed by {g} forward sweeps (one per argument word with a \
+             gradient: fewer than the {m} results)."
+        ),
+        _ => format!(
+            "The Jacobian is computed by {m} reverse sweeps (one per result word: no more \
+             than the {g} argument words with a gradient)."
+        ),
+    }
+}
+
+/// The result and Jacobian types, their words, and the CPU versions: `value_and_jacobian`
+/// by the reverse (or forward) sweeps, and `jvp` by forward mode.
+fn vector_cpu_versions(plan: &ItemPlan) -> TokenStream {
     let (c, layout) = (plan.c, plan.layout);
     let m = layout.results as usize;
     let g = plan.grad_count();
@@ -86,12 +120,7 @@ pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
     let covered = plan.covered(c.cpu.reverse.function(), &rows_at);
     let adj = &body_storing(c.cpu.reverse.function(), plan.scalar(), &covered);
     let tan = &body(&c.cpu.tangent, plan.scalar());
-    let eval_args = plan.eval_args();
-    let fwd_spec = kernel_spec(plan, KernelKind::Forward, &format_ident!("cpu_forward"));
-    let jac_spec = kernel_spec(plan, KernelKind::Jacobian, &format_ident!("cpu_jacobian"));
-    let words = plan.words4();
-    let (float, out_view) = (plan.float_ty(), plan.out_view());
-    let has_grads = g > 0;
+    let float = plan.float_ty();
     let f = c.cpu.reverse.function();
     // Row k of the Jacobian: the adjoint's outputs after the M values, g words a row.
     let rows: Vec<TokenStream> = (0..m)
@@ -138,52 +167,14 @@ pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
             plan.access_run(Some(base), None, word, k)
         },
     );
-    let wgsl_forward = &c.wgsl_forward;
-    let wgsl_jacobian = &c.wgsl_reverse;
-    let mode_doc = match c.cpu.reverse.jacobian_mode() {
-        Some(crate::ad::JacobianMode::Forward) => format!(
-            "The Jacobian is computed by {g} forward sweeps (one per argument word with a \
-             gradient: fewer than the {m} results)."
-        ),
-        _ => format!(
-            "The Jacobian is computed by {m} reverse sweeps (one per result word: no more \
-             than the {g} argument words with a gradient)."
-        ),
-    };
-    let copy_jacobian = if has_grads {
-        quote!(out[#m..].copy_from_slice(::gradfuse::bytemuck::cast_slice(&j[..]));)
-    } else {
-        quote!(let _ = j;)
-    };
-    let jac_alloc = if has_grads {
-        quote!(let mut jacobians: ::std::vec::Vec<Jacobian> = ::gradfuse::bytemuck::zeroed_vec(args.len());)
-    } else {
-        quote!(let jacobians: ::std::vec::Vec<Jacobian> = ::std::vec![[Grad {}; #m]; args.len()];)
-    };
-    let jac_outputs = if has_grads {
-        quote!(&mut [
-            ::gradfuse::bytemuck::cast_slice_mut(&mut values[..]),
-            ::gradfuse::bytemuck::cast_slice_mut(&mut jacobians[..])
-        ])
-    } else {
-        quote!(&mut [::gradfuse::bytemuck::cast_slice_mut(&mut values[..])])
-    };
+    let mode_doc = jacobian_mode_doc(c, m, g);
     let value_ty = result_type(c, &float);
-    // Arrays are their own words; tuples are rebuilt from them.
-    let collect_values = if c.lowered.sig.result_parts.is_some() {
-        quote!(values.iter().map(value_of).collect())
-    } else {
-        quote!(values)
-    };
     let packed_values = pack(c, &values);
     let packed_tan_values = pack(c, &tan_values);
     let packed_tan_dirs = pack(c, &tan_dirs);
     let words_of_v = unpack(c, &quote!(v));
     let w_items: Vec<TokenStream> = (0..m).map(|k| quote!(w[#k])).collect();
     let value_of_w = pack(c, &w_items);
-    let resident = resident_launchers(m, has_grads, &float);
-    let gathered =
-        super::gathered::jacobian_gathered_api(plan, c.wgsl_gathered.as_ref(), has_grads);
     quote! {
         /// The result type. Result word `k` (the Jacobian's row `k`) is word `k` of it, in
         /// order.
@@ -218,7 +209,49 @@ pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
             #tan_stmts
             (#packed_tan_values, #packed_tan_dirs)
         }
+    }
+}
 
+/// The WGSL modules, the kernels' CPU versions and launch descriptions, and the
+/// launchers from host slices: `value` and `value_and_jacobian`.
+fn vector_kernels(plan: &ItemPlan) -> TokenStream {
+    let (c, layout) = (plan.c, plan.layout);
+    let m = layout.results as usize;
+    let g = plan.grad_count();
+    let eval_args = plan.eval_args();
+    let fwd_spec = kernel_spec(plan, KernelKind::Forward, &format_ident!("cpu_forward"));
+    let jac_spec = kernel_spec(plan, KernelKind::Jacobian, &format_ident!("cpu_jacobian"));
+    let words = plan.words4();
+    let (float, out_view) = (plan.float_ty(), plan.out_view());
+    let has_grads = g > 0;
+    let wgsl_forward = &c.wgsl_forward;
+    let wgsl_jacobian = &c.wgsl_reverse;
+    let mode_doc = jacobian_mode_doc(c, m, g);
+    let copy_jacobian = if has_grads {
+        quote!(out[#m..].copy_from_slice(::gradfuse::bytemuck::cast_slice(&j[..]));)
+    } else {
+        quote!(let _ = j;)
+    };
+    let jac_alloc = if has_grads {
+        quote!(let mut jacobians: ::std::vec::Vec<Jacobian> = ::gradfuse::bytemuck::zeroed_vec(args.len());)
+    } else {
+        quote!(let jacobians: ::std::vec::Vec<Jacobian> = ::std::vec![[Grad {}; #m]; args.len()];)
+    };
+    let jac_outputs = if has_grads {
+        quote!(&mut [
+            ::gradfuse::bytemuck::cast_slice_mut(&mut values[..]),
+            ::gradfuse::bytemuck::cast_slice_mut(&mut jacobians[..])
+        ])
+    } else {
+        quote!(&mut [::gradfuse::bytemuck::cast_slice_mut(&mut values[..])])
+    };
+    // Arrays are their own words; tuples are rebuilt from them.
+    let collect_values = if c.lowered.sig.result_parts.is_some() {
+        quote!(values.iter().map(value_of).collect())
+    } else {
+        quote!(values)
+    };
+    quote! {
         /// The WGSL module of the forward (value) kernel.
         pub const WGSL_FORWARD: &str = #wgsl_forward;
         /// The WGSL module of the Jacobian (values and Jacobian) kernel.
@@ -271,10 +304,6 @@ pub(super) fn vector_api(plan: &ItemPlan) -> TokenStream {
                 Ok((#collect_values, jacobians))
             }
         }
-
-        #resident
-
-        #gathered
     }
 }
 
