@@ -13,12 +13,36 @@ use quote::{format_ident, quote};
 
 /// `value_and_grad` (reverse mode), `jvp` (forward mode) and everything batched.
 pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
-    let (c, layout, words) = (plan.c, plan.layout, plan.words4());
-    let (grad_list, grad_count, has_shared) = (&plan.grad_list, plan.grad_count(), plan.has_shared);
-    let args_ref = quote!(args);
-    let shared_ref = quote!(shared);
+    let c = plan.c;
+    let (has_shared, has_grads) = (plan.has_shared, plan.grad_count() > 0);
+    let value_and_grad = value_and_grad_fn(plan);
+    let jvp = jvp_fn(plan);
+    let kernels = scalar_kernels(plan);
+    let float = plan.float_ty();
+    let launcher = launcher(has_shared, has_grads, &float);
+    let resident = resident_launcher(has_shared, has_grads, &float);
+    let gathered = super::gathered::gathered_api(plan, c.wgsl_gathered.as_ref());
+    quote! {
+        #value_and_grad
 
-    // value_and_grad: the adjoint.
+        #jvp
+
+        #kernels
+
+        #launcher
+
+        #resident
+
+        #gathered
+    }
+}
+
+/// `value_and_grad`: the value and the full gradient (and the shared gradient), by
+/// reverse mode on the CPU.
+fn value_and_grad_fn(plan: &ItemPlan) -> TokenStream {
+    let (c, grad_count, has_shared) = (plan.c, plan.grad_count(), plan.has_shared);
+    let (args_ref, shared_ref) = (quote!(args), quote!(shared));
+    let float = plan.float_ty();
     let f = c.cpu.reverse.function();
     let covered = plan.covered(f, &[(1, false), (1 + grad_count, true)]);
     let adj = body_storing(f, plan.scalar(), &covered);
@@ -39,7 +63,35 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
     let adj_shared_grad =
         plan.grad_literal(c.cpu.reverse.function(), &adj.names, 1 + grad_count, true);
 
-    // jvp: the tangent. Its inputs: the arguments, then one tangent word per gradient
+    let (vg_sig, vg_ret) = if has_shared {
+        (
+            quote!(pub fn value_and_grad(args: &Args, shared: &Shared) -> (#float, Grad, SharedGrad)),
+            quote!((#adj_value, #adj_grad, #adj_shared_grad)),
+        )
+    } else {
+        (
+            quote!(pub fn value_and_grad(args: &Args) -> (#float, Grad)),
+            quote!((#adj_value, #adj_grad)),
+        )
+    };
+    quote! {
+        /// The value and the full gradient, by reverse mode on the CPU.
+        #[inline]
+        #vg_sig {
+            #adj_loads
+            #adj_stmts
+            #vg_ret
+        }
+    }
+}
+
+/// `jvp`: the value and the directional derivative along a tangent, by forward mode.
+fn jvp_fn(plan: &ItemPlan) -> TokenStream {
+    let (c, layout) = (plan.c, plan.layout);
+    let (grad_list, grad_count, has_shared) = (&plan.grad_list, plan.grad_count(), plan.has_shared);
+    let (args_ref, shared_ref) = (quote!(args), quote!(shared));
+    let float = plan.float_ty();
+    // The tangent's inputs: the arguments, then one tangent word per gradient
     // word (the element's, then the shared ones).
     let tan = body(&c.cpu.tangent, plan.scalar());
     let tangent_ref = quote!(tangent);
@@ -82,28 +134,32 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
         plan.scalar(),
     );
 
+    let jvp_sig = if has_shared {
+        quote!(pub fn jvp(args: &Args, shared: &Shared, tangent: &Grad, shared_tangent: &SharedGrad) -> (#float, #float))
+    } else {
+        quote!(pub fn jvp(args: &Args, tangent: &Grad) -> (#float, #float))
+    };
+    quote! {
+        /// The value and the directional derivative along the tangent, by forward mode.
+        #[inline]
+        #jvp_sig {
+            #tan_loads
+            #tan_stmts
+            (#tan_value, #tan_dir)
+        }
+    }
+}
+
+/// The WGSL modules, and the kernels' CPU versions and launch descriptions.
+fn scalar_kernels(plan: &ItemPlan) -> TokenStream {
+    let (c, words) = (plan.c, plan.words4());
+    let (grad_count, has_shared) = (plan.grad_count(), plan.has_shared);
     let wgsl_forward = &c.wgsl_forward;
     let wgsl_adjoint = &c.wgsl_reverse;
     let eval_args = plan.eval_args();
     let fwd_spec = kernel_spec(plan, KernelKind::Forward, &format_ident!("cpu_forward"));
     let adj_spec = kernel_spec(plan, KernelKind::Adjoint, &format_ident!("cpu_adjoint"));
     let (float, out_view) = (plan.float_ty(), plan.out_view());
-    let (vg_sig, vg_ret) = if has_shared {
-        (
-            quote!(pub fn value_and_grad(args: &Args, shared: &Shared) -> (#float, Grad, SharedGrad)),
-            quote!((#adj_value, #adj_grad, #adj_shared_grad)),
-        )
-    } else {
-        (
-            quote!(pub fn value_and_grad(args: &Args) -> (#float, Grad)),
-            quote!((#adj_value, #adj_grad)),
-        )
-    };
-    let jvp_sig = if has_shared {
-        quote!(pub fn jvp(args: &Args, shared: &Shared, tangent: &Grad, shared_tangent: &SharedGrad) -> (#float, #float))
-    } else {
-        quote!(pub fn jvp(args: &Args, tangent: &Grad) -> (#float, #float))
-    };
     // The CPU versions for the runtime: element words, then shared words in; value, the
     // element's gradient words, then its shared gradient words out.
     let read_shared = if has_shared {
@@ -124,26 +180,7 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
     let copy_shared_grads = has_shared.then(|| {
         quote!(out[1 + #grad_count..].copy_from_slice(::gradfuse::bytemuck::cast_slice(::core::slice::from_ref(&sg)));)
     });
-    let launcher = launcher(has_shared, grad_count > 0, &float);
-    let resident = resident_launcher(has_shared, grad_count > 0, &float);
-    let gathered = super::gathered::gathered_api(plan, c.wgsl_gathered.as_ref());
     quote! {
-        /// The value and the full gradient, by reverse mode on the CPU.
-        #[inline]
-        #vg_sig {
-            #adj_loads
-            #adj_stmts
-            #vg_ret
-        }
-
-        /// The value and the directional derivative along the tangent, by forward mode.
-        #[inline]
-        #jvp_sig {
-            #tan_loads
-            #tan_stmts
-            (#tan_value, #tan_dir)
-        }
-
         /// The WGSL module of the forward (value) kernel.
         pub const WGSL_FORWARD: &str = #wgsl_forward;
         /// The WGSL module of the adjoint (value and gradient) kernel.
@@ -170,11 +207,5 @@ pub(super) fn scalar_api(plan: &ItemPlan) -> TokenStream {
         pub static FORWARD_KERNEL: ::gradfuse::KernelSpec = #fwd_spec;
         /// The adjoint kernel's launch description.
         pub static ADJOINT_KERNEL: ::gradfuse::KernelSpec = #adj_spec;
-
-        #launcher
-
-        #resident
-
-        #gathered
     }
 }
