@@ -502,11 +502,6 @@ impl RowStage {
     pub fn rounds(self, row_words: u32) -> u32 {
         row_words.div_ceil(self.words)
     }
-
-    /// Scalars the stage holds.
-    pub fn scalars(self) -> u32 {
-        WORKGROUP_SIZE * self.stride
-    }
 }
 
 /// 4-byte words of each element a Hessian kernel stages through workgroup memory at a

@@ -359,35 +359,35 @@ fn bindings(plan: &KernelPlan, fields: &[FieldNames], s: &mut String) {
     }
 }
 
+/// The length of a workgroup stage of `per_thread` scalars a thread: a constant expression
+/// of the size override where the runtime sizes the stage, else of
+/// [`abi::WORKGROUP_SIZE`].
+fn stage_length(sized: Option<&str>, per_thread: u32) -> String {
+    match sized {
+        Some(size) => format!("{size} * {per_thread}u"),
+        None => (abi::WORKGROUP_SIZE * per_thread).to_string(),
+    }
+}
+
 /// The kernel's workgroup arrays: the staged gradients, the argument rows' stage, the
 /// output stage and the reduction's stages.
 fn workgroup_arrays(plan: &KernelPlan, sums: &SharedSums, s: &mut String) {
-    let wg = abi::WORKGROUP_SIZE;
     let t = plan.layout.precision;
     // A kernel the runtime sizes has its stages sized by the override (a smaller
     // workgroup, a smaller stage: more workgroups fit an SM), but for rounds, which fill
     // the whole stage at any size.
     let sized = plan.size_override();
     if plan.staged {
-        let words = match sized {
-            Some(size) => format!("{size} * {}u", plan.grad_count()),
-            None => (wg * plan.grad_count()).to_string(),
-        };
+        let words = stage_length(sized, plan.grad_count());
         let _ = writeln!(s, "var<workgroup> grad_stage: array<{t}, {words}>;");
     }
     if let Some((stage, StageArray::Own)) = plan.row_stage {
-        let words = match sized {
-            Some(size) => format!("{size} * {}u", stage.stride),
-            None => stage.scalars().to_string(),
-        };
+        let words = stage_length(sized, stage.stride);
         let _ = writeln!(s, "var<workgroup> in_stage: array<{t}, {words}>;");
     }
     if plan.chunked {
         let per_thread = abi::output_stage_words(t) / plan.chunk_lanes;
-        let words = match sized {
-            Some(size) if !plan.stores_rounds() => format!("{size} * {per_thread}u"),
-            _ => (wg * per_thread).to_string(),
-        };
+        let words = stage_length(sized.filter(|_| !plan.stores_rounds()), per_thread);
         let _ = writeln!(
             s,
             "var<workgroup> out_stage: array<{}, {words}>;",
