@@ -38,9 +38,10 @@ impl HostBuffer {
 }
 
 impl Gpu {
-    /// Whether [`Gpu::host_buffer`] makes buffers on this device.
+    /// Whether [`Gpu::host_buffer`] makes buffers on this device: probed once (on a
+    /// device without, every large upload would otherwise try and fail again).
     pub(crate) fn has_host_memory(&self) -> bool {
-        self.host_buffer(16, "gradfuse probe").is_some()
+        *(self.host_memory).get_or_init(|| self.host_buffer(16, "gradfuse probe").is_some())
     }
 
     /// A [`HostBuffer`] of `bytes`, where the device is a Vulkan one with host-visible,

@@ -105,6 +105,8 @@ pub(crate) struct Gpu {
     /// Whether uploads stage through host memory where the device has it
     /// (`host_memory.rs`; [`crate::Device::set_host_staging`]).
     host_staging: std::sync::atomic::AtomicBool,
+    /// Whether the device has host memory to stage uploads in, once probed.
+    host_memory: std::sync::OnceLock<bool>,
 }
 
 /// How long a wait for the GPU lasts before it is an [`Error::Timeout`], unless the user
@@ -215,6 +217,7 @@ impl Gpu {
             sizes: Mutex::new(FastMap::default()),
             sizes_on_any_adapter: false.into(),
             host_staging: true.into(),
+            host_memory: std::sync::OnceLock::new(),
         })
     }
 

@@ -45,8 +45,8 @@ const PARALLEL_COPY_BYTES: usize = 4 << 20;
 /// The slice each thread of a parallel copy takes at a time.
 const COPY_SLICE_BYTES: usize = 1 << 20;
 
-/// A staging buffer of [`PIECE_BYTES`]: one wgpu maps (a readback's, or an upload's where
-/// there is no host memory for it), or an upload's in host memory ([`HostBuffer`]).
+/// An upload's staging buffer of [`PIECE_BYTES`]: one wgpu maps, or one in host memory
+/// ([`HostBuffer`]). (A readback's is always one wgpu maps: a plain `wgpu::Buffer`.)
 enum Staging {
     Mapped {
         buffer: wgpu::Buffer,
@@ -187,7 +187,9 @@ impl Gpu {
             self.queue.submit([]);
             return Ok(());
         }
-        let host = self.host_staging_on() && bytes.len() >= HOST_STAGING_FROM_BYTES;
+        let host = bytes.len() >= HOST_STAGING_FROM_BYTES
+            && self.host_staging_on()
+            && self.has_host_memory();
         let mut ring: VecDeque<Staging> = VecDeque::new();
         for (i, piece) in bytes.chunks(PIECE_BYTES).enumerate() {
             let mut staging = match ring.len() {
@@ -291,8 +293,9 @@ impl Gpu {
         Ok(())
     }
 
-    /// An upload's staging buffer, in host memory (where `host` and the device has it,
-    /// [`HostBuffer`]) or one wgpu maps (it comes mapped): a kept one, or a new one.
+    /// An upload's staging buffer, in host memory where `host` (a device that has it,
+    /// [`HostBuffer`]; one wgpu maps if making it fails) or one wgpu maps (it comes
+    /// mapped): a kept one of that kind, or a new one.
     fn take_upload_staging(&self, host: bool) -> Staging {
         {
             let mut pool = lock(&self.staging);
