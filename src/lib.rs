@@ -42,7 +42,7 @@ pub use gradfuse_macros::differentiable;
 pub use gradfuse_runtime::{
     Adam, BatchedLm, BatchedSummary, BlockId, Buffer, DISABLE_F64_ENV, Device, Dual, Error,
     FieldSpec, Floats, GatheredSpec, HyperDual, Index, IterationReport, KernelSpec, KernelTime,
-    LevenbergMarquardt, Loss, MAX_ROW_WORDS, Momentum, OutputSpec, Precision, Problem,
+    LevenbergMarquardt, Loss, MAX_ROW_WORDS, Momentum, OutputSpec, Pinned, Precision, Problem,
     REQUIRE_GPU_ENV, Real, Recording, ReductionSpec, Residuals, RowsEntry, SharedSpec, Source,
     Summary, Termination, WORKGROUP_BYTES_OVERRIDE, WORKGROUP_SIZE_OVERRIDE,
 };

@@ -18,6 +18,7 @@ mod gpu;
 mod least_squares;
 mod lm_passes;
 mod optim;
+mod pinned;
 mod products;
 mod raw;
 mod real;
@@ -45,6 +46,7 @@ pub use least_squares::{
 #[doc(hidden)]
 pub use least_squares::{CgTiming, ResidualArgument};
 pub use optim::{Adam, Momentum};
+pub use pinned::Pinned;
 #[doc(hidden)]
 pub use products::JacobianColumns;
 pub use real::Real;

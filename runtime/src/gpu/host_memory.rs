@@ -13,8 +13,8 @@
 use super::Gpu;
 use std::ptr::NonNull;
 
-/// A buffer in host memory, mapped for the whole of its life: the runtime writes it
-/// through its pointer, and the GPU reads it with buffer copies. The memory is the
+/// A buffer in host memory, mapped for the whole of its life: the CPU writes and reads it
+/// through its pointer, and the GPU's copies read and write it. The memory is the
 /// buffer's (wgpu frees both once the buffer is dropped and the GPU is done with it).
 pub(super) struct HostBuffer {
     pub(super) buffer: wgpu::Buffer,
@@ -34,6 +34,16 @@ impl HostBuffer {
         // SAFETY: `mapped` points to `len` bytes of host-coherent memory mapped while the
         // buffer lives; `&mut self` makes this the only view.
         unsafe { std::slice::from_raw_parts_mut(self.mapped.as_ptr(), self.len) }
+    }
+
+    /// The first mapped byte (at least 64-byte aligned: Vulkan's `minMemoryMapAlignment`).
+    pub(super) fn as_ptr(&self) -> *mut u8 {
+        self.mapped.as_ptr()
+    }
+
+    /// Its length in bytes.
+    pub(super) fn len(&self) -> usize {
+        self.len
     }
 }
 
@@ -61,7 +71,8 @@ impl Gpu {
                 wgpu::hal::vulkan::Buffer::from_raw_managed(raw.buffer, raw.memory, 0, raw.size)
             };
             // SAFETY: `hal` is a valid buffer of this device, not used otherwise; wgpu never
-            // maps it (its usage has no MAP flag) and treats it as initialized.
+            // maps it (its usage has no MAP flag) and treats it as initialized. Its Vulkan
+            // usage is both transfer directions, as here.
             let buffer = unsafe {
                 self.device
                     .create_buffer_from_hal::<wgpu::hal::api::Vulkan>(
@@ -69,7 +80,7 @@ impl Gpu {
                         &wgpu::BufferDescriptor {
                             label: Some(label),
                             size: bytes,
-                            usage: wgpu::BufferUsages::COPY_SRC,
+                            usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
                             mapped_at_creation: false,
                         },
                     )
@@ -100,7 +111,7 @@ mod vulkan {
         pub(super) size: u64,
     }
 
-    /// Makes a transfer-source buffer of `bytes` in host-visible, host-coherent memory
+    /// Makes a buffer of `bytes` (a source and a destination of copies) in host-visible, host-coherent memory
     /// outside the device (any host-visible memory where the device's is `unified`), maps
     /// it, and returns it with its mapping; `None` on another backend, without such
     /// memory, or on any failure (what was made is destroyed).
@@ -124,7 +135,7 @@ mod vulkan {
         };
         let info = vk::BufferCreateInfo::default()
             .size(bytes)
-            .usage(vk::BufferUsageFlags::TRANSFER_SRC)
+            .usage(vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST)
             .sharing_mode(vk::SharingMode::EXCLUSIVE);
         let buffer = unsafe { raw.create_buffer(&info, None) }.ok()?;
         let requirements = unsafe { raw.get_buffer_memory_requirements(buffer) };

@@ -2,6 +2,7 @@
 //! each uploaded, dispatched (with its reduction), and read back while the next runs
 //! (the waits for submissions and maps are `transfer.rs`'s).
 
+use super::pinned::{Route, Routes};
 use super::pipelines::Pipelines;
 use super::sets::{DeviceBuffers, LaunchSet};
 use super::transfer::{MapReceiver, copy_parallel, write_mapped};
@@ -45,6 +46,8 @@ pub(super) struct InFlight {
     pub(super) submission: wgpu::SubmissionIndex,
     pub(super) read: MapReceiver,
     pub(super) rearm: MapReceiver,
+    /// Whether its pinned slices were copied straight (its set has device buffers).
+    pub(super) direct: bool,
 }
 
 impl Gpu {
@@ -117,6 +120,7 @@ impl Gpu {
         };
         let chunk = self.max_chunk_elements(spec);
         let in_words = spec.input_words as usize;
+        let routes = self.routes(input, outputs);
         let shared_bytes = std::mem::size_of_val(shared) as u64;
         let mut in_flight: std::collections::VecDeque<InFlight> = Default::default();
         let mut result = Ok(());
@@ -124,9 +128,11 @@ impl Gpu {
         while start < n && result.is_ok() {
             let m = chunk.min(n - start);
             let chunk_input = &input[start * in_words..(start + m) * in_words];
-            match self.prepare_chunk(spec, &pipelines, chunk_input, shared, m) {
+            let direct_input = routes.input.is_some();
+            match self.prepare_chunk(spec, &pipelines, chunk_input, shared, m, direct_input) {
                 Ok(set) => {
-                    let f = self.submit_chunk(spec, &pipelines, set, shared_bytes, (start, m));
+                    let chunk = (start, m);
+                    let f = self.submit_chunk(spec, &pipelines, set, shared_bytes, chunk, &routes);
                     in_flight.push_back(f);
                 }
                 Err(e) => result = Err(e),
@@ -135,11 +141,11 @@ impl Gpu {
             if in_flight.len() == 2
                 && let Some(f) = in_flight.pop_front()
             {
-                result = result.and(self.complete_chunk(spec, f, outputs, shared_grad));
+                result = result.and(self.complete_chunk(spec, f, outputs, shared_grad, &routes));
             }
         }
         while let Some(f) = in_flight.pop_front() {
-            let done = self.complete_chunk(spec, f, outputs, shared_grad);
+            let done = self.complete_chunk(spec, f, outputs, shared_grad, &routes);
             result = result.and(done);
         }
         if let Some(message) = lock(&self.uncaptured).take() {
@@ -152,7 +158,8 @@ impl Gpu {
     }
 
     /// A launch set for `m` elements with a chunk's uniforms, shared words and arguments
-    /// written into its upload buffer.
+    /// written into its upload buffer (but for arguments in pinned memory, `pinned`, that
+    /// a set with device buffers copies straight from there).
     pub(super) fn prepare_chunk(
         &self,
         spec: &'static KernelSpec,
@@ -160,6 +167,7 @@ impl Gpu {
         input: &[f32],
         shared: &[f32],
         m: usize,
+        pinned: bool,
     ) -> Result<LaunchSet, Error> {
         let set = self.take_set(spec, pipelines, m)?;
         let layout = &set.layout;
@@ -171,13 +179,16 @@ impl Gpu {
             write_mapped(&set.upload, layout.reduce_at, bytemuck::cast_slice(&reduce))?;
             write_mapped(&set.upload, layout.shared_at, bytemuck::cast_slice(shared))?;
         }
-        write_mapped(&set.upload, layout.args_at, bytemuck::cast_slice(input))?;
+        if !(pinned && set.copies.is_some()) {
+            write_mapped(&set.upload, layout.args_at, bytemuck::cast_slice(input))?;
+        }
         Ok(set)
     }
 
     /// Submits a prepared chunk of `m` elements from `start`: the dispatch, and for a set
-    /// with device buffers the copies out of its upload buffer before it and of the
-    /// results into the staging buffer after.
+    /// with device buffers the copies out of its upload buffer (or the pinned input,
+    /// `routes`) before it and of the results into the staging buffer (or the pinned
+    /// outputs) after.
     pub(super) fn submit_chunk(
         &self,
         spec: &'static KernelSpec,
@@ -185,6 +196,7 @@ impl Gpu {
         set: LaunchSet,
         shared_bytes: u64,
         (start, m): (usize, usize),
+        routes: &Routes,
     ) -> InFlight {
         let shape = Self::launch_shape(spec, m);
         set.upload.unmap();
@@ -193,8 +205,10 @@ impl Gpu {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some(spec.label),
             });
+        let direct = set.copies.is_some() && routes.any();
         if let Some(copies) = &set.copies {
-            Self::copy_in(&mut encoder, spec, &set, copies, shared_bytes, m);
+            let pinned = routes.input.as_ref().map(|r| (r, start));
+            Self::copy_in(&mut encoder, spec, &set, copies, shared_bytes, m, pinned);
         }
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -204,7 +218,10 @@ impl Gpu {
             Self::record(&mut pass, spec, pipelines, &set, (shape.x, shape.y));
         }
         if let Some(copies) = &set.copies {
-            Self::copy_out(&mut encoder, spec, &set, copies, m);
+            Self::copy_out(&mut encoder, spec, &set, copies, (start, m), routes);
+        }
+        if direct {
+            self.count_pinned_copy();
         }
         let out_bytes = set.layout.read_bytes(spec, m);
         let submission = self.queue.submit([encoder.finish()]);
@@ -229,11 +246,13 @@ impl Gpu {
             submission,
             read,
             rearm,
+            direct,
         }
     }
 
     /// Records the copies of a chunk of `m` elements out of its upload buffer into the
-    /// device buffers its kernel binds.
+    /// device buffers its kernel binds; its arguments from the launch's pinned input where
+    /// `pinned` gives it and the chunk's first element.
     fn copy_in(
         encoder: &mut wgpu::CommandEncoder,
         spec: &KernelSpec,
@@ -241,6 +260,7 @@ impl Gpu {
         copies: &DeviceBuffers,
         shared_bytes: u64,
         m: usize,
+        pinned: Option<(&Route, usize)>,
     ) {
         let layout = &set.layout;
         encoder.copy_buffer_to_buffer(&set.upload, 0, &copies.params, 0, PARAMS_BYTES);
@@ -252,28 +272,46 @@ impl Gpu {
         if let Some(params) = &copies.reduce_params {
             encoder.copy_buffer_to_buffer(&set.upload, layout.reduce_at, params, 0, PARAMS_BYTES);
         }
-        let in_bytes = (m * spec.input_words as usize * 4) as u64;
-        encoder.copy_buffer_to_buffer(&set.upload, layout.args_at, &copies.input, 0, in_bytes);
+        let row_bytes = spec.input_words as u64 * 4;
+        let in_bytes = m as u64 * row_bytes;
+        match pinned {
+            Some((route, start)) => {
+                let at = route.offset + start as u64 * row_bytes;
+                encoder.copy_buffer_to_buffer(&route.buffer, at, &copies.input, 0, in_bytes);
+            }
+            None => {
+                let upload = &set.upload;
+                encoder.copy_buffer_to_buffer(upload, layout.args_at, &copies.input, 0, in_bytes);
+            }
+        }
     }
 
     /// Records the copies of a chunk's outputs and sums into its staging buffer, where
-    /// its layout places them: one map reads them all.
+    /// its layout places them (one map reads them all), but for outputs in pinned memory
+    /// (`routes`), copied there at the chunk's rows.
     fn copy_out(
         encoder: &mut wgpu::CommandEncoder,
         spec: &KernelSpec,
         set: &LaunchSet,
         copies: &DeviceBuffers,
-        m: usize,
+        (start, m): (usize, usize),
+        routes: &Routes,
     ) {
         let layout = &set.layout;
-        for ((buf, o), &at) in copies
-            .outputs
-            .iter()
+        for (((buf, o), &at), route) in (copies.outputs.iter())
             .zip(spec.outputs)
             .zip(&layout.outputs_at)
+            .zip(&routes.outputs)
         {
-            let bytes = (m * o.words as usize * 4) as u64;
-            encoder.copy_buffer_to_buffer(buf, 0, &set.staging, at, bytes);
+            let row_bytes = o.words as u64 * 4;
+            let bytes = m as u64 * row_bytes;
+            match route {
+                Some(r) => {
+                    let to = r.offset + start as u64 * row_bytes;
+                    encoder.copy_buffer_to_buffer(buf, 0, &r.buffer, to, bytes);
+                }
+                None => encoder.copy_buffer_to_buffer(buf, 0, &set.staging, at, bytes),
+            }
         }
         if let Some(sums) = &copies.sums {
             let bytes = spec.shared_grad_words() as u64 * 4;
@@ -281,13 +319,15 @@ impl Gpu {
         }
     }
 
-    /// Waits for a chunk, copies its results out, and gives its launch set back.
+    /// Waits for a chunk, copies its results out (but those its copies put in pinned
+    /// memory, `routes`), and gives its launch set back.
     pub(super) fn complete_chunk(
         &self,
         spec: &'static KernelSpec,
         f: InFlight,
         outputs: &mut [&mut [f32]],
         shared_grad: &mut [f32],
+        routes: &Routes,
     ) -> Result<(), Error> {
         self.wait_for(f.submission)?;
         // On an error the set may be in any state: it is dropped rather than reused.
@@ -301,7 +341,14 @@ impl Gpu {
                 .map_err(|e| Error::Readback(e.to_string()))?;
             let words: &[f32] = bytemuck::cast_slice(&view);
             let layout = &f.set.layout;
-            for ((out, o), &at) in outputs.iter_mut().zip(spec.outputs).zip(&layout.outputs_at) {
+            for (((out, o), &at), route) in (outputs.iter_mut())
+                .zip(spec.outputs)
+                .zip(&layout.outputs_at)
+                .zip(&routes.outputs)
+            {
+                if f.direct && route.is_some() {
+                    continue;
+                }
                 let (w, at) = (o.words as usize, at as usize / 4);
                 copy_parallel(
                     &mut out[f.start * w..(f.start + f.m) * w],

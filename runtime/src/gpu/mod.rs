@@ -15,6 +15,7 @@ mod launch;
 mod least_squares;
 mod optim;
 mod passes;
+mod pinned;
 mod pipelines;
 mod products;
 mod resident;
@@ -27,6 +28,7 @@ mod vectors;
 
 pub(crate) use bind_cache::OwnedBuffer;
 pub(crate) use passes::GpuWork;
+pub(crate) use pinned::PinnedHost;
 
 use crate::error::Error;
 use crate::fast_hash::FastMap;
@@ -107,6 +109,10 @@ pub(crate) struct Gpu {
     host_staging: std::sync::atomic::AtomicBool,
     /// Whether the device has host memory to stage uploads in, once probed.
     host_memory: std::sync::OnceLock<bool>,
+    /// The pinned allocations made by this device ([`crate::Pinned`]), found by address.
+    pinned: pinned::Registry,
+    /// Copies made straight between pinned memory and device buffers.
+    pinned_copies: std::sync::atomic::AtomicU64,
 }
 
 /// How long a wait for the GPU lasts before it is an [`Error::Timeout`], unless the user
@@ -218,6 +224,8 @@ impl Gpu {
             sizes_on_any_adapter: false.into(),
             host_staging: true.into(),
             host_memory: std::sync::OnceLock::new(),
+            pinned: Default::default(),
+            pinned_copies: 0.into(),
         })
     }
 

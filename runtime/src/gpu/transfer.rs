@@ -174,13 +174,17 @@ impl Gpu {
 
     /// Copies `bytes` into `dst` at `offset`, ordered after the work submitted before and
     /// before any submitted after. Returns once the last piece is submitted: the host's
-    /// bytes are copied, the DMA may still run.
+    /// bytes are copied, the DMA may still run. Bytes in pinned memory (`pinned.rs`) are
+    /// moved by one copy, waited for.
     pub(crate) fn upload(
         &self,
         dst: &wgpu::Buffer,
         offset: u64,
         bytes: &[u8],
     ) -> Result<(), Error> {
+        if let Some(route) = self.pinned_route(bytes) {
+            return self.upload_pinned(&route, dst, offset, bytes.len() as u64);
+        }
         if bytes.len() <= PARALLEL_COPY_BYTES {
             // wgpu's own staging: one small allocation, no wait.
             self.queue.write_buffer(dst, offset, bytes);
@@ -239,13 +243,16 @@ impl Gpu {
     }
 
     /// Copies `out.len()` bytes of `src` from `offset` into `out`, once the work submitted
-    /// before has run.
+    /// before has run (into pinned memory, `pinned.rs`, by one copy).
     pub(crate) fn download(
         &self,
         src: &wgpu::Buffer,
         offset: u64,
         out: &mut [u8],
     ) -> Result<(), Error> {
+        if let Some(route) = self.pinned_route(out) {
+            return self.download_pinned(src, offset, &route, out.len() as u64);
+        }
         let total = out.len();
         // Each piece in flight: its staging buffer, where it goes in `out`, its map request
         // and its submission.

@@ -1,0 +1,157 @@
+//! Pinned host memory (`Device::pinned`): launches and transfers that read and write it
+//! move it with the GPU's copies straight between it and device buffers, and give the
+//! same bits as from ordinary memory: whole slices and parts of them, over several chunks
+//! of a launch, with pinned and ordinary slices mixed; on the CPU device it is ordinary
+//! memory.
+
+mod common;
+
+use common::device;
+use gradfuse::{Device, Error, Pinned, differentiable};
+
+/// Wide rows (256 words in, 256 gradient words out), so that a launch of a few hundred
+/// thousand elements takes several chunks, and a shared pair summed over the batch.
+#[differentiable]
+pub fn wide(p: [f32; 256], #[shared] w: [f32; 2]) -> f32 {
+    let mut s = 0.0;
+    for k in 0..256 {
+        s += p[k] * p[k] * w[0] + p[k] * w[1];
+    }
+    s
+}
+
+fn row(i: usize) -> wide::Args {
+    let mut p = [0.0; 256];
+    for (k, p) in p.iter_mut().enumerate() {
+        *p = ((i * 31 + k * 7) % 97) as f32 / 97.0 - 0.5;
+    }
+    wide::Args { p }
+}
+
+const SHARED: wide::Shared = wide::Shared { w: [0.75, -0.25] };
+
+/// `value_and_grad_into` from ordinary memory: the oracle.
+fn plain(d: &Device, args: &[wide::Args]) -> (Vec<f32>, Vec<wide::Grad>, wide::SharedGrad) {
+    let mut values = vec![0.0; args.len()];
+    let mut grads = vec![bytemuck::Zeroable::zeroed(); args.len()];
+    let shared = wide::kernel(d)
+        .value_and_grad_into(args, &SHARED, &mut values, &mut grads)
+        .expect("launch from ordinary memory");
+    (values, grads, shared)
+}
+
+fn bits<T: bytemuck::Pod>(x: &[T]) -> &[u32] {
+    bytemuck::cast_slice(x)
+}
+
+/// Two and a half chunks' elements, or a few thousand where a launch is one chunk (the
+/// CPU device).
+fn several_chunks(d: &Device) -> usize {
+    let chunk = d.chunk_elements(&wide::ADJOINT_KERNEL);
+    if chunk < 1 << 20 {
+        2 * chunk + chunk / 2 + 3
+    } else {
+        5000
+    }
+}
+
+#[test]
+fn launches_from_and_into_pinned_memory_give_the_bits_of_ordinary_memory() {
+    for d in [device(), &Device::cpu()] {
+        let n = several_chunks(d);
+        let mut args: Pinned<wide::Args> = d.pinned(n).expect("pinned arguments");
+        for (i, a) in args.iter_mut().enumerate() {
+            *a = row(i);
+        }
+        assert_eq!(args.is_pinned(), d.has_host_staging(), "{}", d.describe());
+        let (values, grads, shared) = plain(d, &args.to_vec());
+        let kernel = wide::kernel(d);
+
+        // Everything pinned.
+        let mut pv: Pinned<f32> = d.pinned(n).expect("pinned values");
+        let mut pg: Pinned<wide::Grad> = d.pinned(n).expect("pinned gradients");
+        let before = d.pinned_copies();
+        let s = kernel
+            .value_and_grad_into(&args, &SHARED, &mut pv, &mut pg)
+            .expect("pinned launch");
+        let chunks = n.div_ceil(d.chunk_elements(&wide::ADJOINT_KERNEL)) as u64;
+        let expected = if args.is_pinned() { chunks } else { 0 };
+        assert_eq!(d.pinned_copies() - before, expected, "{}", d.describe());
+        assert_eq!(bits(&pv), bits(&values), "values, {}", d.describe());
+        assert_eq!(bits(&pg), bits(&grads), "gradients, {}", d.describe());
+        assert_eq!(bits(&s.w), bits(&shared.w), "shared gradient");
+
+        // Pinned arguments into ordinary outputs, and ordinary arguments into pinned ones.
+        let (mut v2, mut g2) = (vec![0.0; n], vec![bytemuck::Zeroable::zeroed(); n]);
+        kernel
+            .value_and_grad_into(&args, &SHARED, &mut v2, &mut g2)
+            .expect("pinned arguments");
+        assert_eq!((bits(&v2), bits(&g2)), (bits(&values), bits(&grads)));
+        pv.fill(0.0);
+        pg.fill(bytemuck::Zeroable::zeroed());
+        kernel
+            .value_and_grad_into(&args.to_vec(), &SHARED, &mut pv, &mut pg)
+            .expect("pinned outputs");
+        assert_eq!((bits(&pv), bits(&pg)), (bits(&values), bits(&grads)));
+
+        // Parts of pinned allocations, at offsets that are not a chunk's.
+        let m = n - 5;
+        pv.fill(0.0);
+        kernel
+            .value_and_grad_into(
+                &args[3..3 + m],
+                &SHARED,
+                &mut pv[1..1 + m],
+                &mut pg[2..2 + m],
+            )
+            .expect("pinned parts");
+        assert_eq!(bits(&pv[1..1 + m]), bits(&values[3..3 + m]));
+        assert_eq!(bits(&pg[2..2 + m]), bits(&grads[3..3 + m]));
+        assert_eq!(pv[0], 0.0, "a word outside the part is untouched");
+    }
+}
+
+#[test]
+fn writes_and_reads_through_pinned_memory_round_trip() {
+    for d in [device(), &Device::cpu()] {
+        // Past the transfer path's piece of 32 MiB, and a tail.
+        let words = (40 << 20) / 4 + 3;
+        let mut host: Pinned<u32> = d.pinned(words).expect("pinned words");
+        for (i, w) in host.iter_mut().enumerate() {
+            *w = (i as u32).wrapping_mul(2_654_435_761);
+        }
+        let expected = host.to_vec();
+        let buffer = d.zeros::<u32>(words).expect("buffer");
+        let before = d.pinned_copies();
+        d.write(&buffer, &host).expect("write from pinned memory");
+        // The write has finished with the memory once it returns.
+        host.fill(7);
+        assert_eq!(d.read(&buffer).expect("read"), expected, "{}", d.describe());
+        d.read_into(&buffer, &mut host)
+            .expect("read into pinned memory");
+        assert_eq!(&host[..], &expected[..]);
+        let copies = if host.is_pinned() { 2 } else { 0 };
+        assert_eq!(d.pinned_copies() - before, copies, "{}", d.describe());
+
+        // A part at an odd word offset.
+        let part = d.buffer(&expected[5..1005]).expect("part");
+        host.fill(0);
+        d.read_into(&part, &mut host[1..1001]).expect("read a part");
+        assert_eq!(&host[1..1001], &expected[5..1005]);
+        assert_eq!((host[0], host[1001]), (0, 0));
+    }
+}
+
+#[test]
+fn pinned_memory_starts_zeroed_and_a_size_past_memory_is_an_error() {
+    for d in [device(), &Device::cpu()] {
+        let zeros: Pinned<[f32; 3]> = d.pinned(1000).expect("pinned");
+        assert!(zeros.iter().all(|r| *r == [0.0; 3]));
+        let empty: Pinned<f32> = d.pinned(0).expect("empty");
+        assert!(empty.is_empty());
+        match d.pinned::<[f32; 4]>(usize::MAX / 8) {
+            Err(Error::Unsupported(message)) => assert!(message.contains("do not fit")),
+            other => panic!("expected an error, got {:?}", other.map(|p| p.len())),
+        }
+    }
+}
