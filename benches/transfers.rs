@@ -1,6 +1,7 @@
 //! Transfers between host memory and the device, against the host link: uploads
 //! (`Device::buffer`, `Device::write`), readbacks (`Device::read`), and
-//! `value_and_grad_into` end to end against (bytes moved / link bandwidth) + kernel time.
+//! `value_and_grad_into` end to end against (bytes moved / link bandwidth) + kernel time,
+//! each from the program's memory and from pinned memory (`Device::pinned`).
 //!
 //! `cargo bench --bench transfers` (16 MiB to 1 GiB) or `-- --quick` (1 MiB: CI runs it so
 //! the bench cannot rot; lavapipe's numbers only show that it runs). The link's bandwidth
@@ -112,6 +113,7 @@ fn buffer_rows(
         t,
         down,
     );
+    pinned_rows(d, &buffer, &host, repeats, (up, down), out)?;
     // What host memory itself allows, for reading the rows above: one core's memcpy, and
     // one slice per thread of rayon's pool, into memory already touched.
     let t = median_of(repeats, || {
@@ -139,8 +141,48 @@ fn buffer_rows(
     Ok(())
 }
 
+/// `Device::write` and `Device::read_into` of `buffer` from and into pinned memory
+/// holding `host`'s words, where the device has it.
+fn pinned_rows(
+    d: &Device,
+    buffer: &gradfuse::Buffer<f32>,
+    host: &[f32],
+    repeats: usize,
+    (up, down): (Option<f64>, Option<f64>),
+    out: &mut String,
+) -> Result<(), Error> {
+    let mut pinned = d.pinned::<f32>(host.len())?;
+    if !pinned.is_pinned() {
+        return Ok(());
+    }
+    pinned.copy_from_slice(host);
+    let bytes = std::mem::size_of_val(host);
+    let t = median_of(repeats, || d.write(buffer, &pinned))?;
+    row(
+        out,
+        "upload: `Device::write` from pinned memory",
+        bytes,
+        t,
+        up,
+    );
+    let t = median_of(repeats, || d.read_into(buffer, &mut pinned))?;
+    row(
+        out,
+        "readback: `Device::read_into` into pinned memory",
+        bytes,
+        t,
+        down,
+    );
+    if pinned[..] != *host {
+        return Err(Error::Readback(
+            "pinned memory read back other words".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// `value_and_grad_into` of a 4-word function at `n` elements against the link and the
-/// kernel.
+/// kernel: from and into the program's memory, and (where the device has it) pinned memory.
 fn end_to_end_row(
     d: &Device,
     n: usize,
@@ -160,6 +202,24 @@ fn end_to_end_row(
     let t = median_of(repeats, || {
         kernel.value_and_grad_into(&args, &mut values, bytemuck::cast_slice_mut(&mut grads))
     })?;
+    let mut pinned_args = d.pinned::<transcendental4::Args>(n)?;
+    pinned_args.copy_from_slice(&args);
+    let mut pinned_values = d.pinned::<f32>(n)?;
+    let mut pinned_grads = d.pinned::<transcendental4::Grad>(n)?;
+    let pinned_t = pinned_args.is_pinned().then(|| {
+        median_of(repeats, || {
+            kernel.value_and_grad_into(&pinned_args, &mut pinned_values, &mut pinned_grads)
+        })
+    });
+    let pinned_t = pinned_t.transpose()?;
+    if pinned_t.is_some()
+        && (bytemuck::cast_slice::<_, u32>(&pinned_values[..])
+            != bytemuck::cast_slice::<_, u32>(&values)
+            || bytemuck::cast_slice::<_, u32>(&pinned_grads[..])
+                != bytemuck::cast_slice::<_, u32>(&grads))
+    {
+        return Err(Error::Readback("the pinned launch gave other bits".into()));
+    }
     let input: &[f32] = bytemuck::cast_slice(&args);
     let mut kernel_times: Vec<f64> = d
         .time_kernel(&transcendental4::ADJOINT_KERNEL, input, repeats)?
@@ -172,17 +232,20 @@ fn end_to_end_row(
     let floor = up
         .zip(down)
         .map(|(u, dn)| in_bytes as f64 / (u * 1e9) + out_bytes as f64 / (dn * 1e9) + kernel_t);
-    let _ = writeln!(
-        out,
-        "| transcendental4 `value_and_grad_into` | 2^{} | {:.1} + {:.1} MiB | {:.3} | {:.4} | {} | {} |",
-        n.trailing_zeros(),
-        in_bytes as f64 / (1 << 20) as f64,
-        out_bytes as f64 / (1 << 20) as f64,
-        t * 1e3,
-        kernel_t * 1e3,
-        floor.map_or("n/a".into(), |f| format!("{:.3}", f * 1e3)),
-        floor.map_or("n/a".into(), |f| format!("{:.2}", t / f)),
-    );
+    for (from, t) in [("", Some(t)), (", pinned", pinned_t)] {
+        let Some(t) = t else { continue };
+        let _ = writeln!(
+            out,
+            "| transcendental4 `value_and_grad_into`{from} | 2^{} | {:.1} + {:.1} MiB | {:.3} | {:.4} | {} | {} |",
+            n.trailing_zeros(),
+            in_bytes as f64 / (1 << 20) as f64,
+            out_bytes as f64 / (1 << 20) as f64,
+            t * 1e3,
+            kernel_t * 1e3,
+            floor.map_or("n/a".into(), |f| format!("{:.3}", f * 1e3)),
+            floor.map_or("n/a".into(), |f| format!("{:.2}", t / f)),
+        );
+    }
     Ok(())
 }
 

@@ -1,8 +1,8 @@
 //! Pinned host memory (`Device::pinned`): launches and transfers that read and write it
 //! move it with the GPU's copies straight between it and device buffers, and give the
 //! same bits as from ordinary memory: whole slices and parts of them, over several chunks
-//! of a launch, with pinned and ordinary slices mixed; on the CPU device it is ordinary
-//! memory.
+//! of a launch (a device whose chunks are capped small, and the shared one), with pinned
+//! and ordinary slices mixed; on the CPU device it is ordinary memory.
 
 mod common;
 
@@ -45,19 +45,30 @@ fn bits<T: bytemuck::Pod>(x: &[T]) -> &[u32] {
 }
 
 /// Two and a half chunks' elements, or a few thousand where a launch is one chunk (the
-/// CPU device).
+/// CPU device) or its chunks are large.
 fn several_chunks(d: &Device) -> usize {
     let chunk = d.chunk_elements(&wide::ADJOINT_KERNEL);
-    if chunk < 1 << 20 {
+    if chunk < 1 << 14 {
         2 * chunk + chunk / 2 + 3
     } else {
         5000
     }
 }
 
+/// A GPU device of its own whose launches are cut into chunks of 1 MiB per buffer (1,024
+/// elements of `wide`), where the test runs on a GPU.
+fn small_chunks() -> Option<Device> {
+    device().is_gpu().then(|| {
+        let d = Device::gpu().expect("a second device");
+        d.set_chunk_bytes(1 << 20);
+        d
+    })
+}
+
 #[test]
 fn launches_from_and_into_pinned_memory_give_the_bits_of_ordinary_memory() {
-    for d in [device(), &Device::cpu()] {
+    let small = small_chunks();
+    for d in small.iter().chain([device(), &Device::cpu()]) {
         let n = several_chunks(d);
         let mut args: Pinned<wide::Args> = d.pinned(n).expect("pinned arguments");
         for (i, a) in args.iter_mut().enumerate() {
@@ -74,6 +85,8 @@ fn launches_from_and_into_pinned_memory_give_the_bits_of_ordinary_memory() {
         let s = kernel
             .value_and_grad_into(&args, &SHARED, &mut pv, &mut pg)
             .expect("pinned launch");
+        // One pinned chunk per chunk of the launch (a few thousand elements are one chunk
+        // on the shared device).
         let chunks = n.div_ceil(d.chunk_elements(&wide::ADJOINT_KERNEL)) as u64;
         let expected = if args.is_pinned() { chunks } else { 0 };
         assert_eq!(d.pinned_copies() - before, expected, "{}", d.describe());
@@ -97,6 +110,7 @@ fn launches_from_and_into_pinned_memory_give_the_bits_of_ordinary_memory() {
         // Parts of pinned allocations, at offsets that are not a chunk's.
         let m = n - 5;
         pv.fill(0.0);
+        let before = d.pinned_copies();
         kernel
             .value_and_grad_into(
                 &args[3..3 + m],
@@ -108,6 +122,9 @@ fn launches_from_and_into_pinned_memory_give_the_bits_of_ordinary_memory() {
         assert_eq!(bits(&pv[1..1 + m]), bits(&values[3..3 + m]));
         assert_eq!(bits(&pg[2..2 + m]), bits(&grads[3..3 + m]));
         assert_eq!(pv[0], 0.0, "a word outside the part is untouched");
+        let chunks = m.div_ceil(d.chunk_elements(&wide::ADJOINT_KERNEL)) as u64;
+        let expected = if args.is_pinned() { chunks } else { 0 };
+        assert_eq!(d.pinned_copies() - before, expected, "{}", d.describe());
     }
 }
 

@@ -117,8 +117,20 @@ impl Device {
         }
     }
 
+    /// Caps every launch's chunks at `bytes` per buffer (at least one workgroup of
+    /// elements), where they are 64 MiB (256 MiB for a launch all in pinned memory): tests
+    /// cut small batches into many chunks with it. No effect on the CPU device.
+    #[doc(hidden)] // Test-only; not a stable API.
+    pub fn set_chunk_bytes(&self, bytes: u64) {
+        #[cfg(feature = "gpu")]
+        if let Backend::Gpu(g) = &self.backend {
+            g.set_chunk_bytes(bytes);
+        }
+        let _ = bytes;
+    }
+
     /// How many copies went straight between pinned memory and device buffers (a launch
-    /// counts once): tests check that pinned slices take that path.
+    /// counts once per chunk): tests check that pinned slices take that path.
     #[doc(hidden)] // Test-only; not a stable API.
     pub fn pinned_copies(&self) -> u64 {
         match &self.backend {

@@ -6,7 +6,10 @@ use super::pinned::{Route, Routes};
 use super::pipelines::Pipelines;
 use super::sets::{DeviceBuffers, LaunchSet};
 use super::transfer::{MapReceiver, copy_parallel, write_mapped};
-use super::{Gpu, MAX_BINDING_BYTES, MAX_CHUNK_BYTES, PARAMS_BYTES, REDUCE_GROUPS, lock};
+use super::{
+    Gpu, MAX_BINDING_BYTES, MAX_CHUNK_BYTES, MAX_PINNED_CHUNK_BYTES, PARAMS_BYTES, REDUCE_GROUPS,
+    lock,
+};
 use crate::error::Error;
 use crate::spec::KernelSpec;
 
@@ -42,9 +45,10 @@ pub(super) struct InFlight {
     pub(super) set: LaunchSet,
     pub(super) start: usize,
     pub(super) m: usize,
-    pub(super) out_bytes: u64,
+    /// The bytes of its staging buffer read back (`start..end`).
+    pub(super) read: (u64, u64),
     pub(super) submission: wgpu::SubmissionIndex,
-    pub(super) read: MapReceiver,
+    pub(super) mapped: MapReceiver,
     pub(super) rearm: MapReceiver,
     /// Whether its pinned slices were copied straight (its set has device buffers).
     pub(super) direct: bool,
@@ -68,7 +72,17 @@ impl Gpu {
     /// [`KernelSpec::WORK_PER_SUBMISSION`] operations (a watchdog's limit).
     pub(crate) fn max_chunk_elements(&self, spec: &KernelSpec) -> usize {
         let widest = (spec.output_words() as u32).max(spec.input_words);
-        self.elements_within(spec, widest, self.binding_bytes().min(MAX_CHUNK_BYTES))
+        let bytes = self.binding_bytes().min(MAX_CHUNK_BYTES);
+        self.elements_within(spec, widest, bytes.min(self.chunk_bytes_cap()))
+            .min(spec.elements_per_submission())
+    }
+
+    /// [`Gpu::max_chunk_elements`] for a launch whose input and outputs are all in pinned
+    /// memory: buffers of up to [`MAX_PINNED_CHUNK_BYTES`].
+    pub(super) fn max_pinned_chunk_elements(&self, spec: &KernelSpec) -> usize {
+        let widest = (spec.output_words() as u32).max(spec.input_words);
+        let bytes = self.binding_bytes().min(MAX_PINNED_CHUNK_BYTES);
+        self.elements_within(spec, widest, bytes.min(self.chunk_bytes_cap()))
             .min(spec.elements_per_submission())
     }
 
@@ -118,9 +132,12 @@ impl Gpu {
             main: &pipeline,
             reduce: reduce.as_deref(),
         };
-        let chunk = self.max_chunk_elements(spec);
         let in_words = spec.input_words as usize;
         let routes = self.routes(input, outputs);
+        let chunk = match routes.all() {
+            true => self.max_pinned_chunk_elements(spec),
+            false => self.max_chunk_elements(spec),
+        };
         let shared_bytes = std::mem::size_of_val(shared) as u64;
         let mut in_flight: std::collections::VecDeque<InFlight> = Default::default();
         let mut result = Ok(());
@@ -128,8 +145,7 @@ impl Gpu {
         while start < n && result.is_ok() {
             let m = chunk.min(n - start);
             let chunk_input = &input[start * in_words..(start + m) * in_words];
-            let direct_input = routes.input.is_some();
-            match self.prepare_chunk(spec, &pipelines, chunk_input, shared, m, direct_input) {
+            match self.prepare_chunk(spec, &pipelines, chunk_input, shared, m, &routes) {
                 Ok(set) => {
                     let chunk = (start, m);
                     let f = self.submit_chunk(spec, &pipelines, set, shared_bytes, chunk, &routes);
@@ -158,7 +174,7 @@ impl Gpu {
     }
 
     /// A launch set for `m` elements with a chunk's uniforms, shared words and arguments
-    /// written into its upload buffer (but for arguments in pinned memory, `pinned`, that
+    /// written into its upload buffer (but for arguments in pinned memory, `routes`, that
     /// a set with device buffers copies straight from there).
     pub(super) fn prepare_chunk(
         &self,
@@ -167,9 +183,10 @@ impl Gpu {
         input: &[f32],
         shared: &[f32],
         m: usize,
-        pinned: bool,
+        routes: &Routes,
     ) -> Result<LaunchSet, Error> {
-        let set = self.take_set(spec, pipelines, m)?;
+        let set = self.take_set(spec, pipelines, m, routes.all())?;
+        let pinned = routes.input.is_some();
         let layout = &set.layout;
         let shape = Self::launch_shape(spec, m);
         write_mapped(&set.upload, 0, bytemuck::cast_slice(&shape.params(m)))?;
@@ -224,10 +241,18 @@ impl Gpu {
             self.count_pinned_copy();
         }
         let out_bytes = set.layout.read_bytes(spec, m);
+        // With every output copied into pinned memory, only the sums (if any) are read.
+        let all_pinned = direct && routes.outputs.iter().all(Option::is_some);
+        // (A map needs some bytes, at an offset of 8: the sums' region is aligned to 16.)
+        let (read_from, out_bytes) = match (all_pinned, spec.shared_grad_words()) {
+            (true, 0) => (0, out_bytes.min(16)),
+            (true, _) => (set.layout.sums_at, out_bytes),
+            (false, _) => (0, out_bytes),
+        };
         let submission = self.queue.submit([encoder.finish()]);
-        let (tx, read) = std::sync::mpsc::channel();
+        let (tx, mapped) = std::sync::mpsc::channel();
         set.staging
-            .slice(..out_bytes)
+            .slice(read_from..out_bytes)
             .map_async(wgpu::MapMode::Read, move |r| {
                 let _ = tx.send(r);
             });
@@ -242,9 +267,9 @@ impl Gpu {
             set,
             start,
             m,
-            out_bytes,
+            read: (read_from, out_bytes),
             submission,
-            read,
+            mapped,
             rearm,
             direct,
         }
@@ -331,15 +356,14 @@ impl Gpu {
     ) -> Result<(), Error> {
         self.wait_for(f.submission)?;
         // On an error the set may be in any state: it is dropped rather than reused.
-        self.await_map(&f.read)?;
+        self.await_map(&f.mapped)?;
         {
-            let view = f
-                .set
-                .staging
-                .slice(..f.out_bytes)
+            let view = (f.set.staging.slice(f.read.0..f.read.1))
                 .get_mapped_range()
                 .map_err(|e| Error::Readback(e.to_string()))?;
             let words: &[f32] = bytemuck::cast_slice(&view);
+            // Offsets in the layout are from the buffer's start; the view's from `read.0`.
+            let skipped = f.read.0 as usize / 4;
             let layout = &f.set.layout;
             for (((out, o), &at), route) in (outputs.iter_mut())
                 .zip(spec.outputs)
@@ -349,7 +373,7 @@ impl Gpu {
                 if f.direct && route.is_some() {
                     continue;
                 }
-                let (w, at) = (o.words as usize, at as usize / 4);
+                let (w, at) = (o.words as usize, at as usize / 4 - skipped);
                 copy_parallel(
                     &mut out[f.start * w..(f.start + f.m) * w],
                     &words[at..at + f.m * w],
@@ -357,7 +381,7 @@ impl Gpu {
             }
             // Chunks complete in order: their sums are added in a fixed order too.
             if !shared_grad.is_empty() {
-                let at = layout.sums_at as usize / 4;
+                let at = layout.sums_at as usize / 4 - skipped;
                 let sums = &words[at..at + shared_grad.len()];
                 spec.precision.add_words(shared_grad, sums);
             }

@@ -42,6 +42,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// out overlap the GPU's work on their neighbours.
 pub(super) const MAX_CHUNK_BYTES: u64 = 64 << 20;
 
+/// Largest device buffer of one chunk of a launch whose input and outputs are all in pinned
+/// memory (`pinned.rs`): no staging memory to bound, and fewer, larger chunks ran faster on
+/// the H100 (`value_and_grad_into` at 2^24: 12.8 ms in one chunk of 256 MiB, 14.5 in two,
+/// 15.7-16.2 in four of 64 MiB; BENCHMARKS.md, "Pinned memory").
+pub(super) const MAX_PINNED_CHUNK_BYTES: u64 = 256 << 20;
+
 /// Largest storage binding, in bytes, on any backend (see [`Gpu::binding_bytes`]).
 pub(super) const MAX_BINDING_BYTES: u64 = (1 << 31) - 16;
 
@@ -85,7 +91,9 @@ pub(crate) struct Gpu {
     /// Whether kernels may bind mapped buffers (`MAPPABLE_PRIMARY_BUFFERS`).
     mappable_bindings: bool,
     pipelines: Mutex<FastMap<PipelineKey, Arc<Pipeline>>>,
-    sets: Mutex<FastMap<(PipelineKey, usize), Vec<LaunchSet>>>,
+    /// Idle launch sets by kernel, capacity and whether they are pinned launches' (whose
+    /// upload and staging buffers hold no elements).
+    sets: Mutex<FastMap<(PipelineKey, usize, bool), Vec<LaunchSet>>>,
     /// Per kernel, the partial sums of resident launches that reduce shared gradients.
     scratch: Mutex<FastMap<PipelineKey, wgpu::Buffer>>,
     lost: Arc<Mutex<Option<String>>>,
@@ -113,6 +121,9 @@ pub(crate) struct Gpu {
     pinned: pinned::Registry,
     /// Copies made straight between pinned memory and device buffers.
     pinned_copies: std::sync::atomic::AtomicU64,
+    /// A lower bound on launches' chunk bytes than [`MAX_CHUNK_BYTES`], for tests
+    /// ([`crate::Device::set_chunk_bytes`]).
+    chunk_bytes: std::sync::atomic::AtomicU64,
 }
 
 /// How long a wait for the GPU lasts before it is an [`Error::Timeout`], unless the user
@@ -226,6 +237,7 @@ impl Gpu {
             host_memory: std::sync::OnceLock::new(),
             pinned: Default::default(),
             pinned_copies: 0.into(),
+            chunk_bytes: u64::MAX.into(),
         })
     }
 

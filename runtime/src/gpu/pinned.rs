@@ -98,6 +98,16 @@ impl Gpu {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// The cap on launches' chunk bytes a test set ([`crate::Device::set_chunk_bytes`]).
+    pub(super) fn chunk_bytes_cap(&self) -> u64 {
+        self.chunk_bytes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Caps launches' chunks at `bytes` per buffer (at least one workgroup of elements).
+    pub(crate) fn set_chunk_bytes(&self, bytes: u64) {
+        (self.chunk_bytes).store(bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// How many copies went straight between pinned memory and device buffers.
     pub(crate) fn pinned_copies(&self) -> u64 {
         self.pinned_copies
@@ -146,6 +156,11 @@ impl Routes {
     /// Whether any of the launch's slices is pinned.
     pub(super) fn any(&self) -> bool {
         self.input.is_some() || self.outputs.iter().any(Option::is_some)
+    }
+
+    /// Whether all of them are: the launch needs no staging memory of its own.
+    pub(super) fn all(&self) -> bool {
+        self.input.is_some() && self.outputs.iter().all(Option::is_some)
     }
 }
 

@@ -32,6 +32,9 @@ pub(super) struct LaunchSet {
     pub(super) reduce_bind_group: Option<wgpu::BindGroup>,
     /// The device buffers the kernel binds, where it does not bind the mapped ones.
     pub(super) copies: Option<DeviceBuffers>,
+    /// Whether it is a launch's whose input and outputs are all in pinned memory: its
+    /// upload and staging buffers hold the uniforms, shared words and sums alone.
+    pub(super) pinned: bool,
 }
 
 /// The device buffers of a launch set that copies its upload in and its results out.
@@ -92,7 +95,8 @@ impl SetLayout {
             })
             .collect();
         let sums_at = at;
-        let staging_bytes = sums_at + spec.shared_grad_words() as u64 * 4;
+        // (A pinned launch's set, of no elements, still maps some bytes.)
+        let staging_bytes = (sums_at + spec.shared_grad_words() as u64 * 4).max(16);
         SetLayout {
             reduce_at,
             shared_at,
@@ -118,19 +122,23 @@ impl SetLayout {
 }
 
 impl Gpu {
-    /// A launch set for at least `m` elements: a cached one, or a new one.
+    /// A launch set for at least `m` elements: a cached one, or a new one; `pinned` for a
+    /// launch whose input and outputs are all in pinned memory (device buffers always, and
+    /// no elements in its mapped buffers).
     pub(super) fn take_set(
         &self,
         spec: &'static KernelSpec,
         pipelines: &Pipelines<'_>,
         m: usize,
+        pinned: bool,
     ) -> Result<LaunchSet, Error> {
-        let capacity = m
-            .next_power_of_two()
-            .max(MIN_CAPACITY)
-            .min(self.max_chunk_elements(spec).max(m));
+        let chunk = match pinned {
+            true => self.max_pinned_chunk_elements(spec),
+            false => self.max_chunk_elements(spec),
+        };
+        let capacity = m.next_power_of_two().max(MIN_CAPACITY).min(chunk.max(m));
         if let Some(set) = lock(&self.sets)
-            .get_mut(&(key(spec), capacity))
+            .get_mut(&(key(spec), capacity, pinned))
             .and_then(Vec::pop)
         {
             return Ok(set);
@@ -138,10 +146,12 @@ impl Gpu {
         // Creating buffers is where memory runs out: the only error scopes of a launch.
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let copies =
-            (!self.binds_mapped(spec, capacity)).then(|| self.device_buffers(spec, capacity));
-        let mut set = self.build_set(spec, pipelines, capacity, copies.as_ref(), true);
+        let copies = (pinned || !self.binds_mapped(spec, capacity))
+            .then(|| self.device_buffers(spec, capacity));
+        let staged = if pinned { 0 } else { capacity };
+        let mut set = self.build_set(spec, pipelines, (capacity, staged), copies.as_ref(), true);
         set.copies = copies;
+        set.pinned = pinned;
         self.pop_scopes(spec, oom, validation)?;
         Ok(set)
     }
@@ -156,7 +166,7 @@ impl Gpu {
         n: usize,
     ) -> (LaunchSet, DeviceBuffers) {
         let copies = self.device_buffers(spec, n);
-        let set = self.build_set(spec, pipelines, n, Some(&copies), false);
+        let set = self.build_set(spec, pipelines, (n, n), Some(&copies), false);
         (set, copies)
     }
 
@@ -205,21 +215,23 @@ impl Gpu {
     }
 
     /// A launch set for `capacity` elements whose kernel binds `copies`, or where there are
-    /// none the mapped buffers themselves; with `mapped`, its upload buffer is mapped and
-    /// both it and the staging buffer are full size (else placeholders). The set does not
-    /// own `copies`: the caller keeps them, or puts them in [`LaunchSet::copies`].
+    /// none the mapped buffers themselves, which hold `staged` elements' arguments and
+    /// outputs (`capacity` but for a pinned launch's set); with `mapped`, its upload buffer
+    /// is mapped and both it and the staging buffer are full size (else placeholders). The
+    /// set does not own `copies`: the caller keeps them, or puts them in
+    /// [`LaunchSet::copies`].
     pub(super) fn build_set(
         &self,
         spec: &'static KernelSpec,
         pipelines: &Pipelines<'_>,
-        capacity: usize,
+        (capacity, staged): (usize, usize),
         copies: Option<&DeviceBuffers>,
         mapped: bool,
     ) -> LaunchSet {
         use wgpu::BufferUsages as U;
         let direct = copies.is_none();
         let align = if direct { self.binding_alignment() } else { 16 };
-        let layout = SetLayout::new(spec, capacity, align);
+        let layout = SetLayout::new(spec, staged, align);
         let (up_usage, down_usage) = if direct {
             (U::UNIFORM | U::STORAGE, U::STORAGE)
         } else {
@@ -293,12 +305,17 @@ impl Gpu {
             bind_group,
             reduce_bind_group,
             copies: None,
+            pinned: false,
         }
     }
 
+    /// Keeps an idle launch set for the next launch of its kernel and kind, unless
+    /// [`SETS_PER_KEY`] are kept.
     pub(super) fn return_set(&self, spec: &'static KernelSpec, set: LaunchSet) {
         let mut sets = lock(&self.sets);
-        let list = sets.entry((key(spec), set.capacity)).or_default();
+        let list = sets
+            .entry((key(spec), set.capacity, set.pinned))
+            .or_default();
         if list.len() < SETS_PER_KEY {
             list.push(set);
         }
