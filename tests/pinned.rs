@@ -70,12 +70,12 @@ fn launches_from_and_into_pinned_memory_give_the_bits_of_ordinary_memory() {
     let small = small_chunks();
     for d in small.iter().chain([device(), &Device::cpu()]) {
         let n = several_chunks(d);
+        // The same arguments in the program's memory and in pinned memory.
+        let ordinary: Vec<wide::Args> = (0..n).map(row).collect();
         let mut args: Pinned<wide::Args> = d.pinned(n).expect("pinned arguments");
-        for (i, a) in args.iter_mut().enumerate() {
-            *a = row(i);
-        }
+        args.copy_from_slice(&ordinary);
         assert_eq!(args.is_pinned(), d.has_host_staging(), "{}", d.describe());
-        let (values, grads, shared) = plain(d, &args.to_vec());
+        let (values, grads, shared) = plain(d, &ordinary);
         let kernel = wide::kernel(d);
 
         // Everything pinned.
@@ -103,7 +103,7 @@ fn launches_from_and_into_pinned_memory_give_the_bits_of_ordinary_memory() {
         pv.fill(0.0);
         pg.fill(bytemuck::Zeroable::zeroed());
         kernel
-            .value_and_grad_into(&args.to_vec(), &SHARED, &mut pv, &mut pg)
+            .value_and_grad_into(&ordinary, &SHARED, &mut pv, &mut pg)
             .expect("pinned outputs");
         assert_eq!((bits(&pv), bits(&pg)), (bits(&values), bits(&grads)));
 

@@ -130,7 +130,11 @@ impl Gpu {
     }
 
     /// Copies `len` bytes of `src` from `offset` into pinned memory (at `route`), once the
-    /// work submitted before has run, and waits for the copy.
+    /// work submitted before has run, and waits for the copy. The memory is host-coherent
+    /// and the wait is on the submission's fence; Vulkan also asks for a barrier making the
+    /// copy's writes visible to host reads, which wgpu records only for buffers it maps
+    /// (this one it never maps). Without it the words read back are the same on NVIDIA's
+    /// driver and lavapipe (`tests/pinned.rs`, the transfers bench's check).
     pub(super) fn download_pinned(
         &self,
         src: &wgpu::Buffer,
