@@ -98,58 +98,15 @@ impl Lowerer {
             E::Lit(syn::ExprLit {
                 lit: syn::Lit::Int(i),
                 ..
-            }) => match i.base10_parse::<i64>() {
-                Ok(v) if matches!(i.suffix(), "" | "usize" | "i32" | "u32" | "i64" | "isize") => {
-                    Some(Value::Int(self.b.int(v, i.span()), v, v))
-                }
-                Ok(_) => {
-                    self.error(i.span(), "unsupported integer literal suffix");
-                    None
-                }
-                Err(e) => {
-                    self.diag.push(e);
-                    None
-                }
-            },
+            }) => self.lower_int_literal(i),
             E::Lit(lit) => self.lower_lit(&lit.lit).map(Value::Scalar),
             E::Paren(p) => self.lower_expr(&p.expr),
             E::Group(g) => self.lower_expr(&g.expr),
-            E::Unary(u) => match u.op {
-                syn::UnOp::Neg(_) => {
-                    let a = self.scalar(&u.expr)?;
-                    Some(Value::Scalar(self.b.call(Func::Neg, vec![a], span)))
-                }
-                syn::UnOp::Not(_) => {
-                    let a = self.boolean(&u.expr)?;
-                    Some(Value::Bool(self.b.not(a, span)))
-                }
-                _ => {
-                    self.error(
-                        span,
-                        "dereference is not supported: the language has no references",
-                    );
-                    None
-                }
-            },
+            E::Unary(u) => self.lower_unary(u),
             E::Binary(bin) => self.lower_binary(bin),
             E::Path(p) => self.lower_path(p),
             E::Index(ix) => self.lower_index(ix),
-            E::Array(arr) => {
-                let mut elems = Vec::new();
-                let mut ok = true;
-                for el in &arr.elems {
-                    match self.scalar(el) {
-                        Some(v) => elems.push(v),
-                        None => ok = false,
-                    }
-                }
-                if arr.elems.is_empty() {
-                    self.error(span, "empty arrays are not supported");
-                    return None;
-                }
-                let n = elems.len();
-                ok.then(|| Value::Array(self.b.array(elems, span), n))
-            }
+            E::Array(arr) => self.lower_array_literal(arr),
             E::Repeat(r) => {
                 let v = self.scalar(&r.expr);
                 let n = self.diag.report(array_len(&r.len))?;
@@ -157,192 +114,231 @@ impl Lowerer {
             }
             E::MethodCall(mc) => self.lower_method(mc),
             E::Call(call) => self.lower_call(call),
-            E::Cast(c) => {
-                let to_f32 = is_float(&c.ty);
-                match self.lower_expr(&c.expr)? {
-                    Value::Int(v, ..) if to_f32 => {
-                        Some(Value::Scalar(self.b.push(Op::IntToF32(v), span, None)))
-                    }
-                    Value::Int(..) => {
-                        self.error(
-                            c.ty.span(),
-                            "an integer converts to `f32` only (`i as f32`)",
-                        );
-                        None
-                    }
-                    _ => {
-                        self.error(
-                            c.as_token.span,
-                            "only an integer (a loop index) converts, and only to `f32` \
-                             (`i as f32`): this value is already an `f32`, and array indices \
-                             are integers computed from loop indices",
-                        );
-                        None
-                    }
-                }
+            E::Cast(c) => self.lower_cast(c),
+            E::If(i) => {
+                let tail = self.lower_if(i);
+                let missing = "this `if` has no value where one is needed: give it an `else` \
+                               and end both branches with a value (without `;`)";
+                self.tail_value(tail, i.if_token.span, missing)
             }
-            E::If(i) => match self.lower_if(i) {
-                Tail::Value(v) => Some(v),
-                Tail::Failed => None,
-                Tail::Unit => {
-                    self.error(
-                        i.if_token.span,
-                        "this `if` has no value where one is needed: give it an `else` and \
-                         end both branches with a value (without `;`)",
-                    );
-                    None
-                }
-            },
-            E::ForLoop(f) => {
-                self.lower_for(f);
-                self.error(
-                    f.for_token.span,
-                    "a `for` loop has no value: write it as a statement",
-                );
+            E::Tuple(t) => self.lower_tuple(t),
+            E::Block(b) if b.label.is_none() => {
+                let tail = self.lower_block(&b.block);
+                let missing = "this block has no value where one is needed: end it with a \
+                               value (without `;`)";
+                self.tail_value(tail, span, missing)
+            }
+            other => {
+                self.reject_expr(other);
                 None
             }
-            E::Break(b) => {
-                self.error(
-                    b.break_token.span,
-                    "`break` is not supported: loops run their full range (`for i in A..B`)",
-                );
+        }
+    }
+
+    /// An integer literal (of no suffix or an integer type's).
+    fn lower_int_literal(&mut self, i: &syn::LitInt) -> Option<Value> {
+        match i.base10_parse::<i64>() {
+            Ok(v) if matches!(i.suffix(), "" | "usize" | "i32" | "u32" | "i64" | "isize") => {
+                Some(Value::Int(self.b.int(v, i.span()), v, v))
+            }
+            Ok(_) => {
+                self.error(i.span(), "unsupported integer literal suffix");
                 None
             }
-            E::Continue(c) => {
-                self.error(
-                    c.continue_token.span,
-                    "`continue` is not supported: wrap the rest of the body in an `if`",
-                );
+            Err(e) => {
+                self.diag.push(e);
                 None
             }
-            E::While(w) => {
-                self.error(w.while_token.span, "`while` loops are not supported");
-                None
+        }
+    }
+
+    /// `-x` of an `f32`, `!c` of a condition.
+    fn lower_unary(&mut self, u: &syn::ExprUnary) -> Option<Value> {
+        let span = u.span();
+        match u.op {
+            syn::UnOp::Neg(_) => {
+                let a = self.scalar(&u.expr)?;
+                Some(Value::Scalar(self.b.call(Func::Neg, vec![a], span)))
             }
-            E::Loop(l) => {
-                self.error(l.loop_token.span, "`loop` is not supported");
-                None
+            syn::UnOp::Not(_) => {
+                let a = self.boolean(&u.expr)?;
+                Some(Value::Bool(self.b.not(a, span)))
             }
-            E::Match(m) => {
-                self.error(m.match_token.span, "`match` is not supported");
-                None
-            }
-            E::Closure(c) => {
-                self.error(
-                    c.inputs_begin.span,
-                    "closures are not supported: write a separate #[differentiable] function",
-                );
-                None
-            }
-            E::Reference(r) => {
-                self.error(
-                    r.and_token.span,
-                    "references are not supported: the language works with values",
-                );
-                None
-            }
-            E::Field(f) => {
-                self.error(
-                    f.dot_token.span,
-                    "field access is not supported: structs and tuples are not part of the \
-                     language",
-                );
-                None
-            }
-            E::Tuple(t) => {
-                let Some(parts) = self.tuple_parts.clone() else {
-                    self.error(
-                        span,
-                        "tuples are supported only as the result of a function returning one",
-                    );
-                    return None;
-                };
-                if t.elems.len() != parts.len() {
-                    self.error(
-                        span,
-                        format!(
-                            "the result is a tuple of {} parts, found {}",
-                            parts.len(),
-                            t.elems.len()
-                        ),
-                    );
-                    return None;
-                }
-                let mut words = Vec::new();
-                let mut ok = true;
-                for (e, p) in t.elems.iter().zip(&parts) {
-                    match (self.lower_expr(e), p) {
-                        (Some(Value::Scalar(v)), Shape::Scalar) => words.push(v),
-                        (Some(Value::Array(vs, m)), Shape::Array(n)) if m == *n => {
-                            let vs = self.b.words_of(vs, span);
-                            words.extend(vs)
-                        }
-                        (Some(v), p) => {
-                            let want = Kind::Real(*p);
-                            self.error(
-                                e.span(),
-                                format!(
-                                    "this part of the result must be {want}, found {}",
-                                    v.kind()
-                                ),
-                            );
-                            ok = false;
-                        }
-                        (None, _) => ok = false,
-                    }
-                }
-                let n = words.len();
-                ok.then(|| Value::Array(self.b.array(words, span), n))
-            }
-            E::Macro(m) => {
-                self.error(
-                    m.mac.path.span(),
-                    "macros are not supported inside a differentiable body",
-                );
-                None
-            }
-            E::Unsafe(u) => {
-                self.error(
-                    u.unsafe_token.span,
-                    "`unsafe` is not allowed in a differentiable function",
-                );
-                None
-            }
-            E::Block(b) if b.label.is_none() => match self.lower_block(&b.block) {
-                Tail::Value(v) => Some(v),
-                Tail::Failed => None,
-                Tail::Unit => {
-                    self.error(
-                        span,
-                        "this block has no value where one is needed: end it with a value \
-                         (without `;`)",
-                    );
-                    None
-                }
-            },
-            E::Return(r) => {
-                self.saw_return = true;
-                self.error(
-                    r.return_token.span,
-                    "`return` is not supported: end the body with the result expression",
-                );
-                None
-            }
-            E::Assign(_) => {
+            _ => {
                 self.error(
                     span,
-                    "an assignment has no value: write it as a statement (`x = ...;`)",
+                    "dereference is not supported: the language has no references",
+                );
+                None
+            }
+        }
+    }
+
+    /// `[a, b, c]` of `f32`s (every element's errors reported).
+    fn lower_array_literal(&mut self, arr: &syn::ExprArray) -> Option<Value> {
+        let span = arr.span();
+        let mut elems = Vec::new();
+        let mut ok = true;
+        for el in &arr.elems {
+            match self.scalar(el) {
+                Some(v) => elems.push(v),
+                None => ok = false,
+            }
+        }
+        if arr.elems.is_empty() {
+            self.error(span, "empty arrays are not supported");
+            return None;
+        }
+        let n = elems.len();
+        ok.then(|| Value::Array(self.b.array(elems, span), n))
+    }
+
+    /// `i as f32`: an integer to `f32`, the only conversion.
+    fn lower_cast(&mut self, c: &syn::ExprCast) -> Option<Value> {
+        let to_f32 = is_float(&c.ty);
+        match self.lower_expr(&c.expr)? {
+            Value::Int(v, ..) if to_f32 => {
+                Some(Value::Scalar(self.b.push(Op::IntToF32(v), c.span(), None)))
+            }
+            Value::Int(..) => {
+                self.error(
+                    c.ty.span(),
+                    "an integer converts to `f32` only (`i as f32`)",
                 );
                 None
             }
             _ => {
                 self.error(
-                    span,
-                    format!("this expression is not supported; {SUPPORTED}"),
+                    c.as_token.span,
+                    "only an integer (a loop index) converts, and only to `f32` \
+                     (`i as f32`): this value is already an `f32`, and array indices \
+                     are integers computed from loop indices",
                 );
                 None
             }
         }
+    }
+
+    /// The value a block or an `if` ends with, or `missing` at `span` where it has none.
+    fn tail_value(&mut self, tail: Tail, span: Span, missing: &str) -> Option<Value> {
+        match tail {
+            Tail::Value(v) => Some(v),
+            Tail::Failed => None,
+            Tail::Unit => {
+                self.error(span, missing);
+                None
+            }
+        }
+    }
+
+    /// `(a, [b, c])`: the result of a function returning a tuple, as one array of its
+    /// words.
+    fn lower_tuple(&mut self, t: &syn::ExprTuple) -> Option<Value> {
+        let span = t.span();
+        let Some(parts) = self.tuple_parts.clone() else {
+            self.error(
+                span,
+                "tuples are supported only as the result of a function returning one",
+            );
+            return None;
+        };
+        if t.elems.len() != parts.len() {
+            self.error(
+                span,
+                format!(
+                    "the result is a tuple of {} parts, found {}",
+                    parts.len(),
+                    t.elems.len()
+                ),
+            );
+            return None;
+        }
+        let mut words = Vec::new();
+        let mut ok = true;
+        for (e, p) in t.elems.iter().zip(&parts) {
+            match (self.lower_expr(e), p) {
+                (Some(Value::Scalar(v)), Shape::Scalar) => words.push(v),
+                (Some(Value::Array(vs, m)), Shape::Array(n)) if m == *n => {
+                    let vs = self.b.words_of(vs, span);
+                    words.extend(vs)
+                }
+                (Some(v), p) => {
+                    let want = Kind::Real(*p);
+                    self.error(
+                        e.span(),
+                        format!("this part of the result must be {want}, found {}", v.kind()),
+                    );
+                    ok = false;
+                }
+                (None, _) => ok = false,
+            }
+        }
+        let n = words.len();
+        ok.then(|| Value::Array(self.b.array(words, span), n))
+    }
+
+    /// Reports an expression outside the language, with what to write instead (a `for`
+    /// loop in value position is lowered first, so that its body's errors show too).
+    fn reject_expr(&mut self, e: &syn::Expr) {
+        use syn::Expr as E;
+        let (span, message): (Span, String) = match e {
+            E::ForLoop(f) => {
+                self.lower_for(f);
+                (
+                    f.for_token.span,
+                    "a `for` loop has no value: write it as a statement".into(),
+                )
+            }
+            E::Break(b) => (
+                b.break_token.span,
+                "`break` is not supported: loops run their full range (`for i in A..B`)".into(),
+            ),
+            E::Continue(c) => (
+                c.continue_token.span,
+                "`continue` is not supported: wrap the rest of the body in an `if`".into(),
+            ),
+            E::While(w) => (w.while_token.span, "`while` loops are not supported".into()),
+            E::Loop(l) => (l.loop_token.span, "`loop` is not supported".into()),
+            E::Match(m) => (m.match_token.span, "`match` is not supported".into()),
+            E::Closure(c) => (
+                c.inputs_begin.span,
+                "closures are not supported: write a separate #[differentiable] function".into(),
+            ),
+            E::Reference(r) => (
+                r.and_token.span,
+                "references are not supported: the language works with values".into(),
+            ),
+            E::Field(f) => (
+                f.dot_token.span,
+                "field access is not supported: structs and tuples are not part of the \
+                 language"
+                    .into(),
+            ),
+            E::Macro(m) => (
+                m.mac.path.span(),
+                "macros are not supported inside a differentiable body".into(),
+            ),
+            E::Unsafe(u) => (
+                u.unsafe_token.span,
+                "`unsafe` is not allowed in a differentiable function".into(),
+            ),
+            E::Return(r) => {
+                self.saw_return = true;
+                (
+                    r.return_token.span,
+                    "`return` is not supported: end the body with the result expression".into(),
+                )
+            }
+            E::Assign(_) => (
+                e.span(),
+                "an assignment has no value: write it as a statement (`x = ...;`)".into(),
+            ),
+            _ => (
+                e.span(),
+                format!("this expression is not supported; {SUPPORTED}"),
+            ),
+        };
+        self.error(span, message);
     }
 
     pub(super) fn lower_lit(&mut self, lit: &syn::Lit) -> Option<ValueId> {
