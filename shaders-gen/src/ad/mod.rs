@@ -251,9 +251,14 @@ fn vjp_into(
     acc: &[Option<ValueId>],
     input_tys: &[Ty],
 ) -> (Vec<ValueId>, Vec<ValueId>) {
-    let map = inline(f, b, inputs, true);
-    let mut adj: Vec<Option<ValueId>> = vec![None; f.nodes.len()];
-    let mut guard: Vec<Option<Guard>> = vec![None; f.nodes.len()];
+    let mut sweep = Sweep {
+        f,
+        map: inline(f, b, inputs, true),
+        adj: vec![None; f.nodes.len()],
+        guard: vec![None; f.nodes.len()],
+        loop_adj: Default::default(),
+        input_adj: vec![None; f.num_inputs as usize],
+    };
     // An accumulated adjoint starts as the input node's adjoint, so reads add into it.
     let mut acc_left: Vec<Option<ValueId>> = acc.to_vec();
     acc_left.resize(f.num_inputs as usize, None);
@@ -261,8 +266,8 @@ fn vjp_into(
         if let Op::Input(w) = node.op
             && let Some(a) = acc_left[w as usize].take()
         {
-            adj[i] = Some(a);
-            guard[i] = Some(Guard::Always);
+            sweep.adj[i] = Some(a);
+            sweep.guard[i] = Some(Guard::Always);
         }
     }
     for (out, seed) in f.outputs.iter().zip(seeds) {
@@ -270,38 +275,74 @@ fn vjp_into(
             && !b.is_const_zero(*s)
         {
             let span = f.node(*out).span;
-            adj[out.index()] = Some(b.accumulate(adj[out.index()], *s, span));
-            guard[out.index()] = Some(Guard::Always);
+            let o = out.index();
+            sweep.adj[o] = Some(b.accumulate(sweep.adj[o], *s, span));
+            sweep.guard[o] = Some(Guard::Always);
         }
     }
-    // Adjoints of each loop's final carried values, gathered from its Result nodes.
-    let mut loop_adj: std::collections::HashMap<usize, Vec<Option<ValueId>>> = Default::default();
-    let mut input_adj: Vec<Option<ValueId>> = vec![None; f.num_inputs as usize];
     for i in (0..f.nodes.len()).rev() {
+        sweep.node(b, i);
+    }
+    let primal: Vec<ValueId> = f.outputs.iter().map(|o| sweep.map[o.index()]).collect();
+    let grads = (sweep.input_adj.into_iter())
+        .zip(acc_left)
+        .zip(input_tys)
+        .map(|((a, left), ty)| a.or(left).unwrap_or_else(|| b.zero(*ty, Span::call_site())))
+        .collect();
+    (primal, grads)
+}
+
+/// The reverse sweep of [`vjp_into`] over `f`'s nodes, last to first: each node's adjoint
+/// so far and when it flows, sent on to its operands.
+struct Sweep<'f> {
+    f: &'f Function,
+    /// Each node of `f` in the output (its primal, inlined).
+    map: Vec<ValueId>,
+    adj: Vec<Option<ValueId>>,
+    guard: Vec<Option<Guard>>,
+    /// Adjoints of each loop's final carried values, gathered from its Result nodes.
+    loop_adj: std::collections::HashMap<usize, Vec<Option<ValueId>>>,
+    input_adj: Vec<Option<ValueId>>,
+}
+
+/// `term` where guard `g` lets it flow, else zero.
+fn mask(b: &mut Builder, g: Guard, term: ValueId, span: Span) -> ValueId {
+    match g {
+        Guard::When(c) => {
+            let zero = b.zero(b.ty(term), span);
+            b.select(c, term, zero, span)
+        }
+        Guard::Always => term,
+    }
+}
+
+impl Sweep<'_> {
+    /// Sends `term` (already masked) to operand `v`, under guard `h`.
+    fn send(&mut self, b: &mut Builder, span: Span, v: ValueId, term: ValueId, h: Guard) {
+        send(b, &mut self.adj, &mut self.guard, span, v, term, h);
+    }
+
+    /// Node `i`'s adjoint sent to its operands, where one has reached it.
+    fn node(&mut self, b: &mut Builder, i: usize) {
+        let f = self.f;
         let node = &f.nodes[i];
         let span = node.span;
         let is_loop = matches!(node.op, Op::Loop(_));
-        let a = match adj[i] {
+        let a = match self.adj[i] {
             Some(a) => a,
-            None if is_loop && loop_adj.contains_key(&i) => b.constant(0.0, span),
-            None => continue,
+            None if is_loop && self.loop_adj.contains_key(&i) => b.constant(0.0, span),
+            None => return,
         };
-        let g = guard[i].unwrap_or(Guard::Always);
+        let g = self.guard[i].unwrap_or(Guard::Always);
         if let Some(name) = &node.name
             && !is_loop
         {
             b.name(a, &format!("d_{name}"));
         }
-        let mask = |b: &mut Builder, term: ValueId| match g {
-            Guard::When(c) => {
-                let zero = b.zero(b.ty(term), span);
-                b.select(c, term, zero, span)
-            }
-            Guard::Always => term,
-        };
         match &node.op {
             Op::Input(w) => {
-                input_adj[*w as usize] = Some(b.accumulate(input_adj[*w as usize], a, span));
+                let w = *w as usize;
+                self.input_adj[w] = Some(b.accumulate(self.input_adj[w], a, span));
             }
             Op::Const(_)
             | Op::Cmp(..)
@@ -312,142 +353,152 @@ fn vjp_into(
             | Op::IntBin(..)
             | Op::IntToF32(_) => {}
             Op::Call(func, args) => {
-                let margs: Vec<ValueId> = args.iter().map(|v| map[v.index()]).collect();
-                let partials = partials(*func, b, &margs, map[i], span);
-                for (arg, p) in args.iter().zip(partials) {
-                    if b.is_const_zero(p) {
-                        continue;
-                    }
-                    let term = b.call(Func::Mul, vec![a, p], span);
-                    let term = mask(b, term);
-                    send(b, &mut adj, &mut guard, span, *arg, term, g);
-                }
+                let margs: Vec<ValueId> = args.iter().map(|v| self.map[v.index()]).collect();
+                let partials = partials(*func, b, &margs, self.map[i], span);
+                self.products(b, (a, g, span), args.iter().copied().zip(partials));
             }
             Op::ArrayGet { array, index } => {
                 // One add into the word read. No mask: the partial is exactly 1, so a zero
                 // adjoint stays zero.
                 let ty = f.node(*array).ty;
-                let k = map[index.index()];
+                let k = self.map[index.index()];
                 let v = array.index();
-                adj[v] = Some(add_at(b, adj[v], ty, k, a, span));
-                guard[v] = Some(guard_or(b, guard[v], g, span));
+                self.adj[v] = Some(add_at(b, self.adj[v], ty, k, a, span));
+                self.guard[v] = Some(guard_or(b, self.guard[v], g, span));
             }
             Op::ArraySet {
                 array,
                 index,
                 value,
             } => {
-                let k = map[index.index()];
+                let k = self.map[index.index()];
                 let d_value = b.push(Op::ArrayGet { array: a, index: k }, span, None);
                 let zero = b.constant(0.0, span);
                 let d_array = b.set(a, k, zero, span);
-                send(b, &mut adj, &mut guard, span, *value, d_value, g);
-                send(b, &mut adj, &mut guard, span, *array, d_array, g);
+                self.send(b, span, *value, d_value, g);
+                self.send(b, span, *array, d_array, g);
             }
             Op::ArrayNew(elems) => {
                 for (k, e) in elems.iter().enumerate() {
                     if f.node(*e).ty.is_real() && !matches!(f.node(*e).op, Op::Const(_)) {
                         let d = b.get(a, k, span);
-                        send(b, &mut adj, &mut guard, span, *e, d, g);
+                        self.send(b, span, *e, d, g);
                     }
                 }
             }
             Op::ArrayAdd(x, y) => {
-                send(b, &mut adj, &mut guard, span, *x, a, g);
-                send(b, &mut adj, &mut guard, span, *y, a, g);
+                self.send(b, span, *x, a, g);
+                self.send(b, span, *y, a, g);
             }
             Op::Select {
                 cond,
                 then,
                 otherwise,
-            } => {
-                let zero = b.zero(node.ty, span);
-                let c = map[cond.index()];
-                let not_c = b.not(c, span);
-                for (branch, taken) in [(then, c), (otherwise, not_c)] {
-                    let (t, e) = if taken == c { (a, zero) } else { (zero, a) };
-                    let to_branch = b.select(c, t, e, span);
-                    let h = guard_and(b, g, taken, span);
-                    send(b, &mut adj, &mut guard, span, *branch, to_branch, h);
-                }
-            }
+            } => self.select(b, (a, g, span), node.ty, [*cond, *then, *otherwise]),
             Op::CustomGrad { args, partials, .. } => {
                 // The user's partials; nothing flows into how the value was computed.
-                for (arg, p) in args.iter().zip(partials) {
-                    let p = map[p.index()];
-                    let term = b.call(Func::Mul, vec![a, p], span);
-                    let term = mask(b, term);
-                    send(b, &mut adj, &mut guard, span, *arg, term, g);
-                }
+                let partials: Vec<ValueId> = partials.iter().map(|p| self.map[p.index()]).collect();
+                self.products(b, (a, g, span), args.iter().copied().zip(partials));
             }
             Op::Result(l, k) => {
-                let slots = loop_adj
-                    .entry(l.index())
+                let slots = (self.loop_adj.entry(l.index()))
                     .or_insert_with(|| vec![None; loop_of(f, *l).init.len()]);
                 slots[*k as usize] = Some(b.accumulate(slots[*k as usize], a, span));
-                guard[l.index()] = Some(guard_or(b, guard[l.index()], g, span));
+                self.guard[l.index()] = Some(guard_or(b, self.guard[l.index()], g, span));
             }
-            Op::Loop(l) => {
-                let seeds = loop_adj.remove(&i).unwrap_or_default();
-                // An array capture's adjoint so far: the reverse loop adds into it, word
-                // by word, and its result is the whole adjoint.
-                let cap_acc: Vec<Option<ValueId>> = l
-                    .captures
-                    .iter()
-                    .map(|cap| match f.node(*cap).ty {
-                        ty @ Ty::Array(_) => {
-                            let so_far = adj[cap.index()].take();
-                            Some(so_far.unwrap_or_else(|| b.zero(ty, span)))
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                let rev = reverse_loop(f, l, map[i], &map, &seeds, &cap_acc, b, span);
-                let Some(rev) = rev else {
-                    for (cap, acc) in l.captures.iter().zip(&cap_acc) {
-                        if acc.is_some() {
-                            adj[cap.index()] = *acc;
-                        }
-                    }
-                    continue;
-                };
-                // Results of the reverse loop: adjoints of the real carried values' initial
-                // values, then of the real captures.
-                let mut r = 0u32;
-                for (k, init) in l.init.iter().enumerate() {
-                    if l.carried_ty(k).is_real() {
-                        let term = b.push(Op::Result(rev, r), span, None);
-                        let term = mask(b, term);
-                        send(b, &mut adj, &mut guard, span, *init, term, g);
-                        r += 1;
-                    }
-                }
-                for (cap, acc) in l.captures.iter().zip(&cap_acc) {
-                    if !f.node(*cap).ty.is_real() {
-                        continue;
-                    }
-                    let term = b.push(Op::Result(rev, r), span, None);
-                    r += 1;
-                    let term = match (acc, g) {
-                        // Where the loop's adjoint does not flow, the adjoint so far.
-                        (Some(acc), Guard::When(c)) => b.select(c, term, *acc, span),
-                        (Some(_), Guard::Always) => term,
-                        (None, _) => mask(b, term),
-                    };
-                    send(b, &mut adj, &mut guard, span, *cap, term, g);
-                }
-                let _ = a;
-            }
+            Op::Loop(l) => self.reverse(b, i, l, g),
         }
     }
-    let primal: Vec<ValueId> = f.outputs.iter().map(|o| map[o.index()]).collect();
-    let grads = input_adj
-        .into_iter()
-        .zip(acc_left)
-        .zip(input_tys)
-        .map(|((a, left), ty)| a.or(left).unwrap_or_else(|| b.zero(*ty, Span::call_site())))
-        .collect();
-    (primal, grads)
+
+    /// Adjoint `a` (under `g`) times each partial, sent to its argument (a partial known to
+    /// be zero sends nothing).
+    fn products(
+        &mut self,
+        b: &mut Builder,
+        (a, g, span): (ValueId, Guard, Span),
+        args: impl IntoIterator<Item = (ValueId, ValueId)>,
+    ) {
+        for (arg, p) in args {
+            if b.is_const_zero(p) {
+                continue;
+            }
+            let term = b.call(Func::Mul, vec![a, p], span);
+            let term = mask(b, g, term, span);
+            self.send(b, span, arg, term, g);
+        }
+    }
+
+    /// A select's adjoint (of type `ty`): to the branch taken, each under its condition.
+    fn select(
+        &mut self,
+        b: &mut Builder,
+        (a, g, span): (ValueId, Guard, Span),
+        ty: Ty,
+        [cond, then, otherwise]: [ValueId; 3],
+    ) {
+        let zero = b.zero(ty, span);
+        let c = self.map[cond.index()];
+        let not_c = b.not(c, span);
+        for (branch, taken) in [(then, c), (otherwise, not_c)] {
+            let (t, e) = if taken == c { (a, zero) } else { (zero, a) };
+            let to_branch = b.select(c, t, e, span);
+            let h = guard_and(b, g, taken, span);
+            self.send(b, span, branch, to_branch, h);
+        }
+    }
+
+    /// Loop node `i` (`l`), reached under `g`: its reverse loop, whose results are the
+    /// adjoints of the initial carried values and of the captures.
+    fn reverse(&mut self, b: &mut Builder, i: usize, l: &Loop, g: Guard) {
+        let f = self.f;
+        let span = f.nodes[i].span;
+        let seeds = self.loop_adj.remove(&i).unwrap_or_default();
+        // An array capture's adjoint so far: the reverse loop adds into it, word by word,
+        // and its result is the whole adjoint.
+        let cap_acc: Vec<Option<ValueId>> = (l.captures.iter())
+            .map(|cap| match f.node(*cap).ty {
+                ty @ Ty::Array(_) => {
+                    let so_far = self.adj[cap.index()].take();
+                    Some(so_far.unwrap_or_else(|| b.zero(ty, span)))
+                }
+                _ => None,
+            })
+            .collect();
+        let rev = reverse_loop(f, l, self.map[i], &self.map, &seeds, &cap_acc, b, span);
+        let Some(rev) = rev else {
+            for (cap, acc) in l.captures.iter().zip(&cap_acc) {
+                if acc.is_some() {
+                    self.adj[cap.index()] = *acc;
+                }
+            }
+            return;
+        };
+        // Results of the reverse loop: adjoints of the real carried values' initial
+        // values, then of the real captures.
+        let mut r = 0u32;
+        for (k, init) in l.init.iter().enumerate() {
+            if l.carried_ty(k).is_real() {
+                let term = b.push(Op::Result(rev, r), span, None);
+                let term = mask(b, g, term, span);
+                self.send(b, span, *init, term, g);
+                r += 1;
+            }
+        }
+        for (cap, acc) in l.captures.iter().zip(&cap_acc) {
+            if !f.node(*cap).ty.is_real() {
+                continue;
+            }
+            let term = b.push(Op::Result(rev, r), span, None);
+            r += 1;
+            let term = match (acc, g) {
+                // Where the loop's adjoint does not flow, the adjoint so far.
+                (Some(acc), Guard::When(c)) => b.select(c, term, *acc, span),
+                (Some(_), Guard::Always) => term,
+                (None, _) => mask(b, g, term, span),
+            };
+            self.send(b, span, *cap, term, g);
+        }
+    }
 }
 
 /// The reverse loop of loop `l` (recorded as `recording` in the output), given the
