@@ -52,14 +52,12 @@ pub(super) fn forward_into(
     inputs: &[ValueId],
     input_tangents: &[Option<ValueId>],
 ) -> (Vec<ValueId>, Vec<Option<ValueId>>) {
-    let mut map: Vec<ValueId> = Vec::with_capacity(f.nodes.len());
-    let mut tan: Vec<Option<ValueId>> = vec![None; f.nodes.len()];
-    // For each loop node: where each carried value's tangent is among its new results.
-    let mut loop_tangent_slot: std::collections::HashMap<usize, Vec<Option<u32>>> =
-        Default::default();
+    let mut sweep = Tangents {
+        map: Vec::with_capacity(f.nodes.len()),
+        tan: vec![None; f.nodes.len()],
+        loop_tangent_slot: Default::default(),
+    };
     for (i, node) in f.nodes.iter().enumerate() {
-        let span = node.span;
-        let m = |v: &ValueId| map[v.index()];
         let (id, t) = match &node.op {
             Op::Input(w) => {
                 let id = inputs[*w as usize];
@@ -68,66 +66,97 @@ pub(super) fn forward_into(
                 }
                 (id, input_tangents[*w as usize])
             }
+            _ => sweep.node(f, b, i),
+        };
+        if let (Some(t), Some(name)) = (t, &node.name) {
+            b.name(t, &format!("t_{name}"));
+        }
+        sweep.map.push(id);
+        sweep.tan[i] = t;
+    }
+    let outs = f.outputs.iter().map(|o| sweep.map[o.index()]).collect();
+    let tans = f.outputs.iter().map(|o| sweep.tan[o.index()]).collect();
+    (outs, tans)
+}
+
+/// The forward sweep of [`forward_into`]: each node of `f` so far in the output, and its
+/// tangent where it has one.
+struct Tangents {
+    map: Vec<ValueId>,
+    tan: Vec<Option<ValueId>>,
+    /// For each loop node: where each carried value's tangent is among its new results.
+    loop_tangent_slot: std::collections::HashMap<usize, Vec<Option<u32>>>,
+}
+
+impl Tangents {
+    fn m(&self, v: &ValueId) -> ValueId {
+        self.map[v.index()]
+    }
+
+    /// Node `i` (not an input) in the output, and its tangent.
+    fn node(&mut self, f: &Function, b: &mut Builder, i: usize) -> (ValueId, Option<ValueId>) {
+        let node = &f.nodes[i];
+        let span = node.span;
+        let name = node.name.clone();
+        match &node.op {
             Op::Call(func, args) => {
-                let margs: Vec<ValueId> = args.iter().map(m).collect();
-                let id = b.push(Op::Call(*func, margs.clone()), span, node.name.clone());
+                let margs: Vec<ValueId> = args.iter().map(|v| self.m(v)).collect();
+                let id = b.push(Op::Call(*func, margs.clone()), span, name);
                 let partials = partials(*func, b, &margs, id, span);
-                let mut acc = None;
-                for (arg, p) in args.iter().zip(partials) {
-                    if let Some(ta) = tan[arg.index()]
-                        && !b.is_const_zero(p)
-                    {
-                        let term = b.call(Func::Mul, vec![p, ta], span);
-                        acc = Some(b.accumulate(acc, term, span));
-                    }
-                }
-                (id, acc)
+                (
+                    id,
+                    self.chain(b, args.iter().copied().zip(partials), true, span),
+                )
             }
             Op::Select {
                 cond,
                 then,
                 otherwise,
             } => {
-                let id = b.select(m(cond), m(then), m(otherwise), span);
-                let t = match (tan[then.index()], tan[otherwise.index()]) {
+                let c = self.m(cond);
+                let id = b.select(c, self.m(then), self.m(otherwise), span);
+                let t = match (self.tan[then.index()], self.tan[otherwise.index()]) {
                     (None, None) => None,
                     (t, o) => {
                         let zero = b.zero(node.ty, span);
-                        Some(b.select(m(cond), t.unwrap_or(zero), o.unwrap_or(zero), span))
+                        Some(b.select(c, t.unwrap_or(zero), o.unwrap_or(zero), span))
                     }
                 };
                 (id, t)
             }
             Op::ArrayNew(elems) => {
                 let id = b.push(
-                    Op::ArrayNew(elems.iter().map(m).collect()),
+                    Op::ArrayNew(elems.iter().map(|e| self.m(e)).collect()),
                     span,
-                    node.name.clone(),
+                    name,
                 );
-                let t = elems.iter().any(|e| tan[e.index()].is_some()).then(|| {
-                    let zero = b.constant(0.0, span);
-                    let t = elems
-                        .iter()
-                        .map(|e| tan[e.index()].unwrap_or(zero))
-                        .collect();
-                    b.push(Op::ArrayNew(t), span, None)
-                });
+                let t = elems
+                    .iter()
+                    .any(|e| self.tan[e.index()].is_some())
+                    .then(|| {
+                        let zero = b.constant(0.0, span);
+                        let t = (elems.iter())
+                            .map(|e| self.tan[e.index()].unwrap_or(zero))
+                            .collect();
+                        b.push(Op::ArrayNew(t), span, None)
+                    });
                 (id, t)
             }
             Op::ArrayGet { array, index } => {
+                let k = self.m(index);
                 let id = b.push(
                     Op::ArrayGet {
-                        array: m(array),
-                        index: m(index),
+                        array: self.m(array),
+                        index: k,
                     },
                     span,
-                    node.name.clone(),
+                    name,
                 );
-                let t = tan[array.index()].map(|ta| {
+                let t = self.tan[array.index()].map(|ta| {
                     b.push(
                         Op::ArrayGet {
                             array: ta,
-                            index: m(index),
+                            index: k,
                         },
                         span,
                         None,
@@ -140,32 +169,15 @@ pub(super) fn forward_into(
                 index,
                 value,
             } => {
-                let id = b.push(
-                    node.op.map_operands(|v| map[v.index()]),
-                    span,
-                    node.name.clone(),
-                );
-                let t = match (tan[array.index()], tan[value.index()]) {
-                    (None, None) => None,
-                    (ta, tv) => {
-                        let ta = ta.unwrap_or_else(|| b.zero(node.ty, span));
-                        let tv = tv.unwrap_or_else(|| b.constant(0.0, span));
-                        Some(b.push(
-                            Op::ArraySet {
-                                array: ta,
-                                index: m(index),
-                                value: tv,
-                            },
-                            span,
-                            None,
-                        ))
-                    }
-                };
-                (id, t)
+                let id = b.push(node.op.map_operands(|v| self.m(&v)), span, name);
+                (
+                    id,
+                    self.array_set(b, node.ty, [*array, *index, *value], span),
+                )
             }
             Op::ArrayAdd(x, y) => {
-                let id = b.push(Op::ArrayAdd(m(x), m(y)), span, node.name.clone());
-                let t = match (tan[x.index()], tan[y.index()]) {
+                let id = b.push(Op::ArrayAdd(self.m(x), self.m(y)), span, name);
+                let t = match (self.tan[x.index()], self.tan[y.index()]) {
                     (None, None) => None,
                     (Some(t), None) | (None, Some(t)) => Some(t),
                     (Some(p), Some(q)) => Some(b.push(Op::ArrayAdd(p, q), span, None)),
@@ -174,48 +186,77 @@ pub(super) fn forward_into(
             }
             Op::Loop(l) => {
                 let tape_slots = match l.kind {
-                    LoopKind::Reverse { tape, .. } => Some(&loop_tangent_slot[&tape.index()]),
+                    LoopKind::Reverse { tape, .. } => Some(&self.loop_tangent_slot[&tape.index()]),
                     _ => None,
                 };
-                let (id, slots) = forward_loop(f, l, (&map, &tan), tape_slots, b, span);
-                loop_tangent_slot.insert(i, slots);
+                let (id, slots) = forward_loop(f, l, (&self.map, &self.tan), tape_slots, b, span);
+                self.loop_tangent_slot.insert(i, slots);
                 (id, None)
             }
             Op::CustomGrad { args, partials, .. } => {
-                let id = b.push(
-                    node.op.map_operands(|v| map[v.index()]),
-                    span,
-                    node.name.clone(),
-                );
-                let mut acc = None;
-                for (arg, p) in args.iter().zip(partials) {
-                    if let Some(ta) = tan[arg.index()] {
-                        let term = b.call(Func::Mul, vec![m(p), ta], span);
-                        acc = Some(b.accumulate(acc, term, span));
-                    }
-                }
-                (id, acc)
+                let id = b.push(node.op.map_operands(|v| self.m(&v)), span, name);
+                let partials: Vec<ValueId> = partials.iter().map(|p| self.m(p)).collect();
+                (
+                    id,
+                    self.chain(b, args.iter().copied().zip(partials), false, span),
+                )
             }
             Op::Result(l, k) => {
-                let id = b.push(Op::Result(m(l), *k), span, node.name.clone());
-                let t = loop_tangent_slot[&l.index()][*k as usize]
-                    .map(|s| b.push(Op::Result(m(l), s), span, None));
+                let id = b.push(Op::Result(self.m(l), *k), span, name);
+                let t = self.loop_tangent_slot[&l.index()][*k as usize]
+                    .map(|s| b.push(Op::Result(self.m(l), s), span, None));
                 (id, t)
             }
-            op => (
-                b.push(op.map_operands(|v| map[v.index()]), span, node.name.clone()),
-                None,
-            ),
-        };
-        if let (Some(t), Some(name)) = (t, &node.name) {
-            b.name(t, &format!("t_{name}"));
+            op => (b.push(op.map_operands(|v| self.m(&v)), span, name), None),
         }
-        map.push(id);
-        tan[i] = t;
     }
-    let outs = f.outputs.iter().map(|o| map[o.index()]).collect();
-    let tans = f.outputs.iter().map(|o| tan[o.index()]).collect();
-    (outs, tans)
+
+    /// The sum of each partial times its argument's tangent (arguments without one add
+    /// nothing, nor with `skip_zero` partials known to be zero: the table's, where a user's
+    /// custom partial is multiplied as written); `None` where nothing is added.
+    fn chain(
+        &self,
+        b: &mut Builder,
+        args: impl IntoIterator<Item = (ValueId, ValueId)>,
+        skip_zero: bool,
+        span: Span,
+    ) -> Option<ValueId> {
+        let mut acc = None;
+        for (arg, p) in args {
+            if let Some(ta) = self.tan[arg.index()]
+                && !(skip_zero && b.is_const_zero(p))
+            {
+                let term = b.call(Func::Mul, vec![p, ta], span);
+                acc = Some(b.accumulate(acc, term, span));
+            }
+        }
+        acc
+    }
+
+    /// The tangent of `array` with `value` written at `index` (an array of type `ty`): the
+    /// array's tangent with the value's written there.
+    fn array_set(
+        &self,
+        b: &mut Builder,
+        ty: crate::ir::Ty,
+        [array, index, value]: [ValueId; 3],
+        span: Span,
+    ) -> Option<ValueId> {
+        match (self.tan[array.index()], self.tan[value.index()]) {
+            (None, None) => None,
+            (ta, tv) => {
+                let ta = ta.unwrap_or_else(|| b.zero(ty, span));
+                let tv = tv.unwrap_or_else(|| b.constant(0.0, span));
+                let index = self.m(&index);
+                let set = Op::ArraySet {
+                    array: ta,
+                    index,
+                    value: tv,
+                };
+                Some(b.push(set, span, None))
+            }
+        }
+    }
 }
 
 /// The forward-mode loop of `l`: it carries `l`'s values, then the tangents of its F32

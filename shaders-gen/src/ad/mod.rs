@@ -355,7 +355,7 @@ impl Sweep<'_> {
             Op::Call(func, args) => {
                 let margs: Vec<ValueId> = args.iter().map(|v| self.map[v.index()]).collect();
                 let partials = partials(*func, b, &margs, self.map[i], span);
-                self.products(b, (a, g, span), args.iter().copied().zip(partials));
+                self.products(b, (a, g, span), args.iter().copied().zip(partials), true);
             }
             Op::ArrayGet { array, index } => {
                 // One add into the word read. No mask: the partial is exactly 1, so a zero
@@ -398,7 +398,7 @@ impl Sweep<'_> {
             Op::CustomGrad { args, partials, .. } => {
                 // The user's partials; nothing flows into how the value was computed.
                 let partials: Vec<ValueId> = partials.iter().map(|p| self.map[p.index()]).collect();
-                self.products(b, (a, g, span), args.iter().copied().zip(partials));
+                self.products(b, (a, g, span), args.iter().copied().zip(partials), false);
             }
             Op::Result(l, k) => {
                 let slots = (self.loop_adj.entry(l.index()))
@@ -410,16 +410,18 @@ impl Sweep<'_> {
         }
     }
 
-    /// Adjoint `a` (under `g`) times each partial, sent to its argument (a partial known to
-    /// be zero sends nothing).
+    /// Adjoint `a` (under `g`) times each partial, sent to its argument (with `skip_zero`,
+    /// a partial known to be zero sends nothing: the table's, where a user's custom
+    /// partial is multiplied as written).
     fn products(
         &mut self,
         b: &mut Builder,
         (a, g, span): (ValueId, Guard, Span),
         args: impl IntoIterator<Item = (ValueId, ValueId)>,
+        skip_zero: bool,
     ) {
         for (arg, p) in args {
-            if b.is_const_zero(p) {
+            if skip_zero && b.is_const_zero(p) {
                 continue;
             }
             let term = b.call(Func::Mul, vec![a, p], span);
