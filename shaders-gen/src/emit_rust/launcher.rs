@@ -6,47 +6,93 @@ use quote::quote;
 
 /// The `impl Kernel` of the batched launches.
 pub(super) fn launcher(has_shared: bool, has_grads: bool, float: &TokenStream) -> TokenStream {
-    let vec = quote!(::std::vec::Vec);
-    let err = quote!(::gradfuse::Error);
-    let grads_alloc = if has_grads {
-        // Zeroed pages from the allocator, not a pass of writes: the launch overwrites
-        // every word.
-        quote!(let mut grads: #vec<Grad> = ::gradfuse::bytemuck::zeroed_vec(args.len());)
+    let parts = LauncherParts::new(has_grads, float);
+    if has_shared {
+        shared_launcher(&parts)
     } else {
-        quote!(let mut grads: #vec<Grad> = ::std::vec![Grad {}; args.len()];)
-    };
-    // The `_into` launchers write into the caller's slices; the others allocate and call
-    // them.
-    let into_outputs = if has_grads {
-        quote!(&mut [
-            ::gradfuse::bytemuck::cast_slice_mut(values),
-            ::gradfuse::bytemuck::cast_slice_mut(grads)
-        ])
-    } else {
-        quote!(&mut [::gradfuse::bytemuck::cast_slice_mut(values)])
-    };
-    // Without gradient words the kernel has no gradient buffer to check `grads` against.
-    let grads_check = if has_grads {
-        quote!()
-    } else {
-        quote! {
-            if grads.len() != args.len() {
-                return Err(::gradfuse::Error::ShapeMismatch {
-                    what: "grads (one per element)".into(),
-                    expected: args.len(),
-                    got: grads.len(),
-                });
+        plain_launcher(&parts)
+    }
+}
+
+/// The pieces both forms of the batched launches share.
+struct LauncherParts {
+    vec: TokenStream,
+    err: TokenStream,
+    float: TokenStream,
+    /// Allocates `grads`, one `Grad` per element.
+    grads_alloc: TokenStream,
+    /// The `_into` launchers' output slices.
+    into_outputs: TokenStream,
+    /// Checks `grads`' length where no kernel buffer does.
+    grads_check: TokenStream,
+    into_doc: TokenStream,
+}
+
+impl LauncherParts {
+    fn new(has_grads: bool, float: &TokenStream) -> LauncherParts {
+        let vec = quote!(::std::vec::Vec);
+        let err = quote!(::gradfuse::Error);
+        let grads_alloc = if has_grads {
+            // Zeroed pages from the allocator, not a pass of writes: the launch overwrites
+            // every word.
+            quote!(let mut grads: #vec<Grad> = ::gradfuse::bytemuck::zeroed_vec(args.len());)
+        } else {
+            quote!(let mut grads: #vec<Grad> = ::std::vec![Grad {}; args.len()];)
+        };
+        // The `_into` launchers write into the caller's slices; the others allocate and call
+        // them.
+        let into_outputs = if has_grads {
+            quote!(&mut [
+                ::gradfuse::bytemuck::cast_slice_mut(values),
+                ::gradfuse::bytemuck::cast_slice_mut(grads)
+            ])
+        } else {
+            quote!(&mut [::gradfuse::bytemuck::cast_slice_mut(values)])
+        };
+        // Without gradient words the kernel has no gradient buffer to check `grads` against.
+        let grads_check = if has_grads {
+            quote!()
+        } else {
+            quote! {
+                if grads.len() != args.len() {
+                    return Err(::gradfuse::Error::ShapeMismatch {
+                        what: "grads (one per element)".into(),
+                        expected: args.len(),
+                        got: grads.len(),
+                    });
+                }
             }
+        };
+        let into_doc = quote! {
+            /// [`Self::value_and_grad`] into the caller's slices (one entry per element each):
+            /// nothing is allocated, and memory the caller reuses is not touched for the first
+            /// time (page faults cost as much as the readback on large batches). On an error the
+            /// slices' contents are unspecified.
+        };
+        LauncherParts {
+            vec,
+            err,
+            float: float.clone(),
+            grads_alloc,
+            into_outputs,
+            grads_check,
+            into_doc,
         }
-    };
-    let into_doc = quote! {
-        /// [`Self::value_and_grad`] into the caller's slices (one entry per element each):
-        /// nothing is allocated, and memory the caller reuses is not touched for the first
-        /// time (page faults cost as much as the readback on large batches). On an error the
-        /// slices' contents are unspecified.
-    };
-    if !has_shared {
-        return quote! {
+    }
+}
+
+/// The batched launches of a function without `#[shared]` arguments.
+fn plain_launcher(parts: &LauncherParts) -> TokenStream {
+    let LauncherParts {
+        vec,
+        err,
+        float,
+        grads_alloc,
+        into_outputs,
+        grads_check,
+        into_doc,
+    } = parts;
+    quote! {
             impl Kernel<'_> {
                 /// The value of every element: one thread per element.
                 pub fn value(&self, args: &[Args]) -> ::core::result::Result<#vec<#float>, #err> {
@@ -85,8 +131,21 @@ pub(super) fn launcher(has_shared: bool, has_grads: bool, float: &TokenStream) -
                     )
                 }
             }
-        };
     }
+}
+
+/// The batched launches of a function with `#[shared]` arguments: the batch's shared
+/// words in, and the gradient of the sum of the values in them out.
+fn shared_launcher(parts: &LauncherParts) -> TokenStream {
+    let LauncherParts {
+        vec,
+        err,
+        float,
+        grads_alloc,
+        into_outputs,
+        grads_check,
+        into_doc,
+    } = parts;
     quote! {
         impl Kernel<'_> {
             /// The value of every element, with the batch's `shared` arguments: one thread
