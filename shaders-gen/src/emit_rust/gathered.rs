@@ -44,59 +44,14 @@ pub(super) fn gathered_api(plan: &ItemPlan, wgsl: Option<&GatheredWgsl>) -> Toke
     let grad_names: Vec<&syn::Ident> = with_grad.iter().map(|p| &p.name).collect();
     let grad_types: Vec<TokenStream> = with_grad.iter().map(|p| value_type(p, &float)).collect();
     let value_fields = fields_without_grads(&each, precision);
-    let (mut args_at, mut grad_at) = (0u32, 0u32);
-    let mut grad_fields = Vec::new();
-    for p in &each {
-        let (name, w) = (&p.name, words(p, precision));
-        let (grad_offset, sink) = if p.constant {
-            let none = quote!(::core::option::Option::None);
-            (none.clone(), none)
-        } else {
-            (
-                quote!(::core::option::Option::Some(#grad_at)),
-                quote!(::core::option::Option::Some(sinks.#name.raw())),
-            )
-        };
-        grad_fields.push(quote! {
-            ::gradfuse::GatherField {
-                words: #w,
-                args_offset: #args_at,
-                grad_offset: #grad_offset,
-                source: sources.#name.parts(),
-                sink: #sink,
-            }
-        });
-        args_at += w;
-        if !p.constant {
-            grad_at += w;
-        }
-    }
+    let grad_fields = fields_with_grads(&each, precision);
     let has_grads = !with_grad.is_empty();
     let buf = quote!(::gradfuse::Buffer);
-    let (shared_param, shared_bind, shared_grad_param, shared_grad_bind) = if plan.has_shared {
-        (
-            quote!(shared: &#buf<Shared>,),
-            quote!(::core::option::Option::Some(shared.raw())),
-            quote!(shared_grad: &#buf<SharedGrad>,),
-            quote!(::core::option::Option::Some(shared_grad.raw())),
-        )
-    } else {
-        let none = quote!(::core::option::Option::None);
-        (quote!(), none.clone(), quote!(), none)
-    };
+    let (shared_param, shared_bind, shared_grad_param, shared_grad_bind) =
+        shared_bindings(plan.has_shared);
     let (sinks_item, sinks_param) = if has_grads {
         (
-            quote! {
-                /// Where each argument's gradient goes in
-                /// [`Kernel::value_and_grad_gathered`]: one entry per element for an argument
-                /// whose source is `Source::Each`, one per block row (the gradient of the batch
-                /// sum in that row, summed in a fixed order) for `Source::Gather`. Gradients
-                /// bound to one buffer add up.
-                #[derive(Clone, Copy, Debug)]
-                pub struct Sinks<'b> {
-                    #(#[doc = "The gradient of the argument of the same name."] pub #grad_names: &'b #buf<#grad_types>,)*
-                }
-            },
+            sinks_item(&grad_names, &grad_types),
             quote!(sinks: &Sinks<'_>,),
         )
     } else {
@@ -105,31 +60,9 @@ pub(super) fn gathered_api(plan: &ItemPlan, wgsl: Option<&GatheredWgsl>) -> Toke
     let err = quote!(::gradfuse::Error);
     let (kernels, fwd_gathered, adj_gathered) = gathered_kernels(plan, wgsl, KernelKind::Adjoint);
     let sources_item = sources_item(&names, &types);
-    // A residual term's Jacobian block is its element's gradient row: the adjoint kernel's
-    // per-element gradients, bound as they are (nothing scattered). Least squares solves
-    // in f32.
-    let residuals = (has_grads && !plan.has_shared && precision == Precision::F32).then(|| {
-        let none = quote!(::core::option::Option::None);
-        super::residuals::residuals_impl(
-            &each,
-            1,
-            quote!(self.value_gathered(rec, sources, values)),
-            quote! {
-                rec.launch_gathered(
-                    self.device,
-                    &ADJOINT_KERNEL,
-                    #adj_gathered,
-                    &[#(#value_fields),*],
-                    ::gradfuse::GatherOutputs {
-                        shared: #none,
-                        values: values.raw(),
-                        shared_grad: #none,
-                        jacobians: ::core::option::Option::Some(jacobians.raw()),
-                    },
-                )
-            },
-        )
-    });
+    // Least squares solves in f32.
+    let residuals = (has_grads && !plan.has_shared && precision == Precision::F32)
+        .then(|| gathered_residuals(&each, &adj_gathered, &value_fields));
     quote! {
         #kernels
 
@@ -191,6 +124,102 @@ pub(super) fn gathered_api(plan: &ItemPlan, wgsl: Option<&GatheredWgsl>) -> Toke
             }
         }
     }
+}
+
+/// Each per-element argument's `GatherField`: its words, where they are in the argument
+/// row and in the gradient row (none for a `#[constant]` one), its source and its sink.
+fn fields_with_grads(each: &[&Param], precision: Precision) -> Vec<TokenStream> {
+    let (mut args_at, mut grad_at) = (0u32, 0u32);
+    let mut grad_fields = Vec::new();
+    for p in each {
+        let (name, w) = (&p.name, words(p, precision));
+        let (grad_offset, sink) = if p.constant {
+            let none = quote!(::core::option::Option::None);
+            (none.clone(), none)
+        } else {
+            (
+                quote!(::core::option::Option::Some(#grad_at)),
+                quote!(::core::option::Option::Some(sinks.#name.raw())),
+            )
+        };
+        grad_fields.push(quote! {
+            ::gradfuse::GatherField {
+                words: #w,
+                args_offset: #args_at,
+                grad_offset: #grad_offset,
+                source: sources.#name.parts(),
+                sink: #sink,
+            }
+        });
+        args_at += w;
+        if !p.constant {
+            grad_at += w;
+        }
+    }
+    grad_fields
+}
+
+/// The launches' `shared` parameter and binding, and `shared_grad`'s, for a function with
+/// `#[shared]` arguments (empty parameters and `None` bindings without).
+fn shared_bindings(has_shared: bool) -> (TokenStream, TokenStream, TokenStream, TokenStream) {
+    let buf = quote!(::gradfuse::Buffer);
+    if has_shared {
+        (
+            quote!(shared: &#buf<Shared>,),
+            quote!(::core::option::Option::Some(shared.raw())),
+            quote!(shared_grad: &#buf<SharedGrad>,),
+            quote!(::core::option::Option::Some(shared_grad.raw())),
+        )
+    } else {
+        let none = quote!(::core::option::Option::None);
+        (quote!(), none.clone(), quote!(), none)
+    }
+}
+
+/// The `Sinks` struct: one field per argument with a gradient.
+fn sinks_item(grad_names: &[&syn::Ident], grad_types: &[TokenStream]) -> TokenStream {
+    let buf = quote!(::gradfuse::Buffer);
+    quote! {
+        /// Where each argument's gradient goes in
+        /// [`Kernel::value_and_grad_gathered`]: one entry per element for an argument
+        /// whose source is `Source::Each`, one per block row (the gradient of the batch
+        /// sum in that row, summed in a fixed order) for `Source::Gather`. Gradients
+        /// bound to one buffer add up.
+        #[derive(Clone, Copy, Debug)]
+        pub struct Sinks<'b> {
+            #(#[doc = "The gradient of the argument of the same name."] pub #grad_names: &'b #buf<#grad_types>,)*
+        }
+    }
+}
+
+/// The least-squares residuals of a gathered function: a residual term's Jacobian block
+/// is its element's gradient row, the adjoint kernel's per-element gradients bound as
+/// they are (nothing scattered).
+fn gathered_residuals(
+    each: &[&Param],
+    adj_gathered: &TokenStream,
+    value_fields: &[TokenStream],
+) -> TokenStream {
+    let none = quote!(::core::option::Option::None);
+    super::residuals::residuals_impl(
+        each,
+        1,
+        quote!(self.value_gathered(rec, sources, values)),
+        quote! {
+            rec.launch_gathered(
+                self.device,
+                &ADJOINT_KERNEL,
+                #adj_gathered,
+                &[#(#value_fields),*],
+                ::gradfuse::GatherOutputs {
+                    shared: #none,
+                    values: values.raw(),
+                    shared_grad: #none,
+                    jacobians: ::core::option::Option::Some(jacobians.raw()),
+                },
+            )
+        },
+    )
 }
 
 /// The `Sources` struct: one field per per-element argument.
