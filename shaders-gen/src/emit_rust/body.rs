@@ -108,7 +108,6 @@ pub(super) fn nodes(
             stmts.extend(array_stmt(f, names, i, scalar, &inplace));
             continue;
         }
-        let o = |v: &ValueId| operand(f, names, *v, scalar);
         let e = match &node.op {
             Op::Input(_) | Op::Const(_) | Op::Int(_) => continue,
             Op::Loop(l) => {
@@ -130,100 +129,114 @@ pub(super) fn nodes(
                 }
                 quote!(#var)
             }
-            Op::CustomGrad {
-                value,
-                args,
-                partials,
-            } => match scalar {
-                Scalar::F32 | Scalar::F64 => o(value),
-                Scalar::Generic => {
-                    let (v, a, p) = (
-                        o(value),
-                        args.iter().map(o).collect::<Vec<_>>(),
-                        partials.iter().map(o).collect::<Vec<_>>(),
-                    );
-                    quote!(<S as ::gradfuse::Real>::custom_grad(#v, &[#(#a),*], &[#(#p),*]))
-                }
-            },
-            Op::IntBin(op, a, b) => {
-                let op: TokenStream = op.symbol().parse().expect("operator");
-                let (a, b) = (o(a), o(b));
-                quote!(#a #op #b)
-            }
-            Op::IntToF32(a) => {
-                let a = o(a);
-                match scalar {
-                    Scalar::F32 => quote!((#a as f32)),
-                    Scalar::F64 => quote!((#a as f64)),
-                    Scalar::Generic => quote!(<S as ::gradfuse::Real>::from_f64(#a as f64)),
-                }
-            }
-            Op::ArrayGet { array, index } => {
-                let k = index_of(f, names, *index, f.node(*array).ty.words());
-                let a = o(array);
-                quote!(#a #k)
-            }
-            Op::ArrayNew(_) | Op::ArraySet { .. } | Op::ArrayAdd(..) => {
-                unreachable!("array values are written by array_stmt")
-            }
-            Op::Cmp(c, a, b) => {
-                let op: TokenStream = c.symbol().parse().expect("comparison operator");
-                let (a, b) = (o(a), o(b));
-                quote!(#a #op #b)
-            }
-            Op::Not(a) => {
-                let a = o(a);
-                quote!(!#a)
-            }
-            Op::And(a, b) => {
-                let (a, b) = (o(a), o(b));
-                quote!(#a && #b)
-            }
-            Op::Or(a, b) => {
-                let (a, b) = (o(a), o(b));
-                quote!(#a || #b)
-            }
-            Op::Select {
-                cond,
-                then,
-                otherwise,
-            } => {
-                let (c, t, e) = (o(cond), o(then), o(otherwise));
-                quote!(if #c { #t } else { #e })
-            }
-            Op::Call(func, args) => {
-                let a: Vec<TokenStream> = args.iter().map(o).collect();
-                match (func, func.rust()) {
-                    (Func::Powi(n), _) => {
-                        let x = &a[0];
-                        quote!(#x.powi(#n))
-                    }
-                    (_, RustForm::Infix(op)) => {
-                        let op: TokenStream = op.parse().expect("operator");
-                        let (x, y) = (&a[0], &a[1]);
-                        quote!(#x #op #y)
-                    }
-                    (_, RustForm::Prefix(op)) => {
-                        let op: TokenStream = op.parse().expect("operator");
-                        let x = &a[0];
-                        quote!(#op #x)
-                    }
-                    (_, RustForm::Method(m)) => {
-                        let m = ident(m);
-                        let (x, rest) = (&a[0], &a[1..]);
-                        quote!(#x.#m(#(#rest),*))
-                    }
-                    (_, RustForm::Real(m)) => {
-                        let m = ident(m);
-                        quote!(::gradfuse::Real::#m(#(#a),*))
-                    }
-                }
-            }
+            op => node_expr(f, names, op, scalar),
         };
         let name = ident(&names[i]);
         stmts.extend(quote!(let #name = #e;));
     }
     stmts
+}
+
+/// The Rust expression of a node that is one (not an input, a constant, a loop, its
+/// result or an array value).
+fn node_expr(f: &Function, names: &[String], op: &Op, scalar: Scalar) -> TokenStream {
+    let o = |v: &ValueId| operand(f, names, *v, scalar);
+    match op {
+        Op::CustomGrad {
+            value,
+            args,
+            partials,
+        } => match scalar {
+            Scalar::F32 | Scalar::F64 => o(value),
+            Scalar::Generic => {
+                let (v, a, p) = (
+                    o(value),
+                    args.iter().map(o).collect::<Vec<_>>(),
+                    partials.iter().map(o).collect::<Vec<_>>(),
+                );
+                quote!(<S as ::gradfuse::Real>::custom_grad(#v, &[#(#a),*], &[#(#p),*]))
+            }
+        },
+        Op::IntBin(op, a, b) => {
+            let op: TokenStream = op.symbol().parse().expect("operator");
+            let (a, b) = (o(a), o(b));
+            quote!(#a #op #b)
+        }
+        Op::IntToF32(a) => {
+            let a = o(a);
+            match scalar {
+                Scalar::F32 => quote!((#a as f32)),
+                Scalar::F64 => quote!((#a as f64)),
+                Scalar::Generic => quote!(<S as ::gradfuse::Real>::from_f64(#a as f64)),
+            }
+        }
+        Op::ArrayGet { array, index } => {
+            let k = index_of(f, names, *index, f.node(*array).ty.words());
+            let a = o(array);
+            quote!(#a #k)
+        }
+        Op::ArrayNew(_) | Op::ArraySet { .. } | Op::ArrayAdd(..) => {
+            unreachable!("array values are written by array_stmt")
+        }
+        Op::Cmp(c, a, b) => {
+            let op: TokenStream = c.symbol().parse().expect("comparison operator");
+            let (a, b) = (o(a), o(b));
+            quote!(#a #op #b)
+        }
+        Op::Not(a) => {
+            let a = o(a);
+            quote!(!#a)
+        }
+        Op::And(a, b) => {
+            let (a, b) = (o(a), o(b));
+            quote!(#a && #b)
+        }
+        Op::Or(a, b) => {
+            let (a, b) = (o(a), o(b));
+            quote!(#a || #b)
+        }
+        Op::Select {
+            cond,
+            then,
+            otherwise,
+        } => {
+            let (c, t, e) = (o(cond), o(then), o(otherwise));
+            quote!(if #c { #t } else { #e })
+        }
+        Op::Call(func, args) => call_expr(*func, args.iter().map(o).collect()),
+        Op::Input(_) | Op::Const(_) | Op::Int(_) | Op::Loop(_) | Op::Result(..) => {
+            unreachable!("inputs, constants, loops and their results are written by nodes")
+        }
+    }
+}
+
+/// A call of `func` on the expressions `a`, in the Rust form the function table gives it.
+fn call_expr(func: Func, a: Vec<TokenStream>) -> TokenStream {
+    match (func, func.rust()) {
+        (Func::Powi(n), _) => {
+            let x = &a[0];
+            quote!(#x.powi(#n))
+        }
+        (_, RustForm::Infix(op)) => {
+            let op: TokenStream = op.parse().expect("operator");
+            let (x, y) = (&a[0], &a[1]);
+            quote!(#x #op #y)
+        }
+        (_, RustForm::Prefix(op)) => {
+            let op: TokenStream = op.parse().expect("operator");
+            let x = &a[0];
+            quote!(#op #x)
+        }
+        (_, RustForm::Method(m)) => {
+            let m = ident(m);
+            let (x, rest) = (&a[0], &a[1..]);
+            quote!(#x.#m(#(#rest),*))
+        }
+        (_, RustForm::Real(m)) => {
+            let m = ident(m);
+            quote!(::gradfuse::Real::#m(#(#a),*))
+        }
+    }
 }
 
 /// A loop as Rust: `let mut` carried values, `for` over the index (reversed for a reverse
@@ -263,25 +276,9 @@ pub(super) fn rust_loop(
     let tape = (l.kind == LoopKind::Recording).then(|| ident(&fresh(taken, "tape")));
     let mut head = TokenStream::new();
     if let Some(tape) = &tape {
-        let (offsets, words) = f.tape_layout(id);
-        let len = (l.trip_count() as usize * words).max(1);
-        let zero = literal(0.0, scalar);
-        code.extend(quote!(let mut #tape = ::std::vec![#zero; #len];));
-        for (k, var) in vars.iter().enumerate() {
-            let Some(off) = offsets[k] else { continue };
-            let at = quote!(((#index - #start) as usize * #words + #off));
-            head.extend(match l.carried_ty(k) {
-                Ty::Bool => {
-                    let one = literal(1.0, scalar);
-                    quote!(#tape[#at] = if #var { #one } else { #zero };)
-                }
-                Ty::Array(n) => {
-                    let n = n as usize;
-                    quote!(#tape[#at..#at + #n].copy_from_slice(&#var);)
-                }
-                _ => quote!(#tape[#at] = #var;),
-            });
-        }
+        let (alloc, record) = record_tape(f, (id, l), tape, (&index, &vars), scalar);
+        code.extend(alloc);
+        head.extend(record);
     }
     let mut bnames = local_names_with(body, taken);
     let taped_from = match l.kind {
@@ -289,6 +286,102 @@ pub(super) fn rust_loop(
         LoopKind::Reverse { tape, .. } => tapes.get(&tape.index()).map(|t| (t.clone(), tape)),
         _ => None,
     };
+    let loop_vars = LoopVars {
+        index: &index,
+        vars: &vars,
+        taped_from,
+    };
+    head.extend(bind_body_inputs(
+        f,
+        names,
+        l,
+        &loop_vars,
+        &mut bnames,
+        scalar,
+    ));
+    let owned = |w: u32| {
+        matches!(
+            l.input(w as usize),
+            LoopInput::Carried(_) | LoopInput::Taped(_)
+        )
+    };
+    let inner = nodes(body, &mut bnames, scalar, taken, owned, &HashSet::new());
+    let outs: Vec<TokenStream> = body
+        .outputs
+        .iter()
+        .map(|o| operand(body, &bnames, *o, scalar))
+        .collect();
+    let end = l.end as i32;
+    let range = match l.kind {
+        LoopKind::Reverse { .. } => quote!((#start..#end).rev()),
+        _ => quote!(#start..#end),
+    };
+    let assign = assign_carried(&vars, &outs, taken);
+    code.extend(quote! {
+        for #index in #range {
+            #head
+            #inner
+            #assign
+        }
+    });
+    (vars, tape, code)
+}
+
+/// The variables of a loop's Rust: its index, its carried values, and the tape a reverse
+/// loop reads (with the recording loop's node).
+struct LoopVars<'a> {
+    index: &'a syn::Ident,
+    vars: &'a [syn::Ident],
+    taped_from: Option<(syn::Ident, ValueId)>,
+}
+
+/// A recording loop's tape: its allocation before the loop, and the statements at the
+/// head of each iteration that record its carried values.
+fn record_tape(
+    f: &Function,
+    (id, l): (ValueId, &Loop),
+    tape: &syn::Ident,
+    (index, vars): (&syn::Ident, &[syn::Ident]),
+    scalar: Scalar,
+) -> (TokenStream, TokenStream) {
+    let start = l.start as i32;
+    let (offsets, words) = f.tape_layout(id);
+    let len = (l.trip_count() as usize * words).max(1);
+    let zero = literal(0.0, scalar);
+    let alloc = quote!(let mut #tape = ::std::vec![#zero; #len];);
+    let mut head = TokenStream::new();
+    for (k, var) in vars.iter().enumerate() {
+        let Some(off) = offsets[k] else { continue };
+        let at = quote!(((#index - #start) as usize * #words + #off));
+        head.extend(match l.carried_ty(k) {
+            Ty::Bool => {
+                let one = literal(1.0, scalar);
+                quote!(#tape[#at] = if #var { #one } else { #zero };)
+            }
+            Ty::Array(n) => {
+                let n = n as usize;
+                quote!(#tape[#at..#at + #n].copy_from_slice(&#var);)
+            }
+            _ => quote!(#tape[#at] = #var;),
+        });
+    }
+    (alloc, head)
+}
+
+/// The statements binding the inputs the body of loop `l` uses: its index, carried values,
+/// captures and taped values (an array input names the variable itself, in `bnames`, and
+/// binds nothing; a taped array is copied out of the tape).
+fn bind_body_inputs(
+    f: &Function,
+    names: &[String],
+    l: &Loop,
+    lv: &LoopVars<'_>,
+    bnames: &mut [String],
+    scalar: Scalar,
+) -> TokenStream {
+    let (body, index, vars) = (&l.body, lv.index, lv.vars);
+    let start = l.start as i32;
+    let mut head = TokenStream::new();
     let used = body.used_inputs();
     for (n, node) in body.nodes.iter().enumerate() {
         let Op::Input(w) = node.op else { continue };
@@ -313,7 +406,7 @@ pub(super) fn rust_loop(
             }
             LoopInput::Capture(j) => operand(f, names, l.captures[j], scalar),
             LoopInput::Taped(k) => {
-                let (tape, tape_loop) = taped_from.clone().expect("a reverse loop");
+                let (tape, tape_loop) = lv.taped_from.clone().expect("a reverse loop");
                 let Op::Loop(tl) = &f.node(tape_loop).op else {
                     unreachable!("a tape belongs to a loop")
                 };
@@ -341,32 +434,7 @@ pub(super) fn rust_loop(
         let name = ident(&bnames[n]);
         head.extend(quote!(let #name = #src;));
     }
-    let owned = |w: u32| {
-        matches!(
-            l.input(w as usize),
-            LoopInput::Carried(_) | LoopInput::Taped(_)
-        )
-    };
-    let inner = nodes(body, &mut bnames, scalar, taken, owned, &HashSet::new());
-    let outs: Vec<TokenStream> = body
-        .outputs
-        .iter()
-        .map(|o| operand(body, &bnames, *o, scalar))
-        .collect();
-    let end = l.end as i32;
-    let range = match l.kind {
-        LoopKind::Reverse { .. } => quote!((#start..#end).rev()),
-        _ => quote!(#start..#end),
-    };
-    let assign = assign_carried(&vars, &outs, taken);
-    code.extend(quote! {
-        for #index in #range {
-            #head
-            #inner
-            #assign
-        }
-    });
-    (vars, tape, code)
+    head
 }
 
 /// The carried variables take the body's outputs at the end of an iteration; an output that
