@@ -9,21 +9,22 @@
 
 use gradfuse::{Device, Error, KernelSpec};
 use gradfuse_shaders_gen::compile_str;
-use gradfuse_shaders_gen::emit_wgsl::{REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_STAGE_FN};
 use std::fmt::Write as _;
 use std::time::Instant;
 
 mod ceilings;
 mod common;
 mod networks;
+mod variants;
 use ceilings::{
     FMA_PER_THREAD, WARM_UP_S, copy_spec, disagreement, fma_spec, inputs, kernel_time,
-    kernel_times, median, no_cpu, sizes_from_env, spec, spec_shared,
+    kernel_times, median, no_cpu, sizes_from_env, spec,
 };
 use common::{
     EDGE_RESIDUAL, MLP_LOSS, ROSENBROCK4, SOFT_GATE16, TRANSCENDENTAL4, edge_residual, mlp_loss,
     rosenbrock4, soft_gate16, transcendental4,
 };
+use variants::{same_buffers_as, with_divided_lanes, with_elements, without_workgroup_sum};
 
 /// `value_and_grad_into` over raw words: arguments, values, gradients.
 type IntoLaunch = fn(&Device, &[f32], &mut [f32], &mut [f32]) -> Result<(), Error>;
@@ -196,31 +197,6 @@ struct SharedCase {
     hand: [&'static KernelSpec; 2],
 }
 
-/// A kernel with the buffers of a generated one (its words, outputs and shared arguments,
-/// the reduction's second pass included): a hand-written or modified version of it.
-fn same_buffers_as(
-    gen_spec: &'static KernelSpec,
-    label: &'static str,
-    wgsl: String,
-    entry: &'static str,
-) -> &'static KernelSpec {
-    let outputs: Vec<(u32, u32)> = gen_spec
-        .outputs
-        .iter()
-        .map(|o| (o.binding, o.words))
-        .collect();
-    spec_shared(
-        label,
-        wgsl,
-        entry,
-        gen_spec.workgroup_size,
-        gen_spec.input_words,
-        &outputs,
-        gen_spec.shared,
-        no_cpu,
-    )
-}
-
 fn shared_case_list() -> Vec<SharedCase> {
     let hand =
         |label, file: &str, entry, gen_spec| same_buffers_as(gen_spec, label, file.into(), entry);
@@ -280,62 +256,6 @@ fn shared_case_list() -> Vec<SharedCase> {
             ],
         },
     ]
-}
-
-/// For timing only: the generated adjoint with its workgroup sum of the shared gradient
-/// cut down to one store per word (no sum, no barriers; its partial sums are wrong). Its
-/// time against the whole kernel's is the in-kernel sum's share. (A kernel that streams
-/// its shared gradient still writes its stage slots, without summing them.)
-fn without_workgroup_sum(gen_spec: &'static KernelSpec) -> &'static KernelSpec {
-    let words = gen_spec.shared_words();
-    let mut wgsl = cut_body(gen_spec.wgsl, REDUCE_LEVELS_FN, "");
-    wgsl = cut_body(
-        &wgsl,
-        REDUCE_RUN_FN,
-        &format!(
-            "    if (lid < count) {{\n        \
-             shared_partials[group * {words}u + base + lid] = reduce_stage[lid * 257u];\n    \
-             }}\n"
-        ),
-    );
-    if wgsl.contains(&format!("fn {REDUCE_STAGE_FN}(")) {
-        wgsl = cut_body(&wgsl, REDUCE_STAGE_FN, "");
-    }
-    same_buffers_as(
-        gen_spec,
-        "adjoint without its workgroup sum",
-        wgsl,
-        gen_spec.entry_point,
-    )
-}
-
-/// The adjoint `gen_spec` of the function `src` emitted with `elements` batch elements
-/// side by side per thread (`emit_kernel_with_elements`), on the same buffers.
-fn with_elements(gen_spec: &'static KernelSpec, src: &str, elements: u32) -> &'static KernelSpec {
-    let c = compile_str(src).expect("the bench's functions compile");
-    let layout = &c.lowered.layout;
-    // The generated kernel's IR (its kept loops too): only the elements differ.
-    let f = gradfuse_shaders_gen::adjoint_kernel_ir(&c);
-    let wgsl = gradfuse_shaders_gen::emit_wgsl::emit_kernel_with_elements(
-        "fn",
-        layout,
-        gradfuse_shaders_gen::abi::KernelKind::Adjoint,
-        &f,
-        elements,
-    );
-    let label =
-        Box::leak(format!("{} ({elements} elements per thread)", gen_spec.label).into_boxed_str());
-    same_buffers_as(gen_spec, label, wgsl, gen_spec.entry_point)
-}
-
-/// `wgsl` with the body of WGSL function `name` replaced by `body`.
-fn cut_body(wgsl: &str, name: &str, body: &str) -> String {
-    let start = wgsl
-        .find(&format!("fn {name}("))
-        .expect("the adjoint of a function with #[shared] arguments sums its gradient");
-    let open = start + wgsl[start..].find("{\n").expect("the helper has a body") + 2;
-    let end = start + wgsl[start..].find("\n}\n").expect("the helper ends") + 1;
-    format!("{}{body}{}", &wgsl[..open], &wgsl[end..])
 }
 
 /// One table row's measurements: the generated kernel (and its reduction's second pass),
@@ -537,6 +457,14 @@ fn shared_cases(
     Ok(())
 }
 
+/// How the bench times kernels: warm-up launches, timed launches, end-to-end repetitions.
+#[derive(Clone, Copy)]
+struct Timing {
+    warmup: usize,
+    launches: usize,
+    e2e_repeats: usize,
+}
+
 fn main() -> Result<(), Error> {
     let quick = std::env::args().any(|a| a == "--quick");
     // `--shared-only`: just the shared-parameter cases.
@@ -548,6 +476,11 @@ fn main() -> Result<(), Error> {
         vec![16, 20, 24, 26]
     };
     let (warmup, launches, e2e_repeats) = if quick { (1, 5, 3) } else { (3, 30, 7) };
+    let timing = Timing {
+        warmup,
+        launches,
+        e2e_repeats,
+    };
     let mut out = String::new();
     let clock = if device.has_timestamps() {
         "GPU timestamp queries"
@@ -569,13 +502,41 @@ fn main() -> Result<(), Error> {
         fma_rate / 1e9,
         2.0 * fma_rate / 1e9
     );
+    if network_modes(&device, quick, timing, fma_rate, &mut out)? {
+        print!("{out}");
+        return Ok(());
+    }
+    if !shared_only {
+        main_table(&device, &sizes, timing, fma_rate, &mut out)?;
+    }
+    shared_cases(&device, &sizes, warmup, launches, fma_rate, &mut out)?;
+    latency_table(&device, quick, &mut out)?;
+    print!("{out}");
+    if let Ok(path) = std::env::var("GRADFUSE_BENCH_OUT") {
+        std::fs::write(&path, &out).map_err(|e| Error::Readback(format!("writing {path}: {e}")))?;
+    }
+    Ok(())
+}
 
+/// The networks' tables alone, where asked for (`GRADFUSE_NET_VARIANTS=dir`: hand-edited
+/// variants of the adjoints beside them; `--networks`: the network table, also written to
+/// `GRADFUSE_BENCH_OUT`): whether one was.
+fn network_modes(
+    device: &Device,
+    quick: bool,
+    timing: Timing,
+    fma_rate: f64,
+    out: &mut String,
+) -> Result<bool, Error> {
+    let Timing {
+        warmup, launches, ..
+    } = timing;
     // The best of two rounds, as the main table's rows: a first round can run on clocks
     // still low (the 8-32-32-1 value at 2^20 once measured 0.71 ms, and 0.14 ms right
     // after).
     let best_of_two = |spec: &'static KernelSpec, input: &[f32]| -> Result<f64, Error> {
-        let t = kernel_time(&device, spec, input, warmup, launches)?;
-        Ok(t.min(kernel_time(&device, spec, input, warmup, launches)?))
+        let t = kernel_time(device, spec, input, warmup, launches)?;
+        Ok(t.min(kernel_time(device, spec, input, warmup, launches)?))
     };
     if let Ok(dir) = std::env::var("GRADFUSE_NET_VARIANTS") {
         // Hand-edited variants of the networks' adjoints, next to the adjoints.
@@ -588,46 +549,60 @@ fn main() -> Result<(), Error> {
             inputs,
             best_of_two,
             |spec, label, wgsl| same_buffers_as(spec, label, wgsl, spec.entry_point),
-            |spec, variant| disagreement(&device, spec, variant, &inputs(3000, 9)),
+            |spec, variant| disagreement(device, spec, variant, &inputs(3000, 9)),
         )?);
-        print!("{out}");
-        return Ok(());
+        return Ok(true);
     }
-    if std::env::args().any(|a| a == "--networks") {
-        // Only the network table.
-        // GRADFUSE_NET_SIZES="20 24": the sizes (log2) to time.
-        let default: &[u32] = if quick { &[10] } else { &[20, 24] };
-        let net_sizes = sizes_from_env("GRADFUSE_NET_SIZES", default);
-        out.push_str(&networks::table(
-            &net_sizes,
-            fma_rate,
-            inputs,
-            best_of_two,
-            without_workgroup_sum,
-            |spec| {
-                let variant = with_divided_lanes(spec);
-                check_hand(&device, spec, variant, &inputs(3000, 9))?;
-                Ok(variant)
-            },
-            |spec, src, e| {
-                let variant = with_elements(spec, src, e);
-                check_hand(&device, spec, variant, &inputs(3000, 9))?;
-                Ok(variant)
-            },
-        ));
-        print!("{out}");
-        if let Ok(path) = std::env::var("GRADFUSE_BENCH_OUT") {
-            let _ = std::fs::write(path, &out);
-        }
-        return Ok(());
+    if !std::env::args().any(|a| a == "--networks") {
+        return Ok(false);
     }
+    // GRADFUSE_NET_SIZES="20 24": the sizes (log2) to time.
+    let default: &[u32] = if quick { &[10] } else { &[20, 24] };
+    let net_sizes = sizes_from_env("GRADFUSE_NET_SIZES", default);
+    out.push_str(&networks::table(
+        &net_sizes,
+        fma_rate,
+        inputs,
+        best_of_two,
+        without_workgroup_sum,
+        |spec| {
+            let variant = with_divided_lanes(spec);
+            check_hand(device, spec, variant, &inputs(3000, 9))?;
+            Ok(variant)
+        },
+        |spec, src, e| {
+            let variant = with_elements(spec, src, e);
+            check_hand(device, spec, variant, &inputs(3000, 9))?;
+            Ok(variant)
+        },
+    ));
+    if let Ok(path) = std::env::var("GRADFUSE_BENCH_OUT") {
+        let _ = std::fs::write(path, &*out);
+    }
+    Ok(true)
+}
+
+/// The main table (each case's generated kernels against hand-written ones and the
+/// roofline, at every size) and the end-to-end table after it.
+fn main_table(
+    device: &Device,
+    sizes: &[u32],
+    timing: Timing,
+    fma_rate: f64,
+    out: &mut String,
+) -> Result<(), Error> {
+    let Timing {
+        warmup,
+        launches,
+        e2e_repeats,
+    } = timing;
     let _ = writeln!(
         out,
         "| case | kernel | n | generated ms | hand ms | generated/hand | GB/s | copy GB/s | % of roofline |"
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
     let mut e2e_rows = String::new();
-    for case in cases().into_iter().filter(|_| !shared_only) {
+    for case in cases() {
         let compiled = compile_str(case.src).map_err(|e| Error::Validation {
             label: case.name.into(),
             message: format!("{e:?}"),
@@ -638,19 +613,19 @@ fn main() -> Result<(), Error> {
         ];
         for k in 0..2 {
             check_hand(
-                &device,
+                device,
                 case.generated[k],
                 case.hand[k],
                 &inputs(4096, case.words),
             )?;
         }
-        for &log_n in &sizes {
+        for &log_n in sizes {
             let n = 1usize << log_n;
             let input = inputs(n, case.words);
             for (k, kind) in ["value", "value_and_grad"].iter().enumerate() {
                 let out_words = case.generated[k].output_words() as u32;
                 let times = RowTimes::measure(
-                    &device,
+                    device,
                     case.generated[k],
                     case.hand[k],
                     case.words,
@@ -685,47 +660,9 @@ fn main() -> Result<(), Error> {
                     100.0 * roofline / gen_t
                 );
                 if k == 1 {
-                    let kernel = gen_t;
-                    let mut samples = Vec::new();
-                    (case.end_to_end)(&device, &input)?;
-                    for _ in 0..e2e_repeats {
-                        let t = Instant::now();
-                        (case.end_to_end)(&device, &input)?;
-                        samples.push(t.elapsed());
-                    }
-                    let e2e = median(samples);
-                    let mut values = vec![0.0f32; n];
-                    let mut grads = vec![0.0f32; n * case.words as usize];
-                    let mut samples = Vec::new();
-                    (case.end_to_end_into)(&device, &input, &mut values, &mut grads)?;
-                    for _ in 0..e2e_repeats {
-                        let t = Instant::now();
-                        (case.end_to_end_into)(&device, &input, &mut values, &mut grads)?;
-                        samples.push(t.elapsed());
-                    }
-                    let into = median(samples);
-                    let (up, _) =
-                        device.time_transfers(n * case.words as usize * 4, e2e_repeats)?;
-                    let (_, down) =
-                        device.time_transfers(n * out_words as usize * 4, e2e_repeats)?;
-                    let (up, down) = (median(up), median(down));
-                    let fresh = first_touch(n * out_words as usize, e2e_repeats);
-                    let floor = up + kernel + down;
-                    let _ = writeln!(
-                        e2e_rows,
-                        "| {} | 2^{log_n} | {:.3} | {:.3} | {:.4} | {:.3} | {:.3} | {:.2} | {:.3} | {:.2} | {:.3} | {:.2} |",
-                        case.name,
-                        e2e * 1e3,
-                        up * 1e3,
-                        kernel * 1e3,
-                        down * 1e3,
-                        floor * 1e3,
-                        e2e / floor,
-                        fresh * 1e3,
-                        e2e / (floor + fresh),
-                        into * 1e3,
-                        into / floor
-                    );
+                    let row =
+                        end_to_end_row(device, &case, &input, (gen_t, out_words), e2e_repeats)?;
+                    let _ = writeln!(e2e_rows, "| {} | 2^{log_n} | {row} |", case.name);
                 }
             }
         }
@@ -744,9 +681,61 @@ fn main() -> Result<(), Error> {
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     out.push_str(&e2e_rows);
+    Ok(())
+}
 
-    shared_cases(&device, &sizes, warmup, launches, fma_rate, &mut out)?;
+/// A case's end-to-end row past its name and size: `value_and_grad` and
+/// `value_and_grad_into` on `input` against the upload, the kernel (`kernel` s, of
+/// `out_words` output words) and the readback, each timed alone.
+fn end_to_end_row(
+    device: &Device,
+    case: &Case,
+    input: &[f32],
+    (kernel, out_words): (f64, u32),
+    e2e_repeats: usize,
+) -> Result<String, Error> {
+    let n = input.len() / case.words as usize;
+    let mut samples = Vec::new();
+    (case.end_to_end)(device, input)?;
+    for _ in 0..e2e_repeats {
+        let t = Instant::now();
+        (case.end_to_end)(device, input)?;
+        samples.push(t.elapsed());
+    }
+    let e2e = median(samples);
+    let mut values = vec![0.0f32; n];
+    let mut grads = vec![0.0f32; n * case.words as usize];
+    let mut samples = Vec::new();
+    (case.end_to_end_into)(device, input, &mut values, &mut grads)?;
+    for _ in 0..e2e_repeats {
+        let t = Instant::now();
+        (case.end_to_end_into)(device, input, &mut values, &mut grads)?;
+        samples.push(t.elapsed());
+    }
+    let into = median(samples);
+    let (up, _) = device.time_transfers(n * case.words as usize * 4, e2e_repeats)?;
+    let (_, down) = device.time_transfers(n * out_words as usize * 4, e2e_repeats)?;
+    let (up, down) = (median(up), median(down));
+    let fresh = first_touch(n * out_words as usize, e2e_repeats);
+    let floor = up + kernel + down;
+    Ok(format!(
+        "{:.3} | {:.3} | {:.4} | {:.3} | {:.3} | {:.2} | {:.3} | {:.2} | {:.3} | {:.2}",
+        e2e * 1e3,
+        up * 1e3,
+        kernel * 1e3,
+        down * 1e3,
+        floor * 1e3,
+        e2e / floor,
+        fresh * 1e3,
+        e2e / (floor + fresh),
+        into * 1e3,
+        into / floor
+    ))
+}
 
+/// Small batches: `value_and_grad` of one and 1,024 elements against an empty
+/// submit-and-map round trip.
+fn latency_table(device: &Device, quick: bool, out: &mut String) -> Result<(), Error> {
     let _ = writeln!(
         out,
         "\nSmall batches: median latency of `value_and_grad` (edge_residual) against an empty submit-and-map round trip on the same device.\n"
@@ -761,11 +750,11 @@ fn main() -> Result<(), Error> {
     for n in [1usize, 1024] {
         let input = inputs(n, 7);
         let f = cases()[2].end_to_end;
-        f(&device, &input)?;
+        f(device, &input)?;
         let mut samples = Vec::new();
         for _ in 0..repeats {
             let t = Instant::now();
-            f(&device, &input)?;
+            f(device, &input)?;
             samples.push(t.elapsed());
         }
         let lat = median(samples);
@@ -777,53 +766,5 @@ fn main() -> Result<(), Error> {
             lat / trip
         );
     }
-    print!("{out}");
-    if let Ok(path) = std::env::var("GRADFUSE_BENCH_OUT") {
-        std::fs::write(&path, &out).map_err(|e| Error::Readback(format!("writing {path}: {e}")))?;
-    }
     Ok(())
-}
-
-/// `gen_spec` with its reads of shared words at a lane known when compiling
-/// (`shared_args[u32(v) / 4u + q].y`) written as the division at run time they replace
-/// (`shared_args[(u32(v) + w) / 4u][(u32(v) + w) % 4u]`), on the same buffers: what the
-/// constant lane saves.
-fn with_divided_lanes(gen_spec: &'static KernelSpec) -> &'static KernelSpec {
-    const READ: &str = "shared_args[u32(";
-    let wgsl = gen_spec.wgsl;
-    let mut out = String::new();
-    let mut rest = wgsl;
-    while let Some(p) = rest.find(READ) {
-        out.push_str(&rest[..p]);
-        let tail = &rest[p + READ.len()..];
-        let close = tail.find(')').expect("u32(value)");
-        let value = &tail[..close];
-        let after = &tail[close + 1..];
-        let (q, after) = match after.strip_prefix(" / 4u + ") {
-            Some(a) => {
-                let end = a.find('u').expect("an element offset");
-                (a[..end].parse::<u32>().expect("a number"), &a[end + 1..])
-            }
-            None => match after.strip_prefix(" / 4u") {
-                Some(a) => (0, a),
-                // A whole element a loop's quad of trips loads (`shared_args[u32(q)]`):
-                // its lanes are chosen at run time already.
-                None => {
-                    out.push_str(&rest[p..p + READ.len() + close + 1]);
-                    rest = after;
-                    continue;
-                }
-            },
-        };
-        let after = after.strip_prefix("].").expect("a constant lane");
-        let lane = "xyzw".find(&after[..1]).expect("a lane") as u32;
-        let w = 4 * q + lane;
-        let word = format!("(u32({value}) + {w}u)");
-        let _ = write!(out, "shared_args[{word} / 4u][{word} % 4u]");
-        rest = &after[1..];
-    }
-    out.push_str(rest);
-    let label =
-        Box::leak(format!("{} (lanes divided at run time)", gen_spec.label).into_boxed_str());
-    same_buffers_as(gen_spec, label, out, gen_spec.entry_point)
 }

@@ -288,7 +288,14 @@ fn main() -> Result<(), Error> {
         "\n| launch | n | bytes in + out | ms | kernel ms | bytes / link + kernel ms | ratio |"
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|");
-    for &n in elements {
+    // GRADFUSE_TRANSFER_ELEMENTS="20 24 26": other launch sizes (log2).
+    let from_env: Option<Vec<usize>> = std::env::var("GRADFUSE_TRANSFER_ELEMENTS").ok().map(|v| {
+        v.split_whitespace()
+            .filter_map(|s| s.parse::<u32>().ok())
+            .map(|l| 1 << l)
+            .collect()
+    });
+    for &n in from_env.as_deref().unwrap_or(elements) {
         end_to_end_row(&d, n, repeats, up, down, &mut out)?;
     }
     let _ = writeln!(
