@@ -544,9 +544,80 @@ fn reverse_loop(
         accumulating[1 + c + j] = cap_acc[*j].is_some();
     }
     let g = vjp_typed(body, &accumulating, body_tys.clone());
+    let shape = ReverseShape {
+        carried: c,
+        carried_real: &carried_real,
+        captures_real: &captures_real,
+        captured: l.captures.len() + stored_carried.len(),
+        accumulating: &accumulating,
+    };
+    let rbody = reverse_body(body, &g, &body_tys, &shape, span);
+    let carried_ty = |k: usize| body_tys[1 + k];
+    let mut init: Vec<ValueId> = carried_real
+        .iter()
+        .map(|k| {
+            seeds
+                .get(*k)
+                .copied()
+                .flatten()
+                .unwrap_or_else(|| b.zero(carried_ty(*k), span))
+        })
+        .collect();
+    init.extend(
+        captures_real
+            .iter()
+            .map(|j| cap_acc[*j].unwrap_or_else(|| b.constant(0.0, span))),
+    );
+    let mut captures: Vec<ValueId> = l.captures.iter().map(|v| map[v.index()]).collect();
+    captures.extend(
+        stored_carried
+            .iter()
+            .map(|k| b.push(Op::Result(recording, *k as u32), span, None)),
+    );
+    Some(b.push(
+        Op::Loop(Box::new(Loop {
+            start: l.start,
+            end: l.end,
+            init,
+            captures,
+            body: rbody,
+            kind: LoopKind::Reverse {
+                tape: recording,
+                taped: c as u32,
+            },
+        })),
+        span,
+        None,
+    ))
+}
+
+/// Which of a loop's values its reverse loop carries and reads: `carried` carried values
+/// (the real ones, `carried_real`, get adjoints), the real captures (`captures_real`, whose
+/// adjoints are accumulated: in place where `accumulating`), and `captured` values its
+/// body reads (the captures, then the stored carried values).
+struct ReverseShape<'a> {
+    carried: usize,
+    carried_real: &'a [usize],
+    captures_real: &'a [usize],
+    captured: usize,
+    accumulating: &'a [bool],
+}
+
+/// The body of a reverse loop: `g` (the vector-Jacobian product of the forward `body`,
+/// whose inputs have the types `body_tys`) at the taped carried values of the iteration,
+/// seeded with the adjoints carried from the next iteration; it returns the adjoints of
+/// the previous iteration's carried values, then the captures' accumulated adjoints.
+fn reverse_body(
+    body: &Function,
+    g: &Function,
+    body_tys: &[Ty],
+    shape: &ReverseShape<'_>,
+    span: Span,
+) -> Function {
+    let (c, carried_real, captures_real) = (shape.carried, shape.carried_real, shape.captures_real);
+    let accumulating = shape.accumulating;
     // R's inputs: [i, d_c (real carried), d_captures accumulators, captures, taped carried].
-    let (cf, kf) = (carried_real.len(), captures_real.len());
-    let kn = l.captures.len() + stored_carried.len();
+    let (cf, kf, kn) = (carried_real.len(), captures_real.len(), shape.captured);
     let carried_ty = |k: usize| body_tys[1 + k];
     let mut tys = vec![body_tys[0]];
     tys.extend(carried_real.iter().map(|k| carried_ty(*k)));
@@ -589,7 +660,7 @@ fn reverse_loop(
             g_inputs.push(d_acc[p]);
         }
     }
-    let gmap = inline(&g, &mut r, &g_inputs, true);
+    let gmap = inline(g, &mut r, &g_inputs, true);
     // G's outputs: [carried'..., then d input w for w in [i, carried, captures]].
     let d_input = |w: usize| gmap[g.outputs[c + w].index()];
     let mut outputs: Vec<ValueId> = carried_real.iter().map(|k| d_input(1 + k)).collect();
@@ -601,43 +672,7 @@ fn reverse_loop(
             r.call(Func::Add, vec![*acc, d], span)
         });
     }
-    let rbody = r.finish(outputs);
-    let mut init: Vec<ValueId> = carried_real
-        .iter()
-        .map(|k| {
-            seeds
-                .get(*k)
-                .copied()
-                .flatten()
-                .unwrap_or_else(|| b.zero(carried_ty(*k), span))
-        })
-        .collect();
-    init.extend(
-        captures_real
-            .iter()
-            .map(|j| cap_acc[*j].unwrap_or_else(|| b.constant(0.0, span))),
-    );
-    let mut captures: Vec<ValueId> = l.captures.iter().map(|v| map[v.index()]).collect();
-    captures.extend(
-        stored_carried
-            .iter()
-            .map(|k| b.push(Op::Result(recording, *k as u32), span, None)),
-    );
-    Some(b.push(
-        Op::Loop(Box::new(Loop {
-            start: l.start,
-            end: l.end,
-            init,
-            captures,
-            body: rbody,
-            kind: LoopKind::Reverse {
-                tape: recording,
-                taped: c as u32,
-            },
-        })),
-        span,
-        None,
-    ))
+    r.finish(outputs)
 }
 
 /// How [`jacobian`] computes a Jacobian.
