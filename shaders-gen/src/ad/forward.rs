@@ -124,6 +124,41 @@ impl Tangents {
                 };
                 (id, t)
             }
+            Op::ArrayNew(_) | Op::ArrayGet { .. } | Op::ArraySet { .. } | Op::ArrayAdd(..) => {
+                self.array_node(b, node)
+            }
+            Op::Loop(l) => {
+                let tape_slots = match l.kind {
+                    LoopKind::Reverse { tape, .. } => Some(&self.loop_tangent_slot[&tape.index()]),
+                    _ => None,
+                };
+                let (id, slots) = forward_loop(f, l, (&self.map, &self.tan), tape_slots, b, span);
+                self.loop_tangent_slot.insert(i, slots);
+                (id, None)
+            }
+            Op::CustomGrad { args, partials, .. } => {
+                let id = b.push(node.op.map_operands(|v| self.m(&v)), span, name);
+                let partials: Vec<ValueId> = partials.iter().map(|p| self.m(p)).collect();
+                (
+                    id,
+                    self.chain(b, args.iter().copied().zip(partials), false, span),
+                )
+            }
+            Op::Result(l, k) => {
+                let id = b.push(Op::Result(self.m(l), *k), span, name);
+                let t = self.loop_tangent_slot[&l.index()][*k as usize]
+                    .map(|s| b.push(Op::Result(self.m(l), s), span, None));
+                (id, t)
+            }
+            op => (b.push(op.map_operands(|v| self.m(&v)), span, name), None),
+        }
+    }
+
+    /// An array operation (`node`) in the output, and its tangent: the same operation on
+    /// the tangents.
+    fn array_node(&self, b: &mut Builder, node: &crate::ir::Node) -> (ValueId, Option<ValueId>) {
+        let (span, name) = (node.span, node.name.clone());
+        match &node.op {
             Op::ArrayNew(elems) => {
                 let id = b.push(
                     Op::ArrayNew(elems.iter().map(|e| self.m(e)).collect()),
@@ -184,30 +219,7 @@ impl Tangents {
                 };
                 (id, t)
             }
-            Op::Loop(l) => {
-                let tape_slots = match l.kind {
-                    LoopKind::Reverse { tape, .. } => Some(&self.loop_tangent_slot[&tape.index()]),
-                    _ => None,
-                };
-                let (id, slots) = forward_loop(f, l, (&self.map, &self.tan), tape_slots, b, span);
-                self.loop_tangent_slot.insert(i, slots);
-                (id, None)
-            }
-            Op::CustomGrad { args, partials, .. } => {
-                let id = b.push(node.op.map_operands(|v| self.m(&v)), span, name);
-                let partials: Vec<ValueId> = partials.iter().map(|p| self.m(p)).collect();
-                (
-                    id,
-                    self.chain(b, args.iter().copied().zip(partials), false, span),
-                )
-            }
-            Op::Result(l, k) => {
-                let id = b.push(Op::Result(self.m(l), *k), span, name);
-                let t = self.loop_tangent_slot[&l.index()][*k as usize]
-                    .map(|s| b.push(Op::Result(self.m(l), s), span, None));
-                (id, t)
-            }
-            op => (b.push(op.map_operands(|v| self.m(&v)), span, name), None),
+            _ => unreachable!("array_node is called for array operations"),
         }
     }
 
