@@ -1,5 +1,7 @@
 //! Annotate a function, read the WGSL gradfuse generated for it, and compute a million
-//! gradients on the GPU (or on the CPU fallback), checked against the CPU reverse mode.
+//! gradients on the GPU (or on the CPU fallback), checked against the CPU reverse mode;
+//! then the same launch from and into pinned memory, as a loop that launches every step
+//! keeps its batch.
 //!
 //! Run: `cargo run --release --example quickstart`
 
@@ -76,6 +78,22 @@ fn main() -> Result<(), gradfuse::Error> {
         "two runs must give identical results"
     );
 
+    // The same launch from and into pinned memory (page-locked host memory the GPU's copy
+    // engines move with no copy by the CPU; ordinary memory where the device has none): how
+    // a loop that launches every step keeps its batch.
+    let mut pinned_args = device.pinned::<edge_energy::Args>(n)?;
+    pinned_args.copy_from_slice(&args);
+    let mut pinned_values = device.pinned::<f32>(n)?;
+    let mut pinned_grads = device.pinned::<edge_energy::Grad>(n)?;
+    kernel.value_and_grad_into(&pinned_args, &mut pinned_values, &mut pinned_grads)?;
+    let t = Instant::now();
+    kernel.value_and_grad_into(&pinned_args, &mut pinned_values, &mut pinned_grads)?;
+    let pinned = t.elapsed();
+    assert!(
+        pinned_values[..] == values[..] && pinned_grads[..] == grads[..],
+        "pinned memory must give the same results"
+    );
+
     let cpu = Device::cpu();
     let t = Instant::now();
     let (cpu_values, cpu_grads) = edge_energy::kernel(&cpu).value_and_grad(&args)?;
@@ -102,6 +120,16 @@ fn main() -> Result<(), gradfuse::Error> {
         "  {:<28} {:>9.2} ms",
         format!("{}, second call", short(&device)),
         ms(second)
+    );
+    let from = if pinned_args.is_pinned() {
+        "pinned memory"
+    } else {
+        "ordinary memory"
+    };
+    println!(
+        "  {:<28} {:>9.2} ms",
+        format!("{}, from {from}", short(&device)),
+        ms(pinned)
     );
     println!("  {:<28} {:>9.2} ms", "CPU (rayon)", ms(cpu_time));
     println!("  largest difference from the CPU: {worst:.1e} (relative)");
