@@ -296,26 +296,7 @@ fn forward_loop(
         .filter(|j| tan[l.captures[*j].index()].is_some())
         .collect();
     let (cf, kt) = (carried_real.len(), captures_t.len());
-    // A reverse loop's taped inputs: the new recording loop's carried values (the old
-    // ones, then their tangents), of the types it carries.
-    let (kind, tape_tys) = match (l.kind, tape_slots) {
-        (LoopKind::Reverse { tape, .. }, Some(_)) => {
-            let new_tape = map[tape.index()];
-            let Op::Loop(rec) = &b.node(new_tape).op else {
-                unreachable!("a tape belongs to a loop")
-            };
-            let tys: Vec<_> = (0..rec.init.len()).map(|k| rec.carried_ty(k)).collect();
-            let taped = tys.len() as u32;
-            (
-                LoopKind::Reverse {
-                    tape: new_tape,
-                    taped,
-                },
-                tys,
-            )
-        }
-        (kind, _) => (kind, Vec::new()),
-    };
+    let (kind, tape_tys) = retaped(l.kind, tape_slots.is_some(), map, b);
     let taped_old = body.num_inputs as usize - 1 - c - kn;
     // The new body's inputs: [i, carried, carried tangents, captures, capture tangents,
     // taped values and tangents].
@@ -391,4 +372,31 @@ fn forward_loop(
         })
         .collect();
     (id, slots)
+}
+
+/// The kind of the forward-mode loop of a loop of kind `kind`, and the types of its taped
+/// inputs: a reverse loop reading a tape (`reads_tape`) reads the new recording loop's
+/// carried values (the old ones, then their tangents), of the types it carries.
+fn retaped(
+    kind: LoopKind,
+    reads_tape: bool,
+    map: &[ValueId],
+    b: &Builder,
+) -> (LoopKind, Vec<crate::ir::Ty>) {
+    match kind {
+        LoopKind::Reverse { tape, .. } if reads_tape => {
+            let new_tape = map[tape.index()];
+            let Op::Loop(rec) = &b.node(new_tape).op else {
+                unreachable!("a tape belongs to a loop")
+            };
+            let tys: Vec<_> = (0..rec.init.len()).map(|k| rec.carried_ty(k)).collect();
+            let taped = tys.len() as u32;
+            let kind = LoopKind::Reverse {
+                tape: new_tape,
+                taped,
+            };
+            (kind, tys)
+        }
+        kind => (kind, Vec::new()),
+    }
 }

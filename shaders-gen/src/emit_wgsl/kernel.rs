@@ -195,55 +195,52 @@ fn header(plan: &KernelPlan, fields: &[FieldNames], signature: &str) -> String {
         }
     }
     for &(_, w, name) in &plan.outputs {
-        if name == "tangents" {
-            let what = if w == 1 {
-                "the value's"
-            } else {
-                "each result word's"
-            };
-            let at = if w == 1 {
-                "[i]".to_string()
-            } else {
-                format!("[{w}i ..]")
-            };
-            let _ = writeln!(
-                s,
-                "//   {name}{at}: {what} directional derivative along the t_ words"
-            );
-        } else if w == 1 {
-            let _ = writeln!(s, "//   {name}[i]: the value");
-        } else if name == "values" {
-            let _ = writeln!(s, "//   {name}[{w}i ..]: the result's {w} words");
-        } else if name == "hessians" {
-            let _ = writeln!(
-                s,
-                "//   {name}[{w}i ..]: the Hessian, row-major (symmetric: each mirrored pair of \
-                 entries is one value), in the {} argument words with a gradient",
-                plan.grad_count()
-            );
-        } else if name == "jacobians" {
-            let _ = writeln!(
-                s,
-                "//   {name}[{w}i ..]: the Jacobian, row-major: for each result word, its \
-                 derivative in each of the {} argument words with a gradient",
-                plan.grad_count()
-            );
-        } else if w == words {
-            let _ = writeln!(
-                s,
-                "//   {name}[{w}i ..]: its derivative in each argument word, in the same order"
-            );
-        } else {
-            let names: Vec<String> = (0..w).map(|k| plan.grad_label(k)).collect();
-            let _ = writeln!(
-                s,
-                "//   {name}[{w}i ..]: its derivative in {} (#[constant] words have none)",
-                names.join(", ")
-            );
-        }
+        let _ = writeln!(s, "//   {}", output_line(plan, w, name));
     }
     let _ = writeln!(s);
     s
+}
+
+/// The header's line for output `name` of `w` words per element.
+fn output_line(plan: &KernelPlan, w: u32, name: &str) -> String {
+    let words = plan.layout.words;
+    if name == "tangents" {
+        let what = if w == 1 {
+            "the value's"
+        } else {
+            "each result word's"
+        };
+        let at = if w == 1 {
+            "[i]".to_string()
+        } else {
+            format!("[{w}i ..]")
+        };
+        format!("{name}{at}: {what} directional derivative along the t_ words")
+    } else if w == 1 {
+        format!("{name}[i]: the value")
+    } else if name == "values" {
+        format!("{name}[{w}i ..]: the result's {w} words")
+    } else if name == "hessians" {
+        format!(
+            "{name}[{w}i ..]: the Hessian, row-major (symmetric: each mirrored pair of \
+             entries is one value), in the {} argument words with a gradient",
+            plan.grad_count()
+        )
+    } else if name == "jacobians" {
+        format!(
+            "{name}[{w}i ..]: the Jacobian, row-major: for each result word, its \
+             derivative in each of the {} argument words with a gradient",
+            plan.grad_count()
+        )
+    } else if w == words {
+        format!("{name}[{w}i ..]: its derivative in each argument word, in the same order")
+    } else {
+        let names: Vec<String> = (0..w).map(|k| plan.grad_label(k)).collect();
+        format!(
+            "{name}[{w}i ..]: its derivative in {} (#[constant] words have none)",
+            names.join(", ")
+        )
+    }
 }
 
 /// `Params`, the bindings, workgroup memory and the helper functions the body calls
