@@ -13,6 +13,9 @@ use std::marker::PhantomData;
 /// `cudaHostAlloc` (BENCHMARKS.md, "Pinned memory"). Fill it and read it like any slice;
 /// every transfer has finished with it when the call that was given it returns.
 ///
+/// A launch whose arguments and outputs are all pinned runs in chunks of up to 256 MiB
+/// per buffer (64 MiB otherwise), and keeps those device buffers for its next launch.
+///
 /// Where the device has no such memory (the CPU device, a backend other than Vulkan, a
 /// GPU without host memory outside the device) it is ordinary memory, and everything works
 /// as with a `Vec`: [`Pinned::is_pinned`] tells which.

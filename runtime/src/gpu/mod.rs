@@ -45,7 +45,8 @@ pub(super) const MAX_CHUNK_BYTES: u64 = 64 << 20;
 /// Largest device buffer of one chunk of a launch whose input and outputs are all in pinned
 /// memory (`pinned.rs`): no staging memory to bound, and fewer, larger chunks ran faster on
 /// the H100 (`value_and_grad_into` at 2^24: 12.8 ms in one chunk of 256 MiB, 14.5 in two,
-/// 15.7-16.2 in four of 64 MiB; BENCHMARKS.md, "Pinned memory").
+/// 15.7-16.2 in four of 64 MiB; BENCHMARKS.md, "Pinned memory"). Such a launch keeps its
+/// two sets' device buffers for the next, as every launch does: up to 256 MiB a buffer.
 pub(super) const MAX_PINNED_CHUNK_BYTES: u64 = 256 << 20;
 
 /// Largest storage binding, in bytes, on any backend (see [`Gpu::binding_bytes`]).
