@@ -2,6 +2,7 @@
 
 use crate::device::{Backend, Device};
 use crate::error::Error;
+#[cfg(feature = "gpu")]
 use std::marker::PhantomData;
 
 /// `len` values of `T` in page-locked host memory made by a device, used as a slice.
@@ -108,6 +109,8 @@ impl Device {
 
     /// Page-locked memory of `bytes` aligned to `align`, where the device has it.
     fn pinned_host<T>(&self, bytes: usize, align: usize) -> Option<Memory<T>> {
+        // Read only by the GPU backend (a build without it has the CPU alone).
+        let _ = (bytes, align);
         match &self.backend {
             Backend::Cpu => None,
             #[cfg(feature = "gpu")]
