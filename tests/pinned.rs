@@ -1,8 +1,9 @@
 //! Pinned host memory (`Device::pinned`): launches and transfers that read and write it
 //! move it with the GPU's copies straight between it and device buffers, and give the
 //! same bits as from ordinary memory: whole slices and parts of them, over several chunks
-//! of a launch (a device whose chunks are capped small, and the shared one), with pinned
-//! and ordinary slices mixed; on the CPU device it is ordinary memory.
+//! of a launch (a device whose chunks are capped small, and one with the runtime's own),
+//! with pinned and ordinary slices mixed, for scalar and vector functions (Jacobians); on
+//! the CPU device it is ordinary memory.
 
 mod common;
 
@@ -55,20 +56,24 @@ fn several_chunks(d: &Device) -> usize {
     }
 }
 
-/// A GPU device of its own whose launches are cut into chunks of 1 MiB per buffer (1,024
-/// elements of `wide`), where the test runs on a GPU.
+/// A GPU device of the test's own, where the tests run on a GPU: the tests of this file
+/// run at once, and those that count a device's pinned copies must not count another's.
+fn own_gpu() -> Option<Device> {
+    device()
+        .is_gpu()
+        .then(|| Device::gpu().expect("a device of the test's own"))
+}
+
+/// [`own_gpu`] with launches cut into chunks of 1 MiB per buffer (1,024 elements of
+/// `wide`).
 fn small_chunks() -> Option<Device> {
-    device().is_gpu().then(|| {
-        let d = Device::gpu().expect("a second device");
-        d.set_chunk_bytes(1 << 20);
-        d
-    })
+    own_gpu().inspect(|d| d.set_chunk_bytes(1 << 20))
 }
 
 #[test]
 fn launches_from_and_into_pinned_memory_give_the_bits_of_ordinary_memory() {
-    let small = small_chunks();
-    for d in small.iter().chain([device(), &Device::cpu()]) {
+    let (small, own) = (small_chunks(), own_gpu());
+    for d in small.iter().chain(&own).chain([&Device::cpu()]) {
         let n = several_chunks(d);
         // The same arguments in the program's memory and in pinned memory.
         let ordinary: Vec<wide::Args> = (0..n).map(row).collect();
@@ -86,7 +91,7 @@ fn launches_from_and_into_pinned_memory_give_the_bits_of_ordinary_memory() {
             .value_and_grad_into(&args, &SHARED, &mut pv, &mut pg)
             .expect("pinned launch");
         // One pinned chunk per chunk of the launch (a few thousand elements are one chunk
-        // on the shared device).
+        // with the runtime's chunks).
         let chunks = n.div_ceil(d.chunk_elements(&wide::ADJOINT_KERNEL)) as u64;
         let expected = if args.is_pinned() { chunks } else { 0 };
         assert_eq!(d.pinned_copies() - before, expected, "{}", d.describe());
@@ -130,7 +135,8 @@ fn launches_from_and_into_pinned_memory_give_the_bits_of_ordinary_memory() {
 
 #[test]
 fn writes_and_reads_through_pinned_memory_round_trip() {
-    for d in [device(), &Device::cpu()] {
+    let own = own_gpu();
+    for d in own.iter().chain([&Device::cpu()]) {
         // Past the transfer path's piece of 32 MiB, and a tail.
         let words = (40 << 20) / 4 + 3;
         let mut host: Pinned<u32> = d.pinned(words).expect("pinned words");
@@ -170,5 +176,69 @@ fn pinned_memory_starts_zeroed_and_a_size_past_memory_is_an_error() {
             Err(Error::Unsupported(message)) => assert!(message.contains("do not fit")),
             other => panic!("expected an error, got {:?}", other.map(|p| p.len())),
         }
+    }
+}
+
+/// A vector result: its Jacobian launch into pinned slices.
+#[differentiable]
+pub fn polar(r: f32, theta: f32) -> [f32; 2] {
+    [r * theta.cos(), r * theta.sin()]
+}
+
+/// A tuple result, whose values are written as its words.
+#[differentiable]
+pub fn split(a: f32, b: [f32; 2]) -> (f32, [f32; 2]) {
+    (a * b[0], [b[1].sin(), a + b[0] * b[1]])
+}
+
+#[test]
+fn jacobian_launches_write_into_pinned_and_ordinary_slices_alike() {
+    let small = small_chunks();
+    for d in small.iter().chain([device(), &Device::cpu()]) {
+        let n = 3000;
+        let args: Vec<polar::Args> = (0..n)
+            .map(|i| polar::Args {
+                r: 0.5 + (i % 13) as f32 * 0.1,
+                theta: (i % 29) as f32 * 0.2 - 3.0,
+            })
+            .collect();
+        let kernel = polar::kernel(d);
+        let (values, jacobians) = kernel.value_and_jacobian(&args).expect("launch");
+        let mut pv: Pinned<[f32; 2]> = d.pinned(n).expect("pinned values");
+        let mut pj: Pinned<polar::Jacobian> = d.pinned(n).expect("pinned Jacobians");
+        kernel
+            .value_and_jacobian_into(&args, &mut pv, &mut pj)
+            .expect("into pinned slices");
+        assert_eq!(bits(&pv), bits(&values), "values, {}", d.describe());
+        assert_eq!(bits(&pj), bits(&jacobians), "Jacobians, {}", d.describe());
+        // Ordinary slices, and a length that is not the batch's.
+        let mut ov = vec![[0.0f32; 2]; n];
+        let mut oj = vec![bytemuck::Zeroable::zeroed(); n];
+        kernel
+            .value_and_jacobian_into(&args, &mut ov, &mut oj)
+            .expect("into ordinary slices");
+        assert_eq!((bits(&ov), bits(&oj)), (bits(&values), bits(&jacobians)));
+        match kernel.value_and_jacobian_into(&args, &mut ov[1..], &mut oj) {
+            Err(Error::ShapeMismatch { .. }) => {}
+            other => panic!("expected a shape mismatch, got {other:?}"),
+        }
+
+        let args: Vec<split::Args> = (0..n)
+            .map(|i| split::Args {
+                a: (i % 7) as f32 * 0.3,
+                b: [0.25 + (i % 5) as f32, -1.0 + (i % 3) as f32],
+            })
+            .collect();
+        let kernel = split::kernel(d);
+        let (values, jacobians) = kernel.value_and_jacobian(&args).expect("launch");
+        let mut pv: Pinned<[f32; 3]> = d.pinned(n).expect("pinned values");
+        let mut pj: Pinned<split::Jacobian> = d.pinned(n).expect("pinned Jacobians");
+        kernel
+            .value_and_jacobian_into(&args, &mut pv, &mut pj)
+            .expect("into pinned slices");
+        for (words, (a, b)) in pv.iter().zip(&values) {
+            assert_eq!(words.map(f32::to_bits), [*a, b[0], b[1]].map(f32::to_bits));
+        }
+        assert_eq!(bits(&pj), bits(&jacobians), "Jacobians, {}", d.describe());
     }
 }

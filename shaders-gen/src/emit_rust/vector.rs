@@ -235,15 +235,28 @@ fn vector_kernels(plan: &ItemPlan) -> TokenStream {
     let jac_alloc = if has_grads {
         quote!(let mut jacobians: ::std::vec::Vec<Jacobian> = ::gradfuse::bytemuck::zeroed_vec(args.len());)
     } else {
-        quote!(let jacobians: ::std::vec::Vec<Jacobian> = ::std::vec![[Grad {}; #m]; args.len()];)
+        quote!(let mut jacobians: ::std::vec::Vec<Jacobian> = ::std::vec![[Grad {}; #m]; args.len()];)
     };
-    let jac_outputs = if has_grads {
-        quote!(&mut [
-            ::gradfuse::bytemuck::cast_slice_mut(&mut values[..]),
-            ::gradfuse::bytemuck::cast_slice_mut(&mut jacobians[..])
-        ])
+    // The `_into` launch writes into the caller's slices; `value_and_jacobian` allocates
+    // and calls it. Without gradient words there is no Jacobian buffer to check against.
+    let (jac_outputs, jac_check) = if has_grads {
+        let outputs = quote!(&mut [
+            ::gradfuse::bytemuck::cast_slice_mut(values),
+            ::gradfuse::bytemuck::cast_slice_mut(jacobians)
+        ]);
+        (outputs, quote!())
     } else {
-        quote!(&mut [::gradfuse::bytemuck::cast_slice_mut(&mut values[..])])
+        let outputs = quote!(&mut [::gradfuse::bytemuck::cast_slice_mut(values)]);
+        let check = quote! {
+            if jacobians.len() != args.len() {
+                return Err(::gradfuse::Error::ShapeMismatch {
+                    what: "jacobians (one per element)".into(),
+                    expected: args.len(),
+                    got: jacobians.len(),
+                });
+            }
+        };
+        (outputs, check)
     };
     // Arrays are their own words; tuples are rebuilt from them.
     let collect_values = if c.lowered.sig.result_parts.is_some() {
@@ -296,12 +309,26 @@ fn vector_kernels(plan: &ItemPlan) -> TokenStream {
             ) -> ::core::result::Result<(::std::vec::Vec<Value>, ::std::vec::Vec<Jacobian>), ::gradfuse::Error> {
                 let mut values = ::std::vec![[0.0 as #float; #m]; args.len()];
                 #jac_alloc
+                self.value_and_jacobian_into(args, &mut values, &mut jacobians)?;
+                Ok((#collect_values, jacobians))
+            }
+
+            /// [`Self::value_and_jacobian`] into the caller's slices, one entry per element
+            /// each (an element's values as the words of its result): nothing is allocated,
+            /// and slices in pinned memory (`Device::pinned`) are copied into straight from
+            /// the device. On an error the slices' contents are unspecified.
+            pub fn value_and_jacobian_into(
+                &self,
+                args: &[Args],
+                values: &mut [[#float; #m]],
+                jacobians: &mut [Jacobian],
+            ) -> ::core::result::Result<(), ::gradfuse::Error> {
+                #jac_check
                 self.device.launch(
                     &JACOBIAN_KERNEL,
                     ::gradfuse::bytemuck::cast_slice(args),
                     #jac_outputs,
-                )?;
-                Ok((#collect_values, jacobians))
+                )
             }
         }
     }
