@@ -2,7 +2,7 @@
 //! move it with the GPU's copies straight between it and device buffers, and give the
 //! same bits as from ordinary memory: whole slices and parts of them, over several chunks
 //! of a launch (a device whose chunks are capped small, and one with the runtime's own),
-//! with pinned and ordinary slices mixed, for scalar and vector functions (Jacobians); on
+//! with pinned and ordinary slices mixed, for values, gradients, Jacobians and Hessians; on
 //! the CPU device it is ordinary memory.
 
 mod common;
@@ -240,5 +240,63 @@ fn jacobian_launches_write_into_pinned_and_ordinary_slices_alike() {
             assert_eq!(words.map(f32::to_bits), [*a, b[0], b[1]].map(f32::to_bits));
         }
         assert_eq!(bits(&pj), bits(&jacobians), "Jacobians, {}", d.describe());
+    }
+}
+
+/// A Hessian launch, with and without `#[shared]` arguments.
+#[differentiable]
+pub fn bowl(p: [f32; 3]) -> f32 {
+    p[0] * p[0] * p[1] + p[2].sin() * p[1]
+}
+
+#[differentiable]
+pub fn tilted(p: [f32; 2], #[shared] w: [f32; 2]) -> f32 {
+    (p[0] * w[0] + p[1] * w[1]).tanh() * p[0]
+}
+
+#[test]
+fn hessian_launches_write_into_pinned_slices() {
+    let own = own_gpu();
+    for d in own.iter().chain([&Device::cpu()]) {
+        let n = 2000;
+        let args: Vec<bowl::Args> = (0..n)
+            .map(|i| bowl::Args {
+                p: [
+                    (i % 7) as f32 * 0.2,
+                    1.0 - (i % 3) as f32,
+                    (i % 11) as f32 * 0.1,
+                ],
+            })
+            .collect();
+        let kernel = bowl::kernel(d);
+        let (values, grads, hessians) = kernel.value_grad_hessian(&args).expect("launch");
+        let mut pv: Pinned<f32> = d.pinned(n).expect("pinned values");
+        let mut pg: Pinned<bowl::Grad> = d.pinned(n).expect("pinned gradients");
+        let mut ph: Pinned<bowl::Hessian> = d.pinned(n).expect("pinned Hessians");
+        kernel
+            .value_grad_hessian_into(&args, &mut pv, &mut pg, &mut ph)
+            .expect("into pinned slices");
+        assert_eq!(bits(&pv), bits(&values), "values, {}", d.describe());
+        assert_eq!(bits(&pg), bits(&grads), "gradients, {}", d.describe());
+        assert_eq!(bits(&ph), bits(&hessians), "Hessians, {}", d.describe());
+
+        let args: Vec<tilted::Args> = (0..n)
+            .map(|i| tilted::Args {
+                p: [(i % 5) as f32 * 0.3 - 0.6, (i % 9) as f32 * 0.1],
+            })
+            .collect();
+        let shared = tilted::Shared { w: [0.7, -0.4] };
+        let kernel = tilted::kernel(d);
+        let (values, grads, hessians) = kernel.value_grad_hessian(&args, &shared).expect("launch");
+        let (mut v, mut g, mut h) = (
+            vec![0.0; n],
+            vec![bytemuck::Zeroable::zeroed(); n],
+            vec![bytemuck::Zeroable::zeroed(); n],
+        );
+        kernel
+            .value_grad_hessian_into(&args, &shared, &mut v, &mut g, &mut h)
+            .expect("into ordinary slices");
+        assert_eq!((bits(&v), bits(&g)), (bits(&values), bits(&grads)));
+        assert_eq!(bits(&h), bits(&hessians), "Hessians, {}", d.describe());
     }
 }

@@ -148,14 +148,15 @@ fn hvp_fn(plan: &ItemPlan, second: &SecondOrder) -> TokenStream {
     }
 }
 
-/// `Kernel::value_grad_hessian`: one launch of the Hessian kernel.
+/// `Kernel::value_grad_hessian` and its `_into` form: one launch of the Hessian kernel.
 fn hessian_launcher(has_shared: bool, float: &TokenStream) -> TokenStream {
     let (vec, err) = (quote!(::std::vec::Vec), quote!(::gradfuse::Error));
     let cast_mut = quote!(::gradfuse::bytemuck::cast_slice_mut);
     let outputs = quote!(&mut [#cast_mut(&mut values[..]), #cast_mut(&mut grads[..]), #cast_mut(&mut hessians[..])]);
-    let (shared_param, launch) = if has_shared {
+    let (shared_param, shared_arg, launch) = if has_shared {
         (
             quote!(shared: &Shared,),
+            quote!(shared,),
             quote! {
                 self.device.launch_shared(
                     &HESSIAN_KERNEL,
@@ -168,6 +169,7 @@ fn hessian_launcher(has_shared: bool, float: &TokenStream) -> TokenStream {
         )
     } else {
         (
+            quote!(),
             quote!(),
             quote! {
                 self.device.launch(&HESSIAN_KERNEL, ::gradfuse::bytemuck::cast_slice(args), #outputs)?;
@@ -186,8 +188,24 @@ fn hessian_launcher(has_shared: bool, float: &TokenStream) -> TokenStream {
                 let mut values: #vec<#float> = ::std::vec![0.0; args.len()];
                 let mut grads: #vec<Grad> = ::gradfuse::bytemuck::zeroed_vec(args.len());
                 let mut hessians: #vec<Hessian> = ::gradfuse::bytemuck::zeroed_vec(args.len());
-                #launch
+                self.value_grad_hessian_into(args, #shared_arg &mut values, &mut grads, &mut hessians)?;
                 Ok((values, grads, hessians))
+            }
+
+            /// [`Self::value_grad_hessian`] into the caller's slices (one entry per element
+            /// each): nothing is allocated, and slices in pinned memory (`Device::pinned`)
+            /// are copied into straight from the device. On an error the slices' contents
+            /// are unspecified.
+            pub fn value_grad_hessian_into(
+                &self,
+                args: &[Args],
+                #shared_param
+                values: &mut [#float],
+                grads: &mut [Grad],
+                hessians: &mut [Hessian],
+            ) -> ::core::result::Result<(), #err> {
+                #launch
+                Ok(())
             }
         }
     }
