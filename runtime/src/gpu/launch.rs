@@ -45,10 +45,10 @@ pub(super) struct InFlight {
     pub(super) set: LaunchSet,
     pub(super) start: usize,
     pub(super) m: usize,
-    /// The bytes of its staging buffer read back (`start..end`).
-    pub(super) read: (u64, u64),
+    /// The bytes of its staging buffer read back (`start..end`) and their map request;
+    /// none where every output went to pinned memory and there are no sums.
+    pub(super) read: Option<(std::ops::Range<u64>, MapReceiver)>,
     pub(super) submission: wgpu::SubmissionIndex,
-    pub(super) mapped: MapReceiver,
     pub(super) rearm: MapReceiver,
     /// Whether its pinned slices were copied straight (its set has device buffers).
     pub(super) direct: bool,
@@ -71,18 +71,20 @@ impl Gpu {
     /// together, no buffer exceeds [`MAX_CHUNK_BYTES`], and its submission runs at most
     /// [`KernelSpec::WORK_PER_SUBMISSION`] operations (a watchdog's limit).
     pub(crate) fn max_chunk_elements(&self, spec: &KernelSpec) -> usize {
-        let widest = (spec.output_words() as u32).max(spec.input_words);
-        let bytes = self.binding_bytes().min(MAX_CHUNK_BYTES);
-        self.elements_within(spec, widest, bytes.min(self.chunk_bytes_cap()))
-            .min(spec.elements_per_submission())
+        self.chunk_elements_of(spec, false)
     }
 
-    /// [`Gpu::max_chunk_elements`] for a launch whose input and outputs are all in pinned
-    /// memory: buffers of up to [`MAX_PINNED_CHUNK_BYTES`].
-    pub(super) fn max_pinned_chunk_elements(&self, spec: &KernelSpec) -> usize {
+    /// [`Gpu::max_chunk_elements`], or for a launch whose input and outputs are all in
+    /// pinned memory (`pinned`) with buffers of up to [`MAX_PINNED_CHUNK_BYTES`].
+    pub(super) fn chunk_elements_of(&self, spec: &KernelSpec, pinned: bool) -> usize {
         let widest = (spec.output_words() as u32).max(spec.input_words);
-        let bytes = self.binding_bytes().min(MAX_PINNED_CHUNK_BYTES);
-        self.elements_within(spec, widest, bytes.min(self.chunk_bytes_cap()))
+        let most = if pinned {
+            MAX_PINNED_CHUNK_BYTES
+        } else {
+            MAX_CHUNK_BYTES
+        };
+        let bytes = self.binding_bytes().min(most).min(self.chunk_bytes_cap());
+        self.elements_within(spec, widest, bytes)
             .min(spec.elements_per_submission())
     }
 
@@ -134,10 +136,7 @@ impl Gpu {
         };
         let in_words = spec.input_words as usize;
         let routes = self.routes(input, outputs);
-        let chunk = match routes.all() {
-            true => self.max_pinned_chunk_elements(spec),
-            false => self.max_chunk_elements(spec),
-        };
+        let chunk = self.chunk_elements_of(spec, routes.all());
         let shared_bytes = std::mem::size_of_val(shared) as u64;
         let mut in_flight: std::collections::VecDeque<InFlight> = Default::default();
         let mut result = Ok(());
@@ -243,19 +242,22 @@ impl Gpu {
         let out_bytes = set.layout.read_bytes(spec, m);
         // With every output copied into pinned memory, only the sums (if any) are read.
         let all_pinned = direct && routes.outputs.iter().all(Option::is_some);
-        // (A map needs some bytes, at an offset of 8: the sums' region is aligned to 16.)
-        let (read_from, out_bytes) = match (all_pinned, spec.shared_grad_words()) {
-            (true, 0) => (0, out_bytes.min(16)),
-            (true, _) => (set.layout.sums_at, out_bytes),
-            (false, _) => (0, out_bytes),
+        // (A map's offset is a multiple of 8: the sums' region is aligned to 16.)
+        let range = match (all_pinned, spec.shared_grad_words()) {
+            (true, 0) => None,
+            (true, _) => Some(set.layout.sums_at..out_bytes),
+            (false, _) => Some(0..out_bytes),
         };
         let submission = self.queue.submit([encoder.finish()]);
-        let (tx, mapped) = std::sync::mpsc::channel();
-        set.staging
-            .slice(read_from..out_bytes)
-            .map_async(wgpu::MapMode::Read, move |r| {
-                let _ = tx.send(r);
-            });
+        let read = range.map(|range| {
+            let (tx, mapped) = std::sync::mpsc::channel();
+            set.staging
+                .slice(range.clone())
+                .map_async(wgpu::MapMode::Read, move |r| {
+                    let _ = tx.send(r);
+                });
+            (range, mapped)
+        });
         // Re-arm the upload buffer for the next use; it maps once this submission is done.
         let (tx, rearm) = std::sync::mpsc::channel();
         set.upload
@@ -267,9 +269,8 @@ impl Gpu {
             set,
             start,
             m,
-            read: (read_from, out_bytes),
+            read,
             submission,
-            mapped,
             rearm,
             direct,
         }
@@ -356,14 +357,14 @@ impl Gpu {
     ) -> Result<(), Error> {
         self.wait_for(f.submission)?;
         // On an error the set may be in any state: it is dropped rather than reused.
-        self.await_map(&f.mapped)?;
-        {
-            let view = (f.set.staging.slice(f.read.0..f.read.1))
+        if let Some((range, mapped)) = &f.read {
+            self.await_map(mapped)?;
+            let view = (f.set.staging.slice(range.clone()))
                 .get_mapped_range()
                 .map_err(|e| Error::Readback(e.to_string()))?;
             let words: &[f32] = bytemuck::cast_slice(&view);
-            // Offsets in the layout are from the buffer's start; the view's from `read.0`.
-            let skipped = f.read.0 as usize / 4;
+            // Offsets in the layout are from the buffer's start; the view's from its own.
+            let skipped = range.start as usize / 4;
             let layout = &f.set.layout;
             for (((out, o), &at), route) in (outputs.iter_mut())
                 .zip(spec.outputs)
@@ -385,8 +386,9 @@ impl Gpu {
                 let sums = &words[at..at + shared_grad.len()];
                 spec.precision.add_words(shared_grad, sums);
             }
+            drop(view);
+            f.set.staging.unmap();
         }
-        f.set.staging.unmap();
         if self.await_map(&f.rearm).is_ok() {
             self.return_set(spec, f.set);
         }

@@ -95,7 +95,7 @@ impl SetLayout {
             })
             .collect();
         let sums_at = at;
-        // (A pinned launch's set, of no elements, still maps some bytes.)
+        // (A pinned launch's set holds no elements: its buffer still has some bytes.)
         let staging_bytes = (sums_at + spec.shared_grad_words() as u64 * 4).max(16);
         SetLayout {
             reduce_at,
@@ -132,10 +132,7 @@ impl Gpu {
         m: usize,
         pinned: bool,
     ) -> Result<LaunchSet, Error> {
-        let chunk = match pinned {
-            true => self.max_pinned_chunk_elements(spec),
-            false => self.max_chunk_elements(spec),
-        };
+        let chunk = self.chunk_elements_of(spec, pinned);
         let capacity = m.next_power_of_two().max(MIN_CAPACITY).min(chunk.max(m));
         if let Some(set) = lock(&self.sets)
             .get_mut(&(key(spec), capacity, pinned))
