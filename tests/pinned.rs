@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::device;
+use common::{device, rel_error};
 use gradfuse::{Device, Error, Pinned, differentiable};
 
 /// Wide rows (256 words in, 256 gradient words out), so that a launch of a few hundred
@@ -43,6 +43,21 @@ fn plain(d: &Device, args: &[wide::Args]) -> (Vec<f32>, Vec<wide::Grad>, wide::S
 
 fn bits<T: bytemuck::Pod>(x: &[T]) -> &[u32] {
     bytemuck::cast_slice(x)
+}
+
+/// The f32 words of `x`, widened: for comparing a launch with the CPU reverse mode.
+fn wide_words<T: bytemuck::Pod>(x: &[T]) -> Vec<f64> {
+    bytemuck::cast_slice::<T, f32>(x)
+        .iter()
+        .map(|&w| w as f64)
+        .collect()
+}
+
+/// Asserts that a launch's words `got` are within 1e-5 of the CPU's `want` (relative to the
+/// largest of them).
+fn near_cpu<T: bytemuck::Pod>(got: &[T], want: &[T], what: &str) {
+    let e = rel_error(&wide_words(got), &wide_words(want), 1.0);
+    assert!(e < 1e-5, "{what}: {e:.1e} from the CPU reverse mode");
 }
 
 /// Two and a half chunks' elements, or a few thousand where a launch is one chunk (the
@@ -211,13 +226,16 @@ fn jacobian_launches_write_into_pinned_and_ordinary_slices_alike() {
             .expect("into pinned slices");
         assert_eq!(bits(&pv), bits(&values), "values, {}", d.describe());
         assert_eq!(bits(&pj), bits(&jacobians), "Jacobians, {}", d.describe());
-        // Ordinary slices, and a length that is not the batch's.
+        // Ordinary slices, against the CPU reverse mode (`value_and_jacobian` launches
+        // through `value_and_jacobian_into`); and a length that is not the batch's.
         let mut ov = vec![[0.0f32; 2]; n];
         let mut oj = vec![bytemuck::Zeroable::zeroed(); n];
         kernel
             .value_and_jacobian_into(&args, &mut ov, &mut oj)
             .expect("into ordinary slices");
-        assert_eq!((bits(&ov), bits(&oj)), (bits(&values), bits(&jacobians)));
+        let (cv, cj): (Vec<_>, Vec<_>) = args.iter().map(polar::value_and_jacobian).unzip();
+        near_cpu(&ov, &cv, "values");
+        near_cpu(&oj, &cj, "Jacobians");
         match kernel.value_and_jacobian_into(&args, &mut ov[1..], &mut oj) {
             Err(Error::ShapeMismatch { .. }) => {}
             other => panic!("expected a shape mismatch, got {other:?}"),
@@ -288,15 +306,34 @@ fn hessian_launches_write_into_pinned_slices() {
         let shared = tilted::Shared { w: [0.7, -0.4] };
         let kernel = tilted::kernel(d);
         let (values, grads, hessians) = kernel.value_grad_hessian(&args, &shared).expect("launch");
-        let (mut v, mut g, mut h) = (
-            vec![0.0; n],
-            vec![bytemuck::Zeroable::zeroed(); n],
-            vec![bytemuck::Zeroable::zeroed(); n],
+        // Against the CPU reverse mode, element by element.
+        let cpu: Vec<_> = args
+            .iter()
+            .map(|a| tilted::value_grad_hessian(a, &shared))
+            .collect();
+        near_cpu(
+            &values,
+            &cpu.iter().map(|c| c.0).collect::<Vec<_>>(),
+            "values",
         );
+        near_cpu(
+            &grads,
+            &cpu.iter().map(|c| c.1).collect::<Vec<_>>(),
+            "gradients",
+        );
+        near_cpu(
+            &hessians,
+            &cpu.iter().map(|c| c.2).collect::<Vec<_>>(),
+            "Hessians",
+        );
+        // Into pinned slices: the same bits.
+        let mut pv: Pinned<f32> = d.pinned(n).expect("pinned values");
+        let mut pg: Pinned<tilted::Grad> = d.pinned(n).expect("pinned gradients");
+        let mut ph: Pinned<tilted::Hessian> = d.pinned(n).expect("pinned Hessians");
         kernel
-            .value_grad_hessian_into(&args, &shared, &mut v, &mut g, &mut h)
-            .expect("into ordinary slices");
-        assert_eq!((bits(&v), bits(&g)), (bits(&values), bits(&grads)));
-        assert_eq!(bits(&h), bits(&hessians), "Hessians, {}", d.describe());
+            .value_grad_hessian_into(&args, &shared, &mut pv, &mut pg, &mut ph)
+            .expect("into pinned slices");
+        assert_eq!((bits(&pv), bits(&pg)), (bits(&values), bits(&grads)));
+        assert_eq!(bits(&ph), bits(&hessians), "Hessians, {}", d.describe());
     }
 }
