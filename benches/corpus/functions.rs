@@ -50,6 +50,40 @@ pub fn corpus() -> Vec<Function> {
     out
 }
 
+/// Programs the corpus does not hold, for a run that checks the generator on functions it
+/// was never measured on: random programs from the seeds `GRADFUSE_CORPUS_SEEDS` names
+/// (`"24..64"`, or seeds apart), and the functions of the Rust file
+/// `GRADFUSE_CORPUS_EXTRA` names (every `fn` item, family "extra"). An unreadable file or
+/// range is an error, not an empty list: a check that silently ran nothing would pass.
+pub fn unseen() -> Result<Vec<Function>, String> {
+    let mut out = Vec::new();
+    if let Ok(seeds) = std::env::var("GRADFUSE_CORPUS_SEEDS") {
+        for part in seeds.split_whitespace() {
+            let bad = || format!("GRADFUSE_CORPUS_SEEDS: `{part}` is not a seed or a range a..b");
+            let range = match part.split_once("..") {
+                Some((a, b)) => a.parse().map_err(|_| bad())?..b.parse().map_err(|_| bad())?,
+                None => {
+                    let s: u64 = part.parse().map_err(|_| bad())?;
+                    s..s + 1
+                }
+            };
+            out.extend(range.map(random_program));
+        }
+    }
+    if let Ok(path) = std::env::var("GRADFUSE_CORPUS_EXTRA") {
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
+        let file = syn::parse_file(&text).map_err(|e| format!("{path}: {e}"))?;
+        for item in file.items {
+            if let syn::Item::Fn(f) = item {
+                let name = f.sig.ident.to_string();
+                let src = quote::quote!(#f).to_string();
+                out.push(Function::new(name, "extra", src));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// `m` outputs of `n` inputs, each a loop over every input: an `m x n` Jacobian.
 fn jacobian(m: usize, n: usize) -> Function {
     let name = format!("jacobian_{m}x{n}");

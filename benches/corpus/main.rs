@@ -10,6 +10,9 @@
 //! `cargo bench --bench corpus` (n = 2^20 and 2^24; on the H100, see BENCHMARKS.md) or
 //! `cargo bench --bench corpus -- --quick` (n = 2^12, every function compiled and every fourth timed: that it runs).
 //! Set GRADFUSE_BENCH_OUT=path to also write the tables to a file.
+//! `GRADFUSE_CORPUS_SEEDS="24..64"` and `GRADFUSE_CORPUS_EXTRA=file.rs` time programs the
+//! corpus does not hold instead (random programs of other seeds; every `fn` of a file):
+//! the check on functions the generator was never measured on (`functions::unseen`).
 
 use gradfuse::{Device, Error, KernelSpec, OutputSpec, ReductionSpec, SharedSpec};
 use gradfuse_shaders_gen::abi::{self, KernelKind};
@@ -93,7 +96,14 @@ pub(crate) fn compiled_spec(name: &str, c: &Compiled, kind: KernelKind) -> &'sta
 /// `costs`.
 fn kernels(quick: bool, costs: &Costs) -> Result<Vec<Kernel>, String> {
     let mut out = Vec::new();
-    for (k, f) in functions::corpus().into_iter().enumerate() {
+    let unseen = functions::unseen()?;
+    // With programs from outside the corpus, only those are timed.
+    let functions = if unseen.is_empty() {
+        functions::corpus()
+    } else {
+        unseen
+    };
+    for (k, f) in functions.into_iter().enumerate() {
         // Every function is compiled, quick or not: a corpus function that fails to compile
         // is a bug that CI's quick run must catch.
         let c = compile_str(&f.src).map_err(|e| format!("{}: {e:?}\n{}", f.name, f.src))?;
