@@ -9,6 +9,7 @@ use crate::abi;
 use crate::ir::{Function, Op, ValueId};
 use crate::names::Taken;
 use crate::names::fresh;
+use std::collections::HashMap;
 use std::fmt::Write;
 
 /// Whether every reader of node `v` of `f` reads one word of it, directly or through a
@@ -66,7 +67,7 @@ impl Ctx<'_> {
     pub(super) fn needed(&self) -> Vec<bool> {
         let mut needed = vec![false; self.f.nodes.len()];
         for (j, n) in self.f.nodes.iter().enumerate() {
-            if !self.shared_array.contains_key(&j) {
+            if !self.shared_array.contains_key(&j) && !self.element_array.contains_key(&j) {
                 for v in n.op.operands() {
                     needed[v.index()] = true;
                 }
@@ -99,6 +100,9 @@ impl Ctx<'_> {
             return read.clone();
         }
         let n = self.f.node(array).ty.words();
+        if let Some(first) = self.element_array.get(&array.index()) {
+            return self.element_word_read(*first, index, n);
+        }
         let Some(first) = self.shared_array.get(&array.index()) else {
             return format!("{}[{}]", self.operand(array), self.index_text(index, n));
         };
@@ -111,6 +115,37 @@ impl Ctx<'_> {
         let u = abi::uniform_lanes(self.precision);
         let at = self.shared_word_at(*first, index, n);
         format!("shared_args[({at}) / {u}u][({at}) % {u}u]")
+    }
+
+    /// The read of word `first + index` of the element's argument row, where `index` is in
+    /// `0..n`: from `args`'s vector at the row's base plus a constant, with a constant lane,
+    /// where `index` is `base + offset` with every `base` a multiple of the lanes.
+    fn element_word_read(&self, first: u32, index: ValueId, n: usize) -> String {
+        let in_base = crate::names::element_name("in_base", self.element);
+        let lanes = self.row_lanes;
+        let at = self.shared_word_at(first, index, n);
+        if lanes == 1 {
+            return format!("args[{in_base} + {at}]");
+        }
+        let u = i64::from(lanes);
+        let lane_read = self.ints[index.index()]
+            .filter(|x| x.within(n))
+            .and_then(|fact| Some((fact, fact.base?)))
+            .and_then(|(fact, base)| {
+                let base_fact = self.ints[base.index()]?;
+                let constant = i64::from(first) + fact.offset;
+                (base_fact.multiple % u == 0 && base_fact.lo >= 0 && constant >= 0)
+                    .then_some((base, constant))
+            });
+        match lane_read {
+            Some((base, constant)) => format!(
+                "args[{in_base} + u32({}) / {u}u{}].{}",
+                self.operand(base),
+                super::plus((constant / u) as usize),
+                COMPONENTS[(constant % u) as usize]
+            ),
+            None => format!("args[{in_base} + ({at}) / {u}u][({at}) % {u}u]"),
+        }
     }
 
     /// The read of shared word `first + index` from the uniform buffer's 16-byte elements
@@ -148,7 +183,8 @@ impl Ctx<'_> {
         let n = node.ty.words();
         let name = self.name(i).clone();
         match &node.op {
-            Op::ArrayNew(_) if self.shared_array.contains_key(&i) => {}
+            Op::ArrayNew(_)
+                if self.shared_array.contains_key(&i) || self.element_array.contains_key(&i) => {}
             Op::ArrayNew(elems) if elems.iter().all(|e| *e == elems[0]) => {
                 let _ = writeln!(
                     out,
@@ -225,4 +261,97 @@ impl Ctx<'_> {
         }
         self.name(i).clone()
     }
+}
+
+/// Arrays of a per-element argument read from the argument buffer at their index instead
+/// of copied into a `var` first: the arrays (top-level [`Op::ArrayNew`] nodes of `f`) of
+/// [`ELEMENT_ARRAY_MIN_WORDS`] or more consecutive argument words below `row_words`, each
+/// word read by nothing else, that are only read word by word, at least once at an index
+/// computed at run time, and at most [`ELEMENT_ARRAY_MAX_READS_PER_WORD`] times per word
+/// (trips counted). Such an array would live in the thread's private memory, so a copy
+/// costs a load, a store and a load per word where the direct read costs one load
+/// (a 4-24-24-2 network whose weights are per-element arguments: its 576-word layer was
+/// copied into private memory, and its value kernel ran at 19% of the copy roofline on the
+/// H100; BENCHMARKS.md, "Functions the corpus does not hold"). By node, the array's first
+/// word.
+pub(super) fn element_arrays(f: &Function, row_words: u32) -> HashMap<usize, u32> {
+    let mut users = vec![0u32; f.nodes.len()];
+    for n in &f.nodes {
+        for v in n.op.operands() {
+            users[v.index()] += 1;
+        }
+    }
+    let mut out = HashMap::new();
+    for (i, node) in f.nodes.iter().enumerate() {
+        let Op::ArrayNew(elems) = &node.op else {
+            continue;
+        };
+        let words: Option<Vec<u32>> = elems
+            .iter()
+            .map(|e| match f.node(*e).op {
+                Op::Input(w) if w < row_words && users[e.index()] == 1 => Some(w),
+                _ => None,
+            })
+            .collect();
+        let Some(words) = words else { continue };
+        let n = words.len();
+        let consecutive = words
+            .iter()
+            .enumerate()
+            .all(|(k, w)| *w == words[0] + k as u32);
+        if !consecutive || n < ELEMENT_ARRAY_MIN_WORDS || !only_words_read(f, i) {
+            continue;
+        }
+        let reads = reads_of(f, ValueId(i as u32), 1);
+        if reads.at_run_time && reads.count <= ELEMENT_ARRAY_MAX_READS_PER_WORD * n as u64 {
+            out.insert(i, words[0]);
+        }
+    }
+    out
+}
+
+/// Arrays shorter than this stay copied: a few words in private memory cost little, and
+/// their reads are often many.
+pub(super) const ELEMENT_ARRAY_MIN_WORDS: usize = 32;
+
+/// Arrays read more often than this per word, trips counted, stay copied: each direct read
+/// is a strided load from the argument buffer, where a copy's reads are coalesced loads from
+/// private memory.
+pub(super) const ELEMENT_ARRAY_MAX_READS_PER_WORD: u64 = 4;
+
+/// How an array is read in a function: reads of one word, trips of enclosing loops counted,
+/// and whether any is at an index computed at run time.
+#[derive(Default)]
+struct Reads {
+    count: u64,
+    at_run_time: bool,
+}
+
+/// The reads of array `v` of `f`, each counted `times` times.
+fn reads_of(f: &Function, v: ValueId, times: u64) -> Reads {
+    let mut out = Reads::default();
+    for n in &f.nodes {
+        match &n.op {
+            Op::ArrayGet { array, index } if *array == v => {
+                out.count += times;
+                out.at_run_time |= !matches!(f.node(*index).op, Op::Int(_));
+            }
+            Op::Loop(l) => {
+                for (j, c) in l.captures.iter().enumerate() {
+                    let w = (1 + l.init.len() + j) as u32;
+                    let input = l.body.nodes.iter().position(|b| b.op == Op::Input(w));
+                    if *c == v
+                        && let Some(input) = input
+                    {
+                        let trips = l.trip_count().max(0) as u64;
+                        let inner = reads_of(&l.body, ValueId(input as u32), times * trips);
+                        out.count += inner.count;
+                        out.at_run_time |= inner.at_run_time;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }

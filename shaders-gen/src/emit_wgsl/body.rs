@@ -33,6 +33,12 @@ pub(super) struct Ctx<'a> {
     /// Arrays of consecutive `#[shared]` words only read word by word (by node): their
     /// reads index `shared_args` from this word on, and they are never built.
     pub(super) shared_array: HashMap<usize, u32>,
+    /// Arrays of consecutive words of the element's argument row only read word by word
+    /// (by node, see [`super::arrays::element_arrays`]): their reads index `args` from
+    /// this word of the row on, and they are never built.
+    pub(super) element_array: HashMap<usize, u32>,
+    /// Argument words per element of `args` (its vector lanes).
+    pub(super) row_lanes: u32,
     /// Whether the shared words are in a uniform buffer (16-byte elements, see
     /// [`crate::abi::uniform_lanes`]).
     pub(super) shared_uniform: bool,
@@ -92,6 +98,8 @@ impl<'a> Ctx<'a> {
             tapes: HashMap::new(),
             shared_word: HashMap::new(),
             shared_array: HashMap::new(),
+            element_array: HashMap::new(),
+            row_lanes: 1,
             shared_uniform: false,
             precision: Precision::F32,
             inplace: in_place(f, owned),

@@ -85,6 +85,8 @@ fn emit(
     let mut ctx = Ctx::new(f, &mut taken);
     ctx.shared_uniform = plan.shared_uniform;
     ctx.precision = layout.precision;
+    ctx.element_array = plan.element_arrays.clone();
+    ctx.row_lanes = plan.lanes;
     if plan.elements > 1 {
         // The shared words are the same for every element; the element's words and the
         // seed are not.
@@ -567,8 +569,9 @@ fn plain_entry(plan: &KernelPlan, body: &str, s: &mut String) {
              let in_batch = i < params.n;\n    \
              let elem = min(i, params.n - 1u);"
         );
-        // Staged rows are read from the group's first row, not the element's.
-        if !plan.gathered && plan.row_stage.is_none() {
+        // Staged rows are read from the group's first row, not the element's (but for
+        // the arrays read from the row at their index).
+        if !plan.gathered && (plan.row_stage.is_none() || !plan.element_arrays.is_empty()) {
             let _ = writeln!(s, "    let in_base = elem * {in_words}u;");
         }
     } else {

@@ -5,6 +5,7 @@
 use crate::abi::{self, ArgLayout, KernelKind};
 use crate::ir::{Function, Op};
 use crate::signature::Precision;
+use std::collections::HashMap;
 
 /// The decisions behind one kernel's text.
 pub(super) struct KernelPlan<'a> {
@@ -45,6 +46,10 @@ pub(super) struct KernelPlan<'a> {
     /// Argument rows loaded through workgroup memory, where they are wide
     /// ([`abi::RowStage`]), and the workgroup array that stages them.
     pub row_stage: Option<(abi::RowStage, StageArray)>,
+    /// Arrays of the element's argument words read from `args` at their index, never
+    /// copied (by node, their first word; [`super::arrays::element_arrays`]): their words
+    /// are not loaded at the top.
+    pub element_arrays: HashMap<usize, u32>,
     /// The words of one access to `out_stage` and to the outputs stored through it: 4
     /// (`vec4<f32>`) where every staged output of 4 words or more is stored in chunks and
     /// has a multiple of 4 words, else 1 ([`chunk_lanes`]).
@@ -84,6 +89,18 @@ impl<'a> KernelPlan<'a> {
         for (i, node) in f.nodes.iter().enumerate() {
             if let Op::Input(w) = node.op {
                 loads[w as usize] = Some(i);
+            }
+        }
+        let element_arrays = if gathered {
+            HashMap::new()
+        } else {
+            super::arrays::element_arrays(f, layout.words)
+        };
+        for &a in element_arrays.keys() {
+            for e in f.nodes[a].op.operands() {
+                if let Op::Input(w) = f.node(e).op {
+                    loads[w as usize] = None;
+                }
             }
         }
         let shared_words = layout.shared_words;
@@ -150,6 +167,7 @@ impl<'a> KernelPlan<'a> {
                 1
             },
             row_stage,
+            element_arrays,
         }
     }
 

@@ -128,6 +128,7 @@ pub(super) fn shared_sums(
             outer_sums::not_shared(f, shared.clone(), v)
                 && !ctx.shared_word.contains_key(&v.index())
                 && !ctx.shared_array.contains_key(&v.index())
+                && !ctx.element_array.contains_key(&v.index())
         };
         let mut streams = std::mem::take(&mut ctx.streams);
         let planned = outer_sums::plan(

@@ -44,6 +44,7 @@ impl Ctx<'_> {
         let mut bctx = Ctx::with_owned_inputs(body, taken, owned, int_facts(body, &int_inputs));
         bctx.precision = self.precision;
         bctx.shared_uniform = self.shared_uniform;
+        bctx.row_lanes = self.row_lanes;
         bctx.streams = self.streams.bodies.remove(&i).unwrap_or_default();
         bctx.streams.sums_in = self.streams.sums_in;
         bctx.streams.lanes = self.streams.lanes;
@@ -260,6 +261,9 @@ impl Ctx<'_> {
                     }
                     if let Some(k) = self.shared_array.get(&outer.index()) {
                         bctx.shared_array.insert(n, *k);
+                    }
+                    if let Some(k) = self.element_array.get(&outer.index()) {
+                        bctx.element_array.insert(n, *k);
                     }
                 }
                 LoopInput::Taped(k) => {
