@@ -1,8 +1,10 @@
-//! Per-element argument arrays read at computed indices in kept loops are read from the
-//! argument buffer at their index, never copied into private memory first
-//! (`emit_wgsl::arrays::element_arrays`). Each kernel that does it (value, gradient,
-//! tangent, Jacobian, with elements side by side, in f64) is checked against the CPU
-//! versions and against central differences of the f64 interpreter.
+//! Per-element argument arrays read once per word at computed indices in kept loops are
+//! read from the argument buffer at their index, never copied into private memory first
+//! (`emit_wgsl::arrays::element_arrays`): value and tangent kernels, with shared words, with
+//! vector results, in f64. Each is checked against the CPU versions, and the kernels that
+//! keep the copy (gradients and Jacobians, which read the arrays again in their reverse
+//! passes) beside them; the CPU reverse mode against central differences of the f64
+//! interpreter.
 
 mod common;
 
@@ -46,9 +48,8 @@ with_source! {
 
 with_source! {
     TABLE_SRC,
-    // A table of 64 words per element read at `j` and `63 - j` in a kept loop (its nest
-    // is over the unrolling budget), with a shared gradient: the adjoint computes elements
-    // side by side, each reading its own row.
+    // A table of 64 words per element read at `j` in a kept loop (its nest is over the
+    // unrolling budget), with shared words.
     #[differentiable]
     pub fn table_fit(t: [f32; 64], x: f32, #[shared] c: [f32; 3]) -> f32 {
         let mut r = 0.0;
@@ -57,14 +58,13 @@ with_source! {
             for k in 0..8 {
                 s += (x * (k as f32) * 0.1 + t[j] * c[0]).sin();
             }
-            r += s * t[63 - j] * c[1] + c[2] * s.cos();
+            r += s * x * c[1] + c[2] * s.cos();
         }
         r
     }
 }
 
-/// A vector result: two sums over a table read at computed indices in a kept loop (once
-/// a trip: the Jacobian's primal and its two sweeps read each word three times).
+/// A vector result: two sums over a table read at computed indices in a kept loop.
 #[differentiable]
 pub fn table_pair(t: [f32; 64], x: [f32; 2]) -> [f32; 2] {
     let mut r0 = 0.0;
@@ -89,7 +89,7 @@ pub fn table_f64(t: [f64; 48], x: f64) -> f64 {
         for k in 0..12 {
             s += (x * (k as f64) * 0.1 + t[j]).sin();
         }
-        r += s * t[47 - j];
+        r += s * s * x;
     }
     r
 }
@@ -115,15 +115,23 @@ fn net_batch(rng: &mut Rng, n: usize) -> Vec<local_net::Args> {
 #[test]
 fn the_arrays_are_read_from_the_argument_rows() {
     // `w2[j * 24 + k]`: the row's vector `j * 6 + 25 + k / 4` at lane `k % 4`, a constant.
-    for wgsl in [local_net::WGSL_FORWARD, local_net::WGSL_ADJOINT] {
+    for wgsl in [local_net::WGSL_FORWARD, local_net::WGSL_TANGENT] {
         assert!(wgsl.contains("args[in_base + u32("), "{wgsl}");
         assert!(!wgsl.contains("let w2_"), "w2 is never loaded word by word");
         assert!(!wgsl.contains("var w2"), "w2 is never copied");
     }
-    assert!(!table_fit::WGSL_ADJOINT.contains("var t ="));
-    assert!(table_fit::WGSL_ADJOINT.contains("args[in_base + 0u + u32("));
-    assert!(!table_pair::WGSL_JACOBIAN.contains("var t ="));
-    assert!(!table_f64::WGSL_ADJOINT.contains("var t ="));
+    // The adjoint reads the layer in its forward and its reverse pass: it copies it.
+    assert!(local_net::WGSL_ADJOINT.contains("var w2"));
+    for wgsl in [
+        table_fit::WGSL_FORWARD,
+        table_fit::WGSL_TANGENT,
+        table_pair::WGSL_FORWARD,
+        table_pair::WGSL_TANGENT,
+        table_f64::WGSL_FORWARD,
+    ] {
+        assert!(!wgsl.contains("var t ="), "{wgsl}");
+        assert!(wgsl.contains("args[in_base + "), "{wgsl}");
+    }
 }
 
 #[test]
@@ -197,6 +205,21 @@ fn tables_with_shared_words_vector_results_and_f64_match_the_cpu() {
             x: rng.uniform(-1.0, 1.0) as f64,
         })
         .collect();
+    let fit_tangents: Vec<table_fit::Grad> = (0..batch.len())
+        .map(|_| table_fit::Grad {
+            t: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
+            x: rng.uniform(-1.0, 1.0),
+        })
+        .collect();
+    let shared_tangent = table_fit::SharedGrad {
+        c: [0.1, 0.2, -0.3],
+    };
+    let pair_tangents: Vec<table_pair::Grad> = (0..pairs.len())
+        .map(|_| table_pair::Grad {
+            t: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
+            x: [rng.uniform(-1.0, 1.0), rng.uniform(-1.0, 1.0)],
+        })
+        .collect();
     for dev in [device(), &Device::cpu()] {
         let (values, grads, sg) = table_fit::kernel(dev)
             .value_and_grad(&batch, &shared)
@@ -216,6 +239,35 @@ fn tables_with_shared_words_vector_results_and_f64_match_the_cpu() {
         }
         let got: Vec<f64> = sg.c.iter().map(|w| *w as f64).collect();
         assert!(rel_error(&got, &sum, 1e-2) < 1e-4, "{got:?} vs {sum:?}");
+        // The value and tangent kernels, which read the table from the rows.
+        let k = table_fit::kernel(dev);
+        let values = k.value(&batch, &shared).expect("table_fit value");
+        let (tv, td) = k
+            .jvp(&batch, &shared, &fit_tangents, &shared_tangent)
+            .expect("table_fit jvp");
+        for (i, a) in batch.iter().enumerate() {
+            let (v, d) = table_fit::jvp(a, &shared, &fit_tangents[i], &shared_tangent);
+            let tol = 1e-4 * v.abs().max(1.0);
+            assert!((values[i] - v).abs() <= tol && (tv[i] - v).abs() <= tol);
+            assert!(
+                (td[i] - d).abs() <= 1e-4 * d.abs().max(1.0),
+                "jvp {i}: {} vs {d}",
+                td[i]
+            );
+        }
+        let (pv, pd) = table_pair::kernel(dev)
+            .jvp(&pairs, &pair_tangents)
+            .expect("table_pair jvp");
+        for (i, a) in pairs.iter().enumerate() {
+            let (v, d) = table_pair::jvp(a, &pair_tangents[i]);
+            for r in 0..2 {
+                assert!((pv[i][r] - v[r]).abs() <= 1e-4 * v[r].abs().max(1.0));
+                assert!(
+                    (pd[i][r] - d[r]).abs() <= 1e-4 * d[r].abs().max(1.0),
+                    "pair jvp {i}"
+                );
+            }
+        }
         let (values, jacobians) = table_pair::kernel(dev)
             .value_and_jacobian(&pairs)
             .expect("table_pair");
@@ -233,8 +285,15 @@ fn tables_with_shared_words_vector_results_and_f64_match_the_cpu() {
         let (values, grads) = table_f64::kernel(dev)
             .value_and_grad(&f64s)
             .expect("table_f64");
+        let plain = table_f64::kernel(dev)
+            .value(&f64s)
+            .expect("table_f64 value");
         for (i, a) in f64s.iter().enumerate() {
             let (v, g) = table_f64::value_and_grad(a);
+            assert!(
+                (plain[i] - v).abs() <= 1e-12 * v.abs().max(1.0),
+                "f64 value {i}"
+            );
             assert!(
                 (values[i] - v).abs() <= 1e-12 * v.abs().max(1.0),
                 "f64 value {i}"

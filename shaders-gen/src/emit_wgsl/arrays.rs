@@ -268,12 +268,12 @@ impl Ctx<'_> {
 /// [`ELEMENT_ARRAY_MIN_WORDS`] or more consecutive argument words below `row_words`, each
 /// word read by nothing else, that are only read word by word, at least once at an index
 /// computed at run time, and at most [`ELEMENT_ARRAY_MAX_READS_PER_WORD`] times per word
-/// (trips counted). Such an array would live in the thread's private memory, so a copy
-/// costs a load, a store and a load per word where the direct read costs one load
-/// (a 4-24-24-2 network whose weights are per-element arguments: its 576-word layer was
-/// copied into private memory, and its value kernel ran at 19% of the copy roofline on the
-/// H100; BENCHMARKS.md, "Functions the corpus does not hold"). By node, the array's first
-/// word.
+/// (trips counted). Such an array would live in the thread's private memory, where a copy
+/// costs a load, a store and a load per word, against the direct read's one load. On the
+/// H100 (BENCHMARKS.md, "Functions the corpus does not hold"), a 4-24-24-2 network with
+/// per-element weights, its 576-word layer read once in its value and tangent kernels, ran
+/// 3.2x and 3.0x faster so; its adjoint, which reads the layer twice (forward and
+/// reverse), ran 1.26x slower, and keeps the copy. By node, the array's first word.
 pub(super) fn element_arrays(f: &Function, row_words: u32) -> HashMap<usize, u32> {
     let mut users = vec![0u32; f.nodes.len()];
     for n in &f.nodes {
@@ -314,10 +314,11 @@ pub(super) fn element_arrays(f: &Function, row_words: u32) -> HashMap<usize, u32
 /// their reads are often many.
 pub(super) const ELEMENT_ARRAY_MIN_WORDS: usize = 32;
 
-/// Arrays read more often than this per word, trips counted, stay copied: each direct read
-/// is a strided load from the argument buffer, where a copy's reads are coalesced loads from
-/// private memory.
-pub(super) const ELEMENT_ARRAY_MAX_READS_PER_WORD: u64 = 4;
+/// Arrays read more often than this per word, trips counted, stay copied: a direct read
+/// is a load from the argument row, 4 bytes of each thread's row hundreds of bytes apart,
+/// where a copy's reads are coalesced loads from private memory (an adjoint that read its
+/// layer twice ran slower, above).
+pub(super) const ELEMENT_ARRAY_MAX_READS_PER_WORD: u64 = 1;
 
 /// How an array is read in a function: reads of one word, trips of enclosing loops counted,
 /// and whether any is at an index computed at run time.
