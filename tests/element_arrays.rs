@@ -140,7 +140,7 @@ fn a_network_of_per_element_weights_matches_the_cpu_and_central_differences() {
     let batch = net_batch(&mut rng, 600);
     let tangents: Vec<local_net::Grad> = net_batch(&mut rng, 600)
         .into_iter()
-        .map(|a| bytemuck::cast(a))
+        .map(bytemuck::cast)
         .collect();
     for dev in [device(), &Device::cpu()] {
         let k = local_net::kernel(dev);
@@ -220,6 +220,19 @@ fn tables_with_shared_words_vector_results_and_f64_match_the_cpu() {
             x: [rng.uniform(-1.0, 1.0), rng.uniform(-1.0, 1.0)],
         })
         .collect();
+    // The CPU reverse mode against the interpreter: the element's words, then the shared.
+    for a in batch.iter().take(2) {
+        let mut all = words(a);
+        all.extend(shared.c.iter().map(|w| *w as f64));
+        let which: Vec<usize> = (0..all.len()).collect();
+        let (value, fd) = central_differences(TABLE_SRC, &all, &which);
+        let (v, g, s) = table_fit::value_and_grad(a, &shared);
+        assert!((v as f64 - value).abs() <= 1e-5 * value.abs().max(1.0));
+        let mut got = words(&g);
+        got.extend(s.c.iter().map(|w| *w as f64));
+        let e = rel_error(&got, &fd, 1e-2);
+        assert!(e < 2e-3, "table_fit gradient off by {e:e}");
+    }
     for dev in [device(), &Device::cpu()] {
         let (values, grads, sg) = table_fit::kernel(dev)
             .value_and_grad(&batch, &shared)
