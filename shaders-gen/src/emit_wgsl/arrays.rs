@@ -25,12 +25,8 @@ pub(super) fn only_words_read(f: &Function, v: usize) -> bool {
         Op::Loop(l) => {
             !l.init.contains(&id)
                 && l.captures.iter().enumerate().all(|(j, c)| {
-                    let w = (1 + l.init.len() + j) as u32;
                     *c != id
-                        || l.body
-                            .nodes
-                            .iter()
-                            .position(|b| b.op == Op::Input(w))
+                        || l.capture_node(j)
                             .is_none_or(|input| only_words_read(&l.body, input))
                 })
         }
@@ -119,54 +115,53 @@ impl Ctx<'_> {
 
     /// The read of word `first + index` of the element's argument row, where `index` is in
     /// `0..n`: from `args`'s vector at the row's base plus a constant, with a constant lane,
-    /// where `index` is `base + offset` with every `base` a multiple of the lanes.
+    /// where [`Ctx::vector_and_lane`] finds one.
     fn element_word_read(&self, first: u32, index: ValueId, n: usize) -> String {
         let in_base = crate::names::element_name("in_base", self.element);
-        let lanes = self.row_lanes;
+        let u = self.row_lanes;
         let at = self.shared_word_at(first, index, n);
-        if lanes == 1 {
+        if u == 1 {
             return format!("args[{in_base} + {at}]");
         }
-        let u = i64::from(lanes);
-        let lane_read = self.ints[index.index()]
-            .filter(|x| x.within(n))
-            .and_then(|fact| Some((fact, fact.base?)))
-            .and_then(|(fact, base)| {
-                let base_fact = self.ints[base.index()]?;
-                let constant = i64::from(first) + fact.offset;
-                (base_fact.multiple % u == 0 && base_fact.lo >= 0 && constant >= 0)
-                    .then_some((base, constant))
-            });
-        match lane_read {
-            Some((base, constant)) => format!(
-                "args[{in_base} + u32({}) / {u}u{}].{}",
-                self.operand(base),
-                super::plus((constant / u) as usize),
-                COMPONENTS[(constant % u) as usize]
-            ),
+        match self.vector_and_lane(first, index, n, u) {
+            Some((vector, lane)) => format!("args[{in_base} + {vector}].{lane}"),
             None => format!("args[{in_base} + ({at}) / {u}u][({at}) % {u}u]"),
         }
     }
 
     /// The read of shared word `first + index` from the uniform buffer's 16-byte elements
-    /// with a constant lane, where `index` is proven in `0..n` and is `base + offset` with
-    /// every value of `base` a multiple of the lanes (`8 * j + 3`): element `base / lanes`
-    /// plus a constant, no division of the index and no lane chosen at run time.
+    /// with a constant lane, where [`Ctx::vector_and_lane`] finds one.
     fn uniform_lane_read(&self, first: u32, index: ValueId, n: usize) -> Option<String> {
-        let u = abi::uniform_lanes(self.precision) as i64;
+        let u = abi::uniform_lanes(self.precision);
+        let (vector, lane) = self.vector_and_lane(first, index, n, u)?;
+        Some(format!("shared_args[{vector}].{lane}"))
+    }
+
+    /// Word `first + index` of a buffer of `u`-lane vectors as a vector index and a
+    /// constant lane, where `index` is proven in `0..n` and is `base + offset` with every
+    /// value of `base` a multiple of the lanes (`8 * j + 3`): vector `base / u` plus a
+    /// constant, no division of the index and no lane chosen at run time.
+    fn vector_and_lane(
+        &self,
+        first: u32,
+        index: ValueId,
+        n: usize,
+        u: u32,
+    ) -> Option<(String, &'static str)> {
+        let u = i64::from(u);
         let fact = self.ints[index.index()].filter(|x| x.within(n))?;
         let base = fact.base?;
         let base_fact = self.ints[base.index()]?;
-        let constant = first as i64 + fact.offset;
+        let constant = i64::from(first) + fact.offset;
         if base_fact.multiple % u != 0 || base_fact.lo < 0 || constant < 0 {
             return None;
         }
-        let lane = COMPONENTS[(constant % u) as usize];
-        let element = match constant / u {
-            0 => format!("u32({}) / {u}u", self.operand(base)),
-            q => format!("u32({}) / {u}u + {q}u", self.operand(base)),
-        };
-        Some(format!("shared_args[{element}].{lane}"))
+        let vector = format!(
+            "u32({}) / {u}u{}",
+            self.operand(base),
+            super::plus((constant / u) as usize)
+        );
+        Some((vector, COMPONENTS[(constant % u) as usize]))
     }
 
     /// The statements of array-valued node `i` (or none, for an array of shared words
@@ -339,12 +334,10 @@ fn reads_of(f: &Function, v: ValueId, times: u64) -> Reads {
             }
             Op::Loop(l) => {
                 for (j, c) in l.captures.iter().enumerate() {
-                    let w = (1 + l.init.len() + j) as u32;
-                    let input = l.body.nodes.iter().position(|b| b.op == Op::Input(w));
                     if *c == v
-                        && let Some(input) = input
+                        && let Some(input) = l.capture_node(j)
                     {
-                        let trips = l.trip_count().max(0) as u64;
+                        let trips = l.trip_count() as u64;
                         let inner = reads_of(&l.body, ValueId(input as u32), times * trips);
                         out.count += inner.count;
                         out.at_run_time |= inner.at_run_time;

@@ -221,6 +221,12 @@ impl Loop {
         }
     }
 
+    /// The body's node that reads capture `j`, if the body reads it.
+    pub fn capture_node(&self, j: usize) -> Option<usize> {
+        let w = (1 + self.init.len() + j) as u32;
+        self.body.nodes.iter().position(|b| b.op == Op::Input(w))
+    }
+
     /// The type of carried value `k`.
     pub fn carried_ty(&self, k: usize) -> Ty {
         self.body.node(self.body.outputs[k]).ty
