@@ -13,6 +13,10 @@
 //! `GRADFUSE_CORPUS_SEEDS="24..64"` and `GRADFUSE_CORPUS_EXTRA=file.rs` time programs the
 //! corpus does not hold instead (random programs of other seeds; every `fn` of a file):
 //! the check on functions the generator was never measured on (`functions::unseen`).
+//! `GRADFUSE_CORPUS_VARIANTS=dir` writes every kernel timed into `dir` and times
+//! hand-edited variants beside them (`variants.rs`); with `GRADFUSE_CORPUS_WRITE_ONLY=1`
+//! too, it writes and checks them and times nothing (before and after a generator change,
+//! `diff -r` says which kernels it moved).
 
 use gradfuse::{Device, Error, KernelSpec, OutputSpec, ReductionSpec, SharedSpec};
 use gradfuse_shaders_gen::abi::{self, KernelKind};
@@ -283,7 +287,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let d = Device::gpu()?;
     let mut out = String::new();
     let _ = writeln!(out, "device: {}", d.describe());
-    let fma_n = if quick { 1 << 12 } else { 1 << 22 };
+    // GRADFUSE_CORPUS_WRITE_ONLY=1 with GRADFUSE_CORPUS_VARIANTS=dir: the kernels are
+    // written (and the variants checked), none timed: two generators compared text for
+    // text in a minute, even on a CPU driver.
+    let write_only = std::env::var("GRADFUSE_CORPUS_WRITE_ONLY").is_ok();
+    let fma_n = if quick || write_only {
+        1 << 12
+    } else {
+        1 << 22
+    };
     let fma_t = kernel_time(&d, fma_spec(), &inputs(fma_n, 1), 3, LAUNCHES)?;
     let fma_rate = fma_n as f64 * FMA_PER_THREAD / fma_t;
     let _ = writeln!(
@@ -297,6 +309,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut kernels = kernels(quick, &costs)?;
     if let Ok(dir) = std::env::var("GRADFUSE_CORPUS_VARIANTS") {
         kernels = with_variants(&d, kernels, std::path::Path::new(&dir))?;
+    }
+    if write_only {
+        return Ok(());
     }
     // GRADFUSE_CORPUS_SIZES="24": the sizes (log2) to time.
     let default: &[u32] = if quick { &[12] } else { &[20, 24] };

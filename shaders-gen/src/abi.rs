@@ -552,18 +552,31 @@ pub const MAX_STORE_ROUNDS: u32 = 16;
 /// bandwidth on the H100 for 7 words). Up to 16 words, so that the stage
 /// (`WORKGROUP_SIZE * words` f32) fits the 16 KiB of workgroup memory WebGPU guarantees.
 ///
-/// With shared gradients to reduce, the reduction's stage takes half of that memory; an
-/// f64 word takes 8 bytes.
-pub fn stage_gradients(words: u32, reduces_shared: bool, precision: Precision) -> bool {
+/// `reduce_elements`: where the kernel sums shared gradients, the elements each thread
+/// computes side by side. The reduction's stage then takes half of the memory, and the
+/// stage's two barriers per element stall threads that have arithmetic left to overlap:
+/// on the H100 at 2^24 (`benches/corpus/h100_2026-11-27_small_shared.md`), direct stores
+/// took 3-word gradients from 54-68% of the roofline to 66-78% and 5-word ones from 55-63%
+/// to 71-72% at one or two elements; only 7 words with 4 elements kept the stage ahead
+/// (84% against 75%). Such a kernel stages only from [`MIN_STAGED_WORDS_WITH_SUMS`] words
+/// with 4 elements or more. An f64 word takes 8 bytes.
+pub fn stage_gradients(words: u32, reduce_elements: Option<u32>, precision: Precision) -> bool {
     let budget = GUARANTEED_WORKGROUP_BYTES
-        - if reduces_shared {
-            REDUCE_STAGE_BYTES
-        } else {
-            0
+        - match reduce_elements {
+            Some(_) => REDUCE_STAGE_BYTES,
+            None => 0,
         };
     let bytes = 4 * precision.words_per_scalar();
-    vector_lanes(words) == 1 && words > 1 && WORKGROUP_SIZE * words * bytes <= budget
+    let worth_its_barriers =
+        reduce_elements.is_none_or(|e| e >= 4 && words >= MIN_STAGED_WORDS_WITH_SUMS);
+    vector_lanes(words) == 1
+        && words > 1
+        && WORKGROUP_SIZE * words * bytes <= budget
+        && worth_its_barriers
 }
+
+/// Fewest gradient words an adjoint that sums shared gradients stages ([`stage_gradients`]).
+pub const MIN_STAGED_WORDS_WITH_SUMS: u32 = 5;
 
 /// The WGSL type of `lanes` words of `precision`.
 pub fn vector_type(lanes: u32, precision: Precision) -> String {

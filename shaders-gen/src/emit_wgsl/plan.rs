@@ -114,8 +114,17 @@ impl<'a> KernelPlan<'a> {
         }
         let grad_words = layout.grad_words();
         let precision = layout.precision;
+        let elements = if reduces && !gathered {
+            elements.clamp(1, crate::names::MAX_ELEMENTS as u32)
+        } else {
+            1
+        };
         let staged = kind == KernelKind::Adjoint
-            && abi::stage_gradients(grad_words.len() as u32, reduces, precision);
+            && abi::stage_gradients(
+                grad_words.len() as u32,
+                reduces.then_some(elements),
+                precision,
+            );
         let outputs = kind.outputs(layout);
         // Wide outputs go through the workgroup's stage in runs. An adjoint that reduces
         // shared gradients needs half the workgroup memory for the reduction's stage, and
@@ -161,11 +170,7 @@ impl<'a> KernelPlan<'a> {
             outputs,
             loads,
             gathered,
-            elements: if reduces && !gathered {
-                elements.clamp(1, crate::names::MAX_ELEMENTS as u32)
-            } else {
-                1
-            },
+            elements,
             row_stage,
             element_arrays,
         }
