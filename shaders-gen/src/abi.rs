@@ -556,10 +556,12 @@ pub const MAX_STORE_ROUNDS: u32 = 16;
 /// computes side by side. The reduction's stage then takes half of the memory, and the
 /// stage's two barriers per element stall threads that have arithmetic left to overlap:
 /// on the H100 at 2^24 (`benches/corpus/h100_2026-11-27_small_shared.md`), direct stores
-/// took 3-word gradients from 54-68% of the roofline to 66-78% and 5-word ones from 55-63%
-/// to 71-72% at one or two elements; only 7 words with 4 elements kept the stage ahead
-/// (84% against 75%). Such a kernel stages only from [`MIN_STAGED_WORDS_WITH_SUMS`] words
-/// with 4 elements or more. An f64 word takes 8 bytes.
+/// took 3-word gradients from 54-68% of the roofline to 66-78% with 4 elements and from
+/// 53-73% to 60-92% with one or two, 5-word ones from 55-63% to 71-72% with one or two,
+/// 7-word ones from 63% to 81% with one (but from 73% to 68% with two, a count only
+/// streamed gradients take); with 4, 5 words ran the same either way and 7 kept the stage
+/// ahead (84% against 75%). Such a kernel stages only from [`MIN_STAGED_WORDS_WITH_SUMS`] words with 4
+/// elements or more. An f64 word takes 8 bytes.
 pub fn stage_gradients(words: u32, reduce_elements: Option<u32>, precision: Precision) -> bool {
     let budget = GUARANTEED_WORKGROUP_BYTES
         - match reduce_elements {

@@ -192,10 +192,8 @@ impl<'a> Chains<'a> {
 /// once for all of them and each gradient word is summed over them before the workgroup
 /// sums it (and `MAX_OPS_FOR_FOUR_ELEMENTS` below). Measured on the H100 (BENCHMARKS.md,
 /// "Elements side by side" and "Indices proven in range", against one element per
-/// thread): gradients summed in registers gain from 4 (at 2^24, an 8-16-1 network's 161
-/// words 1.25x faster, a soft gate's 16 words 1.7x), but a gradient of 16 words or fewer
-/// runs faster still with 2 ([`MAX_WORDS_FOR_TWO_ELEMENTS`]); streamed gradients gain
-/// from 2, whose
+/// thread): gradients summed in registers gain most from 4 (at 2^24, an 8-16-1 network's
+/// 161 words 1.25x faster, a soft gate's 16 words 1.7x); streamed gradients from 2, whose
 /// extra arrays still fit the thread's registers (at 2^20, an 8-32-32-1 network's 1,377
 /// words 1.9x faster with 2, 1.1x with 4; an 8-64-64-1's 4,801 words 1.7x with 2, 0.6x
 /// with 4). A kernel that sums a kept loop's rows as outer products (`outer_sums`) takes
@@ -204,6 +202,15 @@ impl<'a> Chains<'a> {
 /// records a tape keeps one element per thread: each element's
 /// tape lives in the thread's private memory, off the chip, and more elements multiply
 /// its traffic (on the H100 a loop of 1,024 trips failed to launch with 4).
+///
+/// The best count under 1,024 operations is not always 4, and no fact of the kernel
+/// screened so far predicts it (H100, 2^24, `benches/corpus/h100_2026-11-27_small_shared.md`
+/// and `h100_2026-11-27_elements_heavy.md`): 2 was fastest for a 4-word signed distance and
+/// a 16-word table, but 4 for the bench's 16-word soft gate (0.203 ms against 0.247); one
+/// for 10 and 20 shared spheres (0.633 ms against 2.17 with 4), but 4 for the 8-16-1
+/// network, as heavy per word moved and with more values alive (171 against 123). Shared
+/// words, arithmetic per word and `opt::max_live_within` each contradict one pair; the
+/// values alive per element, shared words apart, are the next fact to try.
 pub fn elements_per_thread(
     layout: &crate::abi::ArgLayout,
     kind: crate::abi::KernelKind,
@@ -222,26 +229,12 @@ pub fn elements_per_thread(
         } else {
             2
         }
-    } else if f.dynamic_op_count() > MAX_OPS_FOR_FOUR_ELEMENTS {
-        1
-    } else if layout.shared_words > MAX_WORDS_FOR_TWO_ELEMENTS {
+    } else if f.dynamic_op_count() <= MAX_OPS_FOR_FOUR_ELEMENTS {
         4
     } else {
-        2
+        1
     }
 }
-
-/// Shared words summed in registers up to which an adjoint computes 2 elements per thread
-/// rather than 4: each more element shares the reads of the shared words and the index
-/// arithmetic, and costs registers for every value its reverse pass reads. On the H100 at 2^24
-/// (`benches/corpus/h100_2026-11-27_small_shared.md`, direct gradient stores), 4-16 words
-/// ran fastest with 2 (a 4-word signed distance 78% of the roofline against 66% with 4,
-/// a 16-word table 83% against 75%, an 8-word one 83% against 71%), 24-27 words with 4
-/// (a 27-word polynomial fit 78% against 70% with 2; a 24-word softplus layer 84% against
-/// 73%). A 40-word table read by heavy arithmetic (78 FMAs per word moved) ran fastest
-/// with one (92% against 73% with 4), but the 8-16-1 network above, as heavy (73 per
-/// word), gains 1.25x from 4: what tells them apart is not known yet, so both keep 4.
-const MAX_WORDS_FOR_TWO_ELEMENTS: u32 = 16;
 
 /// How many loops of the adjoint kernel `f` (of a function with `#[shared]` arguments,
 /// in f32) sum their rows of the shared gradient as outer products (`outer_sums`).
