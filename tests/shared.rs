@@ -33,8 +33,9 @@ with_source! {
 
 with_source! {
     MIXED_SRC,
-    // Three gradient words (staged stores) next to the reduction, a branch on a shared
-    // value, and a shared argument declared between per-element ones.
+    // Three gradient words (stored directly, `tests/staged_gradients.rs`) next to the
+    // reduction, a branch on a shared value, and a shared argument declared between
+    // per-element ones.
     #[differentiable]
     pub fn mixed(p: [f32; 3], #[shared] s: f32, #[constant] c: f32) -> f32 {
         let scale = if s > 0.0 { s.sqrt() } else { -s };
@@ -326,11 +327,11 @@ fn empty_batch_has_zero_shared_gradient() {
 }
 
 #[test]
-fn staged_gradients_and_reduction_together() {
+fn gradients_and_reduction_together() {
     check_mixed(3000);
     // Past 512 workgroups' worth each thread takes several elements: here 1,028 runs of
     // 256, 3 per workgroup; the last workgroup's second run ends part way, its third is
-    // wholly past the end. Staged stores inside the element loop.
+    // wholly past the end. Gradient stores inside the element loop.
     check_mixed(2 * 512 * 256 + 1001);
 }
 

@@ -560,13 +560,14 @@ pub const MAX_STORE_ROUNDS: u32 = 16;
 /// 53-73% to 60-92% with one or two, 5-word ones from 55-63% to 71-72% with one or two,
 /// 7-word ones from 63% to 81% with one (but from 73% to 68% with two, a count only
 /// streamed gradients take); with 4, 5 words ran the same either way and 7 kept the stage
-/// ahead (84% against 75%). Such a kernel stages only from [`MIN_STAGED_WORDS_WITH_SUMS`] words with 4
-/// elements or more. An f64 word takes 8 bytes.
+/// ahead (84% against 75%). Such a kernel stages only from [`MIN_STAGED_WORDS_WITH_SUMS`]
+/// words with 4 elements or more. An f64 word takes 8 bytes.
 pub fn stage_gradients(words: u32, reduce_elements: Option<u32>, precision: Precision) -> bool {
     let budget = GUARANTEED_WORKGROUP_BYTES
-        - match reduce_elements {
-            Some(_) => REDUCE_STAGE_BYTES,
-            None => 0,
+        - if reduce_elements.is_some() {
+            REDUCE_STAGE_BYTES
+        } else {
+            0
         };
     let bytes = 4 * precision.words_per_scalar();
     let worth_its_barriers =

@@ -209,8 +209,11 @@ impl<'a> Chains<'a> {
 /// a 16-word table, but 4 for the bench's 16-word soft gate (0.203 ms against 0.247); one
 /// for 10 and 20 shared spheres (0.633 ms against 2.17 with 4), but 4 for the 8-16-1
 /// network, as heavy per word moved and with more values alive (171 against 123). Shared
-/// words, arithmetic per word and `opt::max_live_within` each contradict one pair; the
-/// values alive per element, shared words apart, are the next fact to try.
+/// words, arithmetic per word, `opt::max_live_within`, and the values alive per element
+/// with the shared words apart (`h100_2026-11-27_elements_alive.md`: right for radial
+/// basis functions, 1.22x wrong for a chain of rotations) each contradict one pair. Timing
+/// the counts on the device, as workgroup sizes are chosen, would change the order of the
+/// shared sums from one machine to the next: the gradients would not be the same bits.
 pub fn elements_per_thread(
     layout: &crate::abi::ArgLayout,
     kind: crate::abi::KernelKind,

@@ -1,0 +1,126 @@
+//! Gradients of an odd number of words beside a shared-gradient reduction: staged through
+//! workgroup memory where the kernel computes 4 elements per thread and the gradient has 5
+//! words or more (`abi::stage_gradients`), stored directly otherwise. Both stores are
+//! checked against the f64 interpreter's reverse mode over batches of one run per
+//! workgroup and of several (whose last run ends part way and whose next is wholly past
+//! the end), with the shared gradient summed over the batch.
+
+mod common;
+
+use common::{Rng, device, rel_error};
+use gradfuse::differentiable;
+use gradfuse_shaders_gen::{ad, compile_str, interp};
+
+with_source! {
+    SEVEN_SRC,
+    // Seven gradient words (staged), a shared value read in a branch, a constant between.
+    #[differentiable]
+    pub fn seven(p: [f32; 7], #[shared] s: f32, #[constant] c: f32) -> f32 {
+        let scale = if s > 0.0 { s.sqrt() } else { -s };
+        let mut acc = 0.0;
+        for k in 0..7 {
+            acc += (p[k] * (k as f32 + c)).sin();
+        }
+        scale * acc + p[0] * p[6]
+    }
+}
+
+with_source! {
+    THREE_SRC,
+    // Three gradient words (stored directly).
+    #[differentiable]
+    pub fn three(p: [f32; 3], #[shared] s: f32) -> f32 {
+        s * (p[0] * p[1]).tanh() + p[2] * p[2] * s
+    }
+}
+
+/// Checks a batch's values, gradients (`grads` words each) and shared-gradient sum against
+/// the f64 interpreter's reverse mode of `src` (its one shared word the last input, its
+/// gradient the last output).
+fn check(src: &str, batch: &[Vec<f64>], got: (&[f32], &[f32], f32), grads: usize) {
+    let c = compile_str(src).expect("compiles");
+    let reverse = ad::reverse(&c.lowered.primal);
+    let (values, gradients, shared) = got;
+    let (mut want, mut magnitude) = (0.0f64, 0.0f64);
+    for (i, words) in batch.iter().enumerate() {
+        let all = interp::eval(&reverse, words);
+        let value = all[0];
+        assert!(
+            (values[i] as f64 - value).abs() <= 2e-5 * value.abs().max(1.0),
+            "{i}"
+        );
+        let got: Vec<f64> = gradients[i * grads..(i + 1) * grads]
+            .iter()
+            .map(|&v| v as f64)
+            .collect();
+        let g = &all[1..1 + grads];
+        assert!(rel_error(&got, g, 1.0) < 2e-5, "{i}: {got:?} against {g:?}");
+        let s = all[all.len() - 1];
+        want += s;
+        magnitude += s.abs();
+    }
+    assert!(
+        (shared as f64 - want).abs() <= 1e-5 * magnitude,
+        "shared gradient {shared} against {want}"
+    );
+}
+
+/// Elements of a batch of `n`: one run per workgroup (3,000), or past 512 workgroups'
+/// worth several, the last ending part way.
+const SIZES: [usize; 2] = [3000, 2 * 512 * 256 + 1001];
+
+#[test]
+fn seven_gradient_words_are_staged_beside_the_reduction() {
+    assert!(seven::WGSL_ADJOINT.contains("grad_stage"));
+    assert!(seven::WGSL_ADJOINT.contains("nth += 4u"));
+    let mut rng = Rng(11);
+    for n in SIZES {
+        let batch: Vec<seven::Args> = (0..n)
+            .map(|_| seven::Args {
+                p: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
+                c: rng.uniform(-1.0, 1.0),
+            })
+            .collect();
+        let shared = seven::Shared { s: 0.8 };
+        let (values, grads, sg) = seven::kernel(device())
+            .value_and_grad(&batch, &shared)
+            .expect("launch");
+        let words: Vec<Vec<f64>> = batch
+            .iter()
+            .map(|a| {
+                let mut w: Vec<f64> = a.p.iter().map(|&v| v as f64).collect();
+                w.extend([a.c as f64, shared.s as f64]);
+                w
+            })
+            .collect();
+        let grads: Vec<f32> = grads.iter().flat_map(|g| g.p).collect();
+        check(SEVEN_SRC, &words, (&values, &grads, sg.s), 7);
+    }
+}
+
+#[test]
+fn three_gradient_words_are_stored_directly_beside_the_reduction() {
+    assert!(!three::WGSL_ADJOINT.contains("grad_stage"));
+    let mut rng = Rng(12);
+    for n in SIZES {
+        let batch: Vec<three::Args> = (0..n)
+            .map(|_| three::Args {
+                p: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
+            })
+            .collect();
+        let shared = three::Shared { s: -0.6 };
+        let (values, grads, sg) = three::kernel(device())
+            .value_and_grad(&batch, &shared)
+            .expect("launch");
+        let words: Vec<Vec<f64>> = batch
+            .iter()
+            .map(|a| {
+                let mut w: Vec<f64> = a.p.iter().map(|&v| v as f64).collect();
+                w.push(shared.s as f64);
+                w
+            })
+            .collect();
+        let grads: Vec<f32> = grads.iter().flat_map(|g| g.p).collect();
+        check(THREE_SRC, &words, (&values, &grads, sg.s), 3);
+    }
+}
