@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Rng, device, rel_error};
+use common::{Rng, device, rel_error, words_of};
 use gradfuse::{Device, Dual, differentiable};
 use gradfuse_shaders_gen::{ad, compile_str, interp};
 
@@ -158,14 +158,6 @@ fn oracle(src: &str, words: &[f64]) -> Oracle {
         grad: keep.iter().map(|w| all[1 + *w as usize]).collect(),
         fd: keep.iter().map(|w| fd[*w as usize]).collect(),
     }
-}
-
-fn words_of<A: bytemuck::Pod, S: bytemuck::Pod>(a: &A, s: &S) -> Vec<f64> {
-    bytemuck::cast_slice::<_, f32>(std::slice::from_ref(a))
-        .iter()
-        .chain(bytemuck::cast_slice::<_, f32>(std::slice::from_ref(s)))
-        .map(|v| *v as f64)
-        .collect()
 }
 
 fn f32s<T: bytemuck::Pod>(t: &T) -> Vec<f64> {

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{Rng, device, rel_error};
+use common::{Rng, device, rel_error, words_of};
 use gradfuse::differentiable;
 use gradfuse_shaders_gen::{ad, compile_str, interp};
 
@@ -85,16 +85,13 @@ fn seven_gradient_words_are_staged_beside_the_reduction() {
         let (values, grads, sg) = seven::kernel(device())
             .value_and_grad(&batch, &shared)
             .expect("launch");
-        let words: Vec<Vec<f64>> = batch
-            .iter()
-            .map(|a| {
-                let mut w: Vec<f64> = a.p.iter().map(|&v| v as f64).collect();
-                w.extend([a.c as f64, shared.s as f64]);
-                w
-            })
-            .collect();
-        let grads: Vec<f32> = grads.iter().flat_map(|g| g.p).collect();
-        check(SEVEN_SRC, &words, (&values, &grads, sg.s), 7);
+        let words: Vec<Vec<f64>> = batch.iter().map(|a| words_of(a, &shared)).collect();
+        check(
+            SEVEN_SRC,
+            &words,
+            (&values, bytemuck::cast_slice(&grads), sg.s),
+            7,
+        );
     }
 }
 
@@ -112,15 +109,12 @@ fn three_gradient_words_are_stored_directly_beside_the_reduction() {
         let (values, grads, sg) = three::kernel(device())
             .value_and_grad(&batch, &shared)
             .expect("launch");
-        let words: Vec<Vec<f64>> = batch
-            .iter()
-            .map(|a| {
-                let mut w: Vec<f64> = a.p.iter().map(|&v| v as f64).collect();
-                w.push(shared.s as f64);
-                w
-            })
-            .collect();
-        let grads: Vec<f32> = grads.iter().flat_map(|g| g.p).collect();
-        check(THREE_SRC, &words, (&values, &grads, sg.s), 3);
+        let words: Vec<Vec<f64>> = batch.iter().map(|a| words_of(a, &shared)).collect();
+        check(
+            THREE_SRC,
+            &words,
+            (&values, bytemuck::cast_slice(&grads), sg.s),
+            3,
+        );
     }
 }

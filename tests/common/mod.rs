@@ -107,6 +107,17 @@ macro_rules! with_source {
     };
 }
 
+/// The interpreter's input words of an element `a` and the shared words `s` of a kernel's
+/// typed arguments: the element's words in order (its constants among them), then the
+/// shared ones.
+pub fn words_of<A: bytemuck::Pod, S: bytemuck::Pod>(a: &A, s: &S) -> Vec<f64> {
+    bytemuck::cast_slice::<_, f32>(std::slice::from_ref(a))
+        .iter()
+        .chain(bytemuck::cast_slice::<_, f32>(std::slice::from_ref(s)))
+        .map(|v| *v as f64)
+        .collect()
+}
+
 /// Solves `A x = b` (dense, f64) by Gaussian elimination with partial pivoting.
 pub fn solve_dense(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Vec<f64> {
     let n = b.len();
