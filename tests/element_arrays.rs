@@ -80,6 +80,18 @@ pub fn table_pair(t: [f32; 64], x: [f32; 2]) -> [f32; 2] {
     [r0, r1]
 }
 
+/// A table read at computed indices in a kept loop, one of whose words is also returned as
+/// it is: that word is still loaded (an output is a reader; the first version dropped its
+/// load with the rest of the array's, and the value kernel named an undefined `t_3`).
+#[differentiable]
+pub fn table_and_word(t: [f32; 256], x: f32) -> [f32; 2] {
+    let mut s = 0.0;
+    for i in 0..256 {
+        s += (t[i] * x).sin().exp().tanh().cos().sin().exp().tanh().cos() * (i as f32);
+    }
+    [s, t[3]]
+}
+
 /// The same table in f64.
 #[differentiable]
 pub fn table_f64(t: [f64; 48], x: f64) -> f64 {
@@ -314,6 +326,31 @@ fn tables_with_shared_words_vector_results_and_f64_match_the_cpu() {
             for (x, y) in grads[i].t.iter().zip(g.t) {
                 assert!((x - y).abs() <= 1e-11, "f64 gradient {i}: {x} vs {y}");
             }
+        }
+    }
+}
+
+#[test]
+fn a_table_word_also_returned_is_still_loaded() {
+    assert!(table_and_word::WGSL_FORWARD.contains("let t_3 = "));
+    let mut rng = Rng(9);
+    let batch: Vec<table_and_word::Args> = (0..300)
+        .map(|_| table_and_word::Args {
+            t: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
+            x: rng.uniform(-1.0, 1.0),
+        })
+        .collect();
+    for dev in [device(), &Device::cpu()] {
+        let values = table_and_word::kernel(dev)
+            .value(&batch)
+            .expect("table_and_word");
+        for (i, a) in batch.iter().enumerate() {
+            let v = table_and_word(a.t, a.x);
+            assert!(
+                (values[i][0] - v[0]).abs() <= 1e-4 * v[0].abs().max(1.0),
+                "{i}"
+            );
+            assert_eq!(values[i][1], a.t[3], "{i}");
         }
     }
 }

@@ -270,12 +270,8 @@ impl Ctx<'_> {
 /// 3.2x and 3.0x faster so; its adjoint, which reads the layer twice (forward and
 /// reverse), ran 1.26x slower, and keeps the copy. By node, the array's first word.
 pub(super) fn element_arrays(f: &Function, row_words: u32) -> HashMap<usize, u32> {
-    let mut users = vec![0u32; f.nodes.len()];
-    for n in &f.nodes {
-        for v in n.op.operands() {
-            users[v.index()] += 1;
-        }
-    }
+    // An output counts as a reader: a word returned as it is must still be loaded.
+    let users = super::streams::reader_counts(f);
     let mut out = HashMap::new();
     for (i, node) in f.nodes.iter().enumerate() {
         let Op::ArrayNew(elems) = &node.op else {
