@@ -85,8 +85,9 @@ impl Ctx<'_> {
         }
     }
 
-    /// The shared word at `index` of the `n` words from `first` on (a WGSL `u32`).
-    pub(super) fn shared_word_at(&self, first: u32, index: ValueId, n: usize) -> String {
+    /// Word `first + index` of a run of `n` words (a WGSL `u32`): a shared word, or a word
+    /// of the element's argument row.
+    pub(super) fn word_at(&self, first: u32, index: ValueId, n: usize) -> String {
         format!("{first}u + u32({})", self.index_text(index, n))
     }
 
@@ -103,13 +104,13 @@ impl Ctx<'_> {
             return format!("{}[{}]", self.operand(array), self.index_text(index, n));
         };
         if !self.shared_uniform {
-            return format!("shared_args[{}]", self.shared_word_at(*first, index, n));
+            return format!("shared_args[{}]", self.word_at(*first, index, n));
         }
         if let Some(read) = self.uniform_lane_read(*first, index, n) {
             return read;
         }
         let u = abi::uniform_lanes(self.precision);
-        let at = self.shared_word_at(*first, index, n);
+        let at = self.word_at(*first, index, n);
         format!("shared_args[({at}) / {u}u][({at}) % {u}u]")
     }
 
@@ -119,7 +120,7 @@ impl Ctx<'_> {
     fn element_word_read(&self, first: u32, index: ValueId, n: usize) -> String {
         let in_base = crate::names::element_name("in_base", self.element);
         let u = self.row_lanes;
-        let at = self.shared_word_at(first, index, n);
+        let at = self.word_at(first, index, n);
         if u == 1 {
             return format!("args[{in_base} + {at}]");
         }

@@ -220,7 +220,7 @@ impl<'a> Ctx<'a> {
                 _ if self.skip.contains(&i) || self.streams.skip.contains(&i) => {}
                 _ if self.streams.adds.contains_key(&i) => {
                     let add = self.streams.adds[&i].clone();
-                    let word = self.shared_word_at(add.base, add.index, add.len as usize);
+                    let word = self.word_at(add.base, add.index, add.len as usize);
                     let (value, label) =
                         (self.element_sum(add.value), format!("{}[..]", add.label));
                     self.emit_stage((i, 0), &word, &value, &label, indent, out);
