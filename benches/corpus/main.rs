@@ -16,7 +16,9 @@
 //! `GRADFUSE_CORPUS_VARIANTS=dir` writes every kernel timed into `dir` and times
 //! hand-edited variants beside them (`variants.rs`); with `GRADFUSE_CORPUS_WRITE_ONLY=1`
 //! too, it writes and checks them and times nothing (before and after a generator change,
-//! `diff -r` says which kernels it moved).
+//! `diff -r` says which kernels it moved). `GRADFUSE_CORPUS_ONLY="name other"` keeps the
+//! functions whose names contain a word, `GRADFUSE_CORPUS_KINDS="adjoint"` the kernels of
+//! those entry points.
 
 use gradfuse::{Device, Error, KernelSpec, OutputSpec, ReductionSpec, SharedSpec};
 use gradfuse_shaders_gen::abi::{self, KernelKind};
@@ -122,6 +124,12 @@ fn kernels(quick: bool, costs: &Costs) -> Result<Vec<Kernel>, String> {
             continue;
         }
         for kind in [KernelKind::Forward, reverse_kind(&c), KernelKind::Tangent] {
+            // GRADFUSE_CORPUS_KINDS="adjoint": only kernels of these kinds (entry points).
+            if let Ok(kinds) = std::env::var("GRADFUSE_CORPUS_KINDS")
+                && !kinds.split_whitespace().any(|k| k == kind.entry_point())
+            {
+                continue;
+            }
             let spec = compiled_spec(&f.name, &c, kind);
             let work = kernel_ir(&c, kind).map_or(0.0, |ir| ir.weighted_work(&|op| costs.of(op)));
             out.push(Kernel {
