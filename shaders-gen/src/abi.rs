@@ -556,12 +556,11 @@ pub const MAX_STORE_ROUNDS: u32 = 16;
 /// computes side by side. The reduction's stage then takes half of the memory, and the
 /// stage's two barriers per element stall threads that have arithmetic left to overlap:
 /// on the H100 at 2^24 (`benches/corpus/h100_2026-11-27_small_shared.md`), direct stores
-/// took 3-word gradients from 54-68% of the roofline to 66-78% with 4 elements and from
-/// 53-73% to 60-92% with one or two, 5-word ones from 55-63% to 71-72% with one or two,
-/// 7-word ones from 63% to 81% with one (but from 73% to 68% with two, a count only
-/// streamed gradients take); with 4, 5 words ran the same either way and 7 kept the stage
-/// ahead (84% against 75%). Such a kernel stages only from [`MIN_STAGED_WORDS_WITH_SUMS`]
-/// words with 4 elements or more. An f64 word takes 8 bytes.
+/// took 3-word gradients from 53-73% of the roofline to 60-92% with one or two elements,
+/// 5-word ones from 55-63% to 71-72%, and 7-word ones from 63% to 81% with one, but from
+/// 73% to 68% with two (and from 84% to 75% with 4). Such a kernel, at 2 elements
+/// (`emit_wgsl::elements_per_thread`), stages only from [`MIN_STAGED_WORDS_WITH_SUMS`]
+/// words: of odd counts within the budget, 7. An f64 word takes 8 bytes.
 pub fn stage_gradients(words: u32, reduce_elements: Option<u32>, precision: Precision) -> bool {
     let budget = GUARANTEED_WORKGROUP_BYTES
         - if reduce_elements.is_some() {
@@ -571,7 +570,7 @@ pub fn stage_gradients(words: u32, reduce_elements: Option<u32>, precision: Prec
         };
     let bytes = 4 * precision.words_per_scalar();
     let worth_its_barriers =
-        reduce_elements.is_none_or(|e| e >= 4 && words >= MIN_STAGED_WORDS_WITH_SUMS);
+        reduce_elements.is_none_or(|e| e >= 2 && words >= MIN_STAGED_WORDS_WITH_SUMS);
     vector_lanes(words) == 1
         && words > 1
         && WORKGROUP_SIZE * words * bytes <= budget
@@ -579,7 +578,7 @@ pub fn stage_gradients(words: u32, reduce_elements: Option<u32>, precision: Prec
 }
 
 /// Fewest gradient words an adjoint that sums shared gradients stages ([`stage_gradients`]).
-pub const MIN_STAGED_WORDS_WITH_SUMS: u32 = 5;
+pub const MIN_STAGED_WORDS_WITH_SUMS: u32 = 7;
 
 /// The WGSL type of `lanes` words of `precision`.
 pub fn vector_type(lanes: u32, precision: Precision) -> String {

@@ -26,9 +26,9 @@ fn launches_count_every_buffer_in_four_byte_words() {
         let forward = kernel_launch(&c, KernelKind::Forward);
         assert_eq!(forward.input_words, 5 * wps);
         assert_eq!(forward.outputs, vec![(VALUE_BINDING, wps)]);
-        // The f32 adjoint computes 4 elements per thread (its 16 words summed in
+        // The f32 adjoint computes 2 elements per thread (its 16 words summed in
         // registers), the f64 one 1.
-        let elements = if wps == 1 { 4 } else { 1 };
+        let elements = if wps == 1 { 2 } else { 1 };
         assert_eq!(c.adjoint_elements, elements);
         let shared = |reduced| {
             Some(SharedLaunch {
@@ -102,10 +102,10 @@ fn weighted_work_counts_each_call_at_its_weight_per_trip() {
 #[test]
 fn elements_per_thread_follow_the_sums_and_the_tapes() {
     let adjoint_elements = |src: &str| compile_str(src).expect("compiles").adjoint_elements;
-    // Words summed in registers: 4 elements per thread.
+    // Words summed in registers: 2 elements per thread.
     assert_eq!(
         adjoint_elements("fn f(x: f32, #[shared] w: [f32; 2]) -> f32 { w[0] * x.sin() + w[1] }"),
-        4
+        2
     );
     // No shared gradient to sum: one.
     assert_eq!(adjoint_elements("fn f(x: f32, y: f32) -> f32 { x * y }"), 1);
@@ -145,10 +145,10 @@ fn elements_per_thread_follow_the_sums_and_the_tapes() {
     assert!(!unrolled.wgsl_reverse.contains("var sum_"));
     assert_eq!(unrolled.adjoint_elements, 2);
     // 64 trips: the same straight-line code, whose 64 words fit beside its values: in
-    // registers, 4 elements per thread (under `MAX_OPS_FOR_FOUR_ELEMENTS`).
+    // registers, 2 elements per thread (under `MAX_OPS_FOR_TWO_ELEMENTS`).
     let short = compile_str(&table_loop(64)).expect("compiles");
     assert!(short.wgsl_reverse.contains("var sum_"));
-    assert_eq!(short.adjoint_elements, 4);
+    assert_eq!(short.adjoint_elements, 2);
     // 1,024 trips: a loop recording its carried values: one element per thread, its tape
     // alone in the thread's memory.
     let taped = compile_str(&table_loop(1024)).expect("compiles");

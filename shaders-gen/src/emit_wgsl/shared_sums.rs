@@ -189,31 +189,31 @@ impl<'a> Chains<'a> {
 
 /// Batch elements each thread of kernel `kind` of `f` computes side by side: more than
 /// one only in an f32 adjoint that sums shared gradients, where the shared words are read
-/// once for all of them and each gradient word is summed over them before the workgroup
-/// sums it (and `MAX_OPS_FOR_FOUR_ELEMENTS` below). Measured on the H100 (BENCHMARKS.md,
-/// "Elements side by side" and "Indices proven in range", against one element per
-/// thread): gradients summed in registers gain most from 4 (at 2^24, an 8-16-1 network's
-/// 161 words 1.25x faster, a soft gate's 16 words 1.7x); streamed gradients from 2, whose
-/// extra arrays still fit the thread's registers (at 2^20, an 8-32-32-1 network's 1,377
-/// words 1.9x faster with 2, 1.1x with 4; an 8-64-64-1's 4,801 words 1.7x with 2, 0.6x
-/// with 4). A kernel that sums a kept loop's rows as outer products (`outer_sums`) takes
-/// one: its records and the stage's chunk are per element (on the H100 at 2^20, 8-32-32-1
-/// 2.14 ms with one, 2.45 with 2; 8-64-64-1 4.69 with one, 7.94 with 2). A kernel that
-/// records a tape keeps one element per thread: each element's
-/// tape lives in the thread's private memory, off the chip, and more elements multiply
-/// its traffic (on the H100 a loop of 1,024 trips failed to launch with 4).
+/// once for all of them (and work on them alone done once) and each gradient word is
+/// summed over them before the workgroup sums it (and `MAX_OPS_FOR_TWO_ELEMENTS` below).
+/// Streamed gradients take 2, whose extra arrays still fit the thread's registers (on the
+/// H100 at 2^20, an 8-32-32-1 network's 1,377 words 1.9x faster with 2 than with one,
+/// 1.1x with 4; an 8-64-64-1's 4,801 words 1.7x with 2, 0.6x with 4). A kernel that sums a
+/// kept loop's rows as outer products (`outer_sums`) takes one: its records and the
+/// stage's chunk are per element (8-32-32-1 2.14 ms with one, 2.45 with 2; 8-64-64-1 4.69
+/// with one, 7.94 with 2). A kernel that records a tape keeps one element per thread:
+/// each element's tape lives in the thread's private memory, off the chip, and more
+/// elements multiply its traffic (on the H100 a loop of 1,024 trips failed to launch
+/// with 4).
 ///
-/// The best count under 1,024 operations is not always 4, and no fact of the kernel
-/// screened so far predicts it (H100, 2^24, `benches/corpus/h100_2026-11-27_small_shared.md`
-/// and `h100_2026-11-27_elements_heavy.md`): 2 was fastest for a 4-word signed distance and
-/// a 16-word table, but 4 for the bench's 16-word soft gate (0.203 ms against 0.247); one
-/// for 10 and 20 shared spheres (0.633 ms against 2.17 with 4), but 4 for the 8-16-1
-/// network, as heavy per word moved and with more values alive (171 against 123). Shared
-/// words, arithmetic per word, `opt::max_live_within`, and the values alive per element
-/// with the shared words apart (`h100_2026-11-27_elements_alive.md`: right for radial
-/// basis functions, 1.22x wrong for a chain of rotations) each contradict one pair. Timing
-/// the counts on the device, as workgroup sizes are chosen, would change the order of the
-/// shared sums from one machine to the next: the gradients would not be the same bits.
+/// Gradients summed in registers take 2. No fact of the kernel screened predicts the best
+/// count (1, 2 or 4) for them: shared words, arithmetic per word, `opt::max_live_within`,
+/// values alive per element, operations over the longest chain, and the share of the
+/// work done on the shared words alone each contradicted a pair (the last one checked on
+/// eight functions written before they were timed: a mixture's softmax and shared logits
+/// wanted fewer elements, not more). So the count is the one whose worst case is least:
+/// over 21 adjoints on the H100 at 2^24 (`benches/corpus/h100_2026-11-27_elements_rule.md`,
+/// BENCHMARKS.md "The element count by its worst case"), 2 elements are within 1.26x of
+/// each function's best count (geometric mean 1.08x), where 4, the rule before, was up to
+/// 3.4x slower (20 shared spheres: 2.16 ms against 0.63; geometric mean 1.18x) and one up
+/// to 1.7x (the bench's soft gate). Timing the counts on the device, as workgroup sizes
+/// are chosen, would change the order of the shared sums from one machine to the next:
+/// the gradients would not be the same bits.
 pub fn elements_per_thread(
     layout: &crate::abi::ArgLayout,
     kind: crate::abi::KernelKind,
@@ -224,19 +224,12 @@ pub fn elements_per_thread(
         return 1;
     }
     let chains = Chains::of(layout, f);
-    if records_a_tape(f) {
-        1
-    } else if chains.stream {
-        if summed_loops(layout, f, chains) > 0 {
-            1
-        } else {
-            2
-        }
-    } else if f.dynamic_op_count() <= MAX_OPS_FOR_FOUR_ELEMENTS {
-        4
+    let one = if chains.stream {
+        summed_loops(layout, f, chains) > 0
     } else {
-        1
-    }
+        f.dynamic_op_count() > MAX_OPS_FOR_TWO_ELEMENTS
+    };
+    if one || records_a_tape(f) { 1 } else { 2 }
 }
 
 /// How many loops of the adjoint kernel `f` (of a function with `#[shared]` arguments,
@@ -274,12 +267,12 @@ fn summed_loops(layout: &crate::abi::ArgLayout, f: &Function, chains: Chains) ->
 }
 
 /// Most operations per element of an adjoint summing its shared gradient in registers that
-/// computes 4 elements per thread; a longer one, straight-line code whose every forward
+/// computes 2 elements per thread; a longer one, straight-line code whose every forward
 /// value the reverse pass reads, computes one: on the H100 a loop of 256 trips unrolled
 /// (2,554 operations, 256 words summed) took 4.6 ms at 2^24 with one element, 13.2 with 2
-/// or 4 (it streams its gradient now: 3.07 ms, [`abi::MAX_REGISTER_SUMS_WITH_VALUES`]);
-/// the 8-16-1 network (515) and the soft gate (349) gain from 4.
-const MAX_OPS_FOR_FOUR_ELEMENTS: usize = 1024;
+/// or 4 (it streams its gradient now: 3.07 ms, [`abi::MAX_REGISTER_SUMS_WITH_VALUES`]),
+/// and two adjoints of 1,039 and 1,679 operations ran 1.03x and 1.7x slower with 2.
+const MAX_OPS_FOR_TWO_ELEMENTS: usize = 1024;
 
 /// Whether `f` has a recording loop, at any depth.
 fn records_a_tape(f: &Function) -> bool {
