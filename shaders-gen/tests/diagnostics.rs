@@ -227,3 +227,21 @@ fn a_bad_argument_is_one_error() {
          1:46: `f64` in a function over `f32`: a differentiable function is written in one precision, its signature's (write `f32` here)",
     );
 }
+
+#[test]
+fn a_tuple_pattern_is_one_error() {
+    // The names it meant to bind are not "not found" at every read, and the tuple of
+    // values is not a second error; a real error inside it still is.
+    check(
+        "fn f(x: f32) -> f32 {
+    let (c, s) = (x.cos(), x.sin());
+    let (u, v) = (x.cos(), x.foo());
+    c * s + u * v
+}",
+        "
+        2:9: only simple `let name = ...;` bindings are supported (no tuple or struct patterns): write one `let` per name
+        3:9: only simple `let name = ...;` bindings are supported (no tuple or struct patterns): write one `let` per name
+        3:30: unsupported method `foo`; the supported f32 methods are: sin cos tan asin acos atan atan2 sinh cosh tanh exp exp2 ln log2 log10 sqrt recip powi powf abs signum min max clamp floor ceil round mul_add hypot
+        ",
+    );
+}

@@ -496,7 +496,7 @@ impl Lowerer {
             if let Some(id) = self.lookup(&name) {
                 return self.vars[id].value.clone();
             }
-            if self.failed_params.contains(&name) {
+            if self.failed_names.contains(&name) {
                 // Its declaration was reported; every read of it would repeat that.
                 return None;
             }

@@ -144,8 +144,9 @@ struct Lowerer {
     library: Vec<syn::ItemFn>,
     /// The functions being lowered, outermost first: a call to one of them is recursion.
     inlining: Vec<String>,
-    /// Arguments whose declaration was an error: a read of one is not a second error.
-    failed_params: std::collections::HashSet<String>,
+    /// Names whose declaration was an error (an argument, a `let` pattern): a read of one
+    /// is not a second error.
+    failed_names: std::collections::HashSet<String>,
 }
 
 /// Lowers a function, or returns every error found in it.
@@ -196,7 +197,7 @@ pub fn lower_fn_with(
         saw_return: false,
         library: library.to_vec(),
         inlining: vec![item.sig.ident.to_string()],
-        failed_params: failed_params(&item.sig, &sig),
+        failed_names: failed_params(&item.sig, &sig),
     };
     let mut param_values = Vec::new();
     for (p, slot) in sig.params.iter().zip(&layout.slots) {

@@ -445,8 +445,19 @@ impl Lowerer {
                 self.error(
                     other.span(),
                     "only simple `let name = ...;` bindings are supported (no tuple or \
-                     struct patterns)",
+                     struct patterns): write one `let` per name",
                 );
+                // The names it meant to bind: their reads are not more errors, and the
+                // value's parts are checked for errors of their own, not as a tuple.
+                pattern_names(other, &mut self.failed_names);
+                if let Some(init) = &local.init
+                    && let syn::Expr::Tuple(t) = &*init.expr
+                {
+                    for part in &t.elems {
+                        self.lower_expr(part);
+                    }
+                    return;
+                }
                 (None, false)
             }
         };
@@ -515,5 +526,26 @@ impl Lowerer {
             }
         };
         self.declare(name, value, false);
+    }
+}
+
+/// Every name a pattern binds, into `names`.
+fn pattern_names(pat: &syn::Pat, names: &mut std::collections::HashSet<String>) {
+    match pat {
+        syn::Pat::Ident(p) => {
+            names.insert(p.ident.to_string());
+            if let Some((_, sub)) = &p.subpat {
+                pattern_names(sub, names);
+            }
+        }
+        syn::Pat::Tuple(t) => t.elems.iter().for_each(|p| pattern_names(p, names)),
+        syn::Pat::TupleStruct(t) => t.elems.iter().for_each(|p| pattern_names(p, names)),
+        syn::Pat::Slice(s) => s.elems.iter().for_each(|p| pattern_names(p, names)),
+        syn::Pat::Or(o) => o.cases.iter().for_each(|p| pattern_names(p, names)),
+        syn::Pat::Struct(s) => s.fields.iter().for_each(|f| pattern_names(&f.pat, names)),
+        syn::Pat::Reference(r) => pattern_names(&r.pat, names),
+        syn::Pat::Paren(p) => pattern_names(&p.pat, names),
+        syn::Pat::Type(t) => pattern_names(&t.pat, names),
+        _ => {}
     }
 }
