@@ -485,3 +485,50 @@ fn an_f64_table_read_by_pairs_of_trips_matches_the_cpu() {
         }
     }
 }
+
+/// Seven f64 gradient words beside a shared sum: past the 4 f64 words a lane of the
+/// reduction's stage holds, stored through that stage in rounds of 128 elements
+/// (`abi::reduce_stage_rounds`).
+#[differentiable]
+pub fn seven64(p: [f64; 7], #[shared] s: f64) -> f64 {
+    let mut acc = 0.0;
+    for k in 0..7 {
+        acc += (p[k] * s).sin() * (k as f64 + 1.0);
+    }
+    acc + p[0] * p[6]
+}
+
+#[test]
+fn seven_f64_gradient_words_go_through_the_reduction_stage() {
+    assert!(seven64::WGSL_ADJOINT.contains("2 rounds of 128 elements"));
+    let mut rng = Rng(82);
+    let shared = seven64::Shared { s: 0.9 };
+    // One run per workgroup, and several whose last ends part way.
+    for n in [3000, 2 * 512 * 256 + 1001] {
+        let args: Vec<seven64::Args> = (0..n)
+            .map(|_| seven64::Args {
+                p: std::array::from_fn(|_| rng.uniform(-1.0, 1.0) as f64),
+            })
+            .collect();
+        let mut per_element = Vec::new();
+        let (mut want_v, mut want_g) = (Vec::new(), Vec::new());
+        for a in &args {
+            let (v, g, sg) = seven64::value_and_grad(a, &shared);
+            want_v.push(v);
+            want_g.push(g);
+            per_element.push(vec![sg.s]);
+        }
+        for d in f64_devices() {
+            let (v, g, sg) = seven64::kernel(d)
+                .value_and_grad(&args, &shared)
+                .expect("launch");
+            check_sum(&d.describe(), &[sg.s], &per_element, 1e-12);
+            for e in 0..n {
+                assert!(close(v[e], want_v[e]), "element {e}");
+                for k in 0..7 {
+                    assert!(close(g[e].p[k], want_g[e].p[k]), "element {e} word {k}");
+                }
+            }
+        }
+    }
+}

@@ -1,6 +1,8 @@
-//! Gradients of an odd number of words beside a shared-gradient reduction: staged through
+//! Gradients beside a shared-gradient reduction: of an odd number of words, staged through
 //! workgroup memory where the kernel computes 2 elements per thread or more and the gradient
-//! has 7 words or more (`abi::stage_gradients`), stored directly otherwise. Both stores are
+//! has 7 words or more (`abi::stage_gradients`), stored directly otherwise; past 8 words
+//! (odd, or past 16), in rounds through the reduction's own stage while the sums are in
+//! registers (`abi::reduce_stage_rounds`). Both stores are
 //! checked against the f64 interpreter's reverse mode over batches of one run per
 //! workgroup and of several (whose last run ends part way and whose next is wholly past
 //! the end), with the shared gradient summed over the batch.
@@ -31,6 +33,34 @@ with_source! {
     #[differentiable]
     pub fn three(p: [f32; 3], #[shared] s: f32) -> f32 {
         s * (p[0] * p[1]).tanh() + p[2] * p[2] * s
+    }
+}
+
+with_source! {
+    THIRTEEN_SRC,
+    // Thirteen gradient words: too many to stage beside the reduction, stored in rounds of
+    // 128 elements through the reduction's stage (`abi::reduce_stage_rounds`).
+    #[differentiable]
+    pub fn thirteen(p: [f32; 13], #[shared] s: f32) -> f32 {
+        let mut acc = 0.0;
+        for k in 0..13 {
+            acc += (p[k] * s + k as f32).sin() * p[12 - k];
+        }
+        acc * s
+    }
+}
+
+with_source! {
+    TWENTY_SRC,
+    // Twenty gradient words (a vector view): in rounds of 64 elements through the
+    // reduction's stage, each element's words rotated there.
+    #[differentiable]
+    pub fn twenty(p: [f32; 20], #[shared] s: f32) -> f32 {
+        let mut acc = 0.0;
+        for k in 0..20 {
+            acc += (p[k] - s).tanh() * (k as f32 + 1.0);
+        }
+        acc * s + p[0] * p[19]
     }
 }
 
@@ -117,4 +147,48 @@ fn three_gradient_words_are_stored_directly_beside_the_reduction() {
             3,
         );
     }
+}
+
+/// Runs `kernel`'s `value_and_grad` over batches of [`SIZES`] random elements of `W`
+/// argument words (`args` builds one from its words) and checks it against `src`.
+macro_rules! check_rounds {
+    ($module:ident, $src:expr, $w:expr, $seed:expr, $s:expr) => {{
+        let mut rng = Rng($seed);
+        for n in SIZES {
+            let batch: Vec<$module::Args> = (0..n)
+                .map(|_| $module::Args {
+                    p: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
+                })
+                .collect();
+            let shared = $module::Shared { s: $s };
+            let (values, grads, sg) = $module::kernel(device())
+                .value_and_grad(&batch, &shared)
+                .expect("launch");
+            let words: Vec<Vec<f64>> = batch.iter().map(|a| words_of(a, &shared)).collect();
+            check(
+                $src,
+                &words,
+                (&values, bytemuck::cast_slice(&grads), sg.s),
+                $w,
+            );
+        }
+    }};
+}
+
+#[test]
+fn thirteen_gradient_words_go_through_the_reduction_stage_in_rounds() {
+    let wgsl = thirteen::WGSL_ADJOINT;
+    assert!(wgsl.contains("nth += 2u") && !wgsl.contains("grad_stage"));
+    assert!(wgsl.contains("2 rounds of 128 elements"));
+    assert!(wgsl.contains("grads[grads_group + first * 13u + word] = reduce_stage[word];"));
+    check_rounds!(thirteen, THIRTEEN_SRC, 13, 13, 0.7);
+}
+
+#[test]
+fn twenty_gradient_words_go_through_the_reduction_stage_rotated() {
+    let wgsl = twenty::WGSL_ADJOINT;
+    assert!(wgsl.contains("4 rounds of 64 elements"));
+    assert!(wgsl.contains("var<storage, read_write> grads: array<f32>;"));
+    assert!(wgsl.contains("(word % 20u + word / 20u) % 20u"));
+    check_rounds!(twenty, TWENTY_SRC, 20, 20, -0.3);
 }

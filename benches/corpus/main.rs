@@ -15,8 +15,8 @@
 //! the check on functions the generator was never measured on (`functions::unseen`).
 //! `GRADFUSE_CORPUS_VARIANTS=dir` writes every kernel timed into `dir` and times
 //! hand-edited variants beside them (`variants.rs`); with `GRADFUSE_CORPUS_WRITE_ONLY=1`
-//! too, it writes and checks them and times nothing (before and after a generator change,
-//! `diff -r` says which kernels it moved). `GRADFUSE_CORPUS_ONLY="name other"` keeps the
+//! too, it writes and checks them, runs every kernel once, and times nothing (before and
+//! after a generator change, `diff -r` says which kernels it moved). `GRADFUSE_CORPUS_ONLY="name other"` keeps the
 //! functions whose names contain a word, `GRADFUSE_CORPUS_KINDS="adjoint"` the kernels of
 //! those entry points.
 
@@ -319,6 +319,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         kernels = with_variants(&d, kernels, std::path::Path::new(&dir))?;
     }
     if write_only {
+        // Every kernel is still built and run once: a generator that writes invalid WGSL
+        // fails here, not in the timed run on another machine.
+        for k in &kernels {
+            kernel_time(&d, k.spec, &batch(300, k.spec.input_words), 1, 1)?;
+        }
         return Ok(());
     }
     // GRADFUSE_CORPUS_SIZES="24": the sizes (log2) to time.

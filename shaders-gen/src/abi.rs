@@ -577,6 +577,32 @@ pub fn stage_gradients(words: u32, reduce_elements: Option<u32>, precision: Prec
         && worth_its_barriers
 }
 
+/// Elements per round where an adjoint whose shared sums stay in registers until its last
+/// element stores its `words` gradient words per element through the reduction's stage
+/// (free until then), `per_round` whole elements at a time as [`elements_per_round`]'s
+/// rounds do; `None` where it stores them from registers. Only gradients that would go
+/// through a stage without the reduction ([`chunk_output`]: no vector view, or past 16
+/// words), that [`stage_gradients`] cannot stage beside it (past the stage's
+/// [`reduce_lanes`] words per lane), in at most [`MAX_REDUCE_STAGE_ROUNDS`] rounds.
+/// Measured on the H100 (`benches/corpus/h100_2026-11-27_reduce_stage_stores.md`): from
+/// registers, 9 and 13 odd words per element ran at 37% and 23% of the copy roofline at
+/// 2^24, in two rounds of 128 elements at 90% and 89%; 32 words (8 `vec4` stores) went
+/// from 51% to 60% in 4 rounds of 64.
+pub fn reduce_stage_rounds(words: u32, precision: Precision) -> Option<u32> {
+    let lanes = reduce_lanes(precision);
+    if !chunk_output(words, precision) || words <= lanes {
+        return None;
+    }
+    let fit = WORKGROUP_SIZE * lanes / words;
+    let per_round = 1u32 << fit.ilog2();
+    (WORKGROUP_SIZE / per_round <= MAX_REDUCE_STAGE_ROUNDS).then_some(per_round)
+}
+
+/// Most rounds [`reduce_stage_rounds`] takes: 48 words (12 `vec4` stores) in 8 rounds of
+/// 32 elements ran 1.33x slower than from registers on the H100 (`scan_48`: 1.70 against
+/// 2.26 ms at 2^22), two barriers a round holding a kernel of many values alive.
+pub const MAX_REDUCE_STAGE_ROUNDS: u32 = 4;
+
 /// Fewest gradient words an adjoint that sums shared gradients stages ([`stage_gradients`]).
 pub const MIN_STAGED_WORDS_WITH_SUMS: u32 = 7;
 

@@ -67,7 +67,9 @@ fn emit(
     gathered: bool,
     elements: u32,
 ) -> String {
-    let plan = KernelPlan::new(layout, kind, f, gathered, elements);
+    let streamed =
+        kind == KernelKind::Adjoint && super::shared_sums::streams_shared_gradient(layout, f);
+    let plan = KernelPlan::new(layout, kind, f, gathered, (elements, streamed));
     let mut taken = reserved();
     let fields = if gathered {
         field_names(layout, &mut taken)
@@ -331,7 +333,7 @@ fn bindings(plan: &KernelPlan, fields: &[FieldNames], s: &mut String) {
         let _ = writeln!(
             s,
             "@group(0) @binding({binding}) var<storage, read_write> {name}: array<{}>;",
-            abi::vector_type(plan.output_lanes(w), t)
+            abi::vector_type(plan.output_lanes(w, name), t)
         );
     }
     if plan.shared_uniform && plan.layout.shared_words > 0 {
@@ -524,6 +526,17 @@ fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut Stri
         );
     }
     s.push_str("    }\n");
+    if plan.grads_in_reduce_stage.is_some() {
+        debug_assert!(
+            !sums.streams && sums.outer.is_none(),
+            "the stage holds no sums in the loop"
+        );
+        let _ = writeln!(
+            s,
+            "    // The sums' writes wait until the last gradients are read out of the stage.\n    \
+             workgroupBarrier();"
+        );
+    }
     s.push_str(&sums.workgroup_sum);
     s.push_str("}\n");
 }

@@ -24,6 +24,10 @@ pub(super) struct KernelPlan<'a> {
     /// Gradients go through workgroup memory so that consecutive threads store
     /// consecutive words.
     pub staged: bool,
+    /// An adjoint whose shared sums stay in registers until its last element stores its
+    /// gradients through the reduction's stage, this many elements a round
+    /// ([`abi::reduce_stage_rounds`]).
+    pub grads_in_reduce_stage: Option<u32>,
     /// Some outputs go through workgroup memory in chunks of [`abi::output_stage_words`]
     /// words (a Hessian kernel's, where [`abi::chunk_output`] says so).
     pub chunked: bool,
@@ -77,13 +81,14 @@ impl StageArray {
 }
 
 impl<'a> KernelPlan<'a> {
-    /// The plan of kernel `kind` of `f`.
+    /// The plan of kernel `kind` of `f`; `streamed`: an adjoint that streams its shared
+    /// gradient into the reduction's stage as it computes it (the stage is never free).
     pub fn new(
         layout: &'a ArgLayout,
         kind: KernelKind,
         f: &Function,
         gathered: bool,
-        elements: u32,
+        (elements, streamed): (u32, bool),
     ) -> Self {
         let mut loads = vec![None; f.num_inputs as usize];
         for (i, node) in f.nodes.iter().enumerate() {
@@ -125,6 +130,9 @@ impl<'a> KernelPlan<'a> {
                 reduces.then_some(elements),
                 precision,
             );
+        let grads_in_reduce_stage = (reduces && !gathered && !staged && !streamed)
+            .then(|| abi::reduce_stage_rounds(grad_words.len() as u32, precision))
+            .flatten();
         let outputs = kind.outputs(layout);
         // Wide outputs go through the workgroup's stage in runs. An adjoint that reduces
         // shared gradients needs half the workgroup memory for the reduction's stage, and
@@ -165,6 +173,7 @@ impl<'a> KernelPlan<'a> {
             shared_uniform: abi::shared_in_uniform(shared_words, precision),
             reduces,
             staged,
+            grads_in_reduce_stage,
             guarded: staged || reduces || chunked || row_stage.is_some(),
             grad_words,
             outputs,
@@ -196,11 +205,14 @@ impl<'a> KernelPlan<'a> {
         abi::chunk_output(w, precision)
     }
 
-    /// The words per element of one access to output buffer `w` words wide, as every
-    /// entry point declares and stores it: the stage's blocks where it is staged, else
-    /// its vector view ([`abi::vector_lanes`]).
-    pub fn output_lanes(&self, w: u32) -> u32 {
-        if self.stages_output(w) {
+    /// The words per element of one access to output buffer `name`, `w` words wide, as
+    /// every entry point declares and stores it: the stage's blocks where it is staged
+    /// (single words where the reduction's stage takes it), else its vector view
+    /// ([`abi::vector_lanes`]).
+    pub fn output_lanes(&self, w: u32, name: &str) -> u32 {
+        if name == "grads" && self.grads_in_reduce_stage.is_some() {
+            1
+        } else if self.stages_output(w) {
             self.chunk_lanes
         } else {
             abi::vector_lanes(w)

@@ -77,9 +77,13 @@ fn emit_element_stores(
             }
         } else if plan.staged && name == "grads" {
             store_staged(plan, ctx, outputs, name, body);
+        } else if let (Some(per_round), "grads") = (plan.grads_in_reduce_stage, name) {
+            store_rounds(plan, ctx, outputs, (name, per_round, "reduce_stage"), body);
         } else if plan.stages_output(w) {
             match KernelPlan::rounds_of(plan.kind, w, plan.layout.precision) {
-                Some(per_round) => store_rounds(plan, ctx, outputs, (name, per_round), body),
+                Some(per_round) => {
+                    store_rounds(plan, ctx, outputs, (name, per_round, "out_stage"), body)
+                }
                 None => store_chunked(plan, ctx, outputs, name, body),
             }
         } else {
@@ -485,7 +489,8 @@ fn chunk_swizzle(width: u32, precision: Precision) -> Option<u32> {
 }
 
 /// An output of more words per element than one chunk, whole elements at a time: in each
-/// round `per_round` threads write their elements' words to `out_stage`, then the group
+/// round `per_round` threads write their elements' words to `stage` (`out_stage`, or a
+/// reducing adjoint's `reduce_stage` while its sums are in registers), then the group
 /// stores those elements, `per_round * w` consecutive words, every store part of a full
 /// run. (In chunks of 16 words, 49-word Hessians were runs of 64 bytes 196 bytes apart:
 /// 33% of the copy bandwidth on the H100.)
@@ -498,7 +503,7 @@ fn store_rounds(
     plan: &KernelPlan,
     ctx: &Ctx,
     outputs: &[ValueId],
-    (name, per_round): (&str, u32),
+    (name, per_round, stage): (&str, u32, &str),
     body: &mut String,
 ) {
     let w = outputs.len() as u32;
@@ -556,7 +561,7 @@ fn store_rounds(
         } else {
             format!("{name}_at{}", plus(j))
         };
-        let _ = writeln!(body, "            out_stage[{at}] = {v}; // {label}");
+        let _ = writeln!(body, "            {stage}[{at}] = {v}; // {label}");
     }
     let _ = writeln!(body, "        }}");
     let _ = writeln!(body, "        workgroupBarrier();");
@@ -576,7 +581,7 @@ fn store_rounds(
     };
     let _ = writeln!(
         body,
-        "                {name}[{name}_group + first * {w}u + word] = out_stage[{from}];"
+        "                {name}[{name}_group + first * {w}u + word] = {stage}[{from}];"
     );
     let _ = writeln!(body, "            }}\n        }}\n    }}");
 }
@@ -613,7 +618,7 @@ pub(super) fn store_words(
     body: &mut String,
 ) {
     let w = outputs.len() as u32;
-    let glanes = plan.output_lanes(w);
+    let glanes = plan.output_lanes(w, name);
     let indent = if plan.guarded {
         let _ = writeln!(body, "    if (in_batch) {{");
         "        "
