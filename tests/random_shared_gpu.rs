@@ -1,0 +1,245 @@
+//! Random functions with `#[shared]` arguments, compiled at run time by the macro's own
+//! compiler, their adjoint kernels launched on the GPU with the shared gradient summed over
+//! the batch: values, per-element gradients and the batch's shared gradient against the f64
+//! interpreter's reverse mode. The hand-written tests pin one shape each; these cover the
+//! paths a kernel that sums shared gradients takes on functions nobody chose: elements side
+//! by side, gradients of 1 to 14 words stored directly, staged, or through the reduction's
+//! stage, sums in registers or streamed, loops kept or unrolled.
+
+mod common;
+
+use common::{Rng, device};
+use gradfuse::{Error, KernelSpec, OutputSpec, ReductionSpec, SharedSpec};
+use gradfuse_shaders_gen::abi::{self, KernelKind};
+use gradfuse_shaders_gen::launch::kernel_launch;
+use gradfuse_shaders_gen::{Compiled, ad, compile_str, interp};
+
+/// A function of `m` element words and a layer of `t x m` shared weights plus `extra`
+/// shared scalars, with a few random statements after the layer.
+struct Program {
+    src: String,
+    m: usize,
+    shared: usize,
+}
+
+/// One random statement's right-hand side over `a`, `b` (each a value in the domain where
+/// every call is defined).
+fn random_expr(rng: &mut Rng, a: &str, b: &str) -> String {
+    match rng.next_u64() % 10 {
+        0 => format!("{a} + {b}"),
+        1 => format!("{a} * {b}"),
+        2 => format!("{a} - {b} * 0.5"),
+        3 => format!("({a}).sin()"),
+        4 => format!("({a}).tanh() * {b}"),
+        5 => format!("({a} * {a} + 1.0).ln()"),
+        6 => format!("({a} * {a} + {b} * {b} + 0.5).sqrt()"),
+        7 => format!("{a} / (1.0 + {b} * {b})"),
+        8 => format!("if {a} > {b} {{ {a} * 0.7 }} else {{ ({b}).cos() }}"),
+        _ => format!("({a}).atan2({b} + 2.0)"),
+    }
+}
+
+/// The program of `seed`: `m` element words, a `t x m` layer of shared weights with a
+/// transcendental per row, `extra` shared scalars mixed into random statements.
+fn program(seed: u64, (m, t, extra): (usize, usize, usize)) -> Program {
+    let mut rng = Rng(seed);
+    let shared = t * m + extra;
+    let mut body = format!(
+        "let mut acc = 0.0;
+        for j in 0..{t} {{
+            let mut s = 0.0;
+            for k in 0..{m} {{
+                s += w[j * {m} + k] * x[k];
+            }}
+            acc += (s + 0.1 * (j as f32)).tanh();
+        }}\n"
+    );
+    let mut vals: Vec<String> = vec!["acc".into()];
+    for k in 0..m.min(4) {
+        vals.push(format!("x[{k}]"));
+    }
+    for e in 0..extra {
+        vals.push(format!("w[{}]", t * m + e));
+    }
+    for k in 0..4 + rng.next_u64() as usize % 8 {
+        let n = vals.len();
+        let a = vals[rng.next_u64() as usize % n].clone();
+        let b = vals[rng.next_u64() as usize % n].clone();
+        body.push_str(&format!("let v{k} = {};\n", random_expr(&mut rng, &a, &b)));
+        vals.push(format!("v{k}"));
+    }
+    // Every element word reaches the result, so that each gradient word is exercised.
+    let n = vals.len();
+    let src = format!(
+        "fn random_shared(x: [f32; {m}], #[shared] w: [f32; {shared}]) -> f32 {{\n{body}{} + {} + x[{}] * x[0]\n}}",
+        vals[n - 1],
+        vals[n - 2],
+        m - 1
+    );
+    Program { src, m, shared }
+}
+
+/// The adjoint's spec with its reduction, leaked: specs are `'static`.
+fn adjoint_spec(c: &Compiled) -> &'static KernelSpec {
+    let launch = kernel_launch(c, KernelKind::Adjoint);
+    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+    let shared = launch.shared.map(|s| {
+        let reduction = s.reduced.then(|| ReductionSpec {
+            elements_per_thread: s.elements_per_thread,
+            partials_binding: abi::PARTIALS_BINDING,
+            label: "random_shared::reduce",
+            wgsl: leak(
+                c.wgsl_reduce
+                    .clone()
+                    .expect("a reducing adjoint has a reduce kernel"),
+            ),
+            entry_point: "reduce",
+            params_binding: abi::REDUCE_PARAMS_BINDING,
+            input_binding: abi::REDUCE_INPUT_BINDING,
+            output_binding: abi::REDUCE_OUTPUT_BINDING,
+        });
+        &*Box::leak(Box::new(SharedSpec {
+            binding: abi::SHARED_BINDING,
+            words: s.words,
+            uniform: s.uniform,
+            reduction,
+        }))
+    });
+    let outputs: Vec<OutputSpec> = (launch.outputs.iter())
+        .map(|&(binding, words)| OutputSpec { binding, words })
+        .collect();
+    Box::leak(Box::new(KernelSpec {
+        label: "random_shared::adjoint",
+        wgsl: leak(c.wgsl_reverse.clone()),
+        entry_point: KernelKind::Adjoint.entry_point(),
+        workgroup_size: abi::WORKGROUP_SIZE,
+        max_workgroups_per_dim: abi::MAX_WORKGROUPS_PER_DIM,
+        params_binding: abi::PARAMS_BINDING,
+        input_binding: abi::ARGS_BINDING,
+        input_words: launch.input_words,
+        outputs: Box::leak(outputs.into_boxed_slice()),
+        shared,
+        work_per_element: launch.work_per_element,
+        precision: gradfuse::Precision::F32,
+        cpu: |_, _| unreachable!("random programs run on the GPU only"),
+    }))
+}
+
+/// Runs the adjoint of `p` over `n` elements (a period of `distinct` random elements
+/// repeated, so that the oracle evaluates each once) and checks it against the interpreter.
+fn check(seed: u64, p: &Program, n: usize, distinct: usize) -> Result<(), Error> {
+    let c = compile_str(&p.src).unwrap_or_else(|e| panic!("{e:?}\n{}", p.src));
+    let spec = adjoint_spec(&c);
+    let mut rng = Rng(seed ^ 0x5eed);
+    let elements: Vec<Vec<f32>> = (0..distinct)
+        .map(|_| (0..p.m).map(|_| rng.uniform(-1.0, 1.0)).collect())
+        .collect();
+    let shared: Vec<f32> = (0..p.shared).map(|_| rng.uniform(-0.6, 0.6)).collect();
+    let input: Vec<f32> = (0..n)
+        .flat_map(|i| elements[i % distinct].clone())
+        .collect();
+    let (mut values, mut grads) = (vec![0.0f32; n], vec![0.0f32; n * p.m]);
+    let mut shared_grad = vec![0.0f32; p.shared];
+    device().launch_shared(
+        spec,
+        &input,
+        &shared,
+        &mut [&mut values, &mut grads],
+        &mut shared_grad,
+    )?;
+    let reverse = ad::reverse(&c.lowered.primal);
+    let (mut sum, mut magnitude) = (vec![0.0f64; p.shared], vec![0.0f64; p.shared]);
+    let copies = |k: usize| (n / distinct + usize::from(k < n % distinct)) as f64;
+    for (k, e) in elements.iter().enumerate() {
+        let words: Vec<f64> = e.iter().chain(&shared).map(|&v| v as f64).collect();
+        let all = interp::eval(&reverse, &words);
+        let scale = all.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+        for i in (k..n).step_by(distinct).take(3) {
+            let got =
+                std::iter::once(values[i]).chain(grads[i * p.m..(i + 1) * p.m].iter().copied());
+            for (w, (g, want)) in got.zip(&all[..1 + p.m]).enumerate() {
+                assert!(
+                    (g as f64 - want).abs() <= 1e-4 * scale,
+                    "seed {seed}, element {i}, output word {w}: {g} against {want}\n{}",
+                    p.src
+                );
+            }
+        }
+        for (j, g) in all[1 + p.m..].iter().enumerate() {
+            sum[j] += copies(k) * g;
+            magnitude[j] += copies(k) * g.abs();
+        }
+    }
+    let largest = magnitude.iter().fold(1.0f64, |m, v| m.max(*v));
+    for (j, (got, want)) in shared_grad.iter().zip(&sum).enumerate() {
+        assert!(
+            (*got as f64 - want).abs() <= 1e-4 * largest,
+            "seed {seed}, n {n}: shared word {j}: {got} against {want}\n{}",
+            p.src
+        );
+    }
+    Ok(())
+}
+
+/// Shapes `(m, t, extra)`: element words 1 to 14 (odd counts past 8 through the reduction's
+/// stage, 7 staged beside it), layers of a few to 480 shared words (past the sums a thread
+/// keeps in registers, streamed).
+const SHAPES: [(usize, usize, usize); 12] = [
+    (1, 3, 2),
+    (2, 5, 1),
+    (3, 8, 0),
+    (4, 2, 3),
+    (5, 4, 1),
+    (7, 3, 2),
+    (8, 6, 0),
+    (9, 2, 1),
+    (11, 3, 0),
+    (13, 2, 2),
+    (14, 1, 1),
+    (12, 40, 0),
+];
+
+#[test]
+fn random_shared_adjoints_match_the_interpreter() {
+    for (k, &shape) in SHAPES.iter().enumerate() {
+        let seed = 0x5a4e_0000 + k as u64;
+        let p = program(seed, shape);
+        check(seed, &p, 3000, 3000).expect("launch");
+    }
+}
+
+#[test]
+fn random_shared_adjoints_over_several_runs_per_workgroup() {
+    // Past 512 workgroups' worth each thread takes several runs, the last one part way.
+    let n = 2 * 512 * 256 + 1001;
+    for (k, &shape) in SHAPES.iter().enumerate().step_by(3) {
+        let seed = 0x5a4e_1000 + k as u64;
+        let p = program(seed, shape);
+        check(seed, &p, n, 997).expect("launch");
+    }
+}
+
+#[test]
+fn the_shapes_take_every_path() {
+    // Without this the shapes could drift away from the paths they are here to cover.
+    let kernels: Vec<String> = (SHAPES.iter().enumerate())
+        .map(|(k, &shape)| {
+            let p = program(0x5a4e_0000 + k as u64, shape);
+            compile_str(&p.src).expect("compiles").wgsl_reverse
+        })
+        .collect();
+    let taken = |what: &str, needle: &str| {
+        assert!(
+            kernels.iter().any(|k| k.contains(needle)),
+            "no shape's adjoint {what} (`{needle}`)"
+        );
+    };
+    taken("computes 2 elements per thread", "nth += 2u");
+    taken("stages its gradient beside the reduction", "grad_stage[");
+    taken(
+        "stores its gradient through the reduction's stage",
+        "= reduce_stage[word",
+    );
+    taken("streams its shared gradient", "stage_count");
+    taken("stores its gradient from registers", "grads[out_base");
+}
