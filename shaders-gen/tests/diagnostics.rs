@@ -230,18 +230,23 @@ fn a_bad_argument_is_one_error() {
 
 #[test]
 fn a_tuple_pattern_is_one_error() {
-    // The names it meant to bind are not "not found" at every read, and the tuple of
-    // values is not a second error; a real error inside it still is.
+    // A pattern it cannot bind is one error: the names it meant to bind are not "not
+    // found" at every read, and a tuple of values beside it is not a second error; a real
+    // error inside the values still is. A tuple of names over a tuple written out binds.
     check(
-        "fn f(x: f32) -> f32 {
+        "fn f(x: f32, p: [f32; 2]) -> f32 {
     let (c, s) = (x.cos(), x.sin());
+    let [a, b] = p;
     let (u, v) = (x.cos(), x.foo());
-    c * s + u * v
+    let (g, h) = (x, x, x);
+    let (k, (l, m)) = (x, (x, x));
+    c * s + a * b + u * v + g * h + k * l * m
 }",
         "
-        2:9: only simple `let name = ...;` bindings are supported (no tuple or struct patterns): write one `let` per name
-        3:9: only simple `let name = ...;` bindings are supported (no tuple or struct patterns): write one `let` per name
-        3:30: unsupported method `foo`; the supported f32 methods are: sin cos tan asin acos atan atan2 sinh cosh tanh exp exp2 ln log2 log10 sqrt recip powi powf abs signum min max clamp floor ceil round mul_add hypot
+        3:9: only `let name = ...;` and `let (a, b) = (x, y);` bindings are supported (no struct patterns, no tuple but one written out): write one `let` per name
+        4:30: unsupported method `foo`; the supported f32 methods are: sin cos tan asin acos atan atan2 sinh cosh tanh exp exp2 ln log2 log10 sqrt recip powi powf abs signum min max clamp floor ceil round mul_add hypot
+        5:18: the pattern binds 2 names but the tuple holds 3 values
+        6:9: only `let name = ...;` and `let (a, b) = (x, y);` bindings are supported (no struct patterns, no tuple but one written out): write one `let` per name
         ",
     );
 }

@@ -441,21 +441,21 @@ impl Lowerer {
                 (Some(pi.ident.to_string()), pi.mutability.is_some())
             }
             syn::Pat::Wild(_) => (None, false),
+            syn::Pat::Tuple(t) if self.lower_tuple_let(t, local) => return,
             other => {
                 self.error(
                     other.span(),
-                    "only simple `let name = ...;` bindings are supported (no tuple or \
-                     struct patterns): write one `let` per name",
+                    "only `let name = ...;` and `let (a, b) = (x, y);` bindings are \
+                     supported (no struct patterns, no tuple but one written out): write \
+                     one `let` per name",
                 );
                 // The names it meant to bind: their reads are not more errors, and the
                 // value's parts are checked for errors of their own, not as a tuple.
                 pattern_names(other, &mut self.failed_names);
                 if let Some(init) = &local.init
-                    && let syn::Expr::Tuple(t) = &*init.expr
+                    && let syn::Expr::Tuple(_) = &*init.expr
                 {
-                    for part in &t.elems {
-                        self.lower_expr(part);
-                    }
+                    self.check_tuple_parts(&init.expr);
                     return;
                 }
                 (None, false)
@@ -493,6 +493,64 @@ impl Lowerer {
                 self.name_value(v, &name);
             }
             self.declare(name, value, mutable);
+        }
+    }
+
+    /// `let (a, mut b, _) = (x, y, z);`: each name bound to its value, every value computed
+    /// before any name is bound (so `let (a, b) = (b, a);` swaps). False where the pattern
+    /// is not a tuple of names over a tuple written out (the caller reports it).
+    fn lower_tuple_let(&mut self, pat: &syn::PatTuple, local: &syn::Local) -> bool {
+        let names: Option<Vec<Option<(String, bool)>>> = (pat.elems.iter())
+            .map(|p| match p {
+                syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                    Some(Some((pi.ident.to_string(), pi.mutability.is_some())))
+                }
+                syn::Pat::Wild(_) => Some(None),
+                _ => None,
+            })
+            .collect();
+        let (Some(names), Some(init)) = (names, &local.init) else {
+            return false;
+        };
+        let syn::Expr::Tuple(values) = &*init.expr else {
+            return false;
+        };
+        if init.diverge.is_some() {
+            return false;
+        }
+        if values.elems.len() != names.len() {
+            self.error(
+                init.expr.span(),
+                format!(
+                    "the pattern binds {} names but the tuple holds {} values",
+                    names.len(),
+                    values.elems.len()
+                ),
+            );
+            for (name, _) in names.into_iter().flatten() {
+                self.failed_names.insert(name);
+            }
+            return true;
+        }
+        let lowered: Vec<Option<Value>> = values.elems.iter().map(|e| self.lower_expr(e)).collect();
+        for (name, value) in names.into_iter().zip(lowered) {
+            if let Some((name, mutable)) = name {
+                if let Some(v) = &value {
+                    self.name_value(v, &name);
+                }
+                self.declare(name, value, mutable);
+            }
+        }
+        true
+    }
+
+    /// Lowers the values of a tuple written out (nested too) for their own errors only.
+    fn check_tuple_parts(&mut self, e: &syn::Expr) {
+        match e {
+            syn::Expr::Tuple(t) => t.elems.iter().for_each(|p| self.check_tuple_parts(p)),
+            e => {
+                self.lower_expr(e);
+            }
         }
     }
 
