@@ -1,4 +1,4 @@
-//! `let (a, b) = (x, y);`: names bound to a tuple of values written out, in every
+//! `let (a, b) = (x, y);` and `let (s, c) = x.sin_cos();`: names bound to a tuple of values, in every
 //! generated version: the plain function (Rust's own meaning), the CPU reverse mode, and
 //! the GPU kernels, against central differences of the f64 interpreter.
 
@@ -10,7 +10,7 @@ use gradfuse::differentiable;
 with_source! {
     ROTATED_SRC,
     // A rotation by a cosine and sine bound together, a swap, a mutable name and one
-    // left unbound.
+    // left unbound, and `sin_cos` in both spellings.
     #[differentiable]
     pub fn rotated(p: [f32; 2], t: f32) -> f32 {
         let (c, s) = (t.cos(), t.sin());
@@ -18,7 +18,9 @@ with_source! {
         let (x, y) = (y, x);
         let (mut acc, _) = (x * x, y);
         acc += 0.5 * y;
-        acc * (1.0 + t * t)
+        let (s2, c2) = (2.0 * t).sin_cos();
+        let (s3, _) = f32::sin_cos(p[0] * t);
+        acc * (1.0 + t * t) + s2 * c2 + s3
     }
 }
 
@@ -48,8 +50,17 @@ fn a_tuple_let_binds_each_name_in_every_version() {
             grads[k].t as f64,
         ];
         assert!((v as f64 - want).abs() <= 1e-5 * want.abs().max(1.0), "{k}");
-        assert!((values[k] as f64 - want).abs() <= 1e-5 * want.abs().max(1.0), "{k}");
-        assert!(rel_error(&cpu, &fd, 1.0) < 1e-4, "{k}: {cpu:?} against {fd:?}");
-        assert!(rel_error(&gpu, &fd, 1.0) < 1e-4, "{k}: {gpu:?} against {fd:?}");
+        assert!(
+            (values[k] as f64 - want).abs() <= 1e-5 * want.abs().max(1.0),
+            "{k}"
+        );
+        assert!(
+            rel_error(&cpu, &fd, 1.0) < 1e-4,
+            "{k}: {cpu:?} against {fd:?}"
+        );
+        assert!(
+            rel_error(&gpu, &fd, 1.0) < 1e-4,
+            "{k}: {gpu:?} against {fd:?}"
+        );
     }
 }

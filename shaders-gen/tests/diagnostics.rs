@@ -240,13 +240,15 @@ fn a_tuple_pattern_is_one_error() {
     let (u, v) = (x.cos(), x.foo());
     let (g, h) = (x, x, x);
     let (k, (l, m)) = (x, (x, x));
-    c * s + a * b + u * v + g * h + k * l * m
+    let (q, r, z) = x.sin_cos();
+    c * s + a * b + u * v + g * h + k * l * m + q * r * z
 }",
         "
-        3:9: only `let name = ...;` and `let (a, b) = (x, y);` bindings are supported (no struct patterns, no tuple but one written out): write one `let` per name
+        3:9: only `let name = ...;` and `let (a, b) = (x, y);` bindings are supported (no struct patterns, no tuple but one written out or `x.sin_cos()`): write one `let` per name
         4:30: unsupported method `foo`; the supported f32 methods are: sin cos tan asin acos atan atan2 sinh cosh tanh exp exp2 ln log2 log10 sqrt recip powi powf abs signum min max clamp floor ceil round mul_add hypot
         5:18: the pattern binds 2 names but the tuple holds 3 values
-        6:9: only `let name = ...;` and `let (a, b) = (x, y);` bindings are supported (no struct patterns, no tuple but one written out): write one `let` per name
+        6:9: only `let name = ...;` and `let (a, b) = (x, y);` bindings are supported (no struct patterns, no tuple but one written out or `x.sin_cos()`): write one `let` per name
+        7:21: the pattern binds 3 names but the tuple holds 2 values
         ",
     );
 }

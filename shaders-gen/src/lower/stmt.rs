@@ -446,8 +446,8 @@ impl Lowerer {
                 self.error(
                     other.span(),
                     "only `let name = ...;` and `let (a, b) = (x, y);` bindings are \
-                     supported (no struct patterns, no tuple but one written out): write \
-                     one `let` per name",
+                     supported (no struct patterns, no tuple but one written out or \
+                     `x.sin_cos()`): write one `let` per name",
                 );
                 // The names it meant to bind: their reads are not more errors, and the
                 // value's parts are checked for errors of their own, not as a tuple.
@@ -512,19 +512,20 @@ impl Lowerer {
         let (Some(names), Some(init)) = (names, &local.init) else {
             return false;
         };
-        let syn::Expr::Tuple(values) = &*init.expr else {
-            return false;
+        let count = match &*init.expr {
+            syn::Expr::Tuple(values) => values.elems.len(),
+            e if sin_cos_receiver(e).is_some() => 2,
+            _ => return false,
         };
         if init.diverge.is_some() {
             return false;
         }
-        if values.elems.len() != names.len() {
+        if count != names.len() {
             self.error(
                 init.expr.span(),
                 format!(
-                    "the pattern binds {} names but the tuple holds {} values",
+                    "the pattern binds {} names but the tuple holds {count} values",
                     names.len(),
-                    values.elems.len()
                 ),
             );
             for (name, _) in names.into_iter().flatten() {
@@ -532,7 +533,22 @@ impl Lowerer {
             }
             return true;
         }
-        let lowered: Vec<Option<Value>> = values.elems.iter().map(|e| self.lower_expr(e)).collect();
+        let lowered: Vec<Option<Value>> = match (&*init.expr, sin_cos_receiver(&init.expr)) {
+            (syn::Expr::Tuple(values), _) => {
+                values.elems.iter().map(|e| self.lower_expr(e)).collect()
+            }
+            (_, Some(x)) => {
+                // `x.sin_cos()`: the receiver once, its sine and cosine from the table.
+                let span = init.expr.span();
+                match self.scalar(x) {
+                    Some(v) => [Func::Sin, Func::Cos]
+                        .map(|f| Some(Value::Scalar(self.b.call(f, vec![v], span))))
+                        .to_vec(),
+                    None => vec![None, None],
+                }
+            }
+            _ => unreachable!("a tuple or `sin_cos`, counted above"),
+        };
         for (name, value) in names.into_iter().zip(lowered) {
             if let Some((name, mutable)) = name {
                 if let Some(v) = &value {
@@ -605,5 +621,28 @@ fn pattern_names(pat: &syn::Pat, names: &mut std::collections::HashSet<String>) 
         syn::Pat::Paren(p) => pattern_names(&p.pat, names),
         syn::Pat::Type(t) => pattern_names(&t.pat, names),
         _ => {}
+    }
+}
+
+/// The receiver of `x.sin_cos()` or `f32::sin_cos(x)` (`f64::` too), the one call that
+/// returns a tuple: a `let (s, c) = ...` binds its sine and cosine.
+fn sin_cos_receiver(e: &syn::Expr) -> Option<&syn::Expr> {
+    match e {
+        syn::Expr::MethodCall(mc)
+            if mc.method == "sin_cos" && mc.args.is_empty() && mc.turbofish.is_none() =>
+        {
+            Some(&mc.receiver)
+        }
+        syn::Expr::Call(call) if call.args.len() == 1 => match &*call.func {
+            syn::Expr::Path(p)
+                if p.qself.is_none()
+                    && crate::signature::Precision::of_method_path(&p.path).is_some()
+                    && p.path.segments[1].ident == "sin_cos" =>
+            {
+                call.args.first()
+            }
+            _ => None,
+        },
+        _ => None,
     }
 }
