@@ -8,11 +8,11 @@
 
 mod common;
 
+use common::compiled::compiled_spec;
 use common::{Rng, device};
-use gradfuse::{Error, KernelSpec, OutputSpec, ReductionSpec, SharedSpec};
-use gradfuse_shaders_gen::abi::{self, KernelKind};
-use gradfuse_shaders_gen::launch::kernel_launch;
-use gradfuse_shaders_gen::{Compiled, ad, compile_str, interp};
+use gradfuse::Error;
+use gradfuse_shaders_gen::abi::KernelKind;
+use gradfuse_shaders_gen::{ad, compile_str, interp};
 
 /// A function of `m` element words and a layer of `t x m` shared weights plus `extra`
 /// shared scalars, with a few random statements after the layer.
@@ -79,57 +79,11 @@ fn program(seed: u64, (m, t, extra): (usize, usize, usize)) -> Program {
     Program { src, m, shared }
 }
 
-/// The adjoint's spec with its reduction, leaked: specs are `'static`.
-fn adjoint_spec(c: &Compiled) -> &'static KernelSpec {
-    let launch = kernel_launch(c, KernelKind::Adjoint);
-    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
-    let shared = launch.shared.map(|s| {
-        let reduction = s.reduced.then(|| ReductionSpec {
-            elements_per_thread: s.elements_per_thread,
-            partials_binding: abi::PARTIALS_BINDING,
-            label: "random_shared::reduce",
-            wgsl: leak(
-                c.wgsl_reduce
-                    .clone()
-                    .expect("a reducing adjoint has a reduce kernel"),
-            ),
-            entry_point: "reduce",
-            params_binding: abi::REDUCE_PARAMS_BINDING,
-            input_binding: abi::REDUCE_INPUT_BINDING,
-            output_binding: abi::REDUCE_OUTPUT_BINDING,
-        });
-        &*Box::leak(Box::new(SharedSpec {
-            binding: abi::SHARED_BINDING,
-            words: s.words,
-            uniform: s.uniform,
-            reduction,
-        }))
-    });
-    let outputs: Vec<OutputSpec> = (launch.outputs.iter())
-        .map(|&(binding, words)| OutputSpec { binding, words })
-        .collect();
-    Box::leak(Box::new(KernelSpec {
-        label: "random_shared::adjoint",
-        wgsl: leak(c.wgsl_reverse.clone()),
-        entry_point: KernelKind::Adjoint.entry_point(),
-        workgroup_size: abi::WORKGROUP_SIZE,
-        max_workgroups_per_dim: abi::MAX_WORKGROUPS_PER_DIM,
-        params_binding: abi::PARAMS_BINDING,
-        input_binding: abi::ARGS_BINDING,
-        input_words: launch.input_words,
-        outputs: Box::leak(outputs.into_boxed_slice()),
-        shared,
-        work_per_element: launch.work_per_element,
-        precision: gradfuse::Precision::F32,
-        cpu: |_, _| unreachable!("random programs run on the GPU only"),
-    }))
-}
-
 /// Runs the adjoint of `p` over `n` elements (a period of `distinct` random elements
 /// repeated, so that the oracle evaluates each once) and checks it against the interpreter.
 fn check(seed: u64, p: &Program, n: usize, distinct: usize) -> Result<(), Error> {
     let c = compile_str(&p.src).unwrap_or_else(|e| panic!("{e:?}\n{}", p.src));
-    let spec = adjoint_spec(&c);
+    let spec = compiled_spec("random_shared", &c, KernelKind::Adjoint);
     let mut rng = Rng(seed ^ 0x5eed);
     let elements: Vec<Vec<f32>> = (0..distinct)
         .map(|_| (0..p.m).map(|_| rng.uniform(-1.0, 1.0)).collect())

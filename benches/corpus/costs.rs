@@ -6,7 +6,7 @@
 //! one FMA, the old count), and every other operation as one, as before.
 
 use crate::ceilings::{inputs, kernel_time};
-use crate::compiled_spec;
+use crate::compiled::compiled_spec;
 use gradfuse::{Device, Error};
 use gradfuse_shaders_gen::abi::KernelKind;
 use gradfuse_shaders_gen::compile_str;

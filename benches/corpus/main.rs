@@ -20,15 +20,18 @@
 //! functions whose names contain a word, `GRADFUSE_CORPUS_KINDS="adjoint"` the kernels of
 //! those entry points.
 
-use gradfuse::{Device, Error, KernelSpec, OutputSpec, ReductionSpec, SharedSpec};
-use gradfuse_shaders_gen::abi::{self, KernelKind};
-use gradfuse_shaders_gen::launch::{kernel_launch, reverse_kind};
-use gradfuse_shaders_gen::{Compiled, compile_str};
+use compiled::compiled_spec;
+use gradfuse::{Device, Error, KernelSpec};
+use gradfuse_shaders_gen::abi::KernelKind;
+use gradfuse_shaders_gen::compile_str;
+use gradfuse_shaders_gen::launch::reverse_kind;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
 #[path = "../ceilings/mod.rs"]
 mod ceilings;
+#[path = "../../tests/common/compiled.rs"]
+mod compiled;
 mod costs;
 mod functions;
 mod report;
@@ -48,55 +51,6 @@ pub(crate) const LAUNCHES: usize = 10;
 /// Largest argument or output buffer of a timed launch: wider kernels run at the largest
 /// power of two under it (the table says which n).
 const MAX_BUFFER_BYTES: usize = 1 << 30;
-
-/// The runtime's launch description of kernel `kind` of `c` (leaked: specs are `'static`).
-pub(crate) fn compiled_spec(name: &str, c: &Compiled, kind: KernelKind) -> &'static KernelSpec {
-    let launch = kernel_launch(c, kind);
-    let wgsl = match kind {
-        KernelKind::Forward => &c.wgsl_forward,
-        KernelKind::Tangent => &c.wgsl_tangent,
-        _ => &c.wgsl_reverse,
-    };
-    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
-    let shared = launch.shared.map(|s| {
-        let reduction = (s.reduced).then(|| ReductionSpec {
-            elements_per_thread: s.elements_per_thread,
-            partials_binding: abi::PARTIALS_BINDING,
-            label: leak(format!("{name}::reduce")),
-            wgsl: leak(c.wgsl_reduce.clone().unwrap_or_default()),
-            entry_point: "reduce",
-            params_binding: abi::REDUCE_PARAMS_BINDING,
-            input_binding: abi::REDUCE_INPUT_BINDING,
-            output_binding: abi::REDUCE_OUTPUT_BINDING,
-        });
-        &*Box::leak(Box::new(SharedSpec {
-            binding: abi::SHARED_BINDING,
-            words: s.words,
-            uniform: s.uniform,
-            reduction,
-        }))
-    });
-    let outputs: Vec<OutputSpec> = launch
-        .outputs
-        .iter()
-        .map(|&(binding, words)| OutputSpec { binding, words })
-        .collect();
-    Box::leak(Box::new(KernelSpec {
-        label: leak(format!("{name}::{}", kind.entry_point())),
-        wgsl: leak(wgsl.clone()),
-        entry_point: kind.entry_point(),
-        workgroup_size: abi::WORKGROUP_SIZE,
-        max_workgroups_per_dim: abi::MAX_WORKGROUPS_PER_DIM,
-        params_binding: abi::PARAMS_BINDING,
-        input_binding: abi::ARGS_BINDING,
-        input_words: launch.input_words,
-        outputs: Box::leak(outputs.into_boxed_slice()),
-        shared,
-        work_per_element: launch.work_per_element,
-        precision: gradfuse::Precision::F32,
-        cpu: ceilings::no_cpu,
-    }))
-}
 
 /// The kernels of the corpus, three per function, each with its operations weighted by
 /// `costs`.

@@ -4,6 +4,7 @@
 use gradfuse::Device;
 use std::sync::OnceLock;
 
+pub mod compiled;
 pub mod sizes;
 
 /// One device for the whole test binary: the GPU when there is one (lavapipe in CI, where

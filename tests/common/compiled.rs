@@ -1,0 +1,63 @@
+//! The launch spec of a kernel of a function compiled at run time (`compile_str`), for the
+//! tests and benches that compile functions nobody wrote into the crate
+//! (`tests/random_shared_gpu.rs`, `benches/corpus`, which includes this file by path).
+
+use gradfuse::{KernelSpec, OutputSpec, ReductionSpec, SharedSpec};
+use gradfuse_shaders_gen::Compiled;
+use gradfuse_shaders_gen::abi::{self, KernelKind};
+use gradfuse_shaders_gen::launch::kernel_launch;
+
+/// The runtime's launch description of kernel `kind` of `c`, an f32 function, labelled
+/// `name::entry_point` (leaked: specs are `'static`). It runs on the GPU only.
+pub fn compiled_spec(name: &str, c: &Compiled, kind: KernelKind) -> &'static KernelSpec {
+    let launch = kernel_launch(c, kind);
+    let wgsl = match kind {
+        KernelKind::Forward => &c.wgsl_forward,
+        KernelKind::Tangent => &c.wgsl_tangent,
+        _ => &c.wgsl_reverse,
+    };
+    let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
+    let shared = launch.shared.map(|s| {
+        let reduction = (s.reduced).then(|| ReductionSpec {
+            elements_per_thread: s.elements_per_thread,
+            partials_binding: abi::PARTIALS_BINDING,
+            label: leak(format!("{name}::reduce")),
+            wgsl: leak(c.wgsl_reduce.clone().unwrap_or_default()),
+            entry_point: "reduce",
+            params_binding: abi::REDUCE_PARAMS_BINDING,
+            input_binding: abi::REDUCE_INPUT_BINDING,
+            output_binding: abi::REDUCE_OUTPUT_BINDING,
+        });
+        &*Box::leak(Box::new(SharedSpec {
+            binding: abi::SHARED_BINDING,
+            words: s.words,
+            uniform: s.uniform,
+            reduction,
+        }))
+    });
+    let outputs: Vec<OutputSpec> = launch
+        .outputs
+        .iter()
+        .map(|&(binding, words)| OutputSpec { binding, words })
+        .collect();
+    Box::leak(Box::new(KernelSpec {
+        label: leak(format!("{name}::{}", kind.entry_point())),
+        wgsl: leak(wgsl.clone()),
+        entry_point: kind.entry_point(),
+        workgroup_size: abi::WORKGROUP_SIZE,
+        max_workgroups_per_dim: abi::MAX_WORKGROUPS_PER_DIM,
+        params_binding: abi::PARAMS_BINDING,
+        input_binding: abi::ARGS_BINDING,
+        input_words: launch.input_words,
+        outputs: Box::leak(outputs.into_boxed_slice()),
+        shared,
+        work_per_element: launch.work_per_element,
+        precision: gradfuse::Precision::F32,
+        cpu: gpu_only,
+    }))
+}
+
+/// The CPU side of a spec compiled at run time: there is no Rust version to call.
+fn gpu_only(_: &[f32], _: &mut [f32]) {
+    unreachable!("kernels compiled at run time run on the GPU only")
+}
