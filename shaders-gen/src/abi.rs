@@ -537,9 +537,16 @@ pub fn elements_per_round(words: u32, precision: Precision) -> Option<u32> {
     if words <= 2 * stage {
         return None;
     }
-    let fit = (WORKGROUP_SIZE * stage / words).min(WORKGROUP_SIZE);
+    whole_element_rounds(words, stage, MAX_STORE_ROUNDS)
+}
+
+/// Elements per round, a power of two, where `words` words per element go through a stage
+/// of `lanes` words per thread of the workgroup; `None` where not one element fits or the
+/// rounds would be more than `max_rounds`.
+fn whole_element_rounds(words: u32, lanes: u32, max_rounds: u32) -> Option<u32> {
+    let fit = (WORKGROUP_SIZE * lanes / words).min(WORKGROUP_SIZE);
     let per_round = (fit > 0).then(|| 1u32 << fit.ilog2())?;
-    (WORKGROUP_SIZE / per_round <= MAX_STORE_ROUNDS).then_some(per_round)
+    (WORKGROUP_SIZE / per_round <= max_rounds).then_some(per_round)
 }
 
 /// Most rounds [`elements_per_round`] takes: past it the stage's writes, a few threads'
@@ -593,9 +600,7 @@ pub fn reduce_stage_rounds(words: u32, precision: Precision) -> Option<u32> {
     if !chunk_output(words, precision) || words <= lanes {
         return None;
     }
-    let fit = WORKGROUP_SIZE * lanes / words;
-    let per_round = 1u32 << fit.ilog2();
-    (WORKGROUP_SIZE / per_round <= MAX_REDUCE_STAGE_ROUNDS).then_some(per_round)
+    whole_element_rounds(words, lanes, MAX_REDUCE_STAGE_ROUNDS)
 }
 
 /// Most rounds [`reduce_stage_rounds`] takes: 48 words (12 `vec4` stores) in 8 rounds of

@@ -155,3 +155,19 @@ fn elements_per_thread_follow_the_sums_and_the_tapes() {
     assert!(taped.wgsl_reverse.contains("var tape"));
     assert_eq!(taped.adjoint_elements, 1);
 }
+
+#[test]
+fn gradients_through_the_reduction_stage_in_whole_rounds() {
+    use gradfuse_shaders_gen::abi::reduce_stage_rounds;
+    use gradfuse_shaders_gen::signature::Precision;
+    // Up to 8 f32 words a lane stage beside the reduction; 9 and 13 odd words go in 2
+    // rounds of 128, 32 in 4 of 64, 48 would take 8 (past the cap).
+    assert_eq!(reduce_stage_rounds(7, Precision::F32), None);
+    assert_eq!(reduce_stage_rounds(9, Precision::F32), Some(128));
+    assert_eq!(reduce_stage_rounds(13, Precision::F32), Some(128));
+    assert_eq!(reduce_stage_rounds(32, Precision::F32), Some(64));
+    assert_eq!(reduce_stage_rounds(48, Precision::F32), None);
+    // Past the stage's 2,048 words not one element fits: no rounds, and no panic.
+    assert_eq!(reduce_stage_rounds(2049, Precision::F32), None);
+    assert_eq!(reduce_stage_rounds(7, Precision::F64), Some(128));
+}

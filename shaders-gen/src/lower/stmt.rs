@@ -512,10 +512,16 @@ impl Lowerer {
         let (Some(names), Some(init)) = (names, &local.init) else {
             return false;
         };
-        let count = match &*init.expr {
-            syn::Expr::Tuple(values) => values.elems.len(),
-            e if sin_cos_receiver(e).is_some() => 2,
-            _ => return false,
+        let values = match &*init.expr {
+            syn::Expr::Tuple(values) => TupleValues::Written(&values.elems),
+            e => match sin_cos_receiver(e) {
+                Some(x) => TupleValues::SinCos(x),
+                None => return false,
+            },
+        };
+        let count = match values {
+            TupleValues::Written(values) => values.len(),
+            TupleValues::SinCos(_) => 2,
         };
         if init.diverge.is_some() {
             return false;
@@ -533,21 +539,15 @@ impl Lowerer {
             }
             return true;
         }
-        let lowered: Vec<Option<Value>> = match (&*init.expr, sin_cos_receiver(&init.expr)) {
-            (syn::Expr::Tuple(values), _) => {
-                values.elems.iter().map(|e| self.lower_expr(e)).collect()
-            }
-            (_, Some(x)) => {
-                // `x.sin_cos()`: the receiver once, its sine and cosine from the table.
-                let span = init.expr.span();
-                match self.scalar(x) {
-                    Some(v) => [Func::Sin, Func::Cos]
-                        .map(|f| Some(Value::Scalar(self.b.call(f, vec![v], span))))
-                        .to_vec(),
-                    None => vec![None, None],
-                }
-            }
-            _ => unreachable!("a tuple or `sin_cos`, counted above"),
+        let lowered: Vec<Option<Value>> = match values {
+            TupleValues::Written(values) => values.iter().map(|e| self.lower_expr(e)).collect(),
+            // The receiver once, its sine and cosine from the table.
+            TupleValues::SinCos(x) => match self.scalar(x) {
+                Some(v) => [Func::Sin, Func::Cos]
+                    .map(|f| Some(Value::Scalar(self.b.call(f, vec![v], init.expr.span()))))
+                    .to_vec(),
+                None => vec![None, None],
+            },
         };
         for (name, value) in names.into_iter().zip(lowered) {
             if let Some((name, mutable)) = name {
@@ -622,6 +622,15 @@ fn pattern_names(pat: &syn::Pat, names: &mut std::collections::HashSet<String>) 
         syn::Pat::Type(t) => pattern_names(&t.pat, names),
         _ => {}
     }
+}
+
+/// The values a tuple `let` binds.
+#[derive(Clone, Copy)]
+enum TupleValues<'e> {
+    /// `(x, y, ..)`.
+    Written(&'e syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>),
+    /// `x.sin_cos()`: the receiver `x`.
+    SinCos(&'e syn::Expr),
 }
 
 /// The receiver of `x.sin_cos()` or `f32::sin_cos(x)` (`f64::` too), the one call that
