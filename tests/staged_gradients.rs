@@ -125,33 +125,10 @@ fn seven_gradient_words_are_staged_beside_the_reduction() {
     }
 }
 
-#[test]
-fn three_gradient_words_are_stored_directly_beside_the_reduction() {
-    assert!(!three::WGSL_ADJOINT.contains("grad_stage"));
-    let mut rng = Rng(12);
-    for n in SIZES {
-        let batch: Vec<three::Args> = (0..n)
-            .map(|_| three::Args {
-                p: std::array::from_fn(|_| rng.uniform(-1.0, 1.0)),
-            })
-            .collect();
-        let shared = three::Shared { s: -0.6 };
-        let (values, grads, sg) = three::kernel(device())
-            .value_and_grad(&batch, &shared)
-            .expect("launch");
-        let words: Vec<Vec<f64>> = batch.iter().map(|a| words_of(a, &shared)).collect();
-        check(
-            THREE_SRC,
-            &words,
-            (&values, bytemuck::cast_slice(&grads), sg.s),
-            3,
-        );
-    }
-}
-
-/// Runs `kernel`'s `value_and_grad` over batches of [`SIZES`] random elements of `W`
-/// argument words (`args` builds one from its words) and checks it against `src`.
-macro_rules! check_rounds {
+/// Runs `$module`'s `value_and_grad` over batches of [`SIZES`] random elements (its one
+/// argument `p`, one shared word `s`) and checks `$w` gradient words and the shared sum
+/// against `$src` ([`check`]).
+macro_rules! check_batches {
     ($module:ident, $src:expr, $w:expr, $seed:expr, $s:expr) => {{
         let mut rng = Rng($seed);
         for n in SIZES {
@@ -176,12 +153,18 @@ macro_rules! check_rounds {
 }
 
 #[test]
+fn three_gradient_words_are_stored_directly_beside_the_reduction() {
+    assert!(!three::WGSL_ADJOINT.contains("grad_stage"));
+    check_batches!(three, THREE_SRC, 3, 12, -0.6);
+}
+
+#[test]
 fn thirteen_gradient_words_go_through_the_reduction_stage_in_rounds() {
     let wgsl = thirteen::WGSL_ADJOINT;
     assert!(wgsl.contains("nth += 2u") && !wgsl.contains("grad_stage"));
     assert!(wgsl.contains("2 rounds of 128 elements"));
     assert!(wgsl.contains("grads[grads_group + first * 13u + word] = reduce_stage[word];"));
-    check_rounds!(thirteen, THIRTEEN_SRC, 13, 13, 0.7);
+    check_batches!(thirteen, THIRTEEN_SRC, 13, 13, 0.7);
 }
 
 #[test]
@@ -190,5 +173,5 @@ fn twenty_gradient_words_go_through_the_reduction_stage_rotated() {
     assert!(wgsl.contains("4 rounds of 64 elements"));
     assert!(wgsl.contains("var<storage, read_write> grads: array<f32>;"));
     assert!(wgsl.contains("(word % 20u + word / 20u) % 20u"));
-    check_rounds!(twenty, TWENTY_SRC, 20, 20, -0.3);
+    check_batches!(twenty, TWENTY_SRC, 20, 20, -0.3);
 }
