@@ -8,11 +8,10 @@
 
 mod common;
 
-use common::compiled::compiled_spec;
-use common::{Rng, device};
+use common::Rng;
+use common::shared_adjoint::check_shared_adjoint;
 use gradfuse::Error;
-use gradfuse_shaders_gen::abi::KernelKind;
-use gradfuse_shaders_gen::{ad, compile_str, interp};
+use gradfuse_shaders_gen::compile_str;
 
 /// A function of `m` element words and a layer of `t x m` shared weights plus `extra`
 /// shared scalars, with a few random statements after the layer.
@@ -79,60 +78,16 @@ fn program(seed: u64, (m, t, extra): (usize, usize, usize)) -> Program {
     Program { src, m, shared }
 }
 
-/// Runs the adjoint of `p` over `n` elements (a period of `distinct` random elements
-/// repeated, so that the oracle evaluates each once) and checks it against the interpreter.
+/// [`check_shared_adjoint`] of `p`, its failures naming `seed` and the program.
 fn check(seed: u64, p: &Program, n: usize, distinct: usize) -> Result<(), Error> {
-    let c = compile_str(&p.src).unwrap_or_else(|e| panic!("{e:?}\n{}", p.src));
-    let spec = compiled_spec("random_shared", &c, KernelKind::Adjoint);
-    let mut rng = Rng(seed ^ 0x5eed);
-    let elements: Vec<Vec<f32>> = (0..distinct)
-        .map(|_| (0..p.m).map(|_| rng.uniform(-1.0, 1.0)).collect())
-        .collect();
-    let shared: Vec<f32> = (0..p.shared).map(|_| rng.uniform(-0.6, 0.6)).collect();
-    let input: Vec<f32> = (0..n)
-        .flat_map(|i| elements[i % distinct].clone())
-        .collect();
-    let (mut values, mut grads) = (vec![0.0f32; n], vec![0.0f32; n * p.m]);
-    let mut shared_grad = vec![0.0f32; p.shared];
-    device().launch_shared(
-        spec,
-        &input,
-        &shared,
-        &mut [&mut values, &mut grads],
-        &mut shared_grad,
-    )?;
-    let reverse = ad::reverse(&c.lowered.primal);
-    let (mut sum, mut magnitude) = (vec![0.0f64; p.shared], vec![0.0f64; p.shared]);
-    let copies = |k: usize| (n / distinct + usize::from(k < n % distinct)) as f64;
-    for (k, e) in elements.iter().enumerate() {
-        let words: Vec<f64> = e.iter().chain(&shared).map(|&v| v as f64).collect();
-        let all = interp::eval(&reverse, &words);
-        let scale = all.iter().fold(1.0f64, |m, v| m.max(v.abs()));
-        for i in (k..n).step_by(distinct).take(3) {
-            let got =
-                std::iter::once(values[i]).chain(grads[i * p.m..(i + 1) * p.m].iter().copied());
-            for (w, (g, want)) in got.zip(&all[..1 + p.m]).enumerate() {
-                assert!(
-                    (g as f64 - want).abs() <= 1e-4 * scale,
-                    "seed {seed}, element {i}, output word {w}: {g} against {want}\n{}",
-                    p.src
-                );
-            }
-        }
-        for (j, g) in all[1 + p.m..].iter().enumerate() {
-            sum[j] += copies(k) * g;
-            magnitude[j] += copies(k) * g.abs();
-        }
-    }
-    let largest = magnitude.iter().fold(1.0f64, |m, v| m.max(*v));
-    for (j, (got, want)) in shared_grad.iter().zip(&sum).enumerate() {
-        assert!(
-            (*got as f64 - want).abs() <= 1e-4 * largest,
-            "seed {seed}, n {n}: shared word {j}: {got} against {want}\n{}",
-            p.src
-        );
-    }
-    Ok(())
+    let label = format!("seed {seed}");
+    check_shared_adjoint(
+        &label,
+        &p.src,
+        (p.m, p.shared),
+        (n, distinct),
+        seed ^ 0x5eed,
+    )
 }
 
 /// Shapes `(m, t, extra)`: element words 1 to 14 (odd counts past 8 through the reduction's

@@ -5,6 +5,7 @@ use gradfuse::Device;
 use std::sync::OnceLock;
 
 pub mod compiled;
+pub mod shared_adjoint;
 pub mod sizes;
 
 /// One device for the whole test binary: the GPU when there is one (lavapipe in CI, where

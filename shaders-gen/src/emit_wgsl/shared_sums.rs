@@ -196,10 +196,15 @@ impl<'a> Chains<'a> {
 /// 1.1x with 4; an 8-64-64-1's 4,801 words 1.7x with 2, 0.6x with 4). A kernel that sums a
 /// kept loop's rows as outer products (`outer_sums`) takes one: its records and the
 /// stage's chunk are per element (8-32-32-1 2.14 ms with one, 2.45 with 2; 8-64-64-1 4.69
-/// with one, 7.94 with 2). A kernel that records a tape keeps one element per thread:
-/// each element's tape lives in the thread's private memory, off the chip, and more
-/// elements multiply its traffic (on the H100 a loop of 1,024 trips failed to launch
-/// with 4).
+/// with one, 7.94 with 2). A kernel that records a tape takes 2 when its tapes hold at most
+/// [`crate::opt::MAX_TAPE_WORDS`] words per element (a checkpointed loop's do), else one:
+/// each element's tape lives in the thread's private memory, and a loop of 1,024 trips
+/// recorded whole once failed to launch on the H100 with 4. Screened on eight such
+/// adjoints at 2^24 (`benches/corpus/screens/elements_tapes.rs`, BENCHMARKS.md "Elements
+/// side by side for kernels with tapes"), 2 are within 1.37x of each one's best count
+/// (geometric mean 1.21x), 4 within 1.48x (a recurrent scan through `tanh`) and one up to
+/// 2.14x slower (a 1,024-tap filter), as the loop's serial chain leaves a lone element's
+/// thread waiting on each step.
 ///
 /// Gradients summed in registers take 2. No fact of the kernel screened predicts the best
 /// count (1, 2 or 4) for them: shared words, arithmetic per word, `opt::max_live_within`,
@@ -224,12 +229,17 @@ pub fn elements_per_thread(
         return 1;
     }
     let chains = Chains::of(layout, f);
+    let tape = tape_words(f);
     let one = if chains.stream {
         summed_loops(layout, f, chains) > 0
     } else {
-        f.dynamic_op_count() > MAX_OPS_FOR_TWO_ELEMENTS
+        tape == 0 && f.dynamic_op_count() > MAX_OPS_FOR_TWO_ELEMENTS
     };
-    if one || records_a_tape(f) { 1 } else { 2 }
+    if one || tape > crate::opt::MAX_TAPE_WORDS {
+        1
+    } else {
+        2
+    }
 }
 
 /// How many loops of the adjoint kernel `f` (of a function with `#[shared]` arguments,
@@ -274,12 +284,23 @@ fn summed_loops(layout: &crate::abi::ArgLayout, f: &Function, chains: Chains) ->
 /// and two adjoints of 1,039 and 1,679 operations ran 1.03x and 1.7x slower with 2.
 const MAX_OPS_FOR_TWO_ELEMENTS: usize = 1024;
 
-/// Whether `f` has a recording loop, at any depth.
-fn records_a_tape(f: &Function) -> bool {
-    f.nodes.iter().any(|node| match &node.op {
-        Op::Loop(l) => l.kind == crate::ir::LoopKind::Recording || records_a_tape(&l.body),
-        _ => false,
-    })
+/// Words the recording loops of `f` (at any depth) record per element: each one's trips
+/// times its carried words, a bound on its tape (0: `f` records none).
+fn tape_words(f: &Function) -> usize {
+    f.nodes
+        .iter()
+        .map(|node| match &node.op {
+            Op::Loop(l) => {
+                let own = if l.kind == crate::ir::LoopKind::Recording {
+                    l.trip_count() as usize * l.carried_words()
+                } else {
+                    0
+                };
+                own + tape_words(&l.body)
+            }
+            _ => 0,
+        })
+        .sum()
 }
 
 /// A shared array of at most [`abi::MAX_ARRAY_SUM`] words whose gradient is one array
