@@ -201,10 +201,10 @@ impl<'a> Chains<'a> {
 /// each element's tape lives in the thread's private memory, and a loop of 1,024 trips
 /// recorded whole once failed to launch on the H100 with 4. Screened on eight such
 /// adjoints at 2^24 (`benches/corpus/screens/elements_tapes.rs`, BENCHMARKS.md "Elements
-/// side by side for kernels with tapes"), 2 are within 1.37x of each one's best count
-/// (geometric mean 1.21x), 4 within 1.48x (a recurrent scan through `tanh`) and one up to
-/// 2.14x slower (a 1,024-tap filter), as the loop's serial chain leaves a lone element's
-/// thread waiting on each step.
+/// side by side for adjoints with tapes"), 2 are within 1.37x of each one's best count
+/// (geometric mean 1.20x), one up to 2.14x slower (a 1,024-tap filter) and 4 up to 1.48x
+/// (a recurrent scan through `tanh`), though 4 was the best on six of the eight
+/// (geometric mean 1.06x): the worst case decides, as below.
 ///
 /// Gradients summed in registers take 2. No fact of the kernel screened predicts the best
 /// count (1, 2 or 4) for them: shared words, arithmetic per word, `opt::max_live_within`,
