@@ -149,11 +149,29 @@ fn elements_per_thread_follow_the_sums_and_the_tapes() {
     let short = compile_str(&table_loop(64)).expect("compiles");
     assert!(short.wgsl_reverse.contains("var sum_"));
     assert_eq!(short.adjoint_elements, 2);
-    // 1,024 trips: a loop recording its carried values: one element per thread, its tape
-    // alone in the thread's memory.
+    // 1,024 trips: a loop recording its carried values, cut into checkpointed segments
+    // (two tapes of 32 x 2 words): 2 elements per thread, within `opt::MAX_TAPE_WORDS`.
     let taped = compile_str(&table_loop(1024)).expect("compiles");
     assert!(taped.wgsl_reverse.contains("var tape"));
-    assert_eq!(taped.adjoint_elements, 1);
+    assert_eq!(taped.adjoint_elements, 2);
+    // 40 words carried over 30 trips: segments of 6 still record 440 words, past the
+    // bound: one element per thread.
+    let wide_tape = "fn f(p0: [f32; 20], #[shared] k: f32) -> f32 {
+        let mut p = p0;
+        let mut q = [0.0; 20];
+        for _t in 0..30 {
+            for i in 1..19 {
+                q[i] += 0.1 * (k * (p[i + 1] - 2.0 * p[i] + p[i - 1]) - 0.1 * q[i]);
+            }
+            for i in 0..20 {
+                p[i] += 0.1 * q[i];
+            }
+        }
+        p[3] * p[7]
+    }";
+    let wide_tape = compile_str(wide_tape).expect("compiles");
+    assert!(wide_tape.wgsl_reverse.contains("var tape"));
+    assert_eq!(wide_tape.adjoint_elements, 1);
 }
 
 #[test]

@@ -83,6 +83,55 @@ fn a_long_loop_differentiates_right() {
     assert!((tangent[1] - dir).abs() < 1e-6 * scale * 3.0);
 }
 
+/// A mass-spring chain stepped 40 times, carrying two 6-word arrays it rewrites at every
+/// step: a 480-word tape, past `opt::MAX_TAPE_WORDS`, so its adjoint cuts the loop into
+/// checkpointed segments as it cuts loops of scalars.
+const CHAIN: &str = "fn chain(p0: [f32; 6], k: f32) -> f32 {
+    let mut p = p0;
+    let mut q = [0.0; 6];
+    for _t in 0..40 {
+        let mut f = [0.0; 6];
+        for i in 1..5 {
+            f[i] = k * (p[i + 1] - 2.0 * p[i] + p[i - 1]) - 0.1 * q[i];
+        }
+        for i in 0..6 {
+            q[i] += 0.1 * f[i];
+            p[i] += 0.1 * q[i];
+        }
+    }
+    let mut e = 0.0;
+    for i in 0..6 {
+        e += p[i] * p[i];
+    }
+    e
+}";
+
+#[test]
+fn a_loop_carrying_arrays_is_cut_into_segments_and_differentiates_right() {
+    let c = compile_str(CHAIN).expect("compiles");
+    // Segments of 7 steps (5 of them, then 5 steps left over): checkpoints of 5 x 12
+    // words, a segment's tape of 7 x 12, never the whole 40 x 12.
+    assert!(c.wgsl_reverse.contains("_segment"), "cut");
+    assert!(!c.wgsl_reverse.contains("array<f32, 480>"), "a whole tape");
+    let x = [0.3, -0.2, 0.5, 0.1, -0.4, 0.25, 0.8];
+    let adjoint = interp::eval(c.reverse.function(), &x);
+    let fd = interp::finite_difference_gradient(&c.lowered.primal, &x, 1e-6);
+    let scale = fd.iter().fold(1e-3, |m: f64, g| m.max(g.abs()));
+    for (g, d) in adjoint[1..].iter().zip(&fd) {
+        assert!((g - d).abs() < 1e-6 * scale, "{g} vs {d}");
+    }
+}
+
+#[test]
+fn a_layer_loop_is_not_cut() {
+    // Its reverse pass reads each activation from the array after the loop (ad/stored.rs),
+    // which a cut loop would lose.
+    let src = gradfuse_shaders_gen::samples::network(8, 64, 1);
+    let c = compile_str(&src).expect("compiles");
+    assert!(c.wgsl_reverse.contains("for (var j"), "kept layers");
+    assert!(!c.wgsl_reverse.contains("_segment"), "cut");
+}
+
 fn has_op(f: &gradfuse_shaders_gen::ir::Function, pred: fn(&Op) -> bool) -> bool {
     f.nodes.iter().any(|n| {
         pred(&n.op)

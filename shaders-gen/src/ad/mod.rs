@@ -18,6 +18,7 @@ pub use forward::{forward, forward_active};
 pub use hessian::{HessianForm, hessian, hvp};
 use partials::partials;
 use proc_macro2::Span;
+pub(crate) use stored::stores_a_word_per_iteration;
 
 /// Copies `f`'s nodes into `b` with its inputs replaced by `inputs`, returning the new id
 /// of each old node. With `record`, loops become recording loops (for a reverse pass).

@@ -92,6 +92,13 @@ pub(super) fn read_stored_values(l: &Loop, body_tys: &[Ty]) -> Option<StoredRead
     })
 }
 
+/// Whether some carried array of `l` takes one store per iteration at an index no other
+/// iteration writes (a layer's activations): the loop whose reverse pass may read that
+/// array after the loop instead of a tape ([`read_stored_values`]).
+pub(crate) fn stores_a_word_per_iteration(l: &Loop) -> bool {
+    (0..l.init.len()).any(|k| stored_value(l, k).is_some())
+}
+
 /// The index and value of carried array `k`'s one store per iteration, when its next value
 /// is `carried[i + c] = v` with `v` a call and `i + c` within the array on every iteration
 /// (so no iteration's store overwrites another's, and none is clamped onto another's word).
