@@ -128,9 +128,14 @@ fn check(
             err < 1e-4,
             "{name} at {x:?}: device Hessian {gh:?}, CPU {h:?} ({err:e})"
         );
+        // Value and gradient to f32 rounding of what the CPU computed; over a long loop
+        // (600 steps of `integrated`) the device's rounding differs from the CPU's (fused
+        // multiply-adds, its own `sin`) step by step: 1e-5 failed on the H100. Both are
+        // held to the hyper-dual oracle below, the device's at the CPU's tolerance.
+        let err = rel_error(&to64(gg), &to64(g), 1e-3);
         assert!(
-            rel_error(&to64(gg), &to64(g), 1e-3) < 1e-5
-                && (gv - v).abs() <= 1e-5 * v.abs().max(1.0)
+            err < 1e-4 && (gv - v).abs() <= 1e-5 * v.abs().max(1.0),
+            "{name} at {x:?}: device {gv}, {gg:?}, CPU {v}, {g:?} ({err:e})"
         );
         let mut want = vec![0.0; n * n];
         let mut grad = vec![0.0; n];
@@ -152,8 +157,10 @@ fn check(
             (*v as f64 - value).abs() <= 1e-5 * value.abs().max(1.0),
             "{name}: value {v} vs {value}"
         );
-        let err = rel_error(&to64(g), &grad, 1e-3);
-        assert!(err < 1e-4, "{name} at {x:?}: gradient {g:?} vs {grad:?}");
+        for (who, g) in [("CPU", g), ("device", gg)] {
+            let err = rel_error(&to64(g), &grad, 1e-3);
+            assert!(err < 1e-4, "{name} at {x:?}: {who} gradient {g:?} vs {grad:?}");
+        }
         let err = rel_error(&to64(h), &want, 1e-3);
         assert!(
             err < 2e-4,
