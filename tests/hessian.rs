@@ -159,7 +159,10 @@ fn check(
         );
         for (who, g) in [("CPU", g), ("device", gg)] {
             let err = rel_error(&to64(g), &grad, 1e-3);
-            assert!(err < 1e-4, "{name} at {x:?}: {who} gradient {g:?} vs {grad:?}");
+            assert!(
+                err < 1e-4,
+                "{name} at {x:?}: {who} gradient {g:?} vs {grad:?}"
+            );
         }
         let err = rel_error(&to64(h), &want, 1e-3);
         assert!(
