@@ -54,6 +54,18 @@ pub fn iterated(x: f32, y: f32) -> f32 {
     a * a + y
 }
 
+/// A recurrence whose carried value is a call (`tanh`): the reverse loop reads each step's
+/// result as the next step's taped value rather than calling it again
+/// (`ad::stored::read_next_values`), and the Hessian is the tangent of that.
+#[differentiable]
+pub fn scanned(x: f32, w: f32) -> f32 {
+    let mut h = x;
+    for i in 0..30 {
+        h = (w * h + 0.1 * (i as f32) - 0.5).tanh();
+    }
+    h * h + w * x
+}
+
 /// A long loop: 600 steps carrying two values, a 1,200-word tape (past
 /// `opt::MAX_TAPE_WORDS`), so the kernels' reverse passes run it in checkpointed segments,
 /// the Hessian's tangents of them included.
@@ -246,6 +258,48 @@ fn rosenbrock_and_iterated_loops() {
     );
     check("iterated", &xs, &cpu, &gpu, |x, i, j| {
         iterated::eval(seeded(x, 0, i, j), seeded(x, 1, i, j))
+    });
+}
+
+#[test]
+fn a_recurrence_read_from_its_tape() {
+    let mut rng = Rng(9);
+    let xs = points(&mut rng, 64, 2, -1.2, 1.2);
+    let args: Vec<scanned::Args> = xs
+        .iter()
+        .map(|x| scanned::Args {
+            x: x[0] as f32,
+            w: x[1] as f32,
+        })
+        .collect();
+    let cpu: Vec<Second> = args
+        .iter()
+        .map(|a| flat(scanned::value_grad_hessian(a)))
+        .collect();
+    let (v, g, h) = scanned::kernel(device())
+        .value_grad_hessian(&args)
+        .expect("launch");
+    let gpu: Vec<Second> = (0..args.len()).map(|k| flat((v[k], g[k], h[k]))).collect();
+    // The adjoint's reverse loop carries the step's result; only the forward loop calls
+    // tanh.
+    assert!(scanned::WGSL_ADJOINT.contains("h_after"));
+    assert_eq!(scanned::WGSL_ADJOINT.matches("gf_tanh(").count(), 2);
+    // That adjoint kernel's values and gradients, against the CPU's (held to the
+    // hyper-dual oracle by `check`).
+    let (values, grads) = scanned::kernel(device())
+        .value_and_grad(&args)
+        .expect("launch");
+    for (k, (value, grad, _)) in cpu.iter().enumerate() {
+        let got = [grads[k].x as f64, grads[k].w as f64];
+        let want = [grad[0] as f64, grad[1] as f64];
+        assert!(
+            rel_error(&got, &want, 1e-3) < 1e-4,
+            "{got:?} against {want:?}"
+        );
+        assert!((values[k] - value).abs() <= 1e-5 * value.abs().max(1.0));
+    }
+    check("scanned", &xs, &cpu, &gpu, |x, i, j| {
+        scanned::eval(seeded(x, 0, i, j), seeded(x, 1, i, j))
     });
 }
 

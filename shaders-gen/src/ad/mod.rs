@@ -533,6 +533,13 @@ fn reverse_loop(
         None => (&l.body, &[][..]),
     };
     body_tys.extend(stored_carried.iter().map(|k| l.carried_ty(*k)));
+    // Then its reads of carried scalars' next values, which the reverse loop carries.
+    let next = stored::read_next_values(l, body, &body_tys);
+    let (body, next_carried) = match &next {
+        Some(n) => (&n.body, n.carried.as_slice()),
+        None => (body, &[][..]),
+    };
+    body_tys.extend(next_carried.iter().map(|k| l.carried_ty(*k)));
     let carried_real: Vec<usize> = (0..c).filter(|k| l.carried_ty(*k).is_real()).collect();
     let captures_real: Vec<usize> = (0..l.captures.len())
         .filter(|j| f.node(l.captures[*j]).ty.is_real())
@@ -550,6 +557,7 @@ fn reverse_loop(
         carried_real: &carried_real,
         captures_real: &captures_real,
         captured: l.captures.len() + stored_carried.len(),
+        next: next_carried,
         accumulating: &accumulating,
     };
     let rbody = reverse_body(body, &g, &body_tys, &shape, span);
@@ -568,6 +576,12 @@ fn reverse_loop(
         captures_real
             .iter()
             .map(|j| cap_acc[*j].unwrap_or_else(|| b.constant(0.0, span))),
+    );
+    // The next values of the last iteration: the forward loop's results.
+    init.extend(
+        next_carried
+            .iter()
+            .map(|k| b.push(Op::Result(recording, *k as u32), span, None)),
     );
     let mut captures: Vec<ValueId> = l.captures.iter().map(|v| map[v.index()]).collect();
     captures.extend(
@@ -594,13 +608,16 @@ fn reverse_loop(
 
 /// Which of a loop's values its reverse loop carries and reads: `carried` carried values
 /// (the real ones, `carried_real`, get adjoints), the real captures (`captures_real`, whose
-/// adjoints are accumulated: in place where `accumulating`), and `captured` values its
-/// body reads (the captures, then the stored carried values).
+/// adjoints are accumulated: in place where `accumulating`), `captured` values its
+/// body reads (the captures, then the stored carried values), and the carried scalars
+/// whose values after the iteration it reads (`next`: it carries each, the taped value of
+/// the iteration it ran before).
 struct ReverseShape<'a> {
     carried: usize,
     carried_real: &'a [usize],
     captures_real: &'a [usize],
     captured: usize,
+    next: &'a [usize],
     accumulating: &'a [bool],
 }
 
@@ -617,12 +634,15 @@ fn reverse_body(
 ) -> Function {
     let (c, carried_real, captures_real) = (shape.carried, shape.carried_real, shape.captures_real);
     let accumulating = shape.accumulating;
-    // R's inputs: [i, d_c (real carried), d_captures accumulators, captures, taped carried].
+    // R's inputs: [i, d_c (real carried), d_captures accumulators, next values, captures,
+    // taped carried].
     let (cf, kf, kn) = (carried_real.len(), captures_real.len(), shape.captured);
+    let nf = shape.next.len();
     let carried_ty = |k: usize| body_tys[1 + k];
     let mut tys = vec![body_tys[0]];
     tys.extend(carried_real.iter().map(|k| carried_ty(*k)));
     tys.extend(captures_real.iter().map(|j| body_tys[1 + c + j]));
+    tys.extend(shape.next.iter().map(|k| carried_ty(*k)));
     tys.extend((0..kn).map(|j| body_tys[1 + c + j]));
     tys.extend((0..c).map(carried_ty));
     let mut r = Builder::with_inputs(tys);
@@ -638,11 +658,17 @@ fn reverse_body(
     let d_acc: Vec<ValueId> = (0..kf)
         .map(|j| input(&mut r, 1 + cf + j, d_name(1 + c + captures_real[j])))
         .collect();
+    let next: Vec<ValueId> = (shape.next.iter().enumerate())
+        .map(|(p, k)| {
+            let name = body_name(1 + k).map(|n| format!("{n}_after"));
+            input(&mut r, 1 + cf + kf + p, name)
+        })
+        .collect();
     let caps: Vec<ValueId> = (0..kn)
-        .map(|j| input(&mut r, 1 + cf + kf + j, body_name(1 + c + j)))
+        .map(|j| input(&mut r, 1 + cf + kf + nf + j, body_name(1 + c + j)))
         .collect();
     let taped: Vec<ValueId> = (0..c)
-        .map(|k| input(&mut r, 1 + cf + kf + kn + k, body_name(1 + k)))
+        .map(|k| input(&mut r, 1 + cf + kf + nf + kn + k, body_name(1 + k)))
         .collect();
     // G's inputs: [i, carried, captures, one seed per output (the adjoints of the next
     // iteration's carried values; zero for those that are not real), the accumulators].
@@ -650,6 +676,7 @@ fn reverse_body(
     let mut g_inputs = vec![index];
     g_inputs.extend(&taped);
     g_inputs.extend(&caps);
+    g_inputs.extend(&next);
     for k in 0..c {
         g_inputs.push(match carried_real.iter().position(|x| *x == k) {
             Some(p) => d_c[p],
@@ -673,6 +700,8 @@ fn reverse_body(
             r.call(Func::Add, vec![*acc, d], span)
         });
     }
+    // This iteration's taped values are the next values of the one the loop runs next.
+    outputs.extend(shape.next.iter().map(|k| taped[*k]));
     r.finish(outputs)
 }
 

@@ -43,53 +43,109 @@ pub(super) fn read_stored_values(l: &Loop, body_tys: &[Ty]) -> Option<StoredRead
     if stores.is_empty() {
         return None;
     }
+    let new_tys: Vec<Ty> = stores.iter().map(|(k, ..)| l.carried_ty(*k)).collect();
+    let values: Vec<ValueId> = stores.iter().map(|(_, _, v)| *v).collect();
+    let body = with_calls_read_back(body, body_tys, &new_tys, &values, |b, p, map, after| {
+        let (_, index, value) = stores[p];
+        let get = Op::ArrayGet {
+            array: after,
+            index: map[index.index()],
+        };
+        b.push(get, body.node(value).span, None)
+    });
+    Some(StoredReads {
+        body,
+        carried: stores.iter().map(|(k, ..)| *k).collect(),
+    })
+}
+
+/// A forward loop's body for its reverse loop, with the calls that give carried scalars
+/// their next values read from the next iteration's tape instead.
+pub(super) struct NextReads {
+    /// The body, with one more input after all others per carried scalar in `carried`: its
+    /// value after the iteration.
+    pub body: Function,
+    /// The carried scalars whose next values the body reads, in input order.
+    pub carried: Vec<usize>,
+}
+
+/// `body` (the body of `l`, or it with stored values read back; inputs of types
+/// `body_tys`) with each call that is a carried scalar's next value, and whose partials
+/// read its result and nothing else, read from a new input: that scalar after the iteration.
+/// The reverse loop has it at no cost, as the taped value of the iteration it ran just
+/// before (the forward loop's result for the last), where it ran the call again: an
+/// `h = (w * h + x).tanh()` scan's `tanh`, a third of its reverse pass's calls (on the
+/// H100 a 512-step scan's adjoint took 34.2 ms at 2^24 this way, 44.1 ms recomputing,
+/// BENCHMARKS.md "Next values from the tape"). `None` when no call qualifies.
+pub(super) fn read_next_values(l: &Loop, body: &Function, body_tys: &[Ty]) -> Option<NextReads> {
+    let calls: Vec<(usize, ValueId)> = (0..l.init.len())
+        .filter(|k| l.carried_ty(*k) == Ty::F32)
+        .map(|k| (k, body.outputs[k]))
+        // Reading the result saves the call only where the partials need it and nothing
+        // else (`tanh`, `exp`, `sqrt`): a sum's partials need neither, and reading it
+        // back would only add a word to the tape.
+        .filter(|(_, v)| partials_read(body, *v) == Some((false, true)))
+        .collect();
+    // A call that is the next value of two carried scalars is read from the first.
+    let calls: Vec<(usize, ValueId)> = calls
+        .iter()
+        .enumerate()
+        .filter(|(p, (_, v))| calls[..*p].iter().all(|(_, w)| w != v))
+        .map(|(_, c)| *c)
+        .collect();
+    if calls.is_empty() {
+        return None;
+    }
+    let new_tys: Vec<Ty> = calls.iter().map(|(k, _)| l.carried_ty(*k)).collect();
+    let values: Vec<ValueId> = calls.iter().map(|(_, v)| *v).collect();
+    let body = with_calls_read_back(body, body_tys, &new_tys, &values, |_, _, _, after| after);
+    Some(NextReads {
+        body,
+        carried: calls.iter().map(|(k, _)| *k).collect(),
+    })
+}
+
+/// `body` (inputs of types `body_tys`) with one more input per type of `new_tys`, and each
+/// call `calls[p]` replaced by the value `read(b, p, map, input)` makes of the new input
+/// `p` (`map`: the new ids of the nodes before it), its derivative still the call's
+/// partials, taken at that value.
+fn with_calls_read_back(
+    body: &Function,
+    body_tys: &[Ty],
+    new_tys: &[Ty],
+    calls: &[ValueId],
+    read: impl Fn(&mut Builder, usize, &[ValueId], ValueId) -> ValueId,
+) -> Function {
     let mut tys = body_tys.to_vec();
     let first_new = tys.len() as u32;
-    tys.extend(stores.iter().map(|(k, ..)| l.carried_ty(*k)));
+    tys.extend(new_tys);
     let mut b = Builder::with_inputs(tys);
     let mut map: Vec<ValueId> = Vec::with_capacity(body.nodes.len());
     for (i, node) in body.nodes.iter().enumerate() {
-        let id = match stores.iter().position(|(_, _, v)| v.index() == i) {
-            Some(p) => {
-                let (_, index, _) = stores[p];
-                let span = node.span;
-                let after = b.push(Op::Input(first_new + p as u32), span, None);
-                let stored = b.push(
-                    Op::ArrayGet {
-                        array: after,
-                        index: map[index.index()],
-                    },
-                    span,
-                    None,
-                );
-                let Op::Call(func, args) = &node.op else {
-                    unreachable!("stored_value returns calls")
-                };
+        let span = node.span;
+        let id = match (calls.iter().position(|v| v.index() == i), &node.op) {
+            (Some(p), Op::Call(func, args)) => {
+                let input = b.push(Op::Input(first_new + p as u32), span, None);
+                let value = read(&mut b, p, &map, input);
                 let args: Vec<ValueId> = args.iter().map(|a| map[a.index()]).collect();
-                let partials = partials(*func, &mut b, &args, stored, span);
-                b.push(
-                    Op::CustomGrad {
-                        value: stored,
-                        args,
-                        partials,
-                    },
-                    span,
-                    node.name.clone(),
-                )
+                let partials = partials(*func, &mut b, &args, value, span);
+                let op = Op::CustomGrad {
+                    value,
+                    args,
+                    partials,
+                };
+                b.push(op, span, node.name.clone())
             }
-            None => b.push(
+            _ => b.push(
                 node.op.map_operands(|v| map[v.index()]),
-                node.span,
+                span,
                 node.name.clone(),
             ),
         };
         map.push(id);
     }
     let outputs = body.outputs.iter().map(|o| map[o.index()]).collect();
-    Some(StoredReads {
-        body: b.finish(outputs),
-        carried: stores.iter().map(|(k, ..)| *k).collect(),
-    })
+    b.finish(outputs)
 }
 
 /// Whether some carried array of `l` takes one store per iteration at an index no other
@@ -151,8 +207,14 @@ fn work_of(body: &Function, value: ValueId) -> usize {
 /// Whether the partials of the call `value` read only its result (and constants), so that
 /// reading the result back frees its arguments' computation.
 fn partials_need_only_result(body: &Function, value: ValueId) -> bool {
+    partials_read(body, value).is_some_and(|(args, _)| !args)
+}
+
+/// Whether the partials of the call `value` read its arguments, and whether they read its
+/// result (`None`: not a call).
+fn partials_read(body: &Function, value: ValueId) -> Option<(bool, bool)> {
     let Op::Call(func, args) = &body.node(value).op else {
-        return false;
+        return None;
     };
     let mut b = Builder::with_inputs(vec![Ty::F32; args.len() + 1]);
     let span = Span::call_site();
@@ -162,5 +224,5 @@ fn partials_need_only_result(body: &Function, value: ValueId) -> bool {
     let (args, result) = inputs.split_at(args.len());
     let partials = partials(*func, &mut b, args, result[0], span);
     let used = b.finish(partials).used_inputs();
-    used[..args.len()].iter().all(|u| !u)
+    Some((used[..args.len()].iter().any(|u| *u), used[args.len()]))
 }
