@@ -74,8 +74,8 @@ pub(super) struct NextReads {
 /// read its result and nothing else, read from a new input: that scalar after the iteration.
 /// The reverse loop has it at no cost, as the taped value of the iteration it ran just
 /// before (the forward loop's result for the last), where it ran the call again: an
-/// `h = (w * h + x).tanh()` scan's `tanh`, a third of its reverse pass's calls (on the
-/// H100 a 512-step scan's adjoint took 34.2 ms at 2^24 this way, 44.1 ms recomputing,
+/// `h = (w * h + x).tanh()` scan's adjoint called `tanh` three times a step, now twice (on
+/// the H100 a 512-step scan's took 33.4 ms at 2^24 this way, 44.1 ms recomputing,
 /// BENCHMARKS.md "Next values from the tape"). `None` when no call qualifies.
 pub(super) fn read_next_values(l: &Loop, body: &Function, body_tys: &[Ty]) -> Option<NextReads> {
     let calls: Vec<(usize, ValueId)> = (0..l.init.len())
