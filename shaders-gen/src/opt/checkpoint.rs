@@ -65,9 +65,10 @@ pub fn checkpoint_long_loops(f: &Function) -> Function {
 fn segment_length(l: &Loop) -> Option<i64> {
     let trips = l.trip_count();
     let words = l.carried_words();
-    let layer = (0..l.init.len()).any(|k| matches!(l.carried_ty(k), Ty::Array(_)))
-        && crate::ad::stores_a_word_per_iteration(l);
-    if layer || trips < 4 || trips as usize * words <= MAX_TAPE_WORDS {
+    if crate::ad::stores_a_word_per_iteration(l)
+        || trips < 4
+        || trips as usize * words <= MAX_TAPE_WORDS
+    {
         return None;
     }
     Some((trips as f64).sqrt().ceil() as i64)
