@@ -132,6 +132,62 @@ fn a_layer_loop_is_not_cut() {
     assert!(!c.wgsl_reverse.contains("_segment"), "cut");
 }
 
+/// Recurrences whose carried value is a call reading only its result for its derivative
+/// (`tanh`, `exp`, `sqrt`), kept as loops: short ones recording a whole tape, long ones cut
+/// into checkpointed segments. Their reverse loops read each step's call from the next
+/// step's taped value (`ad::stored::read_next_values`) and call it only forward.
+#[test]
+fn recurrences_read_their_calls_from_the_tape_and_differentiate_right() {
+    for (call, x) in [
+        ("(w * h + 0.3 * x).tanh()", [0.4, 0.9]),
+        ("(0.98 * h.ln() + 0.01 * w * x).exp()", [1.3, 0.5]),
+        ("(0.5 * h * h + 0.2 * w + 0.1 * x).sqrt()", [0.7, 0.6]),
+    ] {
+        for steps in [30, 700] {
+            let src = format!(
+                "fn f(x: f32, w: f32) -> f32 {{
+                    let mut h = x;
+                    let mut acc = 0.0;
+                    for _t in 0..{steps} {{
+                        h = {call};
+                        acc += h;
+                    }}
+                    acc * h
+                }}"
+            );
+            let c = compile_str(&src).expect("compiles");
+            let reverse = c.reverse.function();
+            assert!(
+                !a_reverse_step_calls(reverse),
+                "{call}, {steps} steps: a reverse step calls it"
+            );
+            let adjoint = interp::eval(reverse, &x);
+            let fd = interp::finite_difference_gradient(&c.lowered.primal, &x, 1e-6);
+            let scale = fd.iter().fold(1e-3, |m: f64, g| m.max(g.abs()));
+            for (g, d) in adjoint[1..].iter().zip(&fd) {
+                assert!(
+                    (g - d).abs() < 1e-5 * scale,
+                    "{call}, {steps} steps: {g} vs {d}"
+                );
+            }
+        }
+    }
+}
+
+/// Whether the body of a reverse loop of `f`, at any depth, calls `tanh`, `exp` or `sqrt`
+/// itself (not in a loop nested in it: a segment's recording pass).
+fn a_reverse_step_calls(f: &gradfuse_shaders_gen::ir::Function) -> bool {
+    f.nodes.iter().any(|n| match &n.op {
+        Op::Loop(l) => {
+            let calls = matches!(l.kind, LoopKind::Reverse { .. })
+                && (l.body.nodes.iter())
+                    .any(|m| matches!(m.op, Op::Call(Func::Tanh | Func::Exp | Func::Sqrt, _)));
+            calls || a_reverse_step_calls(&l.body)
+        }
+        _ => false,
+    })
+}
+
 fn has_op(f: &gradfuse_shaders_gen::ir::Function, pred: fn(&Op) -> bool) -> bool {
     f.nodes.iter().any(|n| {
         pred(&n.op)
