@@ -8,6 +8,7 @@ mod common;
 
 use common::shared_adjoint::check_shared_adjoint;
 use gradfuse_shaders_gen::compile_str;
+use gradfuse_shaders_gen::samples::spring_chain;
 
 /// A pendulum per element, stiffness and damping shared: a kept loop (no array index)
 /// recording 40 x 3 words, its two shared words summed in registers.
@@ -33,51 +34,6 @@ const DECAY: &str = "fn decay(u: f32, c: f32, #[shared] table: [f32; 400]) -> f3
         s += c * h * h;
     }
     s
-}";
-
-/// A mass-spring chain with a shared stiffness, 24 steps carrying two 6-word arrays: a
-/// 288-word tape, cut into checkpointed segments (`opt::checkpoint_long_loops`, 120 words)
-/// and so two elements per thread.
-const CHAIN: &str = "fn chain(p0: [f32; 6], #[shared] k: f32) -> f32 {
-    let mut p = p0;
-    let mut q = [0.0; 6];
-    for _t in 0..24 {
-        let mut f = [0.0; 6];
-        for i in 1..5 {
-            f[i] = (0.5 + k) * (p[i + 1] - 2.0 * p[i] + p[i - 1]) - 0.1 * q[i];
-        }
-        for i in 0..6 {
-            q[i] += 0.1 * f[i];
-            p[i] += 0.1 * q[i];
-        }
-    }
-    let mut e = 0.0;
-    for i in 0..6 {
-        e += p[i] * p[i];
-    }
-    e
-}";
-
-/// A chain of 24 masses stepped 30 times: 48 words carried, whose segments of 6 steps
-/// still record 528 words, past the bound: one element per thread.
-const LONG_CHAIN: &str = "fn long_chain(p0: [f32; 24], #[shared] k: f32) -> f32 {
-    let mut p = p0;
-    let mut q = [0.0; 24];
-    for _t in 0..30 {
-        let mut f = [0.0; 24];
-        for i in 1..23 {
-            f[i] = (0.5 + k) * (p[i + 1] - 2.0 * p[i] + p[i - 1]) - 0.1 * q[i];
-        }
-        for i in 0..24 {
-            q[i] += 0.1 * f[i];
-            p[i] += 0.1 * q[i];
-        }
-    }
-    let mut e = 0.0;
-    for i in 0..24 {
-        e += p[i] * p[i];
-    }
-    e
 }";
 
 /// Elements of the two batches: one run per workgroup, and past 512 workgroups' worth.
@@ -106,14 +62,20 @@ fn a_checkpointed_loop_with_a_streamed_gradient_takes_two_elements() {
 
 #[test]
 fn a_loop_carrying_arrays_is_cut_and_takes_two_elements() {
-    let wgsl = compile_str(CHAIN).expect("compiles").wgsl_reverse;
+    // Six masses with a shared stiffness, 24 steps carrying two 6-word arrays: a 288-word
+    // tape, cut into checkpointed segments (`opt::checkpoint_long_loops`, 120 words).
+    let chain = spring_chain(6, 24, true);
+    let wgsl = compile_str(&chain).expect("compiles").wgsl_reverse;
     assert!(wgsl.contains("_segment") && wgsl.contains("nth += 2u"));
-    check_both_sizes("chain", CHAIN, (6, 1), 5);
+    check_both_sizes("chain", &chain, (6, 1), 5);
 }
 
 #[test]
 fn a_tape_past_the_bound_keeps_one_element() {
-    let wgsl = compile_str(LONG_CHAIN).expect("compiles").wgsl_reverse;
+    // 24 masses stepped 30 times, 48 words carried: segments of 6 steps still record 528
+    // words, past the bound.
+    let chain = spring_chain(24, 30, true);
+    let wgsl = compile_str(&chain).expect("compiles").wgsl_reverse;
     assert!(wgsl.contains("_segment") && wgsl.contains("nth++"));
-    check_both_sizes("long chain", LONG_CHAIN, (24, 1), 7);
+    check_both_sizes("long chain", &chain, (24, 1), 7);
 }

@@ -37,3 +37,32 @@ pub fn network(i: usize, h: usize, o: usize) -> String {
         }}"
     )
 }
+
+/// A chain of `masses` masses on springs stepped `steps` times (semi-implicit Euler), its
+/// final positions scored: a loop carrying two arrays it rewrites at every step, whose
+/// stiffness `0.5 + k` is a `#[shared]` word when `shared`.
+pub fn spring_chain(masses: usize, steps: usize, shared: bool) -> String {
+    let attr = if shared { "#[shared] " } else { "" };
+    format!(
+        "fn chain(p0: [f32; {masses}], {attr}k: f32) -> f32 {{
+            let mut p = p0;
+            let mut q = [0.0; {masses}];
+            for _t in 0..{steps} {{
+                let mut f = [0.0; {masses}];
+                for i in 1..{inner} {{
+                    f[i] = (0.5 + k) * (p[i + 1] - 2.0 * p[i] + p[i - 1]) - 0.1 * q[i];
+                }}
+                for i in 0..{masses} {{
+                    q[i] += 0.1 * f[i];
+                    p[i] += 0.1 * q[i];
+                }}
+            }}
+            let mut e = 0.0;
+            for i in 0..{masses} {{
+                e += p[i] * p[i];
+            }}
+            e
+        }}",
+        inner = masses - 1
+    )
+}

@@ -83,32 +83,13 @@ fn a_long_loop_differentiates_right() {
     assert!((tangent[1] - dir).abs() < 1e-6 * scale * 3.0);
 }
 
-/// A mass-spring chain stepped 40 times, carrying two 6-word arrays it rewrites at every
-/// step: a 480-word tape, past `opt::MAX_TAPE_WORDS`, so its adjoint cuts the loop into
-/// checkpointed segments as it cuts loops of scalars.
-const CHAIN: &str = "fn chain(p0: [f32; 6], k: f32) -> f32 {
-    let mut p = p0;
-    let mut q = [0.0; 6];
-    for _t in 0..40 {
-        let mut f = [0.0; 6];
-        for i in 1..5 {
-            f[i] = k * (p[i + 1] - 2.0 * p[i] + p[i - 1]) - 0.1 * q[i];
-        }
-        for i in 0..6 {
-            q[i] += 0.1 * f[i];
-            p[i] += 0.1 * q[i];
-        }
-    }
-    let mut e = 0.0;
-    for i in 0..6 {
-        e += p[i] * p[i];
-    }
-    e
-}";
-
 #[test]
 fn a_loop_carrying_arrays_is_cut_into_segments_and_differentiates_right() {
-    let c = compile_str(CHAIN).expect("compiles");
+    // Six masses stepped 40 times, two 6-word arrays rewritten at every step: a 480-word
+    // tape, past `opt::MAX_TAPE_WORDS`, so its adjoint cuts the loop into checkpointed
+    // segments as it cuts loops of scalars.
+    let c =
+        compile_str(&gradfuse_shaders_gen::samples::spring_chain(6, 40, false)).expect("compiles");
     // Segments of 7 steps (5 of them, then 5 steps left over): checkpoints of 5 x 12
     // words, a segment's tape of 7 x 12, never the whole 40 x 12.
     assert!(c.wgsl_reverse.contains("_segment"), "cut");
