@@ -229,6 +229,25 @@ fn a_bad_argument_is_one_error() {
 }
 
 #[test]
+fn sin_cos_outside_a_tuple_let_says_how_to_bind_it() {
+    // `sin_cos` is in the language, but only where `let (s, c) = ..` binds its pair; it
+    // was "unsupported method `sin_cos`" beside a list of methods without it.
+    check(
+        "fn f(x: f32) -> f32 {
+    let p = x.sin_cos();
+    let q = f32::sin_cos(x);
+    let (s, c) = x.sin_cos();
+    s * c + x.bar()
+}",
+        "
+        2:15: `sin_cos` gives a pair, bound only by `let (s, c) = x.sin_cos();` (or call `sin` and `cos`)
+        3:18: `sin_cos` gives a pair, bound only by `let (s, c) = x.sin_cos();` (or call `sin` and `cos`)
+        5:15: unsupported method `bar`; the supported f32 methods are: sin cos tan asin acos atan atan2 sinh cosh tanh exp exp2 ln log2 log10 sqrt recip powi powf abs signum min max clamp floor ceil round mul_add hypot
+        ",
+    );
+}
+
+#[test]
 fn a_tuple_pattern_is_one_error() {
     // A pattern it cannot bind is one error: the names it meant to bind are not "not
     // found" at every read, and a tuple of values beside it is not a second error; a real

@@ -15,10 +15,7 @@ impl Lowerer {
             let _ = self.lower_expr(&mc.receiver);
             self.error(
                 mspan,
-                format!(
-                    "unsupported method `{name}`; the supported f32 methods are: {}",
-                    ops::method_names()
-                ),
+                unsupported_method(&name, format!("method `{name}`"), "f32"),
             );
             return None;
         };
@@ -35,13 +32,8 @@ impl Lowerer {
             let name = p.path.segments[1].ident.to_string();
             let span = p.path.segments[1].ident.span();
             let Some(info) = ops::method(&name) else {
-                self.error(
-                    span,
-                    format!(
-                        "unsupported function `{ty}::{name}`; the supported {ty} methods are: {}",
-                        ops::method_names()
-                    ),
-                );
+                let called = format!("function `{ty}::{name}`");
+                self.error(span, unsupported_method(&name, called, &ty.to_string()));
                 return None;
             };
             let args: Vec<&syn::Expr> = call.args.iter().collect();
@@ -318,4 +310,19 @@ impl Lowerer {
             }
         }
     }
+}
+
+/// The message for a call of `name`, which the ops table lacks, written as `called`
+/// (``method `foo` `` or ``function `f32::foo` ``) on `ty` values. `sin_cos` is known, but
+/// only where a tuple `let` binds its pair: the message says so.
+fn unsupported_method(name: &str, called: String, ty: &str) -> String {
+    if name == "sin_cos" {
+        return "`sin_cos` gives a pair, bound only by `let (s, c) = x.sin_cos();` (or call \
+                `sin` and `cos`)"
+            .to_string();
+    }
+    format!(
+        "unsupported {called}; the supported {ty} methods are: {}",
+        ops::method_names()
+    )
 }
