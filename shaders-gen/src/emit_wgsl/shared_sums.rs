@@ -285,14 +285,17 @@ fn summed_loops(layout: &crate::abi::ArgLayout, f: &Function, chains: Chains) ->
 const MAX_OPS_FOR_TWO_ELEMENTS: usize = 1024;
 
 /// Words the recording loops of `f` (at any depth) record per element: each one's trips
-/// times its carried words, a bound on its tape (0: `f` records none).
+/// times the words of its tape's layout (`Function::tape_layout`, the emitters'), 0 where
+/// `f` records none.
 fn tape_words(f: &Function) -> usize {
     f.nodes
         .iter()
-        .map(|node| match &node.op {
+        .enumerate()
+        .map(|(i, node)| match &node.op {
             Op::Loop(l) => {
                 let own = if l.kind == crate::ir::LoopKind::Recording {
-                    l.trip_count() as usize * l.carried_words()
+                    let (_, words) = f.tape_layout(crate::ir::ValueId(i as u32));
+                    l.trip_count() as usize * words
                 } else {
                     0
                 };
