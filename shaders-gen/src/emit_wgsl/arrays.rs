@@ -59,11 +59,15 @@ impl Ctx<'_> {
     }
 
     /// For each node, whether it needs a value of its own: not when its only readers are
-    /// arrays of shared words that are never built.
+    /// arrays of shared words that are never built, or values hoisted into the prologue
+    /// (which loads their words itself).
     pub(super) fn needed(&self) -> Vec<bool> {
         let mut needed = vec![false; self.f.nodes.len()];
         for (j, n) in self.f.nodes.iter().enumerate() {
-            if !self.shared_array.contains_key(&j) && !self.element_array.contains_key(&j) {
+            if !self.shared_array.contains_key(&j)
+                && !self.element_array.contains_key(&j)
+                && !self.hoisted.contains(&j)
+            {
                 for v in n.op.operands() {
                     needed[v.index()] = true;
                 }

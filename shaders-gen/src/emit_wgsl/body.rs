@@ -52,6 +52,9 @@ pub(super) struct Ctx<'a> {
     pub(super) after: HashMap<usize, String>,
     /// Nodes not written: reads whose words the kernel takes from their array directly.
     pub(super) skip: HashSet<usize>,
+    /// Nodes the prologue computes once per workgroup (`hoist.rs`): the body skips them
+    /// and needs no loads for them.
+    pub(super) hoisted: HashSet<usize>,
     /// Shared gradients added straight into the workgroup's sums (see `streams`).
     pub(super) streams: Streams,
     /// Loops whose rows of shared gradient are summed as outer products after them, by
@@ -105,6 +108,7 @@ impl<'a> Ctx<'a> {
             inplace: in_place(f, owned),
             after: HashMap::new(),
             skip: HashSet::new(),
+            hoisted: HashSet::new(),
             streams: Streams::default(),
             outer: HashMap::new(),
             run_left: 0,
@@ -314,6 +318,19 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// The statement of node `i` (not a loop) for the first element alone.
+    pub(super) fn emit_single(
+        &mut self,
+        i: usize,
+        taken: &mut Taken,
+        indent: &str,
+        out: &mut String,
+        helpers: &mut BTreeSet<&'static str>,
+    ) {
+        self.element = 0;
+        self.emit_node(i, taken, indent, out, helpers);
+    }
+
     /// The statement of node `i` (not a loop) in the element being written.
     fn emit_node(
         &mut self,
@@ -434,7 +451,7 @@ impl<'a> Ctx<'a> {
 /// For each node, whether it is the same for every element a thread computes: constants,
 /// integers, inputs `inputs` says are, and what is computed from those alone (a loop's
 /// results are per element: its carried values are).
-fn uniform_nodes(f: &Function, inputs: &[bool]) -> Vec<bool> {
+pub(super) fn uniform_nodes(f: &Function, inputs: &[bool]) -> Vec<bool> {
     let mut u = vec![false; f.nodes.len()];
     for (i, node) in f.nodes.iter().enumerate() {
         u[i] = match &node.op {

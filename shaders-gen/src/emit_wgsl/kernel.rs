@@ -4,6 +4,7 @@
 use super::body::{Ctx, scaled_index};
 use super::fields::{FieldNames, emit_field_loads, field_declarations, field_header, field_names};
 use super::float_literal;
+use super::hoist;
 use super::loads::{self, emit_loads};
 use super::plan::{KernelPlan, StageArray};
 use super::reduce::reduce_stage_fn;
@@ -13,7 +14,7 @@ use super::stores::{self, emit_stores, jacobian_chunks_as_computed};
 use super::streams::SumsIn;
 use crate::abi::{self, ArgLayout, KernelKind};
 use crate::ir::Function;
-use crate::names::{REDUCE_DISTINCT_FN, element_name, reserved};
+use crate::names::{HOISTED_ARRAY, REDUCE_DISTINCT_FN, element_name, reserved};
 use crate::ops::{wgsl_helper, wgsl_helper_source, wgsl_helpers};
 use crate::signature::Precision;
 use std::collections::BTreeSet;
@@ -99,6 +100,14 @@ fn emit(
         ctx.set_elements(plan.elements as usize, &uniform, &mut taken);
     }
     let mut helpers = BTreeSet::new();
+    // The by-rows entry has no prologue: a kernel with one computes everything itself.
+    let hoisted = if by_rows {
+        None
+    } else {
+        hoist::hoisted(&plan, f)
+    };
+    let prologue = (hoisted.as_ref())
+        .map(|h| hoist::emit_prologue(&plan, &mut ctx, h, &mut taken, &mut helpers));
     let mut body = String::new();
     if gathered {
         emit_field_loads(&plan, &fields, &ctx, &mut body);
@@ -131,10 +140,18 @@ fn emit(
     emit_stores(&plan, f, &mut ctx, &mut body, early.map(|e| e.buffer));
     let mut s = header(&plan, &fields, signature);
     declarations(&plan, &fields, &helpers, &sums, &mut s);
+    if let Some(h) = &hoisted {
+        let t = plan.layout.precision;
+        let _ = writeln!(
+            s,
+            "var<workgroup> {HOISTED_ARRAY}: array<{t}, {}>;\n",
+            h.exported.len().max(1)
+        );
+    }
     if plan.reduces {
         reducing_entry(&plan, &sums, &body, &mut s);
     } else {
-        plain_entry(&plan, &body, &mut s);
+        plain_entry(&plan, prologue.as_deref(), &body, &mut s);
     }
     if let (Some(compute), Some(stores)) = (compute, rows) {
         rows_entry(&plan, &fields, &compute, &stores, &mut s);
@@ -542,7 +559,7 @@ fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut Stri
 }
 
 /// The entry point of a kernel with one thread per element.
-fn plain_entry(plan: &KernelPlan, body: &str, s: &mut String) {
+fn plain_entry(plan: &KernelPlan, prologue: Option<&str>, body: &str, s: &mut String) {
     let in_words = plan.layout.words / plan.lanes;
     let wg = plan.workgroup_size();
     if let Some(size) = plan.size_override() {
@@ -562,12 +579,13 @@ fn plain_entry(plan: &KernelPlan, body: &str, s: &mut String) {
         s,
         "fn {}(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>{}) {{",
         plan.kind.entry_point(),
-        if plan.guarded {
+        if plan.guarded || prologue.is_some() {
             ", @builtin(local_invocation_index) lid: u32"
         } else {
             ""
         }
     );
+    s.push_str(prologue.unwrap_or_default());
     let _ = writeln!(
         s,
         "    // Wide batches use the second dispatch dimension (at most {} groups per dimension).",

@@ -81,12 +81,7 @@ fn emit_shared_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
         if let Some(i) = load
             && needed[*i]
         {
-            let read = if plan.shared_uniform {
-                let u = abi::uniform_lanes(plan.layout.precision) as usize;
-                format!("shared_args[{}u].{}", k / u, COMPONENTS[k % u])
-            } else {
-                format!("shared_args[{k}u]")
-            };
+            let read = shared_word_read(plan, k as u32);
             let _ = writeln!(body, "    let {} = {read};", ctx.names[*i]);
         }
     }
@@ -107,6 +102,17 @@ fn emit_shared_loads(plan: &KernelPlan, ctx: &mut Ctx, body: &mut String) {
                 element_name("in_batch", e),
             );
         });
+    }
+}
+
+/// Shared word `k` as the kernel reads it: from the uniform buffer's vectors, or the
+/// storage buffer.
+pub(super) fn shared_word_read(plan: &KernelPlan, k: u32) -> String {
+    if plan.shared_uniform {
+        let u = abi::uniform_lanes(plan.layout.precision);
+        format!("shared_args[{}u].{}", k / u, COMPONENTS[(k % u) as usize])
+    } else {
+        format!("shared_args[{k}u]")
     }
 }
 

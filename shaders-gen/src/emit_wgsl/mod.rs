@@ -12,6 +12,7 @@
 mod arrays;
 mod body;
 mod fields;
+mod hoist;
 mod kernel;
 mod loads;
 mod outer_sums;

@@ -1,0 +1,170 @@
+//! Values the same for the whole batch, computed once per workgroup.
+//!
+//! A value computed from `#[shared]` words and constants alone is the same in every
+//! element: a softmax's maximum and exponentials over shared logits, a normalization of
+//! shared weights. A value kernel that computes it in every thread does the batch's work
+//! once per element. Where such values cost at least [`HOIST_MIN_COST`] FMAs, the value
+//! kernel computes them in its workgroup's first thread, before anything else, hands them
+//! to the others through workgroup memory, and the body reads them from there: the same
+//! operations in the same order, so the same bits.
+//!
+//! Only top-level scalar values are taken (a loop's results are per element, and an array
+//! has no slot), and only in value kernels: an adjoint's reverse pass carries per-element
+//! adjoints into these values, and a value kernel is where a batch's shared-only work was
+//! measured to dominate (the bench's soft gate: BENCHMARKS.md).
+
+use super::body::{Ctx, uniform_nodes};
+use super::loads::shared_word_read;
+use super::plan::KernelPlan;
+use crate::abi::KernelKind;
+use crate::ir::{Function, Op, Ty};
+use crate::names::{HOISTED_ARRAY, Taken};
+use std::collections::BTreeSet;
+use std::fmt::Write;
+
+/// The least cost, in FMAs ([`crate::ops::Func::gpu_cost`]), of the values a kernel hoists:
+/// below it, the workgroup's barrier and the reads back cost more than they save.
+pub const HOIST_MIN_COST: f64 = 16.0;
+
+/// The nodes a value kernel computes once per workgroup, and those of them the rest of the
+/// kernel reads (each a slot of [`HOISTED_ARRAY`], in this order).
+#[derive(Debug, Default)]
+pub(super) struct Hoisted {
+    /// Computed in the prologue, skipped by the body.
+    pub nodes: BTreeSet<usize>,
+    /// Read by the body (or a result of the function).
+    pub exported: Vec<usize>,
+}
+
+/// The nodes of `f` the kernel of `plan` hoists, if any: top-level `F32` and `Bool` values
+/// computed from shared words and constants alone, each of whose operands is hoisted too
+/// (or a shared word, or a constant), those the body reads all `F32`, and costing at
+/// least [`HOIST_MIN_COST`] in all.
+pub(super) fn hoisted(plan: &KernelPlan, f: &Function) -> Option<Hoisted> {
+    let layout = plan.layout;
+    if plan.kind != KernelKind::Forward || plan.gathered || layout.shared_words == 0 {
+        return None;
+    }
+    let (words, shared) = (layout.words as usize, layout.shared_words as usize);
+    let inputs: Vec<bool> = (0..f.num_inputs as usize)
+        .map(|w| w >= words && w < words + shared)
+        .collect();
+    let uniform = uniform_nodes(f, &inputs);
+    let leaf = |op: &Op| matches!(op, Op::Input(_) | Op::Const(_) | Op::Int(_));
+    let mut nodes: BTreeSet<usize> = BTreeSet::new();
+    for (i, node) in f.nodes.iter().enumerate() {
+        let takes = uniform[i]
+            && matches!(node.ty, Ty::F32 | Ty::Bool)
+            && matches!(
+                node.op,
+                Op::Call(..)
+                    | Op::Cmp(..)
+                    | Op::Not(_)
+                    | Op::And(..)
+                    | Op::Or(..)
+                    | Op::Select { .. }
+            )
+            && (node.op.operands().iter())
+                .all(|v| nodes.contains(&v.index()) || leaf(&f.node(*v).op));
+        if takes {
+            nodes.insert(i);
+        }
+    }
+    // A value the body reads must be a float (the slots are); a boolean it reads is
+    // computed there instead, and so is whatever reads that.
+    loop {
+        let exported = exported(f, &nodes);
+        let Some(&bad) = exported.iter().find(|&&i| f.nodes[i].ty != Ty::F32) else {
+            break;
+        };
+        nodes.remove(&bad);
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for i in nodes.clone() {
+                let ok = (f.nodes[i].op.operands().iter())
+                    .all(|v| nodes.contains(&v.index()) || leaf(&f.node(*v).op));
+                if !ok {
+                    nodes.remove(&i);
+                    changed = true;
+                }
+            }
+        }
+    }
+    let cost: f64 = (nodes.iter())
+        .map(|&i| match &f.nodes[i].op {
+            Op::Call(func, _) => func.gpu_cost(),
+            _ => 0.0,
+        })
+        .sum();
+    if cost < HOIST_MIN_COST {
+        return None;
+    }
+    let exported = exported(f, &nodes);
+    Some(Hoisted { nodes, exported })
+}
+
+/// The nodes of `nodes` read by a node outside them, or results of `f`.
+fn exported(f: &Function, nodes: &BTreeSet<usize>) -> Vec<usize> {
+    let mut read = vec![false; f.nodes.len()];
+    for (i, node) in f.nodes.iter().enumerate() {
+        if !nodes.contains(&i) {
+            for v in node.op.operands() {
+                read[v.index()] = true;
+            }
+        }
+    }
+    for o in &f.outputs {
+        read[o.index()] = true;
+    }
+    nodes.iter().copied().filter(|&i| read[i]).collect()
+}
+
+/// The prologue of a kernel that hoists `h`: the first thread loads the shared words the
+/// hoisted nodes read, computes them and stores those the body reads; past a barrier,
+/// every thread reads them back under their names. Marks the nodes for the body to skip.
+/// Written before the kernel's bounds check, so that every thread reaches the barrier.
+pub(super) fn emit_prologue(
+    plan: &KernelPlan,
+    ctx: &mut Ctx,
+    h: &Hoisted,
+    taken: &mut Taken,
+    helpers: &mut BTreeSet<&'static str>,
+) -> String {
+    let f = ctx.f;
+    let mut s = String::from(
+        "    // Values of the shared words alone, the same for every element: computed once\n    \
+         // per workgroup, by its first thread.\n    if (lid == 0u) {\n",
+    );
+    let words = plan.layout.words as usize;
+    let shared_loads = &plan.loads[words..words + plan.layout.shared_words as usize];
+    let read: BTreeSet<usize> = (h.nodes.iter())
+        .flat_map(|&i| f.nodes[i].op.operands())
+        .map(|v| v.index())
+        .collect();
+    for (k, load) in shared_loads.iter().enumerate() {
+        if let Some(j) = load
+            && read.contains(j)
+        {
+            let _ = writeln!(
+                s,
+                "        let {} = {};",
+                ctx.names[*j],
+                shared_word_read(plan, k as u32)
+            );
+        }
+    }
+    for &i in &h.nodes {
+        ctx.emit_single(i, taken, "        ", &mut s, helpers);
+    }
+    for (slot, &i) in h.exported.iter().enumerate() {
+        let _ = writeln!(s, "        {HOISTED_ARRAY}[{slot}] = {};", ctx.names[i]);
+    }
+    s.push_str("    }\n    workgroupBarrier();\n");
+    for (slot, &i) in h.exported.iter().enumerate() {
+        let _ = writeln!(s, "    let {} = {HOISTED_ARRAY}[{slot}];", ctx.names[i]);
+    }
+    ctx.skip.extend(h.nodes.iter().copied());
+    ctx.hoisted.extend(h.nodes.iter().copied());
+    s
+}

@@ -1,0 +1,129 @@
+//! Values of the `#[shared]` words alone (a softmax's maximum and exponentials over shared
+//! logits, a branch on a shared scale) are computed once per workgroup by the value
+//! kernel's first thread and read back by the others (`shaders-gen/src/emit_wgsl/hoist.rs`).
+//! Checked against the f64 interpreter and the CPU version at batch sizes that end inside a
+//! workgroup and span many, with every branch of the shared values taken and with NaN and
+//! infinite logits; and that the kernel does hoist them, and does not where they cost less
+//! than the barrier.
+
+mod common;
+
+use common::{device, words_of};
+use gradfuse::differentiable;
+use gradfuse_shaders_gen::{compile_str, interp};
+
+with_source! {
+    SOFT_CHOICE_SRC,
+    #[differentiable]
+    pub fn soft_choice(a: f32, b: f32, #[shared] logits: [f32; 6], #[shared] scale: f32) -> f32 {
+        let mut m = logits[0];
+        for k in 1..6 {
+            m = m.max(logits[k]);
+        }
+        let ops = [a, b, a * b, a + b, a - b, 1.0 - a];
+        let mut z = 0.0;
+        let mut out = 0.0;
+        for k in 0..6 {
+            let e = (logits[k] - m).exp();
+            z += e;
+            out += e * ops[k];
+        }
+        let s = if scale > 1.0 { scale.ln() } else { scale * scale };
+        s * out / z
+    }
+}
+
+with_source! {
+    CHEAP_SRC,
+    // Shared-only work of one add: less than the barrier would cost.
+    #[differentiable]
+    pub fn cheap(x: f32, #[shared] w: [f32; 2]) -> f32 {
+        let c = w[0] + w[1];
+        x * c
+    }
+}
+
+/// The entry point of `wgsl` (past the helper functions) before its first barrier, and
+/// after it.
+fn split_at_barrier(wgsl: &str) -> (&str, &str) {
+    let entry = wgsl.split_once("fn forward(").expect("a value kernel").1;
+    entry
+        .split_once("workgroupBarrier();")
+        .expect("the kernel has a barrier")
+}
+
+#[test]
+fn the_value_kernel_computes_shared_values_once_per_workgroup() {
+    common::validate_wgsl("soft_choice_forward", soft_choice::WGSL_FORWARD);
+    let (prologue, body) = split_at_barrier(soft_choice::WGSL_FORWARD);
+    assert!(prologue.contains("if (lid == 0u)"));
+    // Every exponential and the scale's logarithm are in the first thread's prologue.
+    assert_eq!(prologue.matches("exp(").count(), 6);
+    assert_eq!(body.matches("exp(").count(), 0);
+    assert!(prologue.contains("gf_ln(") && !body.contains("gf_ln("));
+    insta::assert_snapshot!("soft_choice_forward", soft_choice::WGSL_FORWARD);
+    // Cheap shared work is computed in every thread, with no barrier.
+    assert!(!cheap::WGSL_FORWARD.contains("workgroupBarrier"));
+    assert!(!cheap::WGSL_FORWARD.contains("gf_hoisted"));
+}
+
+#[test]
+fn hoisted_values_match_the_interpreter_and_the_cpu() {
+    let shared_sets = [
+        // The scale's branches both ways, logits of several sizes.
+        soft_choice::Shared {
+            logits: [0.3, -1.2, 2.5, 0.0, 1.1, -0.4],
+            scale: 2.0,
+        },
+        soft_choice::Shared {
+            logits: [-3.0, 4.0, 1.5, 3.9, -0.2, 0.7],
+            scale: 0.5,
+        },
+        // A NaN logit: `max` passes over it, its exponential is NaN, so is the value.
+        soft_choice::Shared {
+            logits: [0.1, f32::NAN, 0.2, 0.3, 0.4, 0.5],
+            scale: 1.5,
+        },
+        // An infinite logit: the maximum is infinite, and inf - inf is NaN.
+        soft_choice::Shared {
+            logits: [0.1, f32::INFINITY, 0.2, 0.3, 0.4, 0.5],
+            scale: 1.5,
+        },
+    ];
+    let c = compile_str(SOFT_CHOICE_SRC).expect("the source compiles");
+    let kernel = soft_choice::kernel(device());
+    let mut rng = common::Rng(11);
+    for shared in &shared_sets {
+        // One element, a workgroup's last thread missing, one past it, many workgroups.
+        for n in [1usize, 255, 257, 70_001] {
+            let batch: Vec<soft_choice::Args> = (0..n)
+                .map(|_| soft_choice::Args {
+                    a: rng.uniform(-1.0, 1.0),
+                    b: rng.uniform(-1.0, 1.0),
+                })
+                .collect();
+            let values = kernel.value(&batch, shared).expect("launch");
+            assert_eq!(values.len(), n);
+            // Every element checked against the CPU version, a sample of them against the
+            // f64 interpreter (it runs the unoptimized IR, one element at a time).
+            for (i, (a, v)) in batch.iter().zip(&values).enumerate() {
+                let cpu = soft_choice(a.a, a.b, shared.logits, shared.scale);
+                if cpu.is_nan() {
+                    assert!(v.is_nan(), "n = {n}, element {i}: {v}, the CPU's NaN");
+                    continue;
+                }
+                assert!(
+                    (v - cpu).abs() <= 1e-5 * cpu.abs().max(1.0),
+                    "n = {n}, element {i}: {v} against the CPU's {cpu}"
+                );
+                if i % 997 == 0 || i + 1 == n {
+                    let want = interp::eval(&c.lowered.primal, &words_of(a, shared))[0];
+                    assert!(
+                        (*v as f64 - want).abs() <= 1e-5 * want.abs().max(1.0),
+                        "n = {n}, element {i}: {v} against the interpreter's {want}"
+                    );
+                }
+            }
+        }
+    }
+}
