@@ -33,14 +33,11 @@ with_source! {
     }
 }
 
-with_source! {
-    CHEAP_SRC,
-    // Shared-only work of one add: less than the barrier would cost.
-    #[differentiable]
-    pub fn cheap(x: f32, #[shared] w: [f32; 2]) -> f32 {
-        let c = w[0] + w[1];
-        x * c
-    }
+// Shared-only work of one add: less than the barrier would cost.
+#[differentiable]
+pub fn cheap(x: f32, #[shared] w: [f32; 2]) -> f32 {
+    let c = w[0] + w[1];
+    x * c
 }
 
 /// The entry point of `wgsl` (past the helper functions) before its first barrier, and
