@@ -41,6 +41,9 @@ pub fn corpus() -> Vec<Function> {
     for t in [16, 256, 1024] {
         out.push(shared_table(t));
     }
+    for k in [16, 64] {
+        out.push(shared_softmax(k));
+    }
     for steps in [64, 512, 4096] {
         out.push(oscillator(steps));
     }
@@ -204,6 +207,30 @@ fn shared_table(t: usize) -> Function {
         }}"
     );
     Function::new(name, "shared table", src)
+}
+
+/// A mixture weighted by a softmax over `k` shared logits (a soft choice among `k`
+/// candidates, as a soft logic gate or a mixture of experts writes it): the maximum and the
+/// exponentials are the same for every element, the candidates per element.
+fn shared_softmax(k: usize) -> Function {
+    let name = format!("shared_softmax_{k}");
+    let src = format!(
+        "fn {name}(x: f32, y: f32, #[shared] logits: [f32; {k}]) -> f32 {{
+            let mut m = logits[0];
+            for j in 1..{k} {{
+                m = m.max(logits[j]);
+            }}
+            let mut z = 0.0;
+            let mut out = 0.0;
+            for j in 0..{k} {{
+                let e = (logits[j] - m).exp();
+                z += e;
+                out += e * (x * (j as f32) * 0.1 + y);
+            }}
+            out / z
+        }}"
+    );
+    Function::new(name, "shared softmax", src)
 }
 
 /// A pendulum with friction stepped `steps` times (semi-implicit Euler), scored by the

@@ -1,7 +1,8 @@
-//! The performance corpus: 47 functions the generator was never tuned on (wide Jacobians,
+//! The performance corpus: 49 functions the generator was never tuned on (wide Jacobians,
 //! per-element arrays read in loops, chains of transcendental calls, branches, `#[shared]`
-//! tables, and 24 random programs from fixed seeds), each compiled at run time by the
-//! macro's compiler, and every kernel of each (value, adjoint or Jacobian, tangent) timed
+//! tables, softmaxes over shared logits, and 24 random programs from fixed seeds), each
+//! compiled at run time by the macro's compiler, and every kernel of each (value, adjoint
+//! or Jacobian, tangent) timed
 //! against its roofline: the larger of a coalesced copy of its bytes and its operations at
 //! the device's FMA rate (each call weighted by its cost in FMAs, `costs.rs`), all
 //! measured in the same run. Three rounds over the whole corpus
