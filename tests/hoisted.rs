@@ -1,6 +1,8 @@
 //! Values of the `#[shared]` words alone (a softmax's maximum and exponentials over shared
-//! logits, a branch on a shared scale) are computed once per workgroup by the value
-//! kernel's first thread and read back by the others (`shaders-gen/src/emit_wgsl/hoist.rs`).
+//! logits, a branch on a shared scale) are computed once per workgroup by the value and
+//! tangent kernels' first thread and read back by the others
+//! (`shaders-gen/src/emit_wgsl/hoist.rs`); in a tangent kernel, with their tangents along
+//! the shared tangent.
 //! Checked against the f64 interpreter and the CPU version at batch sizes that end inside a
 //! workgroup and span many, with every branch of the shared values taken and with NaN and
 //! infinite logits; and that the kernel does hoist them, and does not where they cost less
@@ -121,6 +123,76 @@ fn hoisted_values_match_the_interpreter_and_the_cpu() {
                     );
                 }
             }
+        }
+    }
+}
+
+#[test]
+fn the_tangent_kernel_hoists_shared_values_and_their_tangents() {
+    common::validate_wgsl("soft_choice_tangent", soft_choice::WGSL_TANGENT);
+    let entry = soft_choice::WGSL_TANGENT
+        .split_once("fn tangent(")
+        .expect("a tangent kernel")
+        .1;
+    let (prologue, body) = entry
+        .split_once("workgroupBarrier();")
+        .expect("the kernel has a barrier");
+    assert_eq!(prologue.matches("exp(").count(), 6);
+    assert_eq!(body.matches("exp(").count(), 0);
+    let shared = soft_choice::Shared {
+        logits: [0.3, -1.2, 2.5, 0.0, 1.1, -0.4],
+        scale: 2.0,
+    };
+    let shared_tangent = soft_choice::SharedGrad {
+        logits: [0.5, -0.25, 1.0, 0.125, -1.5, 0.75],
+        scale: -0.5,
+    };
+    let c = compile_str(SOFT_CHOICE_SRC).expect("the source compiles");
+    let mut rng = common::Rng(12);
+    for n in [1usize, 257, 70_001] {
+        let batch: Vec<soft_choice::Args> = (0..n)
+            .map(|_| soft_choice::Args {
+                a: rng.uniform(-1.0, 1.0),
+                b: rng.uniform(-1.0, 1.0),
+            })
+            .collect();
+        let tangents: Vec<soft_choice::Grad> = (0..n)
+            .map(|_| soft_choice::Grad {
+                a: rng.uniform(-1.0, 1.0),
+                b: rng.uniform(-1.0, 1.0),
+            })
+            .collect();
+        let (values, derivatives) = soft_choice::kernel(device())
+            .jvp(&batch, &shared, &tangents, &shared_tangent)
+            .expect("launch");
+        for i in [0, n - 1] {
+            // Central differences of the f64 interpreter along the element's and the
+            // shared tangent.
+            let words = words_of(&batch[i], &shared);
+            let dir = words_of(&tangents[i], &shared_tangent);
+            let at = |h: f64| {
+                let w: Vec<f64> = words.iter().zip(&dir).map(|(w, t)| w + h * t).collect();
+                interp::eval(&c.lowered.primal, &w)[0]
+            };
+            let fd = (at(1e-6) - at(-1e-6)) / 2e-6;
+            assert!(
+                (derivatives[i] as f64 - fd).abs() <= 1e-4 * fd.abs().max(1.0),
+                "n = {n}, element {i}: derivative {} against central differences {fd}",
+                derivatives[i]
+            );
+        }
+        for i in 0..n {
+            let (v, d) = soft_choice::jvp(&batch[i], &shared, &tangents[i], &shared_tangent);
+            assert!(
+                (values[i] - v).abs() <= 1e-5 * v.abs().max(1.0),
+                "n = {n}, element {i}: value {} against the CPU's {v}",
+                values[i]
+            );
+            assert!(
+                (derivatives[i] - d).abs() <= 1e-5 * d.abs().max(1.0),
+                "n = {n}, element {i}: derivative {} against the CPU's {d}",
+                derivatives[i]
+            );
         }
     }
 }

@@ -9,9 +9,9 @@
 //! operations in the same order, so the same bits.
 //!
 //! Only top-level scalar values are taken (a loop's results are per element, and an array
-//! has no slot), and only in value kernels: an adjoint's reverse pass carries per-element
-//! adjoints into these values, and a value kernel is where a batch's shared-only work was
-//! measured to dominate (the bench's soft gate: BENCHMARKS.md).
+//! has no slot), and only in value and tangent kernels (a tangent kernel's shared tangent
+//! is the same for every element too). Adjoints do not hoist: measured, most gain, but one
+//! adjoint ran 1.3x slower for a cause not yet known (BENCHMARKS.md).
 
 use super::body::{Ctx, uniform_nodes};
 use super::loads::shared_word_read;
@@ -42,7 +42,10 @@ pub(super) struct Hoisted {
 /// least [`HOIST_MIN_COST`] in all.
 pub(super) fn hoisted(plan: &KernelPlan, f: &Function) -> Option<Hoisted> {
     let layout = plan.layout;
-    if plan.kind != KernelKind::Forward || plan.gathered || layout.shared_words == 0 {
+    // A tangent kernel's shared words include the shared tangent (`tangent_layout`): the
+    // same for every element too.
+    let kind_takes = matches!(plan.kind, KernelKind::Forward | KernelKind::Tangent);
+    if !kind_takes || plan.gathered || layout.shared_words == 0 {
         return None;
     }
     let (words, shared) = (layout.words as usize, layout.shared_words as usize);
