@@ -2,16 +2,17 @@
 //!
 //! A value computed from `#[shared]` words and constants alone is the same in every
 //! element: a softmax's maximum and exponentials over shared logits, a normalization of
-//! shared weights. A value kernel that computes it in every thread does the batch's work
-//! once per element. Where such values cost at least [`HOIST_MIN_COST`] FMAs, the value
-//! kernel computes them in its workgroup's first thread, before anything else, hands them
-//! to the others through workgroup memory, and the body reads them from there: the same
+//! shared weights. A kernel that computes it in every thread does the batch's work once
+//! per element. Where such values cost at least [`HOIST_MIN_COST`] FMAs, the kernel
+//! computes them in its workgroup's first thread, before anything else, hands them to the
+//! others through workgroup memory, and the body reads them from there: the same
 //! operations in the same order, so the same bits.
 //!
 //! Only top-level scalar values are taken (a loop's results are per element, and an array
 //! has no slot), and only in value and tangent kernels (a tangent kernel's shared tangent
 //! is the same for every element too). Adjoints do not hoist: measured, most gain, but one
-//! adjoint ran 1.3x slower for a cause not yet known (BENCHMARKS.md).
+//! adjoint ran 1.3x slower, its 96 hoisted values held through the loop or read back at
+//! each use (BENCHMARKS.md).
 
 use super::body::{Ctx, uniform_nodes};
 use super::loads::shared_word_read;
@@ -26,7 +27,7 @@ use std::fmt::Write;
 /// below it, the workgroup's barrier and the reads back cost more than they save.
 pub const HOIST_MIN_COST: f64 = 16.0;
 
-/// The nodes a value kernel computes once per workgroup, and those of them the rest of the
+/// The nodes a kernel computes once per workgroup, and those of them the rest of the
 /// kernel reads (each a slot of [`HOISTED_ARRAY`], in this order).
 #[derive(Debug, Default)]
 pub(super) struct Hoisted {
