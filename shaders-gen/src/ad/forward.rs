@@ -1,6 +1,6 @@
 //! Forward mode: each value carried with its tangent, loops as one loop carrying both
 //! (the primal computed once). The partial derivatives are the derivative table's
-//! ([`super::partials`]), the same the reverse mode uses.
+//! ([`mod@super::partials`]), the same the reverse mode uses.
 
 use super::partials::partials;
 use crate::ir::{Builder, Function, Loop, LoopKind, Op, ValueId};

@@ -4,7 +4,7 @@
 //!
 //! Forward mode carries a tangent through every node of the adjoint, loops included (a
 //! recording loop records its tangents with its values, and the reverse loop reads them
-//! back: [`super::forward`]). A custom derivative's second derivative is the derivative of
+//! back: [`mod@super::forward`]). A custom derivative's second derivative is the derivative of
 //! the function the user gave for its first: that function's nodes are in the adjoint.
 
 use super::forward::forward_into;

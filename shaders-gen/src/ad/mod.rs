@@ -118,7 +118,7 @@ fn guard_or(b: &mut Builder, g: Option<Guard>, h: Guard, span: proc_macro2::Span
 /// Whether a condition built of `! && ||` over comparisons holds whatever the comparisons
 /// give: a value used on every path of an `if`/`else` chain gets the guard `c || !c` (or
 /// longer), and needs no mask. Decided by the truth table over its atoms; conditions with
-/// more than [`MAX_ATOMS`] atoms are taken as not always true (masking stays correct).
+/// more than `MAX_ATOMS` (10) atoms are taken as not always true (masking stays correct).
 fn is_tautology(b: &Builder, cond: ValueId) -> bool {
     const MAX_ATOMS: usize = 10;
     fn atoms(b: &Builder, v: ValueId, out: &mut Vec<ValueId>) -> bool {
