@@ -42,10 +42,13 @@ pub fn cheap(x: f32, #[shared] w: [f32; 2]) -> f32 {
     x * c
 }
 
-/// The entry point of `wgsl` (past the helper functions) before its first barrier, and
-/// after it.
-fn split_at_barrier(wgsl: &str) -> (&str, &str) {
-    let entry = wgsl.split_once("fn forward(").expect("a value kernel").1;
+/// The entry point `entry` of `wgsl` (past the helper functions) before its first
+/// barrier, and after it.
+fn split_at_barrier<'a>(wgsl: &'a str, entry: &str) -> (&'a str, &'a str) {
+    let entry = wgsl
+        .split_once(&format!("fn {entry}("))
+        .expect("the entry point")
+        .1;
     entry
         .split_once("workgroupBarrier();")
         .expect("the kernel has a barrier")
@@ -54,7 +57,7 @@ fn split_at_barrier(wgsl: &str) -> (&str, &str) {
 #[test]
 fn the_value_kernel_computes_shared_values_once_per_workgroup() {
     common::validate_wgsl("soft_choice_forward", soft_choice::WGSL_FORWARD);
-    let (prologue, body) = split_at_barrier(soft_choice::WGSL_FORWARD);
+    let (prologue, body) = split_at_barrier(soft_choice::WGSL_FORWARD, "forward");
     assert!(prologue.contains("if (lid == 0u)"));
     // Every exponential and the scale's logarithm are in the first thread's prologue.
     assert_eq!(prologue.matches("exp(").count(), 6);
@@ -130,13 +133,7 @@ fn hoisted_values_match_the_interpreter_and_the_cpu() {
 #[test]
 fn the_tangent_kernel_hoists_shared_values_and_their_tangents() {
     common::validate_wgsl("soft_choice_tangent", soft_choice::WGSL_TANGENT);
-    let entry = soft_choice::WGSL_TANGENT
-        .split_once("fn tangent(")
-        .expect("a tangent kernel")
-        .1;
-    let (prologue, body) = entry
-        .split_once("workgroupBarrier();")
-        .expect("the kernel has a barrier");
+    let (prologue, body) = split_at_barrier(soft_choice::WGSL_TANGENT, "tangent");
     assert_eq!(prologue.matches("exp(").count(), 6);
     assert_eq!(body.matches("exp(").count(), 0);
     let shared = soft_choice::Shared {

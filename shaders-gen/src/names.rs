@@ -31,8 +31,8 @@ pub const REDUCE_SLOT_FN: &str = "gf_slot_sum";
 /// The WGSL helper that adds the wide stage's slots into the workgroup's sums where no two
 /// slots hold one word.
 pub const REDUCE_DISTINCT_FN: &str = "gf_reduce_distinct";
-/// The workgroup array through which a value kernel's first thread hands the values of the
-/// shared words alone to the others (`emit_wgsl/hoist.rs`).
+/// The workgroup array through which a value or tangent kernel's first thread hands the
+/// values of the shared words alone to the others (`emit_wgsl/hoist.rs`).
 pub const HOISTED_ARRAY: &str = "gf_hoisted";
 
 /// Identifiers no local may take: WGSL and Rust keywords and reserved words, the WGSL

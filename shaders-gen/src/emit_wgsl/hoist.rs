@@ -29,7 +29,7 @@ pub const HOIST_MIN_COST: f64 = 16.0;
 
 /// The nodes a kernel computes once per workgroup, and those of them the rest of the
 /// kernel reads (each a slot of [`HOISTED_ARRAY`], in this order).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Hoisted {
     /// Computed in the prologue, skipped by the body.
     pub nodes: BTreeSet<usize>,
@@ -54,10 +54,38 @@ pub(super) fn hoisted(plan: &KernelPlan, f: &Function) -> Option<Hoisted> {
         .map(|w| w >= words && w < words + shared)
         .collect();
     let uniform = uniform_nodes(f, &inputs);
+    // A value the body reads must be a float (the slots are): a boolean it reads is left to
+    // the body, and so, by the next pass, is whatever reads that.
+    let mut left = BTreeSet::new();
+    let (nodes, exported) = loop {
+        let nodes = closed_uniform_nodes(f, &uniform, &left);
+        let exported = exported(f, &nodes);
+        match exported.iter().find(|&&i| f.nodes[i].ty != Ty::F32) {
+            Some(&boolean) => left.insert(boolean),
+            None => break (nodes, exported),
+        };
+    };
+    let cost: f64 = (nodes.iter())
+        .map(|&i| match &f.nodes[i].op {
+            Op::Call(func, _) => func.gpu_cost(),
+            _ => 0.0,
+        })
+        .sum();
+    if cost < HOIST_MIN_COST {
+        return None;
+    }
+    Some(Hoisted { nodes, exported })
+}
+
+/// The top-level `F32` and `Bool` computations `uniform` marks, but those in `left`, each
+/// of whose operands is a shared word, a constant or one of them (one pass: the nodes are
+/// in order).
+fn closed_uniform_nodes(f: &Function, uniform: &[bool], left: &BTreeSet<usize>) -> BTreeSet<usize> {
     let leaf = |op: &Op| matches!(op, Op::Input(_) | Op::Const(_) | Op::Int(_));
-    let mut nodes: BTreeSet<usize> = BTreeSet::new();
+    let mut nodes = BTreeSet::new();
     for (i, node) in f.nodes.iter().enumerate() {
         let takes = uniform[i]
+            && !left.contains(&i)
             && matches!(node.ty, Ty::F32 | Ty::Bool)
             && matches!(
                 node.op,
@@ -74,38 +102,7 @@ pub(super) fn hoisted(plan: &KernelPlan, f: &Function) -> Option<Hoisted> {
             nodes.insert(i);
         }
     }
-    // A value the body reads must be a float (the slots are); a boolean it reads is
-    // computed there instead, and so is whatever reads that.
-    loop {
-        let exported = exported(f, &nodes);
-        let Some(&bad) = exported.iter().find(|&&i| f.nodes[i].ty != Ty::F32) else {
-            break;
-        };
-        nodes.remove(&bad);
-        let mut changed = true;
-        while changed {
-            changed = false;
-            for i in nodes.clone() {
-                let ok = (f.nodes[i].op.operands().iter())
-                    .all(|v| nodes.contains(&v.index()) || leaf(&f.node(*v).op));
-                if !ok {
-                    nodes.remove(&i);
-                    changed = true;
-                }
-            }
-        }
-    }
-    let cost: f64 = (nodes.iter())
-        .map(|&i| match &f.nodes[i].op {
-            Op::Call(func, _) => func.gpu_cost(),
-            _ => 0.0,
-        })
-        .sum();
-    if cost < HOIST_MIN_COST {
-        return None;
-    }
-    let exported = exported(f, &nodes);
-    Some(Hoisted { nodes, exported })
+    nodes
 }
 
 /// The nodes of `nodes` read by a node outside them, or results of `f`.
