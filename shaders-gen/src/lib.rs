@@ -215,7 +215,8 @@ pub fn compile_with(
     } else {
         adjoint.clone()
     };
-    let value_primal = opt::for_value_kernel(&primal);
+    let value_unrolled = opt::unroll_indexed_loops_wider(&lowered.primal, &shared_layer(layout));
+    let value_primal = opt::for_value_kernel(&value_unrolled);
     let wgsl_forward = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Forward, &value_primal);
     let adjoint_elements =
         emit_wgsl::elements_per_thread(layout, KernelKind::Adjoint, &kernel_adjoint);
@@ -257,6 +258,59 @@ pub fn compile_with(
         wgsl_tangent,
         wgsl_reverse,
     })
+}
+
+/// Whether a top-level loop is a layer over `#[shared]` weights, which the value kernel
+/// unrolls up to [`opt::VALUE_UNROLL_BUDGET`] operations: its trips are independent (it
+/// carries arrays only, which its body writes and never reads, where a recurrence reads
+/// what the trip before left) and it reads a `#[shared]` array. Unrolled, each weight is read at a constant
+/// offset where the loop computes one per trip: on the H100 at 2^20 (BENCHMARKS.md, "Value
+/// kernels: layers over shared weights unrolled") an 8-64-64-1 network's value kernel took
+/// 0.75 ms with its layers kept as loops. Recurrences (a scan over a shared sequence) and
+/// layers over per-element weights lost unrolled (up to 3x), so they keep the base budget.
+fn shared_layer(layout: &abi::ArgLayout) -> impl Fn(&Function, &ir::Loop) -> bool + '_ {
+    let shared = layout.words..layout.words + layout.shared_words;
+    move |f: &Function, l: &ir::Loop| {
+        let is_shared =
+            |w: &ir::ValueId| matches!(f.node(*w).op, ir::Op::Input(i) if shared.contains(&i));
+        let maps = (0..l.init.len()).all(|k| matches!(l.carried_ty(k), ir::Ty::Array(_)))
+            && writes_carried_only(l);
+        let reads_shared = l.captures.iter().any(|c| match &f.node(*c).op {
+            ir::Op::ArrayNew(ws) => ws.iter().any(is_shared),
+            _ => false,
+        });
+        maps && reads_shared
+    }
+}
+
+/// Whether `l`'s body uses its carried values only as the arrays it writes words of
+/// (`h[j] = ..`), never reading one: no trip depends on another.
+fn writes_carried_only(l: &ir::Loop) -> bool {
+    let body = &l.body;
+    let mut written = vec![false; body.nodes.len()];
+    for (at, node) in body.nodes.iter().enumerate() {
+        match &node.op {
+            ir::Op::Input(w) => {
+                written[at] = matches!(l.input(*w as usize), ir::LoopInput::Carried(_));
+            }
+            ir::Op::ArraySet {
+                array,
+                index,
+                value,
+            } if written[array.index()] => {
+                if written[index.index()] || written[value.index()] {
+                    return false;
+                }
+                written[at] = true;
+            }
+            op => {
+                if op.operands().iter().any(|v| written[v.index()]) {
+                    return false;
+                }
+            }
+        }
+    }
+    true
 }
 
 /// Fewest words of `#[shared]` arrays a top-level loop reads for the adjoint kernel to keep

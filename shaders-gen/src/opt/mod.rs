@@ -223,7 +223,22 @@ pub const UNROLL_BUDGET: usize = 2048;
 /// keeps the promise that code does not grow with the trip count beyond a fixed size:
 /// long loops, and loops without computed indices, stay loops.
 pub fn unroll_indexed_loops(f: &Function) -> Function {
-    optimize(&unroll(f, &|_, _| false))
+    optimize(&unroll(f, &|_, _| false, &|_, _| false))
+}
+
+/// The most operations a top-level loop nest of a value kernel that
+/// [`unroll_indexed_loops_wider`]'s `wider` picks may execute and still be unrolled: an
+/// 8-64-64-1 network's layers (about 20,000 operations), not an 8-128-128-1's (about
+/// 80,000).
+pub const VALUE_UNROLL_BUDGET: usize = 32_768;
+
+/// [`unroll_indexed_loops`], but a top-level nest for which `wider(f, loop)` holds is
+/// unrolled up to [`VALUE_UNROLL_BUDGET`] operations.
+pub fn unroll_indexed_loops_wider(
+    f: &Function,
+    wider: &dyn Fn(&Function, &crate::ir::Loop) -> bool,
+) -> Function {
+    optimize(&unroll(f, &|_, _| false, wider))
 }
 
 /// [`unroll_indexed_loops`], but the top-level loops for which `keep(f, loop)` holds stay
@@ -238,13 +253,18 @@ pub fn unroll_indexed_loops_keeping(
         kept.set(kept.get() + usize::from(k));
         k
     };
-    let unrolled = optimize(&unroll(f, &counted));
+    let unrolled = optimize(&unroll(f, &counted, &|_, _| false));
     (unrolled, kept.get())
 }
 
 /// Unrolls `f`'s loops as [`unroll_indexed_loops`] says, but for the top-level ones that
-/// `keep` (asked only of a loop the budget would unroll) keeps.
-fn unroll(f: &Function, keep: &dyn Fn(&Function, &crate::ir::Loop) -> bool) -> Function {
+/// `keep` (asked only of a loop the budget would unroll) keeps, and for the top-level ones
+/// that `wider` picks, unrolled up to [`VALUE_UNROLL_BUDGET`].
+fn unroll(
+    f: &Function,
+    keep: &dyn Fn(&Function, &crate::ir::Loop) -> bool,
+    wider: &dyn Fn(&Function, &crate::ir::Loop) -> bool,
+) -> Function {
     let mut b = Builder::like(f);
     let mut map: Vec<ValueId> = Vec::with_capacity(f.nodes.len());
     // The final carried values of each unrolled loop, by its node.
@@ -253,7 +273,7 @@ fn unroll(f: &Function, keep: &dyn Fn(&Function, &crate::ir::Loop) -> bool) -> F
         let m = |v: ValueId| map[v.index()];
         let id = match &node.op {
             Op::Loop(l) => {
-                let body = unroll(&l.body, &|_, _| false);
+                let body = unroll(&l.body, &|_, _| false, &|_, _| false);
                 let indexes = body.nodes.iter().any(|n| match n.op {
                     Op::ArrayGet { index, .. } | Op::ArraySet { index, .. } => {
                         !matches!(body.node(index).op, Op::Int(_))
@@ -261,7 +281,9 @@ fn unroll(f: &Function, keep: &dyn Fn(&Function, &crate::ir::Loop) -> bool) -> F
                     _ => false,
                 });
                 let cost = l.trip_count() as usize * body.dynamic_op_count();
-                if l.kind == LoopKind::Forward && indexes && cost <= UNROLL_BUDGET && !keep(f, l) {
+                let within = cost <= UNROLL_BUDGET
+                    || (cost <= VALUE_UNROLL_BUDGET && l.kind == LoopKind::Forward && wider(f, l));
+                if l.kind == LoopKind::Forward && indexes && within && !keep(f, l) {
                     let captures: Vec<ValueId> = l.captures.iter().map(|v| m(*v)).collect();
                     let mut carried: Vec<ValueId> = l.init.iter().map(|v| m(*v)).collect();
                     for index in l.start..l.end {

@@ -63,22 +63,32 @@ pub fn outputs_in_groups(f: &Function, groups: &[Vec<usize>]) -> Function {
 /// its last top-level use (a loop reading it is a use). Constants and integers are
 /// literals and count for nothing. Outputs stay alive to the end.
 pub fn max_live(f: &Function) -> usize {
-    most_alive(f, true)
+    most_alive(f, true, false)
 }
 
 /// [`max_live`] with each output alive only to its last use in `f`: for a kernel that
 /// consumes its outputs as they are made (an adjoint adding each gradient word into a sum).
 pub fn max_live_within(f: &Function) -> usize {
-    most_alive(f, false)
+    most_alive(f, false, false)
 }
 
-/// [`max_live`] and [`max_live_within`]: outputs alive to the end or not.
-fn most_alive(f: &Function, outputs_to_the_end: bool) -> usize {
+/// [`max_live`] with each input alive from its first use: the driver loads an argument
+/// where it is used, whatever line the kernel loads it on (an unrolled layer's 4,000
+/// `#[shared]` weights read into `let`s at the top ran as fast read where used).
+fn max_live_from_first_use(f: &Function) -> usize {
+    most_alive(f, true, true)
+}
+
+/// [`max_live`], [`max_live_within`] and [`max_live_from_first_use`]: outputs alive to
+/// the end or not, inputs from the start or their first use.
+fn most_alive(f: &Function, outputs_to_the_end: bool, inputs_at_first_use: bool) -> usize {
     let n = f.nodes.len();
     let mut last_use: Vec<Option<usize>> = vec![None; n];
+    let mut first_use: Vec<Option<usize>> = vec![None; n];
     for (at, node) in f.nodes.iter().enumerate() {
         for v in node.op.operands() {
             last_use[v.index()] = Some(at);
+            first_use[v.index()].get_or_insert(at);
         }
     }
     if outputs_to_the_end {
@@ -92,6 +102,7 @@ fn most_alive(f: &Function, outputs_to_the_end: bool) -> usize {
         let Some(last) = last_use[at] else { continue };
         let born = match node.op {
             Op::Const(_) | Op::Int(_) => continue,
+            Op::Input(_) if inputs_at_first_use => first_use[at].unwrap_or(last),
             Op::Input(_) => 0,
             _ => at,
         };
@@ -125,12 +136,12 @@ const MANY_LIVE: usize = 64;
 /// tangent's order pairs each primal value with its tangent; by outputs it kept more
 /// alive), so it is not applied to them.
 pub fn for_value_kernel(f: &Function) -> Cow<'_, Function> {
-    let before = max_live(f);
+    let before = max_live_from_first_use(f);
     if before < MANY_LIVE {
         return Cow::Borrowed(f);
     }
     let ordered = outputs_in_groups(f, &[(0..f.outputs.len()).collect()]);
-    if max_live(&ordered) * 4 <= before * 3 {
+    if max_live_from_first_use(&ordered) * 4 <= before * 3 {
         Cow::Owned(ordered)
     } else {
         Cow::Borrowed(f)
