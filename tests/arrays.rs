@@ -94,20 +94,24 @@ fn net_inputs(rng: &mut Rng, n: usize) -> (Vec<net::Args>, net::Shared) {
 
 #[test]
 fn the_network_keeps_its_loops_and_reads_shared_words_in_place() {
-    // The second layer is a loop in every version, indexing the shared buffer at run time
-    // instead of building its 600 words per thread.
-    assert!(net::WGSL_FORWARD.contains("for (var j"));
-    assert!(net::WGSL_FORWARD.contains("shared_args[(120u + u32("));
+    // The second layer is a loop in the tangent and adjoint kernels, indexing the shared
+    // buffer at run time instead of building its 600 words per thread. (The value kernel
+    // unrolls it, reading each weight at a constant offset: `tests/unrolled_layers.rs`.)
+    assert!(net::WGSL_TANGENT.contains("for (var j"));
+    assert!(net::WGSL_TANGENT.contains("shared_args[(120u + u32("));
     // `w2[j * 24 + i]`, `i` unrolled: element `j * 6 + 30 + i / 4` of the uniform buffer at
     // lane `i % 4`, a constant; no index is clamped (all are proven in range).
-    assert!(net::WGSL_FORWARD.contains(" / 4u + 30u].x"));
-    assert!(net::WGSL_FORWARD.contains(" / 4u + 35u].w"));
-    assert!(!net::WGSL_FORWARD.contains("clamp(") && !net::WGSL_ADJOINT.contains("clamp("));
+    assert!(net::WGSL_TANGENT.contains(" / 4u + 30u].x"));
+    assert!(net::WGSL_TANGENT.contains(" / 4u + 35u].w"));
+    for wgsl in [net::WGSL_FORWARD, net::WGSL_TANGENT, net::WGSL_ADJOINT] {
+        assert!(!wgsl.contains("clamp("));
+    }
     assert!(net::WGSL_ADJOINT.contains("for (var j"));
     assert!(
-        !net::WGSL_FORWARD.contains("let w2_"),
+        !net::WGSL_TANGENT.contains("let w2_"),
         "w2 is never loaded word by word"
     );
+    assert!(!net::WGSL_FORWARD.contains("for (var j"));
 }
 
 #[test]

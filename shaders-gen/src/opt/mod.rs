@@ -281,8 +281,7 @@ fn unroll(
                     _ => false,
                 });
                 let cost = l.trip_count() as usize * body.dynamic_op_count();
-                let within = cost <= UNROLL_BUDGET
-                    || (cost <= VALUE_UNROLL_BUDGET && l.kind == LoopKind::Forward && wider(f, l));
+                let within = cost <= UNROLL_BUDGET || (cost <= VALUE_UNROLL_BUDGET && wider(f, l));
                 if l.kind == LoopKind::Forward && indexes && within && !keep(f, l) {
                     let captures: Vec<ValueId> = l.captures.iter().map(|v| m(*v)).collect();
                     let mut carried: Vec<ValueId> = l.init.iter().map(|v| m(*v)).collect();

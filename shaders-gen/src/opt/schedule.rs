@@ -124,7 +124,7 @@ const MANY_LIVE: usize = 64;
 /// `f`, for a value kernel: its nodes in the order its outputs need them (each after its
 /// operands, depth first, [`outputs_in_groups`] with one group), where the order as
 /// written keeps `MANY_LIVE` (64) values or more alive at once and that order a quarter
-/// fewer; else `f` as it is, borrowed.
+/// fewer, inputs counted from their first use; else `f` as it is, borrowed.
 ///
 /// A function that maps a per-element array element by element and then combines the
 /// results computes every mapped value before the first is used, each through a call with
@@ -134,7 +134,11 @@ const MANY_LIVE: usize = 64;
 /// from 65 to 36 and 0.241 to 0.227 ms. The same order lost elsewhere: forward kernels of
 /// 20 or fewer values alive up to 9%, and tangent and adjoint kernels up to 1.7x (a
 /// tangent's order pairs each primal value with its tangent; by outputs it kept more
-/// alive), so it is not applied to them.
+/// alive), so it is not applied to them. Inputs counted alive from the kernel's start,
+/// an 8-64-64-1 network's unrolled layers (4,801 shared words) were left in their order,
+/// every second-layer activation computed before the first was used: 0.646 ms at 2^20
+/// on the H100, against 0.447 ordered (BENCHMARKS.md, "Value kernels: layers over shared
+/// weights unrolled").
 pub fn for_value_kernel(f: &Function) -> Cow<'_, Function> {
     let before = max_live_from_first_use(f);
     if before < MANY_LIVE {
