@@ -215,7 +215,19 @@ pub fn compile_with(
     } else {
         adjoint.clone()
     };
-    let value_unrolled = opt::unroll_indexed_loops_wider(&lowered.primal, &shared_layer(layout));
+    // The value kernel unrolls layers over shared weights further (where there are none,
+    // its primal is the other kernels').
+    let value_unrolled = {
+        let (f, layers) = (&lowered.primal, shared_layer(layout));
+        if f.nodes
+            .iter()
+            .any(|n| matches!(&n.op, ir::Op::Loop(l) if layers(f, l)))
+        {
+            opt::unroll_indexed_loops_wider(f, &layers)
+        } else {
+            primal.clone()
+        }
+    };
     let value_primal = opt::for_value_kernel(&value_unrolled);
     let wgsl_forward = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Forward, &value_primal);
     let adjoint_elements =
