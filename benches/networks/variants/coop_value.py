@@ -8,23 +8,13 @@ elements) and every product's loop unrolled. Lanes of a warp read one or two wei
 into the second: each thread's 4 rows' terms, summed over the 16 row groups in a fixed order.
 Same bindings and outputs as the generated value kernel (one workgroup of 256 threads per 256
 elements)."""
-import sys
+import os, sys
 
-def tanh_fn():
-    return '''fn gf_tanh(x: f32) -> f32 {
-    let ax = abs(x);
-    if (ax >= 0.625) {
-        if (!(ax < 9.0)) {
-            return select(1.0, -1.0, x < 0.0);
-        }
-        let t = 1.0 - 2.0 / (exp(2.0 * ax) + 1.0);
-        return select(t, -t, x < 0.0);
-    }
-    let z = x * x;
-    return ((((-5.70498872745e-3 * z + 2.06390887954e-2) * z - 5.37397155531e-2) * z + 1.33314422036e-1) * z - 3.33332819422e-1) * z * x + x;
-}
-
-fn tanh4(v: vec4<f32>) -> vec4<f32> {
+def head():
+    """The generated value kernel's parameters, bindings and `gf_tanh` (scalars_head.wgsl),
+    without its workgroup-size override: this kernel's size is fixed."""
+    text = open(os.path.join(os.path.dirname(__file__), 'scalars_head.wgsl')).read()
+    return text[:text.index('// Threads per workgroup')] + '''fn tanh4(v: vec4<f32>) -> vec4<f32> {
     return vec4<f32>(gf_tanh(v.x), gf_tanh(v.y), gf_tanh(v.z), gf_tanh(v.w));
 }
 '''
@@ -40,16 +30,7 @@ def product(k_count, weights, acts):
         lines.append('        }')
     return '\n'.join(lines)
 
-src = '''// PROTOTYPE (hand-written, not the generator): benches/networks/variants/coop_value.py.
-struct Params {
-    n: u32,
-}
-
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> args: array<f32>;
-@group(0) @binding(2) var<storage, read_write> values: array<f32>;
-@group(0) @binding(4) var<uniform> shared_args: array<vec4<f32>, 1201>;
-
+src = '// PROTOTYPE (hand-written, not the generator): benches/networks/variants/coop_value.py.\n' + head() + '''
 // Weights transposed: w2t[k * 16 + g] = rows 4g..4g+4 of column k (w1t likewise, 8 columns).
 var<workgroup> w2t: array<vec4<f32>, 1024>;
 var<workgroup> w1t: array<vec4<f32>, 128>;
@@ -60,7 +41,6 @@ var<workgroup> h1s: array<vec4<f32>, 1024>;
 var<workgroup> parts: array<vec4<f32>, 256>;
 var<workgroup> ts: array<f32, 64>;
 
-''' + tanh_fn() + '''
 // Shared word `w` (w1 at 0, w2 at 576, w3 at 4736).
 fn sw(w: u32) -> f32 {
     return shared_args[w / 4u][w % 4u];
