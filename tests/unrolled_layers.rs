@@ -2,8 +2,8 @@
 //! (`opt::VALUE_UNROLL_BUDGET`): each weight read at a constant offset, the activations in
 //! registers. Checked against the network computed here in f64 (no code shared with the
 //! generator) on batches that end mid-workgroup; and the rule's other side: a recurrence
-//! over a shared sequence and a layer over per-element weights stay loops, and still agree
-//! with their f64 computation.
+//! over a shared sequence, a loop that reads the arrays it carries and a layer over
+//! per-element weights stay loops, and still agree with their f64 computation.
 
 mod common;
 
@@ -73,6 +73,47 @@ pub fn local_layer(x: [f32; 8], w: [f32; 576]) -> f32 {
         y += h[j] * h[j];
     }
     y
+}
+
+/// Springs in a chain, 48 explicit Euler steps, stiffness and damping shared: a loop that
+/// carries arrays only, like a layer, but reads what the step before left in them. It
+/// stays a loop (a first form of the rule, carried arrays only, unrolled it).
+#[differentiable]
+pub fn springs(p0: [f32; 6], #[shared] kd: [f32; 2]) -> f32 {
+    let mut p = p0;
+    let mut v = [0.0; 6];
+    for _t in 0..48 {
+        let mut f = [0.0; 6];
+        for i in 1..5 {
+            f[i] = (0.5 + kd[0]) * (p[i + 1] - 2.0 * p[i] + p[i - 1]) - (0.2 + kd[1]) * v[i];
+        }
+        for i in 0..6 {
+            v[i] += 0.05 * f[i];
+            p[i] += 0.05 * v[i];
+        }
+    }
+    let mut e = 0.0;
+    for i in 0..6 {
+        e += (p[i] - 1.0) * (p[i] - 1.0);
+    }
+    e
+}
+
+fn springs_f64(p0: &[f32; 6], kd: &[f32; 2]) -> f64 {
+    let mut p: Vec<f64> = p0.iter().map(|&x| f64::from(x)).collect();
+    let mut v = [0.0f64; 6];
+    let (k, d) = (0.5 + f64::from(kd[0]), 0.2 + f64::from(kd[1]));
+    for _ in 0..48 {
+        let mut f = [0.0f64; 6];
+        for i in 1..5 {
+            f[i] = k * (p[i + 1] - 2.0 * p[i] + p[i - 1]) - d * v[i];
+        }
+        for i in 0..6 {
+            v[i] += 0.05 * f[i];
+            p[i] += 0.05 * v[i];
+        }
+    }
+    p.iter().map(|x| (x - 1.0) * (x - 1.0)).sum()
 }
 
 fn net48_f64(x: &[f32; 6], t: f32, w1: &[f32], w2: &[f32], w3: &[f32]) -> f64 {
@@ -189,5 +230,23 @@ fn recurrences_and_per_element_layers_stay_loops() {
             })
             .sum();
         assert_close(&format!("local_layer element {i}"), *v, want);
+    }
+}
+
+#[test]
+fn a_loop_that_reads_the_arrays_it_carries_stays_a_loop() {
+    assert!(springs::WGSL_FORWARD.contains("for (var"));
+    let mut rng = Rng(6);
+    let kd: [f32; 2] = uniform_array(&mut rng, 0.3);
+    let batch: Vec<springs::Args> = (0..300)
+        .map(|_| springs::Args {
+            p0: std::array::from_fn(|_| rng.uniform(0.5, 1.5)),
+        })
+        .collect();
+    let values = springs::kernel(device())
+        .value(&batch, &springs::Shared { kd })
+        .expect("launch");
+    for (i, (a, v)) in batch.iter().zip(&values).enumerate() {
+        assert_close(&format!("springs element {i}"), *v, springs_f64(&a.p0, &kd));
     }
 }
