@@ -273,9 +273,8 @@ pub fn compile_with(
 }
 
 /// Whether a top-level loop is a layer over `#[shared]` weights, which the value kernel
-/// unrolls up to [`opt::VALUE_UNROLL_BUDGET`] operations: its trips are independent (it
-/// carries arrays only, which its body writes and never reads, where a recurrence reads
-/// what the trip before left) and it reads a `#[shared]` array.
+/// unrolls up to [`opt::VALUE_UNROLL_BUDGET`] operations: its trips are independent
+/// ([`ir::Loop::maps_carried_arrays`]) and it reads a `#[shared]` array.
 ///
 /// Unrolled, each weight is read at a constant offset where the loop computes one per
 /// trip. On the H100 (BENCHMARKS.md, "Value kernels: layers over shared weights
@@ -285,48 +284,21 @@ pub fn compile_with(
 /// shared sequences lost up to 1.4x, a layer over per-element weights 3.2x and tangent
 /// kernels up to 4.3x: those keep the base budget.
 fn shared_layer(layout: &abi::ArgLayout) -> impl Fn(&Function, &ir::Loop) -> bool + '_ {
-    let shared = layout.words..layout.words + layout.shared_words;
-    move |f: &Function, l: &ir::Loop| {
-        let is_shared =
-            |w: &ir::ValueId| matches!(f.node(*w).op, ir::Op::Input(i) if shared.contains(&i));
-        let maps = (0..l.init.len()).all(|k| matches!(l.carried_ty(k), ir::Ty::Array(_)))
-            && writes_carried_only(l);
-        let reads_shared = l.captures.iter().any(|c| match &f.node(*c).op {
-            ir::Op::ArrayNew(ws) => ws.iter().any(is_shared),
-            _ => false,
-        });
-        maps && reads_shared
-    }
+    |f: &Function, l: &ir::Loop| l.maps_carried_arrays() && shared_array_words(layout, f, l) > 0
 }
 
-/// Whether `l`'s body uses its carried values only as the arrays it writes words of
-/// (`h[j] = ..`), never reading one: no trip depends on another.
-fn writes_carried_only(l: &ir::Loop) -> bool {
-    let body = &l.body;
-    let mut written = vec![false; body.nodes.len()];
-    for (at, node) in body.nodes.iter().enumerate() {
-        match &node.op {
-            ir::Op::Input(w) => {
-                written[at] = matches!(l.input(*w as usize), ir::LoopInput::Carried(_));
-            }
-            ir::Op::ArraySet {
-                array,
-                index,
-                value,
-            } if written[array.index()] => {
-                if written[index.index()] || written[value.index()] {
-                    return false;
-                }
-                written[at] = true;
-            }
-            op => {
-                if op.operands().iter().any(|v| written[v.index()]) {
-                    return false;
-                }
-            }
-        }
-    }
-    true
+/// Words of the `#[shared]` arrays loop `l` of `f` reads (the arrays it captures that
+/// hold shared words).
+fn shared_array_words(layout: &abi::ArgLayout, f: &Function, l: &ir::Loop) -> usize {
+    let shared = layout.words..layout.words + layout.shared_words;
+    let is_shared =
+        |w: &ir::ValueId| matches!(f.node(*w).op, ir::Op::Input(i) if shared.contains(&i));
+    (l.captures.iter())
+        .filter_map(|c| match &f.node(*c).op {
+            ir::Op::ArrayNew(ws) if ws.iter().any(is_shared) => Some(ws.len()),
+            _ => None,
+        })
+        .sum()
 }
 
 /// Fewest words of `#[shared]` arrays a top-level loop reads for the adjoint kernel to keep
@@ -354,19 +326,8 @@ fn shared_adjoint_kernel(
     if !emit_wgsl::streams_shared_gradient(layout, &unrolled) {
         return unrolled;
     }
-    let shared = layout.words..layout.words + layout.shared_words;
-    let is_shared = |f: &Function, w: &ir::ValueId| matches!(f.node(*w).op, ir::Op::Input(i) if shared.contains(&i));
-    let reads_shared = |f: &Function, l: &ir::Loop| {
-        let words: usize = l
-            .captures
-            .iter()
-            .filter_map(|c| match &f.node(*c).op {
-                ir::Op::ArrayNew(ws) if ws.iter().any(|w| is_shared(f, w)) => Some(ws.len()),
-                _ => None,
-            })
-            .sum();
-        words >= MIN_KEPT_SHARED_WORDS
-    };
+    let reads_shared =
+        |f: &Function, l: &ir::Loop| shared_array_words(layout, f, l) >= MIN_KEPT_SHARED_WORDS;
     let (kept_primal, kept) = opt::unroll_indexed_loops_keeping(lowered, &reads_shared);
     if kept == 0 {
         return unrolled;

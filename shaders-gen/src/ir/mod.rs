@@ -232,6 +232,41 @@ impl Loop {
         self.body.node(self.body.outputs[k]).ty
     }
 
+    /// Whether the loop carries arrays only and its body uses them only as the arrays it
+    /// writes words of (`h[j] = ..`), never reading one: a map over its trips (a layer's
+    /// rows), no trip depending on another, where a recurrence reads what the trip before
+    /// left.
+    pub fn maps_carried_arrays(&self) -> bool {
+        if !(0..self.init.len()).all(|k| matches!(self.carried_ty(k), Ty::Array(_))) {
+            return false;
+        }
+        let body = &self.body;
+        let mut written = vec![false; body.nodes.len()];
+        for (at, node) in body.nodes.iter().enumerate() {
+            match &node.op {
+                Op::Input(w) => {
+                    written[at] = matches!(self.input(*w as usize), LoopInput::Carried(_));
+                }
+                Op::ArraySet {
+                    array,
+                    index,
+                    value,
+                } if written[array.index()] => {
+                    if written[index.index()] || written[value.index()] {
+                        return false;
+                    }
+                    written[at] = true;
+                }
+                op => {
+                    if op.operands().iter().any(|v| written[v.index()]) {
+                        return false;
+                    }
+                }
+            }
+        }
+        true
+    }
+
     /// The types of the body's inputs, `[i, carried..., captures..., taped...]`, taken from
     /// the values of `outer` the loop starts from and captures where it has them: a body
     /// that never reads an input has no node to say its type ([`Function::input_types`]
