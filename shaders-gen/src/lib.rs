@@ -326,19 +326,44 @@ fn shared_adjoint_kernel(
     if !emit_wgsl::streams_shared_gradient(layout, &unrolled) {
         return unrolled;
     }
+    let summed = |f: &Function| emit_wgsl::outer_summed_loops(layout, f);
     let reads_shared =
         |f: &Function, l: &ir::Loop| shared_array_words(layout, f, l) >= MIN_KEPT_SHARED_WORDS;
-    let (kept_primal, kept) = opt::unroll_indexed_loops_keeping(lowered, &reads_shared);
-    if kept == 0 {
+    // The adjoint with the candidates (loops `reads_shared` picks, numbered in the order
+    // the unroller meets them) in `kept` kept as loops, and how many are.
+    let keeping = |kept: &dyn Fn(usize) -> bool| {
+        let seen = std::cell::Cell::new(0);
+        let keep = |f: &Function, l: &ir::Loop| {
+            reads_shared(f, l) && {
+                seen.set(seen.get() + 1);
+                kept(seen.get() - 1)
+            }
+        };
+        let (kept_primal, count) = opt::unroll_indexed_loops_keeping(lowered, &keep);
+        (seeded_adjoint(layout, &kept_primal), count, seen.get())
+    };
+    let (every, count, candidates) = keeping(&|_| true);
+    if count == 0 {
         return unrolled;
     }
-    let with_loops = seeded_adjoint(layout, &kept_primal);
-    let summed = |f: &Function| emit_wgsl::outer_summed_loops(layout, f);
-    if summed(&with_loops) >= summed(&unrolled) + kept {
-        with_loops
-    } else {
-        unrolled
+    let base = summed(&unrolled);
+    if summed(&every) >= base + count {
+        return every;
     }
+    // Some candidate's rows are not summed as outer products (an output layer's single
+    // row, say): keep each of the others that is, one at a time. A 4-64-64-1 network's
+    // first layer was streamed word by word because its output layer could not be summed.
+    let mut chosen: Vec<usize> = Vec::new();
+    let mut best = (unrolled, base);
+    for candidate in 0..candidates {
+        let (trial, kept, _) = keeping(&|k| k == candidate || chosen.contains(&k));
+        let trial_summed = summed(&trial);
+        if trial_summed > best.1 && trial_summed >= base + kept {
+            chosen.push(candidate);
+            best = (trial, trial_summed);
+        }
+    }
+    best.0
 }
 
 /// The second-order versions of a function with an `f32` result: the Hessian kernel from
