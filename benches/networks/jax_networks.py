@@ -5,9 +5,12 @@ adjoint kernel sums over the batch). Run on the device next to the Rust bench:
 
     python3 benches/networks/jax_networks.py
 
+GRADFUSE_JAX_NETWORKS="3-64 8-64" times other I-H-H-1 shapes (default "8-32 8-64").
+
 Matrix products run at JAX's default precision (TF32 tensor cores on an H100) and at
 "highest" (true f32, what gradfuse computes); both are printed.
 """
+import os
 import time
 
 import jax
@@ -53,7 +56,9 @@ def main():
     print(f"JAX {jax.__version__} on {jax.devices()[0].device_kind}")
     print("| network | precision | n | value ms | value_and_grad ms |")
     print("|---|---|---|---|---|")
-    for name, (i, h) in [("8-32-32-1", (8, 32)), ("8-64-64-1", (8, 64))]:
+    shapes = os.environ.get("GRADFUSE_JAX_NETWORKS", "8-32 8-64").split()
+    for i, h in (map(int, s.split("-")) for s in shapes):
+        name = f"{i}-{h}-{h}-1"
         loss, w = network(i, h)
         for precision in ["default", "highest"]:
             with jax.default_matmul_precision(precision):
