@@ -5,12 +5,7 @@ MODE `loop` removes every `for` loop whose header matches the regex PATTERN; `bo
 such loops but empties their bodies."""
 import re, sys
 
-def block_end(src, i):
-    depth = 1
-    while depth:
-        depth += (src[i] == '{') - (src[i] == '}')
-        i += 1
-    return i
+from blocks import block_end
 
 src = open(sys.argv[1]).read()
 args = sys.argv[3:]

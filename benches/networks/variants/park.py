@@ -5,12 +5,7 @@ copied into registers only around each chunk loop that adds to them, so that the
 registers through the forward and reverse passes (a scratch variant, not the generator)."""
 import re, sys
 
-def block_end(src, i):
-    depth = 1
-    while depth:
-        depth += (src[i] == '{') - (src[i] == '}')
-        i += 1
-    return i
+from blocks import block_end
 
 src = open(sys.argv[1]).read()
 tiles = re.findall(r'var (tile_\w+): array<vec4<f32>, (\d+)>;', src)
