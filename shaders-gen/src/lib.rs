@@ -330,7 +330,8 @@ fn shared_adjoint_kernel(
     let reads_shared =
         |f: &Function, l: &ir::Loop| shared_array_words(layout, f, l) >= MIN_KEPT_SHARED_WORDS;
     // The adjoint with the candidates (loops `reads_shared` picks, numbered in the order
-    // the unroller meets them) in `kept` kept as loops, and how many are.
+    // the unroller meets them) for which `kept` holds kept as loops, and how many
+    // candidates there are.
     let keeping = |kept: &dyn Fn(usize) -> bool| {
         let seen = std::cell::Cell::new(0);
         let keep = |f: &Function, l: &ir::Loop| {
@@ -339,15 +340,15 @@ fn shared_adjoint_kernel(
                 kept(seen.get() - 1)
             }
         };
-        let (kept_primal, count) = opt::unroll_indexed_loops_keeping(lowered, &keep);
-        (seeded_adjoint(layout, &kept_primal), count, seen.get())
+        let kept_primal = opt::unroll_indexed_loops_keeping(lowered, &keep);
+        (seeded_adjoint(layout, &kept_primal), seen.get())
     };
-    let (every, count, candidates) = keeping(&|_| true);
-    if count == 0 {
+    let (every, candidates) = keeping(&|_| true);
+    if candidates == 0 {
         return unrolled;
     }
     let base = summed(&unrolled);
-    if summed(&every) >= base + count {
+    if summed(&every) >= base + candidates {
         return every;
     }
     // Some candidate's rows are not summed as outer products (an output layer's single
@@ -356,8 +357,8 @@ fn shared_adjoint_kernel(
     let mut chosen: Vec<usize> = Vec::new();
     let mut best = (unrolled, base);
     for candidate in 0..candidates {
-        let (trial, kept, _) = keeping(&|k| k == candidate || chosen.contains(&k));
-        let trial_summed = summed(&trial);
+        let (trial, _) = keeping(&|k| k == candidate || chosen.contains(&k));
+        let (trial_summed, kept) = (summed(&trial), chosen.len() + 1);
         if trial_summed > best.1 && trial_summed >= base + kept {
             chosen.push(candidate);
             best = (trial, trial_summed);

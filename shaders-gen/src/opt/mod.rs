@@ -242,19 +242,12 @@ pub fn unroll_indexed_loops_wider(
 }
 
 /// [`unroll_indexed_loops`], but the top-level loops for which `keep(f, loop)` holds stay
-/// loops; also returns how many loops it kept that the budget would have unrolled.
+/// loops (`keep` is asked only of a loop the budget would unroll).
 pub fn unroll_indexed_loops_keeping(
     f: &Function,
     keep: &dyn Fn(&Function, &crate::ir::Loop) -> bool,
-) -> (Function, usize) {
-    let kept = std::cell::Cell::new(0);
-    let counted = |f: &Function, l: &crate::ir::Loop| {
-        let k = keep(f, l);
-        kept.set(kept.get() + usize::from(k));
-        k
-    };
-    let unrolled = optimize(&unroll(f, &counted, &|_, _| false));
-    (unrolled, kept.get())
+) -> Function {
+    optimize(&unroll(f, keep, &|_, _| false))
 }
 
 /// Unrolls `f`'s loops as [`unroll_indexed_loops`] says, but for the top-level ones that
