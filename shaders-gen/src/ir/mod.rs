@@ -21,11 +21,13 @@
 
 mod builder;
 mod inplace;
+mod layers;
 mod ranges;
 mod text;
 
 pub use builder::Builder;
 pub use inplace::{InPlace, in_place};
+pub use layers::{DenseLayer, dense_layer, dense_layers};
 pub use ranges::{IntFact, affine_in_index, int_facts, stride_in_index};
 
 use crate::ops::Func;
