@@ -19,6 +19,8 @@ Same bindings and outputs as the generated adjoint: values, and a row of shared_
 workgroup."""
 import sys
 
+import wgsl_text
+
 out = sys.argv[1]
 WARPS = int(sys.argv[2]) if len(sys.argv) > 2 else 4
 CUTS = set(sys.argv[3:])
@@ -37,17 +39,7 @@ def w(s=''):
     L.append(s)
 
 w('// PROTOTYPE (hand-written, not the generator): benches/networks/variants/blocked.py %s.' % ' '.join(sys.argv[2:]))
-w('''struct Params {
-    n: u32,
-    per_thread: u32,
-}
-
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> args: array<f32>;
-@group(0) @binding(2) var<storage, read_write> values: array<f32>;
-@group(0) @binding(4) var<uniform> shared_args: array<vec4<f32>, 1201>;
-@group(0) @binding(5) var<storage, read_write> shared_partials: array<f32>;
-
+w('''@BIND@
 // Feature-major rows of a chunk's 64 elements, 17 vec4s a row (one of padding).
 var<workgroup> xs: array<vec4<f32>, %d>;    // 8 inputs
 var<workgroup> h1s: array<vec4<f32>, %d>;   // h1, then d_s1
@@ -55,19 +47,7 @@ var<workgroup> ds2s: array<vec4<f32>, %d>;  // d_s2; at the end, the d_w3 partia
 var<workgroup> ts: array<f32, 64>;
 var<workgroup> parts: array<f32, %d>;       // each warp's part of each element's output
 
-fn gf_tanh(x: f32) -> f32 {
-    let ax = abs(x);
-    if (ax >= 0.625) {
-        if (!(ax < 9.0)) {
-            return select(1.0, -1.0, x < 0.0);
-        }
-        let t = 1.0 - 2.0 / (exp(2.0 * ax) + 1.0);
-        return select(t, -t, x < 0.0);
-    }
-    let z = x * x;
-    return ((((-5.70498872745e-3 * z + 2.06390887954e-2) * z - 5.37397155531e-2) * z + 1.33314422036e-1) * z - 3.33332819422e-1) * z * x + x;
-}
-
+@TANH@
 fn tanh2(v: vec2<f32>) -> vec2<f32> {
     return vec2<f32>(gf_tanh(v.x), gf_tanh(v.y));
 }
@@ -278,4 +258,5 @@ w('''    if (wp == 0u) {
         shared_partials[row + 4800u] = s;
     }
 }''')
-open(out, 'w').write('\n'.join(L) + '\n')
+text = '\n'.join(L) + '\n'
+open(out, 'w').write(text.replace('@BIND@', wgsl_text.bindings(1201)).replace('@TANH@', wgsl_text.gf_tanh()))

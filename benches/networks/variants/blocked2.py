@@ -19,6 +19,8 @@ CUT names a product to leave out (f2, b1, b2), for timing its share (`-unchecked
 Same bindings and outputs as the generated adjoint."""
 import sys
 
+import wgsl_text
+
 out = sys.argv[1]
 WARPS = int(sys.argv[2]) if len(sys.argv) > 2 else 8
 CUTS = set(a for a in sys.argv[3:] if '=' not in a)
@@ -44,17 +46,7 @@ def w(s=''):
     L.append(s)
 
 w('// PROTOTYPE (hand-written, not the generator): benches/networks/variants/blocked2.py %s.' % ' '.join(sys.argv[2:]))
-w('''struct Params {
-    n: u32,
-    per_thread: u32,
-}
-
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> args: array<f32>;
-@group(0) @binding(2) var<storage, read_write> values: array<f32>;
-@group(0) @binding(4) var<uniform> shared_args: array<vec4<f32>, 1201>;
-@group(0) @binding(5) var<storage, read_write> shared_partials: array<f32>;
-
+w('''@BIND@
 // W2[j][k] at j * 64 + 4 * ((k / 4) ^ (j % 16)) + k % 4.
 var<workgroup> w2s: array<f32, 4096>;
 // Rows of 16 vec4s, column c of row r at r * 16 + (c ^ (r % 8)): h1 (and x for d_W1), d_s2
@@ -62,19 +54,7 @@ var<workgroup> w2s: array<f32, 4096>;
 var<workgroup> h1s: array<vec4<f32>, 1024>;
 var<workgroup> ds2s: array<vec4<f32>, 1024>;
 
-fn gf_tanh(x: f32) -> f32 {
-    let ax = abs(x);
-    if (ax >= 0.625) {
-        if (!(ax < 9.0)) {
-            return select(1.0, -1.0, x < 0.0);
-        }
-        let t = 1.0 - 2.0 / (exp(2.0 * ax) + 1.0);
-        return select(t, -t, x < 0.0);
-    }
-    let z = x * x;
-    return ((((-5.70498872745e-3 * z + 2.06390887954e-2) * z - 5.37397155531e-2) * z + 1.33314422036e-1) * z - 3.33332819422e-1) * z * x + x;
-}
-
+@TANH@
 fn tanh4(v: vec4<f32>) -> vec4<f32> {
     return vec4<f32>(gf_tanh(v.x), gf_tanh(v.y), gf_tanh(v.z), gf_tanh(v.w));
 }
@@ -354,4 +334,5 @@ w('''        var word = j * 8u + it;
         shared_partials[row + 4800u] = s;
     }
 }''')
-open(out, 'w').write('\n'.join(L) + '\n')
+text = '\n'.join(L) + '\n'
+open(out, 'w').write(text.replace('@BIND@', wgsl_text.bindings(1201)).replace('@TANH@', wgsl_text.gf_tanh()))

@@ -12,6 +12,8 @@ elements, then over the warps in turn into workgroup memory: bit-identical over 
 Same bindings and outputs as the generated adjoint."""
 import sys
 
+import wgsl_text
+
 out, I, H = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 WARPS = int(sys.argv[4]) if len(sys.argv) > 4 else 8
 assert H in (32, 64) and I <= 61
@@ -43,36 +45,14 @@ def cell(row_expr, row_mod8, col_expr):
     return '%s * 16u + ((%s) ^ %s)' % (row_expr, col_expr, row_mod8)
 
 w('// PROTOTYPE (hand-written, not the generator): benches/networks/variants/coop_net.py %s.' % ' '.join(sys.argv[2:]))
-w('''struct Params {
-    n: u32,
-    per_thread: u32,
-}
-
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> args: array<f32>;
-@group(0) @binding(2) var<storage, read_write> values: array<f32>;
-@group(0) @binding(4) var<uniform> shared_args: array<vec4<f32>, @SV@>;
-@group(0) @binding(5) var<storage, read_write> shared_partials: array<f32>;
-
+w('''@BIND@
 // W2[j][k] at j * H + 4 * ((k / 4) ^ (j % (H / 4))) + k % 4.
 var<workgroup> w2s: array<f32, @HH@>;
 // Rows of 16 vec4s (64 elements), column c of row r at r * 16 + (c ^ (r % 8)).
 var<workgroup> h1s: array<vec4<f32>, @H16@>;
 var<workgroup> ds2s: array<vec4<f32>, @R16@>;
 
-fn gf_tanh(x: f32) -> f32 {
-    let ax = abs(x);
-    if (ax >= 0.625) {
-        if (!(ax < 9.0)) {
-            return select(1.0, -1.0, x < 0.0);
-        }
-        let t = 1.0 - 2.0 / (exp(2.0 * ax) + 1.0);
-        return select(t, -t, x < 0.0);
-    }
-    let z = x * x;
-    return ((((-5.70498872745e-3 * z + 2.06390887954e-2) * z - 5.37397155531e-2) * z + 1.33314422036e-1) * z - 3.33332819422e-1) * z * x + x;
-}
-
+@TANH@
 fn tanh4(v: vec4<f32>) -> vec4<f32> {
     return vec4<f32>(gf_tanh(v.x), gf_tanh(v.y), gf_tanh(v.z), gf_tanh(v.w));
 }
@@ -80,7 +60,7 @@ fn tanh4(v: vec4<f32>) -> vec4<f32> {
 fn sw(i: u32) -> f32 {
     return shared_args[i / 4u][i % 4u];
 }
-'''.replace('@SV@', str(-(-S // 4))).replace('@HH@', str(H * H)).replace('@H16@', str(H * 16))
+'''.replace('@HH@', str(H * H)).replace('@H16@', str(H * 16))
    .replace('@R16@', str(ROWS * 16)))
 
 def store_x(arr):
@@ -301,4 +281,5 @@ w('''        let it = q / @H@u;
     }
 }'''.replace('@H@', str(H)).replace('@I@', str(I)).replace('@I1@', str(I + 1)).replace('@I2@', str(I + 2))
     .replace('@B1@', str(I * H)).replace('@B2@', str(O2 + H * H)).replace('@W3@', str(O3)).replace('@B3@', str(O3 + H)))
-open(out, 'w').write('\n'.join(L) + '\n')
+text = '\n'.join(L) + '\n'
+open(out, 'w').write(text.replace('@BIND@', wgsl_text.bindings(-(-S // 4))).replace('@TANH@', wgsl_text.gf_tanh()))
