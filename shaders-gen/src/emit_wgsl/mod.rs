@@ -15,6 +15,7 @@ mod fields;
 mod hoist;
 mod kernel;
 mod loads;
+mod network;
 mod outer_sums;
 mod plan;
 mod quads;
@@ -27,6 +28,9 @@ mod tape;
 
 pub use crate::names::{REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_STAGE_FN};
 pub use kernel::{emit_gathered_kernel, emit_kernel, emit_kernel_with_elements};
+pub use network::{
+    LayerWords, NetworkPlan, WordIndex, emit_network_adjoint, network_workgroup_size,
+};
 pub use reduce::emit_reduce_kernel;
 pub use shared_sums::{elements_per_thread, outer_summed_loops, streams_shared_gradient};
 

@@ -1,0 +1,294 @@
+//! The adjoint kernel of a network of two dense tanh layers as register-blocked matrix
+//! products of the workgroup, not one element a thread.
+//!
+//! One element a thread reads every weight once per element, which holds an 8-64-64-1
+//! network's adjoint at about 6 TFMA/s on the H100; JAX's batched products ran 1.5x faster.
+//! This kernel takes chunks of 64 elements and keeps in workgroup memory exactly three
+//! `H x 64`-sized matrices (48 KiB at `H = 64`, the device's limit): the second layer's
+//! weights `W2`, the chunk's first activations `h1` and its second pre-activations' adjoints
+//! `d_s2`, each swizzled by 16-byte groups (an XOR of the column group with the row) so
+//! that lanes reading different rows read different banks. The inputs, the output's partial
+//! sums and `d_y` borrow the rows of whichever matrix is free.
+//!
+//! - Forward products and `d_h1 = W2^T d_s2`: lane `l` owns the rows `l + 32 r`, warp `w`
+//!   the chunk's elements `(64 / warps) w ..`; a thread's tile is those rows by those
+//!   elements, the weights read by lane, the activations broadcast to the warp as `vec4`s.
+//! - `d_W2 += d_s2 h1^T`: `vec4` dot products over the chunk's elements, a tile of rows and
+//!   columns a thread, summed in registers over the whole run.
+//! - `d_W1`, `d_b1`, `d_b2`, `d_w3`: each thread's sums over its elements, then summed over
+//!   the warps in turn. Every sum is in a fixed order: bit-identical over runs.
+//! - The output row `y = b3 + w3 . h2` and the loss after it run one thread an element.
+//!
+//! Hand-written first (`benches/networks/variants/coop_net.py`, whose kernels this writes
+//! again); on the H100 it ran the 8-64-64-1 adjoint 1.8x faster than the per-element kernel
+//! and faster than JAX at 2^20 and 2^24 (BENCHMARKS.md, "Layers as register-blocked
+//! products of the workgroup").
+
+mod phases;
+
+use crate::ir::{Function, Op};
+use crate::names::Taken;
+use crate::ops::wgsl_helper;
+use crate::signature::Precision;
+use phases::{backward, entry_prologue, forward, output_and_loss, partial_sums};
+use std::collections::BTreeSet;
+use std::fmt::Write;
+
+/// A shared word's index as a function of a row `j` and a column `k`:
+/// `offset + row_stride * j + column_stride * k`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WordIndex {
+    /// The word of row 0, column 0.
+    pub offset: u32,
+    /// Words from one row to the next.
+    pub row_stride: u32,
+    /// Words from one column to the next.
+    pub column_stride: u32,
+}
+
+/// A dense layer's weights and biases among the shared words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LayerWords {
+    /// `W[j][k]`.
+    pub weights: WordIndex,
+    /// `b[j]` is shared word `bias + j`.
+    pub bias: u32,
+}
+
+/// What [`emit_network_adjoint`] writes a kernel for: the network
+/// `y = b3 + w3 . tanh(W2 tanh(W1 x + b1) + b2)`, then `loss(y, element words)`.
+pub struct NetworkPlan<'a> {
+    /// Argument words per element.
+    pub element_words: u32,
+    /// The element's word of `x[0]`; `x[k]` is the next `k`th.
+    pub first_input: u32,
+    /// Length of `x`: the first layer's columns.
+    pub inputs: u32,
+    /// Rows of both layers: 32 or 64.
+    pub hidden: u32,
+    /// The first layer (`hidden x inputs`).
+    pub first: LayerWords,
+    /// The second layer (`hidden x hidden`).
+    pub second: LayerWords,
+    /// `w3[k]` is shared word `offset + row_stride * k` (the column stride unused).
+    pub output: WordIndex,
+    /// The shared word of `b3`.
+    pub output_bias: u32,
+    /// The loss: inputs `[y, the element's words..]`, outputs `[value, d value / d y]`
+    /// (straight-line: no loops, no arrays).
+    pub loss: &'a Function,
+    /// All the shared words.
+    pub shared_words: u32,
+    /// Whether they are a uniform buffer (`vec4`s) rather than a storage one.
+    pub shared_uniform: bool,
+}
+
+impl NetworkPlan<'_> {
+    /// Whether this kernel can be written for the plan: widths whose swizzles are XORs
+    /// within a row (powers of two) and whose three matrices fit 48 KiB, inputs that fit
+    /// the borrowed rows, and a loss of plain words.
+    pub fn supported(&self) -> bool {
+        let straight = self.loss.outputs.len() == 2
+            && self.loss.nodes.iter().all(|n| {
+                !matches!(
+                    n.op,
+                    Op::Loop(_) | Op::Result(..) | Op::ArrayNew(_) | Op::ArrayGet { .. }
+                ) && !matches!(n.op, Op::ArraySet { .. } | Op::ArrayAdd(..))
+            });
+        matches!(self.hidden, 32 | 64)
+            && (1..=32).contains(&self.inputs)
+            && self.first_input + self.inputs <= self.element_words
+            && self.loss.num_inputs == 1 + self.element_words
+            && straight
+    }
+
+    /// Warps of the workgroup: eight at `H = 64`; four at `H = 32`, whose tiles of one row
+    /// a lane are twice as wide so (0.58 against 0.67 ms for the 8-32-32-1 on the H100).
+    fn warps(&self) -> u32 {
+        if self.hidden == 64 { 8 } else { 4 }
+    }
+}
+
+/// The WGSL of `word` at row `j` and column `k` (WGSL expressions of `u32`).
+fn word(w: WordIndex, j: &str, k: &str) -> String {
+    format!(
+        "{}u + {}u * ({j}) + {}u * ({k})",
+        w.offset, w.row_stride, w.column_stride
+    )
+}
+
+/// The kernel's shapes, derived once from the plan.
+struct Shape {
+    threads: u32,
+    warps: u32,
+    hidden: u32,
+    inputs: u32,
+    /// Rows a lane owns.
+    lane_rows: u32,
+    /// `vec4` groups of a `W2` row.
+    groups: u32,
+    /// `vec4` columns of a warp's elements.
+    columns: u32,
+    /// `d_W2` column blocks and row blocks, and a thread's rows and columns of it.
+    nk: u32,
+    nj: u32,
+    ja: u32,
+    kb: u32,
+    /// Rows of the `d_s2` matrix (with `d_y` at row 32 and `t` at 33 for `H = 32`).
+    ds2_rows: u32,
+    /// Registers of the next chunk's inputs a thread loads.
+    prefetch: u32,
+}
+
+impl Shape {
+    fn of(plan: &NetworkPlan) -> Shape {
+        let (warps, hidden) = (plan.warps(), plan.hidden);
+        let threads = 32 * warps;
+        let nk = (threads / 16).min(hidden);
+        let nj = threads / nk;
+        Shape {
+            threads,
+            warps,
+            hidden,
+            inputs: plan.inputs,
+            lane_rows: hidden / 32,
+            groups: hidden / 4,
+            columns: 16 / warps,
+            nk,
+            nj,
+            ja: hidden / nj,
+            kb: hidden / nk,
+            ds2_rows: hidden.max(34),
+            prefetch: (64 * plan.inputs).div_ceil(threads),
+        }
+    }
+
+    /// Lane row `r` (`l + 32 r`).
+    fn row(&self, r: u32) -> String {
+        if r == 0 {
+            "l".into()
+        } else {
+            format!("(l + {}u)", 32 * r)
+        }
+    }
+}
+
+/// Index of `vec4` column `col` of row `row` of a swizzled matrix (`rm`: the row modulo 8).
+fn cell(row: &str, rm: &str, col: &str) -> String {
+    format!("{row} * 16u + (({col}) ^ {rm})")
+}
+
+/// The cooperative adjoint kernel of `plan` (see the module doc); entry point `adjoint`,
+/// the generated adjoint's bindings and outputs (`values`, a row of `shared_partials` per
+/// workgroup), workgroup size [`network_workgroup_size`].
+pub fn emit_network_adjoint(signature: &str, plan: &NetworkPlan) -> String {
+    let sh = Shape::of(plan);
+    let mut s = String::new();
+    header(signature, plan, &sh, &mut s);
+    entry_prologue(plan, &sh, &mut s);
+    forward(&sh, &mut s);
+    output_and_loss(plan, &sh, &mut s);
+    backward(&sh, &mut s);
+    partial_sums(plan, &sh, &mut s);
+    s
+}
+
+/// The workgroup size of [`emit_network_adjoint`]'s kernel for `plan`.
+pub fn network_workgroup_size(plan: &NetworkPlan) -> u32 {
+    32 * plan.warps()
+}
+
+fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    let h = sh.hidden;
+    let _ = writeln!(
+        s,
+        "// gradfuse adjoint (value and gradient) kernel of `{signature}`, its two layers as\n\
+         // register-blocked matrix products of the workgroup over chunks of 64 elements.\n\
+         // Element i's words: args[{}i ..]; shared_partials[{}g ..]: workgroup g's sum of\n\
+         // d/d shared_args; values[i]: the value.\n",
+        plan.element_words, plan.shared_words
+    );
+    s.push_str("struct Params {\n    n: u32,\n    per_thread: u32,\n}\n\n");
+    s.push_str("@group(0) @binding(0) var<uniform> params: Params;\n");
+    s.push_str("@group(0) @binding(1) var<storage, read> args: array<f32>;\n");
+    s.push_str("@group(0) @binding(2) var<storage, read_write> values: array<f32>;\n");
+    if plan.shared_uniform {
+        let _ = writeln!(
+            s,
+            "@group(0) @binding(4) var<uniform> shared_args: array<vec4<f32>, {}>;",
+            plan.shared_words.div_ceil(4)
+        );
+    } else {
+        s.push_str("@group(0) @binding(4) var<storage, read> shared_args: array<f32>;\n");
+    }
+    s.push_str("@group(0) @binding(5) var<storage, read_write> shared_partials: array<f32>;\n\n");
+    let _ = writeln!(
+        s,
+        "// W2[j][k] at j * {h} + 4 * ((k / 4) ^ (j % {g})) + k % 4.\n\
+         var<workgroup> w2s: array<f32, {}>;\n\
+         // Rows of 16 vec4s (64 elements), column c of row r at r * 16 + (c ^ (r % 8)).\n\
+         var<workgroup> h1s: array<vec4<f32>, {}>;\n\
+         var<workgroup> ds2s: array<vec4<f32>, {}>;\n",
+        h * h,
+        h * 16,
+        sh.ds2_rows * 16,
+        g = sh.groups
+    );
+    let mut helpers = BTreeSet::new();
+    let body = loss_statements(plan.loss, &mut helpers);
+    helpers.insert("gf_tanh");
+    for name in &helpers {
+        if let Some(src) = wgsl_helper(name, Precision::F32) {
+            let _ = writeln!(s, "{src}\n");
+        }
+    }
+    s.push_str(
+        "fn tanh4(v: vec4<f32>) -> vec4<f32> {\n    \
+         return vec4<f32>(gf_tanh(v.x), gf_tanh(v.y), gf_tanh(v.z), gf_tanh(v.w));\n}\n\n",
+    );
+    if plan.shared_uniform {
+        s.push_str("fn sw(i: u32) -> f32 {\n    return shared_args[i / 4u][i % 4u];\n}\n\n");
+    } else {
+        s.push_str("fn sw(i: u32) -> f32 {\n    return shared_args[i];\n}\n\n");
+    }
+    let _ = writeln!(
+        s,
+        "// The loss and its derivative in y, from y and the element's words (from gf_row on).\n\
+         fn gf_loss(gf_y: f32, gf_row: u32) -> vec2<f32> {{\n{body}}}\n"
+    );
+}
+
+/// The loss's statements: a `let` per node, the element's words read from `args` at row
+/// `gf_row`, returning `vec2(value, d value / d y)`.
+fn loss_statements(f: &Function, helpers: &mut BTreeSet<&'static str>) -> String {
+    let mut taken = Taken::default();
+    taken.insert("gf_y".into());
+    taken.insert("gf_row".into());
+    let ctx = super::body::Ctx::new(f, &mut taken);
+    let mut s = String::new();
+    for (i, node) in f.nodes.iter().enumerate() {
+        let name = &ctx.names[i];
+        match &node.op {
+            Op::Input(0) => {
+                let _ = writeln!(s, "    let {name} = gf_y;");
+            }
+            Op::Input(w) => {
+                let _ = writeln!(s, "    let {name} = args[gf_row + {}u];", w - 1);
+            }
+            Op::Const(_) | Op::Int(_) => {}
+            op => {
+                let _ = writeln!(s, "    let {name} = {};", ctx.expr(op, helpers));
+            }
+        }
+    }
+    let _ = writeln!(
+        s,
+        "    return vec2<f32>({}, {});",
+        ctx.operand(f.outputs[0]),
+        ctx.operand(f.outputs[1])
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests;

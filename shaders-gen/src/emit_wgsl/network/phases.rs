@@ -1,0 +1,384 @@
+//! The phases of the cooperative network adjoint's entry point, in the order it runs them.
+
+use super::{NetworkPlan, Shape, cell, word};
+use std::fmt::Write;
+
+/// Lines of WGSL, each pushed with its newline.
+fn line(s: &mut String, text: &str) {
+    s.push_str(text);
+    s.push('\n');
+}
+
+/// The entry point up to the chunk loop's first statements: the thread's place, `W2`
+/// copied into workgroup memory, the first layer's rows and the biases in registers, the
+/// sums, the first chunk's inputs loaded.
+pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    let (h, t) = (sh.hidden, sh.threads);
+    let _ = writeln!(
+        s,
+        "@compute @workgroup_size({t})\n\
+         fn adjoint(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: \
+         vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n    \
+         let group = wid.x + wid.y * groups.x;\n    \
+         let per_thread = params.per_thread;\n    \
+         let n = params.n;\n    \
+         let wp = lid / 32u;\n    \
+         let l = lid % 32u;\n    \
+         let l8 = l % 8u;\n    \
+         let cw = wp * {}u;\n    \
+         let jb = lid / {nk}u;\n    \
+         let kb = lid % {nk}u;\n    \
+         for (var q = lid; q < {}u; q += {t}u) {{\n        \
+         let j = q / {h}u;\n        \
+         let k = q % {h}u;\n        \
+         w2s[j * {h}u + 4u * ((k / 4u) ^ (j % {}u)) + k % 4u] = sw({});\n    }}",
+        sh.columns,
+        h * h,
+        sh.groups,
+        word(plan.second.weights, "j", "k"),
+        nk = sh.nk
+    );
+    let i = sh.inputs;
+    for r in 0..sh.lane_rows {
+        let row = sh.row(r);
+        let _ = writeln!(
+            s,
+            "    var w1_{r}: array<f32, {i}>;\n    \
+             for (var k = 0u; k < {i}u; k++) {{ w1_{r}[k] = sw({}); }}\n    \
+             let b1_{r} = sw({}u + {row});\n    \
+             let b2_{r} = sw({}u + {row});\n    \
+             let w3_{r} = sw({}u + {}u * {row});\n    \
+             var gw1_{r}: array<f32, {i}>;\n    \
+             var gb1_{r} = 0.0f;\n    \
+             var gb2_{r} = 0.0f;\n    \
+             var gw3_{r} = 0.0f;",
+            word(plan.first.weights, &row, "k"),
+            plan.first.bias,
+            plan.second.bias,
+            plan.output.offset,
+            plan.output.row_stride
+        );
+    }
+    line(s, "    var gb3 = 0.0f;");
+    for a in 0..sh.ja {
+        let _ = writeln!(s, "    var gw2_{a}: array<f32, {}>;", sh.kb);
+    }
+    let _ = writeln!(
+        s,
+        "    let base = group * per_thread * {t}u;\n    var xr: array<f32, {}>;",
+        sh.prefetch
+    );
+    prefetch(plan, sh, "base", "    ", s);
+    let _ = writeln!(
+        s,
+        "    for (var idx = 0u; idx < per_thread * {}u; idx++) {{\n        \
+         let first = base + idx * 64u;\n        \
+         if (first >= n) {{\n            break;\n        }}\n        \
+         workgroupBarrier();\n        \
+         let xc = xr;",
+        t / 64
+    );
+    prefetch(plan, sh, "first + 64u", "        ", s);
+    store_x(sh, "ds2s", s);
+    line(s, "        workgroupBarrier();");
+}
+
+/// The inputs of the chunk at `first` into the registers `xr` (their latency hidden by
+/// the chunk before).
+fn prefetch(plan: &NetworkPlan, sh: &Shape, first: &str, pad: &str, s: &mut String) {
+    let i = sh.inputs;
+    for r in 0..sh.prefetch {
+        let _ = writeln!(
+            s,
+            "{pad}{{\n{pad}    let q = min(lid + {}u, {}u);\n{pad}    \
+             xr[{r}] = args[min({first} + q / {i}u, n - 1u) * {}u + {}u + q % {i}u];\n{pad}}}",
+            sh.threads * r,
+            64 * i - 1,
+            plan.element_words,
+            plan.first_input
+        );
+    }
+}
+
+/// The chunk's inputs (in `xc`) into rows `0..inputs` of `matrix`.
+fn store_x(sh: &Shape, matrix: &str, s: &mut String) {
+    let i = sh.inputs;
+    for r in 0..sh.prefetch {
+        let _ = writeln!(
+            s,
+            "        {{\n            let q = lid + {}u;\n            let e = q / {i}u;\n            \
+             let f = q % {i}u;\n            if (q < {}u) {{\n                \
+             {matrix}[f * 16u + ((e / 4u) ^ (f % 8u))][e % 4u] = xc[{r}];\n            }}\n        }}",
+            sh.threads * r,
+            64 * i
+        );
+    }
+}
+
+/// `h1 = tanh(W1 x + b1)` into its matrix, then `s2 = W2 h1 + b2` and `h2 = tanh(s2)` in
+/// registers, and each lane's part of the output row into `ds2s`'s first 32 rows.
+pub(super) fn forward(sh: &Shape, s: &mut String) {
+    let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
+    for r in rows.clone() {
+        for c in cols.clone() {
+            let _ = writeln!(s, "        var s{r}_{c} = vec4<f32>(b1_{r});");
+        }
+    }
+    let _ = writeln!(s, "        for (var k = 0u; k < {}u; k++) {{", sh.inputs);
+    for c in cols.clone() {
+        let x = cell("k", "(k % 8u)", &format!("cw + {c}u"));
+        let _ = writeln!(s, "            let x{c} = ds2s[{x}];");
+        for r in rows.clone() {
+            let _ = writeln!(s, "            s{r}_{c} += w1_{r}[k] * x{c};");
+        }
+    }
+    line(s, "        }");
+    for r in rows.clone() {
+        for c in cols.clone() {
+            let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
+            let _ = writeln!(s, "        h1s[{at}] = tanh4(s{r}_{c});");
+        }
+    }
+    line(s, "        workgroupBarrier();");
+    for r in rows.clone() {
+        for c in cols.clone() {
+            let _ = writeln!(s, "        var f{r}_{c} = vec4<f32>(b2_{r});");
+        }
+    }
+    let h = sh.hidden;
+    for m in 0..sh.groups {
+        let _ = writeln!(
+            s,
+            "        {{\n            let wbase = l * {h}u + 4u * ({m}u ^ (l % {}u));",
+            sh.groups
+        );
+        for i in 0..4 {
+            for r in rows.clone() {
+                let _ = writeln!(
+                    s,
+                    "            let wv{r}_{i} = w2s[wbase + {}u];",
+                    32 * r * h + i
+                );
+            }
+        }
+        for i in 0..4 {
+            let k = 4 * m + i;
+            for c in cols.clone() {
+                let _ = writeln!(
+                    s,
+                    "            let h{i}_{c} = h1s[{}u + ((cw + {c}u) ^ {}u)];",
+                    16 * k,
+                    k % 8
+                );
+                for r in rows.clone() {
+                    let _ = writeln!(s, "            f{r}_{c} += wv{r}_{i} * h{i}_{c};");
+                }
+            }
+        }
+        line(s, "        }");
+    }
+    for r in rows.clone() {
+        for c in cols.clone() {
+            let _ = writeln!(s, "        let t{r}_{c} = tanh4(f{r}_{c});");
+        }
+    }
+    for c in cols {
+        let terms: Vec<String> = rows.clone().map(|r| format!("w3_{r} * t{r}_{c}")).collect();
+        let at = cell("l", "l8", &format!("cw + {c}u"));
+        let _ = writeln!(s, "        ds2s[{at}] = {};", terms.join(" + "));
+    }
+    line(s, "        workgroupBarrier();");
+}
+
+/// The output row summed over the lanes' parts, the loss and its derivative `d_y` (one
+/// thread an element, `d_y` into row 32 of `ds2s`), then `d_s2 = (1 - h2^2) w3 d_y` into
+/// its matrix and the output row's gradients in registers.
+pub(super) fn output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    let _ = writeln!(
+        s,
+        "        if (lid < 64u) {{\n            let e = lid;\n            var y = sw({}u);\n            \
+         for (var r = 0u; r < 32u; r++) {{\n                \
+         y += ds2s[r * 16u + ((e / 4u) ^ (r % 8u))][e % 4u];\n            }}\n            \
+         let loss = gf_loss(y, min(first + e, n - 1u) * {}u);\n            \
+         let inb = first + e < n;\n            \
+         if (inb) {{\n                values[first + e] = loss.x;\n            }}\n            \
+         let dy = select(0.0f, loss.y, inb);\n            \
+         gb3 += dy;\n            \
+         ds2s[512u + e / 4u][e % 4u] = dy;\n        }}\n        \
+         workgroupBarrier();",
+        plan.output_bias, plan.element_words
+    );
+    let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
+    for c in cols.clone() {
+        let _ = writeln!(s, "        let dy{c} = ds2s[512u + cw + {c}u];");
+    }
+    for r in rows.clone() {
+        for c in cols.clone() {
+            let _ = writeln!(
+                s,
+                "        gw3_{r} += dot(t{r}_{c}, dy{c});\n        \
+                 let g{r}_{c} = (vec4<f32>(1.0) - t{r}_{c} * t{r}_{c}) * (w3_{r} * dy{c});\n        \
+                 gb2_{r} += (g{r}_{c}.x + g{r}_{c}.y) + (g{r}_{c}.z + g{r}_{c}.w);"
+            );
+        }
+    }
+    line(s, "        workgroupBarrier();");
+    for r in rows {
+        for c in cols.clone() {
+            let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
+            let _ = writeln!(s, "        ds2s[{at}] = g{r}_{c};");
+        }
+    }
+    line(s, "        workgroupBarrier();");
+}
+
+/// `d_h1 = W2^T d_s2` for the lane's rows, `d_W2 += d_s2 h1^T`, `d_s1 = (1 - h1^2) d_h1`
+/// in registers, then the inputs again and `d_W1 += d_s1 x^T`.
+pub(super) fn backward(sh: &Shape, s: &mut String) {
+    let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
+    for r in rows.clone() {
+        for c in cols.clone() {
+            let _ = writeln!(s, "        var d{r}_{c} = vec4<f32>(0.0);");
+        }
+    }
+    let h = sh.hidden;
+    for j in 0..h {
+        let _ = writeln!(
+            s,
+            "        {{\n            let s = 4u * ((l / 4u) ^ {}u) + l % 4u;",
+            j % sh.groups
+        );
+        for r in rows.clone() {
+            let at = if r == 0 {
+                "s".to_string()
+            } else {
+                format!("(s ^ {}u)", 32 * r)
+            };
+            let _ = writeln!(s, "            let v{r} = w2s[{}u + {at}];", j * h);
+        }
+        for c in cols.clone() {
+            let _ = writeln!(
+                s,
+                "            let g{c} = ds2s[{}u + ((cw + {c}u) ^ {}u)];",
+                16 * j,
+                j % 8
+            );
+            for r in rows.clone() {
+                let _ = writeln!(s, "            d{r}_{c} += v{r} * g{c};");
+            }
+        }
+        line(s, "        }");
+    }
+    line(s, "        for (var e4 = 0u; e4 < 16u; e4++) {");
+    for a in 0..sh.ja {
+        let _ = writeln!(
+            s,
+            "            let p{a} = ds2s[(jb + {}u) * 16u + (e4 ^ (jb % 8u))];",
+            sh.nj * a
+        );
+    }
+    for b in 0..sh.kb {
+        let _ = writeln!(
+            s,
+            "            let q{b} = h1s[(kb + {n}u) * 16u + (e4 ^ ((kb + {n}u) % 8u))];",
+            n = sh.nk * b
+        );
+    }
+    for a in 0..sh.ja {
+        for b in 0..sh.kb {
+            let _ = writeln!(s, "            gw2_{a}[{b}] += dot(p{a}, q{b});");
+        }
+    }
+    line(s, "        }");
+    for r in rows.clone() {
+        for c in cols.clone() {
+            let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
+            let _ = writeln!(
+                s,
+                "        let hh{r}_{c} = h1s[{at}];\n        \
+                 let e{r}_{c} = (vec4<f32>(1.0) - hh{r}_{c} * hh{r}_{c}) * d{r}_{c};\n        \
+                 gb1_{r} += (e{r}_{c}.x + e{r}_{c}.y) + (e{r}_{c}.z + e{r}_{c}.w);"
+            );
+        }
+    }
+    line(s, "        workgroupBarrier();");
+    store_x(sh, "h1s", s);
+    line(s, "        workgroupBarrier();");
+    let _ = writeln!(s, "        for (var k = 0u; k < {}u; k++) {{", sh.inputs);
+    for c in cols.clone() {
+        let x = cell("k", "(k % 8u)", &format!("cw + {c}u"));
+        let _ = writeln!(s, "            let x{c} = h1s[{x}];");
+    }
+    for r in rows {
+        let terms: Vec<String> = cols
+            .clone()
+            .map(|c| format!("dot(e{r}_{c}, x{c})"))
+            .collect();
+        let _ = writeln!(s, "            gw1_{r}[k] += {};", terms.join(" + "));
+    }
+    line(s, "        }\n    }");
+}
+
+/// The workgroup's row of partial sums: `d_W2` from each thread's registers, the per-row
+/// sums over the warps in turn (item `it` of row `j` at word `it * H + j` of `h1s`), `d_b3`
+/// over the first 64 threads.
+pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    let h = sh.hidden;
+    let _ = writeln!(s, "    let row = group * {}u;", plan.shared_words);
+    for a in 0..sh.ja {
+        for b in 0..sh.kb {
+            let j = format!("jb + {}u", sh.nj * a);
+            let k = format!("kb + {}u", sh.nk * b);
+            let at = word(plan.second.weights, &j, &k);
+            let _ = writeln!(s, "    shared_partials[row + {at}] = gw2_{a}[{b}];");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "    workgroupBarrier();\n    for (var v = 0u; v < {}u; v++) {{\n        if (wp == v) {{",
+        sh.warps
+    );
+    let i = sh.inputs;
+    for r in 0..sh.lane_rows {
+        let row = sh.row(r);
+        let items = (0..i).map(|k| (k, format!("gw1_{r}[{k}]"))).chain([
+            (i, format!("gb1_{r}")),
+            (i + 1, format!("gb2_{r}")),
+            (i + 2, format!("gw3_{r}")),
+        ]);
+        for (it, value) in items {
+            let _ = writeln!(
+                s,
+                "            {{ let q = {}u + {row}; let old = select(0.0f, h1s[q / 4u][q % 4u], v > 0u); \
+                 h1s[q / 4u][q % 4u] = old + {value}; }}",
+                it * h
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "        }}\n        workgroupBarrier();\n    }}\n    \
+         if (lid < 64u) {{\n        ds2s[lid / 4u][lid % 4u] = gb3;\n    }}\n    \
+         workgroupBarrier();\n    \
+         for (var q = lid; q < {}u; q += {}u) {{\n        \
+         let it = q / {h}u;\n        let j = q % {h}u;\n        \
+         var at = {};\n        \
+         if (it == {i}u) {{\n            at = {}u + j;\n        }} \
+         else if (it == {}u) {{\n            at = {}u + j;\n        }} \
+         else if (it == {}u) {{\n            at = {}u + {}u * j;\n        }}\n        \
+         shared_partials[row + at] = h1s[q / 4u][q % 4u];\n    }}\n    \
+         if (lid == 0u) {{\n        var b3 = 0.0f;\n        \
+         for (var e = 0u; e < 64u; e++) {{\n            b3 += ds2s[e / 4u][e % 4u];\n        }}\n        \
+         shared_partials[row + {}u] = b3;\n    }}\n}}",
+        (i + 3) * h,
+        sh.threads,
+        word(plan.first.weights, "j", "it"),
+        plan.first.bias,
+        i + 1,
+        plan.second.bias,
+        i + 2,
+        plan.output.offset,
+        plan.output.row_stride,
+        plan.output_bias
+    );
+}

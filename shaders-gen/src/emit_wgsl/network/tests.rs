@@ -1,0 +1,88 @@
+//! The cooperative network adjoint's WGSL, validated by naga for each width it supports;
+//! its numbers are checked on the GPU against the CPU reverse mode (`tests/networks_cooperative.rs`).
+
+use super::*;
+use crate::{Reverse, compile_str};
+
+/// `(y - t)^2` and its derivative in `y`, for elements of `inputs` words of `x` then `t`.
+fn squared_error(inputs: u32) -> Function {
+    let src = format!(
+        "fn loss(y: f32, #[constant] x: [f32; {inputs}], #[constant] t: f32) -> f32 {{ (y - t) * (y - t) }}"
+    );
+    match compile_str(&src).expect("compiles").reverse {
+        Reverse::Gradient(f) => f,
+        Reverse::Jacobian(..) => unreachable!("a scalar result"),
+    }
+}
+
+/// The plan of an `inputs`-`hidden`-`hidden`-1 network laid out as `samples::network`
+/// writes it (`w1`, `w2`, `w3` consecutive, each layer's biases after its weights).
+fn plan(inputs: u32, hidden: u32, loss: &Function) -> NetworkPlan<'_> {
+    let w2 = inputs * hidden + hidden;
+    let w3 = w2 + hidden * hidden + hidden;
+    let layer = |offset: u32, columns: u32| LayerWords {
+        weights: WordIndex {
+            offset,
+            row_stride: columns,
+            column_stride: 1,
+        },
+        bias: offset + hidden * columns,
+    };
+    NetworkPlan {
+        element_words: inputs + 1,
+        first_input: 0,
+        inputs,
+        hidden,
+        first: layer(0, inputs),
+        second: layer(w2, hidden),
+        output: WordIndex {
+            offset: w3,
+            row_stride: 1,
+            column_stride: 0,
+        },
+        output_bias: w3 + hidden,
+        loss,
+        shared_words: w3 + hidden + 1,
+        shared_uniform: true,
+    }
+}
+
+fn validate(wgsl: &str) {
+    let module =
+        naga::front::wgsl::parse_str(wgsl).unwrap_or_else(|e| panic!("{}", e.emit_to_string(wgsl)));
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::all(),
+    )
+    .validate(&module)
+    .unwrap_or_else(|e| panic!("{e:?}\n{wgsl}"));
+}
+
+#[test]
+fn the_kernel_validates_at_both_widths_and_any_inputs() {
+    for (inputs, hidden) in [(8, 64), (2, 64), (3, 32), (8, 32), (16, 64), (32, 32)] {
+        let loss = squared_error(inputs);
+        let p = plan(inputs, hidden, &loss);
+        assert!(p.supported(), "{inputs}-{hidden}");
+        let wgsl = emit_network_adjoint("fn net(..) -> f32", &p);
+        validate(&wgsl);
+        let size = network_workgroup_size(&p);
+        assert!(wgsl.contains(&format!("@workgroup_size({size})")));
+        // The three matrices fit the device's 48 KiB at the wider width.
+        if hidden == 64 {
+            assert!(wgsl.contains("var<workgroup> w2s: array<f32, 4096>;"));
+            assert!(wgsl.contains("var<workgroup> h1s: array<vec4<f32>, 1024>;"));
+            assert!(wgsl.contains("var<workgroup> ds2s: array<vec4<f32>, 1024>;"));
+        }
+    }
+}
+
+#[test]
+fn widths_it_cannot_tile_are_not_supported() {
+    let loss = squared_error(8);
+    for hidden in [16, 48, 96, 128] {
+        assert!(!plan(8, hidden, &loss).supported(), "{hidden}");
+    }
+    let wide = squared_error(40);
+    assert!(!plan(40, 64, &wide).supported());
+}
