@@ -406,14 +406,8 @@ fn shared_cases(
                 // The reduction's share: the second pass, and the in-kernel sum (the
                 // kernel's time less that of the kernel without it).
                 let unsummed = if k == 1 {
-                    kernel_times(
-                        device,
-                        without_workgroup_sum(case.generated[1]),
-                        &input,
-                        warmup,
-                        launches,
-                    )
-                    .ok()
+                    without_workgroup_sum(case.generated[1])
+                        .and_then(|cut| kernel_times(device, cut, &input, warmup, launches).ok())
                 } else {
                     None
                 };

@@ -1,18 +1,12 @@
-//! The cooperative network adjoint (`emit_wgsl::network`: two dense tanh layers as
-//! register-blocked products of the workgroup) on the GPU, launched with the generated
-//! adjoint's buffers: values and shared gradients against the CPU reverse mode's
-//! per-element results summed in f64 (no code shared with the kernel), on batches cut
-//! mid-chunk, bit-identical over runs.
+//! Networks whose adjoint the workgroup's matrix products compute (`emit_wgsl::network`,
+//! chosen by `cooperative::network_plan`): values and shared gradients on the GPU against
+//! the CPU reverse mode's per-element results summed in f64 (no code shared with the
+//! kernel), on batches cut mid-chunk, bit-identical over runs.
 
 mod common;
 
 use common::{Rng, device};
 use gradfuse::{KernelSpec, differentiable};
-use gradfuse_shaders_gen::emit_wgsl::{
-    LayerWords, NetworkPlan, WordIndex, emit_network_adjoint, network_workgroup_size,
-};
-use gradfuse_shaders_gen::ir::Function;
-use gradfuse_shaders_gen::{Reverse, compile_str};
 
 /// An 8-32-32-1 tanh network (four warps, one row a lane).
 #[differentiable]
@@ -81,62 +75,6 @@ pub fn net64(
     scale * (y - t) * (y - t)
 }
 
-/// The loss after the output row as its own function of `y` and the element's words, with
-/// its derivative in `y` (outputs `[value, d value / d y]`).
-fn loss(src: &str) -> Function {
-    match compile_str(src).expect("the loss compiles").reverse {
-        Reverse::Gradient(f) => f,
-        Reverse::Jacobian(..) => unreachable!("a scalar result"),
-    }
-}
-
-/// The plan of an `I-H-H-1` network laid out as the functions above write it.
-fn plan(
-    (element_words, first_input): (u32, u32),
-    (inputs, hidden): (u32, u32),
-    loss: &Function,
-) -> NetworkPlan<'_> {
-    let w2 = inputs * hidden + hidden;
-    let w3 = w2 + hidden * hidden + hidden;
-    let layer = |offset: u32, columns: u32| LayerWords {
-        weights: WordIndex {
-            offset,
-            row_stride: columns,
-            column_stride: 1,
-        },
-        bias: offset + hidden * columns,
-    };
-    NetworkPlan {
-        element_words,
-        first_input,
-        inputs,
-        hidden,
-        first: layer(0, inputs),
-        second: layer(w2, hidden),
-        output: WordIndex {
-            offset: w3,
-            row_stride: 1,
-            column_stride: 0,
-        },
-        output_bias: w3 + hidden,
-        loss,
-        shared_words: w3 + hidden + 1,
-        shared_uniform: true,
-    }
-}
-
-/// The generated adjoint's spec with the cooperative kernel's WGSL and workgroup size.
-fn cooperative(generated: &'static KernelSpec, plan: &NetworkPlan) -> &'static KernelSpec {
-    assert!(plan.supported());
-    let wgsl = emit_network_adjoint("fn net(..) -> f32", plan);
-    Box::leak(Box::new(KernelSpec {
-        label: "net::cooperative",
-        wgsl: Box::leak(wgsl.into_boxed_str()),
-        workgroup_size: network_workgroup_size(plan),
-        ..*generated
-    }))
-}
-
 /// Every f32 word of a `Pod` value, as f64.
 fn words<T: bytemuck::Pod>(t: &T) -> Vec<f64> {
     bytemuck::cast_slice::<u8, f32>(bytemuck::bytes_of(t))
@@ -149,26 +87,16 @@ fn uniform_array<const N: usize>(rng: &mut Rng, scale: f64) -> [f32; N] {
     std::array::from_fn(|_| rng.uniform(-scale, scale))
 }
 
-/// The kernel's values and shared gradient on `batch` against `oracle`'s per-element
+/// The kernel's values and shared gradient (from `launch`) against `oracle`'s per-element
 /// `(value, shared gradient words)`, summed in f64 (each word within 1e-5 of the sum of
-/// its terms' magnitudes), and the same bits on a second run.
-fn check<A: bytemuck::Pod, S: bytemuck::Pod>(
+/// its terms' magnitudes), and the same bits from a second launch.
+fn check<A>(
     name: &str,
-    spec: &'static KernelSpec,
     batch: &[A],
-    shared: &S,
+    launch: impl Fn() -> (Vec<f32>, Vec<f64>),
     oracle: impl Fn(&A) -> (f32, Vec<f64>),
 ) {
-    let d = device();
-    let input: &[f32] = bytemuck::cast_slice(batch);
-    let run = || {
-        let mut values = vec![0.0f32; batch.len()];
-        let mut sg = vec![0.0f32; spec.shared_grad_words()];
-        d.launch_shared(spec, input, &words32(shared), &mut [&mut values], &mut sg)
-            .expect("launch");
-        (values, sg)
-    };
-    let (values, sg) = run();
+    let (values, sg) = launch();
     let per_element: Vec<(f32, Vec<f64>)> = batch.iter().map(&oracle).collect();
     for (i, (v, _)) in per_element.iter().enumerate() {
         // v = s (y - t)^2 with y a sum of 33 or 65 terms of order one: v's error is about
@@ -182,39 +110,38 @@ fn check<A: bytemuck::Pod, S: bytemuck::Pod>(
     }
     for (w, g) in sg.iter().enumerate() {
         let want: f64 = per_element.iter().map(|p| p.1[w]).sum();
-        let scale: f64 = per_element
-            .iter()
-            .map(|p| p.1[w].abs())
+        let scale: f64 = (per_element.iter().map(|p| p.1[w].abs()))
             .sum::<f64>()
             .max(1e-20);
-        let e = (*g as f64 - want).abs() / scale;
+        let e = (g - want).abs() / scale;
         assert!(
             e < 1e-5,
             "{name}: shared word {w}: {g} against {want} ({e:e})"
         );
     }
-    assert_eq!(sg, run().1, "{name}: not bit-identical");
+    assert_eq!(sg, launch().1, "{name}: not bit-identical");
 }
 
-fn words32<T: bytemuck::Pod>(t: &T) -> Vec<f32> {
-    bytemuck::cast_slice::<u8, f32>(bytemuck::bytes_of(t)).to_vec()
+/// The adjoint kernel `compile` wrote is the cooperative one, at its workgroup size.
+fn assert_cooperative(name: &str, spec: &KernelSpec, threads: u32) {
+    assert!(
+        spec.wgsl
+            .contains("register-blocked matrix products of the workgroup"),
+        "{name}: one element a thread"
+    );
+    assert_eq!(spec.workgroup_size, threads, "{name}");
 }
 
 #[test]
-fn the_cooperative_adjoint_of_an_8_32_32_1_network_is_the_batch_sum() {
-    if !device().is_gpu() {
-        return; // the kernel is WGSL only; CI runs this on lavapipe (GRADFUSE_REQUIRE_GPU=1)
-    }
-    let loss = loss(
-        "fn loss(y: f32, #[constant] x: [f32; 8], #[constant] t: f32) -> f32 { (y - t) * (y - t) }",
-    );
-    let spec = cooperative(&net32::ADJOINT_KERNEL, &plan((9, 0), (8, 32), &loss));
+fn an_8_32_32_1_network_is_the_batch_sum() {
+    assert_cooperative("net32", &net32::ADJOINT_KERNEL, 128);
     let mut rng = Rng(71);
     let shared = net32::Shared {
         w1: uniform_array(&mut rng, 0.4),
         w2: uniform_array(&mut rng, 0.2),
         w3: uniform_array(&mut rng, 0.3),
     };
+    let kernel = net32::kernel(device());
     // Within one chunk; past one workgroup's run, cut mid-chunk.
     for n in [37usize, 3001] {
         let batch: Vec<net32::Args> = (0..n)
@@ -223,7 +150,11 @@ fn the_cooperative_adjoint_of_an_8_32_32_1_network_is_the_batch_sum() {
                 t: rng.uniform(-0.5, 0.5),
             })
             .collect();
-        check(&format!("8-32-32-1, {n}"), spec, &batch, &shared, |a| {
+        let launch = || {
+            let (v, _, g) = kernel.value_and_grad(&batch, &shared).expect("launch");
+            (v, words(&g))
+        };
+        check(&format!("8-32-32-1, {n}"), &batch, launch, |a| {
             let (v, _, g) = net32::value_and_grad(a, &shared);
             (v, words(&g))
         });
@@ -231,21 +162,15 @@ fn the_cooperative_adjoint_of_an_8_32_32_1_network_is_the_batch_sum() {
 }
 
 #[test]
-fn the_cooperative_adjoint_of_a_3_64_64_1_network_is_the_batch_sum() {
-    if !device().is_gpu() {
-        return; // as above
-    }
-    let loss = loss(
-        "fn loss(y: f32, #[constant] scale: f32, #[constant] p: [f32; 3], #[constant] t: f32) \
-         -> f32 { scale * (y - t) * (y - t) }",
-    );
-    let spec = cooperative(&net64::ADJOINT_KERNEL, &plan((5, 1), (3, 64), &loss));
+fn a_3_64_64_1_network_with_a_loss_of_more_words_is_the_batch_sum() {
+    assert_cooperative("net64", &net64::ADJOINT_KERNEL, 256);
     let mut rng = Rng(72);
     let shared = net64::Shared {
         w1: uniform_array(&mut rng, 0.6),
         w2: uniform_array(&mut rng, 0.15),
         w3: uniform_array(&mut rng, 0.2),
     };
+    let kernel = net64::kernel(device());
     for n in [100usize, 2777] {
         let batch: Vec<net64::Args> = (0..n)
             .map(|_| net64::Args {
@@ -254,7 +179,11 @@ fn the_cooperative_adjoint_of_a_3_64_64_1_network_is_the_batch_sum() {
                 t: rng.uniform(-0.5, 0.5),
             })
             .collect();
-        check(&format!("3-64-64-1, {n}"), spec, &batch, &shared, |a| {
+        let launch = || {
+            let (v, _, g) = kernel.value_and_grad(&batch, &shared).expect("launch");
+            (v, words(&g))
+        };
+        check(&format!("3-64-64-1, {n}"), &batch, launch, |a| {
             let (v, _, g) = net64::value_and_grad(a, &shared);
             (v, words(&g))
         });

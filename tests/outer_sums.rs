@@ -10,11 +10,13 @@ use common::{Rng, device, f64_devices};
 use gradfuse::differentiable;
 
 /// An 8-32-32-1 tanh network: the second layer's loop is kept, its rows 32 words apart
-/// (a divisor of 256: a thread's words share one column).
+/// (a divisor of 256: a thread's words share one column). Its target `t` has a gradient,
+/// which keeps its adjoint one element a thread (with `t` constant the network gets the
+/// workgroup's matrix products instead: `tests/networks_cooperative.rs`).
 #[differentiable]
 pub fn net32(
     #[constant] x: [f32; 8],
-    #[constant] t: f32,
+    t: f32,
     #[shared] w1: [f32; 288],
     #[shared] w2: [f32; 1056],
     #[shared] w3: [f32; 33],

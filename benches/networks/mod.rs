@@ -38,7 +38,7 @@ pub fn table(
     fma_rate: f64,
     inputs: impl Fn(usize, u32) -> Vec<f32>,
     time: impl Fn(&'static KernelSpec, &[f32]) -> Result<f64, Error>,
-    cut: impl Fn(&'static KernelSpec) -> &'static KernelSpec,
+    cut: impl Fn(&'static KernelSpec) -> Option<&'static KernelSpec>,
     divided: impl Fn(&'static KernelSpec) -> Result<&'static KernelSpec, Error>,
     elements: impl Fn(&'static KernelSpec, &str, u32) -> Result<&'static KernelSpec, Error>,
 ) -> String {
@@ -59,8 +59,11 @@ pub fn table(
                     false,
                 ),
                 ("value_and_grad", Ok(net.adjoint), true),
-                ("value_and_grad, sum cut", Ok(cut(net.adjoint)), true),
             ];
+            // A cooperative adjoint sums over its warps, not through a stage to cut.
+            if let Some(cut) = cut(net.adjoint) {
+                kernels.push(("value_and_grad, sum cut", Ok(cut), true));
+            }
             for (e, label) in [
                 (1, "value_and_grad, 1 element per thread"),
                 (2, "value_and_grad, 2 elements per thread"),

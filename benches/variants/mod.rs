@@ -17,6 +17,17 @@ pub fn same_buffers_as(
     wgsl: String,
     entry: &'static str,
 ) -> &'static KernelSpec {
+    same_buffers_at(gen_spec, label, wgsl, entry, gen_spec.workgroup_size)
+}
+
+/// [`same_buffers_as`] at `workgroup_size` threads a workgroup.
+fn same_buffers_at(
+    gen_spec: &'static KernelSpec,
+    label: &'static str,
+    wgsl: String,
+    entry: &'static str,
+    workgroup_size: u32,
+) -> &'static KernelSpec {
     let outputs: Vec<(u32, u32)> = gen_spec
         .outputs
         .iter()
@@ -26,7 +37,7 @@ pub fn same_buffers_as(
         label,
         wgsl,
         entry,
-        gen_spec.workgroup_size,
+        workgroup_size,
         gen_spec.input_words,
         &outputs,
         gen_spec.shared,
@@ -38,7 +49,12 @@ pub fn same_buffers_as(
 /// cut down to one store per word (no sum, no barriers; its partial sums are wrong). Its
 /// time against the whole kernel's is the in-kernel sum's share. (A kernel that streams
 /// its shared gradient still writes its stage slots, without summing them.)
-pub fn without_workgroup_sum(gen_spec: &'static KernelSpec) -> &'static KernelSpec {
+/// None for a kernel without that sum (a network's cooperative adjoint sums over its
+/// warps, not through the reduction's stage).
+pub fn without_workgroup_sum(gen_spec: &'static KernelSpec) -> Option<&'static KernelSpec> {
+    if !gen_spec.wgsl.contains(&format!("fn {REDUCE_LEVELS_FN}(")) {
+        return None;
+    }
     let words = gen_spec.shared_words();
     let mut wgsl = cut_body(gen_spec.wgsl, REDUCE_LEVELS_FN, "");
     wgsl = cut_body(
@@ -53,16 +69,17 @@ pub fn without_workgroup_sum(gen_spec: &'static KernelSpec) -> &'static KernelSp
     if wgsl.contains(&format!("fn {REDUCE_STAGE_FN}(")) {
         wgsl = cut_body(&wgsl, REDUCE_STAGE_FN, "");
     }
-    same_buffers_as(
+    Some(same_buffers_as(
         gen_spec,
         "adjoint without its workgroup sum",
         wgsl,
         gen_spec.entry_point,
-    )
+    ))
 }
 
 /// The adjoint `gen_spec` of the function `src` emitted with `elements` batch elements
-/// side by side per thread (`emit_kernel_with_elements`), on the same buffers.
+/// side by side per thread (`emit_kernel_with_elements`), on the same buffers (one element
+/// a thread's kernel, even where the generated one is a network's cooperative kernel).
 pub fn with_elements(
     gen_spec: &'static KernelSpec,
     src: &str,
@@ -81,7 +98,8 @@ pub fn with_elements(
     );
     let label =
         Box::leak(format!("{} ({elements} elements per thread)", gen_spec.label).into_boxed_str());
-    same_buffers_as(gen_spec, label, wgsl, gen_spec.entry_point)
+    let size = gradfuse_shaders_gen::abi::WORKGROUP_SIZE;
+    same_buffers_at(gen_spec, label, wgsl, gen_spec.entry_point, size)
 }
 
 /// `wgsl` with the body of WGSL function `name` replaced by `body`.

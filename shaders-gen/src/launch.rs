@@ -25,6 +25,8 @@ pub struct KernelLaunch {
     pub work_per_element: u64,
     /// The kernel's float type.
     pub precision: Precision,
+    /// Threads per workgroup.
+    pub workgroup_size: u32,
 }
 
 /// The `#[shared]` arguments of a kernel.
@@ -78,6 +80,11 @@ pub fn kernel_launch(c: &Compiled, kind: KernelKind) -> KernelLaunch {
         shared,
         work_per_element,
         precision: layout.precision,
+        workgroup_size: if kind == KernelKind::Adjoint {
+            c.adjoint_workgroup_size
+        } else {
+            abi::WORKGROUP_SIZE
+        },
     }
 }
 

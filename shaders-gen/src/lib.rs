@@ -8,6 +8,7 @@
 pub mod abi;
 pub mod ad;
 pub mod compose;
+pub mod cooperative;
 pub mod emit_rust;
 pub mod emit_wgsl;
 pub mod interp;
@@ -59,6 +60,9 @@ pub struct Compiled {
     /// Batch elements each thread of the adjoint kernel computes side by side
     /// ([`emit_wgsl::elements_per_thread`]; 1 for a kernel that sums no shared gradient).
     pub adjoint_elements: u32,
+    /// The adjoint kernel's workgroup size: [`abi::WORKGROUP_SIZE`], or the cooperative
+    /// network kernel's ([`emit_wgsl::network_workgroup_size`]).
+    pub adjoint_workgroup_size: u32,
     /// The IR of the CPU versions.
     pub cpu: CpuIr,
     /// Second order, for an `f32` result with gradient words.
@@ -232,13 +236,25 @@ pub fn compile_with(
     let wgsl_forward = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Forward, &value_primal);
     let adjoint_elements =
         emit_wgsl::elements_per_thread(layout, KernelKind::Adjoint, &kernel_adjoint);
-    let wgsl_reverse = emit_wgsl::emit_kernel_with_elements(
-        &sig,
-        layout,
-        KernelKind::Adjoint,
-        &kernel_adjoint,
-        adjoint_elements,
-    );
+    // A network the workgroup's matrix products compute (`emit_wgsl::network`) gets that
+    // kernel; every other function one element a thread.
+    let (wgsl_reverse, adjoint_workgroup_size) =
+        match cooperative::network_plan(layout, &lowered.primal) {
+            Some(plan) => (
+                emit_wgsl::emit_network_adjoint(&sig, &plan),
+                emit_wgsl::network_workgroup_size(&plan),
+            ),
+            None => (
+                emit_wgsl::emit_kernel_with_elements(
+                    &sig,
+                    layout,
+                    KernelKind::Adjoint,
+                    &kernel_adjoint,
+                    adjoint_elements,
+                ),
+                abi::WORKGROUP_SIZE,
+            ),
+        };
     let wgsl_tangent = tangent_kernel(&sig, layout, &tangent);
     let wgsl_reduce = (layout.shared_words > 0)
         .then(|| emit_wgsl::emit_reduce_kernel(&sig, layout.shared_words, layout.precision));
@@ -254,6 +270,7 @@ pub fn compile_with(
     });
     Ok(Compiled {
         adjoint_elements,
+        adjoint_workgroup_size,
         wgsl_reduce,
         wgsl_gathered,
         second,
@@ -457,6 +474,7 @@ fn compile_vector(lowered: Lowered, primal: Function, cpu_primal: Function, sig:
     });
     Compiled {
         adjoint_elements: 1,
+        adjoint_workgroup_size: abi::WORKGROUP_SIZE,
         wgsl_reduce: None,
         wgsl_gathered,
         second: None,

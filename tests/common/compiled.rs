@@ -44,7 +44,7 @@ pub fn compiled_spec(name: &str, c: &Compiled, kind: KernelKind) -> &'static Ker
         label: leak(format!("{name}::{}", kind.entry_point())),
         wgsl: leak(wgsl.clone()),
         entry_point: kind.entry_point(),
-        workgroup_size: abi::WORKGROUP_SIZE,
+        workgroup_size: launch.workgroup_size,
         max_workgroups_per_dim: abi::MAX_WORKGROUPS_PER_DIM,
         params_binding: abi::PARAMS_BINDING,
         input_binding: abi::ARGS_BINDING,

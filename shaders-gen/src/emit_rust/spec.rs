@@ -17,7 +17,8 @@ pub(super) fn kernel_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident) -
         KernelKind::Hessian => quote!(WGSL_HESSIAN),
     };
     let label = format!("{}::{}", plan.fname, kind.entry_point());
-    spec_of(plan, kind, cpu, wgsl, &label)
+    let workgroup_size = kernel_launch(plan.c, kind).workgroup_size;
+    spec_of(plan, kind, cpu, (wgsl, workgroup_size), &label)
 }
 
 /// The `::gradfuse::GatheredSpec` of the gathered variant of kernel `kind` (see
@@ -32,7 +33,8 @@ pub(super) fn gathered_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident)
         }
     };
     let label = format!("{}::{} (gathered)", plan.fname, kind.entry_point());
-    let kernel = spec_of(plan, kind, cpu, wgsl, &label);
+    // Gathered kernels compute one element a thread, whatever the plain one does.
+    let kernel = spec_of(plan, kind, cpu, (wgsl, abi::WORKGROUP_SIZE), &label);
     let fields = plan.layout.fields().into_iter().enumerate().map(|(k, slot)| {
         let (rows, index) = abi::field_bindings(k as u32);
         // 4-byte words, as the runtime counts them.
@@ -59,11 +61,13 @@ pub(super) fn gathered_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident)
     }
 }
 
+/// The spec of kernel `kind` whose WGSL constant is `wgsl`, run at `wg` threads a
+/// workgroup.
 fn spec_of(
     plan: &ItemPlan,
     kind: KernelKind,
     cpu: &syn::Ident,
-    wgsl: TokenStream,
+    (wgsl, wg): (TokenStream, u32),
     label: &str,
 ) -> TokenStream {
     let launch = kernel_launch(plan.c, kind);
@@ -72,8 +76,7 @@ fn spec_of(
     let outs = launch.outputs.iter().map(
         |(binding, words)| quote!(::gradfuse::OutputSpec { binding: #binding, words: #words }),
     );
-    let (wg, maxg, pb, ab) = (
-        abi::WORKGROUP_SIZE,
+    let (maxg, pb, ab) = (
         abi::MAX_WORKGROUPS_PER_DIM,
         abi::PARAMS_BINDING,
         abi::ARGS_BINDING,

@@ -57,7 +57,7 @@ pub struct LayerWords {
 
 /// What [`emit_network_adjoint`] writes a kernel for: the network
 /// `y = b3 + w3 . tanh(W2 tanh(W1 x + b1) + b2)`, then `loss(y, element words)`.
-pub struct NetworkPlan<'a> {
+pub struct NetworkPlan {
     /// Argument words per element.
     pub element_words: u32,
     /// The element's word of `x[0]`; `x[k]` is the next `k`th.
@@ -76,14 +76,14 @@ pub struct NetworkPlan<'a> {
     pub output_bias: u32,
     /// The loss: inputs `[y, the element's words..]`, outputs `[value, d value / d y]`
     /// (straight-line: no loops, no arrays).
-    pub loss: &'a Function,
+    pub loss: Function,
     /// All the shared words.
     pub shared_words: u32,
     /// Whether they are a uniform buffer (`vec4`s) rather than a storage one.
     pub shared_uniform: bool,
 }
 
-impl NetworkPlan<'_> {
+impl NetworkPlan {
     /// Whether this kernel can be written for the plan: widths whose swizzles are XORs
     /// within a row (powers of two) and whose three matrices fit 48 KiB, inputs that fit
     /// the borrowed rows, and a loss of plain words.
@@ -235,7 +235,7 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         g = sh.groups
     );
     let mut helpers = BTreeSet::new();
-    let body = loss_statements(plan.loss, &mut helpers);
+    let body = loss_statements(&plan.loss, &mut helpers);
     helpers.insert("gf_tanh");
     for name in &helpers {
         if let Some(src) = wgsl_helper(name, Precision::F32) {

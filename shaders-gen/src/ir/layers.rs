@@ -158,6 +158,54 @@ pub fn dense_layers(f: &Function, shared: &dyn Fn(ValueId) -> bool) -> Vec<(Valu
         .collect()
 }
 
+/// A top-level loop that sums one row of shared weights times an array into a scalar:
+/// `let mut y = init; for k in 0..K { y += w[offset + stride * k] * x[x0 + xs * k]; }`
+/// (a network's output row).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DotRow {
+    /// Terms (the loop's trips).
+    pub length: usize,
+    /// The shared array of the row's weights.
+    pub weights: ValueId,
+    /// `w[offset + stride * k]`: `(offset, stride)`.
+    pub weight_index: (i64, i64),
+    /// The array the row reads.
+    pub input: ValueId,
+    /// `x[offset + stride * k]`: `(offset, stride)`.
+    pub input_index: (i64, i64),
+    /// The sum's first value (a value of the enclosing function).
+    pub init: ValueId,
+}
+
+/// The loop `at` of `f` as a [`DotRow`], if it is one.
+pub fn dot_row(f: &Function, at: ValueId, shared: &dyn Fn(ValueId) -> bool) -> Option<DotRow> {
+    let Op::Loop(l) = &f.node(at).op else {
+        return None;
+    };
+    if l.init.len() != 1 || l.carried_ty(0) != Ty::F32 {
+        return None;
+    }
+    // The loop as the inner loop of a layer whose row index is always 0: its captures are
+    // values of `f` itself.
+    let outer: Vec<Option<Origin>> = (0..f.nodes.len() as u32)
+        .map(|v| Some(origin_in_outer(f, ValueId(v))))
+        .collect();
+    let (mut weights, mut w, mut input, mut x) = sum_of_products(&outer, l)?;
+    // Neither factor moves with a row here: the weights are the shared one.
+    if !shared(weights) {
+        (weights, w, input, x) = (input, x, weights, w);
+    }
+    let is_row = shared(weights) && w.outer == 0 && w.inner != 0 && x.outer == 0 && x.inner != 0;
+    is_row.then(|| DotRow {
+        length: (l.end - l.start).max(0) as usize,
+        weights,
+        weight_index: (w.constant, w.inner),
+        input,
+        input_index: (x.constant, x.inner),
+        init: l.init[0],
+    })
+}
+
 /// Whether `func` of one argument may be a layer's activation: any of the table's
 /// functions of one argument (its derivative is the table's).
 fn is_activation(func: Func) -> bool {

@@ -17,7 +17,7 @@ fn squared_error(inputs: u32) -> Function {
 
 /// The plan of an `inputs`-`hidden`-`hidden`-1 network laid out as `samples::network`
 /// writes it (`w1`, `w2`, `w3` consecutive, each layer's biases after its weights).
-fn plan(inputs: u32, hidden: u32, loss: &Function) -> NetworkPlan<'_> {
+fn plan(inputs: u32, hidden: u32, loss: &Function) -> NetworkPlan {
     let w2 = inputs * hidden + hidden;
     let w3 = w2 + hidden * hidden + hidden;
     let layer = |offset: u32, columns: u32| LayerWords {
@@ -41,7 +41,7 @@ fn plan(inputs: u32, hidden: u32, loss: &Function) -> NetworkPlan<'_> {
             column_stride: 0,
         },
         output_bias: w3 + hidden,
-        loss,
+        loss: loss.clone(),
         shared_words: w3 + hidden + 1,
         shared_uniform: true,
     }

@@ -1,0 +1,258 @@
+//! Which functions get the cooperative network adjoint (`emit_wgsl::network`): the
+//! [`NetworkPlan`] read off the lowered IR, or none.
+//!
+//! The function must be, and be only, the network that kernel computes: per-element inputs
+//! `x` (an array argument, `#[constant]` like every per-element word) into two dense tanh
+//! layers of 32 or 64 rows ([`ir::dense_layers`]), the second reading what the first
+//! wrote, an output row `y = b + w . h2` ([`ir::dot_row`]) reading what the second wrote,
+//! and a loss of `y` and the element's words alone. Together the layers' weights and
+//! biases and the output row's must be every shared word, each once: the kernel writes
+//! exactly those gradients. Anything else keeps the adjoint of one element a thread.
+
+use crate::abi::{self, ArgLayout, KernelKind};
+use crate::emit_wgsl::{LayerWords, NetworkPlan, WordIndex};
+use crate::ir::{self, DenseLayer, Function, Node, Op, ValueId};
+use crate::ops::Func;
+use crate::signature::Precision;
+use crate::{ad, opt};
+
+/// The plan of `f` (a lowered primal, before unrolling) with `layout`, if the cooperative
+/// kernel computes its adjoint (see the module doc).
+pub fn network_plan(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
+    let per_element_grads = KernelKind::Adjoint.outputs(layout).len() > 1;
+    if layout.precision != Precision::F32 || layout.results != 1 || per_element_grads {
+        return None;
+    }
+    let arrays = Arrays { f, layout };
+    let shared = |v: ValueId| arrays.shared(v).is_some();
+    let layers = ir::dense_layers(f, &shared);
+    let [(first_at, first), (second_at, second)] = &layers[..] else {
+        return None;
+    };
+    let hidden = first.rows;
+    let (x, inputs) = arrays.element(first.input)?;
+    let chained = matches!(f.node(second.input).op, Op::Result(l, 0) if l == *first_at);
+    let shapes = second.rows == hidden
+        && second.columns == hidden
+        && first.columns == inputs as usize
+        && first.input_index == (0, 1)
+        && second.input_index == (0, 1)
+        && first.activation == Some(Func::Tanh)
+        && second.activation == Some(Func::Tanh);
+    if !chained || !shapes {
+        return None;
+    }
+    let h2 = f
+        .nodes
+        .iter()
+        .position(|n| matches!(n.op, Op::Result(l, 0) if l == *second_at))?;
+    let (row_at, row) = (0..f.nodes.len() as u32)
+        .map(ValueId)
+        .find_map(|at| Some((at, ir::dot_row(f, at, &shared)?)))?;
+    if row.input != ValueId(h2 as u32) || row.input_index != (0, 1) || row.length != hidden {
+        return None;
+    }
+    let output = arrays.row_words(row.weights, row.weight_index, hidden)?;
+    let output_bias = arrays.shared_word(row.init)?;
+    let y = f
+        .nodes
+        .iter()
+        .position(|n| matches!(n.op, Op::Result(l, 0) if l == row_at))?;
+    let mut plan = NetworkPlan {
+        element_words: layout.words,
+        first_input: x,
+        inputs,
+        hidden: hidden as u32,
+        first: arrays.layer_words(first, inputs)?,
+        second: arrays.layer_words(second, hidden as u32)?,
+        output,
+        output_bias,
+        loss: loss(f, ValueId(y as u32), layout.words)?,
+        shared_words: layout.shared_words,
+        shared_uniform: abi::shared_in_uniform(layout.shared_words, layout.precision),
+    };
+    plan.loss = opt::optimize(&plan.loss);
+    (covers_every_shared_word(&plan) && plan.supported()).then_some(plan)
+}
+
+/// The lowered function's arrays of consecutive argument words.
+struct Arrays<'a> {
+    f: &'a Function,
+    layout: &'a ArgLayout,
+}
+
+impl Arrays<'_> {
+    /// `v` as an array of consecutive input words: `(first input, length)`.
+    fn words(&self, v: ValueId) -> Option<(u32, u32)> {
+        let Op::ArrayNew(ws) = &self.f.node(v).op else {
+            return None;
+        };
+        let first = match self.f.node(*ws.first()?).op {
+            Op::Input(i) => i,
+            _ => return None,
+        };
+        let consecutive = ws
+            .iter()
+            .enumerate()
+            .all(|(k, w)| matches!(self.f.node(*w).op, Op::Input(i) if i == first + k as u32));
+        consecutive.then_some((first, ws.len() as u32))
+    }
+
+    /// `v` as an array of the element's words: `(first word, length)`.
+    fn element(&self, v: ValueId) -> Option<(u32, u32)> {
+        self.words(v)
+            .filter(|(first, n)| first + n <= self.layout.words)
+    }
+
+    /// `v` as an array of shared words: `(first shared word, length)`.
+    fn shared(&self, v: ValueId) -> Option<(u32, u32)> {
+        let (first, n) = self.words(v)?;
+        let shared = self.layout.words..self.layout.words + self.layout.shared_words;
+        (shared.contains(&first) && shared.contains(&(first + n - 1)))
+            .then(|| (first - self.layout.words, n))
+    }
+
+    /// `v` as one shared word: the input itself (a read at a constant index is folded).
+    fn shared_word(&self, v: ValueId) -> Option<u32> {
+        match self.f.node(v).op {
+            Op::Input(i) if i >= self.layout.words => {
+                let w = i - self.layout.words;
+                (w < self.layout.shared_words).then_some(w)
+            }
+            _ => None,
+        }
+    }
+
+    /// The shared words of a layer's weights and biases, each inside its array.
+    fn layer_words(&self, l: &DenseLayer, columns: u32) -> Option<LayerWords> {
+        let (w0, wn) = self.shared(l.weights)?;
+        let (b0, bn) = self.shared(l.biases)?;
+        let (offset, rs, cs) = l.weight_index;
+        let rows = l.rows as i64;
+        let last = offset + rs * (rows - 1) + cs * (columns as i64 - 1);
+        let inside = offset >= 0 && rs >= 0 && cs >= 0 && last < wn as i64;
+        let bias_inside = l.bias_offset >= 0 && l.bias_offset + rows <= bn as i64;
+        (inside && bias_inside).then(|| LayerWords {
+            weights: WordIndex {
+                offset: w0 + offset as u32,
+                row_stride: rs as u32,
+                column_stride: cs as u32,
+            },
+            bias: b0 + l.bias_offset as u32,
+        })
+    }
+
+    /// The shared words of a row `w[offset + stride * k]` of `length` terms.
+    fn row_words(
+        &self,
+        weights: ValueId,
+        (offset, stride): (i64, i64),
+        length: usize,
+    ) -> Option<WordIndex> {
+        let (w0, wn) = self.shared(weights)?;
+        let last = offset + stride * (length as i64 - 1);
+        (offset >= 0 && stride > 0 && last < wn as i64).then(|| WordIndex {
+            offset: w0 + offset as u32,
+            row_stride: stride as u32,
+            column_stride: 0,
+        })
+    }
+}
+
+/// The loss after the output row: `f`'s value as a function of `y` (its input 0) and the
+/// element's `words` (inputs `1..`), with its derivative in `y` (outputs `[value, d/dy]`),
+/// if it reads nothing else.
+fn loss(f: &Function, y: ValueId, words: u32) -> Option<Function> {
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut map: Vec<Option<ValueId>> = vec![None; f.nodes.len()];
+    let mut stack = vec![f.outputs[0]];
+    // Depth first from the value; the copies are appended in the original order below.
+    let mut needed = vec![false; f.nodes.len()];
+    while let Some(v) = stack.pop() {
+        if needed[v.index()] {
+            continue;
+        }
+        needed[v.index()] = true;
+        if v != y {
+            stack.extend(f.node(v).op.operands());
+        }
+    }
+    for (i, node) in f.nodes.iter().enumerate() {
+        if !needed[i] {
+            continue;
+        }
+        let op = match &node.op {
+            _ if ValueId(i as u32) == y => Op::Input(0),
+            Op::Input(w) if *w < words => Op::Input(1 + w),
+            Op::Const(_) | Op::Int(_) => node.op.clone(),
+            op @ (Op::Call(..)
+            | Op::Cmp(..)
+            | Op::Not(_)
+            | Op::And(..)
+            | Op::Or(..)
+            | Op::IntBin(..)
+            | Op::IntToF32(_)
+            | Op::Select { .. }) => {
+                let mut failed = false;
+                let mapped = op.map_operands(|v| {
+                    map[v.index()].unwrap_or_else(|| {
+                        failed = true;
+                        v
+                    })
+                });
+                if failed {
+                    return None;
+                }
+                mapped
+            }
+            _ => return None,
+        };
+        map[i] = Some(ValueId(nodes.len() as u32));
+        nodes.push(Node {
+            op,
+            ty: if ValueId(i as u32) == y {
+                ir::Ty::F32
+            } else {
+                node.ty
+            },
+            span: node.span,
+            name: node.name.clone(),
+        });
+    }
+    let value = map[f.outputs[0].index()]?;
+    let primal = Function {
+        num_inputs: 1 + words,
+        nodes,
+        outputs: vec![value],
+    };
+    let mut rev = ad::reverse(&opt::optimize(&primal));
+    rev.outputs.truncate(2);
+    Some(rev)
+}
+
+/// Whether the plan's weights, biases and output row are every shared word, each once.
+fn covers_every_shared_word(p: &NetworkPlan) -> bool {
+    let mut seen = vec![0u8; p.shared_words as usize];
+    let mut mark = |w: u32| match seen.get_mut(w as usize) {
+        Some(s) => *s += 1,
+        None => seen.push(2),
+    };
+    let (h, i) = (p.hidden, p.inputs);
+    for (layer, columns) in [(p.first, i), (p.second, h)] {
+        let w = layer.weights;
+        for j in 0..h {
+            for k in 0..columns {
+                mark(w.offset + w.row_stride * j + w.column_stride * k);
+            }
+            mark(layer.bias + j);
+        }
+    }
+    for k in 0..h {
+        mark(p.output.offset + p.output.row_stride * k);
+    }
+    mark(p.output_bias);
+    seen.iter().all(|s| *s == 1)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,110 @@
+//! Which networks get the cooperative adjoint, read off their source.
+
+use super::*;
+use crate::compile_str;
+
+/// The plan of `src` and the adjoint WGSL `compile` wrote for it.
+fn plan_of(src: &str) -> (Option<NetworkPlan>, String) {
+    let c = compile_str(src).unwrap_or_else(|e| panic!("{src}: {:?}", e[0].to_string()));
+    (
+        network_plan(&c.lowered.layout, &c.lowered.primal),
+        c.wgsl_reverse,
+    )
+}
+
+/// An `i`-`h`-`h`-1 tanh network as a user writes it, its loss `loss` (of `y` and `t`),
+/// `t`'s attributes `t_attr`, and `act` the hidden layers' activation.
+fn network(i: usize, h: usize, act: &str, t_attr: &str, loss: &str) -> String {
+    let (w1, w2) = (i * h + h, h * h + h);
+    format!(
+        "fn net(#[constant] x: [f32; {i}], {t_attr} t: f32, #[shared] w1: [f32; {w1}], \
+                #[shared] w2: [f32; {w2}], #[shared] w3: [f32; {}]) -> f32 {{
+            let mut h1 = [0.0; {h}];
+            for j in 0..{h} {{
+                let mut s = w1[{i} * {h} + j];
+                for k in 0..{i} {{
+                    s += w1[j * {i} + k] * x[k];
+                }}
+                h1[j] = s.{act}();
+            }}
+            let mut h2 = [0.0; {h}];
+            for j in 0..{h} {{
+                let mut s = w2[{h} * {h} + j];
+                for k in 0..{h} {{
+                    s += w2[j * {h} + k] * h1[k];
+                }}
+                h2[j] = s.{act}();
+            }}
+            let mut y = w3[{h}];
+            for k in 0..{h} {{
+                y += w3[k] * h2[k];
+            }}
+            {loss}
+        }}",
+        h + 1
+    )
+}
+
+#[test]
+fn the_readme_networks_get_the_cooperative_kernel() {
+    for (i, h) in [(8, 64), (8, 32), (2, 64), (16, 32)] {
+        let src = network(i, h, "tanh", "#[constant]", "(y - t) * (y - t)");
+        let (plan, wgsl) = plan_of(&src);
+        let plan = plan.unwrap_or_else(|| panic!("{i}-{h}: no plan"));
+        assert_eq!(
+            (plan.inputs, plan.hidden, plan.element_words),
+            (i as u32, h as u32, i as u32 + 1)
+        );
+        let w2 = (i * h + h) as u32;
+        assert_eq!(plan.second.weights.offset, w2);
+        assert_eq!(plan.second.weights.row_stride, h as u32);
+        assert_eq!(plan.first.bias, (i * h) as u32);
+        assert_eq!(plan.output_bias + 1, plan.shared_words);
+        assert!(wgsl.contains("register-blocked matrix products"), "{i}-{h}");
+    }
+}
+
+#[test]
+fn any_loss_of_y_and_the_elements_words() {
+    let src = network(
+        4,
+        32,
+        "tanh",
+        "#[constant]",
+        "let d = y - t; (d * d + 1.0).ln() * x[1]",
+    );
+    let (plan, _) = plan_of(&src);
+    let plan = plan.expect("a plan");
+    // value and d/dy, from y and the element's words: x[1] and t read as words 1 and 4.
+    let value = crate::interp::eval(&plan.loss, &[0.5, 0.0, 2.0, 0.0, 0.0, 0.25]);
+    let d: f64 = 0.5 - 0.25;
+    assert!((value[0] - (d * d + 1.0).ln() * 2.0).abs() < 1e-12);
+    assert!((value[1] - 2.0 * d / (d * d + 1.0) * 2.0).abs() < 1e-12);
+}
+
+#[test]
+fn networks_the_kernel_does_not_compute_keep_one_element_a_thread() {
+    let cases = [
+        // A width whose swizzle is no XOR within a row, or too wide for 48 KiB.
+        network(8, 48, "tanh", "#[constant]", "(y - t) * (y - t)"),
+        network(8, 96, "tanh", "#[constant]", "(y - t) * (y - t)"),
+        // Another activation.
+        network(8, 32, "sin", "#[constant]", "(y - t) * (y - t)"),
+        // A per-element gradient (t differentiable).
+        network(8, 32, "tanh", "", "(y - t) * (y - t)"),
+        // The loss reads a shared word, or an activation.
+        network(8, 32, "tanh", "#[constant]", "(y - t) * (y - t) * w1[0]"),
+        network(8, 32, "tanh", "#[constant]", "(y - t) * (y - t) + h2[3]"),
+    ];
+    for src in cases {
+        let (plan, wgsl) = plan_of(&src);
+        assert!(plan.is_none(), "{src}");
+        assert!(!wgsl.contains("register-blocked matrix products"));
+    }
+    // A shared word no layer reads.
+    let extra = network(8, 32, "tanh", "#[constant]", "(y - t) * (y - t)")
+        .replace("w3: [f32; 33]", "w3: [f32; 34]");
+    assert!(plan_of(&extra).0.is_none());
+    // The output as `samples::network` writes it, a loop over one output: not yet.
+    assert!(plan_of(&crate::samples::network(8, 32, 1)).0.is_none());
+}
