@@ -52,7 +52,7 @@ fn validate(wgsl: &str) {
         naga::front::wgsl::parse_str(wgsl).unwrap_or_else(|e| panic!("{}", e.emit_to_string(wgsl)));
     naga::valid::Validator::new(
         naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::all(),
+        naga::valid::Capabilities::empty(),
     )
     .validate(&module)
     .unwrap_or_else(|e| panic!("{e:?}\n{wgsl}"));
