@@ -189,3 +189,77 @@ fn a_3_64_64_1_network_with_a_loss_of_more_words_is_the_batch_sum() {
         });
     }
 }
+
+/// An `i`-`h`-`h`-1 tanh network with a squared error, as the functions above write it.
+fn network_src(i: usize, h: usize) -> String {
+    format!(
+        "fn net(#[constant] x: [f32; {i}], #[constant] t: f32, #[shared] w1: [f32; {}], \
+                #[shared] w2: [f32; {}], #[shared] w3: [f32; {}]) -> f32 {{
+            let mut h1 = [0.0; {h}];
+            for j in 0..{h} {{
+                let mut s = w1[{i} * {h} + j];
+                for k in 0..{i} {{
+                    s += w1[j * {i} + k] * x[k];
+                }}
+                h1[j] = s.tanh();
+            }}
+            let mut h2 = [0.0; {h}];
+            for j in 0..{h} {{
+                let mut s = w2[{h} * {h} + j];
+                for k in 0..{h} {{
+                    s += w2[j * {h} + k] * h1[k];
+                }}
+                h2[j] = s.tanh();
+            }}
+            let mut y = w3[{h}];
+            for k in 0..{h} {{
+                y += w3[k] * h2[k];
+            }}
+            (y - t) * (y - t)
+        }}",
+        i * h + h,
+        h * h + h,
+        h + 1
+    )
+}
+
+/// Input counts whose chunk loads take one, three and eight words a thread (1, 17 and 32
+/// inputs), compiled at run time, against the f64 interpreter's reverse mode of the
+/// unoptimized IR.
+#[test]
+fn networks_of_other_input_counts_match_the_interpreter() {
+    use common::compiled::compiled_spec;
+    use gradfuse_shaders_gen::abi::KernelKind;
+    use gradfuse_shaders_gen::{ad, compile_str, interp};
+    for (i, h, n) in [(1usize, 32usize, 300usize), (17, 64, 200), (32, 32, 130)] {
+        let src = network_src(i, h);
+        let c = compile_str(&src).expect("compiles");
+        let name = format!("{i}-{h}-{h}-1");
+        assert!(c.wgsl_reverse.contains("register-blocked"), "{name}");
+        let spec = compiled_spec("net", &c, KernelKind::Adjoint);
+        let mut rng = Rng(90 + i as u64);
+        let words = i + 1;
+        let shared: Vec<f32> = (0..spec.shared_words())
+            .map(|_| rng.uniform(-0.3, 0.3))
+            .collect();
+        let input: Vec<f32> = (0..n * words).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        let mut values = vec![0.0f32; n];
+        let mut sg = vec![0.0f32; spec.shared_grad_words()];
+        device()
+            .launch_shared(spec, &input, &shared, &mut [&mut values], &mut sg)
+            .expect("launch");
+        let reverse = ad::reverse(&c.lowered.primal);
+        let mut per_element = Vec::with_capacity(n);
+        for e in 0..n {
+            let row = input[e * words..(e + 1) * words].iter().chain(&shared);
+            let all = interp::eval(&reverse, &row.map(|v| *v as f64).collect::<Vec<_>>());
+            per_element.push((all[0] as f32, all[1 + words..].to_vec()));
+        }
+        check(
+            &name,
+            &per_element,
+            || (values.clone(), sg.iter().map(|v| *v as f64).collect()),
+            |p| p.clone(),
+        );
+    }
+}

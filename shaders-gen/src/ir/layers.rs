@@ -129,17 +129,23 @@ pub fn dense_layer(
         return None;
     }
     let terms = sum_of_products(&origins, inner)?;
-    let (weights, w, input, x) = terms;
+    let (weights, w, input, mut x) = terms;
+    let columns = (inner.end - inner.start).max(0) as usize;
+    // A row of one column reads index 0 of an array of one word, which the builder folds
+    // to a constant: any stride reads the same word.
+    if columns == 1 && x.inner == 0 {
+        x.inner = 1;
+    }
     let is_layer = shared(weights)
         && shared(biases)
         && w.outer != 0
-        && w.inner != 0
+        && (w.inner != 0 || columns == 1)
         && x.outer == 0
         && x.inner != 0
         && !used_elsewhere(body, inner_at, *value, sum);
     is_layer.then(|| DenseLayer {
         rows: rows as usize,
-        columns: (inner.end - inner.start).max(0) as usize,
+        columns,
         weights,
         weight_index: (w.constant, w.outer, w.inner),
         biases,

@@ -138,3 +138,12 @@ fn a_coordinate_network_of_two_inputs_has_two_columns_in_its_first_layer() {
     );
     assert_eq!((layers[1].rows, layers[1].columns), (64, 64));
 }
+
+#[test]
+fn a_layer_of_one_input_reads_its_one_word() {
+    // `x[k]` of an array of one word is folded to `x[0]`: still the layer's one column.
+    let (_, layers) = layers_of(&crate::samples::network(1, 32, 1));
+    assert_eq!(layers.len(), 2, "{layers:?}");
+    assert_eq!((layers[0].rows, layers[0].columns), (32, 1));
+    assert_eq!(layers[0].input_index, (0, 1));
+}
