@@ -143,7 +143,7 @@ pub fn dense_layer(
         && x.outer == 0
         && x.inner != 0
         && !used_elsewhere(body, inner_at, *value, sum);
-    is_layer.then(|| DenseLayer {
+    is_layer.then_some(DenseLayer {
         rows: rows as usize,
         columns,
         weights,
