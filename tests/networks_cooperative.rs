@@ -190,8 +190,9 @@ fn a_3_64_64_1_network_with_a_loss_of_more_words_is_the_batch_sum() {
     }
 }
 
-/// An `i`-`h`-`h`-1 tanh network with a squared error, as the functions above write it.
-fn network_src(i: usize, h: usize) -> String {
+/// An `i`-`h`-`h`-1 tanh network as the functions above write it, the second layer's
+/// weight `w2[{w2}]` (of `j` and `k`) and the loss `{loss}` (of `y` and `t`).
+fn network_src(i: usize, h: usize, w2: &str, loss: &str) -> String {
     format!(
         "fn net(#[constant] x: [f32; {i}], #[constant] t: f32, #[shared] w1: [f32; {}], \
                 #[shared] w2: [f32; {}], #[shared] w3: [f32; {}]) -> f32 {{
@@ -207,7 +208,7 @@ fn network_src(i: usize, h: usize) -> String {
             for j in 0..{h} {{
                 let mut s = w2[{h} * {h} + j];
                 for k in 0..{h} {{
-                    s += w2[j * {h} + k] * h1[k];
+                    s += w2[{w2}] * h1[k];
                 }}
                 h2[j] = s.tanh();
             }}
@@ -215,7 +216,7 @@ fn network_src(i: usize, h: usize) -> String {
             for k in 0..{h} {{
                 y += w3[k] * h2[k];
             }}
-            (y - t) * (y - t)
+            {loss}
         }}",
         i * h + h,
         h * h + h,
@@ -224,17 +225,30 @@ fn network_src(i: usize, h: usize) -> String {
 }
 
 /// Input counts whose chunk loads take one, three and eight words a thread (1, 17 and 32
-/// inputs), compiled at run time, against the f64 interpreter's reverse mode of the
-/// unoptimized IR.
+/// inputs), a second layer stored transposed, and a loss with a branch (Huber's), compiled
+/// at run time, against the f64 interpreter's reverse mode of the unoptimized IR.
 #[test]
-fn networks_of_other_input_counts_match_the_interpreter() {
+fn networks_of_other_shapes_and_losses_match_the_interpreter() {
     use common::compiled::compiled_spec;
     use gradfuse_shaders_gen::abi::KernelKind;
     use gradfuse_shaders_gen::{ad, compile_str, interp};
-    for (i, h, n) in [(1usize, 32usize, 300usize), (17, 64, 200), (32, 32, 130)] {
-        let src = network_src(i, h);
+    let squared = "(y - t) * (y - t)";
+    let huber = "let d = (y - t).abs(); if d < 0.25 { 0.5 * d * d } else { 0.25 * (d - 0.125) }";
+    for (i, h, n, transposed, loss) in [
+        (1usize, 32usize, 300usize, false, squared),
+        (17, 64, 200, false, squared),
+        (32, 32, 130, false, squared),
+        (5, 64, 150, true, huber),
+        (3, 32, 170, true, huber),
+    ] {
+        let w2 = if transposed {
+            format!("k * {h} + j")
+        } else {
+            format!("j * {h} + k")
+        };
+        let src = network_src(i, h, &w2, loss);
         let c = compile_str(&src).expect("compiles");
-        let name = format!("{i}-{h}-{h}-1");
+        let name = format!("{i}-{h}-{h}-1, W2 transposed {transposed}, {loss}");
         assert!(c.wgsl_reverse.contains("register-blocked"), "{name}");
         let spec = compiled_spec("net", &c, KernelKind::Adjoint);
         let mut rng = Rng(90 + i as u64);
