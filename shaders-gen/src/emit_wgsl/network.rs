@@ -109,12 +109,27 @@ impl NetworkPlan {
     }
 }
 
-/// The WGSL of `word` at row `j` and column `k` (WGSL expressions of `u32`).
+/// The WGSL of `word` at row `j` and column `k` (WGSL expressions of `u32`), without the
+/// terms that are zero or factors that are one.
 fn word(w: WordIndex, j: &str, k: &str) -> String {
-    format!(
-        "{}u + {}u * ({j}) + {}u * ({k})",
-        w.offset, w.row_stride, w.column_stride
-    )
+    let term = |stride: u32, x: &str| match stride {
+        0 => None,
+        1 => Some(x.to_string()),
+        s => Some(format!("{s}u * ({x})")),
+    };
+    let terms: Vec<String> = [
+        (w.offset > 0).then(|| format!("{}u", w.offset)),
+        term(w.row_stride, j),
+        term(w.column_stride, k),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if terms.is_empty() {
+        "0u".into()
+    } else {
+        terms.join(" + ")
+    }
 }
 
 /// The kernel's shapes, derived once from the plan.

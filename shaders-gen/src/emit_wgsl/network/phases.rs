@@ -47,7 +47,7 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
              for (var k = 0u; k < {i}u; k++) {{ w1_{r}[k] = sw({}); }}\n    \
              let b1_{r} = sw({}u + {row});\n    \
              let b2_{r} = sw({}u + {row});\n    \
-             let w3_{r} = sw({}u + {}u * {row});\n    \
+             let w3_{r} = sw({});\n    \
              var gw1_{r}: array<f32, {i}>;\n    \
              var gb1_{r} = 0.0f;\n    \
              var gb2_{r} = 0.0f;\n    \
@@ -55,8 +55,7 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             word(plan.first.weights, &row, "k"),
             plan.first.bias,
             plan.second.bias,
-            plan.output.offset,
-            plan.output.row_stride
+            word(plan.output, &row, "")
         );
     }
     line(s, "    var gb3 = 0.0f;");
@@ -327,8 +326,11 @@ pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let _ = writeln!(s, "    let row = group * {}u;", plan.shared_words);
     for a in 0..sh.ja {
         for b in 0..sh.kb {
-            let j = format!("jb + {}u", sh.nj * a);
-            let k = format!("kb + {}u", sh.nk * b);
+            let plus = |base: &str, n: u32| match n {
+                0 => base.to_string(),
+                n => format!("{base} + {n}u"),
+            };
+            let (j, k) = (plus("jb", sh.nj * a), plus("kb", sh.nk * b));
             let at = word(plan.second.weights, &j, &k);
             let _ = writeln!(s, "    shared_partials[row + {at}] = gw2_{a}[{b}];");
         }
@@ -365,7 +367,7 @@ pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
          var at = {};\n        \
          if (it == {i}u) {{\n            at = {}u + j;\n        }} \
          else if (it == {}u) {{\n            at = {}u + j;\n        }} \
-         else if (it == {}u) {{\n            at = {}u + {}u * j;\n        }}\n        \
+         else if (it == {}u) {{\n            at = {};\n        }}\n        \
          shared_partials[row + at] = h1s[q / 4u][q % 4u];\n    }}\n    \
          if (lid == 0u) {{\n        var b3 = 0.0f;\n        \
          for (var e = 0u; e < 64u; e++) {{\n            b3 += ds2s[e / 4u][e % 4u];\n        }}\n        \
@@ -377,8 +379,7 @@ pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         i + 1,
         plan.second.bias,
         i + 2,
-        plan.output.offset,
-        plan.output.row_stride,
+        word(plan.output, "j", ""),
         plan.output_bias
     );
 }
