@@ -190,40 +190,6 @@ fn a_3_64_64_1_network_with_a_loss_of_more_words_is_the_batch_sum() {
     }
 }
 
-/// An `i`-`h`-`h`-1 tanh network as the functions above write it, the second layer's
-/// weight `w2[{w2}]` (of `j` and `k`) and the loss `{loss}` (of `y` and `t`).
-fn network_src(i: usize, h: usize, w2: &str, loss: &str) -> String {
-    format!(
-        "fn net(#[constant] x: [f32; {i}], #[constant] t: f32, #[shared] w1: [f32; {}], \
-                #[shared] w2: [f32; {}], #[shared] w3: [f32; {}]) -> f32 {{
-            let mut h1 = [0.0; {h}];
-            for j in 0..{h} {{
-                let mut s = w1[{i} * {h} + j];
-                for k in 0..{i} {{
-                    s += w1[j * {i} + k] * x[k];
-                }}
-                h1[j] = s.tanh();
-            }}
-            let mut h2 = [0.0; {h}];
-            for j in 0..{h} {{
-                let mut s = w2[{h} * {h} + j];
-                for k in 0..{h} {{
-                    s += w2[{w2}] * h1[k];
-                }}
-                h2[j] = s.tanh();
-            }}
-            let mut y = w3[{h}];
-            for k in 0..{h} {{
-                y += w3[k] * h2[k];
-            }}
-            {loss}
-        }}",
-        i * h + h,
-        h * h + h,
-        h + 1
-    )
-}
-
 /// Input counts whose chunk loads take one, three and eight words a thread (1, 17 and 32
 /// inputs), a second layer stored transposed, and a loss with a branch (Huber's), compiled
 /// at run time, against the f64 interpreter's reverse mode of the unoptimized IR.
@@ -231,6 +197,7 @@ fn network_src(i: usize, h: usize, w2: &str, loss: &str) -> String {
 fn networks_of_other_shapes_and_losses_match_the_interpreter() {
     use common::compiled::compiled_spec;
     use gradfuse_shaders_gen::abi::KernelKind;
+    use gradfuse_shaders_gen::samples::DenseNetwork;
     use gradfuse_shaders_gen::{ad, compile_str, interp};
     let squared = "(y - t) * (y - t)";
     let huber = "let d = (y - t).abs(); if d < 0.25 { 0.5 * d * d } else { 0.25 * (d - 0.125) }";
@@ -241,12 +208,12 @@ fn networks_of_other_shapes_and_losses_match_the_interpreter() {
         (5, 64, 150, true, huber),
         (3, 32, 170, true, huber),
     ] {
-        let w2 = if transposed {
-            format!("k * {h} + j")
-        } else {
-            format!("j * {h} + k")
-        };
-        let src = network_src(i, h, &w2, loss);
+        let src = DenseNetwork {
+            second_weight: transposed.then(|| format!("k * {h} + j")),
+            loss: loss.into(),
+            ..DenseNetwork::new(i, h)
+        }
+        .source();
         let c = compile_str(&src).expect("compiles");
         let name = format!("{i}-{h}-{h}-1, W2 transposed {transposed}, {loss}");
         assert!(c.wgsl_reverse.contains("register-blocked"), "{name}");

@@ -38,6 +38,78 @@ pub fn network(i: usize, h: usize, o: usize) -> String {
     )
 }
 
+/// An I-H-H-1 network with one output row, as the README's example and the benches' networks
+/// write it: `x` per element, `t` after it, three `#[shared]` weight blocks (each layer's
+/// weights, then its biases), `y = w3 . h2 + b3`, then a loss of `y` and `t`. The fields say
+/// what varies; [`DenseNetwork::new`] is a tanh network with a squared error.
+#[derive(Clone, Debug)]
+pub struct DenseNetwork {
+    /// Inputs `I`.
+    pub inputs: usize,
+    /// Rows of both hidden layers, `H`.
+    pub hidden: usize,
+    /// The hidden layers' activation, a method name (`tanh`).
+    pub activation: &'static str,
+    /// The second layer's weight index in `w2`, of `j` (row) and `k` (column); `None`:
+    /// row by row, `j * H + k`.
+    pub second_weight: Option<String>,
+    /// Attributes of `t` (`#[constant]`).
+    pub target_attr: &'static str,
+    /// The loss, an expression (or a block's statements and tail) of `y` and `t`.
+    pub loss: String,
+}
+
+impl DenseNetwork {
+    /// An `inputs`-`hidden`-`hidden`-1 tanh network with the loss `(y - t)^2`.
+    pub fn new(inputs: usize, hidden: usize) -> Self {
+        DenseNetwork {
+            inputs,
+            hidden,
+            activation: "tanh",
+            second_weight: None,
+            target_attr: "#[constant]",
+            loss: "(y - t) * (y - t)".into(),
+        }
+    }
+
+    /// The function `net`'s source.
+    pub fn source(&self) -> String {
+        let (i, h, act) = (self.inputs, self.hidden, self.activation);
+        let w2 = (self.second_weight.clone()).unwrap_or_else(|| format!("j * {h} + k"));
+        format!(
+            "fn net(#[constant] x: [f32; {i}], {} t: f32, #[shared] w1: [f32; {}], \
+                    #[shared] w2: [f32; {}], #[shared] w3: [f32; {}]) -> f32 {{
+                let mut h1 = [0.0; {h}];
+                for j in 0..{h} {{
+                    let mut s = w1[{i} * {h} + j];
+                    for k in 0..{i} {{
+                        s += w1[j * {i} + k] * x[k];
+                    }}
+                    h1[j] = s.{act}();
+                }}
+                let mut h2 = [0.0; {h}];
+                for j in 0..{h} {{
+                    let mut s = w2[{h} * {h} + j];
+                    for k in 0..{h} {{
+                        s += w2[{w2}] * h1[k];
+                    }}
+                    h2[j] = s.{act}();
+                }}
+                let mut y = w3[{h}];
+                for k in 0..{h} {{
+                    y += w3[k] * h2[k];
+                }}
+                {}
+            }}",
+            self.target_attr,
+            i * h + h,
+            h * h + h,
+            h + 1,
+            self.loss
+        )
+    }
+}
+
 /// A chain of `masses` masses on springs stepped `steps` times (semi-implicit Euler), its
 /// final positions scored: a loop carrying two arrays it rewrites at every step, whose
 /// stiffness `0.5 + k` is a `#[shared]` word when `shared`.

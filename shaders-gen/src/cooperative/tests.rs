@@ -12,37 +12,16 @@ fn plan_of(src: &str) -> (Option<NetworkPlan>, String) {
     )
 }
 
-/// An `i`-`h`-`h`-1 tanh network as a user writes it, its loss `loss` (of `y` and `t`),
-/// `t`'s attributes `t_attr`, and `act` the hidden layers' activation.
-fn network(i: usize, h: usize, act: &str, t_attr: &str, loss: &str) -> String {
-    let (w1, w2) = (i * h + h, h * h + h);
-    format!(
-        "fn net(#[constant] x: [f32; {i}], {t_attr} t: f32, #[shared] w1: [f32; {w1}], \
-                #[shared] w2: [f32; {w2}], #[shared] w3: [f32; {}]) -> f32 {{
-            let mut h1 = [0.0; {h}];
-            for j in 0..{h} {{
-                let mut s = w1[{i} * {h} + j];
-                for k in 0..{i} {{
-                    s += w1[j * {i} + k] * x[k];
-                }}
-                h1[j] = s.{act}();
-            }}
-            let mut h2 = [0.0; {h}];
-            for j in 0..{h} {{
-                let mut s = w2[{h} * {h} + j];
-                for k in 0..{h} {{
-                    s += w2[j * {h} + k] * h1[k];
-                }}
-                h2[j] = s.{act}();
-            }}
-            let mut y = w3[{h}];
-            for k in 0..{h} {{
-                y += w3[k] * h2[k];
-            }}
-            {loss}
-        }}",
-        h + 1
-    )
+/// An `i`-`h`-`h`-1 network (`samples::DenseNetwork`) with activation `act`, `t`'s
+/// attributes `t_attr` and the loss `loss`.
+fn network(i: usize, h: usize, act: &'static str, t_attr: &'static str, loss: &str) -> String {
+    crate::samples::DenseNetwork {
+        activation: act,
+        target_attr: t_attr,
+        loss: loss.into(),
+        ..crate::samples::DenseNetwork::new(i, h)
+    }
+    .source()
 }
 
 #[test]
