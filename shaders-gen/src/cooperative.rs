@@ -42,37 +42,32 @@ pub fn network_plan(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
     if !chained || !shapes {
         return None;
     }
-    let h2 = f
-        .nodes
-        .iter()
-        .position(|n| matches!(n.op, Op::Result(l, 0) if l == *second_at))?;
     let (row_at, row) = (0..f.nodes.len() as u32)
         .map(ValueId)
         .find_map(|at| Some((at, ir::dot_row(f, at, &shared)?)))?;
-    if row.input != ValueId(h2 as u32) || row.input_index != (0, 1) || row.length != hidden {
+    if row.input != result_of(f, *second_at)? || row.input_index != (0, 1) || row.length != hidden {
         return None;
     }
-    let output = arrays.row_words(row.weights, row.weight_index, hidden)?;
-    let output_bias = arrays.shared_word(row.init)?;
-    let y = f
-        .nodes
-        .iter()
-        .position(|n| matches!(n.op, Op::Result(l, 0) if l == row_at))?;
-    let mut plan = NetworkPlan {
+    let plan = NetworkPlan {
         element_words: layout.words,
         first_input: x,
         inputs,
         hidden: hidden as u32,
         first: arrays.layer_words(first, inputs)?,
         second: arrays.layer_words(second, hidden as u32)?,
-        output,
-        output_bias,
-        loss: loss(f, ValueId(y as u32), layout.words)?,
+        output: arrays.row_words(row.weights, row.weight_index, hidden)?,
+        output_bias: arrays.shared_word(row.init)?,
+        loss: loss(f, result_of(f, row_at)?, layout.words)?,
         shared_words: layout.shared_words,
         shared_uniform: abi::shared_in_uniform(layout.shared_words, layout.precision),
     };
-    plan.loss = opt::optimize(&plan.loss);
     (covers_every_shared_word(&plan) && plan.supported()).then_some(plan)
+}
+
+/// The node of `f` that reads loop `at`'s first carried value after its last trip.
+fn result_of(f: &Function, at: ValueId) -> Option<ValueId> {
+    let i = (f.nodes.iter()).position(|n| matches!(n.op, Op::Result(l, 0) if l == at))?;
+    Some(ValueId(i as u32))
 }
 
 /// The lowered function's arrays of consecutive argument words.
@@ -193,28 +188,15 @@ fn loss(f: &Function, y: ValueId, words: u32) -> Option<Function> {
             | Op::IntBin(..)
             | Op::IntToF32(_)
             | Op::Select { .. }) => {
-                let mut failed = false;
-                let mapped = op.map_operands(|v| {
-                    map[v.index()].unwrap_or_else(|| {
-                        failed = true;
-                        v
-                    })
-                });
-                if failed {
-                    return None;
-                }
-                mapped
+                // Every operand was marked needed above, so it is copied by now.
+                op.map_operands(|v| map[v.index()].expect("operands come before their readers"))
             }
             _ => return None,
         };
         map[i] = Some(ValueId(nodes.len() as u32));
         nodes.push(Node {
             op,
-            ty: if ValueId(i as u32) == y {
-                ir::Ty::F32
-            } else {
-                node.ty
-            },
+            ty: node.ty,
             span: node.span,
             name: node.name.clone(),
         });
@@ -227,15 +209,17 @@ fn loss(f: &Function, y: ValueId, words: u32) -> Option<Function> {
     };
     let mut rev = ad::reverse(&opt::optimize(&primal));
     rev.outputs.truncate(2);
-    Some(rev)
+    Some(opt::optimize(&rev))
 }
 
 /// Whether the plan's weights, biases and output row are every shared word, each once.
 fn covers_every_shared_word(p: &NetworkPlan) -> bool {
+    // Times each word is written; a word past the shared words counts as written twice.
     let mut seen = vec![0u8; p.shared_words as usize];
+    let mut outside = false;
     let mut mark = |w: u32| match seen.get_mut(w as usize) {
-        Some(s) => *s += 1,
-        None => seen.push(2),
+        Some(s) => *s = s.saturating_add(1),
+        None => outside = true,
     };
     let (h, i) = (p.hidden, p.inputs);
     for (layer, columns) in [(p.first, i), (p.second, h)] {
@@ -251,7 +235,7 @@ fn covers_every_shared_word(p: &NetworkPlan) -> bool {
         mark(p.output.offset + p.output.row_stride * k);
     }
     mark(p.output_bias);
-    seen.iter().all(|s| *s == 1)
+    !outside && seen.iter().all(|s| *s == 1)
 }
 
 #[cfg(test)]

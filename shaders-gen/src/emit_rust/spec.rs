@@ -17,8 +17,7 @@ pub(super) fn kernel_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident) -
         KernelKind::Hessian => quote!(WGSL_HESSIAN),
     };
     let label = format!("{}::{}", plan.fname, kind.entry_point());
-    let workgroup_size = kernel_launch(plan.c, kind).workgroup_size;
-    spec_of(plan, kind, cpu, (wgsl, workgroup_size), &label)
+    spec_of(plan, kind, cpu, wgsl, &label, false)
 }
 
 /// The `::gradfuse::GatheredSpec` of the gathered variant of kernel `kind` (see
@@ -33,8 +32,7 @@ pub(super) fn gathered_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident)
         }
     };
     let label = format!("{}::{} (gathered)", plan.fname, kind.entry_point());
-    // Gathered kernels compute one element a thread, whatever the plain one does.
-    let kernel = spec_of(plan, kind, cpu, (wgsl, abi::WORKGROUP_SIZE), &label);
+    let kernel = spec_of(plan, kind, cpu, wgsl, &label, true);
     let fields = plan.layout.fields().into_iter().enumerate().map(|(k, slot)| {
         let (rows, index) = abi::field_bindings(k as u32);
         // 4-byte words, as the runtime counts them.
@@ -61,16 +59,23 @@ pub(super) fn gathered_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident)
     }
 }
 
-/// The spec of kernel `kind` whose WGSL constant is `wgsl`, run at `wg` threads a
-/// workgroup.
+/// The spec of kernel `kind` whose WGSL constant is `wgsl`, of its gathered variant where
+/// `gathered`.
 fn spec_of(
     plan: &ItemPlan,
     kind: KernelKind,
     cpu: &syn::Ident,
-    (wgsl, wg): (TokenStream, u32),
+    wgsl: TokenStream,
     label: &str,
+    gathered: bool,
 ) -> TokenStream {
     let launch = kernel_launch(plan.c, kind);
+    // Gathered kernels compute one element a thread, whatever the plain one does.
+    let wg = if gathered {
+        abi::WORKGROUP_SIZE
+    } else {
+        launch.workgroup_size
+    };
     let entry = kind.entry_point();
     let precision = super::tokens::precision_value(launch.precision);
     let outs = launch.outputs.iter().map(

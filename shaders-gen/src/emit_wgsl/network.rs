@@ -92,8 +92,13 @@ impl NetworkPlan {
             && self.loss.nodes.iter().all(|n| {
                 !matches!(
                     n.op,
-                    Op::Loop(_) | Op::Result(..) | Op::ArrayNew(_) | Op::ArrayGet { .. }
-                ) && !matches!(n.op, Op::ArraySet { .. } | Op::ArrayAdd(..))
+                    Op::Loop(_)
+                        | Op::Result(..)
+                        | Op::ArrayNew(_)
+                        | Op::ArrayGet { .. }
+                        | Op::ArraySet { .. }
+                        | Op::ArrayAdd(..)
+                )
             });
         matches!(self.hidden, 32 | 64)
             && (1..=32).contains(&self.inputs)

@@ -114,7 +114,7 @@ pub fn dense_layer(
         return None;
     }
     let (activation, sum) = match &body.node(*value).op {
-        Op::Call(func, args) if args.len() == 1 && is_activation(*func) => (Some(*func), args[0]),
+        Op::Call(func, args) if args.len() == 1 => (Some(*func), args[0]),
         _ => (None, *value),
     };
     let Op::Result(inner_at, 0) = body.node(sum).op else {
@@ -210,15 +210,6 @@ pub fn dot_row(f: &Function, at: ValueId, shared: &dyn Fn(ValueId) -> bool) -> O
         input_index: (x.constant, x.inner),
         init: l.init[0],
     })
-}
-
-/// Whether `func` of one argument may be a layer's activation: any of the table's
-/// functions of one argument (its derivative is the table's).
-fn is_activation(func: Func) -> bool {
-    !matches!(
-        func,
-        Func::Add | Func::Sub | Func::Mul | Func::Div | Func::Atan2 | Func::Min | Func::Max
-    )
 }
 
 /// Where `v`, a value of the top-level function `f`, comes from: itself, or an integer
