@@ -154,7 +154,7 @@ struct Shape {
     nj: u32,
     ja: u32,
     kb: u32,
-    /// Rows of the `d_s2` matrix (with `d_y` at row 32 and `t` at 33 for `H = 32`).
+    /// Rows of the `d_s2` matrix (one more than 32 at `H = 32`: `d_y` goes in row 32).
     ds2_rows: u32,
     /// Registers of the next chunk's inputs a thread loads.
     prefetch: u32,
@@ -178,7 +178,7 @@ impl Shape {
             nj,
             ja: hidden / nj,
             kb: hidden / nk,
-            ds2_rows: hidden.max(34),
+            ds2_rows: hidden.max(33),
             prefetch: (64 * plan.inputs).div_ceil(threads),
         }
     }
