@@ -163,7 +163,7 @@ fn an_8_32_32_1_network_is_the_batch_sum() {
 
 #[test]
 fn a_3_64_64_1_network_with_a_loss_of_more_words_is_the_batch_sum() {
-    assert_cooperative("net64", &net64::ADJOINT_KERNEL, 128);
+    assert_cooperative("net64", &net64::ADJOINT_KERNEL, 256);
     let mut rng = Rng(72);
     let shared = net64::Shared {
         w1: uniform_array(&mut rng, 0.6),

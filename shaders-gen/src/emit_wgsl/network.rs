@@ -30,7 +30,7 @@ use crate::ir::{Function, Op};
 use crate::names::Taken;
 use crate::ops::wgsl_helper;
 use crate::signature::Precision;
-use phases::{backward, entry_prologue, forward, layer_one, output_and_loss, partial_sums};
+use phases::{backward, entry_prologue, forward, output_and_loss, partial_sums};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
@@ -106,6 +106,12 @@ impl NetworkPlan {
             && self.loss.num_inputs == 1 + self.element_words
             && straight
     }
+
+    /// Warps of the workgroup: eight at `H = 64`; four at `H = 32`, whose tiles of one row
+    /// a lane are twice as wide so (0.58 against 0.67 ms for the 8-32-32-1 on the H100).
+    fn warps(&self) -> u32 {
+        if self.hidden == 64 { 8 } else { 4 }
+    }
 }
 
 /// The WGSL of `word` at row `j` and column `k` (WGSL expressions of `u32`), without the
@@ -131,74 +137,65 @@ fn word(w: WordIndex, j: &str, k: &str) -> String {
     }
 }
 
-/// Threads of the workgroup: four warps. Each product's 4,096 outputs of a chunk are 32
-/// a thread, a tile of 8 rows by 4 elements, so that a step of the sum loads 3 `vec4`s
-/// for 32 FMAs.
-const THREADS: u32 = 128;
-
 /// The kernel's shapes, derived once from the plan.
-///
-/// A thread's tile: rows `4 rg + c` and `4 rg + 16 + c` (`c < 4`, `rg = 8 wr + la`) by
-/// the elements of `vec4` group `eg = 8 wc + lb`, where lane `l = 8 la + lb` of warp
-/// `wp = wr + (H / 32) wc`. Warps cover 32 rows by 32 elements each.
 struct Shape {
+    threads: u32,
+    warps: u32,
     hidden: u32,
     inputs: u32,
-    /// Elements of a chunk: `4096 / H`, so that every matrix is 4,096 words.
-    elements: u32,
-    /// `vec4` groups of an `h1`/`d_s2` row (`elements / 4`).
+    /// Rows a lane owns.
+    lane_rows: u32,
+    /// `vec4` groups of a `W2` row.
     groups: u32,
-    /// `vec4` groups of a `W2` row (`H / 4`).
-    wgroups: u32,
-    /// Warps along the rows (`H / 32`).
-    row_blocks: u32,
-    /// `vec4` index in `ds2s` of the first layer's weights, transposed, after the inputs.
-    w1t: u32,
-    /// `vec4`s of `ds2s`: the `d_s2` matrix, or the inputs and `W1^T` if more.
-    ds2_len: u32,
-    /// The first layer's weights a thread keeps in registers (`H I / 128`, rounded up).
-    w1_regs: u32,
+    /// `vec4` columns of a warp's elements.
+    columns: u32,
+    /// `d_W2` column blocks and row blocks, and a thread's rows and columns of it.
+    nk: u32,
+    nj: u32,
+    ja: u32,
+    kb: u32,
+    /// Rows of the `d_s2` matrix (one more than 32 at `H = 32`: `d_y` goes in row 32).
+    ds2_rows: u32,
     /// Registers of the next chunk's inputs a thread loads.
     prefetch: u32,
 }
 
 impl Shape {
     fn of(plan: &NetworkPlan) -> Shape {
-        let (hidden, inputs) = (plan.hidden, plan.inputs);
-        let elements = 4096 / hidden;
-        let groups = elements / 4;
-        let wgroups = hidden / 4;
-        let w1t = inputs * groups;
+        let (warps, hidden) = (plan.warps(), plan.hidden);
+        let threads = 32 * warps;
+        let nk = (threads / 16).min(hidden);
+        let nj = threads / nk;
         Shape {
+            threads,
+            warps,
             hidden,
-            inputs,
-            elements,
-            groups,
-            wgroups,
-            row_blocks: hidden / 32,
-            w1t,
-            ds2_len: (hidden * groups).max(w1t + inputs * wgroups),
-            w1_regs: (hidden * inputs).div_ceil(THREADS),
-            prefetch: (elements * inputs).div_ceil(THREADS),
+            inputs: plan.inputs,
+            lane_rows: hidden / 32,
+            groups: hidden / 4,
+            columns: 16 / warps,
+            nk,
+            nj,
+            ja: hidden / nj,
+            kb: hidden / nk,
+            ds2_rows: hidden.max(33),
+            prefetch: (64 * plan.inputs).div_ceil(threads),
         }
     }
 
-    /// Chunks of a workgroup per `params.per_thread`.
-    fn chunks(&self) -> u32 {
-        THREADS / self.elements
-    }
-
-    /// The thread's row `r` (`r < 8`) as WGSL.
-    fn row(r: u32) -> String {
-        format!("(4u * rg + {}u)", 16 * (r / 4) + r % 4)
+    /// Lane row `r` (`l + 32 r`).
+    fn row(&self, r: u32) -> String {
+        if r == 0 {
+            "l".into()
+        } else {
+            format!("(l + {}u)", 32 * r)
+        }
     }
 }
 
-/// Index of `vec4` group `g` of row `row` in a swizzled matrix of `stride` groups a row:
-/// the group XORed with `(row / 4) % 8`, so that the tiles' four row groups, or eight, read
-/// different banks at the same column. `swz` is that XOR term for the row, as WGSL.
-fn cell(row: &str, stride: u32, g: &str, swz: &str) -> String {
-    format!("{row} * {stride}u + (({g}) ^ {swz})")
+/// Index of `vec4` column `col` of row `row` of a swizzled matrix (`rm`: the row modulo 8).
+fn cell(row: &str, rm: &str, col: &str) -> String {
+    format!("{row} * 16u + (({col}) ^ {rm})")
 }
 
 /// The cooperative adjoint kernel of `plan` (see the module doc); entry point `adjoint`,
@@ -209,7 +206,6 @@ pub fn emit_network_adjoint(signature: &str, plan: &NetworkPlan) -> String {
     let mut s = String::new();
     header(signature, plan, &sh, &mut s);
     entry_prologue(plan, &sh, &mut s);
-    layer_one(&sh, &mut s);
     forward(&sh, &mut s);
     output_and_loss(plan, &sh, &mut s);
     backward(&sh, &mut s);
@@ -218,8 +214,8 @@ pub fn emit_network_adjoint(signature: &str, plan: &NetworkPlan) -> String {
 }
 
 /// The workgroup size of [`emit_network_adjoint`]'s kernel for `plan`.
-pub fn network_workgroup_size(_plan: &NetworkPlan) -> u32 {
-    THREADS
+pub fn network_workgroup_size(plan: &NetworkPlan) -> u32 {
+    32 * plan.warps()
 }
 
 fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
@@ -227,10 +223,10 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let _ = writeln!(
         s,
         "// gradfuse adjoint (value and gradient) kernel of `{signature}`, its two layers as\n\
-         // register-blocked matrix products of the workgroup over chunks of {} elements.\n\
+         // register-blocked matrix products of the workgroup over chunks of 64 elements.\n\
          // Element i's words: args[{}i ..]; shared_partials[{}g ..]: workgroup g's sum of\n\
          // d/d shared_args; values[i]: the value.\n",
-        sh.elements, plan.element_words, plan.shared_words
+        plan.element_words, plan.shared_words
     );
     s.push_str("struct Params {\n    n: u32,\n    per_thread: u32,\n}\n\n");
     s.push_str("@group(0) @binding(0) var<uniform> params: Params;\n");
@@ -248,21 +244,15 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     s.push_str("@group(0) @binding(5) var<storage, read_write> shared_partials: array<f32>;\n\n");
     let _ = writeln!(
         s,
-        "// Matrices of vec4 rows, group g of row r at r * (groups a row) + (g ^ ((r / 4) % 8)).\n\
-         // W2[j][k]: {h} rows of {wg} groups.\n\
-         var<workgroup> w2s: array<vec4<f32>, {}>;\n\
-         // h1[k][e], then d_s1: {h} rows of {g} groups ({e} elements).\n\
+        "// W2[j][k] at j * {h} + 4 * ((k / 4) ^ (j % {g})) + k % 4.\n\
+         var<workgroup> w2s: array<f32, {}>;\n\
+         // Rows of 16 vec4s (64 elements), column c of row r at r * 16 + (c ^ (r % 8)).\n\
          var<workgroup> h1s: array<vec4<f32>, {}>;\n\
-         // d_s2[j][e]; before it, the chunk's inputs x[k][e] then W1^T from group {w1t} on\n\
-         // (unswizzled), the output's partial sums and d_y.\n\
          var<workgroup> ds2s: array<vec4<f32>, {}>;\n",
-        h * sh.wgroups,
-        h * sh.groups,
-        sh.ds2_len,
-        wg = sh.wgroups,
-        g = sh.groups,
-        e = sh.elements,
-        w1t = sh.w1t,
+        h * h,
+        h * 16,
+        sh.ds2_rows * 16,
+        g = sh.groups
     );
     let mut helpers = BTreeSet::new();
     let body = loss_statements(&plan.loss, &mut helpers);
@@ -275,14 +265,6 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     s.push_str(
         "fn tanh4(v: vec4<f32>) -> vec4<f32> {\n    \
          return vec4<f32>(gf_tanh(v.x), gf_tanh(v.y), gf_tanh(v.z), gf_tanh(v.w));\n}\n\n",
-    );
-    s.push_str(
-        "// y + a x, four elements at once.\n\
-         fn axpy4(a: f32, x: vec4<f32>, y: vec4<f32>) -> vec4<f32> {\n    \
-         return fma(vec4<f32>(a), x, y);\n}\n\n\
-         // acc + p . q, in the order x, y, z, w.\n\
-         fn dot_acc(p: vec4<f32>, q: vec4<f32>, acc: f32) -> f32 {\n    \
-         return fma(p.w, q.w, fma(p.z, q.z, fma(p.y, q.y, fma(p.x, q.x, acc))));\n}\n\n",
     );
     if plan.shared_uniform {
         s.push_str("fn sw(i: u32) -> f32 {\n    return shared_args[i / 4u][i % 4u];\n}\n\n");
