@@ -130,6 +130,7 @@ fn assert_cooperative(name: &str, spec: &KernelSpec, threads: u32) {
         "{name}: one element a thread"
     );
     assert_eq!(spec.workgroup_size, threads, "{name}");
+    assert!(!spec.bounds_checks, "{name}: compiled with bounds checks");
 }
 
 #[test]
@@ -218,6 +219,7 @@ fn networks_of_other_shapes_and_losses_match_the_interpreter() {
         let name = format!("{i}-{h}-{h}-1, W2 transposed {transposed}, {loss}");
         assert!(c.wgsl_reverse.contains("register-blocked"), "{name}");
         let spec = compiled_spec("net", &c, KernelKind::Adjoint);
+        assert!(!spec.bounds_checks, "{name}: compiled with bounds checks");
         let mut rng = Rng(90 + i as u64);
         let words = i + 1;
         let shared: Vec<f32> = (0..spec.shared_words())

@@ -51,6 +51,7 @@ fn adjoint_spec(
         work_per_element,
         precision,
         cpu: gpu_only,
+        bounds_checks: true,
     }))
 }
 

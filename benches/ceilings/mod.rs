@@ -58,6 +58,7 @@ pub fn spec_shared(
         work_per_element: 1,
         precision: gradfuse::Precision::F32,
         cpu,
+        bounds_checks: true,
     }))
 }
 

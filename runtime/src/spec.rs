@@ -184,6 +184,12 @@ pub struct KernelSpec {
     /// order of `outputs` (then this element's shared gradient words, if the kernel
     /// reduces them).
     pub cpu: fn(&[f32], &mut [f32]),
+    /// Whether the runtime compiles the module with wgpu's bounds checks, an index clamp
+    /// on every array access. `false` promises that no index the module computes leaves
+    /// its array or buffer for any launch the runtime makes of it: the generator says so
+    /// only of kernels whose indices are in range by construction (the cooperative network
+    /// adjoint, 1.3x faster without them); a spec written by hand should keep `true`.
+    pub bounds_checks: bool,
 }
 
 /// The gathered variant of a kernel: each per-element argument read from a buffer of its

@@ -27,6 +27,9 @@ pub struct KernelLaunch {
     pub precision: Precision,
     /// Threads per workgroup.
     pub workgroup_size: u32,
+    /// Whether the runtime compiles it with wgpu's bounds checks
+    /// ([`crate::Compiled::adjoint_bounds_checks`]).
+    pub bounds_checks: bool,
 }
 
 /// The `#[shared]` arguments of a kernel.
@@ -85,6 +88,7 @@ pub fn kernel_launch(c: &Compiled, kind: KernelKind) -> KernelLaunch {
         } else {
             abi::WORKGROUP_SIZE
         },
+        bounds_checks: kind != KernelKind::Adjoint || c.adjoint_bounds_checks,
     }
 }
 

@@ -63,6 +63,10 @@ pub struct Compiled {
     /// The adjoint kernel's workgroup size: [`abi::WORKGROUP_SIZE`], or the cooperative
     /// network kernel's ([`emit_wgsl::network_workgroup_size`]).
     pub adjoint_workgroup_size: u32,
+    /// Whether the adjoint kernel is compiled with wgpu's bounds checks: not the
+    /// cooperative network kernel, whose every index is in range by construction
+    /// (`emit_wgsl::network`'s module doc says why and what it costs).
+    pub adjoint_bounds_checks: bool,
     /// The IR of the CPU versions.
     pub cpu: CpuIr,
     /// Second order, for an `f32` result with gradient words.
@@ -238,11 +242,12 @@ pub fn compile_with(
         emit_wgsl::elements_per_thread(layout, KernelKind::Adjoint, &kernel_adjoint);
     // A network the workgroup's matrix products compute (`emit_wgsl::network`) gets that
     // kernel; every other function one element a thread.
-    let (wgsl_reverse, adjoint_workgroup_size) =
+    let (wgsl_reverse, adjoint_workgroup_size, adjoint_bounds_checks) =
         match cooperative::network_plan(layout, &lowered.primal) {
             Some(plan) => (
                 emit_wgsl::emit_network_adjoint(&sig, &plan),
                 emit_wgsl::network_workgroup_size(&plan),
+                false,
             ),
             None => (
                 emit_wgsl::emit_kernel_with_elements(
@@ -253,6 +258,7 @@ pub fn compile_with(
                     adjoint_elements,
                 ),
                 abi::WORKGROUP_SIZE,
+                true,
             ),
         };
     let wgsl_tangent = tangent_kernel(&sig, layout, &tangent);
@@ -271,6 +277,7 @@ pub fn compile_with(
     Ok(Compiled {
         adjoint_elements,
         adjoint_workgroup_size,
+        adjoint_bounds_checks,
         wgsl_reduce,
         wgsl_gathered,
         second,
@@ -475,6 +482,7 @@ fn compile_vector(lowered: Lowered, primal: Function, cpu_primal: Function, sig:
     Compiled {
         adjoint_elements: 1,
         adjoint_workgroup_size: abi::WORKGROUP_SIZE,
+        adjoint_bounds_checks: true,
         wgsl_reduce: None,
         wgsl_gathered,
         second: None,

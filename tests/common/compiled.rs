@@ -54,6 +54,7 @@ pub fn compiled_spec(name: &str, c: &Compiled, kind: KernelKind) -> &'static Ker
         work_per_element: launch.work_per_element,
         precision: gradfuse::Precision::F32,
         cpu: gpu_only,
+        bounds_checks: launch.bounds_checks,
     }))
 }
 

@@ -518,6 +518,7 @@ mod tests {
             work_per_element: 10,
             precision: crate::spec::Precision::F32,
             cpu: |_, _| {},
+            bounds_checks: true,
         }
     }
 

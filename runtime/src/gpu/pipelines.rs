@@ -16,6 +16,26 @@ pub(super) struct Pipeline {
 }
 
 /// The pipelines of one launch: the kernel and the second pass of its reduction.
+/// A module to compile: its label, WGSL and entry point, and whether it keeps wgpu's
+/// bounds checks ([`KernelSpec::bounds_checks`]; the runtime's own kernels keep them).
+pub(super) struct Module {
+    label: &'static str,
+    wgsl: &'static str,
+    entry_point: &'static str,
+    bounds_checks: bool,
+}
+
+impl Module {
+    fn of(spec: &'static KernelSpec) -> Module {
+        Module {
+            label: spec.label,
+            wgsl: spec.wgsl,
+            entry_point: spec.entry_point,
+            bounds_checks: spec.bounds_checks,
+        }
+    }
+}
+
 pub(super) struct Pipelines<'a> {
     pub(super) main: &'a Pipeline,
     pub(super) reduce: Option<&'a Pipeline>,
@@ -28,7 +48,7 @@ impl Gpu {
             return Ok(p);
         }
         self.check_precision(spec)?;
-        let module = (spec.label, spec.wgsl, spec.entry_point);
+        let module = Module::of(spec);
         let entries = plain_bindings(spec);
         self.compile_sized(key(spec), module, &entries, Some(spec.workgroup_size))
     }
@@ -46,7 +66,7 @@ impl Gpu {
                 .map(|spec| {
                     scope.spawn(move || {
                         self.check_precision(spec)?;
-                        let module = (spec.label, spec.wgsl, spec.entry_point);
+                        let module = Module::of(spec);
                         self.build(module, &plain_bindings(spec), Some(spec.workgroup_size))
                     })
                 })
@@ -98,7 +118,7 @@ impl Gpu {
             entries.push((f.rows_binding, B::Storage { read_only: true }));
             entries.push((f.index_binding, B::Storage { read_only: true }));
         }
-        self.compile(key(spec), spec.label, spec.wgsl, spec.entry_point, &entries)
+        self.compile_sized(key(spec), Module::of(spec), &entries, None)
     }
 
     /// The second pass of `spec`'s shared-gradient reduction, if it has one.
@@ -138,15 +158,21 @@ impl Gpu {
         entry_point: &'static str,
         bindings: &[(u32, wgpu::BufferBindingType)],
     ) -> Result<Arc<Pipeline>, Error> {
-        self.compile_sized(key, (label, wgsl, entry_point), bindings, None)
+        let module = Module {
+            label,
+            wgsl,
+            entry_point,
+            bounds_checks: true,
+        };
+        self.compile_sized(key, module, bindings, None)
     }
 
-    /// [`Gpu::compile`] of `(label, wgsl, entry_point)`, with `workgroup_size` the value of
+    /// [`Gpu::compile`] of `module`, with `workgroup_size` the value of
     /// [`WORKGROUP_SIZE_OVERRIDE`] where the module declares it (else its default).
     pub(super) fn compile_sized(
         &self,
         key: PipelineKey,
-        (label, wgsl, entry_point): (&'static str, &'static str, &'static str),
+        module: Module,
         bindings: &[(u32, wgpu::BufferBindingType)],
         workgroup_size: Option<u32>,
     ) -> Result<Arc<Pipeline>, Error> {
@@ -154,7 +180,7 @@ impl Gpu {
         if let Some(p) = cache.get(&key) {
             return Ok(p.clone());
         }
-        let p = self.build((label, wgsl, entry_point), bindings, workgroup_size)?;
+        let p = self.build(module, bindings, workgroup_size)?;
         cache.insert(key, p.clone());
         Ok(p)
     }
@@ -163,10 +189,16 @@ impl Gpu {
     /// cached (see [`Gpu::compile_sized`]).
     fn build(
         &self,
-        (label, wgsl, entry_point): (&'static str, &'static str, &'static str),
+        module: Module,
         bindings: &[(u32, wgpu::BufferBindingType)],
         workgroup_size: Option<u32>,
     ) -> Result<Arc<Pipeline>, Error> {
+        let Module {
+            label,
+            wgsl,
+            entry_point,
+            bounds_checks,
+        } = module;
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let entries: Vec<wgpu::BindGroupLayoutEntry> = bindings
             .iter()
@@ -203,15 +235,17 @@ impl Gpu {
         // loop bounding, a counter and a branch in every iteration of every loop that also
         // keeps the driver from unrolling, is left out: the 8-32-32-1 network's value and the
         // FMA ceiling's kernel ran 1.5x and 2.4x faster without it on the H100 (BENCHMARKS.md).
-        // Bounds checks stay.
+        // Bounds checks stay, except where the module's spec promises its indices in range.
         let checks = wgpu::ShaderRuntimeChecks {
             force_loop_bounding: false,
+            bounds_checks,
             ..wgpu::ShaderRuntimeChecks::checked()
         };
-        // SAFETY: the one promise `force_loop_bounding: false` asks for, no infinite loop,
-        // holds for every module compiled here (above; `KernelSpec::wgsl` states it for a
-        // spec written by hand).
-        let module = unsafe { self.device.create_shader_module_trusted(desc, checks) };
+        // SAFETY: `force_loop_bounding: false` asks that no loop be infinite, which holds for
+        // every module compiled here (above; `KernelSpec::wgsl` states it for a spec written
+        // by hand). `bounds_checks: false` asks that no index leave its array or buffer,
+        // which `KernelSpec::bounds_checks` promises where it is false.
+        let shader = unsafe { self.device.create_shader_module_trusted(desc, checks) };
         // A kernel whose workgroup memory grows with the device's gets all of it; one whose
         // workgroup size the runtime chooses gets the size it is launched at.
         let mut constants = Vec::new();
@@ -229,7 +263,7 @@ impl Gpu {
             .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(label),
                 layout: Some(&pipeline_layout),
-                module: &module,
+                module: &shader,
                 entry_point: Some(entry_point),
                 compilation_options: wgpu::PipelineCompilationOptions {
                     constants: &constants,

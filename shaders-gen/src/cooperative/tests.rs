@@ -1,15 +1,20 @@
 //! Which networks get the cooperative adjoint, read off their source.
 
 use super::*;
+use crate::abi::KernelKind;
 use crate::compile_str;
 
-/// The plan of `src` and the adjoint WGSL `compile` wrote for it.
+/// The plan of `src` and the adjoint WGSL `compile` wrote for it, which keeps wgpu's
+/// bounds checks unless it is the cooperative kernel (the other kernels always do).
 fn plan_of(src: &str) -> (Option<NetworkPlan>, String) {
     let c = compile_str(src).unwrap_or_else(|e| panic!("{src}: {:?}", e[0].to_string()));
-    (
-        network_plan(&c.lowered.layout, &c.lowered.primal),
-        c.wgsl_reverse,
-    )
+    let plan = network_plan(&c.lowered.layout, &c.lowered.primal);
+    assert_eq!(c.adjoint_bounds_checks, plan.is_none(), "{src}");
+    let launch = |kind| crate::launch::kernel_launch(&c, kind);
+    assert_eq!(launch(KernelKind::Adjoint).bounds_checks, plan.is_none());
+    assert!(launch(KernelKind::Forward).bounds_checks);
+    assert!(launch(KernelKind::Tangent).bounds_checks);
+    (plan, c.wgsl_reverse)
 }
 
 /// An `i`-`h`-`h`-1 network (`samples::DenseNetwork`) with activation `act`, `t`'s

@@ -71,10 +71,10 @@ fn spec_of(
 ) -> TokenStream {
     let launch = kernel_launch(plan.c, kind);
     // Gathered kernels compute one element a thread, whatever the plain one does.
-    let wg = if gathered {
-        abi::WORKGROUP_SIZE
+    let (wg, bounds_checks) = if gathered {
+        (abi::WORKGROUP_SIZE, true)
     } else {
-        launch.workgroup_size
+        (launch.workgroup_size, launch.bounds_checks)
     };
     let entry = kind.entry_point();
     let precision = super::tokens::precision_value(launch.precision);
@@ -135,6 +135,7 @@ fn spec_of(
             shared: #shared,
             work_per_element: #work,
             precision: #precision,
+            bounds_checks: #bounds_checks,
             cpu: #cpu,
         }
     }

@@ -83,14 +83,16 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
 }
 
 /// The inputs of the chunk at `first` into the registers `xr` (their latency hidden by
-/// the chunk before).
+/// the chunk before); zero past the batch, whose rows are not read (the kernel runs
+/// without bounds checks: the module doc).
 fn prefetch(plan: &NetworkPlan, sh: &Shape, first: &str, pad: &str, s: &mut String) {
     let i = sh.inputs;
     for r in 0..sh.prefetch {
         let _ = writeln!(
             s,
             "{pad}{{\n{pad}    let q = min(lid + {}u, {}u);\n{pad}    \
-             xr[{r}] = args[min({first} + q / {i}u, n - 1u) * {}u + {}u + q % {i}u];\n{pad}}}",
+             let e = {first} + q / {i}u;\n{pad}    xr[{r}] = 0.0f;\n{pad}    \
+             if (e < n) {{\n{pad}        xr[{r}] = args[e * {}u + {}u + q % {i}u];\n{pad}    }}\n{pad}}}",
             sh.threads * r,
             64 * i - 1,
             plan.element_words,
