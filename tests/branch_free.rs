@@ -1,7 +1,8 @@
-//! Value, tangent and Jacobian kernels write `sin` and `cos` without branches
+//! Value, tangent and Jacobian kernels write `sin`, `cos` and `tanh` without branches
 //! (`ops::WGSL_BRANCH_FREE_HELPERS`); adjoint kernels keep the branching forms. Both must
-//! compute the same bits, on either side of |x| = 8192 (where the driver's functions take
-//! over), at the quadrant edges, and for NaN and infinities.
+//! compute the same bits: for `sin` and `cos` on either side of |x| = 8192 (where the
+//! driver's functions take over) and at the quadrant edges, for `tanh` either side of 0.625
+//! and 9 (where its formula changes), and for NaN and infinities.
 
 mod common;
 
@@ -11,6 +12,36 @@ use gradfuse::differentiable;
 #[differentiable]
 pub fn waves(x: f32) -> f32 {
     x.sin() * 3.0 + x.cos()
+}
+
+#[differentiable]
+pub fn squash(x: f32) -> f32 {
+    x.tanh()
+}
+
+#[test]
+fn branch_free_tanh_computes_the_branching_forms_bits() {
+    let kernel = squash::kernel(device());
+    assert!(squash::WGSL_FORWARD.contains("let t = select(e, 1.0, !(ax < 9.0));"));
+    assert!(!squash::WGSL_ADJOINT.contains("let t = select(e, 1.0, !(ax < 9.0));"));
+    let mut rng = Rng(8);
+    let mut xs: Vec<f32> = (0..4000).map(|_| rng.uniform(-12.0, 12.0)).collect();
+    for edge in [0.625f32, 9.0] {
+        for x in [edge.next_down(), edge, edge.next_up()] {
+            xs.extend([x, -x]);
+        }
+    }
+    xs.extend([0.0, -0.0, 1e-30, -1e-30, 88.0, 1e30, -1e30]);
+    xs.extend([f32::NAN, f32::INFINITY, f32::NEG_INFINITY]);
+    let args: Vec<squash::Args> = xs.iter().map(|&x| squash::Args { x }).collect();
+    let free = kernel.value(&args).expect("value kernel");
+    let (branching, _) = kernel.value_and_grad(&args).expect("adjoint kernel");
+    for ((x, a), b) in xs.iter().zip(&free).zip(&branching) {
+        assert!(
+            a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+            "x = {x}: {a} without branches, {b} with"
+        );
+    }
 }
 
 #[test]

@@ -26,8 +26,9 @@
 //! by construction: workgroup and function arrays are indexed by the thread's place,
 //! loop counters over constant ranges and constants, each below its array's length for
 //! every width and input count [`NetworkPlan::supported`] admits; `args` is read only at
-//! elements below `n` (the chunk's inputs are guarded, the loss's row is clamped to
-//! `n - 1` inside the chunk loop, which runs only while `first < n`); `values` is written
+//! elements below `n` (every row clamped to `n - 1`, and read only where `n >= 1`: the
+//! first chunk's inputs where the workgroup has elements, the rest inside the chunk loop,
+//! which runs only while `first < n`); `values` is written
 //! only below `n`; `shared_partials` only in the workgroup's own row, which the runtime
 //! allocates for every workgroup it dispatches; `shared_args` at the plan's shared words.
 //! The loss is straight-line code without arrays.
@@ -41,7 +42,7 @@ mod phases;
 
 use crate::ir::{Function, Op};
 use crate::names::Taken;
-use crate::ops::wgsl_helper;
+use crate::ops::{wgsl_helper, wgsl_helper_source};
 use crate::signature::Precision;
 use phases::{backward, entry_prologue, forward, output_and_loss, partial_sums};
 use std::collections::BTreeSet;
@@ -272,12 +273,18 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     helpers.insert("gf_tanh");
     for name in &helpers {
         if let Some(src) = wgsl_helper(name, Precision::F32) {
-            let _ = writeln!(s, "{src}\n");
+            let _ = writeln!(s, "{}\n", wgsl_helper_source(name, src, true));
         }
     }
     s.push_str(
         "fn tanh4(v: vec4<f32>) -> vec4<f32> {\n    \
          return vec4<f32>(gf_tanh(v.x), gf_tanh(v.y), gf_tanh(v.z), gf_tanh(v.w));\n}\n\n",
+    );
+    // `acc += dot(p, q)` is a product and three FMAs, then an add.
+    s.push_str(
+        "// acc + p . q as four FMAs, in the order x, y, z, w.\n\
+         fn dot_acc(p: vec4<f32>, q: vec4<f32>, acc: f32) -> f32 {\n    \
+         return fma(p.w, q.w, fma(p.z, q.z, fma(p.y, q.y, fma(p.x, q.x, acc))));\n}\n\n",
     );
     if plan.shared_uniform {
         s.push_str("fn sw(i: u32) -> f32 {\n    return shared_args[i / 4u][i % 4u];\n}\n\n");
