@@ -380,14 +380,8 @@ pub fn wgsl_helpers(
 /// H100 (BENCHMARKS.md, "Narrow outputs from registers, and branch-free `sin` and `cos`"),
 /// value, tangent and Jacobian kernels ran up to 3x faster with them (`jacobian_4x32`
 /// 1.43 -> 0.51 ms), but adjoints that call many of them lost up to 35% (`random_05`):
-/// adjoint and Hessian kernels keep the branching forms. The cooperative network adjoint
-/// (`emit_wgsl::network`) takes them: its `tanh`s of a warp's elements diverge, and the
-/// 8-64-64-1 adjoint ran 17.9 -> 16.1 ms at 2^24 on the H200 with `tanh` branch-free.
+/// adjoint and Hessian kernels keep the branching forms.
 pub const WGSL_BRANCH_FREE_HELPERS: &[(&str, &str)] = &[
-    (
-        "gf_tanh",
-        "// tanh to about 2 ulp (Cephes' tanhf), without branches: the polynomial below 0.625\n// and 1 - 2 / (exp(2|x|) + 1) above both computed, one selected; 1 from 9 on.\nfn gf_tanh(x: f32) -> f32 {\n    let ax = abs(x);\n    let e = 1.0 - 2.0 / (exp(2.0 * ax) + 1.0);\n    let t = select(e, 1.0, !(ax < 9.0));\n    let z = x * x;\n    let p = ((((-5.70498872745e-3 * z + 2.06390887954e-2) * z - 5.37397155531e-2) * z + 1.33314422036e-1) * z - 3.33332819422e-1) * z * x + x;\n    return select(p, select(t, -t, x < 0.0), ax >= 0.625);\n}",
-    ),
     (
         "gf_sin",
         "// sin to about 1 ulp for |x| <= 8192 (Cephes' sinf), without branches: both\n// polynomials computed and one selected; beyond 8192 the driver's sin.\nfn gf_sin(x: f32) -> f32 {\n    let ax = abs(x);\n    let big = !(ax <= 8192.0);\n    let j0 = u32(select(ax, 0.0, big) * 1.2732395);\n    let odd = (j0 & 1u) == 1u;\n    let y = f32(j0) + select(0.0, 1.0, odd);\n    let j1 = (j0 + select(0u, 1u, odd)) & 7u;\n    let hi = j1 > 3u;\n    let neg = ((bitcast<u32>(x) & 0x80000000u) != 0u) != hi;\n    let j = select(j1, j1 - 4u, hi);\n    let r = ((ax - y * 0.78515625) - y * 2.4187564849853515625e-4) - y * 3.77489497744594108e-8;\n    let z = r * r;\n    let ps = ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;\n    let pc = ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0;\n    let s = select(ps, pc, j == 1u || j == 2u);\n    return select(select(s, -s, neg), sin(x), big);\n}",
@@ -406,6 +400,14 @@ pub fn wgsl_helper_source(name: &str, src: &'static str, branch_free: bool) -> &
         .find(|(n, _)| branch_free && *n == name)
         .map_or(src, |(_, free)| *free)
 }
+
+/// `gf_tanh` without branches, the same arithmetic: the polynomial and the exponential's
+/// form both computed, one selected (it gives the branching form's bits on lavapipe,
+/// `tests/branch_free.rs`). Only the cooperative network adjoint (`emit_wgsl::network`)
+/// takes it, where a warp's `tanh`s diverge: its 8-64-64-1 adjoint ran 17.9 -> 16.1 ms at
+/// 2^24 on the H200 with it. Value kernels keep the branching form: the 8-32-32-1's value
+/// ran 0.113 -> 0.721 ms at 2^20 with it (BENCHMARKS.md, "Without bounds checks").
+pub const WGSL_TANH_BRANCH_FREE: &str = "// tanh to about 2 ulp (Cephes' tanhf), without branches: the polynomial below 0.625\n// and 1 - 2 / (exp(2|x|) + 1) above both computed, one selected; 1 from 9 on.\nfn gf_tanh(x: f32) -> f32 {\n    let ax = abs(x);\n    let e = 1.0 - 2.0 / (exp(2.0 * ax) + 1.0);\n    let t = select(e, 1.0, !(ax < 9.0));\n    let z = x * x;\n    let p = ((((-5.70498872745e-3 * z + 2.06390887954e-2) * z - 5.37397155531e-2) * z + 1.33314422036e-1) * z - 3.33332819422e-1) * z * x + x;\n    return select(p, select(t, -t, x < 0.0), ax >= 0.625);\n}";
 
 /// The source of the WGSL helper `name` of `precision`.
 pub fn wgsl_helper(name: &str, precision: Precision) -> Option<&'static str> {

@@ -42,7 +42,7 @@ mod phases;
 
 use crate::ir::{Function, Op};
 use crate::names::Taken;
-use crate::ops::{wgsl_helper, wgsl_helper_source};
+use crate::ops::{WGSL_TANH_BRANCH_FREE, wgsl_helper};
 use crate::signature::Precision;
 use phases::{backward, entry_prologue, forward, output_and_loss, partial_sums};
 use std::collections::BTreeSet;
@@ -272,8 +272,13 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let body = loss_statements(&plan.loss, &mut helpers);
     helpers.insert("gf_tanh");
     for name in &helpers {
-        if let Some(src) = wgsl_helper(name, Precision::F32) {
-            let _ = writeln!(s, "{}\n", wgsl_helper_source(name, src, true));
+        // tanh without branches: a warp's elements take both of its paths.
+        let src = match *name {
+            "gf_tanh" => Some(WGSL_TANH_BRANCH_FREE),
+            name => wgsl_helper(name, Precision::F32),
+        };
+        if let Some(src) = src {
+            let _ = writeln!(s, "{src}\n");
         }
     }
     s.push_str(
