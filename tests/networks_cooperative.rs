@@ -192,31 +192,42 @@ fn a_3_64_64_1_network_with_a_loss_of_more_words_is_the_batch_sum() {
 }
 
 /// Input counts whose chunk loads take one, three and eight words a thread (1, 17 and 32
-/// inputs), a second layer stored transposed, and a loss with a branch (Huber's), compiled
-/// at run time, against the f64 interpreter's reverse mode of the unoptimized IR.
+/// inputs), a second layer stored transposed, a loss with a branch (Huber's), and the
+/// output as a loop over one row with the loss inside (`samples::network`), compiled at run
+/// time, against the f64 interpreter's reverse mode of the unoptimized IR.
 #[test]
 fn networks_of_other_shapes_and_losses_match_the_interpreter() {
     use common::compiled::compiled_spec;
     use gradfuse_shaders_gen::abi::KernelKind;
-    use gradfuse_shaders_gen::samples::DenseNetwork;
+    use gradfuse_shaders_gen::samples::{DenseNetwork, network};
     use gradfuse_shaders_gen::{ad, compile_str, interp};
     let squared = "(y - t) * (y - t)";
     let huber = "let d = (y - t).abs(); if d < 0.25 { 0.5 * d * d } else { 0.25 * (d - 0.125) }";
-    for (i, h, n, transposed, loss) in [
+    let mut cases: Vec<(usize, usize, String, String)> = [
         (1usize, 32usize, 300usize, false, squared),
         (17, 64, 200, false, squared),
         (32, 32, 130, false, squared),
         (5, 64, 150, true, huber),
         (3, 32, 170, true, huber),
-    ] {
+    ]
+    .into_iter()
+    .map(|(i, h, n, transposed, loss)| {
         let src = DenseNetwork {
             second_weight: transposed.then(|| format!("k * {h} + j")),
             loss: loss.into(),
             ..DenseNetwork::new(i, h)
         }
         .source();
-        let c = compile_str(&src).expect("compiles");
         let name = format!("{i}-{h}-{h}-1, W2 transposed {transposed}, {loss}");
+        (i, n, src, name)
+    })
+    .collect();
+    for (i, h, n) in [(4usize, 64usize, 190usize), (6, 32, 140)] {
+        let name = format!("{i}-{h}-{h}-1, samples::network's loop over one output");
+        cases.push((i, n, network(i, h, 1), name));
+    }
+    for (i, n, src, name) in cases {
+        let c = compile_str(&src).expect("compiles");
         assert!(c.wgsl_reverse.contains("register-blocked"), "{name}");
         let spec = compiled_spec("net", &c, KernelKind::Adjoint);
         assert!(!spec.bounds_checks, "{name}: compiled with bounds checks");

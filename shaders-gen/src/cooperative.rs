@@ -5,13 +5,15 @@
 //! `x` (an array argument, `#[constant]` like every per-element word) into two dense tanh
 //! layers of 32 or 64 rows ([`ir::dense_layers`]), the second reading what the first
 //! wrote, an output row `y = b + w . h2` ([`ir::dot_row`]) reading what the second wrote,
-//! and a loss of `y` and the element's words alone. Together the layers' weights and
+//! and a loss of `y` and the element's words alone; loops of one trip are read as their
+//! bodies (an output written as a loop over its one row, the loss summed inside, is that
+//! row and that loss). Together the layers' weights and
 //! biases and the output row's must be every shared word, each once: the kernel writes
 //! exactly those gradients. Anything else keeps the adjoint of one element a thread.
 
 use crate::abi::{self, ArgLayout, KernelKind};
 use crate::emit_wgsl::{LayerWords, NetworkPlan, WordIndex};
-use crate::ir::{self, DenseLayer, Function, Node, Op, ValueId};
+use crate::ir::{self, Builder, DenseLayer, Function, LoopKind, Node, Op, ValueId};
 use crate::ops::Func;
 use crate::signature::Precision;
 use crate::{ad, opt};
@@ -23,6 +25,10 @@ pub fn network_plan(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
     if layout.precision != Precision::F32 || layout.results != 1 || per_element_grads {
         return None;
     }
+    // An output written as a loop over one output row, the loss summed inside it
+    // (`samples::network(i, h, 1)`), is that row and that loss once.
+    let peeled = peel_one_trip_loops(f);
+    let f = &peeled;
     let arrays = Arrays { f, layout };
     let shared = |v: ValueId| arrays.shared(v).is_some();
     let layers = ir::dense_layers(f, &shared);
@@ -62,6 +68,37 @@ pub fn network_plan(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
         shared_uniform: abi::shared_in_uniform(layout.shared_words, layout.precision),
     };
     (covers_every_shared_word(&plan) && plan.supported()).then_some(plan)
+}
+
+/// `f` with its top-level loops of one trip replaced by their bodies, optimized.
+fn peel_one_trip_loops(f: &Function) -> Function {
+    let mut b = Builder::like(f);
+    let mut map: Vec<ValueId> = Vec::with_capacity(f.nodes.len());
+    // The carried values after each peeled loop, by its node.
+    let mut peeled: Vec<Option<Vec<ValueId>>> = vec![None; f.nodes.len()];
+    for (i, node) in f.nodes.iter().enumerate() {
+        let m = |v: ValueId| map[v.index()];
+        let id = match &node.op {
+            Op::Loop(l) if l.kind == LoopKind::Forward && l.trip_count() == 1 => {
+                let inputs: Vec<ValueId> = std::iter::once(b.int(l.start, node.span))
+                    .chain(l.init.iter().map(|v| m(*v)))
+                    .chain(l.captures.iter().map(|v| m(*v)))
+                    .collect();
+                let values = ad::inline(&l.body, &mut b, &inputs, false);
+                peeled[i] = Some(l.body.outputs.iter().map(|o| values[o.index()]).collect());
+                // Read only through its results, which now read the body's outputs.
+                b.constant(0.0, node.span)
+            }
+            Op::Result(l, k) => match &peeled[l.index()] {
+                Some(carried) => carried[*k as usize],
+                None => b.push(node.op.map_operands(m), node.span, node.name.clone()),
+            },
+            op => b.push(op.map_operands(m), node.span, node.name.clone()),
+        };
+        map.push(id);
+    }
+    let outputs = f.outputs.iter().map(|o| map[o.index()]).collect();
+    opt::optimize(&b.finish(outputs))
 }
 
 /// The node of `f` that reads loop `at`'s first carried value after its last trip.

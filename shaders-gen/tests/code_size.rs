@@ -50,11 +50,19 @@ fn generated_code_does_not_grow_with_network_width() {
     }
 }
 
+/// 8-H-H-1 with a differentiable target: a per-element gradient keeps its adjoint one
+/// element a thread at every width (the cooperative kernel of widths 32 and 64 computes
+/// only shared gradients).
+fn per_element_network(i: usize, h: usize) -> String {
+    network(i, h, 1).replace("#[constant] t:", "t:")
+}
+
 /// The adjoint's shared-gradient sums, read from its WGSL: per-thread sums declared, adds
 /// staged at a computed index (an accumulator array streamed through a kept loop), words
 /// staged one by one; and whether a loop's rows are summed as outer products.
 fn adjoint_sums(i: usize, h: usize) -> (usize, usize, usize, bool) {
-    let item: syn::ItemFn = syn::parse_str(&network(i, h, 1)).expect("the source parses");
+    let src = per_element_network(i, h);
+    let item: syn::ItemFn = syn::parse_str(&src).expect("the source parses");
     let wgsl = compile(&item).expect("the network compiles").wgsl_reverse;
     let staged = |computed: bool| {
         wgsl.lines()
@@ -99,7 +107,8 @@ fn the_adjoint_kernel_ir_emits_the_adjoint_kernel() {
     use gradfuse_shaders_gen::abi::KernelKind;
     use gradfuse_shaders_gen::emit_wgsl::emit_kernel_with_elements;
     for h in [4, 32] {
-        let item: syn::ItemFn = syn::parse_str(&network(8, h, 1)).expect("the source parses");
+        let src = per_element_network(8, h);
+        let item: syn::ItemFn = syn::parse_str(&src).expect("the source parses");
         let c = compile(&item).expect("the network compiles");
         let f = gradfuse_shaders_gen::adjoint_kernel_ir(&c);
         let layout = &c.lowered.layout;

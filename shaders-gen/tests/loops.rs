@@ -107,7 +107,8 @@ fn a_loop_carrying_arrays_is_cut_into_segments_and_differentiates_right() {
 fn a_layer_loop_is_not_cut() {
     // Its reverse pass reads each activation from the array after the loop (ad/stored.rs),
     // which a cut loop would lose.
-    let src = gradfuse_shaders_gen::samples::network(8, 64, 1);
+    // `t` differentiable: an adjoint of one element a thread, not the cooperative one.
+    let src = gradfuse_shaders_gen::samples::network(8, 64, 1).replace("#[constant] t:", "t:");
     let c = compile_str(&src).expect("compiles");
     assert!(c.wgsl_reverse.contains("for (var j"), "kept layers");
     assert!(!c.wgsl_reverse.contains("_segment"), "cut");

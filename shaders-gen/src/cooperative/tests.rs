@@ -89,6 +89,26 @@ fn networks_the_kernel_does_not_compute_keep_one_element_a_thread() {
     let extra = network(8, 32, "tanh", "#[constant]", "(y - t) * (y - t)")
         .replace("w3: [f32; 33]", "w3: [f32; 34]");
     assert!(plan_of(&extra).0.is_none());
-    // The output as `samples::network` writes it, a loop over one output: not yet.
-    assert!(plan_of(&crate::samples::network(8, 32, 1)).0.is_none());
+    // Two outputs, as `samples::network` writes them: a loop over the output rows.
+    assert!(plan_of(&crate::samples::network(8, 32, 2)).0.is_none());
+}
+
+#[test]
+fn a_loop_over_one_output_row_is_that_row() {
+    for (i, h) in [(8, 64), (3, 32)] {
+        let (plan, wgsl) = plan_of(&crate::samples::network(i, h, 1));
+        let plan = plan.unwrap_or_else(|| panic!("{i}-{h}: no plan"));
+        assert!(wgsl.contains("register-blocked matrix products"), "{i}-{h}");
+        // w3 after w1 and w2, its weights then its bias; t after x.
+        let w3 = (i * h + h + h * h + h) as u32;
+        assert_eq!(plan.output.offset, w3);
+        assert_eq!(plan.output.row_stride, 1);
+        assert_eq!(plan.output_bias, w3 + h as u32);
+        // value and d/dy of (y - t)^2, t being word i.
+        let mut words = vec![0.0; 2 + i];
+        words[0] = 0.75;
+        words[1 + i] = 0.25;
+        let value = crate::interp::eval(&plan.loss, &words);
+        assert!((value[0] - 0.25).abs() < 1e-12 && (value[1] - 1.0).abs() < 1e-12);
+    }
 }
