@@ -80,12 +80,10 @@ fn peel_one_trip_loops(f: &Function) -> Function {
         let m = |v: ValueId| map[v.index()];
         let id = match &node.op {
             Op::Loop(l) if l.kind == LoopKind::Forward && l.trip_count() == 1 => {
-                let inputs: Vec<ValueId> = std::iter::once(b.int(l.start, node.span))
-                    .chain(l.init.iter().map(|v| m(*v)))
-                    .chain(l.captures.iter().map(|v| m(*v)))
-                    .collect();
-                let values = ad::inline(&l.body, &mut b, &inputs, false);
-                peeled[i] = Some(l.body.outputs.iter().map(|o| values[o.index()]).collect());
+                let init: Vec<ValueId> = l.init.iter().map(|v| m(*v)).collect();
+                let captures: Vec<ValueId> = l.captures.iter().map(|v| m(*v)).collect();
+                let trip = (l.start..l.end, node.span);
+                peeled[i] = Some(opt::inline_trips(&mut b, &l.body, trip, init, &captures));
                 // Read only through its results, which now read the body's outputs.
                 b.constant(0.0, node.span)
             }

@@ -276,17 +276,10 @@ fn unroll(
                 let cost = l.trip_count() as usize * body.dynamic_op_count();
                 let within = cost <= UNROLL_BUDGET || (cost <= VALUE_UNROLL_BUDGET && wider(f, l));
                 if l.kind == LoopKind::Forward && indexes && within && !keep(f, l) {
+                    let init: Vec<ValueId> = l.init.iter().map(|v| m(*v)).collect();
                     let captures: Vec<ValueId> = l.captures.iter().map(|v| m(*v)).collect();
-                    let mut carried: Vec<ValueId> = l.init.iter().map(|v| m(*v)).collect();
-                    for index in l.start..l.end {
-                        let inputs: Vec<ValueId> = std::iter::once(b.int(index, node.span))
-                            .chain(carried.iter().copied())
-                            .chain(captures.iter().copied())
-                            .collect();
-                        let values = crate::ad::inline(&body, &mut b, &inputs, false);
-                        carried = body.outputs.iter().map(|o| values[o.index()]).collect();
-                    }
-                    unrolled[i] = Some(carried);
+                    let trips = (l.start..l.end, node.span);
+                    unrolled[i] = Some(inline_trips(&mut b, &body, trips, init, &captures));
                     // The loop node itself is never read but through its results.
                     b.constant(0.0, node.span)
                 } else {
@@ -312,6 +305,27 @@ fn unroll(
     }
     let outputs = f.outputs.iter().map(|o| map[o.index()]).collect();
     b.finish(outputs)
+}
+
+/// The carried values after `body`'s trips `indexes` (a forward loop's body: inputs the
+/// index, the carried values, the captures), copied into `b` one trip after another from
+/// `carried`.
+pub(crate) fn inline_trips(
+    b: &mut Builder,
+    body: &Function,
+    (indexes, span): (std::ops::Range<i64>, proc_macro2::Span),
+    mut carried: Vec<ValueId>,
+    captures: &[ValueId],
+) -> Vec<ValueId> {
+    for index in indexes {
+        let inputs: Vec<ValueId> = std::iter::once(b.int(index, span))
+            .chain(carried.iter().copied())
+            .chain(captures.iter().copied())
+            .collect();
+        let values = crate::ad::inline(body, b, &inputs, false);
+        carried = body.outputs.iter().map(|o| values[o.index()]).collect();
+    }
+    carried
 }
 
 /// Whether a reverse loop's body uses any of its taped inputs (its last ones).
