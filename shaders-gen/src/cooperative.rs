@@ -7,9 +7,9 @@
 //! wrote, an output row `y = b + w . h2` ([`ir::dot_row`]) reading what the second wrote,
 //! and a loss of `y` and the element's words alone; loops of one trip are read as their
 //! bodies (an output written as a loop over its one row, the loss summed inside, is that
-//! row and that loss). Together the layers' weights and
-//! biases and the output row's must be every shared word, each once: the kernel writes
-//! exactly those gradients. Anything else keeps the adjoint of one element a thread.
+//! row and that loss). Together the layers' weights and biases and the output row's must
+//! be every shared word, each once: the kernel writes exactly those gradients. Anything
+//! else keeps the adjoint of one element a thread.
 
 use crate::abi::{self, ArgLayout, KernelKind};
 use crate::emit_wgsl::{LayerWords, NetworkPlan, WordIndex};

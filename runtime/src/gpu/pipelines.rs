@@ -15,7 +15,6 @@ pub(super) struct Pipeline {
     pub(super) layout: wgpu::BindGroupLayout,
 }
 
-/// The pipelines of one launch: the kernel and the second pass of its reduction.
 /// A module to compile: its label, WGSL and entry point, and whether it keeps wgpu's
 /// bounds checks ([`KernelSpec::bounds_checks`]; the runtime's own kernels keep them).
 pub(super) struct Module {
@@ -36,6 +35,7 @@ impl Module {
     }
 }
 
+/// The pipelines of one launch: the kernel and the second pass of its reduction.
 pub(super) struct Pipelines<'a> {
     pub(super) main: &'a Pipeline,
     pub(super) reduce: Option<&'a Pipeline>,

@@ -23,15 +23,17 @@
 //! ([`crate::Compiled::adjoint_bounds_checks`]), which clamp every index and kept the
 //! driver from folding constant offsets into loads: the 8-64-64-1 adjoint ran 21.9 ms
 //! checked and 17.0 unchecked at 2^24 on the H200 (BENCHMARKS.md). Every index is in range
-//! by construction: workgroup and function arrays are indexed by the thread's place,
-//! loop counters over constant ranges and constants, each below its array's length for
-//! every width and input count [`NetworkPlan::supported`] admits; `args` is read only at
-//! elements below `n` (every row clamped to `n - 1`, and read only where `n >= 1`: the
-//! first chunk's inputs where the workgroup has elements, the rest inside the chunk loop,
-//! which runs only while `first < n`); `values` is written
-//! only below `n`; `shared_partials` only in the workgroup's own row, which the runtime
-//! allocates for every workgroup it dispatches; `shared_args` at the plan's shared words.
-//! The loss is straight-line code without arrays.
+//! by construction:
+//! - workgroup and function arrays are indexed by the thread's place, loop counters over
+//!   constant ranges and constants, each below its array's length for every width and
+//!   input count [`NetworkPlan::supported`] admits;
+//! - `args`, which holds the launch's `n` rows, is read only at rows below `n`: every row
+//!   clamped to `n - 1`, and read only where `n >= 1` (the first chunk's inputs where the
+//!   workgroup has elements, the rest inside the chunk loop, which runs while `first < n`);
+//! - `values` is written only below `n`; `shared_partials` only in the workgroup's own row,
+//!   which the runtime allocates for every workgroup it dispatches; `shared_args` is read
+//!   at the plan's shared words;
+//! - the loss is straight-line code without arrays.
 //!
 //! Hand-written first (`benches/networks/variants/coop_net.py`, whose kernels this writes
 //! again); on the H100 it ran the 8-64-64-1 adjoint 1.8x faster than the per-element kernel
