@@ -120,6 +120,29 @@ fn store_x(sh: &Shape, matrix: &str, s: &mut String) {
     }
 }
 
+/// One step of a forward or `d_h1` product: each of the warp's `vec4` columns of row `row`
+/// of `matrix` (swizzled), broadcast to the warp as `{name}{c}`, times the lane's weight of
+/// each of its rows, `weight(r)`, added into `{acc}{r}_{c}`.
+fn rank_one_step(
+    sh: &Shape,
+    (matrix, row, name): (&str, u32, &str),
+    weight: impl Fn(u32) -> String,
+    acc: &str,
+    s: &mut String,
+) {
+    for c in 0..sh.columns {
+        let _ = writeln!(
+            s,
+            "            let {name}{c} = {matrix}[{}u + ((cw + {c}u) ^ {}u)];",
+            16 * row,
+            row % 8
+        );
+        for r in 0..sh.lane_rows {
+            let _ = writeln!(s, "            {acc}{r}_{c} += {} * {name}{c};", weight(r));
+        }
+    }
+}
+
 /// `h1 = tanh(W1 x + b1)` into its matrix, then `s2 = W2 h1 + b2` and `h2 = tanh(s2)` in
 /// registers, and each lane's part of the output row into `ds2s`'s first 32 rows.
 pub(super) fn forward(sh: &Shape, s: &mut String) {
@@ -167,18 +190,8 @@ pub(super) fn forward(sh: &Shape, s: &mut String) {
             }
         }
         for i in 0..4 {
-            let k = 4 * m + i;
-            for c in cols.clone() {
-                let _ = writeln!(
-                    s,
-                    "            let h{i}_{c} = h1s[{}u + ((cw + {c}u) ^ {}u)];",
-                    16 * k,
-                    k % 8
-                );
-                for r in rows.clone() {
-                    let _ = writeln!(s, "            f{r}_{c} += wv{r}_{i} * h{i}_{c};");
-                }
-            }
+            let weight = |r: u32| format!("wv{r}_{i}");
+            rank_one_step(sh, ("h1s", 4 * m + i, &format!("h{i}_")), weight, "f", s);
         }
         line(s, "        }");
     }
@@ -261,17 +274,7 @@ pub(super) fn backward(sh: &Shape, s: &mut String) {
             };
             let _ = writeln!(s, "            let v{r} = w2s[{}u + {at}];", j * h);
         }
-        for c in cols.clone() {
-            let _ = writeln!(
-                s,
-                "            let g{c} = ds2s[{}u + ((cw + {c}u) ^ {}u)];",
-                16 * j,
-                j % 8
-            );
-            for r in rows.clone() {
-                let _ = writeln!(s, "            d{r}_{c} += v{r} * g{c};");
-            }
-        }
+        rank_one_step(sh, ("ds2s", j, "g"), |r| format!("v{r}"), "d", s);
         line(s, "        }");
     }
     line(s, "        for (var e4 = 0u; e4 < 16u; e4++) {");
