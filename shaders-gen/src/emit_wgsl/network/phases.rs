@@ -22,10 +22,10 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
          let group = wid.x + wid.y * groups.x;\n    \
          let per_thread = params.per_thread;\n    \
          let n = params.n;\n    \
-         let wp = lid / 32u;\n    \
-         let l = lid % 32u;\n    \
-         let l8 = l % 8u;\n    \
-         let cw = wp * {}u;\n    \
+         let lr = lid % {rl}u;\n    \
+         let l8 = lr % 8u;\n    \
+         let cg = lid / {rl}u;\n    \
+         let cw = cg * {}u;\n    \
          let jb = lid / {nk}u;\n    \
          let kb = lid % {nk}u;\n    \
          for (var q = lid; q < {}u; q += {t}u) {{\n        \
@@ -36,7 +36,8 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         h * h,
         sh.groups,
         word(plan.second.weights, "j", "k"),
-        nk = sh.nk
+        nk = sh.nk,
+        rl = sh.row_lanes
     );
     let i = sh.inputs;
     for r in 0..sh.lane_rows {
@@ -120,8 +121,8 @@ fn store_x(sh: &Shape, matrix: &str, s: &mut String) {
     }
 }
 
-/// One step of a forward or `d_h1` product: each of the warp's `vec4` columns of row `row`
-/// of `matrix` (swizzled), broadcast to the warp as `{name}{c}`, times the lane's weight of
+/// One step of a forward or `d_h1` product: each of the column group's `vec4` columns of row `row`
+/// of `matrix` (swizzled), broadcast to the group as `{name}{c}`, times the lane's weight of
 /// each of its rows, `weight(r)`, added into `{acc}{r}_{c}`.
 fn rank_one_step(
     sh: &Shape,
@@ -177,7 +178,7 @@ pub(super) fn forward(sh: &Shape, s: &mut String) {
     for m in 0..sh.groups {
         let _ = writeln!(
             s,
-            "        {{\n            let wbase = l * {h}u + 4u * ({m}u ^ (l % {}u));",
+            "        {{\n            let wbase = lr * {h}u + 4u * ({m}u ^ (lr % {}u));",
             sh.groups
         );
         for i in 0..4 {
@@ -185,7 +186,7 @@ pub(super) fn forward(sh: &Shape, s: &mut String) {
                 let _ = writeln!(
                     s,
                     "            let wv{r}_{i} = w2s[wbase + {}u];",
-                    32 * r * h + i
+                    sh.row_lanes * r * h + i
                 );
             }
         }
@@ -202,7 +203,7 @@ pub(super) fn forward(sh: &Shape, s: &mut String) {
     }
     for c in cols {
         let terms: Vec<String> = rows.clone().map(|r| format!("w3_{r} * t{r}_{c}")).collect();
-        let at = cell("l", "l8", &format!("cw + {c}u"));
+        let at = cell("lr", "l8", &format!("cw + {c}u"));
         let _ = writeln!(s, "        ds2s[{at}] = {};", terms.join(" + "));
     }
     line(s, "        workgroupBarrier();");
@@ -215,7 +216,7 @@ pub(super) fn output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let _ = writeln!(
         s,
         "        if (lid < 64u) {{\n            let e = lid;\n            var y = sw({}u);\n            \
-         for (var r = 0u; r < 32u; r++) {{\n                \
+         for (var r = 0u; r < {}u; r++) {{\n                \
          y += ds2s[r * 16u + ((e / 4u) ^ (r % 8u))][e % 4u];\n            }}\n            \
          let loss = gf_loss(y, min(first + e, n - 1u) * {}u);\n            \
          let inb = first + e < n;\n            \
@@ -224,7 +225,7 @@ pub(super) fn output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
          gb3 += dy;\n            \
          ds2s[512u + e / 4u][e % 4u] = dy;\n        }}\n        \
          workgroupBarrier();",
-        plan.output_bias, plan.element_words
+        plan.output_bias, sh.row_lanes, plan.element_words
     );
     let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
     for c in cols.clone() {
@@ -263,14 +264,14 @@ pub(super) fn backward(sh: &Shape, s: &mut String) {
     for j in 0..h {
         let _ = writeln!(
             s,
-            "        {{\n            let s = 4u * ((l / 4u) ^ {}u) + l % 4u;",
+            "        {{\n            let s = 4u * ((lr / 4u) ^ {}u) + lr % 4u;",
             j % sh.groups
         );
         for r in rows.clone() {
             let at = if r == 0 {
                 "s".to_string()
             } else {
-                format!("(s ^ {}u)", 32 * r)
+                format!("(s ^ {}u)", sh.row_lanes * r)
             };
             let _ = writeln!(s, "            let v{r} = w2s[{}u + {at}];", j * h);
         }
@@ -330,7 +331,7 @@ pub(super) fn backward(sh: &Shape, s: &mut String) {
 }
 
 /// The workgroup's row of partial sums: `d_W2` from each thread's registers, the per-row
-/// sums over the warps in turn (item `it` of row `j` at word `it * H + j` of `h1s`), `d_b3`
+/// sums over the column groups in turn (item `it` of row `j` at word `it * H + j` of `h1s`), `d_b3`
 /// over the first 64 threads.
 pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let h = sh.hidden;
@@ -348,8 +349,8 @@ pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     }
     let _ = writeln!(
         s,
-        "    workgroupBarrier();\n    for (var v = 0u; v < {}u; v++) {{\n        if (wp == v) {{",
-        sh.warps
+        "    workgroupBarrier();\n    for (var v = 0u; v < {}u; v++) {{\n        if (cg == v) {{",
+        sh.column_groups
     );
     let i = sh.inputs;
     for r in 0..sh.lane_rows {
