@@ -16,8 +16,10 @@
 //!   the weights read by lane, the activations broadcast to the group as `vec4`s. Two rows
 //!   a lane at `H = 32` too (half-warps as groups): a step loads one broadcast `vec4` for
 //!   eight FMAs rather than four, and the 8-32-32-1 adjoint ran 1.13x faster on the H200.
-//! - `d_W2 += d_s2 h1^T`: `vec4` dot products over the chunk's elements, a tile of rows and
-//!   columns a thread, summed in registers over the whole run.
+//! - `d_W2 += d_s2 h1^T`: `vec4` dot products over the chunk's elements, a 4 x 4 tile of
+//!   rows and columns a thread, summed in registers over the whole run. At `H = 32`, which
+//!   has 8 words of it a thread, two halves of the workgroup each take half the elements,
+//!   and the second's sums are added to the first's at the end of the run.
 //! - `d_W1`, `d_b1`, `d_b2`, `d_w3`: each thread's sums over its elements, then summed over
 //!   the column groups in turn. Every sum is in a fixed order: bit-identical over runs.
 //! - The output row `y = b3 + w3 . h2` and the loss after it run one thread an element.
@@ -172,6 +174,9 @@ struct Shape {
     groups: u32,
     /// `vec4` columns of a column group's elements.
     columns: u32,
+    /// Sets of threads that each sum `d_W2` over a part of the chunk's elements (added
+    /// together at the end of the run).
+    parts: u32,
     /// `d_W2` column blocks and row blocks, and a thread's rows and columns of it.
     nk: u32,
     nj: u32,
@@ -191,12 +196,22 @@ impl Shape {
         // `vec4` for eight FMAs, where one row a lane at H = 32 loaded one for four.
         let row_lanes = hidden / 2;
         let column_groups = threads / row_lanes;
-        let nk = (threads / 16).min(hidden);
-        let nj = threads / nk;
+        // `d_W2` has 16 words a thread at H = 64 (a 4 x 4 tile: eight `vec4` loads for 16
+        // dot products) but 8 at H = 32; there, two sets of threads each take half the
+        // elements with 4 x 4 tiles rather than 2 x 4 tiles (six loads for eight).
+        let parts = (16 * threads / (hidden * hidden)).max(1);
+        let part_threads = threads / parts;
+        let nk = (1 << part_threads.ilog2().div_ceil(2)).min(hidden);
+        let nj = part_threads / nk;
         let groups = hidden / 4;
         // The lane's rows share its swizzle (`W2`'s by `groups`, the matrices' by 8).
         debug_assert!(
             row_lanes.is_multiple_of(groups) && row_lanes.is_multiple_of(8) && column_groups <= 16
+        );
+        // A part is whole warps, its elements whole `vec4`s; `d_W2`'s rows `jb + nj a`
+        // share `jb`'s swizzle.
+        debug_assert!(
+            part_threads.is_multiple_of(32) && 16u32.is_multiple_of(parts) && nj.is_multiple_of(8)
         );
         Shape {
             threads,
@@ -207,6 +222,7 @@ impl Shape {
             column_groups,
             groups,
             columns: 16 / column_groups,
+            parts,
             nk,
             nj,
             ja: hidden / nj,

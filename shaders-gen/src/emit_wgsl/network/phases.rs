@@ -26,13 +26,22 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
          let l8 = lr % 8u;\n    \
          let cg = lid / {rl}u;\n    \
          let cw = cg * {}u;\n    \
-         let jb = lid / {nk}u;\n    \
+         {}\
          let kb = lid % {nk}u;\n    \
          for (var q = lid; q < {}u; q += {t}u) {{\n        \
          let j = q / {h}u;\n        \
          let k = q % {h}u;\n        \
          w2s[j * {h}u + 4u * ((k / 4u) ^ (j % {}u)) + k % 4u] = sw({});\n    }}",
         sh.columns,
+        if sh.parts == 1 {
+            format!("let jb = lid / {}u;\n    ", sh.nk)
+        } else {
+            format!(
+                "let part = lid / {pt}u;\n    let jb = lid % {pt}u / {}u;\n    ",
+                sh.nk,
+                pt = sh.threads / sh.parts
+            )
+        },
         h * h,
         sh.groups,
         word(plan.second.weights, "j", "k"),
@@ -278,7 +287,15 @@ pub(super) fn backward(sh: &Shape, s: &mut String) {
         rank_one_step(sh, ("ds2s", j, "g"), |r| format!("v{r}"), "d", s);
         line(s, "        }");
     }
-    line(s, "        for (var e4 = 0u; e4 < 16u; e4++) {");
+    if sh.parts == 1 {
+        line(s, "        for (var e4 = 0u; e4 < 16u; e4++) {");
+    } else {
+        let _ = writeln!(
+            s,
+            "        for (var i4 = 0u; i4 < {q}u; i4++) {{\n            let e4 = part * {q}u + i4;",
+            q = 16 / sh.parts
+        );
+    }
     for a in 0..sh.ja {
         let _ = writeln!(
             s,
@@ -330,22 +347,50 @@ pub(super) fn backward(sh: &Shape, s: &mut String) {
     line(s, "        }\n    }");
 }
 
-/// The workgroup's row of partial sums: `d_W2` from each thread's registers, the per-row
-/// sums over the column groups in turn (item `it` of row `j` at word `it * H + j` of `h1s`), `d_b3`
-/// over the first 64 threads.
+/// The workgroup's row of partial sums: `d_W2` from each thread's registers (the parts'
+/// added in order), the per-row sums over the column groups in turn (item `it` of row `j`
+/// at word `it * H + j` of `h1s`), `d_b3` over the first 64 threads.
 pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let h = sh.hidden;
     let _ = writeln!(s, "    let row = group * {}u;", plan.shared_words);
-    for a in 0..sh.ja {
-        for b in 0..sh.kb {
-            let plus = |base: &str, n: u32| match n {
-                0 => base.to_string(),
-                n => format!("{base} + {n}u"),
-            };
-            let (j, k) = (plus("jb", sh.nj * a), plus("kb", sh.nk * b));
-            let at = word(plan.second.weights, &j, &k);
-            let _ = writeln!(s, "    shared_partials[row + {at}] = gw2_{a}[{b}];");
+    let tile = || (0..sh.ja).flat_map(|a| (0..sh.kb).map(move |b| (a, b)));
+    let plus = |base: &str, n: u32| match n {
+        0 => base.to_string(),
+        n => format!("{base} + {n}u"),
+    };
+    // Parts after the first hand their `d_W2` to it in turn, through `h1s` (word `j * H
+    // + k`), which the last chunk has finished reading.
+    for p in 1..sh.parts {
+        let _ = writeln!(s, "    workgroupBarrier();\n    if (part == {p}u) {{");
+        for (a, b) in tile() {
+            let _ = writeln!(
+                s,
+                "        {{ let q = (jb + {}u) * {h}u + kb + {}u; h1s[q / 4u][q % 4u] = gw2_{a}[{b}]; }}",
+                sh.nj * a,
+                sh.nk * b
+            );
         }
+        line(s, "    }\n    workgroupBarrier();\n    if (part == 0u) {");
+        for (a, b) in tile() {
+            let _ = writeln!(
+                s,
+                "        {{ let q = (jb + {}u) * {h}u + kb + {}u; gw2_{a}[{b}] += h1s[q / 4u][q % 4u]; }}",
+                sh.nj * a,
+                sh.nk * b
+            );
+        }
+        line(s, "    }");
+    }
+    if sh.parts > 1 {
+        line(s, "    if (part == 0u) {");
+    }
+    for (a, b) in tile() {
+        let (j, k) = (plus("jb", sh.nj * a), plus("kb", sh.nk * b));
+        let at = word(plan.second.weights, &j, &k);
+        let _ = writeln!(s, "    shared_partials[row + {at}] = gw2_{a}[{b}];");
+    }
+    if sh.parts > 1 {
+        line(s, "    }");
     }
     let _ = writeln!(
         s,
