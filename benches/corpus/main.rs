@@ -157,18 +157,24 @@ fn batch(n: usize, words: u32) -> Vec<f32> {
 /// The corpus once warmed each kernel up for 0.02 s, taking a busy device's clocks to be
 /// settled: on the H100 the same kernels then measured up to 2.3x apart between rounds
 /// (random_13's tangent 0.66 to 1.52 ms at 2^24), where 0.2 s kept every one within 1%.
-fn time(d: &Device, spec: &'static KernelSpec, input: &[f32], estimate: f64) -> Result<f64, Error> {
+/// Returns the medians of both passes and of the second pass alone (a shared reduction's
+/// sum over the workgroups' partials; zero without one).
+fn time(
+    d: &Device,
+    spec: &'static KernelSpec,
+    input: &[f32],
+    estimate: f64,
+) -> Result<(f64, f64), Error> {
     let warm_up_s = std::env::var("GRADFUSE_CORPUS_WARM_UP_S")
         .ok()
         .and_then(|s| s.parse::<f64>().ok())
         .unwrap_or(WARM_UP_S);
     let warm = (warm_up_s / estimate.max(1e-6)).ceil().clamp(3.0, 5000.0) as usize;
     let times = d.time_kernel(spec, input, warm + LAUNCHES)?;
-    Ok(median(
-        times[warm..]
-            .iter()
-            .map(gradfuse::KernelTime::total)
-            .collect(),
+    let timed = &times[warm..];
+    Ok((
+        median(timed.iter().map(gradfuse::KernelTime::total).collect()),
+        median(timed.iter().map(|t| t.reduce).collect()),
     ))
 }
 
@@ -221,7 +227,7 @@ fn round(d: &Device, kernels: &mut [Kernel], log_n: u32, fma_rate: f64) -> Resul
                     Err(e) => eprintln!("{}: choosing its size: {e}", k.spec.label),
                 }
             }
-            let t = match time(d, k.spec, input, copy.max(arithmetic)) {
+            let (t, reduce) = match time(d, k.spec, input, copy.max(arithmetic)) {
                 Ok(t) => t,
                 // One kernel the device refuses (a tape past its memory, say) is a row of
                 // the table, not the end of the run.
@@ -235,6 +241,7 @@ fn round(d: &Device, kernels: &mut [Kernel], log_n: u32, fma_rate: f64) -> Resul
             k.rounds.push(Round {
                 n,
                 ms: t * 1e3,
+                reduce_ms: reduce * 1e3,
                 copy_ms: copy * 1e3,
                 arithmetic_ms: arithmetic * 1e3,
                 workgroup: d.workgroup_size_of(k.spec),

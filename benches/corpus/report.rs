@@ -34,6 +34,8 @@ pub struct Round {
     pub n: usize,
     /// Median kernel time (both passes of a shared reduction).
     pub ms: f64,
+    /// Of which the second pass of a shared reduction (median; zero without one).
+    pub reduce_ms: f64,
     /// A coalesced copy of the kernel's argument and output bytes.
     pub copy_ms: f64,
     /// The kernel's operations at the device's FMA rate.
@@ -166,8 +168,8 @@ pub fn tables(kernels: &[Kernel], log_n: u32) -> String {
     sizes_table(kernels, &mut out);
     let _ = writeln!(
         out,
-        "\n| function | family | kernel | words in | words out | ops | FMAs | n | ms (rounds) | copy ms | FMA ms | of roofline | spread |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "\n| function | family | kernel | words in | words out | ops | FMAs | n | ms (rounds) | copy ms | FMA ms | of roofline | spread | reduce ms |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for k in kernels {
         if let Some(why) = &k.failed {
@@ -179,9 +181,10 @@ pub fn tables(kernels: &[Kernel], log_n: u32) -> String {
         let n = k.rounds.first().map_or(0, |r| r.n);
         let copy = median(k.rounds.iter().map(|r| r.copy_ms).collect());
         let fma = median(k.rounds.iter().map(|r| r.arithmetic_ms).collect());
+        let reduce = median(k.rounds.iter().map(|r| r.reduce_ms).collect());
         let _ = writeln!(
             out,
-            "{} | 2^{} | {} | {copy:.3} | {fma:.3} | {:.0}% | {:.0}% |",
+            "{} | 2^{} | {} | {copy:.3} | {fma:.3} | {:.0}% | {:.0}% | {reduce:.3} |",
             row_head(k),
             n.trailing_zeros(),
             times.join(" / "),
