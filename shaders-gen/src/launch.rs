@@ -64,7 +64,8 @@ pub fn kernel_launch(c: &Compiled, kind: KernelKind) -> KernelLaunch {
     // A tangent kernel's shared words are followed by their tangents.
     let shared = (layout.shared_words > 0).then(|| SharedLaunch {
         words: layout.shared_words * wps,
-        uniform: abi::shared_in_uniform(layout.shared_words, layout.precision),
+        uniform: abi::shared_in_uniform(layout.shared_words, layout.precision)
+            && (kind != KernelKind::Adjoint || c.adjoint_shared_uniform),
         reduced: kind == KernelKind::Adjoint,
         elements_per_thread: if kind == KernelKind::Adjoint {
             c.adjoint_elements

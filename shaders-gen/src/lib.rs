@@ -67,6 +67,11 @@ pub struct Compiled {
     /// cooperative network kernel, whose every index is in range by construction
     /// (`emit_wgsl::network`'s module doc says why and what it costs).
     pub adjoint_bounds_checks: bool,
+    /// Whether the adjoint kernel reads `#[shared]` words from a uniform buffer where
+    /// there are few enough ([`abi::shared_in_uniform`]): not the cooperative network
+    /// kernel, whose lanes read different weights at once (the constant cache serves one
+    /// address at a time).
+    pub adjoint_shared_uniform: bool,
     /// The IR of the CPU versions.
     pub cpu: CpuIr,
     /// Second order, for an `f32` result with gradient words.
@@ -242,12 +247,13 @@ pub fn compile_with(
         emit_wgsl::elements_per_thread(layout, KernelKind::Adjoint, &kernel_adjoint);
     // A network the workgroup's matrix products compute (`emit_wgsl::network`) gets that
     // kernel; every other function one element a thread.
-    let (wgsl_reverse, adjoint_workgroup_size, adjoint_bounds_checks) =
+    let (wgsl_reverse, adjoint_workgroup_size, adjoint_bounds_checks, adjoint_shared_uniform) =
         match cooperative::network_plan(layout, &lowered.primal) {
             Some(plan) => (
                 emit_wgsl::emit_network_adjoint(&sig, &plan),
                 emit_wgsl::network_workgroup_size(&plan),
                 false,
+                plan.shared_uniform,
             ),
             None => (
                 emit_wgsl::emit_kernel_with_elements(
@@ -258,6 +264,7 @@ pub fn compile_with(
                     adjoint_elements,
                 ),
                 abi::WORKGROUP_SIZE,
+                true,
                 true,
             ),
         };
@@ -278,6 +285,7 @@ pub fn compile_with(
         adjoint_elements,
         adjoint_workgroup_size,
         adjoint_bounds_checks,
+        adjoint_shared_uniform,
         wgsl_reduce,
         wgsl_gathered,
         second,
@@ -483,6 +491,7 @@ fn compile_vector(lowered: Lowered, primal: Function, cpu_primal: Function, sig:
         adjoint_elements: 1,
         adjoint_workgroup_size: abi::WORKGROUP_SIZE,
         adjoint_bounds_checks: true,
+        adjoint_shared_uniform: true,
         wgsl_reduce: None,
         wgsl_gathered,
         second: None,

@@ -1,7 +1,7 @@
 //! Which networks get the cooperative adjoint, read off their source.
 
 use super::*;
-use crate::abi::KernelKind;
+use crate::abi::{self, KernelKind};
 use crate::compile_str;
 
 /// The plan of `src` and the adjoint WGSL `compile` wrote for it, which keeps wgpu's
@@ -14,6 +14,11 @@ fn plan_of(src: &str) -> (Option<NetworkPlan>, String) {
     assert_eq!(launch(KernelKind::Adjoint).bounds_checks, plan.is_none());
     assert!(launch(KernelKind::Forward).bounds_checks);
     assert!(launch(KernelKind::Tangent).bounds_checks);
+    // The cooperative kernel reads its shared words from storage, the others as `abi` says.
+    let uniform = abi::shared_in_uniform(c.lowered.layout.shared_words, Precision::F32);
+    let shared = |kind| launch(kind).shared.map(|s| s.uniform);
+    assert_eq!(shared(KernelKind::Adjoint), Some(uniform && plan.is_none()));
+    assert_eq!(shared(KernelKind::Forward), Some(uniform));
     (plan, c.wgsl_reverse)
 }
 
