@@ -99,7 +99,18 @@ pub fn with_elements(
     let label =
         Box::leak(format!("{} ({elements} elements per thread)", gen_spec.label).into_boxed_str());
     let size = gradfuse_shaders_gen::abi::WORKGROUP_SIZE;
-    same_buffers_at(gen_spec, label, wgsl, gen_spec.entry_point, size)
+    let spec = same_buffers_at(gen_spec, label, wgsl, gen_spec.entry_point, size);
+    // Its shared words in the buffer the layout says (a cooperative network adjoint, the
+    // spec this stands beside, reads them from storage wherever they are).
+    let uniform =
+        gradfuse_shaders_gen::abi::shared_in_uniform(layout.shared_words, layout.precision);
+    match spec.shared {
+        Some(sh) if sh.uniform != uniform => Box::leak(Box::new(KernelSpec {
+            shared: Some(Box::leak(Box::new(gradfuse::SharedSpec { uniform, ..*sh }))),
+            ..*spec
+        })),
+        _ => spec,
+    }
 }
 
 /// `wgsl` with the body of WGSL function `name` replaced by `body`.

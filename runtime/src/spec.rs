@@ -101,7 +101,7 @@ pub struct OutputSpec {
 }
 
 /// Batch-uniform (`#[shared]`) arguments of a kernel: one copy for the whole launch.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct SharedSpec {
     /// Binding of the shared words (`array<f32>` or `array<f64>`, read only) in the kernel.
     pub binding: u32,
@@ -119,7 +119,7 @@ pub struct SharedSpec {
 /// sum per workgroup and shared word (a workgroup tree, fixed order), then a second kernel
 /// sums the partials of each word (again in a fixed order). No float atomics: the same
 /// inputs give the same bits on every run.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct ReductionSpec {
     /// Binding, in the main kernel, of the partial sums (`groups * words` f32).
     pub partials_binding: u32,
