@@ -130,9 +130,9 @@ fn store_x(sh: &Shape, matrix: &str, s: &mut String) {
     }
 }
 
-/// One step of a forward or `d_h1` product: each of the column group's `vec4` columns of row `row`
-/// of `matrix` (swizzled), broadcast to the group as `{name}{c}`, times the lane's weight of
-/// each of its rows, `weight(r)`, added into `{acc}{r}_{c}`.
+/// One step of a forward or `d_h1` product: each of the column group's `vec4` columns of
+/// row `row` of `matrix` (swizzled), broadcast to the group as `{name}{c}`, times the lane's
+/// weight of each of its rows, `weight(r)`, added into `{acc}{r}_{c}`.
 fn rank_one_step(
     sh: &Shape,
     (matrix, row, name): (&str, u32, &str),
