@@ -347,6 +347,31 @@ pub(super) fn backward(sh: &Shape, s: &mut String) {
     line(s, "        }\n    }");
 }
 
+/// The parts after the first hand their `d_W2` to it in turn, through `h1s` (word
+/// `j * H + k`), which the last chunk has finished reading.
+fn sum_parts(sh: &Shape, s: &mut String) {
+    let h = sh.hidden;
+    // `stmt(a, b)` for each word of the thread's tile, `q` its word of `h1s`.
+    let each = |s: &mut String, stmt: &dyn Fn(u32, u32) -> String| {
+        for (a, b) in (0..sh.ja).flat_map(|a| (0..sh.kb).map(move |b| (a, b))) {
+            let _ = writeln!(
+                s,
+                "        {{ let q = (jb + {}u) * {h}u + kb + {}u; {} }}",
+                sh.nj * a,
+                sh.nk * b,
+                stmt(a, b)
+            );
+        }
+    };
+    for p in 1..sh.parts {
+        let _ = writeln!(s, "    workgroupBarrier();\n    if (part == {p}u) {{");
+        each(s, &|a, b| format!("h1s[q / 4u][q % 4u] = gw2_{a}[{b}];"));
+        line(s, "    }\n    workgroupBarrier();\n    if (part == 0u) {");
+        each(s, &|a, b| format!("gw2_{a}[{b}] += h1s[q / 4u][q % 4u];"));
+        line(s, "    }");
+    }
+}
+
 /// The workgroup's row of partial sums: `d_W2` from each thread's registers (the parts'
 /// added in order), the per-row sums over the column groups in turn (item `it` of row `j`
 /// at word `it * H + j` of `h1s`), `d_b3` over the first 64 threads.
@@ -358,29 +383,7 @@ pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         0 => base.to_string(),
         n => format!("{base} + {n}u"),
     };
-    // Parts after the first hand their `d_W2` to it in turn, through `h1s` (word `j * H
-    // + k`), which the last chunk has finished reading.
-    for p in 1..sh.parts {
-        let _ = writeln!(s, "    workgroupBarrier();\n    if (part == {p}u) {{");
-        for (a, b) in tile() {
-            let _ = writeln!(
-                s,
-                "        {{ let q = (jb + {}u) * {h}u + kb + {}u; h1s[q / 4u][q % 4u] = gw2_{a}[{b}]; }}",
-                sh.nj * a,
-                sh.nk * b
-            );
-        }
-        line(s, "    }\n    workgroupBarrier();\n    if (part == 0u) {");
-        for (a, b) in tile() {
-            let _ = writeln!(
-                s,
-                "        {{ let q = (jb + {}u) * {h}u + kb + {}u; gw2_{a}[{b}] += h1s[q / 4u][q % 4u]; }}",
-                sh.nj * a,
-                sh.nk * b
-            );
-        }
-        line(s, "    }");
-    }
+    sum_parts(sh, s);
     if sh.parts > 1 {
         line(s, "    if (part == 0u) {");
     }
