@@ -345,9 +345,10 @@ enum Opt {
 /// Five training steps of `fit` (f32) and `fit64` (f64) from the same data: each step's
 /// launch and update recorded together (the update takes over the reduction's second
 /// pass) or, `split`, submitted one after the other (nothing to take over). Returns the
-/// weights and the last step's shared gradient, as bits.
+/// weights and the last step's shared gradient, as bits. 40,000 elements: 157 rows of
+/// partial sums, past the 96 from which the second pass loads four rows at a time.
 fn five_steps(d: &Device, opt: Opt, split: bool) -> (Vec<u64>, Vec<u64>) {
-    let n = 3000;
+    let n = 40_000;
     let mut rng = Rng(77);
     let xs: Vec<[f32; 3]> = (0..n)
         .map(|_| [0; 3].map(|_| rng.uniform(-2.0, 2.0)))
@@ -485,7 +486,11 @@ fn a_step_that_takes_over_the_second_pass_changes_no_bits() {
         }
         for (a, b) in w_fused.iter().zip(&w_cpu).take(3) {
             let (a, b) = (f32::from_bits(*a as u32), f32::from_bits(*b as u32));
-            assert!((a - b).abs() < 1e-4, "{a} vs the CPU's {b}");
+            // Momentum takes the weights to the thousands over 40,000 elements: relative.
+            assert!(
+                (a - b).abs() < 1e-4 * b.abs().max(1.0),
+                "{a} vs the CPU's {b}"
+            );
         }
     }
 }

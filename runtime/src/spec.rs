@@ -123,8 +123,8 @@ pub struct SharedSpec {
 pub struct ReductionSpec {
     /// Binding, in the main kernel, of the partial sums (`groups * words` f32).
     pub partials_binding: u32,
-    /// The second pass: its label, WGSL module and entry point. One workgroup per shared
-    /// word; its uniform holds the number of groups.
+    /// The second pass: its label, WGSL module and entry point. A workgroup per
+    /// `words_per_workgroup` shared words; its uniform holds the number of groups.
     pub label: &'static str,
     /// The second pass's WGSL module.
     pub wgsl: &'static str,
@@ -136,6 +136,9 @@ pub struct ReductionSpec {
     pub input_binding: u32,
     /// Binding of the sums it writes (`words` f32).
     pub output_binding: u32,
+    /// Shared words each of its workgroups sums: it runs `words / words_per_workgroup`
+    /// workgroups, rounded up.
+    pub words_per_workgroup: u32,
     /// Batch elements each thread of the main kernel computes side by side (runs of a
     /// workgroup's elements, one per element): a launch gives each workgroup a multiple of
     /// this many runs, so that no thread computes an element it then discards.

@@ -124,6 +124,12 @@ pub const REDUCE_INPUT_BINDING: u32 = 1;
 /// See [`REDUCE_PARAMS_BINDING`].
 pub const REDUCE_OUTPUT_BINDING: u32 = 2;
 
+/// Shared words each workgroup of the reduction's second pass sums
+/// (`emit_wgsl::emit_reduce_kernel`). Specs carry it (`ReductionSpec::words_per_workgroup`):
+/// the runtime dispatches that many fewer workgroups, and an optimizer step takes the pass
+/// over only where its own sums are of as many words (`runtime/src/gpu/optim.rs`).
+pub const REDUCE_WORDS_PER_WORKGROUP: u32 = 8;
+
 /// First binding of the argument buffers of a *gathered* kernel, which reads each
 /// per-element argument from a buffer of its own instead of one interleaved row: argument
 /// `k`'s rows at `FIELDS_BINDING + 2k` (`array<f32>`, or a vector view), its index at

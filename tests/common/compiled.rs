@@ -27,6 +27,7 @@ pub fn compiled_spec(name: &str, c: &Compiled, kind: KernelKind) -> &'static Ker
             params_binding: abi::REDUCE_PARAMS_BINDING,
             input_binding: abi::REDUCE_INPUT_BINDING,
             output_binding: abi::REDUCE_OUTPUT_BINDING,
+            words_per_workgroup: abi::REDUCE_WORDS_PER_WORKGROUP,
         });
         &*Box::leak(Box::new(SharedSpec {
             binding: abi::SHARED_BINDING,

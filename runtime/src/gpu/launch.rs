@@ -431,10 +431,13 @@ impl Gpu {
         if let (Some(bind_group), Some(p)) = (&set.reduce_bind_group, pipelines.reduce) {
             pass.set_pipeline(&p.pipeline);
             pass.set_bind_group(0, bind_group, &[]);
-            // One workgroup per word (scalar), in rows of at most the per-dimension limit.
-            let words = spec.shared_grad_scalars() as u32;
-            let y = words.div_ceil(spec.max_workgroups_per_dim);
-            pass.dispatch_workgroups(words.div_ceil(y), y, 1);
+            // A workgroup per `words_per_workgroup` words (scalars), in rows of at most the
+            // per-dimension limit.
+            let per_group = (spec.shared.and_then(|s| s.reduction.as_ref()))
+                .map_or(1, |r| r.words_per_workgroup.max(1));
+            let groups = (spec.shared_grad_scalars() as u32).div_ceil(per_group);
+            let y = groups.div_ceil(spec.max_workgroups_per_dim);
+            pass.dispatch_workgroups(groups.div_ceil(y), y, 1);
             true
         } else {
             false
@@ -535,6 +538,7 @@ mod tests {
             params_binding: 0,
             input_binding: 1,
             output_binding: 2,
+            words_per_workgroup: 8,
         }),
     };
 

@@ -12,13 +12,17 @@ use crate::spec::Precision;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
+/// Words each workgroup of the `*_summed` entry points sums and updates: the generated
+/// second pass's (`ReductionSpec::words_per_workgroup`), whose order they repeat.
+const SUMMED_WORDS_PER_WORKGROUP: u32 = 8;
+
 /// The updates, one entry point each, over parameters of type `T` (f32; [`UPDATES`] makes
 /// the f64 module). `h` holds the hyper-parameters, in the order of [`Update`]'s
 /// arrays. Adam reads its bias corrections from its schedule: row `clock[parity] - base` of
 /// `corrections`; the first chunk's thread 0 advances the clock into the other word, which
 /// the next step reads.
 const UPDATES_WGSL: &str = "// gradfuse optimizer updates: one thread per parameter word, or, summing a
-// reduction's partials first, one workgroup per word.
+// reduction's partials first, one workgroup per 8 words.
 
 alias T = f32;
 
@@ -73,23 +77,40 @@ fn momentum_word(i: u32, gi: T) {
 }
 
 // Word `i`'s sum over the rows of partials, in the order of the generated second pass
-// (each thread a stride of rows, then a tree), so that the sums are the same bits; stored
-// to `sums` (or added to them) by thread 0, the only one that returns it.
+// (`emit_wgsl::emit_reduce_kernel`: a workgroup per 8 words, thread `lid` word `lid % 8` of
+// rows `lid / 8`, `lid / 8 + 32`, .., then a tree over the 32 slices), so that the sums are
+// the same bits; stored to `sums` (or added to them) by the thread of slice 0, the only
+// one that returns it.
 fn summed(i: u32, lid: u32) -> T {
+    let slice = lid / 8u;
+    let rows = params.rows;
     var acc = T(0.0);
-    for (var r = lid; r < params.rows; r += 256u) {
-        acc += partials[r * params.n + i];
+    if (i < params.n) {
+        var r = slice;
+        for (; r + 96u < rows; r += 128u) {
+            let a0 = partials[r * params.n + i];
+            let a1 = partials[(r + 32u) * params.n + i];
+            let a2 = partials[(r + 64u) * params.n + i];
+            let a3 = partials[(r + 96u) * params.n + i];
+            acc += a0;
+            acc += a1;
+            acc += a2;
+            acc += a3;
+        }
+        for (; r < rows; r += 32u) {
+            acc += partials[r * params.n + i];
+        }
     }
     stage[lid] = acc;
     workgroupBarrier();
-    for (var stride = 128u; stride > 0u; stride = stride / 2u) {
-        if (lid < stride) {
-            stage[lid] += stage[lid + stride];
+    for (var stride = 16u; stride > 0u; stride = stride / 2u) {
+        if (slice < stride) {
+            stage[lid] += stage[lid + 8u * stride];
         }
         workgroupBarrier();
     }
-    var total = stage[0];
-    if (lid == 0u) {
+    var total = stage[lid];
+    if (slice == 0u && i < params.n) {
         total = select(total, sums[i] + total, params.accumulate != 0u);
         sums[i] = total;
     }
@@ -116,24 +137,18 @@ fn momentum(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
 
 @compute @workgroup_size(256)
 fn adam_summed(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let i = wid.x + wid.y * groups.x;
-    if (i >= params.n) {
-        return;
-    }
+    let i = 8u * (wid.x + wid.y * groups.x) + lid % 8u;
     let gi = summed(i, lid);
-    if (lid == 0u) {
+    if (lid < 8u && i < params.n) {
         adam_word(i, gi);
     }
 }
 
 @compute @workgroup_size(256)
 fn momentum_summed(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let i = wid.x + wid.y * groups.x;
-    if (i >= params.n) {
-        return;
-    }
+    let i = 8u * (wid.x + wid.y * groups.x) + lid % 8u;
     let gi = summed(i, lid);
-    if (lid == 0u) {
+    if (lid < 8u && i < params.n) {
         momentum_word(i, gi);
     }
 }
@@ -193,7 +208,8 @@ impl Gpu {
         let words = params.words as u64;
         let chunk = (self.binding_bytes() / 4 / CHUNK_ALIGN * CHUNK_ALIGN).max(CHUNK_ALIGN);
         if words <= chunk
-            && let Some(sum) = work.take_pending_sum(grads.gpu(), precision)
+            && let Some(sum) =
+                work.take_pending_sum(grads.gpu(), precision, SUMMED_WORDS_PER_WORKGROUP)
         {
             let n = (words / wps) as u32;
             let step = Step {
@@ -294,8 +310,9 @@ fn update_layout(
 
 impl Gpu {
     /// Records `step` in one dispatch that also does the second pass of the reduction
-    /// `sum` it takes over: a workgroup per word sums the word's partials (the same bits as
-    /// the second pass), stores the sum where the pass would have, and updates the word.
+    /// `sum` it takes over: a workgroup per [`SUMMED_WORDS_PER_WORKGROUP`] words sums their
+    /// partials (the same bits as the second pass), stores the sums where the pass would
+    /// have, and updates the words.
     fn record_summed_update(
         &self,
         work: &mut super::GpuWork,
@@ -320,7 +337,7 @@ impl Gpu {
         let group =
             self.cached_bind_group(key, &pipeline.layout, module, (0, &step.uniform), &buffers);
         let words = step.uniform[0];
-        let (x, y) = self.workgroups(u64::from(words));
+        let (x, y) = self.workgroups(u64::from(words.div_ceil(SUMMED_WORDS_PER_WORKGROUP)));
         work.dispatch(entry, &pipeline.pipeline, &group, (x, y));
         Ok(())
     }

@@ -41,6 +41,9 @@ pub(crate) struct PendingSum {
     pub(crate) sums: wgpu::Buffer,
     /// The floats it sums.
     pub(crate) precision: crate::spec::Precision,
+    /// Words each of its workgroups sums (`ReductionSpec::words_per_workgroup`), which
+    /// fixes the order of its sums.
+    pub(crate) words_per_workgroup: u32,
 }
 
 /// The timestamps of a recording's passes: two per pass, in the order recorded.
@@ -70,9 +73,16 @@ impl GpuWork {
         &mut self,
         sums: &wgpu::Buffer,
         precision: crate::spec::Precision,
+        words_per_workgroup: u32,
     ) -> Option<PendingSum> {
         match &self.pending {
-            Some(p) if &p.sums == sums && p.precision == precision => self.pending.take(),
+            Some(p)
+                if &p.sums == sums
+                    && p.precision == precision
+                    && p.words_per_workgroup == words_per_workgroup =>
+            {
+                self.pending.take()
+            }
             _ => None,
         }
     }

@@ -375,19 +375,21 @@ impl Gpu {
                 (r.output_binding, sums, 0, None),
             ],
         );
-        // One workgroup per word (scalar), in rows of at most the per-dimension limit.
-        let words = spec.shared_grad_scalars() as u32;
-        let y = words.div_ceil(spec.max_workgroups_per_dim);
+        // A workgroup per `words_per_workgroup` words (scalars), in rows of at most the
+        // per-dimension limit.
+        let groups = (spec.shared_grad_scalars() as u32).div_ceil(r.words_per_workgroup.max(1));
+        let y = groups.div_ceil(spec.max_workgroups_per_dim);
         PendingSum {
             label: r.label,
             pipeline: pipeline.pipeline.clone(),
             group,
-            workgroups: (words.div_ceil(y), y),
+            workgroups: (groups.div_ceil(y), y),
             partials: partials.clone(),
             rows,
             accumulate,
             sums: sums.clone(),
             precision: spec.precision,
+            words_per_workgroup: r.words_per_workgroup,
         }
     }
 }

@@ -99,6 +99,7 @@ fn spec_of(
                     abi::REDUCE_OUTPUT_BINDING,
                 );
                 let rlabel = format!("{}::reduce", plan.fname);
+                let per_group = abi::REDUCE_WORDS_PER_WORKGROUP;
                 quote!(Some(::gradfuse::ReductionSpec {
                     partials_binding: #partials,
                     label: #rlabel,
@@ -107,6 +108,7 @@ fn spec_of(
                     params_binding: #rp,
                     input_binding: #ri,
                     output_binding: #ro,
+                    words_per_workgroup: #per_group,
                     elements_per_thread: #elements,
                 }))
             } else {

@@ -267,15 +267,24 @@ fn pairwise(terms: &[String]) -> String {
 }
 
 /// The second pass of the shared-gradient reduction of a function with `shared_words`
-/// shared words: one workgroup per word (in rows of the dispatch's second dimension past
-/// its per-dimension limit) sums the first pass's per-workgroup partials, each thread a
-/// fixed stride of them, then a tree; the same order on every run.
+/// shared words: workgroup `w` sums words `8w .. 8w + 8` of every first-pass workgroup's
+/// partials ([`abi::REDUCE_WORDS_PER_WORKGROUP`]; in rows of the dispatch's second
+/// dimension past its per-dimension limit). Thread `t` takes word `8w + t % 8` of the
+/// partials' rows `t / 8`, `t / 8 + 32`, .. in order (a warp's load is four rows of eight
+/// consecutive words), then a tree over the 32 slices: the same order on every run.
+///
+/// One workgroup a word, each thread a stride of 256 rows, read every partial alone, 4 KiB
+/// and more apart: the 8-64-64-1 network's 4,353 words over 512 rows took 25 µs on the
+/// H200, 2.4% of its adjoint at 2^20 (`BENCHMARKS.md`). `runtime/src/gpu/optim.rs`, whose
+/// updates can take this pass over, sums in the same order.
 pub fn emit_reduce_kernel(signature: &str, shared_words: u32, precision: Precision) -> String {
-    let wg = abi::WORKGROUP_SIZE;
+    const _: () = assert!(abi::WORKGROUP_SIZE == 32 * abi::REDUCE_WORDS_PER_WORKGROUP);
+    let (w, sw) = (abi::REDUCE_WORDS_PER_WORKGROUP, shared_words);
     let (t, zero) = (precision.name(), float_literal(0.0, precision));
+    let wg = abi::WORKGROUP_SIZE;
     format!(
         "// gradfuse reduction (second pass) of the shared gradients of `{signature}`.
-// Workgroup w sums word w of every first-pass workgroup's partial sums.
+// Workgroup w sums words {w}w .. {w}w + {w} of every first-pass workgroup's partial sums.
 
 struct Params {{
     n: u32,
@@ -290,32 +299,44 @@ var<workgroup> stage: array<{t}, {wg}>;
 
 @compute @workgroup_size({wg})
 fn reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
-    // Past 65535 words the workgroups come in rows; the last row's excess returns at once
-    // (the whole workgroup: the barriers below stay uniform).
-    let word = wid.x + wid.y * groups.x;
-    if (word >= {shared_words}u) {{
-        return;
-    }}
+    // Past 65535 workgroups they come in rows; the threads past the last word sum nothing
+    // (the barriers below stay uniform).
+    let word = {w}u * (wid.x + wid.y * groups.x) + lid % {w}u;
+    let slice = lid / {w}u;
+    let n = params.n;
     var acc = {zero};
-    for (var g = lid; g < params.n; g += {wg}u) {{
-        acc += partials[g * {shared_words}u + word];
+    if (word < {sw}u) {{
+        // Rows slice, slice + 32, .. added in order, four loads at a time in flight.
+        var g = slice;
+        for (; g + 96u < n; g += 128u) {{
+            let a0 = partials[g * {sw}u + word];
+            let a1 = partials[(g + 32u) * {sw}u + word];
+            let a2 = partials[(g + 64u) * {sw}u + word];
+            let a3 = partials[(g + 96u) * {sw}u + word];
+            acc += a0;
+            acc += a1;
+            acc += a2;
+            acc += a3;
+        }}
+        for (; g < n; g += 32u) {{
+            acc += partials[g * {sw}u + word];
+        }}
     }}
     stage[lid] = acc;
     workgroupBarrier();
-    for (var stride = {half}u; stride > 0u; stride = stride / 2u) {{
-        if (lid < stride) {{
-            stage[lid] += stage[lid + stride];
+    for (var stride = 16u; stride > 0u; stride = stride / 2u) {{
+        if (slice < stride) {{
+            stage[lid] += stage[lid + {w}u * stride];
         }}
         workgroupBarrier();
     }}
-    if (lid == 0u) {{
-        sums[word] = select(stage[0], sums[word] + stage[0], params.accumulate != 0u);
+    if (slice == 0u && word < {sw}u) {{
+        sums[word] = select(stage[lid], sums[word] + stage[lid], params.accumulate != 0u);
     }}
 }}
 ",
         pb = abi::REDUCE_PARAMS_BINDING,
         ib = abi::REDUCE_INPUT_BINDING,
         ob = abi::REDUCE_OUTPUT_BINDING,
-        half = wg / 2,
     )
 }
