@@ -273,10 +273,11 @@ fn pairwise(terms: &[String]) -> String {
 /// partials' rows `t / 8`, `t / 8 + 32`, .. in order (a warp's load is four rows of eight
 /// consecutive words), then a tree over the 32 slices: the same order on every run.
 ///
-/// One workgroup a word, each thread a stride of 256 rows, read every partial alone, 4 KiB
-/// and more apart: the 8-64-64-1 network's 4,353 words over 512 rows took 25 µs on the
-/// H200, 2.4% of its adjoint at 2^20 (`BENCHMARKS.md`). `runtime/src/gpu/optim.rs`, whose
-/// updates can take this pass over, sums in the same order.
+/// The pass once ran a workgroup a word, each thread reading every 256th row's partial
+/// alone, a row apart (17 KiB for the 8-64-64-1 network's 4,353 words): 25 µs on the H200,
+/// 2.4% of that network's adjoint at 2^20; this one takes 9 µs (`BENCHMARKS.md`).
+/// `runtime/src/gpu/optim.rs`, whose updates can take this pass over, sums in the same
+/// order.
 pub fn emit_reduce_kernel(signature: &str, shared_words: u32, precision: Precision) -> String {
     const _: () = assert!(abi::WORKGROUP_SIZE == 32 * abi::REDUCE_WORDS_PER_WORKGROUP);
     let (w, sw) = (abi::REDUCE_WORDS_PER_WORKGROUP, shared_words);
