@@ -65,11 +65,6 @@ pub fn network_plan(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
         output_bias: arrays.shared_word(row.init)?,
         loss: loss(f, result_of(f, row_at)?, layout.words)?,
         shared_words: layout.shared_words,
-        // A storage buffer: the kernel's lanes read different weights at once (copying
-        // `W2`, each lane's rows of `W1`), which the constant cache behind a uniform one
-        // serves an address at a time. The 8-64-64-1 adjoint ran 4% faster at 2^20 on
-        // the H200 (1.107 -> 1.061 ms).
-        shared_uniform: false,
     };
     (covers_every_shared_word(&plan) && plan.supported()).then_some(plan)
 }

@@ -253,7 +253,7 @@ pub fn compile_with(
                 emit_wgsl::emit_network_adjoint(&sig, &plan),
                 emit_wgsl::network_workgroup_size(&plan),
                 false,
-                plan.shared_uniform,
+                emit_wgsl::NETWORK_SHARED_UNIFORM,
             ),
             None => (
                 emit_wgsl::emit_kernel_with_elements(

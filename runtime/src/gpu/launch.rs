@@ -431,17 +431,23 @@ impl Gpu {
         if let (Some(bind_group), Some(p)) = (&set.reduce_bind_group, pipelines.reduce) {
             pass.set_pipeline(&p.pipeline);
             pass.set_bind_group(0, bind_group, &[]);
-            // A workgroup per `words_per_workgroup` words (scalars), in rows of at most the
-            // per-dimension limit.
-            let per_group = (spec.shared.and_then(|s| s.reduction.as_ref()))
-                .map_or(1, |r| r.words_per_workgroup.max(1));
-            let groups = (spec.shared_grad_scalars() as u32).div_ceil(per_group);
-            let y = groups.div_ceil(spec.max_workgroups_per_dim);
-            pass.dispatch_workgroups(groups.div_ceil(y), y, 1);
+            let (x, y) = Self::reduce_workgroups(spec);
+            pass.dispatch_workgroups(x, y, 1);
             true
         } else {
             false
         }
+    }
+
+    /// The workgroups in x and y of `spec`'s second pass: a workgroup per
+    /// `words_per_workgroup` shared words (scalars), in rows of at most the per-dimension
+    /// limit.
+    pub(super) fn reduce_workgroups(spec: &KernelSpec) -> (u32, u32) {
+        let per_group = (spec.shared.and_then(|s| s.reduction.as_ref()))
+            .map_or(1, |r| r.words_per_workgroup.max(1));
+        let groups = (spec.shared_grad_scalars() as u32).div_ceil(per_group);
+        let y = groups.div_ceil(spec.max_workgroups_per_dim);
+        (groups.div_ceil(y), y)
     }
 
     /// Workgroups in x and y for `m` elements: as few rows as the per-dimension limit

@@ -375,15 +375,11 @@ impl Gpu {
                 (r.output_binding, sums, 0, None),
             ],
         );
-        // A workgroup per `words_per_workgroup` words (scalars), in rows of at most the
-        // per-dimension limit.
-        let groups = (spec.shared_grad_scalars() as u32).div_ceil(r.words_per_workgroup.max(1));
-        let y = groups.div_ceil(spec.max_workgroups_per_dim);
         PendingSum {
             label: r.label,
             pipeline: pipeline.pipeline.clone(),
             group,
-            workgroups: (groups.div_ceil(y), y),
+            workgroups: Self::reduce_workgroups(spec),
             partials: partials.clone(),
             rows,
             accumulate,

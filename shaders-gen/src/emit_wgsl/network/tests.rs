@@ -43,7 +43,6 @@ fn plan(inputs: u32, hidden: u32, loss: &Function) -> NetworkPlan {
         output_bias: w3 + hidden,
         loss: loss.clone(),
         shared_words: w3 + hidden + 1,
-        shared_uniform: true,
     }
 }
 
