@@ -197,10 +197,7 @@ fn a_3_64_64_1_network_with_a_loss_of_more_words_is_the_batch_sum() {
 /// time, against the f64 interpreter's reverse mode of the unoptimized IR.
 #[test]
 fn networks_of_other_shapes_and_losses_match_the_interpreter() {
-    use common::compiled::compiled_spec;
-    use gradfuse_shaders_gen::abi::KernelKind;
     use gradfuse_shaders_gen::samples::{DenseNetwork, network};
-    use gradfuse_shaders_gen::{ad, compile_str, interp};
     let squared = "(y - t) * (y - t)";
     let huber = "let d = (y - t).abs(); if d < 0.25 { 0.5 * d * d } else { 0.25 * (d - 0.125) }";
     let mut cases: Vec<(usize, usize, String, String)> = [
@@ -227,33 +224,98 @@ fn networks_of_other_shapes_and_losses_match_the_interpreter() {
         cases.push((i, n, network(i, h, 1), name));
     }
     for (i, n, src, name) in cases {
-        let c = compile_str(&src).expect("compiles");
-        assert!(c.wgsl_reverse.contains("register-blocked"), "{name}");
-        let spec = compiled_spec("net", &c, KernelKind::Adjoint);
-        assert!(!spec.bounds_checks, "{name}: compiled with bounds checks");
         let mut rng = Rng(90 + i as u64);
-        let words = i + 1;
-        let shared: Vec<f32> = (0..spec.shared_words())
+        let shared_words = shared_words_of(&src);
+        let shared: Vec<f32> = (0..shared_words).map(|_| rng.uniform(-0.3, 0.3)).collect();
+        let input: Vec<f32> = (0..n * (i + 1)).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        check_against_interpreter(&name, &src, i + 1, &shared, &input);
+    }
+}
+
+/// The `#[shared]` words of network `src`.
+fn shared_words_of(src: &str) -> usize {
+    let c = gradfuse_shaders_gen::compile_str(src).expect("compiles");
+    c.lowered.layout.shared_words as usize
+}
+
+/// Network `src`'s cooperative adjoint on `input` (rows of `words`) and `shared`, against
+/// the f64 interpreter's reverse mode of the unoptimized IR.
+fn check_against_interpreter(name: &str, src: &str, words: usize, shared: &[f32], input: &[f32]) {
+    use common::compiled::compiled_spec;
+    use gradfuse_shaders_gen::abi::KernelKind;
+    use gradfuse_shaders_gen::{ad, compile_str, interp};
+    let c = compile_str(src).expect("compiles");
+    assert!(c.wgsl_reverse.contains("register-blocked"), "{name}");
+    let spec = compiled_spec("net", &c, KernelKind::Adjoint);
+    assert!(!spec.bounds_checks, "{name}: compiled with bounds checks");
+    let n = input.len() / words;
+    let mut values = vec![0.0f32; n];
+    let mut sg = vec![0.0f32; spec.shared_grad_words()];
+    device()
+        .launch_shared(spec, input, shared, &mut [&mut values], &mut sg)
+        .expect("launch");
+    let reverse = ad::reverse(&c.lowered.primal);
+    let mut per_element = Vec::with_capacity(n);
+    for e in 0..n {
+        let row = input[e * words..(e + 1) * words].iter().chain(shared);
+        let all = interp::eval(&reverse, &row.map(|v| *v as f64).collect::<Vec<_>>());
+        per_element.push((all[0] as f32, all[1 + words..].to_vec()));
+    }
+    check(
+        name,
+        &per_element,
+        || (values.clone(), sg.iter().map(|v| *v as f64).collect()),
+        |p| p.clone(),
+    );
+}
+
+/// Relu layers (`s.max(0.0)`), alone and beside a tanh layer, on elements and weights that
+/// put sums exactly at zero: `max`'s derivative is 0.5 there (a tie), which the kernel
+/// reads back from the stored output's sign.
+#[test]
+fn relu_networks_match_the_interpreter_at_ties_too() {
+    use gradfuse_shaders_gen::samples::DenseNetwork;
+    let relu = "s.max(0.0)";
+    let cases = [
+        (8usize, 32usize, [relu, relu], 300usize),
+        (3, 64, [relu, relu], 200),
+        (5, 64, [relu, "s.tanh()"], 150),
+        (4, 32, ["s.tanh()", relu], 170),
+    ];
+    for (i, h, [first, second], n) in cases {
+        let src = DenseNetwork {
+            activation: second,
+            ..DenseNetwork::new(i, h)
+        }
+        .source()
+        .replacen(
+            &format!("h1[j] = {second};"),
+            &format!("h1[j] = {first};"),
+            1,
+        );
+        let name = format!("{i}-{h}-{h}-1, {first} then {second}");
+        let mut rng = Rng(110 + i as u64);
+        let mut shared: Vec<f32> = (0..shared_words_of(&src))
             .map(|_| rng.uniform(-0.3, 0.3))
             .collect();
-        let input: Vec<f32> = (0..n * words).map(|_| rng.uniform(-1.0, 1.0)).collect();
-        let mut values = vec![0.0f32; n];
-        let mut sg = vec![0.0f32; spec.shared_grad_words()];
-        device()
-            .launch_shared(spec, &input, &shared, &mut [&mut values], &mut sg)
-            .expect("launch");
-        let reverse = ad::reverse(&c.lowered.primal);
-        let mut per_element = Vec::with_capacity(n);
-        for e in 0..n {
-            let row = input[e * words..(e + 1) * words].iter().chain(&shared);
-            let all = interp::eval(&reverse, &row.map(|v| *v as f64).collect::<Vec<_>>());
-            per_element.push((all[0] as f32, all[1 + words..].to_vec()));
+        // The first layer's biases at or below zero (every fourth exactly zero) and every
+        // third of the second's zero: an element of zeros then sums to exactly zero in
+        // those rows of both layers.
+        let (b1, b2) = (i * h, i * h + h + h * h);
+        for j in 0..h {
+            shared[b1 + j] = if j % 4 == 0 {
+                0.0
+            } else {
+                -shared[b1 + j].abs()
+            };
+            if j % 3 == 0 {
+                shared[b2 + j] = 0.0;
+            }
         }
-        check(
-            &name,
-            &per_element,
-            || (values.clone(), sg.iter().map(|v| *v as f64).collect()),
-            |p| p.clone(),
-        );
+        let mut input: Vec<f32> = (0..n * (i + 1)).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        for e in (0..n).step_by(7) {
+            input[e * (i + 1)..e * (i + 1) + i].fill(0.0);
+        }
+        check_against_interpreter(&name, &src, i + 1, &shared, &input);
     }
 }

@@ -5,7 +5,9 @@ adjoint kernel sums over the batch). Run on the device next to the Rust bench:
 
     python3 benches/networks/jax_networks.py
 
-GRADFUSE_JAX_NETWORKS="3-64 8-64" times other I-H-H-1 shapes (default "8-32 8-64").
+GRADFUSE_JAX_NETWORKS="3-64 8-64" times other I-H-H-1 shapes (default "8-32 8-64"), and
+GRADFUSE_JAX_ACTIVATIONS="tanh relu" each with these hidden activations (default "tanh";
+relu as jax.nn.relu, gradfuse's `s.max(0.0)`).
 
 Matrix products run at JAX's default precision (TF32 tensor cores on an H100) and at
 "highest" (true f32, what gradfuse computes); both are printed.
@@ -17,11 +19,16 @@ import jax
 import jax.numpy as jnp
 
 
-def network(i, h):
+ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
+
+
+def network(i, h, activation="tanh"):
+    act = ACTIVATIONS[activation]
+
     def loss(w, x, t):
         w1, b1, w2, b2, w3, b3 = w
-        h1 = jnp.tanh(x @ w1.T + b1)
-        h2 = jnp.tanh(h1 @ w2.T + b2)
+        h1 = act(x @ w1.T + b1)
+        h2 = act(h1 @ w2.T + b2)
         y = h2 @ w3 + b3
         return jnp.sum((y - t) ** 2)
 
@@ -57,21 +64,27 @@ def main():
     print("| network | precision | n | value ms | value_and_grad ms |")
     print("|---|---|---|---|---|")
     shapes = os.environ.get("GRADFUSE_JAX_NETWORKS", "8-32 8-64").split()
-    for i, h in (map(int, s.split("-")) for s in shapes):
-        name = f"{i}-{h}-{h}-1"
-        loss, w = network(i, h)
-        for precision in ["default", "highest"]:
-            with jax.default_matmul_precision(precision):
-                value = jax.jit(loss)
-                vg = jax.jit(jax.value_and_grad(loss))
-                for log_n in [20, 24]:
-                    n = 1 << log_n
-                    kx, kt = jax.random.split(jax.random.PRNGKey(log_n))
-                    x = jax.random.uniform(kx, (n, i), minval=0.5, maxval=2.0)
-                    t = jax.random.uniform(kt, (n,), minval=0.5, maxval=2.0)
-                    v_ms = median_ms(value, w, x, t)
-                    g_ms = median_ms(vg, w, x, t)
-                    print(f"| {name} | {precision} | 2^{log_n} | {v_ms:.3f} | {g_ms:.3f} |")
+    activations = os.environ.get("GRADFUSE_JAX_ACTIVATIONS", "tanh").split()
+    for activation in activations:
+        for i, h in (map(int, s.split("-")) for s in shapes):
+            time_network(i, h, activation)
+
+
+def time_network(i, h, activation):
+    name = f"{i}-{h}-{h}-1" + ("" if activation == "tanh" else f" {activation}")
+    loss, w = network(i, h, activation)
+    for precision in ["default", "highest"]:
+        with jax.default_matmul_precision(precision):
+            value = jax.jit(loss)
+            vg = jax.jit(jax.value_and_grad(loss))
+            for log_n in [20, 24]:
+                n = 1 << log_n
+                kx, kt = jax.random.split(jax.random.PRNGKey(log_n))
+                x = jax.random.uniform(kx, (n, i), minval=0.5, maxval=2.0)
+                t = jax.random.uniform(kt, (n,), minval=0.5, maxval=2.0)
+                v_ms = median_ms(value, w, x, t)
+                g_ms = median_ms(vg, w, x, t)
+                print(f"| {name} | {precision} | 2^{log_n} | {v_ms:.3f} | {g_ms:.3f} |")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 //! [`NetworkPlan`] read off the lowered IR, or none.
 //!
 //! The function must be, and be only, the network that kernel computes: per-element inputs
-//! `x` (an array argument, `#[constant]` like every per-element word) into two dense tanh
-//! layers of 32 or 64 rows ([`ir::dense_layers`]), the second reading what the first
+//! `x` (an array argument, `#[constant]` like every per-element word) into two dense layers
+//! of 32 or 64 rows, each `tanh` or relu ([`ir::dense_layers`]), the second reading what the first
 //! wrote, an output row `y = b + w . h2` ([`ir::dot_row`]) reading what the second wrote,
 //! and a loss of `y` and the element's words alone; loops of one trip are read as their
 //! bodies (an output written as a loop over its one row, the loss summed inside, is that
@@ -14,7 +14,6 @@
 use crate::abi::{ArgLayout, KernelKind};
 use crate::emit_wgsl::{LayerWords, NetworkPlan, WordIndex};
 use crate::ir::{self, Builder, DenseLayer, Function, LoopKind, Node, Op, ValueId};
-use crate::ops::Func;
 use crate::signature::Precision;
 use crate::{ad, opt};
 
@@ -43,8 +42,8 @@ pub fn network_plan(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
         && first.columns == inputs as usize
         && first.input_index == (0, 1)
         && second.input_index == (0, 1)
-        && first.activation == Some(Func::Tanh)
-        && second.activation == Some(Func::Tanh);
+        && first.activation.is_some()
+        && second.activation.is_some();
     if !chained || !shapes {
         return None;
     }
@@ -59,6 +58,7 @@ pub fn network_plan(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
         first_input: x,
         inputs,
         hidden: hidden as u32,
+        activations: [first.activation?, second.activation?],
         first: arrays.layer_words(first, inputs)?,
         second: arrays.layer_words(second, hidden as u32)?,
         output: arrays.row_words(row.weights, row.weight_index, hidden)?,

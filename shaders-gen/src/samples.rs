@@ -48,7 +48,8 @@ pub struct DenseNetwork {
     pub inputs: usize,
     /// Rows of both hidden layers, `H`.
     pub hidden: usize,
-    /// The hidden layers' activation, a method name (`tanh`).
+    /// The hidden layers' activation, an expression of the row's sum `s` (`s.tanh()`,
+    /// `s.max(0.0)`).
     pub activation: &'static str,
     /// The second layer's weight index in `w2`, of `j` (row) and `k` (column); `None`:
     /// row by row, `j * H + k`.
@@ -65,7 +66,7 @@ impl DenseNetwork {
         DenseNetwork {
             inputs,
             hidden,
-            activation: "tanh",
+            activation: "s.tanh()",
             second_weight: None,
             target_attr: "#[constant]",
             loss: "(y - t) * (y - t)".into(),
@@ -85,7 +86,7 @@ impl DenseNetwork {
                     for k in 0..{i} {{
                         s += w1[j * {i} + k] * x[k];
                     }}
-                    h1[j] = s.{act}();
+                    h1[j] = {act};
                 }}
                 let mut h2 = [0.0; {h}];
                 for j in 0..{h} {{
@@ -93,7 +94,7 @@ impl DenseNetwork {
                     for k in 0..{h} {{
                         s += w2[{w2}] * h1[k];
                     }}
-                    h2[j] = s.{act}();
+                    h2[j] = {act};
                 }}
                 let mut y = w3[{h}];
                 for k in 0..{h} {{

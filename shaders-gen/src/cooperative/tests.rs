@@ -37,7 +37,7 @@ fn network(i: usize, h: usize, act: &'static str, t_attr: &'static str, loss: &s
 #[test]
 fn the_readme_networks_get_the_cooperative_kernel() {
     for (i, h) in [(8, 64), (8, 32), (2, 64), (16, 32)] {
-        let src = network(i, h, "tanh", "#[constant]", "(y - t) * (y - t)");
+        let src = network(i, h, "s.tanh()", "#[constant]", "(y - t) * (y - t)");
         let (plan, wgsl) = plan_of(&src);
         let plan = plan.unwrap_or_else(|| panic!("{i}-{h}: no plan"));
         assert_eq!(
@@ -54,11 +54,37 @@ fn the_readme_networks_get_the_cooperative_kernel() {
 }
 
 #[test]
+fn relu_networks_get_the_cooperative_kernel() {
+    use crate::ir::Activation;
+    for (i, h, act) in [
+        (8, 64, "s.max(0.0)"),
+        (4, 32, "0.0f32.max(s)"),
+        (2, 64, "f32::max(s, 0.0)"),
+    ] {
+        let src = network(i, h, act, "#[constant]", "(y - t) * (y - t)");
+        let (plan, wgsl) = plan_of(&src);
+        let plan = plan.unwrap_or_else(|| panic!("{i}-{h} {act}: no plan"));
+        assert_eq!(plan.activations, [Activation::Relu; 2]);
+        assert!(wgsl.contains("register-blocked matrix products"), "{act}");
+        assert!(!wgsl.contains("gf_tanh("), "{act}");
+    }
+    // One layer of each.
+    let src = network(8, 32, "s.tanh()", "#[constant]", "(y - t) * (y - t)").replacen(
+        "h1[j] = s.tanh();",
+        "h1[j] = s.max(0.0);",
+        1,
+    );
+    let plan = plan_of(&src).0.expect("a plan");
+    let tanh = Activation::Call(crate::ops::Func::Tanh);
+    assert_eq!(plan.activations, [Activation::Relu, tanh]);
+}
+
+#[test]
 fn any_loss_of_y_and_the_elements_words() {
     let src = network(
         4,
         32,
-        "tanh",
+        "s.tanh()",
         "#[constant]",
         "let d = y - t; (d * d + 1.0).ln() * x[1]",
     );
@@ -75,15 +101,28 @@ fn any_loss_of_y_and_the_elements_words() {
 fn networks_the_kernel_does_not_compute_keep_one_element_a_thread() {
     let cases = [
         // A width whose swizzle is no XOR within a row, or too wide for 48 KiB.
-        network(8, 48, "tanh", "#[constant]", "(y - t) * (y - t)"),
-        network(8, 96, "tanh", "#[constant]", "(y - t) * (y - t)"),
+        network(8, 48, "s.tanh()", "#[constant]", "(y - t) * (y - t)"),
+        network(8, 96, "s.tanh()", "#[constant]", "(y - t) * (y - t)"),
         // Another activation.
-        network(8, 32, "sin", "#[constant]", "(y - t) * (y - t)"),
+        network(8, 32, "s.sin()", "#[constant]", "(y - t) * (y - t)"),
+        network(8, 64, "s.max(0.1)", "#[constant]", "(y - t) * (y - t)"),
         // A per-element gradient (t differentiable).
-        network(8, 32, "tanh", "", "(y - t) * (y - t)"),
+        network(8, 32, "s.tanh()", "", "(y - t) * (y - t)"),
         // The loss reads a shared word, or an activation.
-        network(8, 32, "tanh", "#[constant]", "(y - t) * (y - t) * w1[0]"),
-        network(8, 32, "tanh", "#[constant]", "(y - t) * (y - t) + h2[3]"),
+        network(
+            8,
+            32,
+            "s.tanh()",
+            "#[constant]",
+            "(y - t) * (y - t) * w1[0]",
+        ),
+        network(
+            8,
+            32,
+            "s.tanh()",
+            "#[constant]",
+            "(y - t) * (y - t) + h2[3]",
+        ),
     ];
     for src in cases {
         let (plan, wgsl) = plan_of(&src);
@@ -91,7 +130,7 @@ fn networks_the_kernel_does_not_compute_keep_one_element_a_thread() {
         assert!(!wgsl.contains("register-blocked matrix products"));
     }
     // A shared word no layer reads.
-    let extra = network(8, 32, "tanh", "#[constant]", "(y - t) * (y - t)")
+    let extra = network(8, 32, "s.tanh()", "#[constant]", "(y - t) * (y - t)")
         .replace("w3: [f32; 33]", "w3: [f32; 34]");
     assert!(plan_of(&extra).0.is_none());
     // Two outputs, as `samples::network` writes them: a loop over the output rows.

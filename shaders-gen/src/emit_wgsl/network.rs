@@ -1,5 +1,5 @@
-//! The adjoint kernel of a network of two dense tanh layers as register-blocked matrix
-//! products of the workgroup, not one element a thread.
+//! The adjoint kernel of a network of two dense layers (each `tanh` or relu) as
+//! register-blocked matrix products of the workgroup, not one element a thread.
 //!
 //! One element a thread reads every weight once per element, which holds an 8-64-64-1
 //! network's adjoint at about 6 TFMA/s on the H100; JAX's batched products ran 1.5x faster.
@@ -23,6 +23,10 @@
 //! - `d_W1`, `d_b1`, `d_b2`, `d_w3`: each thread's sums over its elements, then summed over
 //!   the column groups in turn. Every sum is in a fixed order: bit-identical over runs.
 //! - The output row `y = b3 + w3 . h2` and the loss after it run one thread an element.
+//! - Each layer's activation derivative is read off its stored output, where the chunk's
+//!   matrices have no room for the sums: `1 - h^2` for `tanh`; for relu 1 above zero, 0
+//!   below, and 0.5 at a sum of exactly zero (`max`'s tie, as `ad::partials` has it), which
+//!   the layer stores as `-0.0` so that the sign tells it from a negative sum ([`WGSL_RELU`]).
 //!
 //! The runtime compiles this kernel without wgpu's bounds checks
 //! ([`crate::Compiled::adjoint_bounds_checks`]), which clamp every index and kept the
@@ -47,8 +51,9 @@
 
 mod phases;
 
-use crate::ir::{Function, Op};
+use crate::ir::{Activation, Function, Op};
 use crate::names::Taken;
+use crate::ops::Func;
 use crate::ops::{WGSL_TANH_BRANCH_FREE, wgsl_helper};
 use crate::signature::Precision;
 use phases::{backward, entry_prologue, forward, output_and_loss, partial_sums};
@@ -77,7 +82,7 @@ pub struct LayerWords {
 }
 
 /// What [`emit_network_adjoint`] writes a kernel for: the network
-/// `y = b3 + w3 . tanh(W2 tanh(W1 x + b1) + b2)`, then `loss(y, element words)`.
+/// `y = b3 + w3 . act2(W2 act1(W1 x + b1) + b2)`, then `loss(y, element words)`.
 pub struct NetworkPlan {
     /// Argument words per element.
     pub element_words: u32,
@@ -87,6 +92,9 @@ pub struct NetworkPlan {
     pub inputs: u32,
     /// Rows of both layers: 32 or 64.
     pub hidden: u32,
+    /// What the first and the second layer apply to their sums: `tanh` or relu
+    /// ([`NetworkPlan::supported`]).
+    pub activations: [Activation; 2],
     /// The first layer (`hidden x inputs`).
     pub first: LayerWords,
     /// The second layer (`hidden x hidden`).
@@ -110,8 +118,9 @@ pub const SHARED_UNIFORM: bool = false;
 
 impl NetworkPlan {
     /// Whether this kernel can be written for the plan: widths whose swizzles are XORs
-    /// within a row (powers of two) and whose three matrices fit 48 KiB, inputs that fit
-    /// the borrowed rows, and a loss of plain words.
+    /// within a row (powers of two) and whose three matrices fit 48 KiB, activations whose
+    /// derivative it reads off their stored outputs (`tanh`, relu), inputs that fit the
+    /// borrowed rows, and a loss of plain words.
     pub fn supported(&self) -> bool {
         let straight = self.loss.outputs.len() == 2
             && self.loss.nodes.iter().all(|n| {
@@ -125,7 +134,10 @@ impl NetworkPlan {
                         | Op::ArrayAdd(..)
                 )
             });
+        let activations = (self.activations.iter())
+            .all(|a| matches!(a, Activation::Call(Func::Tanh) | Activation::Relu));
         matches!(self.hidden, 32 | 64)
+            && activations
             && (1..=32).contains(&self.inputs)
             && self.first_input + self.inputs <= self.element_words
             && self.loss.num_inputs == 1 + self.element_words
@@ -246,6 +258,41 @@ impl Shape {
     }
 }
 
+/// The WGSL of activation `a` over `sums`, a `vec4` (one of [`NetworkPlan::supported`]'s).
+fn activate(a: Activation, sums: &str) -> String {
+    match a {
+        Activation::Relu => format!("relu4({sums})"),
+        _ => format!("tanh4({sums})"),
+    }
+}
+
+/// The WGSL of activation `a`'s derivative, read off `out`, a `vec4` of what [`activate`]
+/// wrote.
+fn derivative(a: Activation, out: &str) -> String {
+    match a {
+        Activation::Relu => format!("drelu4({out})"),
+        _ => format!("(vec4<f32>(1.0) - {out} * {out})"),
+    }
+}
+
+/// Relu's helpers. `max(s, 0)`'s derivative is 1 above zero, 0.5 at zero (`ad::partials`:
+/// a tie) and 0 below and at NaN, which the output `0` alone cannot tell apart; so the
+/// stored output at zero is `-0.0`, which sums read as `0.0`, and the derivative reads its
+/// sign bit back. NaN gives `0`, as Rust's `f32::max` (and `gf_max`) does.
+const WGSL_RELU: &str = "\
+// max(v, 0), -0.0 where v is zero: drelu4 reads the tie back from the sign.
+fn relu4(v: vec4<f32>) -> vec4<f32> {
+    let zero = select(vec4<f32>(0.0), vec4<f32>(bitcast<f32>(0x80000000u)), v == vec4<f32>(0.0));
+    return select(zero, v, v > vec4<f32>(0.0));
+}
+
+// d max(v, 0) / dv from relu4's output h: 1 above zero, 0.5 at a tie, else 0.
+fn drelu4(h: vec4<f32>) -> vec4<f32> {
+    let tie = bitcast<vec4<u32>>(h) == vec4<u32>(0x80000000u);
+    return select(select(vec4<f32>(0.0), vec4<f32>(0.5), tie), vec4<f32>(1.0), h > vec4<f32>(0.0));
+}
+";
+
 /// Index of `vec4` column `col` of row `row` of a swizzled matrix (`rm`: the row modulo 8).
 fn cell(row: &str, rm: &str, col: &str) -> String {
     format!("{row} * 16u + (({col}) ^ {rm})")
@@ -259,9 +306,9 @@ pub fn emit_network_adjoint(signature: &str, plan: &NetworkPlan) -> String {
     let mut s = String::new();
     header(signature, plan, &sh, &mut s);
     entry_prologue(plan, &sh, &mut s);
-    forward(&sh, &mut s);
+    forward(plan, &sh, &mut s);
     output_and_loss(plan, &sh, &mut s);
-    backward(&sh, &mut s);
+    backward(plan, &sh, &mut s);
     partial_sums(plan, &sh, &mut s);
     s
 }
@@ -301,7 +348,10 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     );
     let mut helpers = BTreeSet::new();
     let body = loss_statements(&plan.loss, &mut helpers);
-    helpers.insert("gf_tanh");
+    let tanh = (plan.activations.iter()).any(|a| *a == Activation::Call(Func::Tanh));
+    if tanh {
+        helpers.insert("gf_tanh");
+    }
     for name in &helpers {
         // tanh without branches: a warp's elements take both of its paths.
         let src = match *name {
@@ -312,10 +362,15 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             let _ = writeln!(s, "{src}\n");
         }
     }
-    s.push_str(
-        "fn tanh4(v: vec4<f32>) -> vec4<f32> {\n    \
-         return vec4<f32>(gf_tanh(v.x), gf_tanh(v.y), gf_tanh(v.z), gf_tanh(v.w));\n}\n\n",
-    );
+    if tanh {
+        s.push_str(
+            "fn tanh4(v: vec4<f32>) -> vec4<f32> {\n    \
+             return vec4<f32>(gf_tanh(v.x), gf_tanh(v.y), gf_tanh(v.z), gf_tanh(v.w));\n}\n\n",
+        );
+    }
+    if plan.activations.contains(&Activation::Relu) {
+        let _ = writeln!(s, "{WGSL_RELU}");
+    }
     // `acc += dot(p, q)` is a product and three FMAs, then an add.
     s.push_str(
         "// acc + p . q as four FMAs, in the order x, y, z, w.\n\

@@ -41,7 +41,17 @@ pub struct DenseLayer {
     /// `x[offset + stride * k]`: `(offset, stride)`.
     pub input_index: (i64, i64),
     /// The function applied to each row's sum (`None`: the sum itself).
-    pub activation: Option<Func>,
+    pub activation: Option<Activation>,
+}
+
+/// What a dense layer applies to each row's sum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    /// A method of one argument: `s.tanh()`.
+    Call(Func),
+    /// `s.max(0.0)` or `0.0f32.max(s)`: a rectified linear unit, with `max`'s derivative
+    /// (`ad::partials`: 1 above zero, 0.5 at zero, 0 below and at NaN).
+    Relu,
 }
 
 /// An integer of a loop body as `outer × j + inner × k + constant`, `j` the layer's row
@@ -113,8 +123,15 @@ pub fn dense_layer(
     {
         return None;
     }
+    let zero = |v: ValueId| matches!(body.node(v).op, Op::Const(c) if c == 0.0);
     let (activation, sum) = match &body.node(*value).op {
-        Op::Call(func, args) if args.len() == 1 => (Some(*func), args[0]),
+        Op::Call(func, args) if args.len() == 1 => (Some(Activation::Call(*func)), args[0]),
+        Op::Call(Func::Max, args) if args.len() == 2 && zero(args[1]) => {
+            (Some(Activation::Relu), args[0])
+        }
+        Op::Call(Func::Max, args) if args.len() == 2 && zero(args[0]) => {
+            (Some(Activation::Relu), args[1])
+        }
         _ => (None, *value),
     };
     let Op::Result(inner_at, 0) = body.node(sum).op else {

@@ -1,6 +1,6 @@
 //! The phases of the cooperative network adjoint's entry point, in the order it runs them.
 
-use super::{NetworkPlan, Shape, cell, word};
+use super::{NetworkPlan, Shape, activate, cell, derivative, word};
 use std::fmt::Write;
 
 /// Lines of WGSL, each pushed with its newline.
@@ -153,9 +153,9 @@ fn rank_one_step(
     }
 }
 
-/// `h1 = tanh(W1 x + b1)` into its matrix, then `s2 = W2 h1 + b2` and `h2 = tanh(s2)` in
+/// `h1 = act(W1 x + b1)` into its matrix, then `s2 = W2 h1 + b2` and `h2 = act(s2)` in
 /// registers, and each lane's part of the output row into `ds2s`'s first 32 rows.
-pub(super) fn forward(sh: &Shape, s: &mut String) {
+pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
     for r in rows.clone() {
         for c in cols.clone() {
@@ -174,7 +174,8 @@ pub(super) fn forward(sh: &Shape, s: &mut String) {
     for r in rows.clone() {
         for c in cols.clone() {
             let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
-            let _ = writeln!(s, "        h1s[{at}] = tanh4(s{r}_{c});");
+            let h1 = activate(plan.activations[0], &format!("s{r}_{c}"));
+            let _ = writeln!(s, "        h1s[{at}] = {h1};");
         }
     }
     line(s, "        workgroupBarrier();");
@@ -207,7 +208,8 @@ pub(super) fn forward(sh: &Shape, s: &mut String) {
     }
     for r in rows.clone() {
         for c in cols.clone() {
-            let _ = writeln!(s, "        let t{r}_{c} = tanh4(f{r}_{c});");
+            let h2 = activate(plan.activations[1], &format!("f{r}_{c}"));
+            let _ = writeln!(s, "        let t{r}_{c} = {h2};");
         }
     }
     for c in cols {
@@ -219,7 +221,7 @@ pub(super) fn forward(sh: &Shape, s: &mut String) {
 }
 
 /// The output row summed over the lanes' parts, the loss and its derivative `d_y` (one
-/// thread an element, `d_y` into row 32 of `ds2s`), then `d_s2 = (1 - h2^2) w3 d_y` into
+/// thread an element, `d_y` into row 32 of `ds2s`), then `d_s2 = act'(s2) w3 d_y` into
 /// its matrix and the output row's gradients in registers.
 pub(super) fn output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let _ = writeln!(
@@ -242,10 +244,11 @@ pub(super) fn output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     }
     for r in rows.clone() {
         for c in cols.clone() {
+            let d = derivative(plan.activations[1], &format!("t{r}_{c}"));
             let _ = writeln!(
                 s,
                 "        gw3_{r} = dot_acc(t{r}_{c}, dy{c}, gw3_{r});\n        \
-                 let g{r}_{c} = (vec4<f32>(1.0) - t{r}_{c} * t{r}_{c}) * (w3_{r} * dy{c});\n        \
+                 let g{r}_{c} = {d} * (w3_{r} * dy{c});\n        \
                  gb2_{r} += (g{r}_{c}.x + g{r}_{c}.y) + (g{r}_{c}.z + g{r}_{c}.w);"
             );
         }
@@ -260,9 +263,9 @@ pub(super) fn output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     line(s, "        workgroupBarrier();");
 }
 
-/// `d_h1 = W2^T d_s2` for the lane's rows, `d_W2 += d_s2 h1^T`, `d_s1 = (1 - h1^2) d_h1`
+/// `d_h1 = W2^T d_s2` for the lane's rows, `d_W2 += d_s2 h1^T`, `d_s1 = act'(s1) d_h1`
 /// in registers, then the inputs again and `d_W1 += d_s1 x^T`.
-pub(super) fn backward(sh: &Shape, s: &mut String) {
+pub(super) fn backward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
     for r in rows.clone() {
         for c in cols.clone() {
@@ -322,10 +325,11 @@ pub(super) fn backward(sh: &Shape, s: &mut String) {
     for r in rows.clone() {
         for c in cols.clone() {
             let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
+            let d = derivative(plan.activations[0], &format!("hh{r}_{c}"));
             let _ = writeln!(
                 s,
                 "        let hh{r}_{c} = h1s[{at}];\n        \
-                 let e{r}_{c} = (vec4<f32>(1.0) - hh{r}_{c} * hh{r}_{c}) * d{r}_{c};\n        \
+                 let e{r}_{c} = {d} * d{r}_{c};\n        \
                  gb1_{r} += (e{r}_{c}.x + e{r}_{c}.y) + (e{r}_{c}.z + e{r}_{c}.w);"
             );
         }

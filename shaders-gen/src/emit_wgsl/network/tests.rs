@@ -18,6 +18,18 @@ fn squared_error(inputs: u32) -> Function {
 /// The plan of an `inputs`-`hidden`-`hidden`-1 network laid out as `samples::network`
 /// writes it (`w1`, `w2`, `w3` consecutive, each layer's biases after its weights).
 fn plan(inputs: u32, hidden: u32, loss: &Function) -> NetworkPlan {
+    plan_with(inputs, hidden, [TANH, TANH], loss)
+}
+
+const TANH: Activation = Activation::Call(Func::Tanh);
+
+/// [`plan`] with the layers' `activations`.
+fn plan_with(
+    inputs: u32,
+    hidden: u32,
+    activations: [Activation; 2],
+    loss: &Function,
+) -> NetworkPlan {
     let w2 = inputs * hidden + hidden;
     let w3 = w2 + hidden * hidden + hidden;
     let layer = |offset: u32, columns: u32| LayerWords {
@@ -33,6 +45,7 @@ fn plan(inputs: u32, hidden: u32, loss: &Function) -> NetworkPlan {
         first_input: 0,
         inputs,
         hidden,
+        activations,
         first: layer(0, inputs),
         second: layer(w2, hidden),
         output: WordIndex {
@@ -74,6 +87,30 @@ fn the_kernel_validates_at_both_widths_and_any_inputs() {
             assert!(wgsl.contains("var<workgroup> ds2s: array<vec4<f32>, 1024>;"));
         }
     }
+}
+
+#[test]
+fn relu_layers_read_their_derivative_off_the_stored_outputs() {
+    let loss = squared_error(8);
+    for (activations, tanh) in [
+        ([Activation::Relu, Activation::Relu], false),
+        ([TANH, Activation::Relu], true),
+        ([Activation::Relu, TANH], true),
+    ] {
+        for hidden in [32, 64] {
+            let p = plan_with(8, hidden, activations, &loss);
+            assert!(p.supported(), "{activations:?} {hidden}");
+            let wgsl = emit_network_adjoint("fn net(..) -> f32", &p);
+            validate(&wgsl);
+            assert!(wgsl.contains("h1s[") && wgsl.contains("drelu4("));
+            assert_eq!(wgsl.contains("fn tanh4"), tanh, "{activations:?}");
+            assert_eq!(wgsl.contains("gf_tanh("), tanh, "{activations:?}");
+        }
+    }
+    // Layers of other activations are not the kernel's.
+    let sin = Activation::Call(Func::Sin);
+    assert!(!plan_with(8, 32, [sin, TANH], &loss).supported());
+    assert!(!plan_with(8, 64, [TANH, sin], &loss).supported());
 }
 
 #[test]

@@ -56,7 +56,7 @@ fn the_readme_network_is_two_layers_and_an_output_that_is_not_one() {
         ("w1", "w1")
     );
     assert_eq!(name(&f, first.input), "x");
-    assert_eq!(first.activation, Some(Func::Tanh));
+    assert_eq!(first.activation, Some(Activation::Call(Func::Tanh)));
     assert_eq!((second.rows, second.columns), (32, 32));
     assert_eq!(second.weight_index, (0, 32, 1));
     assert_eq!(second.bias_offset, 1024);
@@ -75,7 +75,31 @@ fn sums_and_products_either_way_round_and_other_activations() {
         let (_, layers) = layers_of(&one_layer(row));
         assert_eq!(layers.len(), 1, "{row}");
         assert_eq!(layers[0].weight_index, (0, 4, 1), "{row}");
-        assert_eq!(layers[0].activation, Some(Func::Sin), "{row}");
+        assert_eq!(
+            layers[0].activation,
+            Some(Activation::Call(Func::Sin)),
+            "{row}"
+        );
+    }
+}
+
+#[test]
+fn max_with_zero_either_way_round_is_a_relu() {
+    for act in ["s.max(0.0)", "0.0f32.max(s)", "f32::max(s, 0.0)"] {
+        let row = format!(
+            "let mut s = b[j]; for k in 0..4 {{ s += w[j * 4 + k] * x[k]; }} h[j] = {act};"
+        );
+        let (_, layers) = layers_of(&one_layer(&row));
+        assert_eq!(layers.len(), 1, "{act}");
+        assert_eq!(layers[0].activation, Some(Activation::Relu), "{act}");
+    }
+    // The maximum with another value, or of the sum and a weight, is no activation.
+    for act in ["s.max(0.5)", "s.max(w[j])", "s.min(0.0)"] {
+        let row = format!(
+            "let mut s = b[j]; for k in 0..4 {{ s += w[j * 4 + k] * x[k]; }} h[j] = {act};"
+        );
+        let (_, layers) = layers_of(&one_layer(&row));
+        assert!(layers.is_empty(), "{act}: {layers:?}");
     }
 }
 
@@ -100,8 +124,8 @@ fn near_misses_are_not_layers() {
         "let mut s = b[j]; for k in 0..4 { s += (w[4 * j + k] * x[k]).sin(); } h[j] = s;",
         // The sum read inside the loop as more than its own term.
         "let mut s = b[j]; for k in 0..4 { s += w[4 * j + k] * x[k] * s; } h[j] = s;",
-        // An activation of two arguments.
-        "let mut s = b[j]; for k in 0..4 { s += w[4 * j + k] * x[k]; } h[j] = s.max(0.0);",
+        // An activation of two arguments, other than the maximum with zero.
+        "let mut s = b[j]; for k in 0..4 { s += w[4 * j + k] * x[k]; } h[j] = s.hypot(1.0);",
         // The row written somewhere else.
         "let mut s = b[j]; for k in 0..4 { s += w[4 * j + k] * x[k]; } h[2 - j] = s;",
     ] {
