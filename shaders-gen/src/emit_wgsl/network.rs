@@ -26,7 +26,7 @@
 //! - Each layer's activation derivative is read off its stored output, where the chunk's
 //!   matrices have no room for the sums: `1 - h^2` for `tanh`; for relu 1 above zero, 0
 //!   below, and 0.5 at a sum of exactly zero (`max`'s tie, as `ad::partials` has it), which
-//!   the layer stores as `-0.0` so that the sign tells it from a negative sum ([`WGSL_RELU`]).
+//!   a mask of a bit per sum of the thread tells from a negative sum ([`WGSL_RELU`]).
 //!
 //! The runtime compiles this kernel without wgpu's bounds checks
 //! ([`crate::Compiled::adjoint_bounds_checks`]), which clamp every index and kept the
@@ -248,6 +248,13 @@ impl Shape {
         }
     }
 
+    /// The first of the four bits of a tie mask (`WGSL_RELU`) for the thread's `vec4` of
+    /// sums at lane row `r`, column `c`.
+    fn tie_bit(&self, r: u32, c: u32) -> u32 {
+        debug_assert!(self.lane_rows * self.columns * 4 <= 32);
+        4 * (r * self.columns + c)
+    }
+
     /// Lane row `r` (`lr + row_lanes r`).
     fn row(&self, r: u32) -> String {
         if r == 0 {
@@ -266,29 +273,45 @@ fn activate(a: Activation, sums: &str) -> String {
     }
 }
 
-/// The WGSL of activation `a`'s derivative, read off `out`, a `vec4` of what [`activate`]
-/// wrote.
-fn derivative(a: Activation, out: &str) -> String {
+/// The statement that records which lanes of `sums` are exactly zero into layer `layer`'s
+/// tie mask at bit `bit`, where `a` needs it (relu: [`WGSL_RELU`]).
+fn record_ties(a: Activation, layer: u32, sums: &str, bit: u32) -> Option<String> {
+    (a == Activation::Relu).then(|| format!("ties{layer} |= zero_bits({sums}, {bit}u);"))
+}
+
+/// The WGSL of activation `a`'s derivative from `out`, a `vec4` of what [`activate`]
+/// wrote, and (relu) layer `layer`'s tie mask at bit `bit`.
+fn derivative(a: Activation, out: &str, layer: u32, bit: u32) -> String {
     match a {
-        Activation::Relu => format!("drelu4({out})"),
+        Activation::Relu => format!("drelu4({out}, ties{layer}, {bit}u)"),
         _ => format!("(vec4<f32>(1.0) - {out} * {out})"),
     }
 }
 
 /// Relu's helpers. `max(s, 0)`'s derivative is 1 above zero, 0.5 at zero (`ad::partials`:
-/// a tie) and 0 below and at NaN, which the output `0` alone cannot tell apart; so the
-/// stored output at zero is `-0.0`, which sums read as `0.0`, and the derivative reads its
-/// sign bit back. NaN gives `0`, as Rust's `f32::max` (and `gf_max`) does.
+/// a tie) and 0 below and at NaN, which the output `0` alone cannot tell apart; so each
+/// thread keeps a bit for each of its sums that was exactly zero (a tie mask a layer,
+/// `ties1`, `ties2`: 16 sums a thread at either width), set where the layer is computed
+/// and read where its derivative is. NaN gives `0`, as Rust's `f32::max` (and `gf_max`)
+/// does. Storing ties as `-0.0` instead, for the derivative to read the sign back, passed
+/// on lavapipe and failed on the H200, its gradients off far from any tie (as if every
+/// zero output read as one): Vulkan promises signed zeros only to a shader that asks.
 const WGSL_RELU: &str = "\
-// max(v, 0), -0.0 where v is zero: drelu4 reads the tie back from the sign.
+// max(v, 0), and 0 where v is NaN.
 fn relu4(v: vec4<f32>) -> vec4<f32> {
-    let zero = select(vec4<f32>(0.0), vec4<f32>(bitcast<f32>(0x80000000u)), v == vec4<f32>(0.0));
-    return select(zero, v, v > vec4<f32>(0.0));
+    return select(vec4<f32>(0.0), v, v > vec4<f32>(0.0));
 }
 
-// d max(v, 0) / dv from relu4's output h: 1 above zero, 0.5 at a tie, else 0.
-fn drelu4(h: vec4<f32>) -> vec4<f32> {
-    let tie = bitcast<vec4<u32>>(h) == vec4<u32>(0x80000000u);
+// Bits bit .. bit + 3 set where v's lanes are exactly zero.
+fn zero_bits(v: vec4<f32>, bit: u32) -> u32 {
+    let b = select(vec4<u32>(0u), vec4<u32>(1u, 2u, 4u, 8u), v == vec4<f32>(0.0));
+    return (b.x | b.y | b.z | b.w) << bit;
+}
+
+// d max(v, 0) / dv from relu4's output h and zero_bits's mask: 1 above zero, 0.5 at a tie,
+// else 0.
+fn drelu4(h: vec4<f32>, ties: u32, bit: u32) -> vec4<f32> {
+    let tie = (vec4<u32>(ties >> bit) & vec4<u32>(1u, 2u, 4u, 8u)) != vec4<u32>(0u);
     return select(select(vec4<f32>(0.0), vec4<f32>(0.5), tie), vec4<f32>(1.0), h > vec4<f32>(0.0));
 }
 ";

@@ -1,6 +1,6 @@
 //! The phases of the cooperative network adjoint's entry point, in the order it runs them.
 
-use super::{NetworkPlan, Shape, activate, cell, derivative, word};
+use super::{NetworkPlan, Shape, activate, cell, derivative, record_ties, word};
 use std::fmt::Write;
 
 /// Lines of WGSL, each pushed with its newline.
@@ -157,6 +157,11 @@ fn rank_one_step(
 /// registers, and each lane's part of the output row into `ds2s`'s first 32 rows.
 pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
+    for (layer, a) in (1..).zip(plan.activations) {
+        if record_ties(a, layer, "", 0).is_some() {
+            let _ = writeln!(s, "        var ties{layer} = 0u;");
+        }
+    }
     for r in rows.clone() {
         for c in cols.clone() {
             let _ = writeln!(s, "        var s{r}_{c} = vec4<f32>(b1_{r});");
@@ -174,8 +179,15 @@ pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     for r in rows.clone() {
         for c in cols.clone() {
             let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
-            let h1 = activate(plan.activations[0], &format!("s{r}_{c}"));
-            let _ = writeln!(s, "        h1s[{at}] = {h1};");
+            let sums = format!("s{r}_{c}");
+            let _ = writeln!(
+                s,
+                "        h1s[{at}] = {};",
+                activate(plan.activations[0], &sums)
+            );
+            if let Some(ties) = record_ties(plan.activations[0], 1, &sums, sh.tie_bit(r, c)) {
+                let _ = writeln!(s, "        {ties}");
+            }
         }
     }
     line(s, "        workgroupBarrier();");
@@ -208,8 +220,12 @@ pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     }
     for r in rows.clone() {
         for c in cols.clone() {
-            let h2 = activate(plan.activations[1], &format!("f{r}_{c}"));
+            let sums = format!("f{r}_{c}");
+            let h2 = activate(plan.activations[1], &sums);
             let _ = writeln!(s, "        let t{r}_{c} = {h2};");
+            if let Some(ties) = record_ties(plan.activations[1], 2, &sums, sh.tie_bit(r, c)) {
+                let _ = writeln!(s, "        {ties}");
+            }
         }
     }
     for c in cols {
@@ -244,7 +260,12 @@ pub(super) fn output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     }
     for r in rows.clone() {
         for c in cols.clone() {
-            let d = derivative(plan.activations[1], &format!("t{r}_{c}"));
+            let d = derivative(
+                plan.activations[1],
+                &format!("t{r}_{c}"),
+                2,
+                sh.tie_bit(r, c),
+            );
             let _ = writeln!(
                 s,
                 "        gw3_{r} = dot_acc(t{r}_{c}, dy{c}, gw3_{r});\n        \
@@ -325,7 +346,12 @@ pub(super) fn backward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     for r in rows.clone() {
         for c in cols.clone() {
             let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
-            let d = derivative(plan.activations[0], &format!("hh{r}_{c}"));
+            let d = derivative(
+                plan.activations[0],
+                &format!("hh{r}_{c}"),
+                1,
+                sh.tie_bit(r, c),
+            );
             let _ = writeln!(
                 s,
                 "        let hh{r}_{c} = h1s[{at}];\n        \
