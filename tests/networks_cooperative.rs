@@ -1,7 +1,8 @@
 //! Networks whose adjoint the workgroup's matrix products compute (`emit_wgsl::network`,
 //! chosen by `cooperative::network_plan`): values and shared gradients on the GPU against
-//! the CPU reverse mode's per-element results summed in f64 (no code shared with the
-//! kernel), on batches cut mid-chunk, bit-identical over runs.
+//! the CPU reverse mode's or the f64 interpreter's per-element results summed in f64 (no
+//! code shared with the kernel), on batches cut mid-chunk, bit-identical over runs; tanh
+//! and relu layers, one output or several.
 
 mod common;
 
@@ -317,5 +318,34 @@ fn relu_networks_match_the_interpreter_at_ties_too() {
             input[e * (i + 1)..e * (i + 1) + i].fill(0.0);
         }
         check_against_interpreter(&name, &src, i + 1, &shared, &input);
+    }
+}
+
+/// Networks of several outputs (`samples::network`: a loop over the output rows, the loss
+/// summed inside it), at both widths up to the most each holds, two of them with relu
+/// layers.
+#[test]
+fn networks_of_several_outputs_match_the_interpreter() {
+    use gradfuse_shaders_gen::samples::network;
+    let cases = [
+        (8usize, 64usize, 2usize, false, 200usize),
+        (4, 32, 4, false, 170),
+        (3, 32, 3, true, 150),
+        (5, 64, 2, true, 130),
+    ];
+    for (i, h, o, relu, n) in cases {
+        let mut src = network(i, h, o);
+        if relu {
+            src = src.replace("s.tanh()", "s.max(0.0)");
+        }
+        let name = format!("{i}-{h}-{h}-{o}, relu {relu}");
+        let mut rng = Rng(130 + i as u64);
+        let shared: Vec<f32> = (0..shared_words_of(&src))
+            .map(|_| rng.uniform(-0.3, 0.3))
+            .collect();
+        // x, then t: o words.
+        let words = i + o;
+        let input: Vec<f32> = (0..n * words).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        check_against_interpreter(&name, &src, words, &shared, &input);
     }
 }

@@ -5,7 +5,8 @@ adjoint kernel sums over the batch). Run on the device next to the Rust bench:
 
     python3 benches/networks/jax_networks.py
 
-GRADFUSE_JAX_NETWORKS="3-64 8-64" times other I-H-H-1 shapes (default "8-32 8-64"), and
+GRADFUSE_JAX_NETWORKS="3-64 8-64 8-64-2" times other I-H-H-1 shapes, or I-H-H-O with a
+third number (default "8-32 8-64"; O outputs, the loss the sum of their squared errors), and
 GRADFUSE_JAX_ACTIVATIONS="tanh relu" each with these hidden activations (default "tanh";
 relu as jax.nn.relu, gradfuse's `s.max(0.0)`).
 
@@ -22,14 +23,15 @@ import jax.numpy as jnp
 ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu}
 
 
-def network(i, h, activation="tanh"):
+def network(i, h, activation="tanh", o=1):
     act = ACTIVATIONS[activation]
 
     def loss(w, x, t):
         w1, b1, w2, b2, w3, b3 = w
         h1 = act(x @ w1.T + b1)
         h2 = act(h1 @ w2.T + b2)
-        y = h2 @ w3 + b3
+        # One output as a vector, as this script wrote it before it took several.
+        y = (h2 @ w3 if o == 1 else h2 @ w3.T) + b3
         return jnp.sum((y - t) ** 2)
 
     key = jax.random.PRNGKey(0)
@@ -39,8 +41,8 @@ def network(i, h, activation="tanh"):
         0.1 * jax.random.normal(ks[1], (h,)),
         0.2 * jax.random.normal(ks[2], (h, h)),
         0.1 * jax.random.normal(ks[3], (h,)),
-        0.2 * jax.random.normal(ks[4], (h,)),
-        jnp.float32(0.0),
+        0.2 * jax.random.normal(ks[4], (h,) if o == 1 else (o, h)),
+        jnp.float32(0.0) if o == 1 else jnp.zeros((o,), jnp.float32),
     )
     return loss, w
 
@@ -66,13 +68,14 @@ def main():
     shapes = os.environ.get("GRADFUSE_JAX_NETWORKS", "8-32 8-64").split()
     activations = os.environ.get("GRADFUSE_JAX_ACTIVATIONS", "tanh").split()
     for activation in activations:
-        for i, h in (map(int, s.split("-")) for s in shapes):
-            time_network(i, h, activation)
+        for shape in shapes:
+            i, h, *rest = map(int, shape.split("-"))
+            time_network(i, h, activation, rest[0] if rest else 1)
 
 
-def time_network(i, h, activation):
-    name = f"{i}-{h}-{h}-1" + ("" if activation == "tanh" else f" {activation}")
-    loss, w = network(i, h, activation)
+def time_network(i, h, activation, o):
+    name = f"{i}-{h}-{h}-{o}" + ("" if activation == "tanh" else f" {activation}")
+    loss, w = network(i, h, activation, o)
     for precision in ["default", "highest"]:
         with jax.default_matmul_precision(precision):
             value = jax.jit(loss)
@@ -81,7 +84,7 @@ def time_network(i, h, activation):
                 n = 1 << log_n
                 kx, kt = jax.random.split(jax.random.PRNGKey(log_n))
                 x = jax.random.uniform(kx, (n, i), minval=0.5, maxval=2.0)
-                t = jax.random.uniform(kt, (n,), minval=0.5, maxval=2.0)
+                t = jax.random.uniform(kt, (n,) if o == 1 else (n, o), minval=0.5, maxval=2.0)
                 v_ms = median_ms(value, w, x, t)
                 g_ms = median_ms(vg, w, x, t)
                 print(f"| {name} | {precision} | 2^{log_n} | {v_ms:.3f} | {g_ms:.3f} |")

@@ -12,7 +12,7 @@
 //! else keeps the adjoint of one element a thread.
 
 use crate::abi::{ArgLayout, KernelKind};
-use crate::emit_wgsl::{LayerWords, NetworkPlan, WordIndex};
+use crate::emit_wgsl::{LayerWords, NetworkPlan, OutputRow, WordIndex};
 use crate::ir::{self, Builder, DenseLayer, Function, LoopKind, Node, Op, ValueId};
 use crate::signature::Precision;
 use crate::{ad, opt};
@@ -24,9 +24,9 @@ pub fn network_plan(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
     if layout.precision != Precision::F32 || layout.results != 1 || per_element_grads {
         return None;
     }
-    // An output written as a loop over one output row, the loss summed inside it
-    // (`samples::network(i, h, 1)`), is that row and that loss once.
-    let peeled = peel_one_trip_loops(f);
+    // Outputs written as a loop over the output rows, the loss summed inside it
+    // (`samples::network(i, h, o)`), are those rows and that loss, each once.
+    let peeled = peel_short_loops(f);
     let f = &peeled;
     let arrays = Arrays { f, layout };
     let shared = |v: ValueId| arrays.shared(v).is_some();
@@ -47,12 +47,28 @@ pub fn network_plan(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
     if !chained || !shapes {
         return None;
     }
-    let (row_at, row) = (0..f.nodes.len() as u32)
+    // Every output row reads what the second layer wrote.
+    let h2 = result_of(f, *second_at)?;
+    let rows: Vec<(ValueId, ir::DotRow)> = (0..f.nodes.len() as u32)
         .map(ValueId)
-        .find_map(|at| Some((at, ir::dot_row(f, at, &shared)?)))?;
-    if row.input != result_of(f, *second_at)? || row.input_index != (0, 1) || row.length != hidden {
+        .filter_map(|at| Some((at, ir::dot_row(f, at, &shared)?)))
+        .collect();
+    let reads_h2 =
+        |row: &ir::DotRow| row.input == h2 && row.input_index == (0, 1) && row.length == hidden;
+    if rows.is_empty() || !rows.iter().all(|(_, row)| reads_h2(row)) {
         return None;
     }
+    let ys: Vec<ValueId> = (rows.iter())
+        .map(|(at, _)| result_of(f, *at))
+        .collect::<Option<_>>()?;
+    let outputs: Vec<OutputRow> = (rows.iter())
+        .map(|(_, row)| {
+            Some(OutputRow {
+                weights: arrays.row_words(row.weights, row.weight_index, hidden)?,
+                bias: arrays.shared_word(row.init)?,
+            })
+        })
+        .collect::<Option<_>>()?;
     let plan = NetworkPlan {
         element_words: layout.words,
         first_input: x,
@@ -61,16 +77,20 @@ pub fn network_plan(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
         activations: [first.activation?, second.activation?],
         first: arrays.layer_words(first, inputs)?,
         second: arrays.layer_words(second, hidden as u32)?,
-        output: arrays.row_words(row.weights, row.weight_index, hidden)?,
-        output_bias: arrays.shared_word(row.init)?,
-        loss: loss(f, result_of(f, row_at)?, layout.words)?,
+        outputs,
+        loss: loss(f, &ys, layout.words)?,
         shared_words: layout.shared_words,
     };
     (covers_every_shared_word(&plan) && plan.supported()).then_some(plan)
 }
 
-/// `f` with its top-level loops of one trip replaced by their bodies, optimized.
-fn peel_one_trip_loops(f: &Function) -> Function {
+/// The most trips of a top-level loop that [`peel_short_loops`] writes out: a loop over
+/// the output rows, as many as the kernel computes at any width.
+const MAX_PEELED_TRIPS: i64 = crate::emit_wgsl::max_outputs(32) as i64;
+
+/// `f` with its top-level loops of at most [`MAX_PEELED_TRIPS`] trips replaced by their
+/// trips, one after another, optimized.
+fn peel_short_loops(f: &Function) -> Function {
     let mut b = Builder::like(f);
     let mut map: Vec<ValueId> = Vec::with_capacity(f.nodes.len());
     // The carried values after each peeled loop, by its node.
@@ -78,7 +98,7 @@ fn peel_one_trip_loops(f: &Function) -> Function {
     for (i, node) in f.nodes.iter().enumerate() {
         let m = |v: ValueId| map[v.index()];
         let id = match &node.op {
-            Op::Loop(l) if l.kind == LoopKind::Forward && l.trip_count() == 1 => {
+            Op::Loop(l) if l.kind == LoopKind::Forward && l.trip_count() <= MAX_PEELED_TRIPS => {
                 let init: Vec<ValueId> = l.init.iter().map(|v| m(*v)).collect();
                 let captures: Vec<ValueId> = l.captures.iter().map(|v| m(*v)).collect();
                 let trip = (l.start..l.end, node.span);
@@ -188,10 +208,11 @@ impl Arrays<'_> {
     }
 }
 
-/// The loss after the output row: `f`'s value as a function of `y` (its input 0) and the
-/// element's `words` (inputs `1..`), with its derivative in `y` (outputs `[value, d/dy]`),
-/// if it reads nothing else.
-fn loss(f: &Function, y: ValueId, words: u32) -> Option<Function> {
+/// The loss after the output rows: `f`'s value as a function of `ys` (its inputs `0..o`)
+/// and the element's `words` (inputs `o..`), with its derivatives in `ys` (outputs
+/// `[value, d/dy_0, ..]`), if it reads nothing else.
+fn loss(f: &Function, ys: &[ValueId], words: u32) -> Option<Function> {
+    let outputs = ys.len() as u32;
     let mut nodes: Vec<Node> = Vec::new();
     let mut map: Vec<Option<ValueId>> = vec![None; f.nodes.len()];
     let mut stack = vec![f.outputs[0]];
@@ -202,7 +223,7 @@ fn loss(f: &Function, y: ValueId, words: u32) -> Option<Function> {
             continue;
         }
         needed[v.index()] = true;
-        if v != y {
+        if !ys.contains(&v) {
             stack.extend(f.node(v).op.operands());
         }
     }
@@ -211,8 +232,11 @@ fn loss(f: &Function, y: ValueId, words: u32) -> Option<Function> {
             continue;
         }
         let op = match &node.op {
-            _ if ValueId(i as u32) == y => Op::Input(0),
-            Op::Input(w) if *w < words => Op::Input(1 + w),
+            _ if ys.contains(&ValueId(i as u32)) => {
+                let o = ys.iter().position(|y| y.index() == i)?;
+                Op::Input(o as u32)
+            }
+            Op::Input(w) if *w < words => Op::Input(outputs + w),
             Op::Const(_) | Op::Int(_) => node.op.clone(),
             op @ (Op::Call(..)
             | Op::Cmp(..)
@@ -237,12 +261,12 @@ fn loss(f: &Function, y: ValueId, words: u32) -> Option<Function> {
     }
     let value = map[f.outputs[0].index()]?;
     let primal = Function {
-        num_inputs: 1 + words,
+        num_inputs: outputs + words,
         nodes,
         outputs: vec![value],
     };
     let mut rev = ad::reverse(&opt::optimize(&primal));
-    rev.outputs.truncate(2);
+    rev.outputs.truncate(1 + ys.len());
     Some(opt::optimize(&rev))
 }
 
@@ -265,10 +289,12 @@ fn covers_every_shared_word(p: &NetworkPlan) -> bool {
             mark(layer.bias + j);
         }
     }
-    for k in 0..h {
-        mark(p.output.offset + p.output.row_stride * k);
+    for out in &p.outputs {
+        for k in 0..h {
+            mark(out.weights.offset + out.weights.row_stride * k);
+        }
+        mark(out.bias);
     }
-    mark(p.output_bias);
     !outside && seen.iter().all(|s| *s == 1)
 }
 

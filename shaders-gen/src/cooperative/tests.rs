@@ -48,7 +48,7 @@ fn the_readme_networks_get_the_cooperative_kernel() {
         assert_eq!(plan.second.weights.offset, w2);
         assert_eq!(plan.second.weights.row_stride, h as u32);
         assert_eq!(plan.first.bias, (i * h) as u32);
-        assert_eq!(plan.output_bias + 1, plan.shared_words);
+        assert_eq!(plan.outputs[0].bias + 1, plan.shared_words);
         assert!(wgsl.contains("register-blocked matrix products"), "{i}-{h}");
     }
 }
@@ -133,8 +133,46 @@ fn networks_the_kernel_does_not_compute_keep_one_element_a_thread() {
     let extra = network(8, 32, "s.tanh()", "#[constant]", "(y - t) * (y - t)")
         .replace("w3: [f32; 33]", "w3: [f32; 34]");
     assert!(plan_of(&extra).0.is_none());
-    // Two outputs, as `samples::network` writes them: a loop over the output rows.
-    assert!(plan_of(&crate::samples::network(8, 32, 2)).0.is_none());
+    // More outputs than the kernel's `d_s2` matrix holds the lanes' parts of.
+    assert!(plan_of(&crate::samples::network(8, 64, 3)).0.is_none());
+    assert!(plan_of(&crate::samples::network(8, 32, 5)).0.is_none());
+}
+
+#[test]
+fn a_loop_over_output_rows_is_those_rows() {
+    for (i, h, o) in [(8, 64, 2), (8, 32, 4), (3, 32, 3), (2, 32, 2)] {
+        let (plan, wgsl) = plan_of(&crate::samples::network(i, h, o));
+        let plan = plan.unwrap_or_else(|| panic!("{i}-{h}-{o}: no plan"));
+        assert!(
+            wgsl.contains("register-blocked matrix products"),
+            "{i}-{h}-{o}"
+        );
+        // w3's rows after w1 and w2, row j at j * h, then its biases.
+        let w3 = (i * h + h + h * h + h) as u32;
+        assert_eq!(plan.outputs.len(), o);
+        for (j, out) in plan.outputs.iter().enumerate() {
+            assert_eq!(out.weights.offset, w3 + (j * h) as u32);
+            assert_eq!(out.weights.row_stride, 1);
+            assert_eq!(out.bias, w3 + (o * h + j) as u32);
+        }
+        // value and d/dy_j of the sum of (y_j - t_j)^2, t after x.
+        let mut words = vec![0.0; o + i + o];
+        for j in 0..o {
+            words[j] = 0.5 + j as f64;
+            words[o + i + j] = 0.25 * j as f64;
+        }
+        let value = crate::interp::eval(&plan.loss, &words);
+        let mut want = 0.0;
+        for j in 0..o {
+            let d = 0.5 + j as f64 - 0.25 * j as f64;
+            want += d * d;
+            assert!(
+                (value[1 + j] - 2.0 * d).abs() < 1e-12,
+                "{i}-{h}-{o}: d/dy_{j}"
+            );
+        }
+        assert!((value[0] - want).abs() < 1e-12, "{i}-{h}-{o}");
+    }
 }
 
 #[test]
@@ -145,9 +183,10 @@ fn a_loop_over_one_output_row_is_that_row() {
         assert!(wgsl.contains("register-blocked matrix products"), "{i}-{h}");
         // w3 after w1 and w2, its weights then its bias; t after x.
         let w3 = (i * h + h + h * h + h) as u32;
-        assert_eq!(plan.output.offset, w3);
-        assert_eq!(plan.output.row_stride, 1);
-        assert_eq!(plan.output_bias, w3 + h as u32);
+        assert_eq!(plan.outputs.len(), 1);
+        assert_eq!(plan.outputs[0].weights.offset, w3);
+        assert_eq!(plan.outputs[0].weights.row_stride, 1);
+        assert_eq!(plan.outputs[0].bias, w3 + h as u32);
         // value and d/dy of (y - t)^2, t being word i.
         let mut words = vec![0.0; 2 + i];
         words[0] = 0.75;

@@ -22,7 +22,9 @@
 //!   and the second's sums are added to the first's at the end of the run.
 //! - `d_W1`, `d_b1`, `d_b2`, `d_w3`: each thread's sums over its elements, then summed over
 //!   the column groups in turn. Every sum is in a fixed order: bit-identical over runs.
-//! - The output row `y = b3 + w3 . h2` and the loss after it run one thread an element.
+//! - The output rows `y_o = b3_o + w3_o . h2` (up to [`max_outputs`]: each lane's part of
+//!   each row goes into rows of `d_s2`'s matrix before the products write it) and the loss
+//!   after them run one thread an element.
 //! - Each layer's activation derivative is read off its stored output, where the chunk's
 //!   matrices have no room for the sums: `1 - h^2` for `tanh`; for relu 1 above zero, 0
 //!   below, and 0.5 at a sum of exactly zero (`max`'s tie, as `ad::partials` has it), which
@@ -81,8 +83,17 @@ pub struct LayerWords {
     pub bias: u32,
 }
 
+/// An output row `y = bias + w . h2` among the shared words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutputRow {
+    /// `w[k]` is shared word `offset + row_stride * k` (the column stride unused).
+    pub weights: WordIndex,
+    /// The shared word of the bias.
+    pub bias: u32,
+}
+
 /// What [`emit_network_adjoint`] writes a kernel for: the network
-/// `y = b3 + w3 . act2(W2 act1(W1 x + b1) + b2)`, then `loss(y, element words)`.
+/// `y_o = b3_o + w3_o . act2(W2 act1(W1 x + b1) + b2)`, then `loss(y, element words)`.
 pub struct NetworkPlan {
     /// Argument words per element.
     pub element_words: u32,
@@ -99,15 +110,20 @@ pub struct NetworkPlan {
     pub first: LayerWords,
     /// The second layer (`hidden x hidden`).
     pub second: LayerWords,
-    /// `w3[k]` is shared word `offset + row_stride * k` (the column stride unused).
-    pub output: WordIndex,
-    /// The shared word of `b3`.
-    pub output_bias: u32,
-    /// The loss: inputs `[y, the element's words..]`, outputs `[value, d value / d y]`
+    /// The output rows, `y_0 ..`.
+    pub outputs: Vec<OutputRow>,
+    /// The loss: inputs `[y_0 .., the element's words..]`, outputs `[value, d value / d y_0, ..]`
     /// (straight-line: no loops, no arrays).
     pub loss: Function,
     /// All the shared words (read from a storage buffer: [`SHARED_UNIFORM`]).
     pub shared_words: u32,
+}
+
+/// The most output rows the kernel computes at width `hidden`: their lanes' parts take
+/// `H / 2` rows of `d_s2`'s matrix each, which has `H` rows where the three matrices fill
+/// 48 KiB (`H = 64`) and may have 64 at `H = 32`.
+pub const fn max_outputs(hidden: u32) -> u32 {
+    if hidden == 64 { 2 } else { 4 }
 }
 
 /// Whether the kernel reads its shared words from a uniform buffer: no. Its lanes read
@@ -118,11 +134,13 @@ pub const SHARED_UNIFORM: bool = false;
 
 impl NetworkPlan {
     /// Whether this kernel can be written for the plan: widths whose swizzles are XORs
-    /// within a row (powers of two) and whose three matrices fit 48 KiB, activations whose
+    /// within a row (powers of two) and whose three matrices fit 48 KiB, outputs whose
+    /// lanes' parts fit `d_s2`'s matrix ([`max_outputs`]), activations whose
     /// derivative it reads off their stored outputs (`tanh`, relu), inputs that fit the
     /// borrowed rows, and a loss of plain words.
     pub fn supported(&self) -> bool {
-        let straight = self.loss.outputs.len() == 2
+        let outputs = self.outputs.len() as u32;
+        let straight = self.loss.outputs.len() as u32 == 1 + outputs
             && self.loss.nodes.iter().all(|n| {
                 !matches!(
                     n.op,
@@ -137,10 +155,11 @@ impl NetworkPlan {
         let activations = (self.activations.iter())
             .all(|a| matches!(a, Activation::Call(Func::Tanh) | Activation::Relu));
         matches!(self.hidden, 32 | 64)
+            && (1..=max_outputs(self.hidden)).contains(&outputs)
             && activations
             && (1..=32).contains(&self.inputs)
             && self.first_input + self.inputs <= self.element_words
-            && self.loss.num_inputs == 1 + self.element_words
+            && self.loss.num_inputs == outputs + self.element_words
             && straight
     }
 
@@ -198,7 +217,10 @@ struct Shape {
     nj: u32,
     ja: u32,
     kb: u32,
-    /// Rows of the `d_s2` matrix (one more than 32 at `H = 32`: `d_y` goes in row 32).
+    /// Output rows.
+    outputs: u32,
+    /// Rows of the `d_s2` matrix: `H`, or more for the lanes' parts of the outputs
+    /// (`row_lanes` rows each) and `d_y` (rows `32 ..`).
     ds2_rows: u32,
     /// Registers of the next chunk's inputs a thread loads.
     prefetch: u32,
@@ -243,7 +265,10 @@ impl Shape {
             nj,
             ja: hidden / nj,
             kb: hidden / nk,
-            ds2_rows: hidden.max(33),
+            outputs: plan.outputs.len() as u32,
+            ds2_rows: hidden
+                .max(32 + plan.outputs.len() as u32)
+                .max(plan.outputs.len() as u32 * row_lanes),
             prefetch: (64 * plan.inputs).div_ceil(threads),
         }
     }
@@ -253,6 +278,15 @@ impl Shape {
     fn tie_bit(&self, r: u32, c: u32) -> u32 {
         debug_assert!(self.lane_rows * self.columns * 4 <= 32);
         4 * (r * self.columns + c)
+    }
+
+    /// The part of a name that tells output `o`'s values: none where there is one output.
+    fn out(&self, o: u32) -> String {
+        if self.outputs == 1 {
+            String::new()
+        } else {
+            format!("o{o}_")
+        }
     }
 
     /// Lane row `r` (`lr + row_lanes r`).
@@ -370,7 +404,7 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         g = sh.groups
     );
     let mut helpers = BTreeSet::new();
-    let body = loss_statements(&plan.loss, &mut helpers);
+    let body = loss_statements(&plan.loss, plan.outputs.len() as u32, &mut helpers);
     let tanh = (plan.activations.iter()).any(|a| *a == Activation::Call(Func::Tanh));
     if tanh {
         helpers.insert("gf_tanh");
@@ -401,16 +435,23 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
          return fma(p.w, q.w, fma(p.z, q.z, fma(p.y, q.y, fma(p.x, q.x, acc))));\n}\n\n",
     );
     s.push_str("fn sw(i: u32) -> f32 {\n    return shared_args[i];\n}\n\n");
+    let o = plan.outputs.len();
+    let (y, out) = if o == 1 {
+        ("f32".to_string(), "vec2<f32>".to_string())
+    } else {
+        (format!("array<f32, {o}>"), format!("array<f32, {}>", o + 1))
+    };
     let _ = writeln!(
         s,
         "// The loss and its derivative in y, from y and the element's words (from gf_row on).\n\
-         fn gf_loss(gf_y: f32, gf_row: u32) -> vec2<f32> {{\n{body}}}\n"
+         fn gf_loss(gf_y: {y}, gf_row: u32) -> {out} {{\n{body}}}\n"
     );
 }
 
-/// The loss's statements: a `let` per node, the element's words read from `args` at row
-/// `gf_row`, returning `vec2(value, d value / d y)`.
-fn loss_statements(f: &Function, helpers: &mut BTreeSet<&'static str>) -> String {
+/// The loss's statements: a `let` per node, `y` (its first `outputs` inputs) read from
+/// `gf_y`, the element's words from `args` at row `gf_row`, returning `vec2(value,
+/// d value / d y)` for one output and `array(value, d value / d y_0, ..)` for more.
+fn loss_statements(f: &Function, outputs: u32, helpers: &mut BTreeSet<&'static str>) -> String {
     let mut taken = Taken::default();
     taken.insert("gf_y".into());
     taken.insert("gf_row".into());
@@ -419,11 +460,14 @@ fn loss_statements(f: &Function, helpers: &mut BTreeSet<&'static str>) -> String
     for (i, node) in f.nodes.iter().enumerate() {
         let name = &ctx.names[i];
         match &node.op {
-            Op::Input(0) => {
+            Op::Input(0) if outputs == 1 => {
                 let _ = writeln!(s, "    let {name} = gf_y;");
             }
+            Op::Input(o) if *o < outputs => {
+                let _ = writeln!(s, "    let {name} = gf_y[{o}];");
+            }
             Op::Input(w) => {
-                let _ = writeln!(s, "    let {name} = args[gf_row + {}u];", w - 1);
+                let _ = writeln!(s, "    let {name} = args[gf_row + {}u];", w - outputs);
             }
             Op::Const(_) | Op::Int(_) => {}
             op => {
@@ -431,12 +475,13 @@ fn loss_statements(f: &Function, helpers: &mut BTreeSet<&'static str>) -> String
             }
         }
     }
-    let _ = writeln!(
-        s,
-        "    return vec2<f32>({}, {});",
-        ctx.operand(f.outputs[0]),
-        ctx.operand(f.outputs[1])
-    );
+    let results: Vec<String> = f.outputs.iter().map(|v| ctx.operand(*v)).collect();
+    let ty = if outputs == 1 {
+        "vec2<f32>".to_string()
+    } else {
+        format!("array<f32, {}>", outputs + 1)
+    };
+    let _ = writeln!(s, "    return {ty}({});", results.join(", "));
     s
 }
 

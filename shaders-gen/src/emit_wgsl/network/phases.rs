@@ -3,6 +3,24 @@
 use super::{NetworkPlan, Shape, activate, cell, derivative, record_ties, word};
 use std::fmt::Write;
 
+/// The name of output `o`'s bias gradient, a thread's sum over its elements.
+fn gb3(sh: &Shape, o: u32) -> String {
+    if sh.outputs == 1 {
+        "gb3".into()
+    } else {
+        format!("gb3_o{o}")
+    }
+}
+
+/// Lane row `r` of output `o`'s part of the output rows in `ds2s` (`lr + row_lanes o`).
+fn output_part_row(sh: &Shape, o: u32) -> String {
+    if o == 0 {
+        "lr".into()
+    } else {
+        format!("(lr + {}u)", sh.row_lanes * o)
+    }
+}
+
 /// Lines of WGSL, each pushed with its newline.
 fn line(s: &mut String, text: &str) {
     s.push_str(text);
@@ -56,19 +74,32 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             "    var w1_{r}: array<f32, {i}>;\n    \
              for (var k = 0u; k < {i}u; k++) {{ w1_{r}[k] = sw({}); }}\n    \
              let b1_{r} = sw({}u + {row});\n    \
-             let b2_{r} = sw({}u + {row});\n    \
-             let w3_{r} = sw({});\n    \
-             var gw1_{r}: array<f32, {i}>;\n    \
-             var gb1_{r} = 0.0f;\n    \
-             var gb2_{r} = 0.0f;\n    \
-             var gw3_{r} = 0.0f;",
+             let b2_{r} = sw({}u + {row});",
             word(plan.first.weights, &row, "k"),
             plan.first.bias,
             plan.second.bias,
-            word(plan.output, &row, "")
         );
+        for (o, out) in (0..).zip(&plan.outputs) {
+            let _ = writeln!(
+                s,
+                "    let w3_{}{r} = sw({});",
+                sh.out(o),
+                word(out.weights, &row, "")
+            );
+        }
+        let _ = writeln!(
+            s,
+            "    var gw1_{r}: array<f32, {i}>;\n    \
+             var gb1_{r} = 0.0f;\n    \
+             var gb2_{r} = 0.0f;"
+        );
+        for o in 0..sh.outputs {
+            let _ = writeln!(s, "    var gw3_{}{r} = 0.0f;", sh.out(o));
+        }
     }
-    line(s, "    var gb3 = 0.0f;");
+    for o in 0..sh.outputs {
+        let _ = writeln!(s, "    var {} = 0.0f;", gb3(sh, o));
+    }
     for a in 0..sh.ja {
         let _ = writeln!(s, "    var gw2_{a}: array<f32, {}>;", sh.kb);
     }
@@ -228,10 +259,14 @@ pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             }
         }
     }
-    for c in cols {
-        let terms: Vec<String> = rows.clone().map(|r| format!("w3_{r} * t{r}_{c}")).collect();
-        let at = cell("lr", "l8", &format!("cw + {c}u"));
-        let _ = writeln!(s, "        ds2s[{at}] = {};", terms.join(" + "));
+    for o in 0..sh.outputs {
+        for c in cols.clone() {
+            let terms: Vec<String> = (rows.clone())
+                .map(|r| format!("w3_{}{r} * t{r}_{c}", sh.out(o)))
+                .collect();
+            let at = cell(&output_part_row(sh, o), "l8", &format!("cw + {c}u"));
+            let _ = writeln!(s, "        ds2s[{at}] = {};", terms.join(" + "));
+        }
     }
     line(s, "        workgroupBarrier();");
 }
@@ -240,6 +275,61 @@ pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
 /// thread an element, `d_y` into row 32 of `ds2s`), then `d_s2 = act'(s2) w3 d_y` into
 /// its matrix and the output row's gradients in registers.
 pub(super) fn output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    if sh.outputs == 1 {
+        one_output_and_loss(plan, sh, s);
+    } else {
+        outputs_and_loss(plan, sh, s);
+    }
+    let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
+    for o in 0..sh.outputs {
+        for c in cols.clone() {
+            // Row 32 + o, swizzled as the output parts it holds (row 32 by nothing).
+            let at = if sh.outputs == 1 {
+                format!("512u + cw + {c}u")
+            } else {
+                format!("{}u + ((cw + {c}u) ^ {}u)", 512 + 16 * o, o % 8)
+            };
+            let _ = writeln!(s, "        let dy{}{c} = ds2s[{at}];", sh.out(o));
+        }
+    }
+    for r in rows.clone() {
+        for c in cols.clone() {
+            let d = derivative(
+                plan.activations[1],
+                &format!("t{r}_{c}"),
+                2,
+                sh.tie_bit(r, c),
+            );
+            let mut d_h2 = Vec::new();
+            for o in 0..sh.outputs {
+                let out = sh.out(o);
+                let _ = writeln!(
+                    s,
+                    "        gw3_{out}{r} = dot_acc(t{r}_{c}, dy{out}{c}, gw3_{out}{r});"
+                );
+                d_h2.push(format!("w3_{out}{r} * dy{out}{c}"));
+            }
+            let _ = writeln!(
+                s,
+                "        let g{r}_{c} = {d} * ({});\n        \
+                 gb2_{r} += (g{r}_{c}.x + g{r}_{c}.y) + (g{r}_{c}.z + g{r}_{c}.w);",
+                d_h2.join(" + ")
+            );
+        }
+    }
+    line(s, "        workgroupBarrier();");
+    for r in rows {
+        for c in cols.clone() {
+            let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
+            let _ = writeln!(s, "        ds2s[{at}] = g{r}_{c};");
+        }
+    }
+    line(s, "        workgroupBarrier();");
+}
+
+/// The one output row summed over the lanes' parts by 64 threads, an element each, the
+/// loss and `d_y`, into row 32 of `ds2s`.
+fn one_output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let _ = writeln!(
         s,
         "        if (lid < 64u) {{\n            let e = lid;\n            var y = sw({}u);\n            \
@@ -252,36 +342,56 @@ pub(super) fn output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
          gb3 += dy;\n            \
          ds2s[512u + e / 4u][e % 4u] = dy;\n        }}\n        \
          workgroupBarrier();",
-        plan.output_bias, sh.row_lanes, plan.element_words
+        plan.outputs[0].bias, sh.row_lanes, plan.element_words
     );
-    let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
-    for c in cols.clone() {
-        let _ = writeln!(s, "        let dy{c} = ds2s[512u + cw + {c}u];");
+}
+
+/// The output rows summed over the lanes' parts by 64 threads, an element each (output
+/// `o`'s parts in rows `row_lanes o ..`), the loss and each `d_y_o`, into row `32 + o` of
+/// `ds2s` swizzled as the parts there: a thread writes its own element's word of the row
+/// only, which it has read (unswizzled, it overwrote another element's part before that
+/// element's thread had read it).
+fn outputs_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    line(s, "        if (lid < 64u) {\n            let e = lid;");
+    for (o, out) in (0..).zip(&plan.outputs) {
+        let _ = writeln!(s, "            var y{o} = sw({}u);", out.bias);
     }
-    for r in rows.clone() {
-        for c in cols.clone() {
-            let d = derivative(
-                plan.activations[1],
-                &format!("t{r}_{c}"),
-                2,
-                sh.tie_bit(r, c),
-            );
-            let _ = writeln!(
-                s,
-                "        gw3_{r} = dot_acc(t{r}_{c}, dy{c}, gw3_{r});\n        \
-                 let g{r}_{c} = {d} * (w3_{r} * dy{c});\n        \
-                 gb2_{r} += (g{r}_{c}.x + g{r}_{c}.y) + (g{r}_{c}.z + g{r}_{c}.w);"
-            );
-        }
+    let _ = writeln!(
+        s,
+        "            for (var r = 0u; r < {}u; r++) {{",
+        sh.row_lanes
+    );
+    for o in 0..sh.outputs {
+        let _ = writeln!(
+            s,
+            "                y{o} += ds2s[(r + {}u) * 16u + ((e / 4u) ^ (r % 8u))][e % 4u];",
+            sh.row_lanes * o
+        );
     }
-    line(s, "        workgroupBarrier();");
-    for r in rows {
-        for c in cols.clone() {
-            let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
-            let _ = writeln!(s, "        ds2s[{at}] = g{r}_{c};");
-        }
+    let ys: Vec<String> = (0..sh.outputs).map(|o| format!("y{o}")).collect();
+    let _ = writeln!(
+        s,
+        "            }}\n            \
+         let loss = gf_loss(array<f32, {}>({}), min(first + e, n - 1u) * {}u);\n            \
+         let inb = first + e < n;\n            \
+         if (inb) {{\n                values[first + e] = loss[0];\n            }}",
+        sh.outputs,
+        ys.join(", "),
+        plan.element_words
+    );
+    for o in 0..sh.outputs {
+        let _ = writeln!(
+            s,
+            "            let dy{o} = select(0.0f, loss[{}], inb);\n            \
+             {} += dy{o};\n            \
+             ds2s[{}u + ((e / 4u) ^ {}u)][e % 4u] = dy{o};",
+            o + 1,
+            gb3(sh, o),
+            512 + 16 * o,
+            o % 8
+        );
     }
-    line(s, "        workgroupBarrier();");
+    line(s, "        }\n        workgroupBarrier();");
 }
 
 /// `d_h1 = W2^T d_s2` for the lane's rows, `d_W2 += d_s2 h1^T`, `d_s1 = act'(s1) d_h1`
@@ -433,11 +543,10 @@ pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let i = sh.inputs;
     for r in 0..sh.lane_rows {
         let row = sh.row(r);
-        let items = (0..i).map(|k| (k, format!("gw1_{r}[{k}]"))).chain([
-            (i, format!("gb1_{r}")),
-            (i + 1, format!("gb2_{r}")),
-            (i + 2, format!("gw3_{r}")),
-        ]);
+        let items = (0..i)
+            .map(|k| (k, format!("gw1_{r}[{k}]")))
+            .chain([(i, format!("gb1_{r}")), (i + 1, format!("gb2_{r}"))])
+            .chain((0..sh.outputs).map(|o| (i + 2 + o, format!("gw3_{}{r}", sh.out(o)))));
         for (it, value) in items {
             let _ = writeln!(
                 s,
@@ -447,29 +556,62 @@ pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             );
         }
     }
+    // Row o of ds2s: output o's bias gradient of each of the first 64 threads.
+    let at_row = |o: u32| match o {
+        0 => String::new(),
+        o => format!("{}u + ", 16 * o),
+    };
+    let gb3_stores: String = (0..sh.outputs)
+        .map(|o| {
+            format!(
+                "        ds2s[{}lid / 4u][lid % 4u] = {};\n",
+                at_row(o),
+                gb3(sh, o)
+            )
+        })
+        .collect();
+    let w3_words: Vec<String> = (0..sh.outputs)
+        .zip(&plan.outputs)
+        .map(|(o, out)| {
+            format!(
+                "else if (it == {}u) {{\n            at = {};\n        }}",
+                i + 2 + o,
+                word(out.weights, "j", "")
+            )
+        })
+        .collect();
+    let b3_sums: String = (0..sh.outputs)
+        .zip(&plan.outputs)
+        .map(|(o, out)| {
+            let b3 = if o == 0 { "b3".to_string() } else { format!("b3_{o}") };
+            format!(
+                "        var {b3} = 0.0f;\n        \
+                 for (var e = 0u; e < 64u; e++) {{\n            {b3} += ds2s[{}e / 4u][e % 4u];\n        }}\n        \
+                 shared_partials[row + {}u] = {b3};\n",
+                at_row(o),
+                out.bias
+            )
+        })
+        .collect();
     let _ = writeln!(
         s,
         "        }}\n        workgroupBarrier();\n    }}\n    \
-         if (lid < 64u) {{\n        ds2s[lid / 4u][lid % 4u] = gb3;\n    }}\n    \
+         if (lid < 64u) {{\n{gb3_stores}    }}\n    \
          workgroupBarrier();\n    \
          for (var q = lid; q < {}u; q += {}u) {{\n        \
          let it = q / {h}u;\n        let j = q % {h}u;\n        \
          var at = {};\n        \
          if (it == {i}u) {{\n            at = {}u + j;\n        }} \
          else if (it == {}u) {{\n            at = {}u + j;\n        }} \
-         else if (it == {}u) {{\n            at = {};\n        }}\n        \
+         {}\n        \
          shared_partials[row + at] = h1s[q / 4u][q % 4u];\n    }}\n    \
-         if (lid == 0u) {{\n        var b3 = 0.0f;\n        \
-         for (var e = 0u; e < 64u; e++) {{\n            b3 += ds2s[e / 4u][e % 4u];\n        }}\n        \
-         shared_partials[row + {}u] = b3;\n    }}\n}}",
-        (i + 3) * h,
+         if (lid == 0u) {{\n{b3_sums}    }}\n}}",
+        (i + 2 + sh.outputs) * h,
         sh.threads,
         word(plan.first.weights, "j", "it"),
         plan.first.bias,
         i + 1,
         plan.second.bias,
-        i + 2,
-        word(plan.output, "j", ""),
-        plan.output_bias
+        w3_words.join(" "),
     );
 }

@@ -48,12 +48,14 @@ fn plan_with(
         activations,
         first: layer(0, inputs),
         second: layer(w2, hidden),
-        output: WordIndex {
-            offset: w3,
-            row_stride: 1,
-            column_stride: 0,
-        },
-        output_bias: w3 + hidden,
+        outputs: vec![OutputRow {
+            weights: WordIndex {
+                offset: w3,
+                row_stride: 1,
+                column_stride: 0,
+            },
+            bias: w3 + hidden,
+        }],
         loss: loss.clone(),
         shared_words: w3 + hidden + 1,
     }
@@ -111,6 +113,52 @@ fn relu_layers_read_their_derivative_off_the_stored_outputs() {
     let sin = Activation::Call(Func::Sin);
     assert!(!plan_with(8, 32, [sin, TANH], &loss).supported());
     assert!(!plan_with(8, 64, [TANH, sin], &loss).supported());
+}
+
+#[test]
+fn more_outputs_validate_up_to_what_the_matrix_holds() {
+    let cases = [
+        (8, 64, 2, true),
+        (8, 32, 4, true),
+        (3, 32, 2, true),
+        (32, 32, 3, true),
+        (8, 64, 3, false),
+        (8, 32, 5, false),
+    ];
+    for (inputs, hidden, outputs, supported) in cases {
+        let src = format!(
+            "fn loss(y: [f32; {outputs}], #[constant] x: [f32; {inputs}], #[constant] t: f32) -> f32 {{
+                let mut l = 0.0;
+                for o in 0..{outputs} {{ l += (y[o] - t) * (y[o] - t); }}
+                l
+            }}"
+        );
+        let loss = match compile_str(&src).expect("compiles").reverse {
+            Reverse::Gradient(f) => f,
+            Reverse::Jacobian(..) => unreachable!("a scalar result"),
+        };
+        let mut p = plan(inputs, hidden, &loss);
+        let row = p.outputs[0];
+        p.outputs = (0..outputs)
+            .map(|o| OutputRow {
+                weights: WordIndex {
+                    offset: row.weights.offset + o * hidden,
+                    ..row.weights
+                },
+                bias: row.bias + o * hidden + o,
+            })
+            .collect();
+        // The loss takes y as its first words: the element's words follow.
+        p.element_words = inputs + 1;
+        let loss_inputs = p.loss.num_inputs;
+        assert_eq!(loss_inputs, outputs + inputs + 1);
+        assert_eq!(p.supported(), supported, "{inputs}-{hidden}-{outputs}");
+        if supported {
+            let wgsl = emit_network_adjoint("fn net(..) -> f32", &p);
+            validate(&wgsl);
+            assert!(wgsl.contains(&format!("fn gf_loss(gf_y: array<f32, {outputs}>")));
+        }
+    }
 }
 
 #[test]
