@@ -176,6 +176,54 @@ fn a_loop_over_output_rows_is_those_rows() {
 }
 
 #[test]
+fn an_output_array_written_in_a_loop_then_read_is_those_rows() {
+    // y as a third layer without an activation, the loss reading its words after it.
+    let src = output_array_network(8, 64, 2, "s.tanh()");
+    let (plan, wgsl) = plan_of(&src);
+    let plan = plan.expect("a plan");
+    assert_eq!(plan.outputs.len(), 2);
+    assert!(wgsl.contains("register-blocked matrix products"));
+    // (y0 - t)^2 + 0.5 (y1 + t)^2, t after x.
+    let mut words = vec![0.0; 2 + 8 + 1];
+    (words[0], words[1], words[10]) = (1.0, 2.0, 0.5);
+    let value = crate::interp::eval(&plan.loss, &words);
+    assert!((value[0] - (0.25 + 0.5 * 6.25)).abs() < 1e-12);
+    assert!((value[1] - 1.0).abs() < 1e-12 && (value[2] - 2.5).abs() < 1e-12);
+}
+
+/// A network whose outputs are an array written by a loop over its rows (a third dense
+/// layer without an activation), the loss reading its first two words.
+fn output_array_network(i: usize, h: usize, o: usize, act: &str) -> String {
+    format!(
+        "fn net(#[constant] x: [f32; {i}], #[constant] t: f32, #[shared] w1: [f32; {w1}],
+                    #[shared] w2: [f32; {w2}], #[shared] w3: [f32; {w3}]) -> f32 {{
+                let mut h1 = [0.0; {h}];
+                for j in 0..{h} {{
+                    let mut s = w1[{i} * {h} + j];
+                    for k in 0..{i} {{ s += w1[j * {i} + k] * x[k]; }}
+                    h1[j] = {act};
+                }}
+                let mut h2 = [0.0; {h}];
+                for j in 0..{h} {{
+                    let mut s = w2[{h} * {h} + j];
+                    for k in 0..{h} {{ s += w2[j * {h} + k] * h1[k]; }}
+                    h2[j] = {act};
+                }}
+                let mut y = [0.0; {o}];
+                for j in 0..{o} {{
+                    let mut s = w3[{h} * {o} + j];
+                    for k in 0..{h} {{ s += w3[j * {h} + k] * h2[k]; }}
+                    y[j] = s;
+                }}
+                (y[0] - t) * (y[0] - t) + 0.5 * (y[1] + t) * (y[1] + t)
+            }}",
+        w1 = i * h + h,
+        w2 = h * h + h,
+        w3 = h * o + o
+    )
+}
+
+#[test]
 fn a_loop_over_one_output_row_is_that_row() {
     for (i, h) in [(8, 64), (3, 32)] {
         let (plan, wgsl) = plan_of(&crate::samples::network(i, h, 1));
