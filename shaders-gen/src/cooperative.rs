@@ -3,13 +3,16 @@
 //!
 //! The function must be, and be only, the network that kernel computes: per-element inputs
 //! `x` (an array argument, `#[constant]` like every per-element word) into two dense layers
-//! of 32 or 64 rows, each `tanh` or relu ([`ir::dense_layers`]), the second reading what the first
-//! wrote, an output row `y = b + w . h2` ([`ir::dot_row`]) reading what the second wrote,
-//! and a loss of `y` and the element's words alone; loops of one trip are read as their
-//! bodies (an output written as a loop over its one row, the loss summed inside, is that
-//! row and that loss). Together the layers' weights and biases and the output row's must
-//! be every shared word, each once: the kernel writes exactly those gradients. Anything
-//! else keeps the adjoint of one element a thread.
+//! of 32 or 64 rows, each `tanh` or relu ([`ir::dense_layers`]), the second reading what
+//! the first wrote; output rows `y_o = b_o + w_o . h2` ([`ir::dot_row`]) reading what the
+//! second wrote, as many as the kernel computes at that width
+//! ([`crate::emit_wgsl::max_outputs`]); and a loss of the `y_o` and the element's words
+//! alone. Top-level loops of up to 4 trips are read as their trips one after another: an
+//! output written as a loop over its rows, the loss summed inside, is those rows and that
+//! loss; an array of outputs written by such a loop is its rows. Together the layers'
+//! weights and biases and the output rows' must be every shared word, each once: the
+//! kernel writes exactly those gradients. Anything else keeps the adjoint of one element a
+//! thread.
 
 use crate::abi::{ArgLayout, KernelKind};
 use crate::emit_wgsl::{LayerWords, NetworkPlan, OutputRow, WordIndex};

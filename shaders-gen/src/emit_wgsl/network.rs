@@ -405,7 +405,7 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     );
     let mut helpers = BTreeSet::new();
     let body = loss_statements(&plan.loss, plan.outputs.len() as u32, &mut helpers);
-    let tanh = (plan.activations.iter()).any(|a| *a == Activation::Call(Func::Tanh));
+    let tanh = plan.activations.contains(&Activation::Call(Func::Tanh));
     if tanh {
         helpers.insert("gf_tanh");
     }
