@@ -88,21 +88,16 @@ fn uniform_array<const N: usize>(rng: &mut Rng, scale: f64) -> [f32; N] {
     std::array::from_fn(|_| rng.uniform(-scale, scale))
 }
 
-/// How far a shared gradient word may be from the oracle's, relative to the sum of its
-/// terms' magnitudes.
-const TOLERANCE: f64 = 1e-5;
-
-/// [`TOLERANCE`] where there are several outputs: there `d_s2 = sum_o w3_o d_y_o` can cancel,
-/// so a term's f32 error is relative to the outputs' parts, not to the term (3-32-32-3 with
-/// relu layers: 1.24e-5 on the H200 for a word of terms of one sign, 2.8e-4 in all).
-const SEVERAL_OUTPUTS_TOLERANCE: f64 = 1e-4;
-
 /// The kernel's values and shared gradient (from `launch`) against `oracle`'s per-element
-/// `(value, shared gradient words)`, summed in f64 (each word within `tolerance` of the sum
-/// of its terms' magnitudes), and the same bits from a second launch.
+/// `(value, shared gradient words)`, summed in f64, and the same bits from a second launch.
+/// Each word is held to 1e-5 of the sum of its terms' magnitudes, or of a thousandth of the
+/// largest such sum where that is more: a word whose every term is small comes from units
+/// that few elements bring past a relu's kink, where the sum `s` is small after
+/// cancellation and its f32 error large beside it (a `W2` word of the 6-32-32-1 relu
+/// network of terms 3.4e-5 in all erred by 3.7e-5 of that on lavapipe; one of 2.8e-4 in a
+/// 3-32-32-3 by 1.2e-5 on the H200).
 fn check<A>(
     name: &str,
-    tolerance: f64,
     batch: &[A],
     launch: impl Fn() -> (Vec<f32>, Vec<f64>),
     oracle: impl Fn(&A) -> (f32, Vec<f64>),
@@ -119,14 +114,14 @@ fn check<A>(
             values[i]
         );
     }
+    let magnitude = |w: usize| -> f64 { per_element.iter().map(|p| p.1[w].abs()).sum() };
+    let largest = (0..sg.len()).map(magnitude).fold(1e-20, f64::max);
     for (w, g) in sg.iter().enumerate() {
         let want: f64 = per_element.iter().map(|p| p.1[w]).sum();
-        let scale: f64 = (per_element.iter().map(|p| p.1[w].abs()))
-            .sum::<f64>()
-            .max(1e-20);
+        let scale = magnitude(w).max(1e-3 * largest);
         let e = (g - want).abs() / scale;
         assert!(
-            e < tolerance,
+            e < 1e-5,
             "{name}: shared word {w}: {g} against {want} ({e:e})"
         );
     }
@@ -166,7 +161,7 @@ fn an_8_32_32_1_network_is_the_batch_sum() {
             let (v, _, g) = kernel.value_and_grad(&batch, &shared).expect("launch");
             (v, words(&g))
         };
-        check(&format!("8-32-32-1, {n}"), TOLERANCE, &batch, launch, |a| {
+        check(&format!("8-32-32-1, {n}"), &batch, launch, |a| {
             let (v, _, g) = net32::value_and_grad(a, &shared);
             (v, words(&g))
         });
@@ -195,7 +190,7 @@ fn a_3_64_64_1_network_with_a_loss_of_more_words_is_the_batch_sum() {
             let (v, _, g) = kernel.value_and_grad(&batch, &shared).expect("launch");
             (v, words(&g))
         };
-        check(&format!("3-64-64-1, {n}"), TOLERANCE, &batch, launch, |a| {
+        check(&format!("3-64-64-1, {n}"), &batch, launch, |a| {
             let (v, _, g) = net64::value_and_grad(a, &shared);
             (v, words(&g))
         });
@@ -239,7 +234,7 @@ fn networks_of_other_shapes_and_losses_match_the_interpreter() {
         let shared_words = shared_words_of(&src);
         let shared: Vec<f32> = (0..shared_words).map(|_| rng.uniform(-0.3, 0.3)).collect();
         let input: Vec<f32> = (0..n * (i + 1)).map(|_| rng.uniform(-1.0, 1.0)).collect();
-        check_against_interpreter((&name, TOLERANCE), &src, i + 1, &shared, &input);
+        check_against_interpreter(&name, &src, i + 1, &shared, &input);
     }
 }
 
@@ -251,13 +246,7 @@ fn shared_words_of(src: &str) -> usize {
 
 /// Network `src`'s cooperative adjoint on `input` (rows of `words`) and `shared`, against
 /// the f64 interpreter's reverse mode of the unoptimized IR.
-fn check_against_interpreter(
-    (name, tolerance): (&str, f64),
-    src: &str,
-    words: usize,
-    shared: &[f32],
-    input: &[f32],
-) {
+fn check_against_interpreter(name: &str, src: &str, words: usize, shared: &[f32], input: &[f32]) {
     use common::compiled::compiled_spec;
     use gradfuse_shaders_gen::abi::KernelKind;
     use gradfuse_shaders_gen::{ad, compile_str, interp};
@@ -280,16 +269,15 @@ fn check_against_interpreter(
     }
     check(
         name,
-        tolerance,
         &per_element,
         || (values.clone(), sg.iter().map(|v| *v as f64).collect()),
         |p| p.clone(),
     );
 }
 
-/// Relu layers (`s.max(0.0)`), alone and beside a tanh layer, on elements and weights that
-/// put sums exactly at zero: `max`'s derivative is 0.5 there (a tie), which the kernel
-/// reads back from the stored output's sign.
+/// Relu layers (`s.max(0.0)`, or a branch), alone and beside a tanh layer, on elements and
+/// weights that put sums exactly at zero: `max`'s derivative is 0.5 there (a tie), a
+/// branch's 0 or 1, which the kernel reads from its mask of the sums that were zero.
 #[test]
 fn relu_networks_match_the_interpreter_at_ties_too() {
     use gradfuse_shaders_gen::samples::DenseNetwork;
@@ -299,6 +287,17 @@ fn relu_networks_match_the_interpreter_at_ties_too() {
         (3, 64, [relu, relu], 200),
         (5, 64, [relu, "s.tanh()"], 150),
         (4, 32, ["s.tanh()", relu], 170),
+        // Relu as a branch: the derivative at zero is the branch's (0 for `>`, 1 for `>=`).
+        (
+            6,
+            32,
+            [
+                "if s > 0.0 { s } else { 0.0 }",
+                "if s >= 0.0 { s } else { 0.0 }",
+            ],
+            220,
+        ),
+        (2, 64, ["if 0.0 <= s { s } else { 0.0 }", relu], 140),
     ];
     for (i, h, [first, second], n) in cases {
         let src = DenseNetwork {
@@ -334,7 +333,7 @@ fn relu_networks_match_the_interpreter_at_ties_too() {
         for e in (0..n).step_by(7) {
             input[e * (i + 1)..e * (i + 1) + i].fill(0.0);
         }
-        check_against_interpreter((&name, TOLERANCE), &src, i + 1, &shared, &input);
+        check_against_interpreter(&name, &src, i + 1, &shared, &input);
     }
 }
 
@@ -363,7 +362,6 @@ fn networks_of_several_outputs_match_the_interpreter() {
         // x, then t: o words.
         let words = i + o;
         let input: Vec<f32> = (0..n * words).map(|_| rng.uniform(-1.0, 1.0)).collect();
-        let tolerance = SEVERAL_OUTPUTS_TOLERANCE;
-        check_against_interpreter((&name, tolerance), &src, words, &shared, &input);
+        check_against_interpreter(&name, &src, words, &shared, &input);
     }
 }

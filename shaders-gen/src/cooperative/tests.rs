@@ -55,7 +55,7 @@ fn the_readme_networks_get_the_cooperative_kernel() {
 
 #[test]
 fn relu_networks_get_the_cooperative_kernel() {
-    use crate::ir::Activation;
+    use crate::ir::{Activation, AtZero};
     for (i, h, act) in [
         (8, 64, "s.max(0.0)"),
         (4, 32, "0.0f32.max(s)"),
@@ -64,7 +64,7 @@ fn relu_networks_get_the_cooperative_kernel() {
         let src = network(i, h, act, "#[constant]", "(y - t) * (y - t)");
         let (plan, wgsl) = plan_of(&src);
         let plan = plan.unwrap_or_else(|| panic!("{i}-{h} {act}: no plan"));
-        assert_eq!(plan.activations, [Activation::Relu; 2]);
+        assert_eq!(plan.activations, [Activation::Relu(AtZero::Half); 2]);
         assert!(wgsl.contains("register-blocked matrix products"), "{act}");
         assert!(!wgsl.contains("gf_tanh("), "{act}");
     }
@@ -76,7 +76,28 @@ fn relu_networks_get_the_cooperative_kernel() {
     );
     let plan = plan_of(&src).0.expect("a plan");
     let tanh = Activation::Call(crate::ops::Func::Tanh);
-    assert_eq!(plan.activations, [Activation::Relu, tanh]);
+    assert_eq!(plan.activations, [Activation::Relu(AtZero::Half), tanh]);
+    // A relu written as a branch, its derivative at zero as the branch says.
+    let src = network(
+        8,
+        64,
+        "if s > 0.0 { s } else { 0.0 }",
+        "#[constant]",
+        "(y - t) * (y - t)",
+    )
+    .replacen(
+        "if s > 0.0 { s } else { 0.0 }",
+        "if 0.0 <= s { s } else { 0.0 }",
+        1,
+    );
+    let plan = plan_of(&src).0.expect("a plan");
+    assert_eq!(
+        plan.activations,
+        [
+            Activation::Relu(AtZero::One),
+            Activation::Relu(AtZero::Zero)
+        ]
+    );
 }
 
 #[test]

@@ -53,7 +53,7 @@
 
 mod phases;
 
-use crate::ir::{Activation, Function, Op};
+use crate::ir::{Activation, AtZero, Function, Op};
 use crate::names::Taken;
 use crate::ops::Func;
 use crate::ops::{WGSL_TANH_BRANCH_FREE, wgsl_helper};
@@ -153,7 +153,7 @@ impl NetworkPlan {
                 )
             });
         let activations = (self.activations.iter())
-            .all(|a| matches!(a, Activation::Call(Func::Tanh) | Activation::Relu));
+            .all(|a| matches!(a, Activation::Call(Func::Tanh) | Activation::Relu(_)));
         matches!(self.hidden, 32 | 64)
             && (1..=max_outputs(self.hidden)).contains(&outputs)
             && activations
@@ -302,28 +302,35 @@ impl Shape {
 /// The WGSL of activation `a` over `sums`, a `vec4` (one of [`NetworkPlan::supported`]'s).
 fn activate(a: Activation, sums: &str) -> String {
     match a {
-        Activation::Relu => format!("relu4({sums})"),
+        Activation::Relu(_) => format!("relu4({sums})"),
         _ => format!("tanh4({sums})"),
     }
 }
 
 /// The statement that records which lanes of `sums` are exactly zero into layer `layer`'s
-/// tie mask at bit `bit`, where `a` needs it (relu: [`WGSL_RELU`]).
+/// tie mask at bit `bit`, where `a` needs it (a relu whose derivative at zero is not 0:
+/// [`WGSL_RELU`]).
 fn record_ties(a: Activation, layer: u32, sums: &str, bit: u32) -> Option<String> {
-    (a == Activation::Relu).then(|| format!("ties{layer} |= zero_bits({sums}, {bit}u);"))
+    matches!(a, Activation::Relu(at_zero) if at_zero != AtZero::Zero)
+        .then(|| format!("ties{layer} |= zero_bits({sums}, {bit}u);"))
 }
 
 /// The WGSL of activation `a`'s derivative from `out`, a `vec4` of what [`activate`]
 /// wrote, and (relu) layer `layer`'s tie mask at bit `bit`.
 fn derivative(a: Activation, out: &str, layer: u32, bit: u32) -> String {
     match a {
-        Activation::Relu => format!("drelu4({out}, ties{layer}, {bit}u)"),
+        Activation::Relu(AtZero::Zero) => format!("drelu4({out}, 0u, 0u, 0.0)"),
+        Activation::Relu(at_zero) => {
+            let d = at_zero.derivative();
+            format!("drelu4({out}, ties{layer}, {bit}u, {d:?})")
+        }
         _ => format!("(vec4<f32>(1.0) - {out} * {out})"),
     }
 }
 
 /// Relu's helpers. `max(s, 0)`'s derivative is 1 above zero, 0.5 at zero (`ad::partials`:
-/// a tie) and 0 below and at NaN, which the output `0` alone cannot tell apart; so each
+/// a tie; 0 or 1 for a relu written as a branch, [`AtZero`]) and 0 below and at NaN, which
+/// the output `0` alone cannot tell apart; so each
 /// thread keeps a bit for each of its sums that was exactly zero (a tie mask a layer,
 /// `ties1`, `ties2`: 16 sums a thread at either width), set where the layer is computed
 /// and read where its derivative is. NaN gives `0`, as Rust's `f32::max` (and `gf_max`)
@@ -342,11 +349,11 @@ fn zero_bits(v: vec4<f32>, bit: u32) -> u32 {
     return (b.x | b.y | b.z | b.w) << bit;
 }
 
-// d max(v, 0) / dv from relu4's output h and zero_bits's mask: 1 above zero, 0.5 at a tie,
-// else 0.
-fn drelu4(h: vec4<f32>, ties: u32, bit: u32) -> vec4<f32> {
+// A relu's derivative from relu4's output h and zero_bits's mask: 1 above zero, at_zero
+// where the sum was exactly zero, else 0.
+fn drelu4(h: vec4<f32>, ties: u32, bit: u32, at_zero: f32) -> vec4<f32> {
     let tie = (vec4<u32>(ties >> bit) & vec4<u32>(1u, 2u, 4u, 8u)) != vec4<u32>(0u);
-    return select(select(vec4<f32>(0.0), vec4<f32>(0.5), tie), vec4<f32>(1.0), h > vec4<f32>(0.0));
+    return select(select(vec4<f32>(0.0), vec4<f32>(at_zero), tie), vec4<f32>(1.0), h > vec4<f32>(0.0));
 }
 ";
 
@@ -425,7 +432,7 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
              return vec4<f32>(gf_tanh(v.x), gf_tanh(v.y), gf_tanh(v.z), gf_tanh(v.w));\n}\n\n",
         );
     }
-    if plan.activations.contains(&Activation::Relu) {
+    if (plan.activations.iter()).any(|a| matches!(a, Activation::Relu(_))) {
         let _ = writeln!(s, "{WGSL_RELU}");
     }
     // `acc += dot(p, q)` is a product and three FMAs, then an add.

@@ -17,7 +17,7 @@
 //! an emitter of such products looks for. Anything else (a recurrence that reads what the
 //! trip before wrote, a per-element weight, a sum that is not of products) is not a layer.
 
-use super::{Function, IntOp, Loop, LoopInput, Op, Ty, ValueId};
+use super::{CmpOp, Function, IntOp, Loop, LoopInput, Op, Ty, ValueId};
 use crate::ops::Func;
 
 /// One dense layer: [`dense_layer`]'s answer, in the values of the enclosing function.
@@ -49,9 +49,31 @@ pub struct DenseLayer {
 pub enum Activation {
     /// A method of one argument: `s.tanh()`.
     Call(Func),
-    /// `s.max(0.0)` or `0.0f32.max(s)`: a rectified linear unit, with `max`'s derivative
-    /// (`ad::partials`: 1 above zero, 0.5 at zero, 0 below and at NaN).
-    Relu,
+    /// A rectified linear unit: `s` above zero, 0 below and at NaN, its derivative 1 above
+    /// zero and 0 below and at NaN; at a sum of exactly zero as written ([`AtZero`]).
+    Relu(AtZero),
+}
+
+/// A relu's derivative at a sum of exactly zero, which depends on how it is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtZero {
+    /// `s.max(0.0)`, `0.0f32.max(s)`: `max`'s tie, 0.5 (`ad::partials`).
+    Half,
+    /// `if s > 0.0 { s } else { 0.0 }` (or `0.0 < s`): the branch not taken, 0.
+    Zero,
+    /// `if s >= 0.0 { s } else { 0.0 }` (or `0.0 <= s`): the branch taken, 1.
+    One,
+}
+
+impl AtZero {
+    /// The derivative at zero.
+    pub fn derivative(self) -> f64 {
+        match self {
+            AtZero::Half => 0.5,
+            AtZero::Zero => 0.0,
+            AtZero::One => 1.0,
+        }
+    }
 }
 
 /// An integer of a loop body as `outer × j + inner × k + constant`, `j` the layer's row
@@ -123,17 +145,7 @@ pub fn dense_layer(
     {
         return None;
     }
-    let zero = |v: ValueId| matches!(body.node(v).op, Op::Const(c) if c == 0.0);
-    let (activation, sum) = match &body.node(*value).op {
-        Op::Call(func, args) if args.len() == 1 => (Some(Activation::Call(*func)), args[0]),
-        Op::Call(Func::Max, args) if args.len() == 2 && zero(args[1]) => {
-            (Some(Activation::Relu), args[0])
-        }
-        Op::Call(Func::Max, args) if args.len() == 2 && zero(args[0]) => {
-            (Some(Activation::Relu), args[1])
-        }
-        _ => (None, *value),
-    };
+    let (activation, sum, condition) = activation_of(body, *value);
     let Op::Result(inner_at, 0) = body.node(sum).op else {
         return None;
     };
@@ -159,7 +171,7 @@ pub fn dense_layer(
         && (w.inner != 0 || columns == 1)
         && x.outer == 0
         && x.inner != 0
-        && !used_elsewhere(body, inner_at, *value, sum);
+        && !used_elsewhere(body, [inner_at, *value, sum], condition);
     is_layer.then_some(DenseLayer {
         rows: rows as usize,
         columns,
@@ -341,15 +353,62 @@ fn sum_of_products(
     (sum_reads == 1).then_some((w.0, w.1, x.0, x.1))
 }
 
+/// `value`, a layer's row, as an activation of a sum: `(activation, sum, the comparison
+/// of a relu written as a branch)`, or `(None, value, None)`.
+fn activation_of(
+    body: &Function,
+    value: ValueId,
+) -> (Option<Activation>, ValueId, Option<ValueId>) {
+    let zero = |v: ValueId| matches!(body.node(v).op, Op::Const(c) if c == 0.0);
+    let relu = |at_zero| Some(Activation::Relu(at_zero));
+    match &body.node(value).op {
+        Op::Call(func, args) if args.len() == 1 => (Some(Activation::Call(*func)), args[0], None),
+        Op::Call(Func::Max, args) if args.len() == 2 && zero(args[1]) => {
+            (relu(AtZero::Half), args[0], None)
+        }
+        Op::Call(Func::Max, args) if args.len() == 2 && zero(args[0]) => {
+            (relu(AtZero::Half), args[1], None)
+        }
+        // `if s > 0.0 { s } else { 0.0 }`: 0 at NaN, as the kernels' relu. The branches the
+        // other way round (`if s <= 0.0 { 0.0 } else { s }`) give NaN there: not a relu.
+        Op::Select {
+            cond,
+            then,
+            otherwise,
+        } if zero(*otherwise) => {
+            let at_zero = match body.node(*cond).op {
+                Op::Cmp(CmpOp::Gt, a, b) | Op::Cmp(CmpOp::Lt, b, a) if a == *then && zero(b) => {
+                    Some(AtZero::Zero)
+                }
+                Op::Cmp(CmpOp::Ge, a, b) | Op::Cmp(CmpOp::Le, b, a) if a == *then && zero(b) => {
+                    Some(AtZero::One)
+                }
+                _ => None,
+            };
+            match at_zero {
+                Some(at_zero) => (relu(at_zero), *then, Some(*cond)),
+                None => (None, value, None),
+            }
+        }
+        _ => (None, value, None),
+    }
+}
+
 /// Whether any node of the layer's `body` other than the ones that make its row (the inner
-/// loop, its result `sum`, the activation `value`) reads those.
-fn used_elsewhere(body: &Function, inner: ValueId, value: ValueId, sum: ValueId) -> bool {
+/// loop, its result `sum`, the activation `value`, and the `condition` of a relu written as
+/// a branch) reads those.
+fn used_elsewhere(
+    body: &Function,
+    [inner, value, sum]: [ValueId; 3],
+    condition: Option<ValueId>,
+) -> bool {
     let out = body.outputs[0];
     body.nodes.iter().enumerate().any(|(at, n)| {
         let at = ValueId(at as u32);
         at != out
             && at != value
             && at != sum
+            && Some(at) != condition
             && n.op
                 .operands()
                 .iter()

@@ -27,7 +27,7 @@ mod text;
 
 pub use builder::Builder;
 pub use inplace::{InPlace, in_place};
-pub use layers::{Activation, DenseLayer, DotRow, dense_layer, dense_layers, dot_row};
+pub use layers::{Activation, AtZero, DenseLayer, DotRow, dense_layer, dense_layers, dot_row};
 pub use ranges::{IntFact, affine_in_index, int_facts, stride_in_index};
 
 use crate::ops::Func;

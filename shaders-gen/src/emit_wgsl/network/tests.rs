@@ -22,6 +22,7 @@ fn plan(inputs: u32, hidden: u32, loss: &Function) -> NetworkPlan {
 }
 
 const TANH: Activation = Activation::Call(Func::Tanh);
+const RELU: Activation = Activation::Relu(AtZero::Half);
 
 /// [`plan`] with the layers' `activations`.
 fn plan_with(
@@ -95,9 +96,16 @@ fn the_kernel_validates_at_both_widths_and_any_inputs() {
 fn relu_layers_read_their_derivative_off_the_stored_outputs() {
     let loss = squared_error(8);
     for (activations, tanh) in [
-        ([Activation::Relu, Activation::Relu], false),
-        ([TANH, Activation::Relu], true),
-        ([Activation::Relu, TANH], true),
+        ([RELU, RELU], false),
+        ([TANH, RELU], true),
+        ([RELU, TANH], true),
+        (
+            [
+                Activation::Relu(AtZero::Zero),
+                Activation::Relu(AtZero::One),
+            ],
+            false,
+        ),
     ] {
         for hidden in [32, 64] {
             let p = plan_with(8, hidden, activations, &loss);
@@ -109,6 +117,20 @@ fn relu_layers_read_their_derivative_off_the_stored_outputs() {
             assert_eq!(wgsl.contains("gf_tanh("), tanh, "{activations:?}");
         }
     }
+    // A relu whose derivative at zero is 0 keeps no tie mask; one whose is 1 reads it.
+    let p = plan_with(
+        8,
+        32,
+        [
+            Activation::Relu(AtZero::Zero),
+            Activation::Relu(AtZero::One),
+        ],
+        &loss,
+    );
+    let wgsl = emit_network_adjoint("fn net(..) -> f32", &p);
+    assert!(!wgsl.contains("ties1") && wgsl.contains("drelu4(hh0_0, 0u, 0u, 0.0)"));
+    assert!(wgsl.contains("ties2 |= zero_bits(f0_0, 0u);"));
+    assert!(wgsl.contains("drelu4(t0_0, ties2, 0u, 1.0)"));
     // Layers of other activations are not the kernel's.
     let sin = Activation::Call(Func::Sin);
     assert!(!plan_with(8, 32, [sin, TANH], &loss).supported());

@@ -91,10 +91,41 @@ fn max_with_zero_either_way_round_is_a_relu() {
         );
         let (_, layers) = layers_of(&one_layer(&row));
         assert_eq!(layers.len(), 1, "{act}");
-        assert_eq!(layers[0].activation, Some(Activation::Relu), "{act}");
+        assert_eq!(
+            layers[0].activation,
+            Some(Activation::Relu(AtZero::Half)),
+            "{act}"
+        );
     }
-    // The maximum with another value, or of the sum and a weight, is no activation.
-    for act in ["s.max(0.5)", "s.max(w[j])", "s.min(0.0)"] {
+    // As a branch: the derivative at zero is the branch's.
+    for (act, at_zero) in [
+        ("if s > 0.0 { s } else { 0.0 }", AtZero::Zero),
+        ("if 0.0 < s { s } else { 0.0 }", AtZero::Zero),
+        ("if s >= 0.0 { s } else { 0.0 }", AtZero::One),
+        ("if 0.0 <= s { s } else { 0.0 }", AtZero::One),
+    ] {
+        let row = format!(
+            "let mut s = b[j]; for k in 0..4 {{ s += w[j * 4 + k] * x[k]; }} h[j] = {act};"
+        );
+        let (_, layers) = layers_of(&one_layer(&row));
+        assert_eq!(layers.len(), 1, "{act}");
+        assert_eq!(
+            layers[0].activation,
+            Some(Activation::Relu(at_zero)),
+            "{act}"
+        );
+    }
+    // The maximum with another value, or of the sum and a weight, is no activation; nor a
+    // branch that gives NaN at NaN, or compares with something else.
+    for act in [
+        "s.max(0.5)",
+        "s.max(w[j])",
+        "s.min(0.0)",
+        "if s <= 0.0 { 0.0 } else { s }",
+        "if s > 0.5 { s } else { 0.0 }",
+        "if s > 0.0 { s } else { 0.5 }",
+        "if s < 0.0 { s } else { 0.0 }",
+    ] {
         let row = format!(
             "let mut s = b[j]; for k in 0..4 {{ s += w[j * 4 + k] * x[k]; }} h[j] = {act};"
         );
