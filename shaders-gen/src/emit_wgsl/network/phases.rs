@@ -556,6 +556,14 @@ pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             );
         }
     }
+    store_row_sums(plan, sh, s);
+}
+
+/// The end of [`partial_sums`]: the per-row sums, gathered in `h1s`, into the workgroup's
+/// row of partial sums (item `it` of row `j` at the shared word its `it` names), and each
+/// output's bias gradient summed over the first 64 threads.
+fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    let (h, i) = (sh.hidden, sh.inputs);
     // Row o of ds2s: output o's bias gradient of each of the first 64 threads.
     let at_row = |o: u32| match o {
         0 => String::new(),
