@@ -277,11 +277,13 @@ fn check_against_interpreter(name: &str, src: &str, words: usize, shared: &[f32]
 
 /// Relu layers (`s.max(0.0)`, or a branch), alone and beside a tanh layer, on elements and
 /// weights that put sums exactly at zero: `max`'s derivative is 0.5 there (a tie), a
-/// branch's 0 or 1, which the kernel reads from its mask of the sums that were zero.
+/// branch's 0 or 1, which the kernel reads from its mask of the sums that were zero; and
+/// sigmoid layers (`1.0 / (1.0 + (-s).exp())`), on the same data.
 #[test]
-fn relu_networks_match_the_interpreter_at_ties_too() {
+fn relu_and_sigmoid_layers_match_the_interpreter_at_ties_too() {
     use gradfuse_shaders_gen::samples::DenseNetwork;
     let relu = "s.max(0.0)";
+    let sigmoid = "1.0 / (1.0 + (-s).exp())";
     let cases = [
         (8usize, 32usize, [relu, relu], 300usize),
         (3, 64, [relu, relu], 200),
@@ -298,6 +300,9 @@ fn relu_networks_match_the_interpreter_at_ties_too() {
             220,
         ),
         (2, 64, ["if 0.0 <= s { s } else { 0.0 }", relu], 140),
+        (8, 32, [sigmoid, sigmoid], 200),
+        (3, 64, [sigmoid, relu], 150),
+        (7, 32, ["s.tanh()", sigmoid], 120),
     ];
     for (i, h, [first, second], n) in cases {
         let src = DenseNetwork {

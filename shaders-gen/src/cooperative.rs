@@ -3,7 +3,7 @@
 //!
 //! The function must be, and be only, the network that kernel computes: per-element inputs
 //! `x` (an array argument, `#[constant]` like every per-element word) into two dense layers
-//! of 32 or 64 rows, each `tanh` or relu ([`ir::dense_layers`]), the second reading what
+//! of 32 or 64 rows, each `tanh`, relu or the sigmoid ([`ir::dense_layers`]), the second reading what
 //! the first wrote; output rows `y_o = b_o + w_o . h2` ([`ir::dot_row`]) reading what the
 //! second wrote, as many as the kernel computes at that width
 //! ([`crate::emit_wgsl::max_outputs`]); and a loss of the `y_o` and the element's words

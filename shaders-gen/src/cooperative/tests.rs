@@ -101,6 +101,15 @@ fn relu_networks_get_the_cooperative_kernel() {
 }
 
 #[test]
+fn sigmoid_networks_get_the_cooperative_kernel() {
+    use crate::ir::Activation;
+    let sigmoid = "1.0 / (1.0 + (-s).exp())";
+    let src = network(8, 32, sigmoid, "#[constant]", "(y - t) * (y - t)");
+    let plan = plan_of(&src).0.expect("a plan");
+    assert_eq!(plan.activations, [Activation::Sigmoid; 2]);
+}
+
+#[test]
 fn any_loss_of_y_and_the_elements_words() {
     let src = network(
         4,

@@ -1,4 +1,4 @@
-//! The adjoint kernel of a network of two dense layers (each `tanh` or relu) as
+//! The adjoint kernel of a network of two dense layers (each `tanh`, relu or the sigmoid) as
 //! register-blocked matrix products of the workgroup, not one element a thread.
 //!
 //! One element a thread reads every weight once per element, which holds an 8-64-64-1
@@ -26,7 +26,8 @@
 //!   each row goes into rows of `d_s2`'s matrix before the products write it) and the loss
 //!   after them run one thread an element.
 //! - Each layer's activation derivative is read off its stored output, where the chunk's
-//!   matrices have no room for the sums: `1 - h^2` for `tanh`; for relu 1 above zero, 0
+//!   matrices have no room for the sums: `1 - h^2` for `tanh`, `h (1 - h)` for the
+//!   sigmoid; for relu 1 above zero, 0
 //!   below, and 0.5 at a sum of exactly zero (`max`'s tie, as `ad::partials` has it), which
 //!   a mask of a bit per sum of the thread tells from a negative sum ([`WGSL_RELU`]).
 //!
@@ -103,8 +104,8 @@ pub struct NetworkPlan {
     pub inputs: u32,
     /// Rows of both layers: 32 or 64.
     pub hidden: u32,
-    /// What the first and the second layer apply to their sums: `tanh` or relu
-    /// ([`NetworkPlan::supported`]).
+    /// What the first and the second layer apply to their sums: `tanh`, relu or the
+    /// sigmoid ([`NetworkPlan::supported`]).
     pub activations: [Activation; 2],
     /// The first layer (`hidden x inputs`).
     pub first: LayerWords,
@@ -136,7 +137,7 @@ impl NetworkPlan {
     /// Whether this kernel can be written for the plan: widths whose swizzles are XORs
     /// within a row (powers of two) and whose three matrices fit 48 KiB, outputs whose
     /// lanes' parts fit `d_s2`'s matrix ([`max_outputs`]), activations whose
-    /// derivative it reads off their stored outputs (`tanh`, relu), inputs that fit the
+    /// derivative it reads off their stored outputs (`tanh`, relu, the sigmoid), inputs that fit the
     /// borrowed rows, and a loss of plain words.
     pub fn supported(&self) -> bool {
         let outputs = self.outputs.len() as u32;
@@ -152,8 +153,12 @@ impl NetworkPlan {
                         | Op::ArrayAdd(..)
                 )
             });
-        let activations = (self.activations.iter())
-            .all(|a| matches!(a, Activation::Call(Func::Tanh) | Activation::Relu(_)));
+        let activations = (self.activations.iter()).all(|a| {
+            matches!(
+                a,
+                Activation::Call(Func::Tanh) | Activation::Relu(_) | Activation::Sigmoid
+            )
+        });
         matches!(self.hidden, 32 | 64)
             && (1..=max_outputs(self.hidden)).contains(&outputs)
             && activations
@@ -303,6 +308,7 @@ impl Shape {
 fn activate(a: Activation, sums: &str) -> String {
     match a {
         Activation::Relu(_) => format!("relu4({sums})"),
+        Activation::Sigmoid => format!("sigmoid4({sums})"),
         _ => format!("tanh4({sums})"),
     }
 }
@@ -324,6 +330,7 @@ fn derivative(a: Activation, out: &str, layer: u32, bit: u32) -> String {
             let d = at_zero.derivative();
             format!("drelu4({out}, ties{layer}, {bit}u, {d:?})")
         }
+        Activation::Sigmoid => format!("({out} * (vec4<f32>(1.0) - {out}))"),
         _ => format!("(vec4<f32>(1.0) - {out} * {out})"),
     }
 }
@@ -430,6 +437,13 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         s.push_str(
             "fn tanh4(v: vec4<f32>) -> vec4<f32> {\n    \
              return vec4<f32>(gf_tanh(v.x), gf_tanh(v.y), gf_tanh(v.z), gf_tanh(v.w));\n}\n\n",
+        );
+    }
+    if plan.activations.contains(&Activation::Sigmoid) {
+        // As the IR computes `1.0 / (1.0 + (-s).exp())`, with the builtin `exp` (`ops`).
+        s.push_str(
+            "fn sigmoid4(v: vec4<f32>) -> vec4<f32> {\n    \
+             return vec4<f32>(1.0) / (vec4<f32>(1.0) + exp(-v));\n}\n\n",
         );
     }
     if (plan.activations.iter()).any(|a| matches!(a, Activation::Relu(_))) {

@@ -52,6 +52,9 @@ pub enum Activation {
     /// A rectified linear unit: `s` above zero, 0 below and at NaN, its derivative 1 above
     /// zero and 0 below and at NaN; at a sum of exactly zero as written ([`AtZero`]).
     Relu(AtZero),
+    /// The logistic sigmoid as Rust writes it, `1.0 / (1.0 + (-s).exp())` (the sum in the
+    /// denominator either way round): its derivative is `h (1 - h)` of its value `h`.
+    Sigmoid,
 }
 
 /// A relu's derivative at a sum of exactly zero, which depends on how it is written.
@@ -145,7 +148,7 @@ pub fn dense_layer(
     {
         return None;
     }
-    let (activation, sum, condition) = activation_of(body, *value);
+    let (activation, sum, between) = activation_of(body, *value);
     let Op::Result(inner_at, 0) = body.node(sum).op else {
         return None;
     };
@@ -171,7 +174,7 @@ pub fn dense_layer(
         && (w.inner != 0 || columns == 1)
         && x.outer == 0
         && x.inner != 0
-        && !used_elsewhere(body, [inner_at, *value, sum], condition);
+        && !used_elsewhere(body, [inner_at, *value, sum], &between);
     is_layer.then_some(DenseLayer {
         rows: rows as usize,
         columns,
@@ -353,21 +356,23 @@ fn sum_of_products(
     (sum_reads == 1).then_some((w.0, w.1, x.0, x.1))
 }
 
-/// `value`, a layer's row, as an activation of a sum: `(activation, sum, the comparison
-/// of a relu written as a branch)`, or `(None, value, None)`.
-fn activation_of(
-    body: &Function,
-    value: ValueId,
-) -> (Option<Activation>, ValueId, Option<ValueId>) {
+/// `value`, a layer's row, as an activation of a sum: `(activation, sum, the nodes
+/// between the two)`, or `(None, value, [])`.
+fn activation_of(body: &Function, value: ValueId) -> (Option<Activation>, ValueId, Vec<ValueId>) {
     let zero = |v: ValueId| matches!(body.node(v).op, Op::Const(c) if c == 0.0);
     let relu = |at_zero| Some(Activation::Relu(at_zero));
+    if let Some((sum, between)) = sigmoid_of(body, value) {
+        return (Some(Activation::Sigmoid), sum, between);
+    }
     match &body.node(value).op {
-        Op::Call(func, args) if args.len() == 1 => (Some(Activation::Call(*func)), args[0], None),
+        Op::Call(func, args) if args.len() == 1 => {
+            (Some(Activation::Call(*func)), args[0], Vec::new())
+        }
         Op::Call(Func::Max, args) if args.len() == 2 && zero(args[1]) => {
-            (relu(AtZero::Half), args[0], None)
+            (relu(AtZero::Half), args[0], Vec::new())
         }
         Op::Call(Func::Max, args) if args.len() == 2 && zero(args[0]) => {
-            (relu(AtZero::Half), args[1], None)
+            (relu(AtZero::Half), args[1], Vec::new())
         }
         // `if s > 0.0 { s } else { 0.0 }`: 0 at NaN, as the kernels' relu. The branches the
         // other way round (`if s <= 0.0 { 0.0 } else { s }`) give NaN there: not a relu.
@@ -386,29 +391,52 @@ fn activation_of(
                 _ => None,
             };
             match at_zero {
-                Some(at_zero) => (relu(at_zero), *then, Some(*cond)),
-                None => (None, value, None),
+                Some(at_zero) => (relu(at_zero), *then, vec![*cond]),
+                None => (None, value, Vec::new()),
             }
         }
-        _ => (None, value, None),
+        _ => (None, value, Vec::new()),
     }
 }
 
+/// `value` as `1.0 / (1.0 + (-s).exp())` (the sum either way round): `(s, the nodes
+/// between)`.
+fn sigmoid_of(body: &Function, value: ValueId) -> Option<(ValueId, Vec<ValueId>)> {
+    let one = |v: ValueId| matches!(body.node(v).op, Op::Const(c) if c == 1.0);
+    let call = |v: ValueId, f: Func| match &body.node(v).op {
+        Op::Call(g, args) if *g == f => Some(args.clone()),
+        _ => None,
+    };
+    let quotient = call(value, Func::Div)?;
+    let [numerator, denominator] = quotient[..] else {
+        return None;
+    };
+    let terms = call(denominator, Func::Add)?;
+    let exp = match terms[..] {
+        [a, b] if one(a) => b,
+        [a, b] if one(b) => a,
+        _ => return None,
+    };
+    let [negated] = call(exp, Func::Exp)?[..] else {
+        return None;
+    };
+    let [sum] = call(negated, Func::Neg)?[..] else {
+        return None;
+    };
+    one(numerator).then(|| (sum, vec![denominator, exp, negated]))
+}
+
 /// Whether any node of the layer's `body` other than the ones that make its row (the inner
-/// loop, its result `sum`, the activation `value`, and the `condition` of a relu written as
-/// a branch) reads those.
-fn used_elsewhere(
-    body: &Function,
-    [inner, value, sum]: [ValueId; 3],
-    condition: Option<ValueId>,
-) -> bool {
+/// loop, its result `sum`, the activation `value`, and the nodes `between` the sum and the
+/// activation: a relu's comparison, a sigmoid's exponential) reads those.
+fn used_elsewhere(body: &Function, [inner, value, sum]: [ValueId; 3], between: &[ValueId]) -> bool {
     let out = body.outputs[0];
     body.nodes.iter().enumerate().any(|(at, n)| {
         let at = ValueId(at as u32);
         at != out
             && at != value
             && at != sum
-            && Some(at) != condition
+            && !between.contains(&at)
             && n.op
                 .operands()
                 .iter()

@@ -131,6 +131,14 @@ fn relu_layers_read_their_derivative_off_the_stored_outputs() {
     assert!(!wgsl.contains("ties1") && wgsl.contains("drelu4(hh0_0, 0u, 0u, 0.0)"));
     assert!(wgsl.contains("ties2 |= zero_bits(f0_0, 0u);"));
     assert!(wgsl.contains("drelu4(t0_0, ties2, 0u, 1.0)"));
+    // The sigmoid, beside either.
+    for activations in [[Activation::Sigmoid, RELU], [TANH, Activation::Sigmoid]] {
+        let p = plan_with(8, 64, activations, &loss);
+        assert!(p.supported(), "{activations:?}");
+        let wgsl = emit_network_adjoint("fn net(..) -> f32", &p);
+        validate(&wgsl);
+        assert!(wgsl.contains("fn sigmoid4") && wgsl.contains(" * (vec4<f32>(1.0) - "));
+    }
     // Layers of other activations are not the kernel's.
     let sin = Activation::Call(Func::Sin);
     assert!(!plan_with(8, 32, [sin, TANH], &loss).supported());

@@ -135,6 +135,34 @@ fn max_with_zero_either_way_round_is_a_relu() {
 }
 
 #[test]
+fn the_logistic_sigmoid_as_rust_writes_it() {
+    for act in [
+        "1.0 / (1.0 + (-s).exp())",
+        "1.0 / ((-s).exp() + 1.0)",
+        "1.0 / (1.0 + f32::exp(-s))",
+    ] {
+        let row = format!(
+            "let mut s = b[j]; for k in 0..4 {{ s += w[j * 4 + k] * x[k]; }} h[j] = {act};"
+        );
+        let (_, layers) = layers_of(&one_layer(&row));
+        assert_eq!(layers.len(), 1, "{act}");
+        assert_eq!(layers[0].activation, Some(Activation::Sigmoid), "{act}");
+    }
+    for act in [
+        "2.0 / (1.0 + (-s).exp())",
+        "1.0 / (2.0 + (-s).exp())",
+        "1.0 / (1.0 + s.exp())",
+        "1.0 / (1.0 + (-s).exp()) + s",
+    ] {
+        let row = format!(
+            "let mut s = b[j]; for k in 0..4 {{ s += w[j * 4 + k] * x[k]; }} h[j] = {act};"
+        );
+        let (_, layers) = layers_of(&one_layer(&row));
+        assert!(layers.is_empty(), "{act}: {layers:?}");
+    }
+}
+
+#[test]
 fn transposed_weights_and_no_activation() {
     let row = "let mut s = b[j]; for k in 0..4 { s += w[3 * k + j] * x[k]; } h[j] = s;";
     let (_, layers) = layers_of(&one_layer(row));
