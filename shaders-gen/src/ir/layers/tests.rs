@@ -83,19 +83,21 @@ fn sums_and_products_either_way_round_and_other_activations() {
     }
 }
 
+/// The activation of [`one_layer`] with `h[j] = {act}` for its row's last statement, if
+/// that is a layer.
+fn activation_in_layer(act: &str) -> Option<Option<Activation>> {
+    let row =
+        format!("let mut s = b[j]; for k in 0..4 {{ s += w[j * 4 + k] * x[k]; }} h[j] = {act};");
+    let (_, layers) = layers_of(&one_layer(&row));
+    assert!(layers.len() <= 1, "{act}: {layers:?}");
+    layers.first().map(|l| l.activation)
+}
+
 #[test]
 fn max_with_zero_either_way_round_is_a_relu() {
     for act in ["s.max(0.0)", "0.0f32.max(s)", "f32::max(s, 0.0)"] {
-        let row = format!(
-            "let mut s = b[j]; for k in 0..4 {{ s += w[j * 4 + k] * x[k]; }} h[j] = {act};"
-        );
-        let (_, layers) = layers_of(&one_layer(&row));
-        assert_eq!(layers.len(), 1, "{act}");
-        assert_eq!(
-            layers[0].activation,
-            Some(Activation::Relu(AtZero::Half)),
-            "{act}"
-        );
+        let relu = Some(Activation::Relu(AtZero::Half));
+        assert_eq!(activation_in_layer(act), Some(relu), "{act}");
     }
     // As a branch: the derivative at zero is the branch's.
     for (act, at_zero) in [
@@ -104,16 +106,8 @@ fn max_with_zero_either_way_round_is_a_relu() {
         ("if s >= 0.0 { s } else { 0.0 }", AtZero::One),
         ("if 0.0 <= s { s } else { 0.0 }", AtZero::One),
     ] {
-        let row = format!(
-            "let mut s = b[j]; for k in 0..4 {{ s += w[j * 4 + k] * x[k]; }} h[j] = {act};"
-        );
-        let (_, layers) = layers_of(&one_layer(&row));
-        assert_eq!(layers.len(), 1, "{act}");
-        assert_eq!(
-            layers[0].activation,
-            Some(Activation::Relu(at_zero)),
-            "{act}"
-        );
+        let relu = Some(Activation::Relu(at_zero));
+        assert_eq!(activation_in_layer(act), Some(relu), "{act}");
     }
     // The maximum with another value, or of the sum and a weight, is no activation; nor a
     // branch that gives NaN at NaN, or compares with something else.
@@ -126,11 +120,7 @@ fn max_with_zero_either_way_round_is_a_relu() {
         "if s > 0.0 { s } else { 0.5 }",
         "if s < 0.0 { s } else { 0.0 }",
     ] {
-        let row = format!(
-            "let mut s = b[j]; for k in 0..4 {{ s += w[j * 4 + k] * x[k]; }} h[j] = {act};"
-        );
-        let (_, layers) = layers_of(&one_layer(&row));
-        assert!(layers.is_empty(), "{act}: {layers:?}");
+        assert_eq!(activation_in_layer(act), None, "{act}");
     }
 }
 
@@ -141,12 +131,8 @@ fn the_logistic_sigmoid_as_rust_writes_it() {
         "1.0 / ((-s).exp() + 1.0)",
         "1.0 / (1.0 + f32::exp(-s))",
     ] {
-        let row = format!(
-            "let mut s = b[j]; for k in 0..4 {{ s += w[j * 4 + k] * x[k]; }} h[j] = {act};"
-        );
-        let (_, layers) = layers_of(&one_layer(&row));
-        assert_eq!(layers.len(), 1, "{act}");
-        assert_eq!(layers[0].activation, Some(Activation::Sigmoid), "{act}");
+        let sigmoid = Some(Activation::Sigmoid);
+        assert_eq!(activation_in_layer(act), Some(sigmoid), "{act}");
     }
     for act in [
         "2.0 / (1.0 + (-s).exp())",
@@ -154,11 +140,7 @@ fn the_logistic_sigmoid_as_rust_writes_it() {
         "1.0 / (1.0 + s.exp())",
         "1.0 / (1.0 + (-s).exp()) + s",
     ] {
-        let row = format!(
-            "let mut s = b[j]; for k in 0..4 {{ s += w[j * 4 + k] * x[k]; }} h[j] = {act};"
-        );
-        let (_, layers) = layers_of(&one_layer(&row));
-        assert!(layers.is_empty(), "{act}: {layers:?}");
+        assert_eq!(activation_in_layer(act), None, "{act}");
     }
 }
 
