@@ -234,11 +234,9 @@ fn loss(f: &Function, ys: &[ValueId], words: u32) -> Option<Function> {
         if !needed[i] {
             continue;
         }
+        let y = ys.iter().position(|y| y.index() == i);
         let op = match &node.op {
-            _ if ys.contains(&ValueId(i as u32)) => {
-                let o = ys.iter().position(|y| y.index() == i)?;
-                Op::Input(o as u32)
-            }
+            _ if let Some(o) = y => Op::Input(o as u32),
             Op::Input(w) if *w < words => Op::Input(outputs + w),
             Op::Const(_) | Op::Int(_) => node.op.clone(),
             op @ (Op::Call(..)

@@ -313,12 +313,16 @@ fn activate(a: Activation, sums: &str) -> String {
     }
 }
 
-/// The statement that records which lanes of `sums` are exactly zero into layer `layer`'s
-/// tie mask at bit `bit`, where `a` needs it (a relu whose derivative at zero is not 0:
-/// [`WGSL_RELU`]).
-fn record_ties(a: Activation, layer: u32, sums: &str, bit: u32) -> Option<String> {
+/// Whether a layer of activation `a` keeps a tie mask of the sums that were exactly zero:
+/// a relu whose derivative at zero is not 0 ([`WGSL_RELU`]).
+fn keeps_ties(a: Activation) -> bool {
     matches!(a, Activation::Relu(at_zero) if at_zero != AtZero::Zero)
-        .then(|| format!("ties{layer} |= zero_bits({sums}, {bit}u);"))
+}
+
+/// The statement that records which lanes of `sums` are exactly zero into layer `layer`'s
+/// tie mask at bit `bit`, where `a` [`keeps_ties`].
+fn record_ties(a: Activation, layer: u32, sums: &str, bit: u32) -> Option<String> {
+    keeps_ties(a).then(|| format!("ties{layer} |= zero_bits({sums}, {bit}u);"))
 }
 
 /// The WGSL of activation `a`'s derivative from `out`, a `vec4` of what [`activate`]
@@ -367,6 +371,17 @@ fn drelu4(h: vec4<f32>, ties: u32, bit: u32, at_zero: f32) -> vec4<f32> {
 /// Index of `vec4` column `col` of row `row` of a swizzled matrix (`rm`: the row modulo 8).
 fn cell(row: &str, rm: &str, col: &str) -> String {
     format!("{row} * 16u + (({col}) ^ {rm})")
+}
+
+/// Index in `ds2s` of `vec4` column `col` of output `o`'s `d_y` row, row `32 + o`, swizzled
+/// as the output parts that row holds before (so that each element's thread writes the
+/// word of its own part, which it has read).
+fn dy_cell(o: u32, col: &str) -> String {
+    let start = 16 * (32 + o);
+    match o % 8 {
+        0 => format!("{start}u + {col}"),
+        rm => format!("{start}u + (({col}) ^ {rm}u)"),
+    }
 }
 
 /// The cooperative adjoint kernel of `plan` (see the module doc); entry point `adjoint`,
@@ -456,17 +471,25 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
          return fma(p.w, q.w, fma(p.z, q.z, fma(p.y, q.y, fma(p.x, q.x, acc))));\n}\n\n",
     );
     s.push_str("fn sw(i: u32) -> f32 {\n    return shared_args[i];\n}\n\n");
-    let o = plan.outputs.len();
-    let (y, out) = if o == 1 {
-        ("f32".to_string(), "vec2<f32>".to_string())
-    } else {
-        (format!("array<f32, {o}>"), format!("array<f32, {}>", o + 1))
-    };
+    let (y, out) = loss_types(plan.outputs.len() as u32);
     let _ = writeln!(
         s,
         "// The loss and its derivative in y, from y and the element's words (from gf_row on).\n\
          fn gf_loss(gf_y: {y}, gf_row: u32) -> {out} {{\n{body}}}\n"
     );
+}
+
+/// The WGSL types of the loss's `y` and of its result `(value, d value / d y_0, ..)` for
+/// `outputs` output rows: `f32` and `vec2` for one.
+fn loss_types(outputs: u32) -> (String, String) {
+    if outputs == 1 {
+        ("f32".into(), "vec2<f32>".into())
+    } else {
+        (
+            format!("array<f32, {outputs}>"),
+            format!("array<f32, {}>", outputs + 1),
+        )
+    }
 }
 
 /// The loss's statements: a `let` per node, `y` (its first `outputs` inputs) read from
@@ -497,12 +520,12 @@ fn loss_statements(f: &Function, outputs: u32, helpers: &mut BTreeSet<&'static s
         }
     }
     let results: Vec<String> = f.outputs.iter().map(|v| ctx.operand(*v)).collect();
-    let ty = if outputs == 1 {
-        "vec2<f32>".to_string()
-    } else {
-        format!("array<f32, {}>", outputs + 1)
-    };
-    let _ = writeln!(s, "    return {ty}({});", results.join(", "));
+    let _ = writeln!(
+        s,
+        "    return {}({});",
+        loss_types(outputs).1,
+        results.join(", ")
+    );
     s
 }
 

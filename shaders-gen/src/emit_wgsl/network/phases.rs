@@ -1,6 +1,8 @@
 //! The phases of the cooperative network adjoint's entry point, in the order it runs them.
 
-use super::{NetworkPlan, Shape, activate, cell, derivative, record_ties, word};
+use super::{
+    NetworkPlan, Shape, activate, cell, derivative, dy_cell, keeps_ties, record_ties, word,
+};
 use std::fmt::Write;
 
 /// The name of output `o`'s bias gradient, a thread's sum over its elements.
@@ -189,7 +191,7 @@ fn rank_one_step(
 pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
     for (layer, a) in (1..).zip(plan.activations) {
-        if record_ties(a, layer, "", 0).is_some() {
+        if keeps_ties(a) {
             let _ = writeln!(s, "        var ties{layer} = 0u;");
         }
     }
@@ -283,12 +285,7 @@ pub(super) fn output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
     for o in 0..sh.outputs {
         for c in cols.clone() {
-            // Row 32 + o, swizzled as the output parts it holds (row 32 by nothing).
-            let at = if sh.outputs == 1 {
-                format!("512u + cw + {c}u")
-            } else {
-                format!("{}u + ((cw + {c}u) ^ {}u)", 512 + 16 * o, o % 8)
-            };
+            let at = dy_cell(o, &format!("cw + {c}u"));
             let _ = writeln!(s, "        let dy{}{c} = ds2s[{at}];", sh.out(o));
         }
     }
@@ -340,9 +337,12 @@ fn one_output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
          if (inb) {{\n                values[first + e] = loss.x;\n            }}\n            \
          let dy = select(0.0f, loss.y, inb);\n            \
          gb3 += dy;\n            \
-         ds2s[512u + e / 4u][e % 4u] = dy;\n        }}\n        \
+         ds2s[{}][e % 4u] = dy;\n        }}\n        \
          workgroupBarrier();",
-        plan.outputs[0].bias, sh.row_lanes, plan.element_words
+        plan.outputs[0].bias,
+        sh.row_lanes,
+        plan.element_words,
+        dy_cell(0, "e / 4u")
     );
 }
 
@@ -384,11 +384,10 @@ fn outputs_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             s,
             "            let dy{o} = select(0.0f, loss[{}], inb);\n            \
              {} += dy{o};\n            \
-             ds2s[{}u + ((e / 4u) ^ {}u)][e % 4u] = dy{o};",
+             ds2s[{}][e % 4u] = dy{o};",
             o + 1,
             gb3(sh, o),
-            512 + 16 * o,
-            o % 8
+            dy_cell(o, "e / 4u")
         );
     }
     line(s, "        }\n        workgroupBarrier();");
