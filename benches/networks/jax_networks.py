@@ -8,7 +8,9 @@ adjoint kernel sums over the batch). Run on the device next to the Rust bench:
 GRADFUSE_JAX_NETWORKS="3-64 8-64 8-64-2" times other I-H-H-1 shapes, or I-H-H-O with a
 third number (default "8-32 8-64"; O outputs, the loss the sum of their squared errors), and
 GRADFUSE_JAX_ACTIVATIONS="tanh relu" each with these hidden activations (default "tanh";
-relu as jax.nn.relu, gradfuse's `s.max(0.0)`).
+relu as jax.nn.relu, gradfuse's `s.max(0.0)`). GRADFUSE_JAX_LAYERS="8-16-16-1 8-64-64-64-1
+8-64-1" times networks given by every layer's width, inputs first and outputs last, any
+depth (benches/networks/variants/shape_networks.rs; none by default).
 
 Matrix products run at JAX's default precision (TF32 tensor cores on an H100) and at
 "highest" (true f32, what gradfuse computes); both are printed.
@@ -47,6 +49,29 @@ def network(i, h, activation="tanh", o=1):
     return loss, w
 
 
+def layered(widths, activation="tanh"):
+    """A network of `widths` (inputs, hidden layers.., outputs), W of each layer `(out, in)`."""
+    act = ACTIVATIONS[activation]
+
+    def loss(w, x, t):
+        h = x
+        for wk, bk in w[:-1]:
+            h = act(h @ wk.T + bk)
+        wo, bo = w[-1]
+        y = h @ wo.T + bo
+        return jnp.sum((y - t) ** 2)
+
+    ks = jax.random.split(jax.random.PRNGKey(0), 2 * len(widths))
+    w = tuple(
+        (
+            (0.3 / (a ** 0.5)) * jax.random.normal(ks[2 * l], (b, a)),
+            0.1 * jax.random.normal(ks[2 * l + 1], (b,)),
+        )
+        for l, (a, b) in enumerate(zip(widths[:-1], widths[1:]))
+    )
+    return loss, w
+
+
 def median_ms(f, *args, repeats=30):
     out = f(*args)
     jax.block_until_ready(out)
@@ -71,6 +96,26 @@ def main():
         for shape in shapes:
             i, h, *rest = map(int, shape.split("-"))
             time_network(i, h, activation, rest[0] if rest else 1)
+        for layers in os.environ.get("GRADFUSE_JAX_LAYERS", "").split():
+            widths = list(map(int, layers.split("-")))
+            time_layers(widths, activation)
+
+
+def time_layers(widths, activation):
+    name = "-".join(map(str, widths)) + ("" if activation == "tanh" else f" {activation}")
+    loss, w = layered(widths, activation)
+    for precision in ["default", "highest"]:
+        with jax.default_matmul_precision(precision):
+            value = jax.jit(loss)
+            vg = jax.jit(jax.value_and_grad(loss))
+            for log_n in [20, 24]:
+                n = 1 << log_n
+                kx, kt = jax.random.split(jax.random.PRNGKey(log_n))
+                x = jax.random.uniform(kx, (n, widths[0]), minval=0.5, maxval=2.0)
+                t = jax.random.uniform(kt, (n, widths[-1]), minval=0.5, maxval=2.0)
+                v_ms = median_ms(value, w, x, t)
+                g_ms = median_ms(vg, w, x, t)
+                print(f"| {name} | {precision} | 2^{log_n} | {v_ms:.3f} | {g_ms:.3f} |")
 
 
 def time_network(i, h, activation, o):

@@ -38,6 +38,47 @@ pub fn network(i: usize, h: usize, o: usize) -> String {
     )
 }
 
+/// A tanh network of any depth with a squared-error loss: `i` inputs, a hidden layer of
+/// each width of `hidden` in turn (`w1 ..`, each layer's weights row by row, then its
+/// biases), `o` outputs after them, as a user writes it layer by layer.
+pub fn deep_network(i: usize, hidden: &[usize], o: usize) -> String {
+    let mut args = format!("#[constant] x: [f32; {i}], #[constant] t: [f32; {o}]");
+    let mut body = String::new();
+    let (mut cols, mut input) = (i, "x".to_string());
+    for (l, &h) in hidden.iter().enumerate() {
+        let w = format!("w{}", l + 1);
+        let out = format!("h{}", l + 1);
+        args.push_str(&format!(", #[shared] {w}: [f32; {}]", h * cols + h));
+        body.push_str(&format!(
+            "let mut {out} = [0.0; {h}];
+            for j in 0..{h} {{
+                let mut s = {w}[{cols} * {h} + j];
+                for k in 0..{cols} {{
+                    s += {w}[j * {cols} + k] * {input}[k];
+                }}
+                {out}[j] = s.tanh();
+            }}
+            "
+        ));
+        (cols, input) = (h, out);
+    }
+    let w = format!("w{}", hidden.len() + 1);
+    args.push_str(&format!(", #[shared] {w}: [f32; {}]", o * cols + o));
+    format!(
+        "fn net({args}) -> f32 {{
+            {body}let mut loss = 0.0;
+            for j in 0..{o} {{
+                let mut y = {w}[{cols} * {o} + j];
+                for k in 0..{cols} {{
+                    y += {w}[j * {cols} + k] * {input}[k];
+                }}
+                loss += (y - t[j]) * (y - t[j]);
+            }}
+            loss
+        }}"
+    )
+}
+
 /// An I-H-H-1 network with one output row, as the README's example and the benches' networks
 /// write it: `x` per element, `t` after it, three `#[shared]` weight blocks (each layer's
 /// weights, then its biases), `y = w3 . h2 + b3`, then a loss of `y` and `t`. The fields say

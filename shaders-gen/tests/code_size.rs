@@ -2,9 +2,10 @@
 //! same network source at widths 8, 32 and 128 (153 to 17,793 shared words) gives WGSL and
 //! Rust of about the same size. Loops over arrays stay loops; what unrolling adds is
 //! bounded by `opt::UNROLL_BUDGET`, and in the value kernel, for layers over shared
-//! weights, by `opt::VALUE_UNROLL_BUDGET` (width 64 unrolled, width 128 a loop).
+//! weights, by `opt::VALUE_UNROLL_BUDGET` (width 64 unrolled, width 128 a loop). A deeper
+//! network adds its layers' source, not a layer's unrolled weights.
 
-use gradfuse_shaders_gen::samples::network;
+use gradfuse_shaders_gen::samples::{deep_network, network};
 use gradfuse_shaders_gen::{compile, emit_rust};
 
 /// Bytes of the forward WGSL, the reverse WGSL and the Rust expansion of 8-H-H-1.
@@ -116,5 +117,48 @@ fn the_adjoint_kernel_ir_emits_the_adjoint_kernel() {
             emit_kernel_with_elements("", layout, KernelKind::Adjoint, &f, c.adjoint_elements);
         let body = |s: &str| s.split_once('\n').map(|(_, b)| b.to_string());
         assert_eq!(body(&again), body(&c.wgsl_reverse), "width {h}");
+    }
+}
+
+/// Bytes of the forward and the reverse WGSL of 8-64-..-64-1 with `depth` hidden layers
+/// (the target per element and differentiable: the adjoint one element a thread), and
+/// whether every hidden layer's gradient is summed as outer products.
+fn deep_sizes(depth: usize) -> (usize, usize, usize) {
+    let src = deep_network(8, &vec![64; depth], 1).replace("#[constant] t:", "t:");
+    let item: syn::ItemFn = syn::parse_str(&src).expect("the source parses");
+    let c = compile(&item).expect("the network compiles");
+    let outer = (1..=depth)
+        .filter(|l| {
+            let label = format!("rows of d/d w{l}, summed as outer products");
+            c.wgsl_reverse.contains(&label)
+        })
+        .count();
+    (c.wgsl_forward.len(), c.wgsl_reverse.len(), outer)
+}
+
+#[test]
+fn generated_code_grows_with_network_depth_by_the_layers_source() {
+    let [(f2, r2, o2), (f3, r3, o3), (f4, r4, o4)] = [deep_sizes(2), deep_sizes(3), deep_sizes(4)];
+    // Hidden layers of one size share their gradient's zeros: each is still summed as
+    // outer products, none streamed word by word (1.6 MB of reverse WGSL at depth 3, and
+    // 181 s to build on lavapipe, before).
+    assert_eq!(
+        (o2, o3, o4),
+        (2, 3, 4),
+        "hidden layers summed as outer products"
+    );
+    // A layer's reverse code is its kept loop: tens of KB, not its 4,160 words'.
+    for (depth, r) in [(3, r3), (4, r4)] {
+        assert!(
+            r < r2 + (depth - 2) * r2,
+            "reverse at depth {depth}: {r} bytes, {r2} at 2"
+        );
+    }
+    // The value kernel unrolls layers up to one budget for the kernel, not one a layer.
+    for (depth, f) in [(3, f3), (4, f4)] {
+        assert!(
+            f < f2 * 5 / 4,
+            "forward at depth {depth}: {f} bytes, {f2} at 2"
+        );
     }
 }

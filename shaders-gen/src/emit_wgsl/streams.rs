@@ -184,6 +184,12 @@ pub(super) fn accumulator(
     }
 }
 
+/// Whether `v` is an array of zeros, where a chain of adds may start.
+fn is_zeros(f: &Function, v: ValueId) -> bool {
+    let zero = |w: &ValueId| matches!(f.node(*w).op, Op::Const(c) if c == 0.0);
+    matches!(&f.node(v).op, Op::ArrayNew(words) if words.iter().all(zero))
+}
+
 /// What every add of one chain shares.
 struct Chain<'a> {
     base: u32,
@@ -204,12 +210,15 @@ impl Chain<'_> {
     ) -> Option<Start> {
         loop {
             match &f.node(v).op {
-                Op::ArrayNew(words) => {
-                    let zero = |w: &ValueId| matches!(f.node(*w).op, Op::Const(c) if c == 0.0);
-                    if !words.iter().all(zero) {
+                Op::ArrayNew(_) => {
+                    if !is_zeros(f, v) {
                         return None;
                     }
-                    s.skip.insert(v.index());
+                    // Other chains may start from the same zeros (value numbering merges
+                    // equal arrays: a deep network's layers of one size): those keep it.
+                    if readers[v.index()] <= 2 {
+                        s.skip.insert(v.index());
+                    }
                     return Some(Start::Zeros);
                 }
                 Op::Input(w) => return Some(Start::Input(*w)),
@@ -219,9 +228,10 @@ impl Chain<'_> {
                     value,
                 } => {
                     let (a, k) = (*array, *index);
-                    // `a` is read by this add's read and by the update, nothing else.
-                    if !uniform[k.index()] || readers[a.index()] != 2 || readers[value.index()] != 1
-                    {
+                    // `a` is read by this add's read and by the update, nothing else (or is
+                    // zeros, which other chains may start from too).
+                    let alone = readers[a.index()] == 2 || is_zeros(f, a);
+                    if !uniform[k.index()] || !alone || readers[value.index()] != 1 {
                         return None;
                     }
                     let Op::Call(Func::Add, terms) = &f.node(*value).op else {
@@ -253,7 +263,7 @@ impl Chain<'_> {
                 Op::Result(l, k) => {
                     s.skip.insert(v.index());
                     v = self.through_loop(f, *l, *k as usize, uniform, s)?;
-                    if readers[v.index()] != 1 {
+                    if readers[v.index()] != 1 && !is_zeros(f, v) {
                         return None;
                     }
                 }
