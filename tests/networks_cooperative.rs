@@ -370,3 +370,34 @@ fn networks_of_several_outputs_match_the_interpreter() {
         check_against_interpreter(&name, &src, words, &shared, &input);
     }
 }
+
+/// Layers of widths between 17 and 64 rows, computed as 32 or 64 with the rows past them
+/// padding (their weights read as zero, their gradients not stored), tanh, relu and the
+/// sigmoid, one output or two.
+#[test]
+fn networks_of_widths_between_are_padded_and_match_the_interpreter() {
+    use gradfuse_shaders_gen::samples::network;
+    let sigmoid = "1.0 / (1.0 + (-s).exp())";
+    let cases = [
+        (8usize, 48usize, 1usize, "s.tanh()", 160usize),
+        (3, 20, 2, "s.max(0.0)", 150),
+        (5, 33, 1, sigmoid, 130),
+        (6, 40, 2, "s.tanh()", 120),
+    ];
+    for (i, h, o, activation, n) in cases {
+        let src = network(i, h, o).replace("s.tanh()", activation);
+        let name = format!("{i}-{h}-{h}-{o}, {activation}");
+        let c = gradfuse_shaders_gen::compile_str(&src).expect("compiles");
+        assert!(
+            c.wgsl_reverse.contains("select(0.0f, sw("),
+            "{name}: not padded"
+        );
+        let mut rng = Rng(150 + i as u64);
+        let shared: Vec<f32> = (0..shared_words_of(&src))
+            .map(|_| rng.uniform(-0.3, 0.3))
+            .collect();
+        let words = i + o;
+        let input: Vec<f32> = (0..n * words).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        check_against_interpreter(&name, &src, words, &shared, &input);
+    }
+}

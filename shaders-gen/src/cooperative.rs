@@ -3,7 +3,7 @@
 //!
 //! The function must be, and be only, the network that kernel computes: per-element inputs
 //! `x` (an array argument, `#[constant]` like every per-element word) into two dense layers
-//! of 32 or 64 rows, each `tanh`, relu or the sigmoid ([`ir::dense_layers`]), the second reading what
+//! of 17 to 64 rows (computed as 32 or 64, [`crate::emit_wgsl::padded_width`]), each `tanh`, relu or the sigmoid ([`ir::dense_layers`]), the second reading what
 //! the first wrote; output rows `y_o = b_o + w_o . h2` ([`ir::dot_row`]) reading what the
 //! second wrote, as many as the kernel computes at that width
 //! ([`crate::emit_wgsl::max_outputs`]); and a loss of the `y_o` and the element's words
@@ -38,6 +38,8 @@ pub fn network_plan(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
         return None;
     };
     let hidden = first.rows;
+    // The kernel's rows: the written ones, or more of them as padding.
+    let width = crate::emit_wgsl::padded_width(hidden as u32);
     let (x, inputs) = arrays.element(first.input)?;
     let chained = matches!(f.node(second.input).op, Op::Result(l, 0) if l == *first_at);
     let shapes = second.rows == hidden
@@ -76,7 +78,8 @@ pub fn network_plan(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
         element_words: layout.words,
         first_input: x,
         inputs,
-        hidden: hidden as u32,
+        hidden: width,
+        rows: hidden as u32,
         activations: [first.activation?, second.activation?],
         first: arrays.layer_words(first, inputs)?,
         second: arrays.layer_words(second, hidden as u32)?,
@@ -280,7 +283,7 @@ fn covers_every_shared_word(p: &NetworkPlan) -> bool {
         Some(s) => *s = s.saturating_add(1),
         None => outside = true,
     };
-    let (h, i) = (p.hidden, p.inputs);
+    let (h, i) = (p.rows, p.inputs);
     for (layer, columns) in [(p.first, i), (p.second, h)] {
         let w = layer.weights;
         for j in 0..h {

@@ -26,6 +26,54 @@ fn net16(#[constant] x: [f32; 8], #[constant] t: f32, #[shared] w1: [f32; 144], 
     (y - t) * (y - t)
 }
 
+fn net24(#[constant] x: [f32; 8], #[constant] t: f32, #[shared] w1: [f32; 216], #[shared] w2: [f32; 600], #[shared] w3: [f32; 25]) -> f32 {
+    let mut h1 = [0.0; 24];
+    for j in 0..24 {
+        let mut s = w1[8 * 24 + j];
+        for k in 0..8 {
+            s += w1[j * 8 + k] * x[k];
+        }
+        h1[j] = s.tanh();
+    }
+    let mut h2 = [0.0; 24];
+    for j in 0..24 {
+        let mut s = w2[24 * 24 + j];
+        for k in 0..24 {
+            s += w2[j * 24 + k] * h1[k];
+        }
+        h2[j] = s.tanh();
+    }
+    let mut y = w3[24];
+    for k in 0..24 {
+        y += w3[k] * h2[k];
+    }
+    (y - t) * (y - t)
+}
+
+fn net40(#[constant] x: [f32; 8], #[constant] t: f32, #[shared] w1: [f32; 360], #[shared] w2: [f32; 1640], #[shared] w3: [f32; 41]) -> f32 {
+    let mut h1 = [0.0; 40];
+    for j in 0..40 {
+        let mut s = w1[8 * 40 + j];
+        for k in 0..8 {
+            s += w1[j * 8 + k] * x[k];
+        }
+        h1[j] = s.tanh();
+    }
+    let mut h2 = [0.0; 40];
+    for j in 0..40 {
+        let mut s = w2[40 * 40 + j];
+        for k in 0..40 {
+            s += w2[j * 40 + k] * h1[k];
+        }
+        h2[j] = s.tanh();
+    }
+    let mut y = w3[40];
+    for k in 0..40 {
+        y += w3[k] * h2[k];
+    }
+    (y - t) * (y - t)
+}
+
 fn net48(#[constant] x: [f32; 8], #[constant] t: f32, #[shared] w1: [f32; 432], #[shared] w2: [f32; 2352], #[shared] w3: [f32; 49]) -> f32 {
     let mut h1 = [0.0; 48];
     for j in 0..48 {

@@ -130,8 +130,8 @@ fn any_loss_of_y_and_the_elements_words() {
 #[test]
 fn networks_the_kernel_does_not_compute_keep_one_element_a_thread() {
     let cases = [
-        // A width whose swizzle is no XOR within a row, or too wide for 48 KiB.
-        network(8, 48, "s.tanh()", "#[constant]", "(y - t) * (y - t)"),
+        // A width too narrow to pay for padding to 32, or too wide for 48 KiB.
+        network(8, 16, "s.tanh()", "#[constant]", "(y - t) * (y - t)"),
         network(8, 96, "s.tanh()", "#[constant]", "(y - t) * (y - t)"),
         // Another activation.
         network(8, 32, "s.sin()", "#[constant]", "(y - t) * (y - t)"),
@@ -166,6 +166,29 @@ fn networks_the_kernel_does_not_compute_keep_one_element_a_thread() {
     // More outputs than the kernel's `d_s2` matrix holds the lanes' parts of.
     assert!(plan_of(&crate::samples::network(8, 64, 3)).0.is_none());
     assert!(plan_of(&crate::samples::network(8, 32, 5)).0.is_none());
+}
+
+#[test]
+fn widths_between_are_padded_to_the_next_kernel_width() {
+    for (h, width) in [
+        (17usize, 32u32),
+        (20, 32),
+        (32, 32),
+        (33, 64),
+        (48, 64),
+        (64, 64),
+    ] {
+        let src = network(8, h, "s.tanh()", "#[constant]", "(y - t) * (y - t)");
+        let (plan, wgsl) = plan_of(&src);
+        let plan = plan.unwrap_or_else(|| panic!("width {h}: no plan"));
+        assert_eq!((plan.rows, plan.hidden), (h as u32, width), "width {h}");
+        // Padded rows read zero weights and store no gradient; full widths test nothing.
+        assert_eq!(
+            wgsl.contains("select(0.0f, sw("),
+            h as u32 != width,
+            "width {h}"
+        );
+    }
 }
 
 #[test]

@@ -102,8 +102,12 @@ pub struct NetworkPlan {
     pub first_input: u32,
     /// Length of `x`: the first layer's columns.
     pub inputs: u32,
-    /// Rows of both layers: 32 or 64.
+    /// Rows of both layers in the kernel: 32 or 64.
     pub hidden: u32,
+    /// Rows of both layers as written, at most `hidden`: the kernel's rows past them are
+    /// padding, their weights read as zero and their gradients not stored, so a layer of
+    /// 48 rows runs as one of 64 ([`padded_width`]).
+    pub rows: u32,
     /// What the first and the second layer apply to their sums: `tanh`, relu or the
     /// sigmoid ([`NetworkPlan::supported`]).
     pub activations: [Activation; 2],
@@ -118,6 +122,20 @@ pub struct NetworkPlan {
     pub loss: Function,
     /// All the shared words (read from a storage buffer: [`SHARED_UNIFORM`]).
     pub shared_words: u32,
+}
+
+/// The kernel's width for layers of `rows` rows: 32 or 64, the next of them, from 17
+/// rows on; others as they are (which [`NetworkPlan::supported`] refuses). Padded, an
+/// 8-48-48-1 network's adjoint costs what the 8-64-64-1's does; one element a thread it
+/// ran 2.3x slower, and 1.8x slower than JAX's (H200, BENCHMARKS.md, "Networks of
+/// other shapes"). At 16 rows and fewer one element a thread is as fast as the padded
+/// 32 rows would be (0.33 ms at 2^20 for 8-16-16-1, 0.34 for 8-32-32-1).
+pub const fn padded_width(rows: u32) -> u32 {
+    match rows {
+        17..=32 => 32,
+        33..=64 => 64,
+        r => r,
+    }
 }
 
 /// The most output rows the kernel computes at width `hidden`: their lanes' parts take
@@ -160,12 +178,48 @@ impl NetworkPlan {
             )
         });
         matches!(self.hidden, 32 | 64)
+            && padded_width(self.rows) == self.hidden
             && (1..=max_outputs(self.hidden)).contains(&outputs)
             && activations
             && (1..=32).contains(&self.inputs)
             && self.first_input + self.inputs <= self.element_words
             && self.loss.num_inputs == outputs + self.element_words
             && straight
+    }
+
+    /// The load of shared word `w` at row `j` and column `k` (WGSL `u32` expressions),
+    /// where the one `padded` marks ranges over the kernel's rows: zero past the written
+    /// rows (the padding), read at an index clamped into them, since the kernel runs
+    /// without bounds checks.
+    fn load(&self, w: WordIndex, (j, k): (&str, &str), padded: [bool; 2]) -> String {
+        if self.rows == self.hidden || padded == [false, false] {
+            return format!("sw({})", word(w, j, k));
+        }
+        let (rows, last) = (self.rows, self.rows - 1);
+        let at = |x: &str, p: bool| match p {
+            true => format!("min({x}, {last}u)"),
+            false => x.to_string(),
+        };
+        let inside: Vec<String> = [(j, padded[0]), (k, padded[1])]
+            .into_iter()
+            .filter(|(_, p)| *p)
+            .map(|(x, _)| format!("{x} < {rows}u"))
+            .collect();
+        format!(
+            "select(0.0f, sw({}), {})",
+            word(w, &at(j, padded[0]), &at(k, padded[1])),
+            inside.join(" && ")
+        )
+    }
+
+    /// `store` (a WGSL statement of a gradient word at rows `js`), or, where those
+    /// rows may be padding, the statement under a test that they are not.
+    fn store_written(&self, js: &[&str], store: &str) -> String {
+        if self.rows == self.hidden {
+            return store.to_string();
+        }
+        let inside: Vec<String> = js.iter().map(|j| format!("{j} < {}u", self.rows)).collect();
+        format!("if ({}) {{ {store} }}", inside.join(" && "))
     }
 
     /// Warps of the workgroup: eight at `H = 64`; four at `H = 32` (with one row a lane,

@@ -1,7 +1,8 @@
 //! The phases of the cooperative network adjoint's entry point, in the order it runs them.
 
 use super::{
-    NetworkPlan, Shape, activate, cell, derivative, dy_cell, keeps_ties, record_ties, word,
+    NetworkPlan, Shape, WordIndex, activate, cell, derivative, dy_cell, keeps_ties, record_ties,
+    word,
 };
 use std::fmt::Write;
 
@@ -51,7 +52,7 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
          for (var q = lid; q < {}u; q += {t}u) {{\n        \
          let j = q / {h}u;\n        \
          let k = q % {h}u;\n        \
-         w2s[j * {h}u + 4u * ((k / 4u) ^ (j % {}u)) + k % 4u] = sw({});\n    }}",
+         w2s[j * {h}u + 4u * ((k / 4u) ^ (j % {}u)) + k % 4u] = {};\n    }}",
         sh.columns,
         if sh.parts == 1 {
             format!("let jb = lid / {}u;\n    ", sh.nk)
@@ -64,7 +65,7 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         },
         h * h,
         sh.groups,
-        word(plan.second.weights, "j", "k"),
+        plan.load(plan.second.weights, ("j", "k"), [true, true]),
         nk = sh.nk,
         rl = sh.row_lanes
     );
@@ -74,19 +75,19 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         let _ = writeln!(
             s,
             "    var w1_{r}: array<f32, {i}>;\n    \
-             for (var k = 0u; k < {i}u; k++) {{ w1_{r}[k] = sw({}); }}\n    \
-             let b1_{r} = sw({}u + {row});\n    \
-             let b2_{r} = sw({}u + {row});",
-            word(plan.first.weights, &row, "k"),
-            plan.first.bias,
-            plan.second.bias,
+             for (var k = 0u; k < {i}u; k++) {{ w1_{r}[k] = {}; }}\n    \
+             let b1_{r} = {};\n    \
+             let b2_{r} = {};",
+            plan.load(plan.first.weights, (&row, "k"), [true, false]),
+            plan.load(bias_words(plan.first.bias), (&row, ""), [true, false]),
+            plan.load(bias_words(plan.second.bias), (&row, ""), [true, false]),
         );
         for (o, out) in (0..).zip(&plan.outputs) {
             let _ = writeln!(
                 s,
-                "    let w3_{}{r} = sw({});",
+                "    let w3_{}{r} = {};",
                 sh.out(o),
-                word(out.weights, &row, "")
+                plan.load(out.weights, (&row, ""), [true, false])
             );
         }
         let _ = writeln!(
@@ -529,7 +530,8 @@ pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     for (a, b) in tile() {
         let (j, k) = (plus("jb", sh.nj * a), plus("kb", sh.nk * b));
         let at = word(plan.second.weights, &j, &k);
-        let _ = writeln!(s, "    shared_partials[row + {at}] = gw2_{a}[{b}];");
+        let store = format!("shared_partials[row + {at}] = gw2_{a}[{b}];");
+        let _ = writeln!(s, "    {}", plan.store_written(&[&j, &k], &store));
     }
     if sh.parts > 1 {
         line(s, "    }");
@@ -611,7 +613,7 @@ fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
          if (it == {i}u) {{\n            at = {}u + j;\n        }} \
          else if (it == {}u) {{\n            at = {}u + j;\n        }} \
          {}\n        \
-         shared_partials[row + at] = h1s[q / 4u][q % 4u];\n    }}\n    \
+         {}\n    }}\n    \
          if (lid == 0u) {{\n{b3_sums}    }}\n}}",
         (i + 2 + sh.outputs) * h,
         sh.threads,
@@ -620,5 +622,15 @@ fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         i + 1,
         plan.second.bias,
         w3_words.join(" "),
+        plan.store_written(&["j"], "shared_partials[row + at] = h1s[q / 4u][q % 4u];"),
     );
+}
+
+/// The words of a bias, `bias + j`, as a [`WordIndex`] of row `j`.
+fn bias_words(bias: u32) -> WordIndex {
+    WordIndex {
+        offset: bias,
+        row_stride: 1,
+        column_stride: 0,
+    }
 }

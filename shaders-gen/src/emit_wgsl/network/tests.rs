@@ -46,6 +46,7 @@ fn plan_with(
         first_input: 0,
         inputs,
         hidden,
+        rows: hidden,
         activations,
         first: layer(0, inputs),
         second: layer(w2, hidden),
