@@ -401,3 +401,28 @@ fn networks_of_widths_between_are_padded_and_match_the_interpreter() {
         check_against_interpreter(&name, &src, words, &shared, &input);
     }
 }
+
+/// Layers of two widths (a funnel and its reverse), padded to the wider's kernel width:
+/// the first layer's rows and the second's columns padded to one count, the second's rows
+/// and the outputs' columns to another.
+#[test]
+fn networks_of_two_widths_are_padded_and_match_the_interpreter() {
+    use gradfuse_shaders_gen::samples::deep_network;
+    let cases = [
+        (8usize, [64usize, 32usize], 1usize, "s.tanh()", 140usize),
+        (5, [32, 48], 1, "s.tanh()", 130),
+        (3, [48, 24], 2, "s.max(0.0)", 150),
+        (6, [20, 30], 1, "s.tanh()", 160),
+    ];
+    for (i, hidden, o, activation, n) in cases {
+        let src = deep_network(i, &hidden, o).replace("s.tanh()", activation);
+        let name = format!("{i}-{}-{}-{o}, {activation}", hidden[0], hidden[1]);
+        let mut rng = Rng(170 + i as u64);
+        let shared: Vec<f32> = (0..shared_words_of(&src))
+            .map(|_| rng.uniform(-0.3, 0.3))
+            .collect();
+        let words = i + o;
+        let input: Vec<f32> = (0..n * words).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        check_against_interpreter(&name, &src, words, &shared, &input);
+    }
+}

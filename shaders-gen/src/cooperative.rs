@@ -37,13 +37,12 @@ pub fn network_plan(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
     let [(first_at, first), (second_at, second)] = &layers[..] else {
         return None;
     };
-    let hidden = first.rows;
+    let hidden = second.rows;
     // The kernel's rows: the written ones, or more of them as padding.
-    let width = crate::emit_wgsl::padded_width(hidden as u32);
+    let width = crate::emit_wgsl::padded_width(first.rows.max(second.rows) as u32);
     let (x, inputs) = arrays.element(first.input)?;
     let chained = matches!(f.node(second.input).op, Op::Result(l, 0) if l == *first_at);
-    let shapes = second.rows == hidden
-        && second.columns == hidden
+    let shapes = second.columns == first.rows
         && first.columns == inputs as usize
         && first.input_index == (0, 1)
         && second.input_index == (0, 1)
@@ -79,10 +78,10 @@ pub fn network_plan(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
         first_input: x,
         inputs,
         hidden: width,
-        rows: hidden as u32,
+        rows: [first.rows as u32, second.rows as u32],
         activations: [first.activation?, second.activation?],
         first: arrays.layer_words(first, inputs)?,
-        second: arrays.layer_words(second, hidden as u32)?,
+        second: arrays.layer_words(second, first.rows as u32)?,
         outputs,
         loss: loss(f, &ys, layout.words)?,
         shared_words: layout.shared_words,
@@ -283,10 +282,10 @@ fn covers_every_shared_word(p: &NetworkPlan) -> bool {
         Some(s) => *s = s.saturating_add(1),
         None => outside = true,
     };
-    let (h, i) = (p.rows, p.inputs);
-    for (layer, columns) in [(p.first, i), (p.second, h)] {
+    let ([r1, r2], i) = (p.rows, p.inputs);
+    for (layer, rows, columns) in [(p.first, r1, i), (p.second, r2, r1)] {
         let w = layer.weights;
-        for j in 0..h {
+        for j in 0..rows {
             for k in 0..columns {
                 mark(w.offset + w.row_stride * j + w.column_stride * k);
             }
@@ -294,7 +293,7 @@ fn covers_every_shared_word(p: &NetworkPlan) -> bool {
         }
     }
     for out in &p.outputs {
-        for k in 0..h {
+        for k in 0..r2 {
             mark(out.weights.offset + out.weights.row_stride * k);
         }
         mark(out.bias);

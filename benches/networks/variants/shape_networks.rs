@@ -246,3 +246,147 @@ fn shallow128(#[constant] x: [f32; 8], #[constant] t: f32, #[shared] w1: [f32; 1
     (y - t) * (y - t)
 }
 
+fn funnel_64_32(#[constant] x: [f32; 8], #[constant] t: f32, #[shared] w1: [f32; 576], #[shared] w2: [f32; 2080], #[shared] w3: [f32; 33]) -> f32 {
+    let mut h1 = [0.0; 64];
+    for j in 0..64 {
+        let mut s = w1[8 * 64 + j];
+        for k in 0..8 {
+            s += w1[j * 8 + k] * x[k];
+        }
+        h1[j] = s.tanh();
+    }
+    let mut h2 = [0.0; 32];
+    for j in 0..32 {
+        let mut s = w2[64 * 32 + j];
+        for k in 0..64 {
+            s += w2[j * 64 + k] * h1[k];
+        }
+        h2[j] = s.tanh();
+    }
+    let mut y = w3[32];
+    for k in 0..32 {
+        y += w3[k] * h2[k];
+    }
+    (y - t) * (y - t)
+}
+
+fn funnel_32_64(#[constant] x: [f32; 8], #[constant] t: f32, #[shared] w1: [f32; 288], #[shared] w2: [f32; 2112], #[shared] w3: [f32; 65]) -> f32 {
+    let mut h1 = [0.0; 32];
+    for j in 0..32 {
+        let mut s = w1[8 * 32 + j];
+        for k in 0..8 {
+            s += w1[j * 8 + k] * x[k];
+        }
+        h1[j] = s.tanh();
+    }
+    let mut h2 = [0.0; 64];
+    for j in 0..64 {
+        let mut s = w2[32 * 64 + j];
+        for k in 0..32 {
+            s += w2[j * 32 + k] * h1[k];
+        }
+        h2[j] = s.tanh();
+    }
+    let mut y = w3[64];
+    for k in 0..64 {
+        y += w3[k] * h2[k];
+    }
+    (y - t) * (y - t)
+}
+
+fn funnel_64_16(#[constant] x: [f32; 8], #[constant] t: f32, #[shared] w1: [f32; 576], #[shared] w2: [f32; 1040], #[shared] w3: [f32; 17]) -> f32 {
+    let mut h1 = [0.0; 64];
+    for j in 0..64 {
+        let mut s = w1[8 * 64 + j];
+        for k in 0..8 {
+            s += w1[j * 8 + k] * x[k];
+        }
+        h1[j] = s.tanh();
+    }
+    let mut h2 = [0.0; 16];
+    for j in 0..16 {
+        let mut s = w2[64 * 16 + j];
+        for k in 0..64 {
+            s += w2[j * 64 + k] * h1[k];
+        }
+        h2[j] = s.tanh();
+    }
+    let mut y = w3[16];
+    for k in 0..16 {
+        y += w3[k] * h2[k];
+    }
+    (y - t) * (y - t)
+}
+
+fn funnel_16_64(#[constant] x: [f32; 8], #[constant] t: f32, #[shared] w1: [f32; 144], #[shared] w2: [f32; 1088], #[shared] w3: [f32; 65]) -> f32 {
+    let mut h1 = [0.0; 16];
+    for j in 0..16 {
+        let mut s = w1[8 * 16 + j];
+        for k in 0..8 {
+            s += w1[j * 8 + k] * x[k];
+        }
+        h1[j] = s.tanh();
+    }
+    let mut h2 = [0.0; 64];
+    for j in 0..64 {
+        let mut s = w2[16 * 64 + j];
+        for k in 0..16 {
+            s += w2[j * 16 + k] * h1[k];
+        }
+        h2[j] = s.tanh();
+    }
+    let mut y = w3[64];
+    for k in 0..64 {
+        y += w3[k] * h2[k];
+    }
+    (y - t) * (y - t)
+}
+
+fn funnel_48_24(#[constant] x: [f32; 8], #[constant] t: f32, #[shared] w1: [f32; 432], #[shared] w2: [f32; 1176], #[shared] w3: [f32; 25]) -> f32 {
+    let mut h1 = [0.0; 48];
+    for j in 0..48 {
+        let mut s = w1[8 * 48 + j];
+        for k in 0..8 {
+            s += w1[j * 8 + k] * x[k];
+        }
+        h1[j] = s.tanh();
+    }
+    let mut h2 = [0.0; 24];
+    for j in 0..24 {
+        let mut s = w2[48 * 24 + j];
+        for k in 0..48 {
+            s += w2[j * 48 + k] * h1[k];
+        }
+        h2[j] = s.tanh();
+    }
+    let mut y = w3[24];
+    for k in 0..24 {
+        y += w3[k] * h2[k];
+    }
+    (y - t) * (y - t)
+}
+
+fn funnel_64_48(#[constant] x: [f32; 8], #[constant] t: f32, #[shared] w1: [f32; 576], #[shared] w2: [f32; 3120], #[shared] w3: [f32; 49]) -> f32 {
+    let mut h1 = [0.0; 64];
+    for j in 0..64 {
+        let mut s = w1[8 * 64 + j];
+        for k in 0..8 {
+            s += w1[j * 8 + k] * x[k];
+        }
+        h1[j] = s.tanh();
+    }
+    let mut h2 = [0.0; 48];
+    for j in 0..48 {
+        let mut s = w2[64 * 48 + j];
+        for k in 0..64 {
+            s += w2[j * 64 + k] * h1[k];
+        }
+        h2[j] = s.tanh();
+    }
+    let mut y = w3[48];
+    for k in 0..48 {
+        y += w3[k] * h2[k];
+    }
+    (y - t) * (y - t)
+}
+

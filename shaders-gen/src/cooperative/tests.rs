@@ -133,6 +133,9 @@ fn networks_the_kernel_does_not_compute_keep_one_element_a_thread() {
         // A width too narrow to pay for padding to 32, or too wide for 48 KiB.
         network(8, 16, "s.tanh()", "#[constant]", "(y - t) * (y - t)"),
         network(8, 96, "s.tanh()", "#[constant]", "(y - t) * (y - t)"),
+        // A layer too narrow beside the other to pay for padding it to 64 rows.
+        crate::samples::deep_network(8, &[64, 8], 1),
+        crate::samples::deep_network(8, &[12, 64], 1),
         // Another activation.
         network(8, 32, "s.sin()", "#[constant]", "(y - t) * (y - t)"),
         network(8, 64, "s.max(0.1)", "#[constant]", "(y - t) * (y - t)"),
@@ -181,13 +184,32 @@ fn widths_between_are_padded_to_the_next_kernel_width() {
         let src = network(8, h, "s.tanh()", "#[constant]", "(y - t) * (y - t)");
         let (plan, wgsl) = plan_of(&src);
         let plan = plan.unwrap_or_else(|| panic!("width {h}: no plan"));
-        assert_eq!((plan.rows, plan.hidden), (h as u32, width), "width {h}");
+        assert_eq!(
+            (plan.rows, plan.hidden),
+            ([h as u32; 2], width),
+            "width {h}"
+        );
         // Padded rows read zero weights and store no gradient; full widths test nothing.
         assert_eq!(
             wgsl.contains("select(0.0f, sw("),
             h as u32 != width,
             "width {h}"
         );
+    }
+}
+
+#[test]
+fn layers_of_two_widths_are_padded_to_the_wider() {
+    for (rows, width) in [
+        ([64u32, 32u32], 64u32),
+        ([16, 64], 64),
+        ([48, 24], 64),
+        ([20, 30], 32),
+    ] {
+        let src = crate::samples::deep_network(8, &rows.map(|r| r as usize), 1);
+        let (plan, _) = plan_of(&src);
+        let plan = plan.unwrap_or_else(|| panic!("{rows:?}: no plan"));
+        assert_eq!((plan.rows, plan.hidden), (rows, width), "{rows:?}");
     }
 }
 

@@ -31,6 +31,13 @@
 //!   below, and 0.5 at a sum of exactly zero (`max`'s tie, as `ad::partials` has it), which
 //!   a mask of a bit per sum of the thread tells from a negative sum ([`WGSL_RELU`]).
 //!
+//! - Layers of fewer rows than the kernel's 32 or 64 (17 to 64, two widths or one) are
+//!   computed at its width, the rows past theirs padding: their weights, biases and output
+//!   weights loaded as zero (at an index clamped into the written rows), so their sums are
+//!   zero, no padded activation reaches a written row and no padded adjoint is other than
+//!   zero; their gradients are not stored. Padded, an 8-48-48-1 network's adjoint ran
+//!   2.6x faster than one element a thread on the H200.
+//!
 //! The runtime compiles this kernel without wgpu's bounds checks
 //! ([`crate::Compiled::adjoint_bounds_checks`]), which clamp every index and kept the
 //! driver from folding constant offsets into loads: the 8-64-64-1 adjoint ran 21.9 ms
@@ -104,10 +111,10 @@ pub struct NetworkPlan {
     pub inputs: u32,
     /// Rows of both layers in the kernel: 32 or 64.
     pub hidden: u32,
-    /// Rows of both layers as written, at most `hidden`: the kernel's rows past them are
-    /// padding, their weights read as zero and their gradients not stored, so a layer of
-    /// 48 rows runs as one of 64 ([`padded_width`]).
-    pub rows: u32,
+    /// Rows of the first and the second layer as written, at most `hidden`: the kernel's
+    /// rows past them are padding, their weights read as zero and their gradients not
+    /// stored, so a layer of 48 rows runs as one of 64 ([`padded_width`]).
+    pub rows: [u32; 2],
     /// What the first and the second layer apply to their sums: `tanh`, relu or the
     /// sigmoid ([`NetworkPlan::supported`]).
     pub activations: [Activation; 2],
@@ -124,8 +131,8 @@ pub struct NetworkPlan {
     pub shared_words: u32,
 }
 
-/// The kernel's width for layers of `rows` rows: 32 or 64, the next of them, from 17
-/// rows on; others as they are (which [`NetworkPlan::supported`] refuses). Padded, an
+/// The kernel's width for layers of at most `rows` rows: 32 or 64, the next of them, from
+/// 17 rows on; others as they are (which [`NetworkPlan::supported`] refuses). Padded, an
 /// 8-48-48-1 network's adjoint costs what the 8-64-64-1's does; one element a thread it
 /// ran 2.3x slower, and 1.8x slower than JAX's (H200, BENCHMARKS.md, "Networks of
 /// other shapes"). At 16 rows and fewer one element a thread is as fast as the padded
@@ -137,6 +144,13 @@ pub const fn padded_width(rows: u32) -> u32 {
         r => r,
     }
 }
+
+/// Fewest rows of either layer that the kernel pads to its width. A network of two widths
+/// runs at the wider's kernel width, the narrower padded; on the H200 every one measured
+/// ran faster so than one element a thread, down to 16 rows beside 64 (8-64-16-1: 1.12 ->
+/// 0.90 ms at 2^20, 17.3 -> 13.6 at 2^24; 8-16-64-1 1.11 -> 0.85, 17.6 -> 12.7). Below, a
+/// layer's few rows would pay for 64.
+pub const MIN_PADDED_ROWS: u32 = 16;
 
 /// The most output rows the kernel computes at width `hidden`: their lanes' parts take
 /// `H / 2` rows of `d_s2`'s matrix each, which has `H` rows where the three matrices fill
@@ -153,7 +167,8 @@ pub const SHARED_UNIFORM: bool = false;
 
 impl NetworkPlan {
     /// Whether this kernel can be written for the plan: widths whose swizzles are XORs
-    /// within a row (powers of two) and whose three matrices fit 48 KiB, outputs whose
+    /// within a row (powers of two) and whose three matrices fit 48 KiB, layers of as many
+    /// rows or fewer ([`padded_width`], [`MIN_PADDED_ROWS`]), outputs whose
     /// lanes' parts fit `d_s2`'s matrix ([`max_outputs`]), activations whose
     /// derivative it reads off their stored outputs (`tanh`, relu, the sigmoid), inputs that fit the
     /// borrowed rows, and a loss of plain words.
@@ -178,7 +193,8 @@ impl NetworkPlan {
             )
         });
         matches!(self.hidden, 32 | 64)
-            && padded_width(self.rows) == self.hidden
+            && padded_width(self.rows[0].max(self.rows[1])) == self.hidden
+            && self.rows.iter().all(|r| *r >= MIN_PADDED_ROWS)
             && (1..=max_outputs(self.hidden)).contains(&outputs)
             && activations
             && (1..=32).contains(&self.inputs)
@@ -187,38 +203,40 @@ impl NetworkPlan {
             && straight
     }
 
-    /// The load of shared word `w` at row `j` and column `k` (WGSL `u32` expressions),
-    /// where the one `padded` marks ranges over the kernel's rows: zero past the written
-    /// rows (the padding), read at an index clamped into them, since the kernel runs
-    /// without bounds checks.
-    fn load(&self, w: WordIndex, (j, k): (&str, &str), padded: [bool; 2]) -> String {
-        if self.rows == self.hidden || padded == [false, false] {
+    /// The load of shared word `w` at row `j` and column `k` (WGSL `u32` expressions), where
+    /// `written[0]` and `written[1]` are the rows and columns as written, `None` where the
+    /// index does not range over the kernel's rows: zero past them (the padding), read at
+    /// an index clamped into them, since the kernel runs without bounds checks.
+    fn load(&self, w: WordIndex, (j, k): (&str, &str), written: [Option<u32>; 2]) -> String {
+        let pads: Vec<(&str, u32)> = [(j, written[0]), (k, written[1])]
+            .into_iter()
+            .filter_map(|(x, n)| Some((x, n.filter(|n| *n < self.hidden)?)))
+            .collect();
+        if pads.is_empty() {
             return format!("sw({})", word(w, j, k));
         }
-        let (rows, last) = (self.rows, self.rows - 1);
-        let at = |x: &str, p: bool| match p {
-            true => format!("min({x}, {last}u)"),
-            false => x.to_string(),
+        let at = |x: &str| match pads.iter().find(|(p, _)| *p == x) {
+            Some((_, n)) => format!("min({x}, {}u)", n - 1),
+            None => x.to_string(),
         };
-        let inside: Vec<String> = [(j, padded[0]), (k, padded[1])]
-            .into_iter()
-            .filter(|(_, p)| *p)
-            .map(|(x, _)| format!("{x} < {rows}u"))
-            .collect();
+        let inside: Vec<String> = pads.iter().map(|(x, n)| format!("{x} < {n}u")).collect();
         format!(
             "select(0.0f, sw({}), {})",
-            word(w, &at(j, padded[0]), &at(k, padded[1])),
+            word(w, &at(j), &at(k)),
             inside.join(" && ")
         )
     }
 
-    /// `store` (a WGSL statement of a gradient word at rows `js`), or, where those
-    /// rows may be padding, the statement under a test that they are not.
-    fn store_written(&self, js: &[&str], store: &str) -> String {
-        if self.rows == self.hidden {
+    /// `store` (a WGSL statement of a gradient word at the rows `(index, rows as written)`
+    /// name), or, where those may be padding, the statement under a test that they are not.
+    fn store_written(&self, at: &[(&str, u32)], store: &str) -> String {
+        let inside: Vec<String> = (at.iter())
+            .filter(|(_, n)| *n < self.hidden)
+            .map(|(x, n)| format!("{x} < {n}u"))
+            .collect();
+        if inside.is_empty() {
             return store.to_string();
         }
-        let inside: Vec<String> = js.iter().map(|j| format!("{j} < {}u", self.rows)).collect();
         format!("if ({}) {{ {store} }}", inside.join(" && "))
     }
 

@@ -35,6 +35,7 @@ fn line(s: &mut String, text: &str) {
 /// sums, the first chunk's inputs loaded.
 pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let (h, t) = (sh.hidden, sh.threads);
+    let [r1, r2] = plan.rows;
     let _ = writeln!(
         s,
         "@compute @workgroup_size({t})\n\
@@ -65,7 +66,7 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         },
         h * h,
         sh.groups,
-        plan.load(plan.second.weights, ("j", "k"), [true, true]),
+        plan.load(plan.second.weights, ("j", "k"), [Some(r2), Some(r1)]),
         nk = sh.nk,
         rl = sh.row_lanes
     );
@@ -78,16 +79,16 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
              for (var k = 0u; k < {i}u; k++) {{ w1_{r}[k] = {}; }}\n    \
              let b1_{r} = {};\n    \
              let b2_{r} = {};",
-            plan.load(plan.first.weights, (&row, "k"), [true, false]),
-            plan.load(bias_words(plan.first.bias), (&row, ""), [true, false]),
-            plan.load(bias_words(plan.second.bias), (&row, ""), [true, false]),
+            plan.load(plan.first.weights, (&row, "k"), [Some(r1), None]),
+            plan.load(bias_words(plan.first.bias), (&row, ""), [Some(r1), None]),
+            plan.load(bias_words(plan.second.bias), (&row, ""), [Some(r2), None]),
         );
         for (o, out) in (0..).zip(&plan.outputs) {
             let _ = writeln!(
                 s,
                 "    let w3_{}{r} = {};",
                 sh.out(o),
-                plan.load(out.weights, (&row, ""), [true, false])
+                plan.load(out.weights, (&row, ""), [Some(r2), None])
             );
         }
         let _ = writeln!(
@@ -531,7 +532,11 @@ pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         let (j, k) = (plus("jb", sh.nj * a), plus("kb", sh.nk * b));
         let at = word(plan.second.weights, &j, &k);
         let store = format!("shared_partials[row + {at}] = gw2_{a}[{b}];");
-        let _ = writeln!(s, "    {}", plan.store_written(&[&j, &k], &store));
+        let _ = writeln!(
+            s,
+            "    {}",
+            plan.store_written(&[(&j, plan.rows[1]), (&k, plan.rows[0])], &store)
+        );
     }
     if sh.parts > 1 {
         line(s, "    }");
@@ -622,8 +627,22 @@ fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         i + 1,
         plan.second.bias,
         w3_words.join(" "),
-        plan.store_written(&["j"], "shared_partials[row + at] = h1s[q / 4u][q % 4u];"),
+        row_sum_store(plan, i),
     );
+}
+
+/// The store of item `it`'s row `j` of the per-row sums: items up to `inputs` (`d_W1`'s
+/// columns and `d_b1`) are of the first layer's rows, the rest of the second's.
+fn row_sum_store(plan: &NetworkPlan, inputs: u32) -> String {
+    let store = "shared_partials[row + at] = h1s[q / 4u][q % 4u];";
+    match plan.rows {
+        [r1, r2] if r1 == r2 => plan.store_written(&[("j", r1)], store),
+        [r1, r2] => {
+            let h = plan.hidden;
+            let (a, b) = (r1.min(h), r2.min(h));
+            format!("if (j < select({b}u, {a}u, it <= {inputs}u)) {{ {store} }}")
+        }
+    }
 }
 
 /// The words of a bias, `bias + j`, as a [`WordIndex`] of row `j`.

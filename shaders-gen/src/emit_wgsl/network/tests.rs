@@ -46,7 +46,7 @@ fn plan_with(
         first_input: 0,
         inputs,
         hidden,
-        rows: hidden,
+        rows: [hidden; 2],
         activations,
         first: layer(0, inputs),
         second: layer(w2, hidden),
