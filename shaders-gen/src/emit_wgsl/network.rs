@@ -62,7 +62,6 @@
 mod phases;
 
 use crate::ir::{Activation, AtZero, Function, Op};
-use crate::names::Taken;
 use crate::ops::Func;
 use crate::ops::{WGSL_TANH_BRANCH_FREE, wgsl_helper};
 use crate::signature::Precision;
@@ -208,27 +207,28 @@ impl NetworkPlan {
     /// index does not range over the kernel's rows: zero past them (the padding), read at
     /// an index clamped into them, since the kernel runs without bounds checks.
     fn load(&self, w: WordIndex, (j, k): (&str, &str), written: [Option<u32>; 2]) -> String {
-        let pads: Vec<(&str, u32)> = [(j, written[0]), (k, written[1])]
-            .into_iter()
-            .filter_map(|(x, n)| Some((x, n.filter(|n| *n < self.hidden)?)))
-            .collect();
-        if pads.is_empty() {
+        let limit = |n: Option<u32>| n.filter(|n| *n < self.hidden);
+        let (lj, lk) = (limit(written[0]), limit(written[1]));
+        if lj.is_none() && lk.is_none() {
             return format!("sw({})", word(w, j, k));
         }
-        let at = |x: &str| match pads.iter().find(|(p, _)| *p == x) {
-            Some((_, n)) => format!("min({x}, {}u)", n - 1),
+        let at = |x: &str, n: Option<u32>| match n {
+            Some(n) => format!("min({x}, {}u)", n - 1),
             None => x.to_string(),
         };
-        let inside: Vec<String> = pads.iter().map(|(x, n)| format!("{x} < {n}u")).collect();
+        let inside: Vec<String> = [(j, lj), (k, lk)]
+            .into_iter()
+            .filter_map(|(x, n)| Some(format!("{x} < {}u", n?)))
+            .collect();
         format!(
             "select(0.0f, sw({}), {})",
-            word(w, &at(j), &at(k)),
+            word(w, &at(j, lj), &at(k, lk)),
             inside.join(" && ")
         )
     }
 
-    /// `store` (a WGSL statement of a gradient word at the rows `(index, rows as written)`
-    /// name), or, where those may be padding, the statement under a test that they are not.
+    /// `store`, a WGSL statement of a gradient word whose indices `at` (each an expression
+    /// and the rows written along it) may reach the padding: under a test that none does.
     fn store_written(&self, at: &[(&str, u32)], store: &str) -> String {
         let inside: Vec<String> = (at.iter())
             .filter(|(_, n)| *n < self.hidden)
@@ -568,7 +568,9 @@ fn loss_types(outputs: u32) -> (String, String) {
 /// `gf_y`, the element's words from `args` at row `gf_row`, returning `vec2(value,
 /// d value / d y)` for one output and `array(value, d value / d y_0, ..)` for more.
 fn loss_statements(f: &Function, outputs: u32, helpers: &mut BTreeSet<&'static str>) -> String {
-    let mut taken = Taken::default();
+    // The user's names, kept as the loss's locals, avoid WGSL's keywords as every
+    // kernel's do: a target named `target` once failed to parse.
+    let mut taken = crate::names::reserved();
     taken.insert("gf_y".into());
     taken.insert("gf_row".into());
     let ctx = super::body::Ctx::new(f, &mut taken);

@@ -201,3 +201,18 @@ fn widths_it_cannot_tile_are_not_supported() {
     let wide = squared_error(40);
     assert!(!plan(40, 64, &wide).supported());
 }
+
+#[test]
+fn the_losss_names_avoid_wgsl_keywords() {
+    // The loss's locals keep the user's names: `target` and `select` are WGSL's.
+    let src = crate::samples::DenseNetwork {
+        loss: "let select = y - target; select * select".into(),
+        ..crate::samples::DenseNetwork::new(4, 24)
+    }
+    .source()
+    .replace("t: f32", "target: f32");
+    let c = crate::compile_str(&src).unwrap_or_else(|e| panic!("{src}: {}", e[0]));
+    assert!(c.wgsl_reverse.contains("register-blocked"), "{src}");
+    assert!(c.wgsl_reverse.contains("let target_1 = args[gf_row"));
+    validate(&c.wgsl_reverse);
+}
