@@ -150,11 +150,11 @@ fn assert_close(what: &str, got: f32, want: f64) {
 
 #[test]
 fn the_value_kernel_unrolls_layers_over_shared_weights() {
-    // No loop and no function-scope array is left in the value kernel; the adjoint keeps
-    // its layers as loops (their rows summed as outer products).
+    // No loop and no function-scope array is left in the value kernel; the adjoint is the
+    // workgroup's matrix products, its 48 rows padded to 64 (`tests/networks_cooperative.rs`).
     assert_eq!(net48::WGSL_FORWARD.matches("for (var").count(), 0);
     assert!(!net48::WGSL_FORWARD.contains("array<f32, 48>"));
-    assert!(net48::WGSL_ADJOINT.contains("for (var"));
+    assert!(net48::WGSL_ADJOINT.contains("register-blocked"));
     let mut rng = Rng(48);
     let shared = net48::Shared {
         w1: uniform_array(&mut rng, 0.5),
@@ -175,7 +175,7 @@ fn the_value_kernel_unrolls_layers_over_shared_weights() {
             let want = net48_f64(&a.x, a.t, &shared.w1, &shared.w2, &shared.w3);
             assert_close(&format!("net48 element {i} of {n}"), *v, want);
         }
-        // The value_and_grad kernel's values, from its kept loops, agree too.
+        // The value_and_grad kernel's values, from its products, agree too.
         let (from_adjoint, _, _) = kernel.value_and_grad(&batch, &shared).expect("launch");
         for (i, (v, w)) in values.iter().zip(&from_adjoint).enumerate() {
             assert!(
