@@ -244,6 +244,17 @@ fn shared_words_of(src: &str) -> usize {
     c.lowered.layout.shared_words as usize
 }
 
+/// [`check_against_interpreter`] on `n` elements of `words` words, uniform in [-1, 1],
+/// and shared words uniform in [-0.3, 0.3], drawn from `seed`.
+fn check_at_random(name: &str, src: &str, (words, n): (usize, usize), seed: u64) {
+    let mut rng = Rng(seed);
+    let shared: Vec<f32> = (0..shared_words_of(src))
+        .map(|_| rng.uniform(-0.3, 0.3))
+        .collect();
+    let input: Vec<f32> = (0..n * words).map(|_| rng.uniform(-1.0, 1.0)).collect();
+    check_against_interpreter(name, src, words, &shared, &input);
+}
+
 /// Network `src`'s cooperative adjoint on `input` (rows of `words`) and `shared`, against
 /// the f64 interpreter's reverse mode of the unoptimized IR.
 fn check_against_interpreter(name: &str, src: &str, words: usize, shared: &[f32], input: &[f32]) {
@@ -360,14 +371,8 @@ fn networks_of_several_outputs_match_the_interpreter() {
             src = src.replace("s.tanh()", "s.max(0.0)");
         }
         let name = format!("{i}-{h}-{h}-{o}, relu {relu}");
-        let mut rng = Rng(130 + i as u64);
-        let shared: Vec<f32> = (0..shared_words_of(&src))
-            .map(|_| rng.uniform(-0.3, 0.3))
-            .collect();
         // x, then t: o words.
-        let words = i + o;
-        let input: Vec<f32> = (0..n * words).map(|_| rng.uniform(-1.0, 1.0)).collect();
-        check_against_interpreter(&name, &src, words, &shared, &input);
+        check_at_random(&name, &src, (i + o, n), 130 + i as u64);
     }
 }
 
@@ -392,13 +397,7 @@ fn networks_of_widths_between_are_padded_and_match_the_interpreter() {
             c.wgsl_reverse.contains("select(0.0f, sw("),
             "{name}: not padded"
         );
-        let mut rng = Rng(150 + i as u64);
-        let shared: Vec<f32> = (0..shared_words_of(&src))
-            .map(|_| rng.uniform(-0.3, 0.3))
-            .collect();
-        let words = i + o;
-        let input: Vec<f32> = (0..n * words).map(|_| rng.uniform(-1.0, 1.0)).collect();
-        check_against_interpreter(&name, &src, words, &shared, &input);
+        check_at_random(&name, &src, (i + o, n), 150 + i as u64);
     }
 }
 
@@ -417,12 +416,6 @@ fn networks_of_two_widths_are_padded_and_match_the_interpreter() {
     for (i, hidden, o, activation, n) in cases {
         let src = deep_network(i, &hidden, o).replace("s.tanh()", activation);
         let name = format!("{i}-{}-{}-{o}, {activation}", hidden[0], hidden[1]);
-        let mut rng = Rng(170 + i as u64);
-        let shared: Vec<f32> = (0..shared_words_of(&src))
-            .map(|_| rng.uniform(-0.3, 0.3))
-            .collect();
-        let words = i + o;
-        let input: Vec<f32> = (0..n * words).map(|_| rng.uniform(-1.0, 1.0)).collect();
-        check_against_interpreter(&name, &src, words, &shared, &input);
+        check_at_random(&name, &src, (i + o, n), 170 + i as u64);
     }
 }

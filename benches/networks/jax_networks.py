@@ -101,26 +101,21 @@ def main():
             time_layers(widths, activation)
 
 
-def time_layers(widths, activation):
-    name = "-".join(map(str, widths)) + ("" if activation == "tanh" else f" {activation}")
-    loss, w = layered(widths, activation)
-    for precision in ["default", "highest"]:
-        with jax.default_matmul_precision(precision):
-            value = jax.jit(loss)
-            vg = jax.jit(jax.value_and_grad(loss))
-            for log_n in [20, 24]:
-                n = 1 << log_n
-                kx, kt = jax.random.split(jax.random.PRNGKey(log_n))
-                x = jax.random.uniform(kx, (n, widths[0]), minval=0.5, maxval=2.0)
-                t = jax.random.uniform(kt, (n, widths[-1]), minval=0.5, maxval=2.0)
-                v_ms = median_ms(value, w, x, t)
-                g_ms = median_ms(vg, w, x, t)
-                print(f"| {name} | {precision} | 2^{log_n} | {v_ms:.3f} | {g_ms:.3f} |")
-
-
 def time_network(i, h, activation, o):
     name = f"{i}-{h}-{h}-{o}" + ("" if activation == "tanh" else f" {activation}")
     loss, w = network(i, h, activation, o)
+    time_loss(name, loss, w, i, (o,) if o > 1 else ())
+
+
+def time_layers(widths, activation):
+    name = "-".join(map(str, widths)) + ("" if activation == "tanh" else f" {activation}")
+    loss, w = layered(widths, activation)
+    time_loss(name, loss, w, widths[0], (widths[-1],))
+
+
+def time_loss(name, loss, w, inputs, target_shape):
+    """Prints the median times of `loss` and its value_and_grad in `w` at both precisions,
+    on elements of `inputs` words and targets of `target_shape` each."""
     for precision in ["default", "highest"]:
         with jax.default_matmul_precision(precision):
             value = jax.jit(loss)
@@ -128,8 +123,8 @@ def time_network(i, h, activation, o):
             for log_n in [20, 24]:
                 n = 1 << log_n
                 kx, kt = jax.random.split(jax.random.PRNGKey(log_n))
-                x = jax.random.uniform(kx, (n, i), minval=0.5, maxval=2.0)
-                t = jax.random.uniform(kt, (n,) if o == 1 else (n, o), minval=0.5, maxval=2.0)
+                x = jax.random.uniform(kx, (n, inputs), minval=0.5, maxval=2.0)
+                t = jax.random.uniform(kt, (n, *target_shape), minval=0.5, maxval=2.0)
                 v_ms = median_ms(value, w, x, t)
                 g_ms = median_ms(vg, w, x, t)
                 print(f"| {name} | {precision} | 2^{log_n} | {v_ms:.3f} | {g_ms:.3f} |")
