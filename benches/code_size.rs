@@ -8,7 +8,7 @@
 //! `cargo bench --bench code_size` (a few seconds; `--quick` stops at 8-32-32-1).
 //! The table is in BENCHMARKS.md.
 
-use gradfuse_shaders_gen::samples::network;
+use gradfuse_shaders_gen::samples::{deep_network, network};
 use std::time::Instant;
 
 /// The networks of the table: input, hidden width, outputs.
@@ -20,6 +20,10 @@ pub const NETWORKS: [(usize, usize, usize); 6] = [
     (16, 96, 4),
     (16, 128, 4),
 ];
+
+/// Networks of three hidden layers (input, the hidden widths, outputs), for the table only:
+/// a deeper network adds its layers' code, not their unrolled weights'.
+const DEEP_NETWORKS: [(usize, [usize; 3], usize); 2] = [(8, [32; 3], 1), (8, [64; 3], 1)];
 
 /// Writes one crate per network under `dir` (`net_I_H_O/`, each its own workspace,
 /// depending on this repository's `gradfuse` without GPU support, whose code it does not
@@ -69,11 +73,19 @@ fn main() {
         "| network | shared words | shaders-gen time | primal ops | reverse ops | WGSL forward bytes | WGSL reverse bytes | Rust bytes |"
     );
     println!("|---|---|---|---|---|---|---|---|");
-    for &(i, h, o) in networks {
-        let item: syn::ItemFn =
-            syn::parse_str(&network(i, h, o)).expect("the generated source parses");
+    let deep = DEEP_NETWORKS.iter().filter(|_| !quick).map(|(i, hs, o)| {
+        let widths: Vec<String> = hs.iter().map(ToString::to_string).collect();
+        (
+            format!("{i}-{}-{o}", widths.join("-")),
+            deep_network(*i, hs, *o),
+        )
+    });
+    let rows = (networks.iter())
+        .map(|&(i, h, o)| (format!("{i}-{h}-{h}-{o}"), network(i, h, o)))
+        .chain(deep);
+    for (name, src) in rows {
+        let item: syn::ItemFn = syn::parse_str(&src).expect("the generated source parses");
         let t = Instant::now();
-        let name = format!("{i}-{h}-{h}-{o}");
         let c = match gradfuse_shaders_gen::compile(&item) {
             Ok(c) => c,
             Err(errors) => {
