@@ -103,10 +103,12 @@ pub fn net64(
 /// A 6-64-40-1 network: the second layer's 40 rows are 64 words apart, so a thread owns
 /// 10 of them (4 rows per 256 words, not a whole number of the 256 words' rows); its
 /// biases are a row of one word per trip; the first layer's rows are 6 words apart (not
-/// a divisor of 256).
+/// a divisor of 256). Its `x` has a gradient, which keeps its adjoint one element a
+/// thread (with `x` constant the workgroup's matrix products take it, the 40 rows padded
+/// to 64: `tests/networks_cooperative.rs`).
 #[differentiable]
 pub fn padded_rows(
-    #[constant] x: [f32; 6],
+    x: [f32; 6],
     #[shared] w1: [f32; 448],
     #[shared] w2: [f32; 2600],
     #[shared] w3: [f32; 41],
