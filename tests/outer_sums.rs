@@ -405,57 +405,105 @@ fn f64_network_shared_gradients_are_the_batch_sums() {
 /// Deep networks, compiled at run time: hidden layers of one size share their gradient's
 /// zeros in the IR (value numbering merges equal arrays), and each is still summed as outer
 /// products; before, all but the first were streamed word by word (1.6 MB of reverse WGSL
-/// at 8-64-64-64-1, 181 s to build on lavapipe). Values, the per-element gradient and the
-/// shared gradient against the f64 interpreter's reverse mode of the unoptimized IR.
+/// at 8-64-64-64-1, 181 s to build on lavapipe).
 #[test]
 fn deep_networks_of_equal_layers_are_the_batch_sums() {
-    use common::compiled::compiled_spec;
-    use gradfuse_shaders_gen::abi::KernelKind;
     use gradfuse_shaders_gen::samples::deep_network;
-    use gradfuse_shaders_gen::{ad, compile_str, interp};
     for (i, hidden, n) in [(5usize, vec![32usize; 3], 300usize), (3, vec![16; 4], 260)] {
         let name = format!("{i}-{hidden:?}-1");
         let src = deep_network(i, &hidden, 1).replace("#[constant] t:", "t:");
-        let c = compile_str(&src).expect("compiles");
-        for l in 1..=hidden.len() {
-            let label = format!("rows of d/d w{l}, summed as outer products");
-            assert!(c.wgsl_reverse.contains(&label), "{name}: layer {l} not");
-        }
-        let spec = compiled_spec("deep", &c, KernelKind::Adjoint);
-        let words = i + 1;
-        let mut rng = Rng(40 + i as u64);
-        let shared_words = c.lowered.layout.shared_words as usize;
-        let shared: Vec<f32> = (0..shared_words).map(|_| rng.uniform(-0.4, 0.4)).collect();
-        let input: Vec<f32> = (0..n * words).map(|_| rng.uniform(-1.0, 1.0)).collect();
-        // The value and d/dt, a word an element each (`x` is constant).
-        assert_eq!(spec.outputs.len(), 2, "{name}: outputs");
-        let (mut values, mut d_t) = (vec![0.0f32; n], vec![0.0f32; n]);
-        let mut sg = vec![0.0f32; spec.shared_grad_words()];
-        device()
-            .launch_shared(spec, &input, &shared, &mut [&mut values, &mut d_t], &mut sg)
-            .expect("launch");
-        let reverse = ad::reverse(&c.lowered.primal);
-        let mut per_element = Vec::with_capacity(n);
-        for e in 0..n {
-            let row = input[e * words..(e + 1) * words].iter().chain(&shared);
-            let all = interp::eval(&reverse, &row.map(|v| *v as f64).collect::<Vec<_>>());
-            let close =
-                |got: f32, want: f64| (got as f64 - want).abs() <= 1e-5 * want.abs().max(1.0);
-            assert!(
-                close(values[e], all[0]),
-                "{name}: value {e}: {} against {}",
-                values[e],
-                all[0]
-            );
-            assert!(
-                close(d_t[e], all[words]),
-                "{name}: d/dt {e}: {} against {}",
-                d_t[e],
-                all[words]
-            );
-            per_element.push(all[1 + words..].to_vec());
-        }
-        let got: Vec<f64> = sg.iter().map(|v| *v as f64).collect();
-        assert_batch_sum(&name, &got, &per_element, 1e-5);
+        let layers: Vec<usize> = (1..=hidden.len()).collect();
+        // `t`, the element's last word, has a gradient.
+        check_compiled(&name, &src, (i + 1, i..i + 1, n), &layers, 40 + i as u64);
     }
+}
+
+/// A per-element gradient whose zeros are a shared gradient's too: `x` and `w2` have 72
+/// words each, so value numbering gives `d_x` and `d_w2` one array of zeros to start from,
+/// which `d_w2`'s chain through its kept loop must not take from `d_x`.
+#[test]
+fn a_shared_gradients_zeros_shared_with_a_per_element_gradient_stay() {
+    let src = "fn net(x: [f32; 72], #[constant] t: f32, #[shared] w1: [f32; 584], \
+               #[shared] w2: [f32; 72], #[shared] w3: [f32; 9]) -> f32 {
+        let mut h1 = [0.0; 8];
+        for j in 0..8 {
+            let mut s = w1[576 + j];
+            for k in 0..72 {
+                s += w1[j * 72 + k] * x[k];
+            }
+            h1[j] = s.tanh();
+        }
+        let mut h2 = [0.0; 8];
+        for j in 0..8 {
+            let mut s = w2[64 + j];
+            for k in 0..8 {
+                s += w2[j * 8 + k] * h1[k];
+            }
+            h2[j] = s.tanh();
+        }
+        let mut y = w3[8];
+        for k in 0..8 {
+            y += w3[k] * h2[k];
+        }
+        (y - t) * (y - t)
+    }";
+    check_compiled("72-8-8-1", src, (73, 0..72, 230), &[1, 2], 60);
+}
+
+/// Function `src`, compiled at run time, on `n` elements of `words` words (those in
+/// `grads` with a gradient) and random shared words: its layers `layers` summed as outer
+/// products, and the value, the per-element gradient and the shared gradient against the
+/// f64 interpreter's reverse mode of the unoptimized IR.
+fn check_compiled(
+    name: &str,
+    src: &str,
+    (words, grads, n): (usize, std::ops::Range<usize>, usize),
+    layers: &[usize],
+    seed: u64,
+) {
+    use common::compiled::compiled_spec;
+    use gradfuse_shaders_gen::abi::KernelKind;
+    use gradfuse_shaders_gen::{ad, compile_str, interp};
+    let c = compile_str(src).expect("compiles");
+    for l in layers {
+        let label = format!("rows of d/d w{l}, summed as outer products");
+        assert!(c.wgsl_reverse.contains(&label), "{name}: layer {l} not");
+    }
+    let spec = compiled_spec("compiled", &c, KernelKind::Adjoint);
+    let mut rng = Rng(seed);
+    let shared_words = c.lowered.layout.shared_words as usize;
+    let shared: Vec<f32> = (0..shared_words).map(|_| rng.uniform(-0.4, 0.4)).collect();
+    let input: Vec<f32> = (0..n * words).map(|_| rng.uniform(-1.0, 1.0)).collect();
+    assert_eq!(spec.outputs.len(), 2, "{name}: the value and the gradient");
+    let g = grads.len();
+    let (mut values, mut d_element) = (vec![0.0f32; n], vec![0.0f32; n * g]);
+    let mut sg = vec![0.0f32; spec.shared_grad_words()];
+    device()
+        .launch_shared(
+            spec,
+            &input,
+            &shared,
+            &mut [&mut values, &mut d_element],
+            &mut sg,
+        )
+        .expect("launch");
+    let reverse = ad::reverse(&c.lowered.primal);
+    let close = |got: f32, want: f64| (got as f64 - want).abs() <= 1e-5 * want.abs().max(1.0);
+    let mut per_element = Vec::with_capacity(n);
+    for e in 0..n {
+        let row = input[e * words..(e + 1) * words].iter().chain(&shared);
+        let all = interp::eval(&reverse, &row.map(|v| *v as f64).collect::<Vec<_>>());
+        let (v, want) = (values[e], all[0]);
+        assert!(close(v, want), "{name}: value {e}: {v} against {want}");
+        for (q, w) in grads.clone().enumerate() {
+            let (d, want) = (d_element[e * g + q], all[1 + w]);
+            assert!(
+                close(d, want),
+                "{name}: element {e}, d/d word {w}: {d} against {want}"
+            );
+        }
+        per_element.push(all[1 + words..].to_vec());
+    }
+    let got: Vec<f64> = sg.iter().map(|v| *v as f64).collect();
+    assert_batch_sum(name, &got, &per_element, 1e-5);
 }

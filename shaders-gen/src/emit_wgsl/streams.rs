@@ -208,15 +208,18 @@ impl Chain<'_> {
         readers: &[u32],
         s: &mut Streams,
     ) -> Option<Start> {
+        // How many of `v`'s readers are this chain's (the caller checked the first `v`'s).
+        let mut own = readers[v.index()];
         loop {
             match &f.node(v).op {
                 Op::ArrayNew(_) => {
                     if !is_zeros(f, v) {
                         return None;
                     }
-                    // Other chains may start from the same zeros (value numbering merges
-                    // equal arrays: a deep network's layers of one size): those keep it.
-                    if readers[v.index()] <= 2 {
+                    // Other chains, or other values, may start from the same zeros (value
+                    // numbering merges equal arrays: a deep network's layers of one size):
+                    // those keep it.
+                    if readers[v.index()] == own {
                         s.skip.insert(v.index());
                     }
                     return Some(Start::Zeros);
@@ -258,7 +261,8 @@ impl Chain<'_> {
                         },
                     );
                     s.skip.extend([read.index(), value.index()]);
-                    v = a;
+                    // The add's read and the update.
+                    (v, own) = (a, 2);
                 }
                 Op::Result(l, k) => {
                     s.skip.insert(v.index());
@@ -266,6 +270,8 @@ impl Chain<'_> {
                     if readers[v.index()] != 1 && !is_zeros(f, v) {
                         return None;
                     }
+                    // The loop's initial value.
+                    own = 1;
                 }
                 _ => return None,
             }
