@@ -132,10 +132,10 @@ pub struct NetworkPlan {
 
 /// The kernel's width for layers of at most `rows` rows: 32 or 64, the next of them, from
 /// 17 rows on; others as they are (which [`NetworkPlan::supported`] refuses). Padded, an
-/// 8-48-48-1 network's adjoint costs what the 8-64-64-1's does; one element a thread it
-/// ran 2.3x slower, and 1.8x slower than JAX's (H200, BENCHMARKS.md, "Networks of
-/// other shapes"). At 16 rows and fewer one element a thread is as fast as the padded
-/// 32 rows would be (0.33 ms at 2^20 for 8-16-16-1, 0.34 for 8-32-32-1).
+/// 8-48-48-1 network's adjoint costs about what the 8-64-64-1's does, and ran 2.6x faster
+/// than one element a thread, which had been 1.8x slower than JAX's (H200, BENCHMARKS.md,
+/// "Networks of other shapes"). At 16 rows and fewer one element a thread is as fast as
+/// the padded 32 rows would be (0.33 ms at 2^20 for 8-16-16-1, 0.34 for 8-32-32-1).
 pub const fn padded_width(rows: u32) -> u32 {
     match rows {
         17..=32 => 32,
@@ -146,7 +146,7 @@ pub const fn padded_width(rows: u32) -> u32 {
 
 /// Fewest rows of either layer that the kernel pads to its width. A network of two widths
 /// runs at the wider's kernel width, the narrower padded; on the H200 every one measured
-/// ran faster so than one element a thread, down to 16 rows beside 64 (8-64-16-1: 1.12 ->
+/// ran faster padded than one element a thread, down to 16 rows beside 64 (8-64-16-1: 1.12 ->
 /// 0.90 ms at 2^20, 17.3 -> 13.6 at 2^24; 8-16-64-1 1.11 -> 0.85, 17.6 -> 12.7). Below, a
 /// layer's few rows would pay for 64.
 pub const MIN_PADDED_ROWS: u32 = 16;
