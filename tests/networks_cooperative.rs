@@ -419,3 +419,38 @@ fn networks_of_two_widths_are_padded_and_match_the_interpreter() {
         check_at_random(&name, &src, (i + o, n), 170 + i as u64);
     }
 }
+
+/// Networks of shapes drawn at random (fixed seeds): inputs 1 to 32, each layer 16 to 64
+/// rows, one width or two, 1 to the most outputs at the kernel's width, each
+/// layer tanh, relu or the sigmoid, batches of 1 to 300 elements.
+#[test]
+fn random_network_shapes_match_the_interpreter() {
+    use gradfuse_shaders_gen::emit_wgsl::{max_outputs, padded_width};
+    use gradfuse_shaders_gen::samples::deep_network;
+    let activations = ["s.tanh()", "s.max(0.0)", "1.0 / (1.0 + (-s).exp())"];
+    for seed in 0..4u64 {
+        let mut rng = Rng(200 + seed);
+        let mut pick = |lo: u64, hi: u64| lo + rng.next_u64() % (hi - lo + 1);
+        let i = pick(1, 32) as usize;
+        let r1 = pick(16, 64) as usize;
+        // One width at even seeds, two at odd.
+        let r2 = if seed % 2 == 0 {
+            r1
+        } else {
+            pick(16, 64) as usize
+        };
+        let width = padded_width(r1.max(r2) as u32);
+        let o = pick(1, max_outputs(width) as u64) as usize;
+        let (a1, a2) = (
+            activations[pick(0, 2) as usize],
+            activations[pick(0, 2) as usize],
+        );
+        let n = pick(1, 300) as usize;
+        // Each layer's activation in its own row's statement (`h1[j] = ..`, `h2[j] = ..`).
+        let src = deep_network(i, &[r1, r2], o)
+            .replacen("s.tanh()", a1, 1)
+            .replacen("h2[j] = s.tanh()", &format!("h2[j] = {a2}"), 1);
+        let name = format!("seed {seed}: {i}-{r1}-{r2}-{o}, {a1} then {a2}, {n} elements");
+        check_at_random(&name, &src, (i + o, n), 210 + seed);
+    }
+}
