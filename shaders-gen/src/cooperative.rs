@@ -37,7 +37,6 @@ pub fn network_plan(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
     let [(first_at, first), (second_at, second)] = &layers[..] else {
         return None;
     };
-    let hidden = second.rows;
     // The kernel's rows: the written ones, or more of them as padding.
     let width = crate::emit_wgsl::padded_width(first.rows.max(second.rows) as u32);
     let (x, inputs) = arrays.element(first.input)?;
@@ -57,8 +56,9 @@ pub fn network_plan(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
         .map(ValueId)
         .filter_map(|at| Some((at, ir::dot_row(f, at, &shared)?)))
         .collect();
-    let reads_h2 =
-        |row: &ir::DotRow| row.input == h2 && row.input_index == (0, 1) && row.length == hidden;
+    let reads_h2 = |row: &ir::DotRow| {
+        row.input == h2 && row.input_index == (0, 1) && row.length == second.rows
+    };
     if rows.is_empty() || !rows.iter().all(|(_, row)| reads_h2(row)) {
         return None;
     }
@@ -68,7 +68,7 @@ pub fn network_plan(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
     let outputs: Vec<OutputRow> = (rows.iter())
         .map(|(_, row)| {
             Some(OutputRow {
-                weights: arrays.row_words(row.weights, row.weight_index, hidden)?,
+                weights: arrays.row_words(row.weights, row.weight_index, second.rows)?,
                 bias: arrays.shared_word(row.init)?,
             })
         })
