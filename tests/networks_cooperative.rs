@@ -454,3 +454,37 @@ fn random_network_shapes_match_the_interpreter() {
         check_at_random(&name, &src, (i + o, n), 210 + seed);
     }
 }
+
+/// Networks of three and four hidden layers, each layer's weights after the first in
+/// workgroup memory and each layer's activations but the last's: tanh, relu and the
+/// sigmoid mixed, one width or several (padded to 32 rows), one output or three (four
+/// layers and three outputs fill the 48 KiB exactly; layers of 16 rows alone stay one
+/// element a thread).
+#[test]
+fn networks_of_three_and_four_layers_match_the_interpreter() {
+    use gradfuse_shaders_gen::samples::deep_network;
+    let (tanh, relu, sigmoid) = ("s.tanh()", "s.max(0.0)", "1.0 / (1.0 + (-s).exp())");
+    let cases: [(usize, &[usize], usize, &[&str], usize); 5] = [
+        (5, &[32, 32, 32], 1, &[tanh, tanh, tanh], 150),
+        (3, &[24, 20, 30], 2, &[relu, tanh, sigmoid], 140),
+        (6, &[32, 32, 32, 32], 1, &[tanh, sigmoid, relu, tanh], 130),
+        (4, &[20, 20, 20, 20], 3, &[relu, relu, relu, relu], 120),
+        (8, &[32, 17, 32], 1, &[sigmoid, tanh, relu], 100),
+    ];
+    for (i, hidden, o, activations, n) in cases {
+        let mut src = deep_network(i, hidden, o);
+        // Each layer's activation in its own row's statement (`h1[j] = ..`, `h2[j] = ..`).
+        for (l, a) in (1..).zip(activations) {
+            src = src.replacen(&format!("h{l}[j] = s.tanh()"), &format!("h{l}[j] = {a}"), 1);
+        }
+        let widths: Vec<String> = hidden.iter().map(|h| h.to_string()).collect();
+        let name = format!("{i}-{}-{o}, {activations:?}", widths.join("-"));
+        let c = gradfuse_shaders_gen::compile_str(&src).expect("compiles");
+        let layers = ["three", "four"][hidden.len() - 3];
+        assert!(
+            c.wgsl_reverse.contains(&format!("its {layers} layers as")),
+            "{name}: not the cooperative kernel of {layers} layers"
+        );
+        check_at_random(&name, &src, (i + o, n), 300 + i as u64);
+    }
+}

@@ -3,9 +3,11 @@
 //!
 //! The function must be, and be only, the network that kernel computes: per-element inputs
 //! `x` (an array argument, `#[constant]` like every per-element word) into two dense layers
-//! of 17 to 64 rows (computed as 32 or 64, [`crate::emit_wgsl::padded_width`]), each `tanh`, relu or the sigmoid ([`ir::dense_layers`]), the second reading what
-//! the first wrote; output rows `y_o = b_o + w_o . h2` ([`ir::dot_row`]) reading what the
-//! second wrote, as many as the kernel computes at that width
+//! or more of 17 to 64 rows (computed as 32 or 64, [`crate::emit_wgsl::padded_width`]; as
+//! many as fit its workgroup memory, [`NetworkPlan::supported`]), each `tanh`, relu or the
+//! sigmoid ([`ir::dense_layers`]), each after the first reading what the one before wrote;
+//! output rows `y_o = b_o + w_o . h_L` ([`ir::dot_row`]) reading what the last wrote, as
+//! many as the kernel computes at that width
 //! ([`crate::emit_wgsl::max_outputs`]); and a loss of the `y_o` and the element's words
 //! alone. Top-level loops of up to 4 trips are read as their trips one after another: an
 //! output written as a loop over its rows, the loss summed inside, is those rows and that
@@ -34,54 +36,63 @@ pub fn network_plan(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
     let arrays = Arrays { f, layout };
     let shared = |v: ValueId| arrays.shared(v).is_some();
     let layers = ir::dense_layers(f, &shared);
-    let [(first_at, first), (second_at, second)] = &layers[..] else {
+    let [(_, first), .., (last_at, last)] = &layers[..] else {
         return None;
     };
     // The kernel's rows: the written ones, or more of them as padding.
-    let width = crate::emit_wgsl::padded_width(first.rows.max(second.rows) as u32);
+    let rows: Vec<u32> = layers.iter().map(|(_, l)| l.rows as u32).collect();
+    let width = crate::emit_wgsl::padded_width(rows.iter().copied().max()?);
     let (x, inputs) = arrays.element(first.input)?;
-    let chained = matches!(f.node(second.input).op, Op::Result(l, 0) if l == *first_at);
-    let shapes = second.columns == first.rows
-        && first.columns == inputs as usize
-        && first.input_index == (0, 1)
-        && second.input_index == (0, 1)
-        && first.activation.is_some()
-        && second.activation.is_some();
+    // Each layer after the first reads what the one before wrote, every row of it.
+    let chained = layers.windows(2).all(|pair| {
+        let [(before_at, before), (_, layer)] = pair else {
+            return false;
+        };
+        matches!(f.node(layer.input).op, Op::Result(l, 0) if l == *before_at)
+            && layer.columns == before.rows
+    });
+    let shapes = first.columns == inputs as usize
+        && (layers.iter()).all(|(_, l)| l.input_index == (0, 1) && l.activation.is_some());
     if !chained || !shapes {
         return None;
     }
-    // Every output row reads what the second layer wrote.
-    let h2 = result_of(f, *second_at)?;
-    let rows: Vec<(ValueId, ir::DotRow)> = (0..f.nodes.len() as u32)
+    // Every output row reads what the last layer wrote.
+    let h_last = result_of(f, *last_at)?;
+    let dot_rows: Vec<(ValueId, ir::DotRow)> = (0..f.nodes.len() as u32)
         .map(ValueId)
         .filter_map(|at| Some((at, ir::dot_row(f, at, &shared)?)))
         .collect();
-    let reads_h2 = |row: &ir::DotRow| {
-        row.input == h2 && row.input_index == (0, 1) && row.length == second.rows
+    let reads_last = |row: &ir::DotRow| {
+        row.input == h_last && row.input_index == (0, 1) && row.length == last.rows
     };
-    if rows.is_empty() || !rows.iter().all(|(_, row)| reads_h2(row)) {
+    if dot_rows.is_empty() || !dot_rows.iter().all(|(_, row)| reads_last(row)) {
         return None;
     }
-    let ys: Vec<ValueId> = (rows.iter())
+    let ys: Vec<ValueId> = (dot_rows.iter())
         .map(|(at, _)| result_of(f, *at))
         .collect::<Option<_>>()?;
-    let outputs: Vec<OutputRow> = (rows.iter())
+    let outputs: Vec<OutputRow> = (dot_rows.iter())
         .map(|(_, row)| {
             Some(OutputRow {
-                weights: arrays.row_words(row.weights, row.weight_index, second.rows)?,
+                weights: arrays.row_words(row.weights, row.weight_index, last.rows)?,
                 bias: arrays.shared_word(row.init)?,
             })
         })
+        .collect::<Option<_>>()?;
+    let layer_words: Vec<LayerWords> = (layers.iter())
+        .map(|(_, l)| arrays.layer_words(l, l.columns as u32))
         .collect::<Option<_>>()?;
     let plan = NetworkPlan {
         element_words: layout.words,
         first_input: x,
         inputs,
         hidden: width,
-        rows: [first.rows as u32, second.rows as u32],
-        activations: [first.activation?, second.activation?],
-        first: arrays.layer_words(first, inputs)?,
-        second: arrays.layer_words(second, first.rows as u32)?,
+        rows,
+        activations: layers
+            .iter()
+            .map(|(_, l)| l.activation)
+            .collect::<Option<_>>()?,
+        layers: layer_words,
         outputs,
         loss: loss(f, &ys, layout.words)?,
         shared_words: layout.shared_words,
@@ -282,8 +293,8 @@ fn covers_every_shared_word(p: &NetworkPlan) -> bool {
         Some(s) => *s = s.saturating_add(1),
         None => outside = true,
     };
-    let ([r1, r2], i) = (p.rows, p.inputs);
-    for (layer, rows, columns) in [(p.first, r1, i), (p.second, r2, r1)] {
+    let columns = std::iter::once(p.inputs).chain(p.rows.iter().copied());
+    for ((layer, &rows), columns) in p.layers.iter().zip(&p.rows).zip(columns) {
         let w = layer.weights;
         for j in 0..rows {
             for k in 0..columns {
@@ -292,8 +303,9 @@ fn covers_every_shared_word(p: &NetworkPlan) -> bool {
             mark(layer.bias + j);
         }
     }
+    let last = p.rows.last().copied().unwrap_or(0);
     for out in &p.outputs {
-        for k in 0..r2 {
+        for k in 0..last {
             mark(out.weights.offset + out.weights.row_stride * k);
         }
         mark(out.bias);

@@ -1,5 +1,5 @@
-// Tanh networks of shapes other than the bench's I-32-32-O and I-64-64-O (other widths, one
-// and three hidden layers), written as users write them, for the corpus bench:
+// Tanh networks of shapes other than the bench's I-32-32-O and I-64-64-O (other widths, one,
+// three and four hidden layers), written as users write them, for the corpus bench:
 // GRADFUSE_CORPUS_EXTRA=benches/networks/variants/shape_networks.rs (BENCHMARKS.md,
 // "Networks of other shapes"). Written by benches/networks/variants/shape_networks.py.
 fn net16(#[constant] x: [f32; 8], #[constant] t: f32, #[shared] w1: [f32; 144], #[shared] w2: [f32; 272], #[shared] w3: [f32; 17]) -> f32 {
@@ -386,6 +386,110 @@ fn funnel_64_48(#[constant] x: [f32; 8], #[constant] t: f32, #[shared] w1: [f32;
     let mut y = w3[48];
     for k in 0..48 {
         y += w3[k] * h2[k];
+    }
+    (y - t) * (y - t)
+}
+
+fn deep32x4(#[constant] x: [f32; 8], #[constant] t: f32, #[shared] w1: [f32; 288], #[shared] w2: [f32; 1056], #[shared] w3: [f32; 1056], #[shared] w4: [f32; 1056], #[shared] w5: [f32; 33]) -> f32 {
+    let mut h1 = [0.0; 32];
+    for j in 0..32 {
+        let mut s = w1[8 * 32 + j];
+        for k in 0..8 {
+            s += w1[j * 8 + k] * x[k];
+        }
+        h1[j] = s.tanh();
+    }
+    let mut h2 = [0.0; 32];
+    for j in 0..32 {
+        let mut s = w2[32 * 32 + j];
+        for k in 0..32 {
+            s += w2[j * 32 + k] * h1[k];
+        }
+        h2[j] = s.tanh();
+    }
+    let mut h3 = [0.0; 32];
+    for j in 0..32 {
+        let mut s = w3[32 * 32 + j];
+        for k in 0..32 {
+            s += w3[j * 32 + k] * h2[k];
+        }
+        h3[j] = s.tanh();
+    }
+    let mut h4 = [0.0; 32];
+    for j in 0..32 {
+        let mut s = w4[32 * 32 + j];
+        for k in 0..32 {
+            s += w4[j * 32 + k] * h3[k];
+        }
+        h4[j] = s.tanh();
+    }
+    let mut y = w5[32];
+    for k in 0..32 {
+        y += w5[k] * h4[k];
+    }
+    (y - t) * (y - t)
+}
+
+fn deep24(#[constant] x: [f32; 8], #[constant] t: f32, #[shared] w1: [f32; 216], #[shared] w2: [f32; 600], #[shared] w3: [f32; 600], #[shared] w4: [f32; 25]) -> f32 {
+    let mut h1 = [0.0; 24];
+    for j in 0..24 {
+        let mut s = w1[8 * 24 + j];
+        for k in 0..8 {
+            s += w1[j * 8 + k] * x[k];
+        }
+        h1[j] = s.tanh();
+    }
+    let mut h2 = [0.0; 24];
+    for j in 0..24 {
+        let mut s = w2[24 * 24 + j];
+        for k in 0..24 {
+            s += w2[j * 24 + k] * h1[k];
+        }
+        h2[j] = s.tanh();
+    }
+    let mut h3 = [0.0; 24];
+    for j in 0..24 {
+        let mut s = w3[24 * 24 + j];
+        for k in 0..24 {
+            s += w3[j * 24 + k] * h2[k];
+        }
+        h3[j] = s.tanh();
+    }
+    let mut y = w4[24];
+    for k in 0..24 {
+        y += w4[k] * h3[k];
+    }
+    (y - t) * (y - t)
+}
+
+fn deep_coord32(#[constant] x: [f32; 3], #[constant] t: f32, #[shared] w1: [f32; 128], #[shared] w2: [f32; 1056], #[shared] w3: [f32; 1056], #[shared] w4: [f32; 33]) -> f32 {
+    let mut h1 = [0.0; 32];
+    for j in 0..32 {
+        let mut s = w1[3 * 32 + j];
+        for k in 0..3 {
+            s += w1[j * 3 + k] * x[k];
+        }
+        h1[j] = s.tanh();
+    }
+    let mut h2 = [0.0; 32];
+    for j in 0..32 {
+        let mut s = w2[32 * 32 + j];
+        for k in 0..32 {
+            s += w2[j * 32 + k] * h1[k];
+        }
+        h2[j] = s.tanh();
+    }
+    let mut h3 = [0.0; 32];
+    for j in 0..32 {
+        let mut s = w3[32 * 32 + j];
+        for k in 0..32 {
+            s += w3[j * 32 + k] * h2[k];
+        }
+        h3[j] = s.tanh();
+    }
+    let mut y = w4[32];
+    for k in 0..32 {
+        y += w4[k] * h3[k];
     }
     (y - t) * (y - t)
 }

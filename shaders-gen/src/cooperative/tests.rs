@@ -45,9 +45,9 @@ fn the_readme_networks_get_the_cooperative_kernel() {
             (i as u32, h as u32, i as u32 + 1)
         );
         let w2 = (i * h + h) as u32;
-        assert_eq!(plan.second.weights.offset, w2);
-        assert_eq!(plan.second.weights.row_stride, h as u32);
-        assert_eq!(plan.first.bias, (i * h) as u32);
+        assert_eq!(plan.layers[1].weights.offset, w2);
+        assert_eq!(plan.layers[1].weights.row_stride, h as u32);
+        assert_eq!(plan.layers[0].bias, (i * h) as u32);
         assert_eq!(plan.outputs[0].bias + 1, plan.shared_words);
         assert!(wgsl.contains("register-blocked matrix products"), "{i}-{h}");
     }
@@ -186,7 +186,7 @@ fn widths_between_are_padded_to_the_next_kernel_width() {
         let plan = plan.unwrap_or_else(|| panic!("width {h}: no plan"));
         assert_eq!(
             (plan.rows, plan.hidden),
-            ([h as u32; 2], width),
+            (vec![h as u32; 2], width),
             "width {h}"
         );
         // Padded rows read zero weights and store no gradient; full widths test nothing.
@@ -209,7 +209,7 @@ fn layers_of_two_widths_are_padded_to_the_wider() {
         let src = crate::samples::deep_network(8, &rows.map(|r| r as usize), 1);
         let (plan, _) = plan_of(&src);
         let plan = plan.unwrap_or_else(|| panic!("{rows:?}: no plan"));
-        assert_eq!((plan.rows, plan.hidden), (rows, width), "{rows:?}");
+        assert_eq!((plan.rows, plan.hidden), (rows.to_vec(), width), "{rows:?}");
     }
 }
 
@@ -316,5 +316,50 @@ fn a_loop_over_one_output_row_is_that_row() {
         words[1 + i] = 0.25;
         let value = crate::interp::eval(&plan.loss, &words);
         assert!((value[0] - 0.25).abs() < 1e-12 && (value[1] - 1.0).abs() < 1e-12);
+    }
+}
+
+#[test]
+fn deeper_networks_get_the_kernel_where_their_matrices_fit() {
+    use crate::emit_wgsl::NETWORK_WORKGROUP_BYTES as WORKGROUP_BYTES;
+    // (hidden layers, outputs, whether the kernel takes them): at 32 rows up to four
+    // layers, whose three later matrices and three stored activations leave 16 KiB for
+    // `d_s`, three outputs' rows of it at most; at 64 rows two layers alone.
+    for (hidden, outputs, cooperative) in [
+        (vec![32usize, 32, 32], 1usize, true),
+        (vec![32, 32, 32, 32], 1, true),
+        (vec![20, 30, 24, 32], 3, true),
+        (vec![32, 32, 32, 32], 4, false),
+        (vec![32; 5], 1, false),
+        (vec![64, 64, 64], 1, false),
+        (vec![32, 64, 32], 1, false),
+        (vec![16, 16, 16], 1, false),
+    ] {
+        let src = crate::samples::deep_network(8, &hidden, outputs);
+        let (plan, wgsl) = plan_of(&src);
+        assert_eq!(plan.is_some(), cooperative, "{hidden:?} {outputs}");
+        let Some(plan) = plan else { continue };
+        assert!(plan.workgroup_bytes() <= WORKGROUP_BYTES, "{hidden:?}");
+        assert_eq!(
+            plan.rows,
+            hidden.iter().map(|r| *r as u32).collect::<Vec<_>>()
+        );
+        assert_eq!(plan.layers.len(), hidden.len());
+        // Each layer's words follow the one before's (`samples::deep_network`): its
+        // weights after the earlier layers' weights and biases.
+        let mut offset = 0;
+        for (layer, (rows, columns)) in
+            (plan.layers.iter()).zip(hidden.iter().zip(std::iter::once(&8).chain(&hidden)))
+        {
+            assert_eq!(layer.weights.offset, offset as u32, "{hidden:?}");
+            assert_eq!(layer.bias, (offset + rows * columns) as u32, "{hidden:?}");
+            offset += rows * columns + rows;
+        }
+        for l in 2..=hidden.len() {
+            assert!(
+                wgsl.contains(&format!("var<workgroup> w{l}s")),
+                "{hidden:?}"
+            );
+        }
     }
 }

@@ -1,5 +1,5 @@
-//! The adjoint kernel of a network of two dense layers (each `tanh`, relu or the sigmoid) as
-//! register-blocked matrix products of the workgroup, not one element a thread.
+//! The adjoint kernel of a network of dense hidden layers (each `tanh`, relu or the
+//! sigmoid) as register-blocked matrix products of the workgroup, not one element a thread.
 //!
 //! One element a thread reads every weight once per element, which holds an 8-64-64-1
 //! network's adjoint at about 6 TFMA/s on the H100; JAX's batched products ran 1.5x faster.
@@ -31,6 +31,13 @@
 //!   below, and 0.5 at a sum of exactly zero (`max`'s tie, as `ad::partials` has it), which
 //!   a mask of a bit per sum of the thread tells from a negative sum ([`WGSL_RELU`]).
 //!
+//! - Deeper networks (up to four hidden layers at 32 rows, [`NetworkPlan::workgroup_bytes`]):
+//!   each later layer's weights `W_l` and each layer's activations but the last's `h_l` get
+//!   a matrix of their own; a layer between the first and the last is the second's forward
+//!   product writing its activations as the first does, and the reverse runs each later
+//!   layer's `d_h_(l-1) = W_l^T d_s_l` and `d_W_l += d_s_l h_(l-1)^T` in turn, the layer
+//!   below's `d_s` through `d_s2`'s matrix. Names of layer `l` end in `l`, the output
+//!   rows' in `L + 1`, so that two layers' kernels read as before.
 //! - Layers of fewer rows than the kernel's 32 or 64 (17 to 64, two widths or one) are
 //!   computed at its width, the rows past theirs padding: their weights, biases and output
 //!   weights loaded as zero (at an index clamped into the written rows), so their sums are
@@ -99,8 +106,9 @@ pub struct OutputRow {
     pub bias: u32,
 }
 
-/// What [`emit_network_adjoint`] writes a kernel for: the network
-/// `y_o = b3_o + w3_o . act2(W2 act1(W1 x + b1) + b2)`, then `loss(y, element words)`.
+/// What [`emit_network_adjoint`] writes a kernel for: the network of dense hidden layers
+/// `h_1 = act_1(W_1 x + b_1)`, `h_l = act_l(W_l h_(l-1) + b_l)` up to `h_L`, output rows
+/// `y_o = b_o + w_o . h_L`, then `loss(y, element words)`.
 pub struct NetworkPlan {
     /// Argument words per element.
     pub element_words: u32,
@@ -108,20 +116,20 @@ pub struct NetworkPlan {
     pub first_input: u32,
     /// Length of `x`: the first layer's columns.
     pub inputs: u32,
-    /// Rows of both layers in the kernel: 32 or 64.
+    /// Rows of every hidden layer in the kernel: 32 or 64.
     pub hidden: u32,
-    /// Rows of the first and the second layer as written, at most `hidden`: the kernel's
-    /// rows past them are padding, their weights read as zero and their gradients not
-    /// stored, so a layer of 48 rows runs as one of 64 ([`padded_width`]).
-    pub rows: [u32; 2],
-    /// What the first and the second layer apply to their sums: `tanh`, relu or the
-    /// sigmoid ([`NetworkPlan::supported`]).
-    pub activations: [Activation; 2],
-    /// The first layer (`hidden x inputs`).
-    pub first: LayerWords,
-    /// The second layer (`hidden x hidden`).
-    pub second: LayerWords,
-    /// The output rows, `y_0 ..`.
+    /// Rows of each hidden layer as written, the first layer's first, each at most
+    /// `hidden`: the kernel's rows past them are padding, their weights read as zero and
+    /// their gradients not stored, so a layer of 48 rows runs as one of 64
+    /// ([`padded_width`]).
+    pub rows: Vec<u32>,
+    /// What each hidden layer applies to its sums: `tanh`, relu or the sigmoid
+    /// ([`NetworkPlan::supported`]).
+    pub activations: Vec<Activation>,
+    /// Each hidden layer's words: the first (`hidden x inputs`), then each later one
+    /// (`hidden x hidden`), which reads the one before.
+    pub layers: Vec<LayerWords>,
+    /// The output rows, `y_0 ..`, which read the last hidden layer.
     pub outputs: Vec<OutputRow>,
     /// The loss: inputs `[y_0 .., the element's words..]`, outputs `[value, d value / d y_0, ..]`
     /// (straight-line: no loops, no arrays).
@@ -158,6 +166,23 @@ pub const fn max_outputs(hidden: u32) -> u32 {
     if hidden == 64 { 2 } else { 4 }
 }
 
+/// Bytes of workgroup memory the kernel may declare: the 48 KiB that the device's limit
+/// is on NVIDIA's Vulkan driver, and that three matrices of 64 rows fill.
+pub const WORKGROUP_BYTES: u32 = 48 * 1024;
+
+/// Rows of the `d_s` matrix of a kernel of width `hidden` with `outputs` output rows: `H`,
+/// or more for the lanes' parts of the outputs (`H / 2` rows each) and each output's `d_y`
+/// (rows `32 ..`).
+const fn ds_rows(hidden: u32, outputs: u32) -> u32 {
+    let parts = outputs * (hidden / 2);
+    let rows = if hidden > 32 + outputs {
+        hidden
+    } else {
+        32 + outputs
+    };
+    if rows > parts { rows } else { parts }
+}
+
 /// Whether the kernel reads its shared words from a uniform buffer: no. Its lanes read
 /// different weights at once (copying `W2`, each lane's rows of `W1`), which the constant
 /// cache behind a uniform buffer serves an address at a time; from storage, the 8-64-64-1
@@ -166,11 +191,12 @@ pub const SHARED_UNIFORM: bool = false;
 
 impl NetworkPlan {
     /// Whether this kernel can be written for the plan: widths whose swizzles are XORs
-    /// within a row (powers of two) and whose three matrices fit 48 KiB, layers of as many
-    /// rows or fewer ([`padded_width`], [`MIN_PADDED_ROWS`]), outputs whose
-    /// lanes' parts fit `d_s2`'s matrix ([`max_outputs`]), activations whose
-    /// derivative it reads off their stored outputs (`tanh`, relu, the sigmoid), inputs that fit the
-    /// borrowed rows, and a loss of plain words.
+    /// within a row (powers of two), two hidden layers or more whose matrices fit
+    /// [`WORKGROUP_BYTES`] ([`NetworkPlan::workgroup_bytes`]: up to four at 32 rows, two at
+    /// 64), layers of as many rows or fewer ([`padded_width`], [`MIN_PADDED_ROWS`]),
+    /// outputs whose lanes' parts fit `d_s`'s matrix ([`max_outputs`]), activations whose
+    /// derivative it reads off their stored outputs (`tanh`, relu, the sigmoid), inputs that
+    /// fit the borrowed rows, and a loss of plain words.
     pub fn supported(&self) -> bool {
         let outputs = self.outputs.len() as u32;
         let straight = self.loss.outputs.len() as u32 == 1 + outputs
@@ -191,8 +217,14 @@ impl NetworkPlan {
                 Activation::Call(Func::Tanh) | Activation::Relu(_) | Activation::Sigmoid
             )
         });
+        let depth = self.layers.len();
+        let widest = self.rows.iter().copied().max().unwrap_or(0);
         matches!(self.hidden, 32 | 64)
-            && padded_width(self.rows[0].max(self.rows[1])) == self.hidden
+            && depth >= 2
+            && self.rows.len() == depth
+            && self.activations.len() == depth
+            && self.workgroup_bytes() <= WORKGROUP_BYTES
+            && padded_width(widest) == self.hidden
             && self.rows.iter().all(|r| *r >= MIN_PADDED_ROWS)
             && (1..=max_outputs(self.hidden)).contains(&outputs)
             && activations
@@ -200,6 +232,20 @@ impl NetworkPlan {
             && self.first_input + self.inputs <= self.element_words
             && self.loss.num_inputs == outputs + self.element_words
             && straight
+    }
+
+    /// Bytes of the kernel's workgroup memory: the weights of each hidden layer after the
+    /// first (`H x H`), the chunk's activations of each hidden layer but the last (`H x
+    /// 64`), and the `d_s` matrix.
+    pub fn workgroup_bytes(&self) -> u32 {
+        let (h, later) = (self.hidden, self.layers.len().saturating_sub(1) as u32);
+        let ds = ds_rows(h, self.outputs.len() as u32);
+        4 * (later * h * h + later * h * 64 + ds * 64)
+    }
+
+    /// Hidden layers.
+    fn depth(&self) -> u32 {
+        self.layers.len() as u32
     }
 
     /// The load of shared word `w` at row `j` and column `k` (WGSL `u32` expressions), where
@@ -301,6 +347,9 @@ struct Shape {
     ds2_rows: u32,
     /// Registers of the next chunk's inputs a thread loads.
     prefetch: u32,
+    /// Hidden layers, `L`: layer `l`'s names end in `l` (`w2s`, `b2_0`, `gw2_0`, `h2s`),
+    /// the output rows' in `L + 1` (`w3_0`, `gb3` of two layers), as the samples name them.
+    depth: u32,
 }
 
 impl Shape {
@@ -343,9 +392,8 @@ impl Shape {
             ja: hidden / nj,
             kb: hidden / nk,
             outputs: plan.outputs.len() as u32,
-            ds2_rows: hidden
-                .max(32 + plan.outputs.len() as u32)
-                .max(plan.outputs.len() as u32 * row_lanes),
+            ds2_rows: ds_rows(hidden, plan.outputs.len() as u32),
+            depth: plan.depth(),
             prefetch: (64 * plan.inputs).div_ceil(threads),
         }
     }
@@ -478,9 +526,15 @@ pub fn network_workgroup_size(plan: &NetworkPlan) -> u32 {
 
 fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let h = sh.hidden;
+    let layers = match sh.depth {
+        2 => "two".to_string(),
+        3 => "three".to_string(),
+        4 => "four".to_string(),
+        d => d.to_string(),
+    };
     let _ = writeln!(
         s,
-        "// gradfuse adjoint (value and gradient) kernel of `{signature}`, its two layers as\n\
+        "// gradfuse adjoint (value and gradient) kernel of `{signature}`, its {layers} layers as\n\
          // register-blocked matrix products of the workgroup over chunks of 64 elements.\n\
          // Element i's words: args[{}i ..]; shared_partials[{}g ..]: workgroup g's sum of\n\
          // d/d shared_args; values[i]: the value.\n",
@@ -492,17 +546,23 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     s.push_str("@group(0) @binding(2) var<storage, read_write> values: array<f32>;\n");
     s.push_str("@group(0) @binding(4) var<storage, read> shared_args: array<f32>;\n");
     s.push_str("@group(0) @binding(5) var<storage, read_write> shared_partials: array<f32>;\n\n");
+    let later: String = (3..=sh.depth).map(|l| format!(", W{l}")).collect();
     let _ = writeln!(
         s,
-        "// W2[j][k] at j * {h} + 4 * ((k / 4) ^ (j % {g})) + k % 4.\n\
-         var<workgroup> w2s: array<f32, {}>;\n\
-         // Rows of 16 vec4s (64 elements), column c of row r at r * 16 + (c ^ (r % 8)).\n\
-         var<workgroup> h1s: array<vec4<f32>, {}>;\n\
-         var<workgroup> ds2s: array<vec4<f32>, {}>;\n",
-        h * h,
-        h * 16,
-        sh.ds2_rows * 16,
+        "// W2[j][k]{later} at j * {h} + 4 * ((k / 4) ^ (j % {g})) + k % 4.",
         g = sh.groups
+    );
+    for l in 2..=sh.depth {
+        let _ = writeln!(s, "var<workgroup> w{l}s: array<f32, {}>;", h * h);
+    }
+    s.push_str("// Rows of 16 vec4s (64 elements), column c of row r at r * 16 + (c ^ (r % 8)).\n");
+    for l in 1..sh.depth {
+        let _ = writeln!(s, "var<workgroup> h{l}s: array<vec4<f32>, {}>;", h * 16);
+    }
+    let _ = writeln!(
+        s,
+        "var<workgroup> ds2s: array<vec4<f32>, {}>;\n",
+        sh.ds2_rows * 16
     );
     let mut helpers = BTreeSet::new();
     let body = loss_statements(&plan.loss, plan.outputs.len() as u32, &mut helpers);

@@ -6,12 +6,14 @@ use super::{
 };
 use std::fmt::Write;
 
-/// The name of output `o`'s bias gradient, a thread's sum over its elements.
+/// The name of output `o`'s bias gradient, a thread's sum over its elements (`gb3` after
+/// two hidden layers).
 fn gb3(sh: &Shape, o: u32) -> String {
+    let l = sh.depth + 1;
     if sh.outputs == 1 {
-        "gb3".into()
+        format!("gb{l}")
     } else {
-        format!("gb3_o{o}")
+        format!("gb{l}_o{o}")
     }
 }
 
@@ -35,7 +37,20 @@ fn line(s: &mut String, text: &str) {
 /// sums, the first chunk's inputs loaded.
 pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let (h, t) = (sh.hidden, sh.threads);
-    let [r1, r2] = plan.rows;
+    let (rows, ol) = (&plan.rows, sh.depth + 1);
+    // Each later layer's weights into its matrix, in one loop.
+    let copies: String = (2..=sh.depth as usize)
+        .map(|l| {
+            let weights = plan.layers[l - 1].weights;
+            let written = [Some(rows[l - 1]), Some(rows[l - 2])];
+            format!(
+                "w{l}s[j * {h}u + 4u * ((k / 4u) ^ (j % {}u)) + k % 4u] = {};\n",
+                sh.groups,
+                plan.load(weights, ("j", "k"), written)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("        ");
     let _ = writeln!(
         s,
         "@compute @workgroup_size({t})\n\
@@ -53,7 +68,7 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
          for (var q = lid; q < {}u; q += {t}u) {{\n        \
          let j = q / {h}u;\n        \
          let k = q % {h}u;\n        \
-         w2s[j * {h}u + 4u * ((k / 4u) ^ (j % {}u)) + k % 4u] = {};\n    }}",
+         {}    }}",
         sh.columns,
         if sh.parts == 1 {
             format!("let jb = lid / {}u;\n    ", sh.nk)
@@ -65,8 +80,7 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             )
         },
         h * h,
-        sh.groups,
-        plan.load(plan.second.weights, ("j", "k"), [Some(r2), Some(r1)]),
+        copies,
         nk = sh.nk,
         rl = sh.row_lanes
     );
@@ -76,36 +90,37 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         let _ = writeln!(
             s,
             "    var w1_{r}: array<f32, {i}>;\n    \
-             for (var k = 0u; k < {i}u; k++) {{ w1_{r}[k] = {}; }}\n    \
-             let b1_{r} = {};\n    \
-             let b2_{r} = {};",
-            plan.load(plan.first.weights, (&row, "k"), [Some(r1), None]),
-            plan.load(bias_words(plan.first.bias), (&row, ""), [Some(r1), None]),
-            plan.load(bias_words(plan.second.bias), (&row, ""), [Some(r2), None]),
+             for (var k = 0u; k < {i}u; k++) {{ w1_{r}[k] = {}; }}",
+            plan.load(plan.layers[0].weights, (&row, "k"), [Some(rows[0]), None]),
         );
+        for (l, (layer, written)) in (1..).zip(plan.layers.iter().zip(rows)) {
+            let bias = plan.load(bias_words(layer.bias), (&row, ""), [Some(*written), None]);
+            let _ = writeln!(s, "    let b{l}_{r} = {bias};");
+        }
+        let last = rows[rows.len() - 1];
         for (o, out) in (0..).zip(&plan.outputs) {
             let _ = writeln!(
                 s,
-                "    let w3_{}{r} = {};",
+                "    let w{ol}_{}{r} = {};",
                 sh.out(o),
-                plan.load(out.weights, (&row, ""), [Some(r2), None])
+                plan.load(out.weights, (&row, ""), [Some(last), None])
             );
         }
-        let _ = writeln!(
-            s,
-            "    var gw1_{r}: array<f32, {i}>;\n    \
-             var gb1_{r} = 0.0f;\n    \
-             var gb2_{r} = 0.0f;"
-        );
+        let _ = writeln!(s, "    var gw1_{r}: array<f32, {i}>;");
+        for l in 1..=sh.depth {
+            let _ = writeln!(s, "    var gb{l}_{r} = 0.0f;");
+        }
         for o in 0..sh.outputs {
-            let _ = writeln!(s, "    var gw3_{}{r} = 0.0f;", sh.out(o));
+            let _ = writeln!(s, "    var gw{ol}_{}{r} = 0.0f;", sh.out(o));
         }
     }
     for o in 0..sh.outputs {
         let _ = writeln!(s, "    var {} = 0.0f;", gb3(sh, o));
     }
-    for a in 0..sh.ja {
-        let _ = writeln!(s, "    var gw2_{a}: array<f32, {}>;", sh.kb);
+    for l in 2..=sh.depth {
+        for a in 0..sh.ja {
+            let _ = writeln!(s, "    var gw{l}_{a}: array<f32, {}>;", sh.kb);
+        }
     }
     let _ = writeln!(
         s,
@@ -188,12 +203,13 @@ fn rank_one_step(
     }
 }
 
-/// `h1 = act(W1 x + b1)` into its matrix, then `s2 = W2 h1 + b2` and `h2 = act(s2)` in
-/// registers, and each lane's part of the output row into `ds2s`'s first 32 rows.
+/// `h1 = act(W1 x + b1)` into its matrix, each layer but the last from the one before
+/// into its own, then the last's sums `f` and `t = act(f)` in registers, and each lane's
+/// part of the output rows into `ds2s`.
 pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
-    for (layer, a) in (1..).zip(plan.activations) {
-        if keeps_ties(a) {
+    for (layer, a) in (1..).zip(&plan.activations) {
+        if keeps_ties(*a) {
             let _ = writeln!(s, "        var ties{layer} = 0u;");
         }
     }
@@ -211,24 +227,65 @@ pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         }
     }
     line(s, "        }");
+    store_activations(plan, sh, 1, "s", s);
+    line(s, "        workgroupBarrier();");
+    // A layer between the first and the last, in a block of its own: its sums take the
+    // last layer's names.
+    for l in 2..sh.depth {
+        let mut block = String::new();
+        layer_product(sh, l, &mut block);
+        store_activations(plan, sh, l, "f", &mut block);
+        let _ = writeln!(s, "        {{\n{}        }}", indented(&block));
+        line(s, "        workgroupBarrier();");
+    }
+    layer_product(sh, sh.depth, s);
+    let last = sh.depth;
     for r in rows.clone() {
         for c in cols.clone() {
-            let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
-            let sums = format!("s{r}_{c}");
-            let _ = writeln!(
-                s,
-                "        h1s[{at}] = {};",
-                activate(plan.activations[0], &sums)
-            );
-            if let Some(ties) = record_ties(plan.activations[0], 1, &sums, sh.tie_bit(r, c)) {
+            let sums = format!("f{r}_{c}");
+            let h2 = activate(plan.activations[last as usize - 1], &sums);
+            let _ = writeln!(s, "        let t{r}_{c} = {h2};");
+            let bit = sh.tie_bit(r, c);
+            if let Some(ties) = record_ties(plan.activations[last as usize - 1], last, &sums, bit) {
                 let _ = writeln!(s, "        {ties}");
             }
         }
     }
+    for o in 0..sh.outputs {
+        for c in cols.clone() {
+            let terms: Vec<String> = (rows.clone())
+                .map(|r| format!("w{}_{}{r} * t{r}_{c}", sh.depth + 1, sh.out(o)))
+                .collect();
+            let at = cell(&output_part_row(sh, o), "l8", &format!("cw + {c}u"));
+            let _ = writeln!(s, "        ds2s[{at}] = {};", terms.join(" + "));
+        }
+    }
     line(s, "        workgroupBarrier();");
+}
+
+/// Layer `l`'s activations of its sums `{sums}{r}_{c}` into its matrix `h{l}s`, and their
+/// ties into its mask.
+fn store_activations(plan: &NetworkPlan, sh: &Shape, l: u32, sums: &str, s: &mut String) {
+    let a = plan.activations[l as usize - 1];
+    for r in 0..sh.lane_rows {
+        for c in 0..sh.columns {
+            let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
+            let sums = format!("{sums}{r}_{c}");
+            let _ = writeln!(s, "        h{l}s[{at}] = {};", activate(a, &sums));
+            if let Some(ties) = record_ties(a, l, &sums, sh.tie_bit(r, c)) {
+                let _ = writeln!(s, "        {ties}");
+            }
+        }
+    }
+}
+
+/// Layer `l`'s sums `f{r}_{c} = b_l + W_l h_(l-1)` for the thread's tile, the weights from
+/// `w{l}s` by lane, the activations from `h{l-1}s` broadcast.
+fn layer_product(sh: &Shape, l: u32, s: &mut String) {
+    let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
     for r in rows.clone() {
         for c in cols.clone() {
-            let _ = writeln!(s, "        var f{r}_{c} = vec4<f32>(b2_{r});");
+            let _ = writeln!(s, "        var f{r}_{c} = vec4<f32>(b{l}_{r});");
         }
     }
     let h = sh.hidden;
@@ -242,37 +299,18 @@ pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             for r in rows.clone() {
                 let _ = writeln!(
                     s,
-                    "            let wv{r}_{i} = w2s[wbase + {}u];",
+                    "            let wv{r}_{i} = w{l}s[wbase + {}u];",
                     sh.row_lanes * r * h + i
                 );
             }
         }
+        let input = format!("h{}s", l - 1);
         for i in 0..4 {
             let weight = |r: u32| format!("wv{r}_{i}");
-            rank_one_step(sh, ("h1s", 4 * m + i, &format!("h{i}_")), weight, "f", s);
+            rank_one_step(sh, (&input, 4 * m + i, &format!("h{i}_")), weight, "f", s);
         }
         line(s, "        }");
     }
-    for r in rows.clone() {
-        for c in cols.clone() {
-            let sums = format!("f{r}_{c}");
-            let h2 = activate(plan.activations[1], &sums);
-            let _ = writeln!(s, "        let t{r}_{c} = {h2};");
-            if let Some(ties) = record_ties(plan.activations[1], 2, &sums, sh.tie_bit(r, c)) {
-                let _ = writeln!(s, "        {ties}");
-            }
-        }
-    }
-    for o in 0..sh.outputs {
-        for c in cols.clone() {
-            let terms: Vec<String> = (rows.clone())
-                .map(|r| format!("w3_{}{r} * t{r}_{c}", sh.out(o)))
-                .collect();
-            let at = cell(&output_part_row(sh, o), "l8", &format!("cw + {c}u"));
-            let _ = writeln!(s, "        ds2s[{at}] = {};", terms.join(" + "));
-        }
-    }
-    line(s, "        workgroupBarrier();");
 }
 
 /// The output row summed over the lanes' parts, the loss and its derivative `d_y` (one
@@ -291,12 +329,13 @@ pub(super) fn output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             let _ = writeln!(s, "        let dy{}{c} = ds2s[{at}];", sh.out(o));
         }
     }
+    let (last, ol) = (sh.depth, sh.depth + 1);
     for r in rows.clone() {
         for c in cols.clone() {
             let d = derivative(
-                plan.activations[1],
+                plan.activations[last as usize - 1],
                 &format!("t{r}_{c}"),
-                2,
+                last,
                 sh.tie_bit(r, c),
             );
             let mut d_h2 = Vec::new();
@@ -304,14 +343,14 @@ pub(super) fn output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
                 let out = sh.out(o);
                 let _ = writeln!(
                     s,
-                    "        gw3_{out}{r} = dot_acc(t{r}_{c}, dy{out}{c}, gw3_{out}{r});"
+                    "        gw{ol}_{out}{r} = dot_acc(t{r}_{c}, dy{out}{c}, gw{ol}_{out}{r});"
                 );
-                d_h2.push(format!("w3_{out}{r} * dy{out}{c}"));
+                d_h2.push(format!("w{ol}_{out}{r} * dy{out}{c}"));
             }
             let _ = writeln!(
                 s,
                 "        let g{r}_{c} = {d} * ({});\n        \
-                 gb2_{r} += (g{r}_{c}.x + g{r}_{c}.y) + (g{r}_{c}.z + g{r}_{c}.w);",
+                 gb{last}_{r} += (g{r}_{c}.x + g{r}_{c}.y) + (g{r}_{c}.z + g{r}_{c}.w);",
                 d_h2.join(" + ")
             );
         }
@@ -338,12 +377,13 @@ fn one_output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
          let inb = first + e < n;\n            \
          if (inb) {{\n                values[first + e] = loss.x;\n            }}\n            \
          let dy = select(0.0f, loss.y, inb);\n            \
-         gb3 += dy;\n            \
+         {} += dy;\n            \
          ds2s[{}][e % 4u] = dy;\n        }}\n        \
          workgroupBarrier();",
         plan.outputs[0].bias,
         sh.row_lanes,
         plan.element_words,
+        gb3(sh, 0),
         dy_cell(0, "e / 4u")
     );
 }
@@ -395,9 +435,48 @@ fn outputs_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     line(s, "        }\n        workgroupBarrier();");
 }
 
-/// `d_h1 = W2^T d_s2` for the lane's rows, `d_W2 += d_s2 h1^T`, `d_s1 = act'(s1) d_h1`
-/// in registers, then the inputs again and `d_W1 += d_s1 x^T`.
+/// From the last hidden layer down, each layer `l`'s `d_h_(l-1) = W_l^T d_s_l` for the
+/// lane's rows, `d_W_l += d_s_l h_(l-1)^T` and `d_s_(l-1) = act'(s_(l-1)) d_h_(l-1)` in
+/// registers ([`layer_backward`]), into `ds2s` for the layer below but the first; then the
+/// inputs again and `d_W1 += d_s1 x^T`.
 pub(super) fn backward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    // A layer above the second, in a block of its own: its registers take the second's
+    // names.
+    for l in (3..=sh.depth).rev() {
+        let mut block = String::new();
+        layer_backward(plan, sh, l, &mut block);
+        line(&mut block, "        workgroupBarrier();");
+        for r in 0..sh.lane_rows {
+            for c in 0..sh.columns {
+                let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
+                let _ = writeln!(block, "        ds2s[{at}] = e{r}_{c};");
+            }
+        }
+        let _ = writeln!(s, "        {{\n{}        }}", indented(&block));
+        line(s, "        workgroupBarrier();");
+    }
+    layer_backward(plan, sh, 2, s);
+    let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
+    line(s, "        workgroupBarrier();");
+    store_x(sh, "h1s", s);
+    line(s, "        workgroupBarrier();");
+    let _ = writeln!(s, "        for (var k = 0u; k < {}u; k++) {{", sh.inputs);
+    for c in cols.clone() {
+        let x = cell("k", "(k % 8u)", &format!("cw + {c}u"));
+        let _ = writeln!(s, "            let x{c} = h1s[{x}];");
+    }
+    for r in rows {
+        let sum = cols.clone().fold(format!("gw1_{r}[k]"), |acc, c| {
+            format!("dot_acc(e{r}_{c}, x{c}, {acc})")
+        });
+        let _ = writeln!(s, "            gw1_{r}[k] = {sum};");
+    }
+    line(s, "        }\n    }");
+}
+
+/// Layer `l`'s part of [`backward`], its `d_s_l` in `ds2s`: `d{r}_{c}`, the lane's rows of
+/// `W_l^T d_s_l`; `d_W_l`'s tile; `e{r}_{c} = act'(s_(l-1)) d{r}_{c}` from `h{l-1}s`.
+fn layer_backward(plan: &NetworkPlan, sh: &Shape, l: u32, s: &mut String) {
     let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
     for r in rows.clone() {
         for c in cols.clone() {
@@ -417,7 +496,7 @@ pub(super) fn backward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             } else {
                 format!("(s ^ {}u)", sh.row_lanes * r)
             };
-            let _ = writeln!(s, "            let v{r} = w2s[{}u + {at}];", j * h);
+            let _ = writeln!(s, "            let v{r} = w{l}s[{}u + {at}];", j * h);
         }
         rank_one_step(sh, ("ds2s", j, "g"), |r| format!("v{r}"), "d", s);
         line(s, "        }");
@@ -438,10 +517,11 @@ pub(super) fn backward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             sh.nj * a
         );
     }
+    let below = l - 1;
     for b in 0..sh.kb {
         let _ = writeln!(
             s,
-            "            let q{b} = h1s[(kb + {n}u) * 16u + (e4 ^ ((kb + {n}u) % 8u))];",
+            "            let q{b} = h{below}s[(kb + {n}u) * 16u + (e4 ^ ((kb + {n}u) % 8u))];",
             n = sh.nk * b
         );
     }
@@ -449,48 +529,47 @@ pub(super) fn backward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         for b in 0..sh.kb {
             let _ = writeln!(
                 s,
-                "            gw2_{a}[{b}] = dot_acc(p{a}, q{b}, gw2_{a}[{b}]);"
+                "            gw{l}_{a}[{b}] = dot_acc(p{a}, q{b}, gw{l}_{a}[{b}]);"
             );
         }
     }
     line(s, "        }");
-    for r in rows.clone() {
+    for r in rows {
         for c in cols.clone() {
             let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
             let d = derivative(
-                plan.activations[0],
+                plan.activations[below as usize - 1],
                 &format!("hh{r}_{c}"),
-                1,
+                below,
                 sh.tie_bit(r, c),
             );
             let _ = writeln!(
                 s,
-                "        let hh{r}_{c} = h1s[{at}];\n        \
+                "        let hh{r}_{c} = h{below}s[{at}];\n        \
                  let e{r}_{c} = {d} * d{r}_{c};\n        \
-                 gb1_{r} += (e{r}_{c}.x + e{r}_{c}.y) + (e{r}_{c}.z + e{r}_{c}.w);"
+                 gb{below}_{r} += (e{r}_{c}.x + e{r}_{c}.y) + (e{r}_{c}.z + e{r}_{c}.w);"
             );
         }
     }
-    line(s, "        workgroupBarrier();");
-    store_x(sh, "h1s", s);
-    line(s, "        workgroupBarrier();");
-    let _ = writeln!(s, "        for (var k = 0u; k < {}u; k++) {{", sh.inputs);
-    for c in cols.clone() {
-        let x = cell("k", "(k % 8u)", &format!("cw + {c}u"));
-        let _ = writeln!(s, "            let x{c} = h1s[{x}];");
-    }
-    for r in rows {
-        let sum = cols.clone().fold(format!("gw1_{r}[k]"), |acc, c| {
-            format!("dot_acc(e{r}_{c}, x{c}, {acc})")
-        });
-        let _ = writeln!(s, "            gw1_{r}[k] = {sum};");
-    }
-    line(s, "        }\n    }");
 }
 
-/// The parts after the first hand their `d_W2` to it in turn, through `h1s` (word
+/// `block`'s lines, each but the empty ones indented four spaces more.
+fn indented(block: &str) -> String {
+    block
+        .lines()
+        .map(|l| {
+            if l.is_empty() {
+                "\n".to_string()
+            } else {
+                format!("    {l}\n")
+            }
+        })
+        .collect()
+}
+
+/// The parts after the first hand their `d_W_l` to it in turn, through `h1s` (word
 /// `j * H + k`), which the last chunk has finished reading.
-fn sum_parts(sh: &Shape, s: &mut String) {
+fn sum_parts(sh: &Shape, l: u32, s: &mut String) {
     let h = sh.hidden;
     // `stmt(a, b)` for each word of the thread's tile, `q` its word of `h1s`.
     let each = |s: &mut String, stmt: &dyn Fn(u32, u32) -> String| {
@@ -506,16 +585,17 @@ fn sum_parts(sh: &Shape, s: &mut String) {
     };
     for p in 1..sh.parts {
         let _ = writeln!(s, "    workgroupBarrier();\n    if (part == {p}u) {{");
-        each(s, &|a, b| format!("h1s[q / 4u][q % 4u] = gw2_{a}[{b}];"));
+        each(s, &|a, b| format!("h1s[q / 4u][q % 4u] = gw{l}_{a}[{b}];"));
         line(s, "    }\n    workgroupBarrier();\n    if (part == 0u) {");
-        each(s, &|a, b| format!("gw2_{a}[{b}] += h1s[q / 4u][q % 4u];"));
+        each(s, &|a, b| format!("gw{l}_{a}[{b}] += h1s[q / 4u][q % 4u];"));
         line(s, "    }");
     }
 }
 
-/// The workgroup's row of partial sums: `d_W2` from each thread's registers (the parts'
-/// added in order), the per-row sums over the column groups in turn (item `it` of row `j`
-/// at word `it * H + j` of `h1s`), `d_b3` over the first 64 threads.
+/// The workgroup's row of partial sums: each `d_W_l` from each thread's registers (the
+/// parts' added in order), the per-row sums over the column groups in turn (item `it` of
+/// row `j` at word `it * H + j` of `h1s`), the outputs' bias gradients over the first 64
+/// threads.
 pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let h = sh.hidden;
     let _ = writeln!(s, "    let row = group * {}u;", plan.shared_words);
@@ -524,35 +604,41 @@ pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         0 => base.to_string(),
         n => format!("{base} + {n}u"),
     };
-    sum_parts(sh, s);
-    if sh.parts > 1 {
-        line(s, "    if (part == 0u) {");
-    }
-    for (a, b) in tile() {
-        let (j, k) = (plus("jb", sh.nj * a), plus("kb", sh.nk * b));
-        let at = word(plan.second.weights, &j, &k);
-        let store = format!("shared_partials[row + {at}] = gw2_{a}[{b}];");
-        let _ = writeln!(
-            s,
-            "    {}",
-            plan.store_written(&[(&j, plan.rows[1]), (&k, plan.rows[0])], &store)
-        );
-    }
-    if sh.parts > 1 {
-        line(s, "    }");
+    for l in 2..=sh.depth {
+        let (layer, rows) = (plan.layers[l as usize - 1], &plan.rows[l as usize - 2..]);
+        sum_parts(sh, l, s);
+        if sh.parts > 1 {
+            line(s, "    if (part == 0u) {");
+        }
+        for (a, b) in tile() {
+            let (j, k) = (plus("jb", sh.nj * a), plus("kb", sh.nk * b));
+            let at = word(layer.weights, &j, &k);
+            let store = format!("shared_partials[row + {at}] = gw{l}_{a}[{b}];");
+            let _ = writeln!(
+                s,
+                "    {}",
+                plan.store_written(&[(&j, rows[1]), (&k, rows[0])], &store)
+            );
+        }
+        if sh.parts > 1 {
+            line(s, "    }");
+        }
     }
     let _ = writeln!(
         s,
         "    workgroupBarrier();\n    for (var v = 0u; v < {}u; v++) {{\n        if (cg == v) {{",
         sh.column_groups
     );
-    let i = sh.inputs;
+    let (i, depth) = (sh.inputs, sh.depth);
     for r in 0..sh.lane_rows {
         let row = sh.row(r);
         let items = (0..i)
             .map(|k| (k, format!("gw1_{r}[{k}]")))
-            .chain([(i, format!("gb1_{r}")), (i + 1, format!("gb2_{r}"))])
-            .chain((0..sh.outputs).map(|o| (i + 2 + o, format!("gw3_{}{r}", sh.out(o)))));
+            .chain((1..=depth).map(|l| (i + l - 1, format!("gb{l}_{r}"))))
+            .chain((0..sh.outputs).map(|o| {
+                let gw = format!("gw{}_{}{r}", depth + 1, sh.out(o));
+                (i + depth + o, gw)
+            }));
         for (it, value) in items {
             let _ = writeln!(
                 s,
@@ -569,7 +655,7 @@ pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
 /// row of partial sums (item `it` of row `j` at the shared word its `it` names), and each
 /// output's bias gradient summed over the first 64 threads.
 fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
-    let (h, i) = (sh.hidden, sh.inputs);
+    let (h, i, depth) = (sh.hidden, sh.inputs, sh.depth);
     // Row o of ds2s: output o's bias gradient of each of the first 64 threads.
     let at_row = |o: u32| match o {
         0 => String::new(),
@@ -589,15 +675,29 @@ fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         .map(|(o, out)| {
             format!(
                 "else if (it == {}u) {{\n            at = {};\n        }}",
-                i + 2 + o,
+                i + depth + o,
                 word(out.weights, "j", "")
+            )
+        })
+        .collect();
+    // Item `inputs + l - 1`: layer `l`'s bias.
+    let bias_items: Vec<String> = (0..depth)
+        .zip(&plan.layers)
+        .map(|(l, layer)| {
+            format!(
+                "if (it == {}u) {{\n            at = {}u + j;\n        }}",
+                i + l,
+                layer.bias
             )
         })
         .collect();
     let b3_sums: String = (0..sh.outputs)
         .zip(&plan.outputs)
         .map(|(o, out)| {
-            let b3 = if o == 0 { "b3".to_string() } else { format!("b3_{o}") };
+            let b3 = match o {
+                0 => format!("b{}", depth + 1),
+                o => format!("b{}_{o}", depth + 1),
+            };
             format!(
                 "        var {b3} = 0.0f;\n        \
                  for (var e = 0u; e < 64u; e++) {{\n            {b3} += ds2s[{}e / 4u][e % 4u];\n        }}\n        \
@@ -615,34 +715,33 @@ fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
          for (var q = lid; q < {}u; q += {}u) {{\n        \
          let it = q / {h}u;\n        let j = q % {h}u;\n        \
          var at = {};\n        \
-         if (it == {i}u) {{\n            at = {}u + j;\n        }} \
-         else if (it == {}u) {{\n            at = {}u + j;\n        }} \
-         {}\n        \
+         {} {}\n        \
          {}\n    }}\n    \
          if (lid == 0u) {{\n{b3_sums}    }}\n}}",
-        (i + 2 + sh.outputs) * h,
+        (i + depth + sh.outputs) * h,
         sh.threads,
-        word(plan.first.weights, "j", "it"),
-        plan.first.bias,
-        i + 1,
-        plan.second.bias,
+        word(plan.layers[0].weights, "j", "it"),
+        bias_items.join(" else "),
         w3_words.join(" "),
         row_sum_store(plan, i),
     );
 }
 
 /// The store of item `it`'s row `j` of the per-row sums: items up to `inputs` (`d_W1`'s
-/// columns and `d_b1`) are of the first layer's rows, the rest of the second's.
+/// columns and `d_b1`) are of the first layer's rows, item `inputs + l - 1` (`d_b_l`) of
+/// layer `l`'s, the outputs' of the last layer's.
 fn row_sum_store(plan: &NetworkPlan, inputs: u32) -> String {
     let store = "shared_partials[row + at] = h1s[q / 4u][q % 4u];";
-    match plan.rows {
-        [r1, r2] if r1 == r2 => plan.store_written(&[("j", r1)], store),
-        [r1, r2] => {
-            let h = plan.hidden;
-            let (a, b) = (r1.min(h), r2.min(h));
-            format!("if (j < select({b}u, {a}u, it <= {inputs}u)) {{ {store} }}")
-        }
+    let h = plan.hidden;
+    let rows: Vec<u32> = plan.rows.iter().map(|r| (*r).min(h)).collect();
+    if rows.iter().all(|r| *r == rows[0]) {
+        return plan.store_written(&[("j", rows[0])], store);
     }
+    let mut limit = format!("{}u", rows[rows.len() - 1]);
+    for (l, r) in rows.iter().enumerate().rev().skip(1) {
+        limit = format!("select({limit}, {r}u, it <= {}u)", inputs + l as u32);
+    }
+    format!("if (j < {limit}) {{ {store} }}")
 }
 
 /// The words of a bias, `bias + j`, as a [`WordIndex`] of row `j`.

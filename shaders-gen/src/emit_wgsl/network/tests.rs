@@ -46,10 +46,9 @@ fn plan_with(
         first_input: 0,
         inputs,
         hidden,
-        rows: [hidden; 2],
-        activations,
-        first: layer(0, inputs),
-        second: layer(w2, hidden),
+        rows: vec![hidden; 2],
+        activations: activations.to_vec(),
+        layers: vec![layer(0, inputs), layer(w2, hidden)],
         outputs: vec![OutputRow {
             weights: WordIndex {
                 offset: w3,
