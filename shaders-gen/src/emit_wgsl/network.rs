@@ -286,10 +286,17 @@ impl NetworkPlan {
         format!("if ({}) {{ {store} }}", inside.join(" && "))
     }
 
-    /// Warps of the workgroup: eight at `H = 64`; four at `H = 32` (with one row a lane,
-    /// 0.58 against 0.67 ms for the 8-32-32-1 on the H100).
+    /// Warps of the workgroup: eight at `H = 64`; four at `H = 32` with two hidden layers
+    /// (with one row a lane, 0.58 against 0.67 ms for the 8-32-32-1 on the H100), eight
+    /// with more, whose later layers' tiles of `d_W` four warps held in 255 registers and
+    /// spilled: the 8-32-32-32-1 adjoint ran 0.978 ms with four warps and 0.715 with eight
+    /// at 2^20 on the H200, 14.72 and 10.27 ms at 2^24 (BENCHMARKS.md).
     fn warps(&self) -> u32 {
-        if self.hidden == 64 { 8 } else { 4 }
+        if self.hidden == 64 || self.depth() > 2 {
+            8
+        } else {
+            4
+        }
     }
 }
 
