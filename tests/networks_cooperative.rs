@@ -488,3 +488,35 @@ fn networks_of_three_and_four_layers_match_the_interpreter() {
         check_at_random(&name, &src, (i + o, n), 300 + i as u64);
     }
 }
+
+/// Deep networks of shapes drawn at random (fixed seeds): three or four hidden layers of
+/// 17 to 32 rows each, inputs 1 to 32, 1 to the most outputs that fit beside them (four
+/// after three layers, three after four), each layer tanh, relu or the sigmoid, batches of
+/// 1 to 300 elements. The three drawn are 31-17-28-23-17-1, 17-24-27-26-2 and 6-20-29-21-1.
+#[test]
+fn random_deep_network_shapes_match_the_interpreter() {
+    use gradfuse_shaders_gen::samples::deep_network;
+    let activations = ["s.tanh()", "s.max(0.0)", "1.0 / (1.0 + (-s).exp())"];
+    for seed in 0..3u64 {
+        let mut rng = Rng(400 + seed);
+        let mut pick = |lo: u64, hi: u64| lo + rng.next_u64() % (hi - lo + 1);
+        let depth = pick(3, 4) as usize;
+        let i = pick(1, 32) as usize;
+        let hidden: Vec<usize> = (0..depth).map(|_| pick(17, 32) as usize).collect();
+        let o = pick(1, if depth == 3 { 4 } else { 3 }) as usize;
+        let n = pick(1, 300) as usize;
+        let mut src = deep_network(i, &hidden, o);
+        let mut drawn = Vec::new();
+        for l in 1..=depth {
+            let a = activations[pick(0, 2) as usize];
+            src = src.replacen(&format!("h{l}[j] = s.tanh()"), &format!("h{l}[j] = {a}"), 1);
+            drawn.push(a);
+        }
+        let widths: Vec<String> = hidden.iter().map(|h| h.to_string()).collect();
+        let name = format!(
+            "seed {seed}: {i}-{}-{o}, {drawn:?}, {n} elements",
+            widths.join("-")
+        );
+        check_at_random(&name, &src, (i + o, n), 410 + seed);
+    }
+}
