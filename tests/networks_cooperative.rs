@@ -463,13 +463,23 @@ fn random_network_shapes_match_the_interpreter() {
 #[test]
 fn networks_of_three_and_four_layers_match_the_interpreter() {
     use gradfuse_shaders_gen::samples::deep_network;
-    let (tanh, relu, sigmoid) = ("s.tanh()", "s.max(0.0)", "1.0 / (1.0 + (-s).exp())");
-    let cases: [(usize, &[usize], usize, &[&str], usize); 5] = [
-        (5, &[32, 32, 32], 1, &[tanh, tanh, tanh], 150),
-        (3, &[24, 20, 30], 2, &[relu, tanh, sigmoid], 140),
-        (6, &[32, 32, 32, 32], 1, &[tanh, sigmoid, relu, tanh], 130),
-        (4, &[20, 20, 20, 20], 3, &[relu, relu, relu, relu], 120),
-        (8, &[32, 17, 32], 1, &[sigmoid, tanh, relu], 100),
+    const TANH: &str = "s.tanh()";
+    const RELU: &str = "s.max(0.0)";
+    const SIGMOID: &str = "1.0 / (1.0 + (-s).exp())";
+    // Inputs, each layer's rows, outputs, each layer's activation, batch.
+    type Case = (
+        usize,
+        &'static [usize],
+        usize,
+        &'static [&'static str],
+        usize,
+    );
+    let cases: [Case; 5] = [
+        (5, &[32, 32, 32], 1, &[TANH, TANH, TANH], 150),
+        (3, &[24, 20, 30], 2, &[RELU, TANH, SIGMOID], 140),
+        (6, &[32, 32, 32, 32], 1, &[TANH, SIGMOID, RELU, TANH], 130),
+        (4, &[20, 20, 20, 20], 3, &[RELU, RELU, RELU, RELU], 120),
+        (8, &[32, 17, 32], 1, &[SIGMOID, TANH, RELU], 100),
     ];
     for (i, hidden, o, activations, n) in cases {
         let mut src = deep_network(i, hidden, o);
