@@ -530,3 +530,47 @@ fn random_deep_network_shapes_match_the_interpreter() {
         check_at_random(&name, &src, (i + o, n), 410 + seed);
     }
 }
+
+/// Relu in every layer of deep networks (and a branch's relu in one), on elements and
+/// weights that put sums exactly at zero in each layer's tie mask: each layer's biases, of
+/// every third row zero (the first's others negative), and every seventh element zeros.
+#[test]
+fn deep_relu_layers_match_the_interpreter_at_ties_too() {
+    use gradfuse_shaders_gen::samples::deep_network;
+    let branch = "if s >= 0.0 { s } else { 0.0 }";
+    let cases: [(usize, &[usize], Option<&str>, usize); 3] = [
+        (6, &[32, 32, 32], None, 200),
+        (4, &[24, 24, 24, 24], Some(branch), 150),
+        (3, &[32, 20, 32], None, 170),
+    ];
+    for (i, hidden, second, n) in cases {
+        let mut src = deep_network(i, hidden, 1).replace("s.tanh()", "s.max(0.0)");
+        if let Some(a) = second {
+            src = src.replacen("h2[j] = s.max(0.0)", &format!("h2[j] = {a}"), 1);
+        }
+        let widths: Vec<String> = hidden.iter().map(|h| h.to_string()).collect();
+        let name = format!("{i}-{}-1, relu, second {second:?}", widths.join("-"));
+        let mut rng = Rng(500 + i as u64);
+        let mut shared: Vec<f32> = (0..shared_words_of(&src))
+            .map(|_| rng.uniform(-0.3, 0.3))
+            .collect();
+        // Each layer's words: its weights (rows x columns), then its biases.
+        let (mut start, mut columns) = (0, i);
+        for (l, &rows) in hidden.iter().enumerate() {
+            let bias = start + rows * columns;
+            for j in 0..rows {
+                if j % 3 == 0 {
+                    shared[bias + j] = 0.0;
+                } else if l == 0 {
+                    shared[bias + j] = -shared[bias + j].abs();
+                }
+            }
+            (start, columns) = (bias + rows, rows);
+        }
+        let mut input: Vec<f32> = (0..n * (i + 1)).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        for e in (0..n).step_by(7) {
+            input[e * (i + 1)..e * (i + 1) + i].fill(0.0);
+        }
+        check_against_interpreter(&name, &src, i + 1, &shared, &input);
+    }
+}
