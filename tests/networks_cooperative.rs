@@ -1,8 +1,8 @@
 //! Networks whose adjoint the workgroup's matrix products compute (`emit_wgsl::network`,
 //! chosen by `cooperative::network_plan`): values and shared gradients on the GPU against
 //! the CPU reverse mode's or the f64 interpreter's per-element results summed in f64 (no
-//! code shared with the kernel), on batches cut mid-chunk, bit-identical over runs; tanh
-//! and relu layers, one output or several.
+//! code shared with the kernel), on batches cut mid-chunk, bit-identical over runs; tanh,
+//! relu and sigmoid layers, two to four of them, one output or several.
 
 mod common;
 
