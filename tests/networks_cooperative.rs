@@ -255,6 +255,18 @@ fn check_at_random(name: &str, src: &str, (words, n): (usize, usize), seed: u64)
     check_against_interpreter(name, src, words, &shared, &input);
 }
 
+/// The three activations the cooperative kernel computes, as users write them.
+const ACTIVATIONS: [&str; 3] = ["s.tanh()", "s.max(0.0)", "1.0 / (1.0 + (-s).exp())"];
+
+/// `samples::deep_network`'s `src` with hidden layer `l`'s activation `activations[l - 1]`,
+/// each in its own row's statement (`h1[j] = ..`, `h2[j] = ..`).
+fn with_layer_activations(mut src: String, activations: &[&str]) -> String {
+    for (l, a) in (1..).zip(activations) {
+        src = src.replacen(&format!("h{l}[j] = s.tanh()"), &format!("h{l}[j] = {a}"), 1);
+    }
+    src
+}
+
 /// Network `src`'s cooperative adjoint on `input` (rows of `words`) and `shared`, against
 /// the f64 interpreter's reverse mode of the unoptimized IR.
 fn check_against_interpreter(name: &str, src: &str, words: usize, shared: &[f32], input: &[f32]) {
@@ -427,7 +439,7 @@ fn networks_of_two_widths_are_padded_and_match_the_interpreter() {
 fn random_network_shapes_match_the_interpreter() {
     use gradfuse_shaders_gen::emit_wgsl::{max_outputs, padded_width};
     use gradfuse_shaders_gen::samples::deep_network;
-    let activations = ["s.tanh()", "s.max(0.0)", "1.0 / (1.0 + (-s).exp())"];
+    let activations = ACTIVATIONS;
     for seed in 0..4u64 {
         let mut rng = Rng(200 + seed);
         let mut pick = |lo: u64, hi: u64| lo + rng.next_u64() % (hi - lo + 1);
@@ -463,9 +475,9 @@ fn random_network_shapes_match_the_interpreter() {
 #[test]
 fn networks_of_three_and_four_layers_match_the_interpreter() {
     use gradfuse_shaders_gen::samples::deep_network;
-    const TANH: &str = "s.tanh()";
-    const RELU: &str = "s.max(0.0)";
-    const SIGMOID: &str = "1.0 / (1.0 + (-s).exp())";
+    const TANH: &str = ACTIVATIONS[0];
+    const RELU: &str = ACTIVATIONS[1];
+    const SIGMOID: &str = ACTIVATIONS[2];
     // Inputs, each layer's rows, outputs, each layer's activation, batch.
     type Case = (
         usize,
@@ -482,11 +494,7 @@ fn networks_of_three_and_four_layers_match_the_interpreter() {
         (8, &[32, 17, 32], 1, &[SIGMOID, TANH, RELU], 100),
     ];
     for (i, hidden, o, activations, n) in cases {
-        let mut src = deep_network(i, hidden, o);
-        // Each layer's activation in its own row's statement (`h1[j] = ..`, `h2[j] = ..`).
-        for (l, a) in (1..).zip(activations) {
-            src = src.replacen(&format!("h{l}[j] = s.tanh()"), &format!("h{l}[j] = {a}"), 1);
-        }
+        let src = with_layer_activations(deep_network(i, hidden, o), activations);
         let widths: Vec<String> = hidden.iter().map(|h| h.to_string()).collect();
         let name = format!("{i}-{}-{o}, {activations:?}", widths.join("-"));
         let c = gradfuse_shaders_gen::compile_str(&src).expect("compiles");
@@ -506,7 +514,6 @@ fn networks_of_three_and_four_layers_match_the_interpreter() {
 #[test]
 fn random_deep_network_shapes_match_the_interpreter() {
     use gradfuse_shaders_gen::samples::deep_network;
-    let activations = ["s.tanh()", "s.max(0.0)", "1.0 / (1.0 + (-s).exp())"];
     for seed in 0..3u64 {
         let mut rng = Rng(400 + seed);
         let mut pick = |lo: u64, hi: u64| lo + rng.next_u64() % (hi - lo + 1);
@@ -515,13 +522,10 @@ fn random_deep_network_shapes_match_the_interpreter() {
         let hidden: Vec<usize> = (0..depth).map(|_| pick(17, 32) as usize).collect();
         let o = pick(1, if depth == 3 { 4 } else { 3 }) as usize;
         let n = pick(1, 300) as usize;
-        let mut src = deep_network(i, &hidden, o);
-        let mut drawn = Vec::new();
-        for l in 1..=depth {
-            let a = activations[pick(0, 2) as usize];
-            src = src.replacen(&format!("h{l}[j] = s.tanh()"), &format!("h{l}[j] = {a}"), 1);
-            drawn.push(a);
-        }
+        let drawn: Vec<&str> = (0..depth)
+            .map(|_| ACTIVATIONS[pick(0, 2) as usize])
+            .collect();
+        let src = with_layer_activations(deep_network(i, &hidden, o), &drawn);
         let widths: Vec<String> = hidden.iter().map(|h| h.to_string()).collect();
         let name = format!(
             "seed {seed}: {i}-{}-{o}, {drawn:?}, {n} elements",

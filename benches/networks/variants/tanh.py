@@ -5,39 +5,27 @@ in gf_tanh, written as outdir/<function>.adjoint~tanh_<name>.wgsl for the corpus
 the share tanh has; `builtin-unchecked` is WGSL's tanh, whose accuracy the driver chooses."""
 import re, sys
 
+# XLA's numerator p and denominator q of tanh(x) for x clamped to 7.9.
+XLA_RATIONAL = """
+    let c = clamp(x, -7.90531110763549805, 7.90531110763549805);
+    let z = c * c;
+    var p = fma(z, -2.76076847742355e-16, 2.00018790482477e-13);
+    p = fma(z, p, -8.60467152213735e-11);
+    p = fma(z, p, 5.12229709037114e-08);
+    p = fma(z, p, 1.48572235717979e-05);
+    p = fma(z, p, 6.37261928875436e-04);
+    p = fma(z, p, 4.89352455891786e-03);
+    p = c * p;
+    var q = fma(z, 1.19825839466702e-06, 1.18534705686654e-04);
+    q = fma(z, q, 2.26843463243900e-03);
+    q = fma(z, q, 4.89352518554385e-03);
+"""
+
 BODIES = {
     # XLA's f32 tanh on GPUs (Eigen's generic_fast_tanh_float): a 13/6 rational, clamped.
-    'xla': """
-    let c = clamp(x, -7.90531110763549805, 7.90531110763549805);
-    let z = c * c;
-    var p = fma(z, -2.76076847742355e-16, 2.00018790482477e-13);
-    p = fma(z, p, -8.60467152213735e-11);
-    p = fma(z, p, 5.12229709037114e-08);
-    p = fma(z, p, 1.48572235717979e-05);
-    p = fma(z, p, 6.37261928875436e-04);
-    p = fma(z, p, 4.89352455891786e-03);
-    p = c * p;
-    var q = fma(z, 1.19825839466702e-06, 1.18534705686654e-04);
-    q = fma(z, q, 2.26843463243900e-03);
-    q = fma(z, q, 4.89352518554385e-03);
-    return select(p / q, x, abs(x) < 0.0004);
-""",
+    'xla': XLA_RATIONAL + "    return select(p / q, x, abs(x) < 0.0004);\n",
     # The same with the quotient as a product by a reciprocal.
-    'xla_rcp': """
-    let c = clamp(x, -7.90531110763549805, 7.90531110763549805);
-    let z = c * c;
-    var p = fma(z, -2.76076847742355e-16, 2.00018790482477e-13);
-    p = fma(z, p, -8.60467152213735e-11);
-    p = fma(z, p, 5.12229709037114e-08);
-    p = fma(z, p, 1.48572235717979e-05);
-    p = fma(z, p, 6.37261928875436e-04);
-    p = fma(z, p, 4.89352455891786e-03);
-    p = c * p;
-    var q = fma(z, 1.19825839466702e-06, 1.18534705686654e-04);
-    q = fma(z, q, 2.26843463243900e-03);
-    q = fma(z, q, 4.89352518554385e-03);
-    return select(p * (1.0 / q), x, abs(x) < 0.0004);
-""",
+    'xla_rcp': XLA_RATIONAL + "    return select(p * (1.0 / q), x, abs(x) < 0.0004);\n",
     # Only the exponential's form (inaccurate near 0): what dropping the polynomial saves.
     'exp': """
     let e = exp(2.0 * clamp(x, -9.0, 9.0));
