@@ -8,7 +8,7 @@ use std::fmt::Write;
 
 /// The name of output `o`'s bias gradient, a thread's sum over its elements (`gb3` after
 /// two hidden layers).
-fn gb3(sh: &Shape, o: u32) -> String {
+fn output_bias_grad(sh: &Shape, o: u32) -> String {
     let l = sh.depth + 1;
     if sh.outputs == 1 {
         format!("gb{l}")
@@ -32,9 +32,9 @@ fn line(s: &mut String, text: &str) {
     s.push('\n');
 }
 
-/// The entry point up to the chunk loop's first statements: the thread's place, `W2`
-/// copied into workgroup memory, the first layer's rows and the biases in registers, the
-/// sums, the first chunk's inputs loaded.
+/// The entry point up to the chunk loop's first statements: the thread's place, each later
+/// layer's weights (`W2` ..) copied into workgroup memory, the first layer's rows and the
+/// biases in registers, the sums, the first chunk's inputs loaded.
 pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let (h, t) = (sh.hidden, sh.threads);
     let (rows, ol) = (&plan.rows, sh.depth + 1);
@@ -115,7 +115,7 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         }
     }
     for o in 0..sh.outputs {
-        let _ = writeln!(s, "    var {} = 0.0f;", gb3(sh, o));
+        let _ = writeln!(s, "    var {} = 0.0f;", output_bias_grad(sh, o));
     }
     for l in 2..=sh.depth {
         for a in 0..sh.ja {
@@ -383,7 +383,7 @@ fn one_output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         plan.outputs[0].bias,
         sh.row_lanes,
         plan.element_words,
-        gb3(sh, 0),
+        output_bias_grad(sh, 0),
         dy_cell(0, "e / 4u")
     );
 }
@@ -428,7 +428,7 @@ fn outputs_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
              {} += dy{o};\n            \
              ds2s[{}][e % 4u] = dy{o};",
             o + 1,
-            gb3(sh, o),
+            output_bias_grad(sh, o),
             dy_cell(o, "e / 4u")
         );
     }
@@ -661,12 +661,12 @@ fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         0 => String::new(),
         o => format!("{}u + ", 16 * o),
     };
-    let gb3_stores: String = (0..sh.outputs)
+    let output_bias_stores: String = (0..sh.outputs)
         .map(|o| {
             format!(
                 "        ds2s[{}lid / 4u][lid % 4u] = {};\n",
                 at_row(o),
-                gb3(sh, o)
+                output_bias_grad(sh, o)
             )
         })
         .collect();
@@ -710,7 +710,7 @@ fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let _ = writeln!(
         s,
         "        }}\n        workgroupBarrier();\n    }}\n    \
-         if (lid < 64u) {{\n{gb3_stores}    }}\n    \
+         if (lid < 64u) {{\n{output_bias_stores}    }}\n    \
          workgroupBarrier();\n    \
          for (var q = lid; q < {}u; q += {}u) {{\n        \
          let it = q / {h}u;\n        let j = q % {h}u;\n        \
