@@ -578,3 +578,69 @@ fn deep_relu_layers_match_the_interpreter_at_ties_too() {
         check_against_interpreter(&name, &src, i + 1, &shared, &input);
     }
 }
+
+/// Infinite inputs to networks whose rows are padded: a padded row's sum is `0 * inf`,
+/// NaN, which the next layer's zero weights once carried into every written row (`0 *
+/// NaN`), where the network as written gives a finite value (`tanh(inf) = 1`). Each
+/// element's value against the interpreter's, and every word of the shared gradient that
+/// the interpreter's sum finds finite.
+#[test]
+fn infinite_inputs_of_padded_networks_give_the_values_as_written() {
+    use common::compiled::compiled_spec;
+    use gradfuse_shaders_gen::abi::KernelKind;
+    use gradfuse_shaders_gen::samples::deep_network;
+    use gradfuse_shaders_gen::{ad, compile_str, interp};
+    for (i, hidden) in [(8usize, vec![48usize, 48]), (5, vec![24, 20, 30])] {
+        let src = deep_network(i, &hidden, 1);
+        let c = compile_str(&src).expect("compiles");
+        assert!(
+            c.wgsl_reverse.contains("select(0.0f, sw("),
+            "{hidden:?}: not padded"
+        );
+        let spec = compiled_spec("net", &c, KernelKind::Adjoint);
+        let (words, n) = (i + 1, 100);
+        let mut rng = Rng(600 + i as u64);
+        let shared: Vec<f32> = (0..shared_words_of(&src))
+            .map(|_| rng.uniform(-0.3, 0.3))
+            .collect();
+        let mut input: Vec<f32> = (0..n * words).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        input[3 * words + 2] = f32::INFINITY;
+        input[50 * words] = f32::NEG_INFINITY;
+        let mut values = vec![0.0f32; n];
+        let mut sg = vec![0.0f32; spec.shared_grad_words()];
+        device()
+            .launch_shared(spec, &input, &shared, &mut [&mut values], &mut sg)
+            .expect("launch");
+        let reverse = ad::reverse(&c.lowered.primal);
+        let mut sums = vec![0.0f64; shared.len()];
+        for e in 0..n {
+            let row = input[e * words..(e + 1) * words].iter().chain(&shared);
+            let all = interp::eval(&reverse, &row.map(|v| *v as f64).collect::<Vec<_>>());
+            let want = all[0];
+            assert!(
+                want.is_finite(),
+                "{hidden:?} element {e}: the interpreter's {want}"
+            );
+            let got = values[e] as f64;
+            assert!(
+                (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+                "{hidden:?} element {e}: {got} against {want}"
+            );
+            for (s, d) in sums.iter_mut().zip(&all[1 + words..]) {
+                *s += d;
+            }
+        }
+        let largest = (sums.iter())
+            .filter(|s| s.is_finite())
+            .fold(0.0f64, |m, s| m.max(s.abs()));
+        for (w, (want, got)) in sums.iter().zip(&sg).enumerate() {
+            if want.is_finite() {
+                let got = *got as f64;
+                assert!(
+                    (got - want).abs() <= 1e-3 * largest.max(1.0),
+                    "{hidden:?} shared word {w}: {got} against {want}"
+                );
+            }
+        }
+    }
+}

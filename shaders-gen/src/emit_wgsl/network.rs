@@ -42,8 +42,10 @@
 //!   computed at its width, the rows past theirs padding: their weights, biases and output
 //!   weights loaded as zero (at an index clamped into the written rows), so their sums are
 //!   zero, no padded activation reaches a written row and no padded adjoint is other than
-//!   zero; their gradients are not stored. Padded, an 8-48-48-1 network's adjoint ran
-//!   2.6x faster than one element a thread on the H200.
+//!   zero; their gradients are not stored. Their activations are set to zero as well: a sum
+//!   of `0 * inf` is NaN, which the next layer's zero weights would carry into the written
+//!   rows, where unpadded the network gives a finite value. Padded, an 8-48-48-1
+//!   network's adjoint ran 2.6x faster than one element a thread on the H200.
 //!
 //! The runtime compiles this kernel without wgpu's bounds checks
 //! ([`crate::Compiled::adjoint_bounds_checks`]), which clamp every index and kept the

@@ -244,7 +244,11 @@ pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         for c in cols.clone() {
             let sums = format!("f{r}_{c}");
             let h2 = activate(plan.activations[last as usize - 1], &sums);
-            let _ = writeln!(s, "        let t{r}_{c} = {h2};");
+            let _ = writeln!(
+                s,
+                "        let t{r}_{c} = {};",
+                unpadded(plan, sh, last, r, h2)
+            );
             let bit = sh.tie_bit(r, c);
             if let Some(ties) = record_ties(plan.activations[last as usize - 1], last, &sums, bit) {
                 let _ = writeln!(s, "        {ties}");
@@ -271,12 +275,24 @@ fn store_activations(plan: &NetworkPlan, sh: &Shape, l: u32, sums: &str, s: &mut
         for c in 0..sh.columns {
             let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
             let sums = format!("{sums}{r}_{c}");
-            let _ = writeln!(s, "        h{l}s[{at}] = {};", activate(a, &sums));
+            let h = unpadded(plan, sh, l, r, activate(a, &sums));
+            let _ = writeln!(s, "        h{l}s[{at}] = {h};");
             if let Some(ties) = record_ties(a, l, &sums, sh.tie_bit(r, c)) {
                 let _ = writeln!(s, "        {ties}");
             }
         }
     }
+}
+
+/// `h`, layer `l`'s activations at lane row `r`, zero where the row is padding. A padded
+/// row's sum is `0 * x`: NaN for an infinite `x`, which the next layer's zero weight would
+/// carry into every written row (`0 * NaN`), where unpadded a `tanh` gives a finite value.
+fn unpadded(plan: &NetworkPlan, sh: &Shape, l: u32, r: u32, h: String) -> String {
+    let rows = plan.rows[l as usize - 1];
+    if rows >= sh.row_lanes * (r + 1) {
+        return h;
+    }
+    format!("select(vec4<f32>(0.0), {h}, {} < {rows}u)", sh.row(r))
 }
 
 /// Layer `l`'s sums `f{r}_{c} = b_l + W_l h_(l-1)` for the thread's tile, the weights from
