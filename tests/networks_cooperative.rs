@@ -298,6 +298,16 @@ fn check_against_interpreter(name: &str, src: &str, words: usize, shared: &[f32]
     );
 }
 
+/// `n` elements of `i` inputs and a target, uniform in [-1, 1], every seventh element's
+/// inputs zero: at weights whose biases are zero those sums are exactly zero (relu's ties).
+fn inputs_with_zeros(rng: &mut Rng, n: usize, i: usize) -> Vec<f32> {
+    let mut input: Vec<f32> = (0..n * (i + 1)).map(|_| rng.uniform(-1.0, 1.0)).collect();
+    for e in (0..n).step_by(7) {
+        input[e * (i + 1)..e * (i + 1) + i].fill(0.0);
+    }
+    input
+}
+
 /// Relu layers (`s.max(0.0)`, or a branch), alone and beside a tanh layer, on elements and
 /// weights that put sums exactly at zero: `max`'s derivative is 0.5 there (a tie), a
 /// branch's 0 or 1, which the kernel reads from its mask of the sums that were zero; and
@@ -357,10 +367,7 @@ fn relu_and_sigmoid_layers_match_the_interpreter_at_ties_too() {
                 shared[b2 + j] = 0.0;
             }
         }
-        let mut input: Vec<f32> = (0..n * (i + 1)).map(|_| rng.uniform(-1.0, 1.0)).collect();
-        for e in (0..n).step_by(7) {
-            input[e * (i + 1)..e * (i + 1) + i].fill(0.0);
-        }
+        let input = inputs_with_zeros(&mut rng, n, i);
         check_against_interpreter(&name, &src, i + 1, &shared, &input);
     }
 }
@@ -571,10 +578,7 @@ fn deep_relu_layers_match_the_interpreter_at_ties_too() {
             }
             (start, columns) = (bias + rows, rows);
         }
-        let mut input: Vec<f32> = (0..n * (i + 1)).map(|_| rng.uniform(-1.0, 1.0)).collect();
-        for e in (0..n).step_by(7) {
-            input[e * (i + 1)..e * (i + 1) + i].fill(0.0);
-        }
+        let input = inputs_with_zeros(&mut rng, n, i);
         check_against_interpreter(&name, &src, i + 1, &shared, &input);
     }
 }
