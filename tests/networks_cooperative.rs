@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::networks::{ACTIVATIONS, with_layer_activations};
 use common::{Rng, device};
 use gradfuse::{KernelSpec, differentiable};
 
@@ -253,18 +254,6 @@ fn check_at_random(name: &str, src: &str, (words, n): (usize, usize), seed: u64)
         .collect();
     let input: Vec<f32> = (0..n * words).map(|_| rng.uniform(-1.0, 1.0)).collect();
     check_against_interpreter(name, src, words, &shared, &input);
-}
-
-/// The three activations the cooperative kernel computes, as users write them.
-const ACTIVATIONS: [&str; 3] = ["s.tanh()", "s.max(0.0)", "1.0 / (1.0 + (-s).exp())"];
-
-/// `samples::deep_network`'s `src` with hidden layer `l`'s activation `activations[l - 1]`,
-/// each in its own row's statement (`h1[j] = ..`, `h2[j] = ..`).
-fn with_layer_activations(mut src: String, activations: &[&str]) -> String {
-    for (l, a) in (1..).zip(activations) {
-        src = src.replacen(&format!("h{l}[j] = s.tanh()"), &format!("h{l}[j] = {a}"), 1);
-    }
-    src
 }
 
 /// Network `src`'s cooperative adjoint on `input` (rows of `words`) and `shared`, against
@@ -647,4 +636,79 @@ fn infinite_inputs_of_padded_networks_give_the_values_as_written() {
             }
         }
     }
+}
+
+/// A network's gathered kernels compute one element a thread, and bind its shared words as
+/// such kernels do, whatever its plain kernels are: the 8-32-32-1's gathered adjoint,
+/// bound to storage as its cooperative adjoint is, failed to launch ("Storage class
+/// Storage doesn't match the shader Uniform"). Values and shared gradients against the CPU
+/// reverse mode summed in f64.
+#[test]
+fn a_networks_gathered_kernels_launch_and_match_the_cpu() {
+    use gradfuse::Source;
+    let d = device();
+    let mut rng = Rng(81);
+    let shared = net32::Shared {
+        w1: uniform_array(&mut rng, 0.4),
+        w2: uniform_array(&mut rng, 0.2),
+        w3: uniform_array(&mut rng, 0.3),
+    };
+    let (rows, n) = (20usize, 300usize);
+    let xs: Vec<[f32; 8]> = (0..rows).map(|_| uniform_array(&mut rng, 1.0)).collect();
+    let index: Vec<u32> = (0..n)
+        .map(|_| (rng.next_u64() % rows as u64) as u32)
+        .collect();
+    let t: Vec<f32> = (0..n).map(|_| rng.uniform(-0.5, 0.5)).collect();
+    let (xb, xi) = (
+        d.buffer(&xs).expect("rows"),
+        d.index(&index, rows).expect("index"),
+    );
+    let (tb, sb) = (
+        d.buffer(&t).expect("t"),
+        d.buffer(&[shared]).expect("shared"),
+    );
+    let values = d.zeros::<f32>(n).expect("values");
+    let sg = d.zeros::<net32::SharedGrad>(1).expect("shared gradient");
+    let sources = net32::Sources {
+        x: Source::Gather(&xb, &xi),
+        t: Source::Each(&tb),
+    };
+    let mut rec = d.record();
+    let kernel = net32::kernel(d);
+    kernel
+        .value_and_grad_gathered(&mut rec, &sources, &sb, &values, &sg)
+        .expect("gathered adjoint");
+    rec.submit().expect("submit");
+    let batch: Vec<net32::Args> = (0..n)
+        .map(|e| net32::Args {
+            x: xs[index[e] as usize],
+            t: t[e],
+        })
+        .collect();
+    let (got_values, got_sg) = (d.read(&values).expect("read"), d.read(&sg).expect("read"));
+    check(
+        "gathered 8-32-32-1",
+        &batch,
+        || (got_values.clone(), words(&got_sg[0])),
+        |a| {
+            let (v, _, g) = net32::value_and_grad(a, &shared);
+            (v, words(&g))
+        },
+    );
+    let gathered_values = d.zeros::<f32>(n).expect("values");
+    let mut rec = d.record();
+    kernel
+        .value_gathered(&mut rec, &sources, &sb, &gathered_values)
+        .expect("gathered value");
+    rec.submit().expect("submit");
+    let gathered_values = d.read(&gathered_values).expect("read");
+    check(
+        "gathered 8-32-32-1's values",
+        &batch,
+        || (gathered_values.clone(), words(&got_sg[0])),
+        |a| {
+            let (v, _, g) = net32::value_and_grad(a, &shared);
+            (v, words(&g))
+        },
+    );
 }

@@ -23,10 +23,23 @@ use crate::signature::Precision;
 use crate::{ad, opt};
 
 /// The plan of `f` (a lowered primal, before unrolling) with `layout`, if the cooperative
-/// kernel computes its adjoint (see the module doc).
+/// kernel computes its adjoint (see the module doc): a network without per-element
+/// gradients that the kernel supports ([`NetworkPlan::supported`]).
 pub fn network_plan(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
     let per_element_grads = KernelKind::Adjoint.outputs(layout).len() > 1;
-    if layout.precision != Precision::F32 || layout.results != 1 || per_element_grads {
+    network(layout, f).filter(|plan| !per_element_grads && plan.supported())
+}
+
+/// The plan of `f` with `layout`, if the cooperative value kernel computes its value
+/// ([`NetworkPlan::value_supported`]), whatever its per-element gradients.
+pub fn network_value_plan(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
+    network(layout, f).filter(NetworkPlan::value_supported)
+}
+
+/// `f` read as a network (see the module doc), whichever of the cooperative kernels
+/// support its shape.
+fn network(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
+    if layout.precision != Precision::F32 || layout.results != 1 {
         return None;
     }
     // Outputs written as a loop over the output rows, the loss summed inside it
@@ -97,7 +110,7 @@ pub fn network_plan(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
         loss: loss(f, &ys, layout.words)?,
         shared_words: layout.shared_words,
     };
-    (covers_every_shared_word(&plan) && plan.supported()).then_some(plan)
+    covers_every_shared_word(&plan).then_some(plan)
 }
 
 /// The most trips of a top-level loop that [`peel_short_loops`] writes out: a loop over

@@ -27,9 +27,34 @@ pub struct KernelLaunch {
     pub precision: Precision,
     /// Threads per workgroup.
     pub workgroup_size: u32,
-    /// Whether the runtime compiles it with wgpu's bounds checks
-    /// ([`crate::Compiled::adjoint_bounds_checks`]).
+    /// Whether the runtime compiles it with wgpu's bounds checks ([`KernelForm`]).
     pub bounds_checks: bool,
+}
+
+/// How one kernel of a compiled function is compiled and bound: what a kernel of one
+/// element a thread has ([`KernelForm::PER_ELEMENT`]), or the cooperative network
+/// kernels' own (`emit_wgsl::network`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelForm {
+    /// Threads per workgroup.
+    pub workgroup_size: u32,
+    /// Whether the runtime compiles it with wgpu's bounds checks: not the cooperative
+    /// network kernels, whose every index is in range by construction (`emit_wgsl::network`'s
+    /// module doc says why and what it costs).
+    pub bounds_checks: bool,
+    /// Whether it reads `#[shared]` words from a uniform buffer where there are few enough
+    /// ([`abi::shared_in_uniform`]): not the cooperative network kernels, whose lanes read
+    /// different weights at once (the constant cache serves one address at a time).
+    pub shared_uniform: bool,
+}
+
+impl KernelForm {
+    /// The form of a kernel of one element a thread, which every gathered kernel is too.
+    pub const PER_ELEMENT: KernelForm = KernelForm {
+        workgroup_size: abi::WORKGROUP_SIZE,
+        bounds_checks: true,
+        shared_uniform: true,
+    };
 }
 
 /// The `#[shared]` arguments of a kernel.
@@ -51,6 +76,22 @@ pub struct SharedLaunch {
 /// The launch of kernel `kind` of `c`. A Hessian kind for a function without a Hessian
 /// kernel has no work.
 pub fn kernel_launch(c: &Compiled, kind: KernelKind) -> KernelLaunch {
+    let form = match kind {
+        KernelKind::Forward => c.forward_form,
+        KernelKind::Adjoint => c.adjoint_form,
+        _ => KernelForm::PER_ELEMENT,
+    };
+    launch_of(c, kind, form)
+}
+
+/// The launch of the gathered variant of kernel `kind` of `c` (`Compiled::wgsl_gathered`),
+/// which computes one element a thread whatever the plain kernel does.
+pub fn gathered_kernel_launch(c: &Compiled, kind: KernelKind) -> KernelLaunch {
+    launch_of(c, kind, KernelForm::PER_ELEMENT)
+}
+
+/// The launch of kernel `kind` of `c` compiled and bound as `form` says.
+fn launch_of(c: &Compiled, kind: KernelKind, form: KernelForm) -> KernelLaunch {
     let base = &c.lowered.layout;
     let tangent_layout;
     let layout = if kind == KernelKind::Tangent {
@@ -65,7 +106,7 @@ pub fn kernel_launch(c: &Compiled, kind: KernelKind) -> KernelLaunch {
     let shared = (layout.shared_words > 0).then(|| SharedLaunch {
         words: layout.shared_words * wps,
         uniform: abi::shared_in_uniform(layout.shared_words, layout.precision)
-            && (kind != KernelKind::Adjoint || c.adjoint_shared_uniform),
+            && form.shared_uniform,
         reduced: kind == KernelKind::Adjoint,
         elements_per_thread: if kind == KernelKind::Adjoint {
             c.adjoint_elements
@@ -84,12 +125,8 @@ pub fn kernel_launch(c: &Compiled, kind: KernelKind) -> KernelLaunch {
         shared,
         work_per_element,
         precision: layout.precision,
-        workgroup_size: if kind == KernelKind::Adjoint {
-            c.adjoint_workgroup_size
-        } else {
-            abi::WORKGROUP_SIZE
-        },
-        bounds_checks: kind != KernelKind::Adjoint || c.adjoint_bounds_checks,
+        workgroup_size: form.workgroup_size,
+        bounds_checks: form.bounds_checks,
     }
 }
 

@@ -27,6 +27,7 @@ pub mod signature;
 
 use abi::KernelKind;
 use ir::Function;
+use launch::KernelForm;
 use lower::Lowered;
 use proc_macro2::TokenStream;
 use quote::ToTokens;
@@ -60,18 +61,12 @@ pub struct Compiled {
     /// Batch elements each thread of the adjoint kernel computes side by side
     /// ([`emit_wgsl::elements_per_thread`]; 1 for a kernel that sums no shared gradient).
     pub adjoint_elements: u32,
-    /// The adjoint kernel's workgroup size: [`abi::WORKGROUP_SIZE`], or the cooperative
-    /// network kernel's ([`emit_wgsl::network_workgroup_size`]).
-    pub adjoint_workgroup_size: u32,
-    /// Whether the adjoint kernel is compiled with wgpu's bounds checks: not the
-    /// cooperative network kernel, whose every index is in range by construction
-    /// (`emit_wgsl::network`'s module doc says why and what it costs).
-    pub adjoint_bounds_checks: bool,
-    /// Whether the adjoint kernel reads `#[shared]` words from a uniform buffer where
-    /// there are few enough ([`abi::shared_in_uniform`]): not the cooperative network
-    /// kernel, whose lanes read different weights at once (the constant cache serves one
-    /// address at a time).
-    pub adjoint_shared_uniform: bool,
+    /// How the forward (value) kernel is compiled and bound: one element a thread, or the
+    /// cooperative network value kernel's form ([`emit_wgsl::emit_network_value`]).
+    pub forward_form: launch::KernelForm,
+    /// How the adjoint kernel is compiled and bound: one element a thread, or the
+    /// cooperative network adjoint's form ([`emit_wgsl::emit_network_adjoint`]).
+    pub adjoint_form: launch::KernelForm,
     /// The IR of the CPU versions.
     pub cpu: CpuIr,
     /// Second order, for an `f32` result with gradient words.
@@ -228,46 +223,17 @@ pub fn compile_with(
     } else {
         adjoint.clone()
     };
-    // The value kernel unrolls layers over shared weights further (where there are none,
-    // its primal is the other kernels').
-    let value_unrolled = {
-        let (f, layers) = (&lowered.primal, shared_layer(layout));
-        if f.nodes
-            .iter()
-            .any(|n| matches!(&n.op, ir::Op::Loop(l) if layers(f, l)))
-        {
-            opt::unroll_indexed_loops_wider(f, &layers)
-        } else {
-            primal.clone()
-        }
-    };
-    let value_primal = opt::for_value_kernel(&value_unrolled);
-    let wgsl_forward = emit_wgsl::emit_kernel(&sig, layout, KernelKind::Forward, &value_primal);
+    let (wgsl_forward, forward_form, value_primal) =
+        value_kernel(&sig, layout, &lowered.primal, &primal);
     let adjoint_elements =
         emit_wgsl::elements_per_thread(layout, KernelKind::Adjoint, &kernel_adjoint);
-    // A network the workgroup's matrix products compute (`emit_wgsl::network`) gets that
-    // kernel; every other function one element a thread.
-    let (wgsl_reverse, adjoint_workgroup_size, adjoint_bounds_checks, adjoint_shared_uniform) =
-        match cooperative::network_plan(layout, &lowered.primal) {
-            Some(plan) => (
-                emit_wgsl::emit_network_adjoint(&sig, &plan),
-                emit_wgsl::network_workgroup_size(&plan),
-                false,
-                emit_wgsl::NETWORK_SHARED_UNIFORM,
-            ),
-            None => (
-                emit_wgsl::emit_kernel_with_elements(
-                    &sig,
-                    layout,
-                    KernelKind::Adjoint,
-                    &kernel_adjoint,
-                    adjoint_elements,
-                ),
-                abi::WORKGROUP_SIZE,
-                true,
-                true,
-            ),
-        };
+    let (wgsl_reverse, adjoint_form) = adjoint_kernel(
+        &sig,
+        layout,
+        &lowered.primal,
+        &kernel_adjoint,
+        adjoint_elements,
+    );
     let wgsl_tangent = tangent_kernel(&sig, layout, &tangent);
     let wgsl_reduce = (layout.shared_words > 0)
         .then(|| emit_wgsl::emit_reduce_kernel(&sig, layout.shared_words, layout.precision));
@@ -283,9 +249,8 @@ pub fn compile_with(
     });
     Ok(Compiled {
         adjoint_elements,
-        adjoint_workgroup_size,
-        adjoint_bounds_checks,
-        adjoint_shared_uniform,
+        forward_form,
+        adjoint_form,
         wgsl_reduce,
         wgsl_gathered,
         second,
@@ -302,6 +267,88 @@ pub fn compile_with(
         wgsl_tangent,
         wgsl_reverse,
     })
+}
+
+/// The value kernel of a scalar function whose lowered primal is `f` (`primal` the other
+/// kernels' unrolled one): a network's the workgroup's matrix products compute
+/// (`emit_wgsl::network`), every other function's one element a thread. Returns its WGSL,
+/// its form and the IR of the value kernel of one element a thread (the gathered one's).
+fn value_kernel(
+    sig: &str,
+    layout: &abi::ArgLayout,
+    f: &Function,
+    primal: &Function,
+) -> (String, KernelForm, Function) {
+    // The value kernel unrolls layers over shared weights further (where there are none,
+    // its primal is the other kernels').
+    let layers = shared_layer(layout);
+    let value_unrolled =
+        if (f.nodes.iter()).any(|n| matches!(&n.op, ir::Op::Loop(l) if layers(f, l))) {
+            opt::unroll_indexed_loops_wider(f, &layers)
+        } else {
+            primal.clone()
+        };
+    let value_primal = opt::for_value_kernel(&value_unrolled);
+    // The workgroup's products compute a network's value where one element a thread keeps
+    // a layer as a loop (past `opt::VALUE_UNROLL_BUDGET`): the 8-64-64-64-1's ran 2.0x
+    // faster so on the H200 (24.8 -> 12.4 ms at 2^24). Where every layer unrolls, one
+    // element a thread reading its weights at constant offsets is the faster: 6.91 against
+    // 7.64 ms for the 8-64-64-1, 1.63 against 2.69 for the 8-32-32-1 (BENCHMARKS.md).
+    let keeps_layer = (value_unrolled.nodes.iter())
+        .any(|n| matches!(&n.op, ir::Op::Loop(l) if layers(&value_unrolled, l)));
+    let plan = keeps_layer
+        .then(|| cooperative::network_value_plan(layout, f))
+        .flatten();
+    let (wgsl, form) = match plan {
+        Some(plan) => (
+            emit_wgsl::emit_network_value(sig, &plan),
+            network_form(&plan),
+        ),
+        None => (
+            emit_wgsl::emit_kernel(sig, layout, KernelKind::Forward, &value_primal),
+            KernelForm::PER_ELEMENT,
+        ),
+    };
+    (wgsl, form, value_primal.into_owned())
+}
+
+/// The adjoint kernel of a scalar function whose lowered primal is `f`: a network's the
+/// workgroup's matrix products compute, every other function's `kernel_adjoint` at
+/// `elements` a thread.
+fn adjoint_kernel(
+    sig: &str,
+    layout: &abi::ArgLayout,
+    f: &Function,
+    kernel_adjoint: &Function,
+    elements: u32,
+) -> (String, KernelForm) {
+    match cooperative::network_plan(layout, f) {
+        Some(plan) => (
+            emit_wgsl::emit_network_adjoint(sig, &plan),
+            network_form(&plan),
+        ),
+        None => (
+            emit_wgsl::emit_kernel_with_elements(
+                sig,
+                layout,
+                KernelKind::Adjoint,
+                kernel_adjoint,
+                elements,
+            ),
+            KernelForm::PER_ELEMENT,
+        ),
+    }
+}
+
+/// The form of a cooperative network kernel of `plan` (value or adjoint): its workgroup
+/// size, no bounds checks (every index is in range by construction), shared words from
+/// storage.
+fn network_form(plan: &emit_wgsl::NetworkPlan) -> KernelForm {
+    KernelForm {
+        workgroup_size: emit_wgsl::network_workgroup_size(plan),
+        bounds_checks: false,
+        shared_uniform: emit_wgsl::NETWORK_SHARED_UNIFORM,
+    }
 }
 
 /// Whether a top-level loop is a layer over `#[shared]` weights, which the value kernel
@@ -489,9 +536,8 @@ fn compile_vector(lowered: Lowered, primal: Function, cpu_primal: Function, sig:
     });
     Compiled {
         adjoint_elements: 1,
-        adjoint_workgroup_size: abi::WORKGROUP_SIZE,
-        adjoint_bounds_checks: true,
-        adjoint_shared_uniform: true,
+        forward_form: launch::KernelForm::PER_ELEMENT,
+        adjoint_form: launch::KernelForm::PER_ELEMENT,
         wgsl_reduce: None,
         wgsl_gathered,
         second: None,

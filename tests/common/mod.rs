@@ -5,6 +5,7 @@ use gradfuse::Device;
 use std::sync::OnceLock;
 
 pub mod compiled;
+pub mod networks;
 pub mod shared_adjoint;
 pub mod sizes;
 

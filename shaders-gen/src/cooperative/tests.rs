@@ -9,16 +9,24 @@ use crate::compile_str;
 fn plan_of(src: &str) -> (Option<NetworkPlan>, String) {
     let c = compile_str(src).unwrap_or_else(|e| panic!("{src}: {:?}", e[0].to_string()));
     let plan = network_plan(&c.lowered.layout, &c.lowered.primal);
-    assert_eq!(c.adjoint_bounds_checks, plan.is_none(), "{src}");
+    assert_eq!(c.adjoint_form.bounds_checks, plan.is_none(), "{src}");
     let launch = |kind| crate::launch::kernel_launch(&c, kind);
+    let value = c.wgsl_forward.contains("register-blocked");
     assert_eq!(launch(KernelKind::Adjoint).bounds_checks, plan.is_none());
-    assert!(launch(KernelKind::Forward).bounds_checks);
+    assert_eq!(launch(KernelKind::Forward).bounds_checks, !value);
     assert!(launch(KernelKind::Tangent).bounds_checks);
-    // The cooperative kernel reads its shared words from storage, the others as `abi` says.
+    // The cooperative kernels read their shared words from storage, the others as `abi`
+    // says; gathered kernels are one element a thread whatever the plain ones are.
     let uniform = abi::shared_in_uniform(c.lowered.layout.shared_words, Precision::F32);
     let shared = |kind| launch(kind).shared.map(|s| s.uniform);
     assert_eq!(shared(KernelKind::Adjoint), Some(uniform && plan.is_none()));
-    assert_eq!(shared(KernelKind::Forward), Some(uniform));
+    assert_eq!(shared(KernelKind::Forward), Some(uniform && !value));
+    for kind in [KernelKind::Forward, KernelKind::Adjoint] {
+        let gathered = crate::launch::gathered_kernel_launch(&c, kind);
+        assert_eq!(gathered.shared.map(|s| s.uniform), Some(uniform));
+        assert_eq!(gathered.workgroup_size, abi::WORKGROUP_SIZE);
+        assert!(gathered.bounds_checks);
+    }
     (plan, c.wgsl_reverse)
 }
 
@@ -359,6 +367,44 @@ fn deeper_networks_get_the_kernel_where_their_matrices_fit() {
             assert!(
                 wgsl.contains(&format!("var<workgroup> w{l}s")),
                 "{hidden:?}"
+            );
+        }
+    }
+}
+
+/// A network's value kernel is the workgroup's products where one element a thread keeps
+/// a layer over shared weights as a loop (past `opt::VALUE_UNROLL_BUDGET`) and its value
+/// kernel's matrices fit ([`NetworkPlan::value_matrices`]), whether or not its adjoint is
+/// the cooperative one; one element a thread elsewhere, where every layer unrolls.
+#[test]
+fn value_kernels_get_the_products_where_one_element_a_thread_keeps_a_layer_loop() {
+    // (inputs, hidden layers, outputs, the value kernel's activation matrices if it is
+    // the cooperative one).
+    for (inputs, hidden, outputs, matrices) in [
+        (8, vec![64usize, 64, 64], 1usize, Some(1)),
+        (16, vec![64, 64, 33], 2, Some(1)),
+        (8, vec![32; 8], 1, Some(2)),
+        (8, vec![64, 64], 1, None),
+        (8, vec![32, 32, 32, 32], 1, None),
+        (8, vec![64; 4], 1, None),
+        (8, vec![128, 128], 1, None),
+    ] {
+        let src = crate::samples::deep_network(inputs, &hidden, outputs);
+        let c = compile_str(&src).unwrap_or_else(|e| panic!("{src}: {:?}", e[0].to_string()));
+        let name = format!("{inputs}-{hidden:?}-{outputs}");
+        let value = c.wgsl_forward.contains("register-blocked");
+        assert_eq!(value, matrices.is_some(), "{name}");
+        let plan = network_value_plan(&c.lowered.layout, &c.lowered.primal);
+        if let Some(m) = matrices {
+            assert_eq!(plan.and_then(|p| p.value_matrices()), Some(m), "{name}");
+            for k in 0..2 {
+                let declared = c.wgsl_forward.contains(&format!("var<workgroup> acts{k}:"));
+                assert_eq!(declared, k < m, "{name}: matrix {k}");
+            }
+            let launch = crate::launch::kernel_launch(&c, KernelKind::Forward);
+            assert!(
+                !launch.bounds_checks && launch.workgroup_size == 256,
+                "{name}"
             );
         }
     }

@@ -3,7 +3,7 @@
 
 use super::ItemPlan;
 use crate::abi::{self, KernelKind};
-use crate::launch::kernel_launch;
+use crate::launch::{gathered_kernel_launch, kernel_launch};
 use proc_macro2::TokenStream;
 use quote::quote;
 
@@ -69,13 +69,15 @@ fn spec_of(
     label: &str,
     gathered: bool,
 ) -> TokenStream {
-    let launch = kernel_launch(plan.c, kind);
-    // Gathered kernels compute one element a thread, whatever the plain one does.
-    let (wg, bounds_checks) = if gathered {
-        (abi::WORKGROUP_SIZE, true)
+    // Gathered kernels compute one element a thread, whatever the plain one does: their
+    // shared words too are bound as such a kernel's (a network's gathered adjoint was bound
+    // to storage, as its cooperative plain kernel is, and failed to launch).
+    let launch = if gathered {
+        gathered_kernel_launch(plan.c, kind)
     } else {
-        (launch.workgroup_size, launch.bounds_checks)
+        kernel_launch(plan.c, kind)
     };
+    let (wg, bounds_checks) = (launch.workgroup_size, launch.bounds_checks);
     let entry = kind.entry_point();
     let precision = super::tokens::precision_value(launch.precision);
     let outs = launch.outputs.iter().map(

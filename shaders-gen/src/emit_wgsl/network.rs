@@ -1,5 +1,7 @@
 //! The adjoint kernel of a network of dense hidden layers (each `tanh`, relu or the
-//! sigmoid) as register-blocked matrix products of the workgroup, not one element a thread.
+//! sigmoid) as register-blocked matrix products of the workgroup, not one element a thread;
+//! and its value kernel the same way ([`value`]), which the compiler takes where one element
+//! a thread would keep a layer as a loop.
 //!
 //! One element a thread reads every weight once per element, which holds an 8-64-64-1
 //! network's adjoint at about 6 TFMA/s on the H100; JAX's batched products ran 1.5x faster.
@@ -48,7 +50,7 @@
 //!   network's adjoint ran 2.6x faster than one element a thread on the H200.
 //!
 //! The runtime compiles this kernel without wgpu's bounds checks
-//! ([`crate::Compiled::adjoint_bounds_checks`]), which clamp every index and kept the
+//! ([`crate::launch::KernelForm::bounds_checks`]), which clamp every index and kept the
 //! driver from folding constant offsets into loads: the 8-64-64-1 adjoint ran 21.9 ms
 //! checked and 17.0 unchecked at 2^24 on the H200 (BENCHMARKS.md). Every index is in range
 //! by construction:
@@ -69,6 +71,7 @@
 //! products of the workgroup").
 
 mod phases;
+mod value;
 
 use crate::ir::{Activation, AtZero, Function, Op};
 use crate::ops::Func;
@@ -200,6 +203,19 @@ impl NetworkPlan {
     /// derivative it reads off their stored outputs (`tanh`, relu, the sigmoid), inputs that
     /// fit the borrowed rows, and a loss of plain words.
     pub fn supported(&self) -> bool {
+        self.shape_supported() && self.workgroup_bytes() <= WORKGROUP_BYTES
+    }
+
+    /// Whether the cooperative value kernel ([`emit_network_value`]) can be written for the
+    /// plan: as [`NetworkPlan::supported`] says, with the value kernel's matrices
+    /// ([`NetworkPlan::value_matrices`]) in place of the adjoint's, so three hidden layers
+    /// of 64 rows fit.
+    pub fn value_supported(&self) -> bool {
+        self.shape_supported() && self.value_matrices().is_some()
+    }
+
+    /// [`NetworkPlan::supported`] but for the workgroup memory.
+    fn shape_supported(&self) -> bool {
         let outputs = self.outputs.len() as u32;
         let straight = self.loss.outputs.len() as u32 == 1 + outputs
             && self.loss.nodes.iter().all(|n| {
@@ -225,7 +241,6 @@ impl NetworkPlan {
             && depth >= 2
             && self.rows.len() == depth
             && self.activations.len() == depth
-            && self.workgroup_bytes() <= WORKGROUP_BYTES
             && padded_width(widest) == self.hidden
             && self.rows.iter().all(|r| *r >= MIN_PADDED_ROWS)
             && (1..=max_outputs(self.hidden)).contains(&outputs)
@@ -243,6 +258,23 @@ impl NetworkPlan {
         let (h, later) = (self.hidden, self.layers.len().saturating_sub(1) as u32);
         let ds = ds_rows(h, self.outputs.len() as u32);
         4 * (later * h * h + later * h * 64 + ds * 64)
+    }
+
+    /// Activation matrices of the value kernel: two (a layer reads one and writes the
+    /// other) where they fit [`WORKGROUP_BYTES`] beside each later layer's weights, else one
+    /// (a layer's sums wait in registers for every thread's reads, then overwrite it), or
+    /// none where even one does not fit.
+    pub fn value_matrices(&self) -> Option<u32> {
+        let (h, later) = (self.hidden, self.depth().saturating_sub(1));
+        let bytes = |m: u32| 4 * (later * h * h + m * self.value_rows() * 64);
+        (1..=2).rev().find(|m| bytes(*m) <= WORKGROUP_BYTES)
+    }
+
+    /// Rows of each of the value kernel's activation matrices: the kernel's rows, or more
+    /// for the lanes' parts of the outputs (`H / 2` rows each).
+    fn value_rows(&self) -> u32 {
+        self.hidden
+            .max(self.outputs.len() as u32 * (self.hidden / 2))
     }
 
     /// Hidden layers.
@@ -359,9 +391,46 @@ struct Shape {
     /// Hidden layers, `L`: layer `l`'s names end in `l` (`w2s`, `b2_0`, `gw2_0`, `h2s`),
     /// the output rows' in `L + 1` (`w3_0`, `gb3` of two layers), as the samples name them.
     depth: u32,
+    /// The value kernel's activation matrices ([`NetworkPlan::value_matrices`]); 0 for the
+    /// adjoint.
+    acts: u32,
 }
 
 impl Shape {
+    /// The value kernel's shape: the adjoint's, with its activation matrices.
+    fn of_value(plan: &NetworkPlan) -> Shape {
+        Shape {
+            acts: plan.value_matrices().unwrap_or(1),
+            ..Shape::of(plan)
+        }
+    }
+
+    /// Whether this is the value kernel's shape.
+    fn value(&self) -> bool {
+        self.acts > 0
+    }
+
+    /// The matrix the chunk's inputs are stored into: `ds2s`'s rows in the adjoint, the
+    /// first activation matrix in the value kernel.
+    fn x_matrix(&self) -> String {
+        if self.value() {
+            "acts0".into()
+        } else {
+            "ds2s".into()
+        }
+    }
+
+    /// The matrix of layer `l`'s activations (`l` from 1): its own in the adjoint, in the
+    /// value kernel the activation matrices in turn from the second (the inputs' being
+    /// the first), so that each layer reads one and writes the next.
+    fn h_matrix(&self, l: u32) -> String {
+        if self.value() {
+            format!("acts{}", l % self.acts)
+        } else {
+            format!("h{l}s")
+        }
+    }
+
     fn of(plan: &NetworkPlan) -> Shape {
         let hidden = plan.hidden;
         let threads = 32 * plan.warps();
@@ -404,6 +473,7 @@ impl Shape {
             ds2_rows: ds_rows(hidden, plan.outputs.len() as u32),
             depth: plan.depth(),
             prefetch: (64 * plan.inputs).div_ceil(threads),
+            acts: 0,
         }
     }
 
@@ -528,7 +598,20 @@ pub fn emit_network_adjoint(signature: &str, plan: &NetworkPlan) -> String {
     s
 }
 
-/// The workgroup size of [`emit_network_adjoint`]'s kernel for `plan`.
+/// The cooperative value kernel of `plan` (`network/value.rs`); entry point `forward`, the
+/// generated value kernel's bindings and output, workgroup size [`network_workgroup_size`].
+pub fn emit_network_value(signature: &str, plan: &NetworkPlan) -> String {
+    let sh = Shape::of_value(plan);
+    let mut s = String::new();
+    header(signature, plan, &sh, &mut s);
+    entry_prologue(plan, &sh, &mut s);
+    value::layers(plan, &sh, &mut s);
+    value::outputs_and_loss(plan, &sh, &mut s);
+    s
+}
+
+/// The workgroup size of [`emit_network_adjoint`]'s and [`emit_network_value`]'s kernels
+/// for `plan`.
 pub fn network_workgroup_size(plan: &NetworkPlan) -> u32 {
     32 * plan.warps()
 }
@@ -541,20 +624,33 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         4 => "four".to_string(),
         d => d.to_string(),
     };
-    let _ = writeln!(
-        s,
-        "// gradfuse adjoint (value and gradient) kernel of `{signature}`, its {layers} layers as\n\
-         // register-blocked matrix products of the workgroup over chunks of 64 elements.\n\
-         // Element i's words: args[{}i ..]; shared_partials[{}g ..]: workgroup g's sum of\n\
-         // d/d shared_args; values[i]: the value.\n",
-        plan.element_words, plan.shared_words
-    );
+    if sh.value() {
+        let _ = writeln!(
+            s,
+            "// gradfuse forward (value) kernel of `{signature}`, its {layers} layers as\n\
+             // register-blocked matrix products of the workgroup over chunks of 64 elements.\n\
+             // Element i's words: args[{}i ..]; values[i]: the value.\n",
+            plan.element_words
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "// gradfuse adjoint (value and gradient) kernel of `{signature}`, its {layers} layers as\n\
+             // register-blocked matrix products of the workgroup over chunks of 64 elements.\n\
+             // Element i's words: args[{}i ..]; shared_partials[{}g ..]: workgroup g's sum of\n\
+             // d/d shared_args; values[i]: the value.\n",
+            plan.element_words, plan.shared_words
+        );
+    }
     s.push_str("struct Params {\n    n: u32,\n    per_thread: u32,\n}\n\n");
     s.push_str("@group(0) @binding(0) var<uniform> params: Params;\n");
     s.push_str("@group(0) @binding(1) var<storage, read> args: array<f32>;\n");
     s.push_str("@group(0) @binding(2) var<storage, read_write> values: array<f32>;\n");
     s.push_str("@group(0) @binding(4) var<storage, read> shared_args: array<f32>;\n");
-    s.push_str("@group(0) @binding(5) var<storage, read_write> shared_partials: array<f32>;\n\n");
+    if !sh.value() {
+        s.push_str("@group(0) @binding(5) var<storage, read_write> shared_partials: array<f32>;\n");
+    }
+    s.push('\n');
     let later: String = (3..=sh.depth).map(|l| format!(", W{l}")).collect();
     let _ = writeln!(
         s,
@@ -565,14 +661,26 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         let _ = writeln!(s, "var<workgroup> w{l}s: array<f32, {}>;", h * h);
     }
     s.push_str("// Rows of 16 vec4s (64 elements), column c of row r at r * 16 + (c ^ (r % 8)).\n");
-    for l in 1..sh.depth {
-        let _ = writeln!(s, "var<workgroup> h{l}s: array<vec4<f32>, {}>;", h * 16);
+    if sh.value() {
+        for m in 0..sh.acts {
+            let rows = plan.value_rows();
+            let _ = writeln!(
+                s,
+                "var<workgroup> acts{m}: array<vec4<f32>, {}>;",
+                rows * 16
+            );
+        }
+        s.push('\n');
+    } else {
+        for l in 1..sh.depth {
+            let _ = writeln!(s, "var<workgroup> h{l}s: array<vec4<f32>, {}>;", h * 16);
+        }
+        let _ = writeln!(
+            s,
+            "var<workgroup> ds2s: array<vec4<f32>, {}>;\n",
+            sh.ds2_rows * 16
+        );
     }
-    let _ = writeln!(
-        s,
-        "var<workgroup> ds2s: array<vec4<f32>, {}>;\n",
-        sh.ds2_rows * 16
-    );
     let mut helpers = BTreeSet::new();
     let body = loss_statements(&plan.loss, plan.outputs.len() as u32, &mut helpers);
     let tanh = plan.activations.contains(&Activation::Call(Func::Tanh));

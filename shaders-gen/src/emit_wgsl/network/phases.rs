@@ -27,7 +27,7 @@ fn output_part_row(sh: &Shape, o: u32) -> String {
 }
 
 /// Lines of WGSL, each pushed with its newline.
-fn line(s: &mut String, text: &str) {
+pub(super) fn line(s: &mut String, text: &str) {
     s.push_str(text);
     s.push('\n');
 }
@@ -51,10 +51,26 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         })
         .collect::<Vec<_>>()
         .join("        ");
+    // The value kernel sums no gradient: no `d_W` tiles (`jb`, `kb`, `part`).
+    let tiles = if sh.value() {
+        String::new()
+    } else if sh.parts == 1 {
+        format!(
+            "let jb = lid / {nk}u;\n    let kb = lid % {nk}u;\n    ",
+            nk = sh.nk
+        )
+    } else {
+        format!(
+            "let part = lid / {pt}u;\n    let jb = lid % {pt}u / {nk}u;\n    let kb = lid % {nk}u;\n    ",
+            nk = sh.nk,
+            pt = sh.threads / sh.parts
+        )
+    };
+    let entry = if sh.value() { "forward" } else { "adjoint" };
     let _ = writeln!(
         s,
         "@compute @workgroup_size({t})\n\
-         fn adjoint(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: \
+         fn {entry}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: \
          vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n    \
          let group = wid.x + wid.y * groups.x;\n    \
          let per_thread = params.per_thread;\n    \
@@ -63,25 +79,14 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
          let l8 = lr % 8u;\n    \
          let cg = lid / {rl}u;\n    \
          let cw = cg * {}u;\n    \
-         {}\
-         let kb = lid % {nk}u;\n    \
+         {tiles}\
          for (var q = lid; q < {}u; q += {t}u) {{\n        \
          let j = q / {h}u;\n        \
          let k = q % {h}u;\n        \
          {}    }}",
         sh.columns,
-        if sh.parts == 1 {
-            format!("let jb = lid / {}u;\n    ", sh.nk)
-        } else {
-            format!(
-                "let part = lid / {pt}u;\n    let jb = lid % {pt}u / {}u;\n    ",
-                sh.nk,
-                pt = sh.threads / sh.parts
-            )
-        },
         h * h,
         copies,
-        nk = sh.nk,
         rl = sh.row_lanes
     );
     let i = sh.inputs;
@@ -106,6 +111,9 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
                 plan.load(out.weights, (&row, ""), [Some(last), None])
             );
         }
+        if sh.value() {
+            continue;
+        }
         let _ = writeln!(s, "    var gw1_{r}: array<f32, {i}>;");
         for l in 1..=sh.depth {
             let _ = writeln!(s, "    var gb{l}_{r} = 0.0f;");
@@ -114,10 +122,10 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             let _ = writeln!(s, "    var gw{ol}_{}{r} = 0.0f;", sh.out(o));
         }
     }
-    for o in 0..sh.outputs {
+    for o in (0..sh.outputs).filter(|_| !sh.value()) {
         let _ = writeln!(s, "    var {} = 0.0f;", output_bias_grad(sh, o));
     }
-    for l in 2..=sh.depth {
+    for l in (2..=sh.depth).filter(|_| !sh.value()) {
         for a in 0..sh.ja {
             let _ = writeln!(s, "    var gw{l}_{a}: array<f32, {}>;", sh.kb);
         }
@@ -142,7 +150,7 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         t / 64
     );
     prefetch(plan, sh, "first + 64u", "        ", s);
-    store_x(sh, "ds2s", s);
+    store_x(sh, &sh.x_matrix(), s);
     line(s, "        workgroupBarrier();");
 }
 
@@ -213,20 +221,7 @@ pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             let _ = writeln!(s, "        var ties{layer} = 0u;");
         }
     }
-    for r in rows.clone() {
-        for c in cols.clone() {
-            let _ = writeln!(s, "        var s{r}_{c} = vec4<f32>(b1_{r});");
-        }
-    }
-    let _ = writeln!(s, "        for (var k = 0u; k < {}u; k++) {{", sh.inputs);
-    for c in cols.clone() {
-        let x = cell("k", "(k % 8u)", &format!("cw + {c}u"));
-        let _ = writeln!(s, "            let x{c} = ds2s[{x}];");
-        for r in rows.clone() {
-            let _ = writeln!(s, "            s{r}_{c} += w1_{r}[k] * x{c};");
-        }
-    }
-    line(s, "        }");
+    first_layer_sums(sh, s);
     store_activations(plan, sh, 1, "s", s);
     line(s, "        workgroupBarrier();");
     // A layer between the first and the last, in a block of its own: its sums take the
@@ -255,29 +250,64 @@ pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             }
         }
     }
+    output_parts(sh, "ds2s", s);
+    line(s, "        workgroupBarrier();");
+}
+
+/// The first layer's sums `s{r}_{c} = b1 + W1 x` for the thread's tile, the chunk's
+/// inputs from [`Shape::x_matrix`].
+pub(super) fn first_layer_sums(sh: &Shape, s: &mut String) {
+    let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
+    for r in rows.clone() {
+        for c in cols.clone() {
+            let _ = writeln!(s, "        var s{r}_{c} = vec4<f32>(b1_{r});");
+        }
+    }
+    let _ = writeln!(s, "        for (var k = 0u; k < {}u; k++) {{", sh.inputs);
+    for c in cols.clone() {
+        let x = cell("k", "(k % 8u)", &format!("cw + {c}u"));
+        let _ = writeln!(s, "            let x{c} = {}[{x}];", sh.x_matrix());
+        for r in rows.clone() {
+            let _ = writeln!(s, "            s{r}_{c} += w1_{r}[k] * x{c};");
+        }
+    }
+    line(s, "        }");
+}
+
+/// Each lane's part of each output row, `w_o . t` over its rows of the last layer's
+/// activations `t{r}_{c}`, into rows `row_lanes o ..` of `matrix`.
+pub(super) fn output_parts(sh: &Shape, matrix: &str, s: &mut String) {
+    let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
     for o in 0..sh.outputs {
         for c in cols.clone() {
             let terms: Vec<String> = (rows.clone())
                 .map(|r| format!("w{}_{}{r} * t{r}_{c}", sh.depth + 1, sh.out(o)))
                 .collect();
             let at = cell(&output_part_row(sh, o), "l8", &format!("cw + {c}u"));
-            let _ = writeln!(s, "        ds2s[{at}] = {};", terms.join(" + "));
+            let _ = writeln!(s, "        {matrix}[{at}] = {};", terms.join(" + "));
         }
     }
-    line(s, "        workgroupBarrier();");
 }
 
-/// Layer `l`'s activations of its sums `{sums}{r}_{c}` into its matrix `h{l}s`, and their
-/// ties into its mask.
-fn store_activations(plan: &NetworkPlan, sh: &Shape, l: u32, sums: &str, s: &mut String) {
+/// Layer `l`'s activations of its sums `{sums}{r}_{c}` into its matrix
+/// ([`Shape::h_matrix`]), and in the adjoint their ties into its mask.
+pub(super) fn store_activations(
+    plan: &NetworkPlan,
+    sh: &Shape,
+    l: u32,
+    sums: &str,
+    s: &mut String,
+) {
     let a = plan.activations[l as usize - 1];
+    let matrix = sh.h_matrix(l);
     for r in 0..sh.lane_rows {
         for c in 0..sh.columns {
             let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
             let sums = format!("{sums}{r}_{c}");
             let h = unpadded(plan, sh, l, r, activate(a, &sums));
-            let _ = writeln!(s, "        h{l}s[{at}] = {h};");
-            if let Some(ties) = record_ties(a, l, &sums, sh.tie_bit(r, c)) {
+            let _ = writeln!(s, "        {matrix}[{at}] = {h};");
+            let ties = record_ties(a, l, &sums, sh.tie_bit(r, c)).filter(|_| !sh.value());
+            if let Some(ties) = ties {
                 let _ = writeln!(s, "        {ties}");
             }
         }
@@ -287,7 +317,7 @@ fn store_activations(plan: &NetworkPlan, sh: &Shape, l: u32, sums: &str, s: &mut
 /// `h`, layer `l`'s activations at lane row `r`, zero where the row is padding. A padded
 /// row's sum is `0 * x`: NaN for an infinite `x`, which the next layer's zero weight would
 /// carry into every written row (`0 * NaN`), where unpadded a `tanh` gives a finite value.
-fn unpadded(plan: &NetworkPlan, sh: &Shape, l: u32, r: u32, h: String) -> String {
+pub(super) fn unpadded(plan: &NetworkPlan, sh: &Shape, l: u32, r: u32, h: String) -> String {
     let rows = plan.rows[l as usize - 1];
     if rows >= sh.row_lanes * (r + 1) {
         return h;
@@ -296,8 +326,8 @@ fn unpadded(plan: &NetworkPlan, sh: &Shape, l: u32, r: u32, h: String) -> String
 }
 
 /// Layer `l`'s sums `f{r}_{c} = b_l + W_l h_(l-1)` for the thread's tile, the weights from
-/// `w{l}s` by lane, the activations from `h{l-1}s` broadcast.
-fn layer_product(sh: &Shape, l: u32, s: &mut String) {
+/// `w{l}s` by lane, the activations from layer `l - 1`'s matrix broadcast.
+pub(super) fn layer_product(sh: &Shape, l: u32, s: &mut String) {
     let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
     for r in rows.clone() {
         for c in cols.clone() {
@@ -320,7 +350,7 @@ fn layer_product(sh: &Shape, l: u32, s: &mut String) {
                 );
             }
         }
-        let input = format!("h{}s", l - 1);
+        let input = sh.h_matrix(l - 1);
         for i in 0..4 {
             let weight = |r: u32| format!("wv{r}_{i}");
             rank_one_step(sh, (&input, 4 * m + i, &format!("h{i}_")), weight, "f", s);
@@ -570,7 +600,7 @@ fn layer_backward(plan: &NetworkPlan, sh: &Shape, l: u32, s: &mut String) {
 }
 
 /// `block`'s lines, each but the empty ones indented four spaces more.
-fn indented(block: &str) -> String {
+pub(super) fn indented(block: &str) -> String {
     block
         .lines()
         .map(|l| {

@@ -1,0 +1,99 @@
+//! The value (forward) kernel of a network the cooperative adjoint computes: its chunk
+//! loop and its layers' products as the adjoint has them ([`super::phases`]), without a
+//! gradient, a tie mask or a stored activation the reverse would read.
+//!
+//! Only the layer being computed needs its input, so the activations live in one or two
+//! matrices ([`NetworkPlan::value_matrices`]) where the adjoint keeps one a layer: three
+//! hidden layers of 64 rows fit 48 KiB (their two `W` matrices and one of activations),
+//! which the adjoint's five matrices do not. With two, layer `l` reads one and writes the
+//! other; with one, its sums wait in registers until every thread has read its input
+//! (a barrier), then overwrite it.
+
+use super::phases::{
+    first_layer_sums, indented, layer_product, line, output_parts, store_activations, unpadded,
+};
+use super::{NetworkPlan, Shape, activate};
+use std::fmt::Write;
+
+/// The chunk's layers: `h_1 .. h_(L-1)` through the activation matrices, `h_L` as `t{r}_{c}`
+/// in registers and each lane's part of the output rows into a matrix.
+pub(super) fn layers(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    let in_place = sh.acts == 1;
+    first_layer_sums(sh, s);
+    if in_place {
+        line(s, "        workgroupBarrier();");
+    }
+    store_activations(plan, sh, 1, "s", s);
+    line(s, "        workgroupBarrier();");
+    // A layer between the first and the last, in a block of its own: its sums take the
+    // last layer's names.
+    for l in 2..sh.depth {
+        let mut block = String::new();
+        layer_product(sh, l, &mut block);
+        if in_place {
+            line(&mut block, "        workgroupBarrier();");
+        }
+        store_activations(plan, sh, l, "f", &mut block);
+        let _ = writeln!(s, "        {{\n{}        }}", indented(&block));
+        line(s, "        workgroupBarrier();");
+    }
+    let last = sh.depth;
+    layer_product(sh, last, s);
+    for r in 0..sh.lane_rows {
+        for c in 0..sh.columns {
+            let h = activate(plan.activations[last as usize - 1], &format!("f{r}_{c}"));
+            let _ = writeln!(
+                s,
+                "        let t{r}_{c} = {};",
+                unpadded(plan, sh, last, r, h)
+            );
+        }
+    }
+    // The parts go where the last product did not read (with two matrices), or over its
+    // input once every thread has read it.
+    if in_place {
+        line(s, "        workgroupBarrier();");
+    }
+    output_parts(sh, &sh.h_matrix(last), s);
+    line(s, "        workgroupBarrier();");
+}
+
+/// The output rows summed over the lanes' parts by 64 threads, an element each, and the
+/// loss's value into `values`; the chunk loop's end and the entry point's. The next
+/// chunk's inputs wait for these reads at the loop's first barrier.
+pub(super) fn outputs_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    let parts = sh.h_matrix(sh.depth);
+    line(s, "        if (lid < 64u) {\n            let e = lid;");
+    for (o, out) in (0..).zip(&plan.outputs) {
+        let _ = writeln!(s, "            var y{o} = sw({}u);", out.bias);
+    }
+    let _ = writeln!(
+        s,
+        "            for (var r = 0u; r < {}u; r++) {{",
+        sh.row_lanes
+    );
+    for o in 0..sh.outputs {
+        let _ = writeln!(
+            s,
+            "                y{o} += {parts}[(r + {}u) * 16u + ((e / 4u) ^ (r % 8u))][e % 4u];",
+            sh.row_lanes * o
+        );
+    }
+    let ys: Vec<String> = (0..sh.outputs).map(|o| format!("y{o}")).collect();
+    let (y, value) = if sh.outputs == 1 {
+        ("y0".to_string(), "loss.x")
+    } else {
+        (
+            format!("array<f32, {}>({})", sh.outputs, ys.join(", ")),
+            "loss[0]",
+        )
+    };
+    let _ = writeln!(
+        s,
+        "            }}\n            \
+         let loss = gf_loss({y}, min(first + e, n - 1u) * {}u);\n            \
+         if (first + e < n) {{\n                values[first + e] = {value};\n            }}\n        \
+         }}\n    }}\n}}",
+        plan.element_words
+    );
+}
