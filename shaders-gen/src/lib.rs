@@ -290,10 +290,11 @@ fn value_kernel(
         };
     let value_primal = opt::for_value_kernel(&value_unrolled);
     // The workgroup's products compute a network's value where one element a thread keeps
-    // a layer as a loop (past `opt::VALUE_UNROLL_BUDGET`): the 8-64-64-64-1's ran 2.0x
-    // faster so on the H200 (24.8 -> 12.4 ms at 2^24). Where every layer unrolls, one
-    // element a thread reading its weights at constant offsets is the faster: 6.91 against
-    // 7.64 ms for the 8-64-64-1, 1.63 against 2.69 for the 8-32-32-1 (BENCHMARKS.md).
+    // a layer as a loop (past `opt::VALUE_UNROLL_BUDGET`; of 64 rows:
+    // `NetworkPlan::value_supported`): the 8-64-64-64-1's ran 2.0x faster so on the H200
+    // (24.8 -> 12.4 ms at 2^24). Where every layer unrolls, one element a thread reading its
+    // weights at constant offsets is the faster: 6.91 against 7.64 ms for the 8-64-64-1,
+    // 1.63 against 2.69 for the 8-32-32-1 (BENCHMARKS.md).
     let keeps_layer = (value_unrolled.nodes.iter())
         .any(|n| matches!(&n.op, ir::Op::Loop(l) if layers(&value_unrolled, l)));
     let plan = keeps_layer

@@ -206,12 +206,17 @@ impl NetworkPlan {
         self.shape_supported() && self.workgroup_bytes() <= WORKGROUP_BYTES
     }
 
-    /// Whether the cooperative value kernel ([`emit_network_value`]) can be written for the
+    /// Whether the cooperative value kernel ([`emit_network_value`]) is written for the
     /// plan: as [`NetworkPlan::supported`] says, with the value kernel's matrices
-    /// ([`NetworkPlan::value_matrices`]) in place of the adjoint's, so three hidden layers
-    /// of 64 rows fit.
+    /// ([`NetworkPlan::value_workgroup_bytes`]) in place of the adjoint's, so three hidden
+    /// layers of 64 rows fit; and at 64 rows only. At 32 it lost to one element a thread
+    /// even where that keeps a layer as a loop: the 8-32x8-1's value ran 13.37 ms at 2^24
+    /// against 9.62 on the H200 (BENCHMARKS.md), its products too small for the chunk's
+    /// barriers and loads.
     pub fn value_supported(&self) -> bool {
-        self.shape_supported() && self.value_matrices().is_some()
+        self.shape_supported()
+            && self.hidden == 64
+            && self.value_workgroup_bytes() <= WORKGROUP_BYTES
     }
 
     /// [`NetworkPlan::supported`] but for the workgroup memory.
@@ -260,18 +265,16 @@ impl NetworkPlan {
         4 * (later * h * h + later * h * 64 + ds * 64)
     }
 
-    /// Activation matrices of the value kernel: two (a layer reads one and writes the
-    /// other) where they fit [`WORKGROUP_BYTES`] beside each later layer's weights, else one
-    /// (a layer's sums wait in registers for every thread's reads, then overwrite it), or
-    /// none where even one does not fit.
-    pub fn value_matrices(&self) -> Option<u32> {
+    /// Bytes of the value kernel's workgroup memory: the weights of each hidden layer after
+    /// the first (`H x H`) and one matrix of the chunk's activations, which each layer
+    /// overwrites (its sums wait in registers until every thread has read its input).
+    pub fn value_workgroup_bytes(&self) -> u32 {
         let (h, later) = (self.hidden, self.depth().saturating_sub(1));
-        let bytes = |m: u32| 4 * (later * h * h + m * self.value_rows() * 64);
-        (1..=2).rev().find(|m| bytes(*m) <= WORKGROUP_BYTES)
+        4 * (later * h * h + self.value_rows() * 64)
     }
 
-    /// Rows of each of the value kernel's activation matrices: the kernel's rows, or more
-    /// for the lanes' parts of the outputs (`H / 2` rows each).
+    /// Rows of the value kernel's activation matrix: the kernel's rows, or more for the
+    /// lanes' parts of the outputs (`H / 2` rows each).
     fn value_rows(&self) -> u32 {
         self.hidden
             .max(self.outputs.len() as u32 * (self.hidden / 2))
@@ -391,43 +394,37 @@ struct Shape {
     /// Hidden layers, `L`: layer `l`'s names end in `l` (`w2s`, `b2_0`, `gw2_0`, `h2s`),
     /// the output rows' in `L + 1` (`w3_0`, `gb3` of two layers), as the samples name them.
     depth: u32,
-    /// The value kernel's activation matrices ([`NetworkPlan::value_matrices`]); 0 for the
-    /// adjoint.
-    acts: u32,
+    /// Whether this is the value kernel's shape ([`emit_network_value`]).
+    value: bool,
 }
 
 impl Shape {
-    /// The value kernel's shape: the adjoint's, with its activation matrices.
+    /// The value kernel's shape: the adjoint's, but for its one activation matrix.
     fn of_value(plan: &NetworkPlan) -> Shape {
         Shape {
-            acts: plan.value_matrices().unwrap_or(1),
+            value: true,
             ..Shape::of(plan)
         }
     }
 
     /// Whether this is the value kernel's shape.
     fn value(&self) -> bool {
-        self.acts > 0
+        self.value
     }
 
     /// The matrix the chunk's inputs are stored into: `ds2s`'s rows in the adjoint, the
-    /// first activation matrix in the value kernel.
+    /// activation matrix in the value kernel.
     fn x_matrix(&self) -> String {
-        if self.value() {
-            "acts0".into()
-        } else {
-            "ds2s".into()
-        }
+        self.h_matrix(0)
     }
 
-    /// The matrix of layer `l`'s activations (`l` from 1): its own in the adjoint, in the
-    /// value kernel the activation matrices in turn from the second (the inputs' being
-    /// the first), so that each layer reads one and writes the next.
+    /// The matrix of layer `l`'s activations (`l` from 1; 0: the chunk's inputs): its own
+    /// in the adjoint (the inputs in `ds2s`), the one activation matrix in the value kernel.
     fn h_matrix(&self, l: u32) -> String {
-        if self.value() {
-            format!("acts{}", l % self.acts)
-        } else {
-            format!("h{l}s")
+        match (self.value, l) {
+            (true, _) => "acts".into(),
+            (false, 0) => "ds2s".into(),
+            (false, l) => format!("h{l}s"),
         }
     }
 
@@ -473,7 +470,7 @@ impl Shape {
             ds2_rows: ds_rows(hidden, plan.outputs.len() as u32),
             depth: plan.depth(),
             prefetch: (64 * plan.inputs).div_ceil(threads),
-            acts: 0,
+            value: false,
         }
     }
 
@@ -662,15 +659,8 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     }
     s.push_str("// Rows of 16 vec4s (64 elements), column c of row r at r * 16 + (c ^ (r % 8)).\n");
     if sh.value() {
-        for m in 0..sh.acts {
-            let rows = plan.value_rows();
-            let _ = writeln!(
-                s,
-                "var<workgroup> acts{m}: array<vec4<f32>, {}>;",
-                rows * 16
-            );
-        }
-        s.push('\n');
+        let rows = plan.value_rows();
+        let _ = writeln!(s, "var<workgroup> acts: array<vec4<f32>, {}>;\n", rows * 16);
     } else {
         for l in 1..sh.depth {
             let _ = writeln!(s, "var<workgroup> h{l}s: array<vec4<f32>, {}>;", h * 16);

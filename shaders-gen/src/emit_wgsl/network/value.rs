@@ -2,12 +2,13 @@
 //! loop and its layers' products as the adjoint has them ([`super::phases`]), without a
 //! gradient, a tie mask or a stored activation the reverse would read.
 //!
-//! Only the layer being computed needs its input, so the activations live in one or two
-//! matrices ([`NetworkPlan::value_matrices`]) where the adjoint keeps one a layer: three
-//! hidden layers of 64 rows fit 48 KiB (their two `W` matrices and one of activations),
-//! which the adjoint's five matrices do not. With two, layer `l` reads one and writes the
-//! other; with one, its sums wait in registers until every thread has read its input
-//! (a barrier), then overwrite it.
+//! Only the layer being computed needs its input, so the activations live in one matrix
+//! ([`NetworkPlan::value_workgroup_bytes`]) where the adjoint keeps one a layer: three
+//! hidden layers of 64 rows fit 48 KiB (their two `W` matrices and the activations), which
+//! the adjoint's five matrices do not. A layer's sums wait in registers until every thread
+//! has read its input (a barrier), then overwrite it. Two matrices in turn would save that
+//! barrier, but fit only where the network is shallow enough for one element a thread to
+//! unroll every layer, and then that is the faster kernel ([`NetworkPlan::value_supported`]).
 
 use super::phases::{
     first_layer_sums, indented, layer_product, line, output_parts, store_activations, unpadded,
@@ -15,14 +16,11 @@ use super::phases::{
 use super::{NetworkPlan, Shape, activate};
 use std::fmt::Write;
 
-/// The chunk's layers: `h_1 .. h_(L-1)` through the activation matrices, `h_L` as `t{r}_{c}`
-/// in registers and each lane's part of the output rows into a matrix.
+/// The chunk's layers: `h_1 .. h_(L-1)` through the activation matrix, `h_L` as `t{r}_{c}`
+/// in registers and each lane's part of the output rows into the matrix.
 pub(super) fn layers(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
-    let in_place = sh.acts == 1;
     first_layer_sums(sh, s);
-    if in_place {
-        line(s, "        workgroupBarrier();");
-    }
+    line(s, "        workgroupBarrier();");
     store_activations(plan, sh, 1, "s", s);
     line(s, "        workgroupBarrier();");
     // A layer between the first and the last, in a block of its own: its sums take the
@@ -30,9 +28,7 @@ pub(super) fn layers(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     for l in 2..sh.depth {
         let mut block = String::new();
         layer_product(sh, l, &mut block);
-        if in_place {
-            line(&mut block, "        workgroupBarrier();");
-        }
+        line(&mut block, "        workgroupBarrier();");
         store_activations(plan, sh, l, "f", &mut block);
         let _ = writeln!(s, "        {{\n{}        }}", indented(&block));
         line(s, "        workgroupBarrier();");
@@ -49,11 +45,8 @@ pub(super) fn layers(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             );
         }
     }
-    // The parts go where the last product did not read (with two matrices), or over its
-    // input once every thread has read it.
-    if in_place {
-        line(s, "        workgroupBarrier();");
-    }
+    // The parts overwrite the last layer's input once every thread has read it.
+    line(s, "        workgroupBarrier();");
     output_parts(sh, &sh.h_matrix(last), s);
     line(s, "        workgroupBarrier();");
 }
