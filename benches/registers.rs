@@ -253,14 +253,28 @@ fn local_bytes(reported: u64) -> u64 {
     reported & 0xffff_ffff
 }
 
+/// The workgroup sizes kernel `wgsl` may run at, each as `(the override's value to compile
+/// it with, its size)`: every one of [`SIZES`] where the runtime sizes it, else the one its
+/// `@workgroup_size` names (the cooperative network kernels declare 128 or 256), which a
+/// label of the override's value would misname.
+fn sizes_of(wgsl: &str) -> Vec<(u32, u32)> {
+    if wgsl.contains(&format!("override {SIZE_OVERRIDE}:")) {
+        return SIZES.iter().map(|&s| (s, s)).collect();
+    }
+    let declared = wgsl.split("@workgroup_size(").nth(1).and_then(|rest| {
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    });
+    // The override's value is unused where the kernel declares no override.
+    vec![(SIZES[0], declared.unwrap_or(SIZES[0]))]
+}
+
 /// Every statistic of the WGSL files `paths`, at each size a kernel may run at.
 fn files(driver: &Driver, paths: &str) -> Result<(), Failure> {
     for path in paths.split_whitespace() {
         let wgsl = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-        let sized = wgsl.contains(&format!("override {SIZE_OVERRIDE}:"));
-        let sizes = if sized { &SIZES[..] } else { &SIZES[..1] };
-        for &size in sizes {
-            let stats = driver.statistics(&wgsl, size)?;
+        for (override_size, size) in sizes_of(&wgsl) {
+            let stats = driver.statistics(&wgsl, override_size)?;
             let line: Vec<String> = (stats.iter())
                 .map(
                     |(name, v)| match (name.contains("Local Memory"), v.parse()) {
@@ -302,15 +316,17 @@ fn main() -> Result<(), Failure> {
             ("reverse", &c.wgsl_reverse),
             ("tangent", &c.wgsl_tangent),
         ] {
-            let sized = wgsl.contains(&format!("override {SIZE_OVERRIDE}:"));
-            let sizes = if sized { &SIZES[..] } else { &SIZES[..1] };
-            let mut row = Vec::new();
-            for &size in sizes {
-                let stats = driver.statistics(wgsl, size)?;
+            // A kernel of one declared size shows its count in that size's column (or the
+            // first, with the size beside it, for a size the runtime never chooses).
+            let mut row = vec![String::new(); SIZES.len()];
+            for (override_size, size) in sizes_of(wgsl) {
+                let stats = driver.statistics(wgsl, override_size)?;
                 any |= !stats.is_empty();
-                row.push(registers(&stats));
+                match SIZES.iter().position(|&s| s == size) {
+                    Some(column) => row[column] = registers(&stats),
+                    None => row[0] = format!("{} (@{size})", registers(&stats)),
+                }
             }
-            row.resize(SIZES.len(), String::new());
             println!("| {} | {kind} | {} |", f.name, row.join(" | "));
         }
     }
