@@ -17,7 +17,7 @@
 //! thread.
 
 use crate::abi::{ArgLayout, KernelKind};
-use crate::emit_wgsl::{LayerWords, NetworkPlan, OutputRow, WordIndex};
+use crate::emit_wgsl::{HiddenLayer, NetworkPlan, OutputRow, WordIndex};
 use crate::ir::{self, Builder, DenseLayer, Function, LoopKind, Node, Op, ValueId};
 use crate::signature::Precision;
 use crate::{ad, opt};
@@ -53,8 +53,8 @@ fn network(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
         return None;
     };
     // The kernel's rows: the written ones, or more of them as padding.
-    let rows: Vec<u32> = layers.iter().map(|(_, l)| l.rows as u32).collect();
-    let width = crate::emit_wgsl::padded_width(rows.iter().copied().max()?);
+    let widest = layers.iter().map(|(_, l)| l.rows as u32).max()?;
+    let width = crate::emit_wgsl::padded_width(widest);
     let (x, inputs) = arrays.element(first.input)?;
     // Each layer after the first reads what the one before wrote, every row of it.
     let chained = layers.windows(2).all(|pair| {
@@ -92,20 +92,15 @@ fn network(layout: &ArgLayout, f: &Function) -> Option<NetworkPlan> {
             })
         })
         .collect::<Option<_>>()?;
-    let layer_words: Vec<LayerWords> = (layers.iter())
-        .map(|(_, l)| arrays.layer_words(l, l.columns as u32))
+    let hidden_layers: Vec<HiddenLayer> = (layers.iter())
+        .map(|(_, l)| arrays.hidden_layer(l, l.columns as u32))
         .collect::<Option<_>>()?;
     let plan = NetworkPlan {
         element_words: layout.words,
         first_input: x,
         inputs,
         hidden: width,
-        rows,
-        activations: layers
-            .iter()
-            .map(|(_, l)| l.activation)
-            .collect::<Option<_>>()?,
-        layers: layer_words,
+        layers: hidden_layers,
         outputs,
         loss: loss(f, &ys, layout.words)?,
         shared_words: layout.shared_words,
@@ -201,8 +196,9 @@ impl Arrays<'_> {
         }
     }
 
-    /// The shared words of a layer's weights and biases, each inside its array.
-    fn layer_words(&self, l: &DenseLayer, columns: u32) -> Option<LayerWords> {
+    /// Layer `l` of `columns` columns with its weights and biases among the shared words,
+    /// each inside its array, if it has an activation.
+    fn hidden_layer(&self, l: &DenseLayer, columns: u32) -> Option<HiddenLayer> {
         let (w0, wn) = self.shared(l.weights)?;
         let (b0, bn) = self.shared(l.biases)?;
         let (offset, rs, cs) = l.weight_index;
@@ -210,13 +206,16 @@ impl Arrays<'_> {
         let last = offset + rs * (rows - 1) + cs * (columns as i64 - 1);
         let inside = offset >= 0 && rs >= 0 && cs >= 0 && last < wn as i64;
         let bias_inside = l.bias_offset >= 0 && l.bias_offset + rows <= bn as i64;
-        (inside && bias_inside).then(|| LayerWords {
+        let activation = l.activation?;
+        (inside && bias_inside).then(|| HiddenLayer {
             weights: WordIndex {
                 offset: w0 + offset as u32,
                 row_stride: rs as u32,
                 column_stride: cs as u32,
             },
             bias: b0 + l.bias_offset as u32,
+            rows: l.rows as u32,
+            activation,
         })
     }
 
@@ -306,17 +305,17 @@ fn covers_every_shared_word(p: &NetworkPlan) -> bool {
         Some(s) => *s = s.saturating_add(1),
         None => outside = true,
     };
-    let columns = std::iter::once(p.inputs).chain(p.rows.iter().copied());
-    for ((layer, &rows), columns) in p.layers.iter().zip(&p.rows).zip(columns) {
+    let columns = std::iter::once(p.inputs).chain(p.layers.iter().map(|l| l.rows));
+    for (layer, columns) in p.layers.iter().zip(columns) {
         let w = layer.weights;
-        for j in 0..rows {
+        for j in 0..layer.rows {
             for k in 0..columns {
                 mark(w.offset + w.row_stride * j + w.column_stride * k);
             }
             mark(layer.bias + j);
         }
     }
-    let last = p.rows.last().copied().unwrap_or(0);
+    let last = p.layers.last().map_or(0, |l| l.rows);
     for out in &p.outputs {
         for k in 0..last {
             mark(out.weights.offset + out.weights.row_stride * k);

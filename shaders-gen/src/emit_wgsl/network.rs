@@ -93,13 +93,20 @@ pub struct WordIndex {
     pub column_stride: u32,
 }
 
-/// A dense layer's weights and biases among the shared words.
+/// A dense hidden layer: its weights and biases among the shared words, its rows as
+/// written and its activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LayerWords {
+pub struct HiddenLayer {
     /// `W[j][k]`.
     pub weights: WordIndex,
     /// `b[j]` is shared word `bias + j`.
     pub bias: u32,
+    /// Rows as written, at most the plan's `hidden`: the kernel's rows past them are
+    /// padding, their weights read as zero and their gradients not stored, so a layer of 48
+    /// rows runs as one of 64 ([`padded_width`]).
+    pub rows: u32,
+    /// What it applies to its sums: `tanh`, relu or the sigmoid ([`NetworkPlan::supported`]).
+    pub activation: Activation,
 }
 
 /// An output row `y = bias + w . h2` among the shared words.
@@ -123,17 +130,9 @@ pub struct NetworkPlan {
     pub inputs: u32,
     /// Rows of every hidden layer in the kernel: 32 or 64.
     pub hidden: u32,
-    /// Rows of each hidden layer as written, the first layer's first, each at most
-    /// `hidden`: the kernel's rows past them are padding, their weights read as zero and
-    /// their gradients not stored, so a layer of 48 rows runs as one of 64
-    /// ([`padded_width`]).
-    pub rows: Vec<u32>,
-    /// What each hidden layer applies to its sums: `tanh`, relu or the sigmoid
-    /// ([`NetworkPlan::supported`]).
-    pub activations: Vec<Activation>,
-    /// Each hidden layer's words: the first (`hidden x inputs`), then each later one
+    /// The hidden layers: the first (`hidden x inputs` in the kernel), then each later one
     /// (`hidden x hidden`), which reads the one before.
-    pub layers: Vec<LayerWords>,
+    pub layers: Vec<HiddenLayer>,
     /// The output rows, `y_0 ..`, which read the last hidden layer.
     pub outputs: Vec<OutputRow>,
     /// The loss: inputs `[y_0 .., the element's words..]`, outputs `[value, d value / d y_0, ..]`
@@ -234,20 +233,18 @@ impl NetworkPlan {
                         | Op::ArrayAdd(..)
                 )
             });
-        let activations = (self.activations.iter()).all(|a| {
+        let activations = (self.layers.iter()).all(|l| {
             matches!(
-                a,
+                l.activation,
                 Activation::Call(Func::Tanh) | Activation::Relu(_) | Activation::Sigmoid
             )
         });
         let depth = self.layers.len();
-        let widest = self.rows.iter().copied().max().unwrap_or(0);
+        let widest = self.layers.iter().map(|l| l.rows).max().unwrap_or(0);
         matches!(self.hidden, 32 | 64)
             && depth >= 2
-            && self.rows.len() == depth
-            && self.activations.len() == depth
             && padded_width(widest) == self.hidden
-            && self.rows.iter().all(|r| *r >= MIN_PADDED_ROWS)
+            && self.layers.iter().all(|l| l.rows >= MIN_PADDED_ROWS)
             && (1..=max_outputs(self.hidden)).contains(&outputs)
             && activations
             && (1..=32).contains(&self.inputs)
@@ -278,6 +275,16 @@ impl NetworkPlan {
     fn value_rows(&self) -> u32 {
         self.hidden
             .max(self.outputs.len() as u32 * (self.hidden / 2))
+    }
+
+    /// Hidden layer `l` (from 1).
+    fn layer(&self, l: u32) -> &HiddenLayer {
+        &self.layers[l as usize - 1]
+    }
+
+    /// Whether any hidden layer's activation is one that `is` says.
+    fn uses(&self, is: impl Fn(Activation) -> bool) -> bool {
+        self.layers.iter().any(|l| is(l.activation))
     }
 
     /// Hidden layers.
@@ -673,7 +680,7 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     }
     let mut helpers = BTreeSet::new();
     let body = loss_statements(&plan.loss, plan.outputs.len() as u32, &mut helpers);
-    let tanh = plan.activations.contains(&Activation::Call(Func::Tanh));
+    let tanh = plan.uses(|a| a == Activation::Call(Func::Tanh));
     if tanh {
         helpers.insert("gf_tanh");
     }
@@ -693,14 +700,14 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
              return vec4<f32>(gf_tanh(v.x), gf_tanh(v.y), gf_tanh(v.z), gf_tanh(v.w));\n}\n\n",
         );
     }
-    if plan.activations.contains(&Activation::Sigmoid) {
+    if plan.uses(|a| a == Activation::Sigmoid) {
         // As the IR computes `1.0 / (1.0 + (-s).exp())`, with the builtin `exp` (`ops`).
         s.push_str(
             "fn sigmoid4(v: vec4<f32>) -> vec4<f32> {\n    \
              return vec4<f32>(1.0) / (vec4<f32>(1.0) + exp(-v));\n}\n\n",
         );
     }
-    if (plan.activations.iter()).any(|a| matches!(a, Activation::Relu(_))) {
+    if plan.uses(|a| matches!(a, Activation::Relu(_))) {
         let _ = writeln!(s, "{WGSL_RELU}");
     }
     // `acc += dot(p, q)` is a product and three FMAs, then an add.

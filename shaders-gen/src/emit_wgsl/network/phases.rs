@@ -37,12 +37,12 @@ pub(super) fn line(s: &mut String, text: &str) {
 /// biases in registers, the sums, the first chunk's inputs loaded.
 pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let (h, t) = (sh.hidden, sh.threads);
-    let (rows, ol) = (&plan.rows, sh.depth + 1);
+    let ol = sh.depth + 1;
     // Each later layer's weights into its matrix, in one loop.
-    let copies: String = (2..=sh.depth as usize)
+    let copies: String = (2..=sh.depth)
         .map(|l| {
-            let weights = plan.layers[l - 1].weights;
-            let written = [Some(rows[l - 1]), Some(rows[l - 2])];
+            let weights = plan.layer(l).weights;
+            let written = [Some(plan.layer(l).rows), Some(plan.layer(l - 1).rows)];
             format!(
                 "w{l}s[j * {h}u + 4u * ((k / 4u) ^ (j % {}u)) + k % 4u] = {};\n",
                 sh.groups,
@@ -96,13 +96,17 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             s,
             "    var w1_{r}: array<f32, {i}>;\n    \
              for (var k = 0u; k < {i}u; k++) {{ w1_{r}[k] = {}; }}",
-            plan.load(plan.layers[0].weights, (&row, "k"), [Some(rows[0]), None]),
+            plan.load(
+                plan.layer(1).weights,
+                (&row, "k"),
+                [Some(plan.layer(1).rows), None]
+            ),
         );
-        for (l, (layer, written)) in (1..).zip(plan.layers.iter().zip(rows)) {
-            let bias = plan.load(bias_words(layer.bias), (&row, ""), [Some(*written), None]);
+        for (l, layer) in (1..).zip(&plan.layers) {
+            let bias = plan.load(bias_words(layer.bias), (&row, ""), [Some(layer.rows), None]);
             let _ = writeln!(s, "    let b{l}_{r} = {bias};");
         }
-        let last = rows[rows.len() - 1];
+        let last = plan.layer(sh.depth).rows;
         for (o, out) in (0..).zip(&plan.outputs) {
             let _ = writeln!(
                 s,
@@ -216,8 +220,8 @@ fn rank_one_step(
 /// part of the output rows into `ds2s`.
 pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
-    for (layer, a) in (1..).zip(&plan.activations) {
-        if keeps_ties(*a) {
+    for (layer, l) in (1..).zip(&plan.layers) {
+        if keeps_ties(l.activation) {
             let _ = writeln!(s, "        var ties{layer} = 0u;");
         }
     }
@@ -238,14 +242,14 @@ pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     for r in rows.clone() {
         for c in cols.clone() {
             let sums = format!("f{r}_{c}");
-            let h2 = activate(plan.activations[last as usize - 1], &sums);
+            let h2 = activate(plan.layer(last).activation, &sums);
             let _ = writeln!(
                 s,
                 "        let t{r}_{c} = {};",
                 unpadded(plan, sh, last, r, h2)
             );
             let bit = sh.tie_bit(r, c);
-            if let Some(ties) = record_ties(plan.activations[last as usize - 1], last, &sums, bit) {
+            if let Some(ties) = record_ties(plan.layer(last).activation, last, &sums, bit) {
                 let _ = writeln!(s, "        {ties}");
             }
         }
@@ -298,7 +302,7 @@ pub(super) fn store_activations(
     sums: &str,
     s: &mut String,
 ) {
-    let a = plan.activations[l as usize - 1];
+    let a = plan.layer(l).activation;
     let matrix = sh.h_matrix(l);
     for r in 0..sh.lane_rows {
         for c in 0..sh.columns {
@@ -318,7 +322,7 @@ pub(super) fn store_activations(
 /// row's sum is `0 * x`: NaN for an infinite `x`, which the next layer's zero weight would
 /// carry into every written row (`0 * NaN`), where unpadded a `tanh` gives a finite value.
 pub(super) fn unpadded(plan: &NetworkPlan, sh: &Shape, l: u32, r: u32, h: String) -> String {
-    let rows = plan.rows[l as usize - 1];
+    let rows = plan.layer(l).rows;
     if rows >= sh.row_lanes * (r + 1) {
         return h;
     }
@@ -379,7 +383,7 @@ pub(super) fn output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     for r in rows.clone() {
         for c in cols.clone() {
             let d = derivative(
-                plan.activations[last as usize - 1],
+                plan.layer(last).activation,
                 &format!("t{r}_{c}"),
                 last,
                 sh.tie_bit(r, c),
@@ -584,7 +588,7 @@ fn layer_backward(plan: &NetworkPlan, sh: &Shape, l: u32, s: &mut String) {
         for c in cols.clone() {
             let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
             let d = derivative(
-                plan.activations[below as usize - 1],
+                plan.layer(below).activation,
                 &format!("hh{r}_{c}"),
                 below,
                 sh.tie_bit(r, c),
@@ -651,7 +655,7 @@ pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         n => format!("{base} + {n}u"),
     };
     for l in 2..=sh.depth {
-        let (layer, rows) = (plan.layers[l as usize - 1], &plan.rows[l as usize - 2..]);
+        let (layer, below) = (plan.layer(l), plan.layer(l - 1));
         sum_parts(sh, l, s);
         if sh.parts > 1 {
             line(s, "    if (part == 0u) {");
@@ -663,7 +667,7 @@ pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             let _ = writeln!(
                 s,
                 "    {}",
-                plan.store_written(&[(&j, rows[1]), (&k, rows[0])], &store)
+                plan.store_written(&[(&j, layer.rows), (&k, below.rows)], &store)
             );
         }
         if sh.parts > 1 {
@@ -766,7 +770,7 @@ fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
          if (lid == 0u) {{\n{b3_sums}    }}\n}}",
         (i + depth + sh.outputs) * h,
         sh.threads,
-        word(plan.layers[0].weights, "j", "it"),
+        word(plan.layer(1).weights, "j", "it"),
         bias_items.join(" else "),
         w3_words.join(" "),
         row_sum_store(plan, i),
@@ -779,7 +783,7 @@ fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
 fn row_sum_store(plan: &NetworkPlan, inputs: u32) -> String {
     let store = "shared_partials[row + at] = h1s[q / 4u][q % 4u];";
     let h = plan.hidden;
-    let rows: Vec<u32> = plan.rows.iter().map(|r| (*r).min(h)).collect();
+    let rows: Vec<u32> = plan.layers.iter().map(|l| l.rows.min(h)).collect();
     if rows.iter().all(|r| *r == rows[0]) {
         return plan.store_written(&[("j", rows[0])], store);
     }

@@ -33,22 +33,25 @@ fn plan_with(
 ) -> NetworkPlan {
     let w2 = inputs * hidden + hidden;
     let w3 = w2 + hidden * hidden + hidden;
-    let layer = |offset: u32, columns: u32| LayerWords {
+    let layer = |offset: u32, columns: u32, activation: Activation| HiddenLayer {
         weights: WordIndex {
             offset,
             row_stride: columns,
             column_stride: 1,
         },
         bias: offset + hidden * columns,
+        rows: hidden,
+        activation,
     };
     NetworkPlan {
         element_words: inputs + 1,
         first_input: 0,
         inputs,
         hidden,
-        rows: vec![hidden; 2],
-        activations: activations.to_vec(),
-        layers: vec![layer(0, inputs), layer(w2, hidden)],
+        layers: vec![
+            layer(0, inputs, activations[0]),
+            layer(w2, hidden, activations[1]),
+        ],
         outputs: vec![OutputRow {
             weights: WordIndex {
                 offset: w3,

@@ -37,7 +37,7 @@ pub(super) fn layers(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     layer_product(sh, last, s);
     for r in 0..sh.lane_rows {
         for c in 0..sh.columns {
-            let h = activate(plan.activations[last as usize - 1], &format!("f{r}_{c}"));
+            let h = activate(plan.layer(last).activation, &format!("f{r}_{c}"));
             let _ = writeln!(
                 s,
                 "        let t{r}_{c} = {};",
