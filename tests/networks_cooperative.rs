@@ -686,15 +686,12 @@ fn a_networks_gathered_kernels_launch_and_match_the_cpu() {
         })
         .collect();
     let (got_values, got_sg) = (d.read(&values).expect("read"), d.read(&sg).expect("read"));
-    check(
-        "gathered 8-32-32-1",
-        &batch,
-        || (got_values.clone(), words(&got_sg[0])),
-        |a| {
-            let (v, _, g) = net32::value_and_grad(a, &shared);
-            (v, words(&g))
-        },
-    );
+    let oracle = |a: &net32::Args| {
+        let (v, _, g) = net32::value_and_grad(a, &shared);
+        (v, words(&g))
+    };
+    let launch = || (got_values.clone(), words(&got_sg[0]));
+    check("gathered 8-32-32-1", &batch, launch, oracle);
     let gathered_values = d.zeros::<f32>(n).expect("values");
     let mut rec = d.record();
     kernel
@@ -702,13 +699,6 @@ fn a_networks_gathered_kernels_launch_and_match_the_cpu() {
         .expect("gathered value");
     rec.submit().expect("submit");
     let gathered_values = d.read(&gathered_values).expect("read");
-    check(
-        "gathered 8-32-32-1's values",
-        &batch,
-        || (gathered_values.clone(), words(&got_sg[0])),
-        |a| {
-            let (v, _, g) = net32::value_and_grad(a, &shared);
-            (v, words(&g))
-        },
-    );
+    let launch = || (gathered_values.clone(), words(&got_sg[0]));
+    check("gathered 8-32-32-1's values", &batch, launch, oracle);
 }

@@ -438,12 +438,10 @@ fn one_output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     );
 }
 
-/// The output rows summed over the lanes' parts by 64 threads, an element each (output
-/// `o`'s parts in rows `row_lanes o ..`), the loss and each `d_y_o`, into row `32 + o` of
-/// `ds2s` swizzled as the parts there: a thread writes its own element's word of the row
-/// only, which it has read (unswizzled, it overwrote another element's part before that
-/// element's thread had read it).
-fn outputs_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+/// The opening of the first 64 threads' block, an element each: each output row `y{o}`
+/// from its bias and the lanes' parts in `matrix` (output `o`'s in rows `row_lanes o ..`),
+/// up to the end of their loop.
+pub(super) fn sum_output_parts(plan: &NetworkPlan, sh: &Shape, matrix: &str, s: &mut String) {
     line(s, "        if (lid < 64u) {\n            let e = lid;");
     for (o, out) in (0..).zip(&plan.outputs) {
         let _ = writeln!(s, "            var y{o} = sw({}u);", out.bias);
@@ -456,10 +454,19 @@ fn outputs_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     for o in 0..sh.outputs {
         let _ = writeln!(
             s,
-            "                y{o} += ds2s[(r + {}u) * 16u + ((e / 4u) ^ (r % 8u))][e % 4u];",
+            "                y{o} += {matrix}[(r + {}u) * 16u + ((e / 4u) ^ (r % 8u))][e % 4u];",
             sh.row_lanes * o
         );
     }
+}
+
+/// The output rows summed over the lanes' parts by 64 threads, an element each (output
+/// `o`'s parts in rows `row_lanes o ..`), the loss and each `d_y_o`, into row `32 + o` of
+/// `ds2s` swizzled as the parts there: a thread writes its own element's word of the row
+/// only, which it has read (unswizzled, it overwrote another element's part before that
+/// element's thread had read it).
+fn outputs_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    sum_output_parts(plan, sh, "ds2s", s);
     let ys: Vec<String> = (0..sh.outputs).map(|o| format!("y{o}")).collect();
     let _ = writeln!(
         s,

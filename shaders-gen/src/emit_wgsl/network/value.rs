@@ -11,7 +11,8 @@
 //! unroll every layer, and then that is the faster kernel ([`NetworkPlan::value_supported`]).
 
 use super::phases::{
-    first_layer_sums, indented, layer_product, line, output_parts, store_activations, unpadded,
+    first_layer_sums, indented, layer_product, line, output_parts, store_activations,
+    sum_output_parts, unpadded,
 };
 use super::{NetworkPlan, Shape, activate};
 use std::fmt::Write;
@@ -55,23 +56,7 @@ pub(super) fn layers(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
 /// loss's value into `values`; the chunk loop's end and the entry point's. The next
 /// chunk's inputs wait for these reads at the loop's first barrier.
 pub(super) fn outputs_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
-    let parts = sh.h_matrix(sh.depth);
-    line(s, "        if (lid < 64u) {\n            let e = lid;");
-    for (o, out) in (0..).zip(&plan.outputs) {
-        let _ = writeln!(s, "            var y{o} = sw({}u);", out.bias);
-    }
-    let _ = writeln!(
-        s,
-        "            for (var r = 0u; r < {}u; r++) {{",
-        sh.row_lanes
-    );
-    for o in 0..sh.outputs {
-        let _ = writeln!(
-            s,
-            "                y{o} += {parts}[(r + {}u) * 16u + ((e / 4u) ^ (r % 8u))][e % 4u];",
-            sh.row_lanes * o
-        );
-    }
+    sum_output_parts(plan, sh, &sh.h_matrix(sh.depth), s);
     let ys: Vec<String> = (0..sh.outputs).map(|o| format!("y{o}")).collect();
     let (y, value) = if sh.outputs == 1 {
         ("y0".to_string(), "loss.x")
