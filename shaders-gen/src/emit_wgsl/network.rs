@@ -70,6 +70,7 @@
 //! and faster than JAX at 2^20 and 2^24 (BENCHMARKS.md, "Layers as register-blocked
 //! products of the workgroup").
 
+mod partials;
 mod phases;
 mod value;
 
@@ -77,7 +78,8 @@ use crate::ir::{Activation, AtZero, Function, Op};
 use crate::ops::Func;
 use crate::ops::{WGSL_TANH_BRANCH_FREE, wgsl_helper};
 use crate::signature::Precision;
-use phases::{backward, entry_prologue, forward, output_and_loss, partial_sums};
+use partials::partial_sums;
+use phases::{backward, entry_prologue, forward, output_and_loss};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 

@@ -1,0 +1,184 @@
+//! The cooperative network adjoint's last phase: the workgroup's row of partial sums of the
+//! shared gradient, after its last chunk, in a fixed order (the second pass of the
+//! reduction sums the rows).
+
+use super::phases::{line, output_bias_grad};
+use super::{NetworkPlan, Shape, word};
+use std::fmt::Write;
+
+/// The parts after the first hand their `d_W_l` to it in turn, through `h1s` (word
+/// `j * H + k`), which the last chunk has finished reading.
+fn sum_parts(sh: &Shape, l: u32, s: &mut String) {
+    let h = sh.hidden;
+    // `stmt(a, b)` for each word of the thread's tile, `q` its word of `h1s`.
+    let each = |s: &mut String, stmt: &dyn Fn(u32, u32) -> String| {
+        for (a, b) in (0..sh.ja).flat_map(|a| (0..sh.kb).map(move |b| (a, b))) {
+            let _ = writeln!(
+                s,
+                "        {{ let q = (jb + {}u) * {h}u + kb + {}u; {} }}",
+                sh.nj * a,
+                sh.nk * b,
+                stmt(a, b)
+            );
+        }
+    };
+    for p in 1..sh.parts {
+        let _ = writeln!(s, "    workgroupBarrier();\n    if (part == {p}u) {{");
+        each(s, &|a, b| format!("h1s[q / 4u][q % 4u] = gw{l}_{a}[{b}];"));
+        line(s, "    }\n    workgroupBarrier();\n    if (part == 0u) {");
+        each(s, &|a, b| format!("gw{l}_{a}[{b}] += h1s[q / 4u][q % 4u];"));
+        line(s, "    }");
+    }
+}
+
+/// The workgroup's row of partial sums: each `d_W_l` from each thread's registers (the
+/// parts' added in order), the per-row sums over the column groups in turn (item `it` of
+/// row `j` at word `it * H + j` of `h1s`), the outputs' bias gradients over the first 64
+/// threads.
+pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    let h = sh.hidden;
+    let _ = writeln!(s, "    let row = group * {}u;", plan.shared_words);
+    let tile = || (0..sh.ja).flat_map(|a| (0..sh.kb).map(move |b| (a, b)));
+    let plus = |base: &str, n: u32| match n {
+        0 => base.to_string(),
+        n => format!("{base} + {n}u"),
+    };
+    for l in 2..=sh.depth {
+        let (layer, below) = (plan.layer(l), plan.layer(l - 1));
+        sum_parts(sh, l, s);
+        if sh.parts > 1 {
+            line(s, "    if (part == 0u) {");
+        }
+        for (a, b) in tile() {
+            let (j, k) = (plus("jb", sh.nj * a), plus("kb", sh.nk * b));
+            let at = word(layer.weights, &j, &k);
+            let store = format!("shared_partials[row + {at}] = gw{l}_{a}[{b}];");
+            let _ = writeln!(
+                s,
+                "    {}",
+                plan.store_written(&[(&j, layer.rows), (&k, below.rows)], &store)
+            );
+        }
+        if sh.parts > 1 {
+            line(s, "    }");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "    workgroupBarrier();\n    for (var v = 0u; v < {}u; v++) {{\n        if (cg == v) {{",
+        sh.column_groups
+    );
+    let (i, depth) = (sh.inputs, sh.depth);
+    for r in 0..sh.lane_rows {
+        let row = sh.row(r);
+        let items = (0..i)
+            .map(|k| (k, format!("gw1_{r}[{k}]")))
+            .chain((1..=depth).map(|l| (i + l - 1, format!("gb{l}_{r}"))))
+            .chain((0..sh.outputs).map(|o| {
+                let gw = format!("gw{}_{}{r}", depth + 1, sh.out(o));
+                (i + depth + o, gw)
+            }));
+        for (it, value) in items {
+            let _ = writeln!(
+                s,
+                "            {{ let q = {}u + {row}; let old = select(0.0f, h1s[q / 4u][q % 4u], v > 0u); \
+                 h1s[q / 4u][q % 4u] = old + {value}; }}",
+                it * h
+            );
+        }
+    }
+    store_row_sums(plan, sh, s);
+}
+
+/// The end of [`partial_sums`]: the per-row sums, gathered in `h1s`, into the workgroup's
+/// row of partial sums (item `it` of row `j` at the shared word its `it` names), and each
+/// output's bias gradient summed over the first 64 threads.
+fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    let (h, i, depth) = (sh.hidden, sh.inputs, sh.depth);
+    // Row o of ds2s: output o's bias gradient of each of the first 64 threads.
+    let at_row = |o: u32| match o {
+        0 => String::new(),
+        o => format!("{}u + ", 16 * o),
+    };
+    let output_bias_stores: String = (0..sh.outputs)
+        .map(|o| {
+            format!(
+                "        ds2s[{}lid / 4u][lid % 4u] = {};\n",
+                at_row(o),
+                output_bias_grad(sh, o)
+            )
+        })
+        .collect();
+    let w3_words: Vec<String> = (0..sh.outputs)
+        .zip(&plan.outputs)
+        .map(|(o, out)| {
+            format!(
+                "else if (it == {}u) {{\n            at = {};\n        }}",
+                i + depth + o,
+                word(out.weights, "j", "")
+            )
+        })
+        .collect();
+    // Item `inputs + l - 1`: layer `l`'s bias.
+    let bias_items: Vec<String> = (0..depth)
+        .zip(&plan.layers)
+        .map(|(l, layer)| {
+            format!(
+                "if (it == {}u) {{\n            at = {}u + j;\n        }}",
+                i + l,
+                layer.bias
+            )
+        })
+        .collect();
+    let b3_sums: String = (0..sh.outputs)
+        .zip(&plan.outputs)
+        .map(|(o, out)| {
+            let b3 = match o {
+                0 => format!("b{}", depth + 1),
+                o => format!("b{}_{o}", depth + 1),
+            };
+            format!(
+                "        var {b3} = 0.0f;\n        \
+                 for (var e = 0u; e < 64u; e++) {{\n            {b3} += ds2s[{}e / 4u][e % 4u];\n        }}\n        \
+                 shared_partials[row + {}u] = {b3};\n",
+                at_row(o),
+                out.bias
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        s,
+        "        }}\n        workgroupBarrier();\n    }}\n    \
+         if (lid < 64u) {{\n{output_bias_stores}    }}\n    \
+         workgroupBarrier();\n    \
+         for (var q = lid; q < {}u; q += {}u) {{\n        \
+         let it = q / {h}u;\n        let j = q % {h}u;\n        \
+         var at = {};\n        \
+         {} {}\n        \
+         {}\n    }}\n    \
+         if (lid == 0u) {{\n{b3_sums}    }}\n}}",
+        (i + depth + sh.outputs) * h,
+        sh.threads,
+        word(plan.layer(1).weights, "j", "it"),
+        bias_items.join(" else "),
+        w3_words.join(" "),
+        row_sum_store(plan, i),
+    );
+}
+
+/// The store of item `it`'s row `j` of the per-row sums: items up to `inputs` (`d_W1`'s
+/// columns and `d_b1`) are of the first layer's rows, item `inputs + l - 1` (`d_b_l`) of
+/// layer `l`'s, the outputs' of the last layer's.
+fn row_sum_store(plan: &NetworkPlan, inputs: u32) -> String {
+    let store = "shared_partials[row + at] = h1s[q / 4u][q % 4u];";
+    let h = plan.hidden;
+    let rows: Vec<u32> = plan.layers.iter().map(|l| l.rows.min(h)).collect();
+    if rows.iter().all(|r| *r == rows[0]) {
+        return plan.store_written(&[("j", rows[0])], store);
+    }
+    let mut limit = format!("{}u", rows[rows.len() - 1]);
+    for (l, r) in rows.iter().enumerate().rev().skip(1) {
+        limit = format!("select({limit}, {r}u, it <= {}u)", inputs + l as u32);
+    }
+    format!("if (j < {limit}) {{ {store} }}")
+}
