@@ -35,6 +35,18 @@ fn check_values_against_interpreter(
     device()
         .launch_shared(spec, input, shared, &mut [&mut values], &mut [])
         .expect("launch");
+    // Launched in rows of one workgroup (the second dispatch dimension, which batches past
+    // 2^24 elements take): each workgroup finds its elements from both ids.
+    let in_rows: &'static gradfuse::KernelSpec = Box::leak(Box::new(gradfuse::KernelSpec {
+        max_workgroups_per_dim: 1,
+        ..*spec
+    }));
+    let mut by_rows = vec![0.0f32; n];
+    device()
+        .launch_shared(in_rows, input, shared, &mut [&mut by_rows], &mut [])
+        .expect("launch in rows");
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&by_rows), bits(&values), "{name}: launched in rows");
     for e in 0..n {
         let row = input[e * words..(e + 1) * words].iter().chain(shared);
         let want = interp::eval(
