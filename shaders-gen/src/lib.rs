@@ -269,10 +269,11 @@ pub fn compile_with(
     })
 }
 
-/// The value kernel of a scalar function whose lowered primal is `f` (`primal` the other
-/// kernels' unrolled one): a network's the workgroup's matrix products compute
-/// (`emit_wgsl::network`), every other function's one element a thread. Returns its WGSL,
-/// its form and the IR of the value kernel of one element a thread (the gathered one's).
+/// The value kernel of a scalar function whose lowered primal is `f` (`primal`: the other
+/// kernels' unrolled one): for some networks the workgroup's matrix products
+/// (`emit_wgsl::network`), for every other function one element a thread. Returns its
+/// WGSL, its form and the IR of the value kernel of one element a thread (which the
+/// gathered value kernel is).
 fn value_kernel(
     sig: &str,
     layout: &abi::ArgLayout,
@@ -313,9 +314,9 @@ fn value_kernel(
     (wgsl, form, value_primal.into_owned())
 }
 
-/// The adjoint kernel of a scalar function whose lowered primal is `f`: a network's the
-/// workgroup's matrix products compute, every other function's `kernel_adjoint` at
-/// `elements` a thread.
+/// The adjoint kernel of a scalar function whose lowered primal is `f`: for a network the
+/// cooperative kernel supports, the workgroup's matrix products; for every other function
+/// `kernel_adjoint` at `elements` a thread.
 fn adjoint_kernel(
     sig: &str,
     layout: &abi::ArgLayout,
