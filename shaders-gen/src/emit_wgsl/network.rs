@@ -416,11 +416,6 @@ impl Shape {
         }
     }
 
-    /// Whether this is the value kernel's shape.
-    fn value(&self) -> bool {
-        self.value
-    }
-
     /// The matrix the chunk's inputs are stored into: `ds2s`'s rows in the adjoint, the
     /// activation matrix in the value kernel.
     fn x_matrix(&self) -> String {
@@ -630,7 +625,7 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         4 => "four".to_string(),
         d => d.to_string(),
     };
-    if sh.value() {
+    if sh.value {
         let _ = writeln!(
             s,
             "// gradfuse forward (value) kernel of `{signature}`, its {layers} layers as\n\
@@ -653,7 +648,7 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     s.push_str("@group(0) @binding(1) var<storage, read> args: array<f32>;\n");
     s.push_str("@group(0) @binding(2) var<storage, read_write> values: array<f32>;\n");
     s.push_str("@group(0) @binding(4) var<storage, read> shared_args: array<f32>;\n");
-    if !sh.value() {
+    if !sh.value {
         s.push_str("@group(0) @binding(5) var<storage, read_write> shared_partials: array<f32>;\n");
     }
     s.push('\n');
@@ -667,7 +662,7 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         let _ = writeln!(s, "var<workgroup> w{l}s: array<f32, {}>;", h * h);
     }
     s.push_str("// Rows of 16 vec4s (64 elements), column c of row r at r * 16 + (c ^ (r % 8)).\n");
-    if sh.value() {
+    if sh.value {
         let rows = plan.value_rows();
         let _ = writeln!(s, "var<workgroup> acts: array<vec4<f32>, {}>;\n", rows * 16);
     } else {

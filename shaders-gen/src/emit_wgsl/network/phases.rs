@@ -53,7 +53,7 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         .collect::<Vec<_>>()
         .join("        ");
     // The value kernel sums no gradient: no `d_W` tiles (`jb`, `kb`, `part`).
-    let tiles = if sh.value() {
+    let tiles = if sh.value {
         String::new()
     } else if sh.parts == 1 {
         format!(
@@ -67,7 +67,7 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             pt = sh.threads / sh.parts
         )
     };
-    let entry = if sh.value() { "forward" } else { "adjoint" };
+    let entry = if sh.value { "forward" } else { "adjoint" };
     let _ = writeln!(
         s,
         "@compute @workgroup_size({t})\n\
@@ -116,7 +116,7 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
                 plan.load(out.weights, (&row, ""), [Some(last), None])
             );
         }
-        if sh.value() {
+        if sh.value {
             continue;
         }
         let _ = writeln!(s, "    var gw1_{r}: array<f32, {i}>;");
@@ -127,12 +127,14 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             let _ = writeln!(s, "    var gw{ol}_{}{r} = 0.0f;", sh.out(o));
         }
     }
-    for o in (0..sh.outputs).filter(|_| !sh.value()) {
-        let _ = writeln!(s, "    var {} = 0.0f;", output_bias_grad(sh, o));
-    }
-    for l in (2..=sh.depth).filter(|_| !sh.value()) {
-        for a in 0..sh.ja {
-            let _ = writeln!(s, "    var gw{l}_{a}: array<f32, {}>;", sh.kb);
+    if !sh.value {
+        for o in 0..sh.outputs {
+            let _ = writeln!(s, "    var {} = 0.0f;", output_bias_grad(sh, o));
+        }
+        for l in 2..=sh.depth {
+            for a in 0..sh.ja {
+                let _ = writeln!(s, "    var gw{l}_{a}: array<f32, {}>;", sh.kb);
+            }
         }
     }
     let _ = writeln!(
@@ -311,7 +313,7 @@ pub(super) fn store_activations(
             let sums = format!("{sums}{r}_{c}");
             let h = unpadded(plan, sh, l, r, activate(a, &sums));
             let _ = writeln!(s, "        {matrix}[{at}] = {h};");
-            let ties = record_ties(a, l, &sums, sh.tie_bit(r, c)).filter(|_| !sh.value());
+            let ties = record_ties(a, l, &sums, sh.tie_bit(r, c)).filter(|_| !sh.value);
             if let Some(ties) = ties {
                 let _ = writeln!(s, "        {ties}");
             }
