@@ -58,6 +58,8 @@ fn tanh_both_ways() -> &'static KernelSpec {
         precision: Precision::F32,
         cpu: |_, _| unreachable!("GPU only"),
         bounds_checks: true,
+        workgroup_bytes: 0,
+        fallback: None,
     }))
 }
 

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::device;
+use common::{device, own_gpu};
 use gradfuse::{Device, Error, differentiable};
 use std::time::{Duration, Instant};
 
@@ -47,20 +47,8 @@ const W: fit::Shared = fit::Shared {
     w: [0.3, -0.7, 0.1],
 };
 
-/// A GPU device of this test's own (a lost device must not be the binary's shared one);
-/// `None` where there is no GPU and `GRADFUSE_REQUIRE_GPU` does not ask for one.
-fn own_gpu() -> Option<Device> {
-    match Device::gpu() {
-        Ok(d) => Some(d),
-        Err(e) if std::env::var(gradfuse::REQUIRE_GPU_ENV).is_ok_and(|v| v == "1") => {
-            panic!("GRADFUSE_REQUIRE_GPU=1 and no GPU: {e}")
-        }
-        Err(e) => {
-            println!("no GPU ({e}): device loss cannot be injected on the CPU");
-            None
-        }
-    }
-}
+// Tests that lose a device take one of their own (`own_gpu`): a lost device must not be
+// the binary's shared one.
 
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()

@@ -707,3 +707,71 @@ fn a_networks_gathered_kernels_launch_and_match_the_cpu() {
     };
     check("gathered 8-32-32-1's values", &batch, value, oracle);
 }
+
+/// The cooperative adjoint's matrices take 48 KiB of workgroup memory at 64 rows, which
+/// Apple's and many mobile GPUs lack (32 KiB), and wgpu does not check: on a GPU of less,
+/// launches run the adjoint of one element a thread the macro writes beside it, with the
+/// same values and gradients as the CPU's reverse mode; a spec without such a fallback is
+/// an error there, not a launch.
+#[test]
+fn a_gpu_of_less_workgroup_memory_runs_the_adjoint_of_one_element_a_thread() {
+    let Some(d) = common::own_gpu() else { return };
+    let (coop, fallback) = (&net64::ADJOINT_KERNEL, &net64::ADJOINT_FALLBACK_KERNEL);
+    assert_eq!(coop.workgroup_bytes, 48 * 1024);
+    assert!(coop.fallback.is_some_and(|f| std::ptr::eq(f, fallback)));
+    assert!(fallback.workgroup_bytes == 0 && fallback.fallback.is_none());
+    assert!(fallback.bounds_checks && !fallback.wgsl.contains("register-blocked"));
+    d.set_workgroup_bytes(32 * 1024);
+    let runs = |spec: &'static KernelSpec| d.kernel_for(spec).expect("a kernel");
+    assert!(std::ptr::eq(runs(coop), fallback));
+    // The 8-32-32-1's three matrices take 20.25 KiB.
+    assert!(std::ptr::eq(
+        runs(&net32::ADJOINT_KERNEL),
+        &net32::ADJOINT_KERNEL
+    ));
+    let mut rng = Rng(91);
+    let shared = net64::Shared {
+        w1: uniform_array(&mut rng, 0.6),
+        w2: uniform_array(&mut rng, 0.15),
+        w3: uniform_array(&mut rng, 0.2),
+    };
+    let batch: Vec<net64::Args> = (0..700)
+        .map(|_| net64::Args {
+            scale: rng.uniform(0.5, 2.0),
+            p: uniform_array(&mut rng, 1.0),
+            t: rng.uniform(-0.5, 0.5),
+        })
+        .collect();
+    let kernel = net64::kernel(&d);
+    let launch = || {
+        let (v, _, g) = kernel.value_and_grad(&batch, &shared).expect("launch");
+        (v, words(&g))
+    };
+    check("3-64-64-1 on 32 KiB", &batch, launch, |a| {
+        let (v, _, g) = net64::value_and_grad(a, &shared);
+        (v, words(&g))
+    });
+    let alone: &'static KernelSpec = Box::leak(Box::new(KernelSpec {
+        fallback: None,
+        ..*coop
+    }));
+    let words_in = bytemuck::cast_slice::<net64::Args, f32>(&batch);
+    let mut outputs: Vec<Vec<f32>> = (alone.outputs.iter())
+        .map(|o| vec![0.0; batch.len() * o.words as usize])
+        .collect();
+    let mut outputs: Vec<&mut [f32]> = outputs.iter_mut().map(|o| &mut o[..]).collect();
+    let mut shared_grad = vec![0.0f32; alone.shared_grad_words()];
+    let err = d
+        .launch_shared(
+            alone,
+            words_in,
+            bytemuck::cast_slice(std::slice::from_ref(&shared)),
+            &mut outputs,
+            &mut shared_grad,
+        )
+        .expect_err("48 KiB on a GPU of 32");
+    assert!(
+        matches!(&err, gradfuse::Error::Unsupported(m) if m.contains("workgroup memory")),
+        "{err}"
+    );
+}

@@ -8,9 +8,8 @@ use common::networks::{ACTIVATIONS, with_layer_activations};
 use common::{Rng, device};
 
 /// Network `c`'s cooperative value kernel on `input` (rows of `words`) and `shared`: its
-/// values against the f64 interpreter's of the unoptimized IR, each to 1e-5 of its size
-/// (and `4e-6 sqrt(v)` for a squared loss near zero, as `networks_cooperative.rs` holds
-/// the adjoint's values).
+/// values against the f64 interpreter's ([`assert_values_match_interpreter`]), and the
+/// same bits launched in rows of one workgroup.
 fn check_values_against_interpreter(
     name: &str,
     c: &gradfuse_shaders_gen::Compiled,
@@ -20,7 +19,6 @@ fn check_values_against_interpreter(
 ) {
     use common::compiled::compiled_spec;
     use gradfuse_shaders_gen::abi::KernelKind;
-    use gradfuse_shaders_gen::interp;
     assert!(
         c.wgsl_forward.contains("register-blocked"),
         "{name}: value kernel"
@@ -47,7 +45,22 @@ fn check_values_against_interpreter(
         .expect("launch in rows");
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&by_rows), bits(&values), "{name}: launched in rows");
-    for e in 0..n {
+    assert_values_match_interpreter(name, c, words, shared, input, &values);
+}
+
+/// `values`, network `c`'s on `input` (rows of `words`) and `shared`, against the f64
+/// interpreter's of the unoptimized IR, each to 1e-5 of its size (and `4e-6 sqrt(v)` for a
+/// squared loss near zero, as `networks_cooperative.rs` holds the adjoint's values).
+fn assert_values_match_interpreter(
+    name: &str,
+    c: &gradfuse_shaders_gen::Compiled,
+    words: usize,
+    shared: &[f32],
+    input: &[f32],
+    values: &[f32],
+) {
+    use gradfuse_shaders_gen::interp;
+    for e in 0..values.len() {
         let row = input[e * words..(e + 1) * words].iter().chain(shared);
         let want = interp::eval(
             &c.lowered.primal,
@@ -95,4 +108,40 @@ fn value_kernels_of_networks_past_the_unrolling_budget_match_the_interpreter() {
             check_values_against_interpreter(&name, &c, words, &shared, &input);
         }
     }
+}
+
+/// The cooperative value kernel takes 48 KiB of workgroup memory for three layers of 64
+/// rows: a GPU of 32 KiB (Apple's, many mobile ones) runs the value kernel of one element a
+/// thread beside it, with the interpreter's values.
+#[test]
+fn a_gpu_of_less_workgroup_memory_runs_the_value_kernel_of_one_element_a_thread() {
+    use common::compiled::compiled_spec;
+    use gradfuse_shaders_gen::abi::KernelKind;
+    use gradfuse_shaders_gen::samples::deep_network;
+    let Some(d) = common::own_gpu() else { return };
+    let c =
+        gradfuse_shaders_gen::compile_str(&deep_network(4, &[64, 64, 64], 1)).expect("compiles");
+    let spec = compiled_spec("net", &c, KernelKind::Forward);
+    assert_eq!(spec.workgroup_bytes, 48 * 1024);
+    d.set_workgroup_bytes(32 * 1024);
+    let runs = d.kernel_for(spec).expect("a kernel");
+    assert!(spec.fallback.is_some_and(|f| std::ptr::eq(f, runs)));
+    assert!(runs.bounds_checks && !runs.wgsl.contains("register-blocked"));
+    let mut rng = Rng(790);
+    let shared: Vec<f32> = (0..c.lowered.layout.shared_words)
+        .map(|_| rng.uniform(-0.3, 0.3))
+        .collect();
+    let (words, n) = (5, 300);
+    let input: Vec<f32> = (0..n * words).map(|_| rng.uniform(-1.0, 1.0)).collect();
+    let mut values = vec![0.0f32; n];
+    d.launch_shared(spec, &input, &shared, &mut [&mut values], &mut [])
+        .expect("launch");
+    assert_values_match_interpreter(
+        "4-64-64-64-1 on 32 KiB",
+        &c,
+        words,
+        &shared,
+        &input,
+        &values,
+    );
 }

@@ -52,6 +52,8 @@ fn adjoint_spec(
         precision,
         cpu: gpu_only,
         bounds_checks: true,
+        workgroup_bytes: 0,
+        fallback: None,
     }))
 }
 

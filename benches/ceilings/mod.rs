@@ -59,6 +59,8 @@ pub fn spec_shared(
         precision: gradfuse::Precision::F32,
         cpu,
         bounds_checks: true,
+        workgroup_bytes: 0,
+        fallback: None,
     }))
 }
 

@@ -168,11 +168,39 @@ impl Device {
     /// first launch of at least 2^18 elements, from the host or recorded, on a GPU that is
     /// not a CPU adapter), else its own [`KernelSpec::workgroup_size`].
     pub fn workgroup_size_of(&self, spec: &'static KernelSpec) -> u32 {
+        let spec = self.kernel_for(spec).unwrap_or(spec);
         match &self.backend {
             Backend::Cpu => spec.workgroup_size,
             #[cfg(feature = "gpu")]
             Backend::Gpu(g) => g.as_chosen(spec).workgroup_size,
         }
+    }
+
+    /// The kernel launches of `spec` run on this device: `spec` itself, or on a GPU with
+    /// less workgroup memory than it needs ([`KernelSpec::workgroup_bytes`]: the cooperative
+    /// network kernels' 48 KiB on a GPU of 32 KiB) its fallback of one element a thread
+    /// ([`KernelSpec::fallback`]); [`Error::Unsupported`] where it has none. On the CPU,
+    /// `spec`: its CPU version runs.
+    pub fn kernel_for(&self, spec: &'static KernelSpec) -> Result<&'static KernelSpec, Error> {
+        match &self.backend {
+            Backend::Cpu => Ok(spec),
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(g) => g.runnable(spec),
+        }
+    }
+
+    /// Takes this GPU to have `bytes` of workgroup memory in place of its adapter's limit
+    /// when [`Device::kernel_for`] picks a kernel or its fallback: for tests, which run the
+    /// fallbacks a smaller GPU would, and which run the cooperative network kernels on
+    /// lavapipe, which reports 32 KiB and runs their 48 KiB (its workgroup memory is the
+    /// host's). No effect on the CPU device.
+    #[doc(hidden)]
+    pub fn set_workgroup_bytes(&self, bytes: u32) {
+        #[cfg(feature = "gpu")]
+        if let Backend::Gpu(g) = &self.backend {
+            g.set_workgroup_bytes(bytes);
+        }
+        let _ = bytes;
     }
 
     /// Whether large uploads (`Device::write`, `Device::buffer` of 128 MiB or more) stage

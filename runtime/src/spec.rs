@@ -193,6 +193,18 @@ pub struct KernelSpec {
     /// only of kernels whose indices are in range by construction (the cooperative network
     /// adjoint, 1.3x faster without them); a spec written by hand should keep `true`.
     pub bounds_checks: bool,
+    /// Bytes of workgroup memory a device must have to run the kernel: 0 for a kernel that
+    /// declares no more than the 16 KiB WebGPU guarantees every device (or sizes what it
+    /// declares by the device's, [`WORKGROUP_BYTES_OVERRIDE`]); the cooperative network
+    /// kernels' matrices take up to 48 KiB, which Apple's and many mobile GPUs lack
+    /// (32 KiB). wgpu does not check it, and a driver given more than it has may fail in
+    /// any way, so the runtime checks it before it launches ([`KernelSpec::fallback`]).
+    pub workgroup_bytes: u32,
+    /// The same computation from a kernel that needs less workgroup memory (one element a
+    /// thread, with bindings and outputs as this one's): what a launch runs on a device with
+    /// less than [`KernelSpec::workgroup_bytes`]. Where there is none, such a launch returns
+    /// [`crate::Error::Unsupported`].
+    pub fallback: Option<&'static KernelSpec>,
 }
 
 /// The gathered variant of a kernel: each per-element argument read from a buffer of its
@@ -259,6 +271,26 @@ impl KernelSpec {
     /// Output words per element, all outputs together.
     pub fn output_words(&self) -> usize {
         self.outputs.iter().map(|o| o.words as usize).sum()
+    }
+
+    /// The kernel a device with `workgroup_bytes` of workgroup memory runs for this spec:
+    /// this one where it fits, else the first of its fallbacks that does
+    /// ([`KernelSpec::fallback`]); an error where none does.
+    pub fn for_workgroup_bytes(
+        &'static self,
+        workgroup_bytes: u32,
+    ) -> Result<&'static KernelSpec, crate::Error> {
+        let mut spec = self;
+        while spec.workgroup_bytes > workgroup_bytes {
+            spec = spec.fallback.ok_or_else(|| {
+                crate::Error::Unsupported(format!(
+                    "{}: needs {} bytes of workgroup memory, and the device has {} \
+                     (and the kernel has no fallback that needs less)",
+                    self.label, spec.workgroup_bytes, workgroup_bytes
+                ))
+            })?;
+        }
+        Ok(spec)
     }
 
     /// Shared argument words (0 without `#[shared]` arguments).

@@ -29,6 +29,8 @@ pub struct KernelLaunch {
     pub workgroup_size: u32,
     /// Whether the runtime compiles it with wgpu's bounds checks ([`KernelForm`]).
     pub bounds_checks: bool,
+    /// Workgroup memory a device must have to run it ([`KernelForm::workgroup_bytes`]).
+    pub workgroup_bytes: u32,
 }
 
 /// How one kernel of a compiled function is compiled and bound: what a kernel of one
@@ -46,6 +48,13 @@ pub struct KernelForm {
     /// ([`abi::shared_in_uniform`]): not the cooperative network kernels, whose lanes read
     /// different weights at once (the constant cache serves one address at a time).
     pub shared_uniform: bool,
+    /// Bytes of workgroup memory a device must have to run it: 0 for a kernel of one
+    /// element a thread, which declares no more than the 16 KiB WebGPU guarantees every
+    /// device (or sizes what it declares by the device's), and the cooperative network
+    /// kernels' matrices, up to 48 KiB, which Apple's and most mobile GPUs lack (32 KiB).
+    /// Where a device has less, the runtime launches the function's kernel of one element
+    /// a thread instead ([`crate::Compiled::adjoint_fallback`]).
+    pub workgroup_bytes: u32,
 }
 
 impl KernelForm {
@@ -54,6 +63,7 @@ impl KernelForm {
         workgroup_size: abi::WORKGROUP_SIZE,
         bounds_checks: true,
         shared_uniform: true,
+        workgroup_bytes: 0,
     };
 }
 
@@ -84,9 +94,10 @@ pub fn kernel_launch(c: &Compiled, kind: KernelKind) -> KernelLaunch {
     launch_of(c, kind, form)
 }
 
-/// The launch of the gathered variant of kernel `kind` of `c` (`Compiled::wgsl_gathered`),
-/// which computes one element a thread whatever the plain kernel does.
-pub fn gathered_kernel_launch(c: &Compiled, kind: KernelKind) -> KernelLaunch {
+/// The launch of kernel `kind` of `c` as one element a thread computes it, whatever the
+/// plain kernel does: the gathered variant's (`Compiled::wgsl_gathered`) and the fallback's
+/// (`Compiled::forward_fallback`, `Compiled::adjoint_fallback`).
+pub fn per_element_launch(c: &Compiled, kind: KernelKind) -> KernelLaunch {
     launch_of(c, kind, KernelForm::PER_ELEMENT)
 }
 
@@ -127,6 +138,7 @@ fn launch_of(c: &Compiled, kind: KernelKind, form: KernelForm) -> KernelLaunch {
         precision: layout.precision,
         workgroup_size: form.workgroup_size,
         bounds_checks: form.bounds_checks,
+        workgroup_bytes: form.workgroup_bytes,
     }
 }
 

@@ -67,6 +67,12 @@ pub struct Compiled {
     /// How the adjoint kernel is compiled and bound: one element a thread, or the
     /// cooperative network adjoint's form ([`emit_wgsl::emit_network_adjoint`]).
     pub adjoint_form: launch::KernelForm,
+    /// Where the value kernel is the cooperative network kernel: the value kernel of one
+    /// element a thread, launched as [`launch::per_element_launch`] says, for devices with
+    /// less workgroup memory than its form's [`launch::KernelForm::workgroup_bytes`].
+    pub forward_fallback: Option<String>,
+    /// The same for the adjoint kernel.
+    pub adjoint_fallback: Option<String>,
     /// The IR of the CPU versions.
     pub cpu: CpuIr,
     /// Second order, for an `f32` result with gradient words.
@@ -223,11 +229,10 @@ pub fn compile_with(
     } else {
         adjoint.clone()
     };
-    let (wgsl_forward, forward_form, value_primal) =
-        value_kernel(&sig, layout, &lowered.primal, &primal);
+    let (forward, value_primal) = value_kernel(&sig, layout, &lowered.primal, &primal);
     let adjoint_elements =
         emit_wgsl::elements_per_thread(layout, KernelKind::Adjoint, &kernel_adjoint);
-    let (wgsl_reverse, adjoint_form) = adjoint_kernel(
+    let reverse = adjoint_kernel(
         &sig,
         layout,
         &lowered.primal,
@@ -249,8 +254,10 @@ pub fn compile_with(
     });
     Ok(Compiled {
         adjoint_elements,
-        forward_form,
-        adjoint_form,
+        forward_form: forward.form,
+        adjoint_form: reverse.form,
+        forward_fallback: forward.fallback,
+        adjoint_fallback: reverse.fallback,
         wgsl_reduce,
         wgsl_gathered,
         second,
@@ -263,10 +270,18 @@ pub fn compile_with(
         primal,
         reverse: Reverse::Gradient(adjoint),
         tangent,
-        wgsl_forward,
+        wgsl_forward: forward.wgsl,
         wgsl_tangent,
-        wgsl_reverse,
+        wgsl_reverse: reverse.wgsl,
     })
+}
+
+/// A kernel as [`compile`] chose it: its WGSL and form, and where that form needs more
+/// workgroup memory than every device has, the WGSL of one element a thread.
+struct ChosenKernel {
+    wgsl: String,
+    form: KernelForm,
+    fallback: Option<String>,
 }
 
 /// The value kernel of a scalar function whose lowered primal is `f` (`primal`: the other
@@ -279,7 +294,7 @@ fn value_kernel(
     layout: &abi::ArgLayout,
     f: &Function,
     primal: &Function,
-) -> (String, KernelForm, Function) {
+) -> (ChosenKernel, Function) {
     // The value kernel unrolls layers over shared weights further (where there are none,
     // its primal is the other kernels').
     let layers = shared_layer(layout);
@@ -301,17 +316,20 @@ fn value_kernel(
     let plan = keeps_layer
         .then(|| cooperative::network_value_plan(layout, f))
         .flatten();
-    let (wgsl, form) = match plan {
-        Some(plan) => (
-            emit_wgsl::emit_network_value(sig, &plan),
-            network_form(&plan),
-        ),
-        None => (
-            emit_wgsl::emit_kernel(sig, layout, KernelKind::Forward, &value_primal),
-            KernelForm::PER_ELEMENT,
-        ),
+    let per_element = emit_wgsl::emit_kernel(sig, layout, KernelKind::Forward, &value_primal);
+    let kernel = match plan {
+        Some(plan) => ChosenKernel {
+            wgsl: emit_wgsl::emit_network_value(sig, &plan),
+            form: network_form(&plan, plan.value_workgroup_bytes()),
+            fallback: Some(per_element),
+        },
+        None => ChosenKernel {
+            wgsl: per_element,
+            form: KernelForm::PER_ELEMENT,
+            fallback: None,
+        },
     };
-    (wgsl, form, value_primal.into_owned())
+    (kernel, value_primal.into_owned())
 }
 
 /// The adjoint kernel of a scalar function whose lowered primal is `f`: for a network the
@@ -323,33 +341,39 @@ fn adjoint_kernel(
     f: &Function,
     kernel_adjoint: &Function,
     elements: u32,
-) -> (String, KernelForm) {
+) -> ChosenKernel {
+    let per_element = || {
+        emit_wgsl::emit_kernel_with_elements(
+            sig,
+            layout,
+            KernelKind::Adjoint,
+            kernel_adjoint,
+            elements,
+        )
+    };
     match cooperative::network_plan(layout, f) {
-        Some(plan) => (
-            emit_wgsl::emit_network_adjoint(sig, &plan),
-            network_form(&plan),
-        ),
-        None => (
-            emit_wgsl::emit_kernel_with_elements(
-                sig,
-                layout,
-                KernelKind::Adjoint,
-                kernel_adjoint,
-                elements,
-            ),
-            KernelForm::PER_ELEMENT,
-        ),
+        Some(plan) => ChosenKernel {
+            wgsl: emit_wgsl::emit_network_adjoint(sig, &plan),
+            form: network_form(&plan, plan.workgroup_bytes()),
+            fallback: Some(per_element()),
+        },
+        None => ChosenKernel {
+            wgsl: per_element(),
+            form: KernelForm::PER_ELEMENT,
+            fallback: None,
+        },
     }
 }
 
-/// The form of a cooperative network kernel of `plan` (value or adjoint): its workgroup
-/// size, no bounds checks (every index is in range by construction), shared words from
-/// storage.
-fn network_form(plan: &emit_wgsl::NetworkPlan) -> KernelForm {
+/// The form of a cooperative network kernel of `plan` (value or adjoint) declaring
+/// `workgroup_bytes` of workgroup memory: its workgroup size, no bounds checks (every index
+/// is in range by construction), shared words from storage.
+fn network_form(plan: &emit_wgsl::NetworkPlan, workgroup_bytes: u32) -> KernelForm {
     KernelForm {
         workgroup_size: emit_wgsl::network_workgroup_size(plan),
         bounds_checks: false,
         shared_uniform: emit_wgsl::NETWORK_SHARED_UNIFORM,
+        workgroup_bytes,
     }
 }
 
@@ -540,6 +564,8 @@ fn compile_vector(lowered: Lowered, primal: Function, cpu_primal: Function, sig:
         adjoint_elements: 1,
         forward_form: launch::KernelForm::PER_ELEMENT,
         adjoint_form: launch::KernelForm::PER_ELEMENT,
+        forward_fallback: None,
+        adjoint_fallback: None,
         wgsl_reduce: None,
         wgsl_gathered,
         second: None,

@@ -5,17 +5,40 @@
 use gradfuse::{KernelSpec, OutputSpec, ReductionSpec, SharedSpec};
 use gradfuse_shaders_gen::Compiled;
 use gradfuse_shaders_gen::abi::{self, KernelKind};
-use gradfuse_shaders_gen::launch::kernel_launch;
+use gradfuse_shaders_gen::launch::{KernelLaunch, kernel_launch, per_element_launch};
 
 /// The runtime's launch description of kernel `kind` of `c`, an f32 function, labelled
-/// `name::entry_point` (leaked: specs are `'static`). It runs on the GPU only.
+/// `name::entry_point` (leaked: specs are `'static`), with its fallback of one element a
+/// thread where `c` has one. It runs on the GPU only.
 pub fn compiled_spec(name: &str, c: &Compiled, kind: KernelKind) -> &'static KernelSpec {
-    let launch = kernel_launch(c, kind);
     let wgsl = match kind {
         KernelKind::Forward => &c.wgsl_forward,
         KernelKind::Tangent => &c.wgsl_tangent,
         _ => &c.wgsl_reverse,
     };
+    let fallback = match kind {
+        KernelKind::Forward => c.forward_fallback.as_ref(),
+        KernelKind::Adjoint => c.adjoint_fallback.as_ref(),
+        _ => None,
+    };
+    let fallback = fallback.map(|wgsl| {
+        let label = format!("{name}::{} (one element a thread)", kind.entry_point());
+        spec_of(&label, c, kind, per_element_launch(c, kind), wgsl, None)
+    });
+    let label = format!("{name}::{}", kind.entry_point());
+    spec_of(&label, c, kind, kernel_launch(c, kind), wgsl, fallback)
+}
+
+/// The spec of `launch`, kernel `kind` of `c` whose module is `wgsl`.
+fn spec_of(
+    label: &str,
+    c: &Compiled,
+    kind: KernelKind,
+    launch: KernelLaunch,
+    wgsl: &str,
+    fallback: Option<&'static KernelSpec>,
+) -> &'static KernelSpec {
+    let name = label.split("::").next().unwrap_or(label);
     let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
     let shared = launch.shared.map(|s| {
         let reduction = (s.reduced).then(|| ReductionSpec {
@@ -42,8 +65,8 @@ pub fn compiled_spec(name: &str, c: &Compiled, kind: KernelKind) -> &'static Ker
         .map(|&(binding, words)| OutputSpec { binding, words })
         .collect();
     Box::leak(Box::new(KernelSpec {
-        label: leak(format!("{name}::{}", kind.entry_point())),
-        wgsl: leak(wgsl.clone()),
+        label: leak(label.to_string()),
+        wgsl: leak(wgsl.to_string()),
         entry_point: kind.entry_point(),
         workgroup_size: launch.workgroup_size,
         max_workgroups_per_dim: abi::MAX_WORKGROUPS_PER_DIM,
@@ -56,6 +79,8 @@ pub fn compiled_spec(name: &str, c: &Compiled, kind: KernelKind) -> &'static Ker
         precision: gradfuse::Precision::F32,
         cpu: gpu_only,
         bounds_checks: launch.bounds_checks,
+        workgroup_bytes: launch.workgroup_bytes,
+        fallback,
     }))
 }
 

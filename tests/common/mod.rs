@@ -20,10 +20,32 @@ pub fn device() -> &'static Device {
             // compilation), which has passed the 60 s default. The limit is for hung
             // devices; `tests/faults.rs` tests it on a device of its own.
             d.set_timeout(std::time::Duration::from_secs(600));
+            // lavapipe reports 32 KiB of workgroup memory and runs the cooperative network
+            // kernels' 48 KiB (its workgroup memory is the host's): the tests run those
+            // kernels there as a GPU of 48 KiB does, and `a_gpu_of_less_workgroup_memory_*`
+            // the fallbacks a smaller one runs.
+            if d.is_software_gpu() {
+                d.set_workgroup_bytes(gradfuse_shaders_gen::emit_wgsl::NETWORK_WORKGROUP_BYTES);
+            }
             d
         }
         Err(e) => panic!("no device for the GPU tests: {e}"),
     })
+}
+
+/// A GPU device of the test's own, for a test that changes a device's settings (or
+/// breaks it); `None` where there is no GPU and `GRADFUSE_REQUIRE_GPU` does not ask for one.
+pub fn own_gpu() -> Option<Device> {
+    match Device::gpu() {
+        Ok(d) => Some(d),
+        Err(e) if std::env::var(gradfuse::REQUIRE_GPU_ENV).is_ok_and(|v| v == "1") => {
+            panic!("GRADFUSE_REQUIRE_GPU=1 and no GPU: {e}")
+        }
+        Err(e) => {
+            println!("no GPU ({e}): this test needs one of its own");
+            None
+        }
+    }
 }
 
 /// A small deterministic generator (SplitMix64), so failures reproduce.

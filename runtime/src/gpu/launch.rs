@@ -127,7 +127,7 @@ impl Gpu {
         shared_grad: &mut [f32],
     ) -> Result<(), Error> {
         self.check_lost()?;
-        let spec = self.choose_size(spec, input, n)?;
+        let spec = self.choose_size(self.runnable(spec)?, input, n)?;
         let pipeline = self.pipeline(spec)?;
         let reduce = self.reduce_pipeline(spec)?;
         let pipelines = Pipelines {
@@ -528,6 +528,8 @@ mod tests {
             precision: crate::spec::Precision::F32,
             cpu: |_, _| {},
             bounds_checks: true,
+            workgroup_bytes: 0,
+            fallback: None,
         }
     }
 

@@ -125,6 +125,9 @@ pub(crate) struct Gpu {
     /// A lower bound on launches' chunk bytes than [`MAX_CHUNK_BYTES`], for tests
     /// ([`crate::Device::set_chunk_bytes`]).
     chunk_bytes: std::sync::atomic::AtomicU64,
+    /// The workgroup memory launches take the device to have: its limit, unless a test
+    /// set another ([`crate::Device::set_workgroup_bytes`]).
+    workgroup_bytes: std::sync::atomic::AtomicU32,
 }
 
 /// How long a wait for the GPU lasts before it is an [`Error::Timeout`], unless the user
@@ -139,6 +142,23 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Gpu {
+    /// The kernel a launch of `spec` runs on this device: `spec`, or its fallback where the
+    /// device has less workgroup memory than `spec` needs ([`KernelSpec::for_workgroup_bytes`]).
+    pub(crate) fn runnable(&self, spec: &'static KernelSpec) -> Result<&'static KernelSpec, Error> {
+        spec.for_workgroup_bytes(self.workgroup_bytes())
+    }
+
+    /// The workgroup memory launches take the device to have ([`Gpu::runnable`]).
+    pub(crate) fn workgroup_bytes(&self) -> u32 {
+        self.workgroup_bytes
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Takes the device to have `bytes` of workgroup memory ([`crate::Device::set_workgroup_bytes`]).
+    pub(crate) fn set_workgroup_bytes(&self, bytes: u32) {
+        (self.workgroup_bytes).store(bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// The workgroups `(x, y)` of a dispatch of `groups` workgroups: rows of at most the
     /// device's per-dimension limit, the second dimension counting rows.
     pub(super) fn workgroups(&self, groups: u64) -> (u32, u32) {
@@ -214,7 +234,9 @@ impl Gpu {
                 *slot = Some(e.to_string());
             }
         }));
+        let workgroup_bytes = limits.max_compute_workgroup_storage_size.into();
         Ok(Gpu {
+            workgroup_bytes,
             instance,
             device,
             queue,

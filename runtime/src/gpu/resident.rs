@@ -169,7 +169,7 @@ impl Gpu {
         self.check_lost()?;
         // Chosen on the rows as they are now: a recording may write them before this
         // launch runs, but what a size's speed depends on is the kernel, not the data.
-        let spec = self.choose_size_resident(spec, b.input.gpu(), n);
+        let spec = self.choose_size_resident(self.runnable(spec)?, b.input.gpu(), n);
         let main = self.pipeline(spec)?;
         let dispatch = Dispatch {
             args: ArgsIn::Rows(b.input),

@@ -25,7 +25,7 @@ impl Gpu {
     ) -> Result<Vec<KernelTime>, Error> {
         // The kernel as launches run it: at the workgroup size chosen for it.
         let n = input.len() / spec.input_words.max(1) as usize;
-        let spec = self.choose_size(spec, input, n)?;
+        let spec = self.choose_size(self.runnable(spec)?, input, n)?;
         // A query set holds at most 4,096 timestamps, 4 per launch: longer runs are timed
         // in several submissions.
         const MAX_TIMED_LAUNCHES: usize = 1024;

@@ -22,11 +22,23 @@ fn plan_of(src: &str) -> (Option<NetworkPlan>, String) {
     assert_eq!(shared(KernelKind::Adjoint), Some(uniform && plan.is_none()));
     assert_eq!(shared(KernelKind::Forward), Some(uniform && !value));
     for kind in [KernelKind::Forward, KernelKind::Adjoint] {
-        let gathered = crate::launch::gathered_kernel_launch(&c, kind);
+        let gathered = crate::launch::per_element_launch(&c, kind);
         assert_eq!(gathered.shared.map(|s| s.uniform), Some(uniform));
         assert_eq!(gathered.workgroup_size, abi::WORKGROUP_SIZE);
         assert!(gathered.bounds_checks);
+        assert_eq!(gathered.workgroup_bytes, 0);
     }
+    // A cooperative kernel names its workgroup memory, and comes with the kernel of one
+    // element a thread that a device of less runs.
+    let (forward, adjoint) = (launch(KernelKind::Forward), launch(KernelKind::Adjoint));
+    assert_eq!(c.forward_fallback.is_some(), value);
+    assert_eq!(c.adjoint_fallback.is_some(), plan.is_some());
+    assert_eq!(forward.workgroup_bytes > 0, value);
+    let bytes = plan.as_ref().map_or(0, NetworkPlan::workgroup_bytes);
+    assert_eq!(adjoint.workgroup_bytes, bytes, "{src}");
+    assert!(bytes <= crate::emit_wgsl::NETWORK_WORKGROUP_BYTES);
+    let per_element = |w: &Option<String>| (w.iter()).all(|w| !w.contains("register-blocked"));
+    assert!(per_element(&c.forward_fallback) && per_element(&c.adjoint_fallback));
     (plan, c.wgsl_reverse)
 }
 

@@ -5,7 +5,7 @@
 use super::ItemPlan;
 use super::body::{body, body_storing, loads};
 use super::launcher::{launcher, resident_launcher};
-use super::spec::kernel_spec;
+use super::spec::{fallback_items, kernel_spec};
 use super::tokens::operand;
 use crate::abi::KernelKind;
 use proc_macro2::TokenStream;
@@ -159,6 +159,7 @@ fn scalar_kernels(plan: &ItemPlan) -> TokenStream {
     let eval_args = plan.eval_args();
     let fwd_spec = kernel_spec(plan, KernelKind::Forward, &format_ident!("cpu_forward"));
     let adj_spec = kernel_spec(plan, KernelKind::Adjoint, &format_ident!("cpu_adjoint"));
+    let fallbacks = fallback_items(plan);
     let (float, out_view) = (plan.float_ty(), plan.out_view());
     // The CPU versions for the runtime: element words, then shared words in; value, the
     // element's gradient words, then its shared gradient words out.
@@ -207,5 +208,6 @@ fn scalar_kernels(plan: &ItemPlan) -> TokenStream {
         pub static FORWARD_KERNEL: ::gradfuse::KernelSpec = #fwd_spec;
         /// The adjoint kernel's launch description.
         pub static ADJOINT_KERNEL: ::gradfuse::KernelSpec = #adj_spec;
+        #fallbacks
     }
 }

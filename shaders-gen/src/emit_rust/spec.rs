@@ -3,7 +3,7 @@
 
 use super::ItemPlan;
 use crate::abi::{self, KernelKind};
-use crate::launch::{gathered_kernel_launch, kernel_launch};
+use crate::launch::{kernel_launch, per_element_launch};
 use proc_macro2::TokenStream;
 use quote::quote;
 
@@ -17,7 +17,65 @@ pub(super) fn kernel_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident) -
         KernelKind::Hessian => quote!(WGSL_HESSIAN),
     };
     let label = format!("{}::{}", plan.fname, kind.entry_point());
-    spec_of(plan, kind, cpu, wgsl, &label, false)
+    let fallback = match fallback_names(plan, kind) {
+        Some((_, spec)) => quote!(::core::option::Option::Some(&#spec)),
+        None => quote!(::core::option::Option::None),
+    };
+    spec_of(plan, kind, cpu, wgsl, &label, Form::Plain { fallback })
+}
+
+/// The names of the WGSL constant and the spec of kernel `kind`'s fallback of one element
+/// a thread, for a kernel that has one ([`crate::Compiled::adjoint_fallback`]).
+fn fallback_names(plan: &ItemPlan, kind: KernelKind) -> Option<(syn::Ident, syn::Ident)> {
+    let (c, name) = (plan.c, kind.entry_point().to_uppercase());
+    let has = match kind {
+        KernelKind::Forward => c.forward_fallback.is_some(),
+        KernelKind::Adjoint => c.adjoint_fallback.is_some(),
+        _ => false,
+    };
+    has.then(|| {
+        (
+            quote::format_ident!("WGSL_{name}_FALLBACK"),
+            quote::format_ident!("{name}_FALLBACK_KERNEL"),
+        )
+    })
+}
+
+/// The WGSL constants and specs of the value and adjoint kernels' fallbacks of one
+/// element a thread, where the function has them: the kernels a device with less workgroup
+/// memory than the cooperative network kernels' runs (the runtime picks,
+/// `gradfuse::KernelSpec::fallback`).
+pub(super) fn fallback_items(plan: &ItemPlan) -> TokenStream {
+    let c = plan.c;
+    let kernels = [
+        (KernelKind::Forward, &c.forward_fallback, "cpu_forward"),
+        (KernelKind::Adjoint, &c.adjoint_fallback, "cpu_adjoint"),
+    ];
+    let items = kernels.into_iter().filter_map(|(kind, wgsl, cpu)| {
+        let (wgsl, (wgsl_name, spec_name)) = (wgsl.as_ref()?, fallback_names(plan, kind)?);
+        let label = format!(
+            "{}::{} (one element a thread)",
+            plan.fname,
+            kind.entry_point()
+        );
+        let cpu = quote::format_ident!("{cpu}");
+        let spec = spec_of(
+            plan,
+            kind,
+            &cpu,
+            quote!(#wgsl_name),
+            &label,
+            Form::PerElement,
+        );
+        Some(quote! {
+            /// The WGSL module of one element a thread that devices with too little
+            /// workgroup memory for the cooperative kernel run.
+            pub const #wgsl_name: &str = #wgsl;
+            /// Its launch description.
+            pub static #spec_name: ::gradfuse::KernelSpec = #spec;
+        })
+    });
+    quote!(#(#items)*)
 }
 
 /// The `::gradfuse::GatheredSpec` of the gathered variant of kernel `kind` (see
@@ -32,7 +90,7 @@ pub(super) fn gathered_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident)
         }
     };
     let label = format!("{}::{} (gathered)", plan.fname, kind.entry_point());
-    let kernel = spec_of(plan, kind, cpu, wgsl, &label, true);
+    let kernel = spec_of(plan, kind, cpu, wgsl, &label, Form::PerElement);
     let fields = plan.layout.fields().into_iter().enumerate().map(|(k, slot)| {
         let (rows, index) = abi::field_bindings(k as u32);
         // 4-byte words, as the runtime counts them.
@@ -59,25 +117,36 @@ pub(super) fn gathered_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident)
     }
 }
 
-/// The spec of kernel `kind` whose WGSL constant is `wgsl`, of its gathered variant where
-/// `gathered`.
+/// Which of a kernel's launches a spec describes.
+enum Form {
+    /// The plain kernel's, with the tokens of its fallback (an `Option<&KernelSpec>`).
+    Plain { fallback: TokenStream },
+    /// One element a thread's: the gathered variant's, or the fallback's.
+    PerElement,
+}
+
+/// The spec of kernel `kind` whose WGSL constant is `wgsl`, launched as `form` says.
 fn spec_of(
     plan: &ItemPlan,
     kind: KernelKind,
     cpu: &syn::Ident,
     wgsl: TokenStream,
     label: &str,
-    gathered: bool,
+    form: Form,
 ) -> TokenStream {
-    // Gathered kernels compute one element a thread, whatever the plain one does: their
-    // shared words too are bound as such a kernel's (a network's gathered adjoint was bound
-    // to storage, as its cooperative plain kernel is, and failed to launch).
-    let launch = if gathered {
-        gathered_kernel_launch(plan.c, kind)
-    } else {
-        kernel_launch(plan.c, kind)
+    // Gathered kernels and fallbacks compute one element a thread, whatever the plain one
+    // does: their shared words too are bound as such a kernel's (a network's gathered
+    // adjoint was bound to storage, as its cooperative plain kernel is, and failed to
+    // launch).
+    let (launch, fallback) = match form {
+        Form::Plain { fallback } => (kernel_launch(plan.c, kind), fallback),
+        Form::PerElement => (
+            per_element_launch(plan.c, kind),
+            quote!(::core::option::Option::None),
+        ),
     };
     let (wg, bounds_checks) = (launch.workgroup_size, launch.bounds_checks);
+    let workgroup_bytes = launch.workgroup_bytes;
     let entry = kind.entry_point();
     let precision = super::tokens::precision_value(launch.precision);
     let outs = launch.outputs.iter().map(
@@ -140,6 +209,8 @@ fn spec_of(
             work_per_element: #work,
             precision: #precision,
             bounds_checks: #bounds_checks,
+            workgroup_bytes: #workgroup_bytes,
+            fallback: #fallback,
             cpu: #cpu,
         }
     }
