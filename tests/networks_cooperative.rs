@@ -503,6 +503,35 @@ fn networks_of_three_and_four_layers_match_the_interpreter() {
     }
 }
 
+/// Three hidden layers of 64 rows (or fewer, padded), whose five matrices would not fit
+/// 48 KiB: the kernel lends its weight matrices to the chunk's activations and adjoints
+/// and copies the weights in again (`network/reload.rs`). One output or two, tanh, relu
+/// and the sigmoid, a padded layer between full ones.
+#[test]
+fn three_layers_of_64_rows_reload_their_weights_and_match_the_interpreter() {
+    use gradfuse_shaders_gen::samples::deep_network;
+    let [tanh, relu, sigmoid] = ACTIVATIONS;
+    // Inputs, each layer's rows, outputs, each layer's activation, batch.
+    type Case<'a> = (usize, &'a [usize], usize, [&'a str; 3], usize);
+    let cases: [Case; 3] = [
+        (5, &[64, 64, 64], 1, [tanh, tanh, tanh], 200),
+        (3, &[64, 48, 64], 2, [relu, sigmoid, tanh], 150),
+        (8, &[40, 64, 33], 1, [sigmoid, relu, tanh], 90),
+    ];
+    for (i, hidden, o, activations, n) in cases {
+        let src = with_layer_activations(deep_network(i, hidden, o), &activations);
+        let widths: Vec<String> = hidden.iter().map(|h| h.to_string()).collect();
+        let name = format!("{i}-{}-{o}, {activations:?}", widths.join("-"));
+        let c = gradfuse_shaders_gen::compile_str(&src).expect("compiles");
+        assert!(
+            c.wgsl_reverse.contains("its three layers as")
+                && c.wgsl_reverse.contains("weights copied in again"),
+            "{name}: not the cooperative kernel that reloads its weights"
+        );
+        check_at_random(&name, &src, (i + o, n), 500 + i as u64);
+    }
+}
+
 /// Deep networks of shapes drawn at random (fixed seeds): three or four hidden layers of
 /// 17 to 32 rows each, inputs 1 to 32, 1 to the most outputs that fit beside them (four
 /// after three layers, three after four), each layer tanh, relu or the sigmoid, batches of

@@ -361,15 +361,19 @@ fn deeper_networks_get_the_kernel_where_their_matrices_fit() {
     use crate::emit_wgsl::NETWORK_WORKGROUP_BYTES as WORKGROUP_BYTES;
     // (hidden layers, outputs, whether the kernel takes them): at 32 rows up to four
     // layers, whose three later matrices and three stored activations leave 16 KiB for
-    // `d_s`, three outputs' rows of it at most; at 64 rows two layers alone.
+    // `d_s`, three outputs' rows of it at most; at 64 rows two layers, or three whose
+    // weight matrices the kernel lends (`reload.rs`) with up to two outputs, no more.
     for (hidden, outputs, cooperative) in [
         (vec![32usize, 32, 32], 1usize, true),
         (vec![32, 32, 32, 32], 1, true),
         (vec![20, 30, 24, 32], 3, true),
         (vec![32, 32, 32, 32], 4, false),
         (vec![32; 5], 1, false),
-        (vec![64, 64, 64], 1, false),
-        (vec![32, 64, 32], 1, false),
+        (vec![64, 64, 64], 1, true),
+        (vec![64, 64, 64], 2, true),
+        (vec![64, 64, 64], 3, false),
+        (vec![32, 64, 32], 1, true),
+        (vec![64; 4], 1, false),
         (vec![16, 16, 16], 1, false),
     ] {
         let src = crate::samples::deep_network(8, &hidden, outputs);
@@ -377,6 +381,9 @@ fn deeper_networks_get_the_kernel_where_their_matrices_fit() {
         assert_eq!(plan.is_some(), cooperative, "{hidden:?} {outputs}");
         let Some(plan) = plan else { continue };
         assert!(plan.workgroup_bytes() <= WORKGROUP_BYTES, "{hidden:?}");
+        let reloads = plan.hidden == 64 && hidden.len() == 3;
+        assert_eq!(plan.reloads_weights(), reloads, "{hidden:?}");
+        assert_eq!(wgsl.contains("weights copied in again"), reloads);
         assert_eq!(
             rows_of(&plan),
             hidden.iter().map(|r| *r as u32).collect::<Vec<_>>()

@@ -40,6 +40,12 @@
 //!   layer's `d_h_(l-1) = W_l^T d_s_l` and `d_W_l += d_s_l h_(l-1)^T` in turn, the layer
 //!   below's `d_s` through `d_s2`'s matrix. Names of layer `l` end in `l`, the output
 //!   rows' in `L + 1`, so that two layers' kernels read as before.
+//! - Three hidden layers of 64 rows, whose five matrices would take 80 KiB, run in three
+//!   ([`reload`], [`NetworkPlan::reloads_weights`]): the weight matrices lend their memory
+//!   to the chunk's activations and adjoints, the first layer is computed again in the
+//!   reverse pass, and the weights are copied in again each chunk. The 8-64-64-64-1
+//!   adjoint ran 2.9x faster so than one element a thread on the H200 (96.5 -> 32.5 ms at
+//!   2^24), level with JAX "default" at 2^20 (BENCHMARKS.md).
 //! - Layers of fewer rows than the kernel's 32 or 64 (17 to 64, two widths or one) are
 //!   computed at its width, the rows past theirs padding: their weights, biases and output
 //!   weights loaded as zero (at an index clamped into the written rows), so their sums are
@@ -70,14 +76,17 @@
 //! and faster than JAX at 2^20 and 2^24 (BENCHMARKS.md, "Layers as register-blocked
 //! products of the workgroup").
 
+mod activations;
 mod partials;
 mod phases;
+mod reload;
 mod value;
 
-use crate::ir::{Activation, AtZero, Function, Op};
+use crate::ir::{Activation, Function, Op};
 use crate::ops::Func;
 use crate::ops::{WGSL_TANH_BRANCH_FREE, wgsl_helper};
 use crate::signature::Precision;
+use activations::{WGSL_RELU, activate, derivative, keeps_ties, record_ties};
 use partials::partial_sums;
 use phases::{backward, entry_prologue, forward, output_and_loss};
 use std::collections::BTreeSet;
@@ -198,8 +207,8 @@ pub const SHARED_UNIFORM: bool = false;
 impl NetworkPlan {
     /// Whether this kernel can be written for the plan: widths whose swizzles are XORs
     /// within a row (powers of two), two hidden layers or more whose matrices fit
-    /// [`WORKGROUP_BYTES`] ([`NetworkPlan::workgroup_bytes`]: up to four at 32 rows, two at
-    /// 64), layers of as many rows or fewer ([`padded_width`], [`MIN_PADDED_ROWS`]),
+    /// [`WORKGROUP_BYTES`] ([`NetworkPlan::workgroup_bytes`]: up to four at 32 rows, three
+    /// at 64 with its weights reloaded), layers of as many rows or fewer ([`padded_width`], [`MIN_PADDED_ROWS`]),
     /// outputs whose lanes' parts fit `d_s`'s matrix ([`max_outputs`]), activations whose
     /// derivative it reads off their stored outputs (`tanh`, relu, the sigmoid), inputs that
     /// fit the borrowed rows, and a loss of plain words.
@@ -257,11 +266,31 @@ impl NetworkPlan {
 
     /// Bytes of the kernel's workgroup memory: the weights of each hidden layer after the
     /// first (`H x H`), the chunk's activations of each hidden layer but the last (`H x
-    /// 64`), and the `d_s` matrix.
+    /// 64`), and the `d_s` matrix; or where those do not fit but the kernel
+    /// [`NetworkPlan::reloads_weights`], its three matrices.
     pub fn workgroup_bytes(&self) -> u32 {
+        if self.reloads_weights() {
+            return 3 * 4 * self.hidden * 64;
+        }
+        self.stored_workgroup_bytes()
+    }
+
+    /// [`NetworkPlan::workgroup_bytes`] of a kernel that keeps every matrix the reverse
+    /// reads.
+    fn stored_workgroup_bytes(&self) -> u32 {
         let (h, later) = (self.hidden, self.layers.len().saturating_sub(1) as u32);
         let ds = ds_rows(h, self.outputs.len() as u32);
         4 * (later * h * h + later * h * 64 + ds * 64)
+    }
+
+    /// Whether the kernel lends its weight matrices to the chunk's activations and adjoints
+    /// and copies the weights in again (`network/reload.rs`): three hidden layers of 64
+    /// rows, whose five matrices would take 80 KiB, in three of 16 KiB.
+    pub fn reloads_weights(&self) -> bool {
+        self.hidden == 64
+            && self.depth() == 3
+            && self.stored_workgroup_bytes() > WORKGROUP_BYTES
+            && ds_rows(self.hidden, self.outputs.len() as u32) <= self.hidden
     }
 
     /// Bytes of the value kernel's workgroup memory: the weights of each hidden layer after
@@ -405,6 +434,9 @@ struct Shape {
     depth: u32,
     /// Whether this is the value kernel's shape ([`emit_network_value`]).
     value: bool,
+    /// Whether the adjoint lends its weight matrices ([`NetworkPlan::reloads_weights`]):
+    /// its three matrices are then all `vec4` arrays, `w3s`, `w2s` and `acts`.
+    reloads: bool,
 }
 
 impl Shape {
@@ -412,6 +444,7 @@ impl Shape {
     fn of_value(plan: &NetworkPlan) -> Shape {
         Shape {
             value: true,
+            reloads: false,
             ..Shape::of(plan)
         }
     }
@@ -422,13 +455,54 @@ impl Shape {
         self.h_matrix(0)
     }
 
-    /// The matrix of layer `l`'s activations (`l` from 1; 0: the chunk's inputs): its own
-    /// in the adjoint (the inputs in `ds2s`), the one activation matrix in the value kernel.
+    /// The matrix of layer `l`'s activations as the forward pass writes them (`l` from 1; 0:
+    /// the chunk's inputs): its own in the adjoint (the inputs in `ds2s`), the one
+    /// activation matrix in the value kernel and the adjoint that reloads its weights.
     fn h_matrix(&self, l: u32) -> String {
-        match (self.value, l) {
+        match (self.value || self.reloads, l) {
             (true, _) => "acts".into(),
             (false, 0) => "ds2s".into(),
             (false, l) => format!("h{l}s"),
+        }
+    }
+
+    /// The matrix the reverse pass reads layer `l`'s activations from: where the forward
+    /// wrote them, but for the first layer's of an adjoint that reloads its weights, which
+    /// it computes again into `W3`'s matrix ([`reload`]).
+    fn h_below_matrix(&self, l: u32) -> String {
+        match (self.reloads, l) {
+            (true, 1) => "w3s".into(),
+            _ => self.h_matrix(l),
+        }
+    }
+
+    /// The matrix of `d_s_l`, layer `l`'s sums' adjoints (the last layer's holding the
+    /// lanes' parts of the outputs and `d_y` before them): `ds2s`, or in an adjoint that
+    /// reloads its weights `W2`'s matrix for the last layer's and the activation matrix
+    /// for the second's, each overwriting what the reverse no longer reads.
+    fn ds_matrix(&self, l: u32) -> String {
+        match (self.reloads, l == self.depth) {
+            (false, _) => "ds2s".into(),
+            (true, true) => "w2s".into(),
+            (true, false) => "acts".into(),
+        }
+    }
+
+    /// The matrix the partial sums pass their words through once the last chunk is done:
+    /// `h1s`, or `W3`'s in an adjoint that reloads its weights.
+    fn sums_matrix(&self) -> String {
+        if self.reloads { "w3s" } else { "h1s" }.into()
+    }
+
+    /// Where `W_l[j][k]` is in `w{l}s` (WGSL expressions of `u32`): the word
+    /// `j * H + 4 ((k / 4) ^ (j % groups)) + k % 4` of an `f32` array, or its `vec4` and
+    /// component where the kernel [`NetworkPlan::reloads_weights`].
+    fn weight_cell(&self, l: u32, j: &str, k4: &str, k: &str) -> String {
+        let (h, g) = (self.hidden, self.groups);
+        if self.reloads {
+            format!("w{l}s[{j} * {}u + (({k4}) ^ ({j} % {g}u))][{k}]", h / 4)
+        } else {
+            format!("w{l}s[{j} * {h}u + 4u * (({k4}) ^ ({j} % {g}u)) + {k}]")
         }
     }
 
@@ -475,6 +549,7 @@ impl Shape {
             depth: plan.depth(),
             prefetch: (64 * plan.inputs).div_ceil(threads),
             value: false,
+            reloads: plan.reloads_weights(),
         }
     }
 
@@ -503,70 +578,6 @@ impl Shape {
         }
     }
 }
-
-/// The WGSL of activation `a` over `sums`, a `vec4` (one of [`NetworkPlan::supported`]'s).
-fn activate(a: Activation, sums: &str) -> String {
-    match a {
-        Activation::Relu(_) => format!("relu4({sums})"),
-        Activation::Sigmoid => format!("sigmoid4({sums})"),
-        _ => format!("tanh4({sums})"),
-    }
-}
-
-/// Whether a layer of activation `a` keeps a tie mask of the sums that were exactly zero:
-/// a relu whose derivative at zero is not 0 ([`WGSL_RELU`]).
-fn keeps_ties(a: Activation) -> bool {
-    matches!(a, Activation::Relu(at_zero) if at_zero != AtZero::Zero)
-}
-
-/// The statement that records which lanes of `sums` are exactly zero into layer `layer`'s
-/// tie mask at bit `bit`, where `a` [`keeps_ties`].
-fn record_ties(a: Activation, layer: u32, sums: &str, bit: u32) -> Option<String> {
-    keeps_ties(a).then(|| format!("ties{layer} |= zero_bits({sums}, {bit}u);"))
-}
-
-/// The WGSL of activation `a`'s derivative from `out`, a `vec4` of what [`activate`]
-/// wrote, and (relu) layer `layer`'s tie mask at bit `bit`.
-fn derivative(a: Activation, out: &str, layer: u32, bit: u32) -> String {
-    match a {
-        Activation::Relu(AtZero::Zero) => format!("drelu4({out}, 0u, 0u, 0.0)"),
-        Activation::Relu(at_zero) => {
-            let d = at_zero.derivative();
-            format!("drelu4({out}, ties{layer}, {bit}u, {d:?})")
-        }
-        Activation::Sigmoid => format!("({out} * (vec4<f32>(1.0) - {out}))"),
-        _ => format!("(vec4<f32>(1.0) - {out} * {out})"),
-    }
-}
-
-/// Relu's helpers. `max(s, 0)`'s derivative is 1 above zero, 0.5 at zero (`ad::partials`:
-/// a tie; 0 or 1 for a relu written as a branch, [`AtZero`]) and 0 below and at NaN, which
-/// the output `0` alone cannot tell apart; so each
-/// thread keeps a bit for each of its sums that was exactly zero (a tie mask a layer,
-/// `ties1`, `ties2`: 16 sums a thread at either width), set where the layer is computed
-/// and read where its derivative is. NaN gives `0`, as Rust's `f32::max` (and `gf_max`)
-/// does. Storing ties as `-0.0` instead, for the derivative to read the sign back, passed
-/// on lavapipe and failed on the H200, its gradients off far from any tie (as if every
-/// zero output read as one): Vulkan promises signed zeros only to a shader that asks.
-const WGSL_RELU: &str = "\
-// max(v, 0), and 0 where v is NaN.
-fn relu4(v: vec4<f32>) -> vec4<f32> {
-    return select(vec4<f32>(0.0), v, v > vec4<f32>(0.0));
-}
-
-// Bits bit .. bit + 3 set where v's lanes are exactly zero.
-fn zero_bits(v: vec4<f32>, bit: u32) -> u32 {
-    let b = select(vec4<u32>(0u), vec4<u32>(1u, 2u, 4u, 8u), v == vec4<f32>(0.0));
-    return (b.x | b.y | b.z | b.w) << bit;
-}
-
-// A relu's derivative from relu4's output h and zero_bits's mask: 1 above zero, at_zero
-// where the sum was exactly zero, else 0.
-fn drelu4(h: vec4<f32>, ties: u32, bit: u32, at_zero: f32) -> vec4<f32> {
-    let tie = (vec4<u32>(ties >> bit) & vec4<u32>(1u, 2u, 4u, 8u)) != vec4<u32>(0u);
-    return select(select(vec4<f32>(0.0), vec4<f32>(at_zero), tie), vec4<f32>(1.0), h > vec4<f32>(0.0));
-}
-";
 
 /// Index of `vec4` column `col` of row `row` of a swizzled matrix (`rm`: the row modulo 8).
 fn cell(row: &str, rm: &str, col: &str) -> String {
@@ -634,10 +645,16 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             plan.element_words
         );
     } else {
+        let reloads = if sh.reloads {
+            "\n// Its weight matrices lend their memory to the chunk's activations and adjoints,\n\
+             // the weights copied in again (`network/reload.rs`)."
+        } else {
+            ""
+        };
         let _ = writeln!(
             s,
             "// gradfuse adjoint (value and gradient) kernel of `{signature}`, its {layers} layers as\n\
-             // register-blocked matrix products of the workgroup over chunks of 64 elements.\n\
+             // register-blocked matrix products of the workgroup over chunks of 64 elements.{reloads}\n\
              // Element i's words: args[{}i ..]; shared_partials[{}g ..]: workgroup g's sum of\n\
              // d/d shared_args; values[i]: the value.\n",
             plan.element_words, plan.shared_words
@@ -659,10 +676,16 @@ fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         g = sh.groups
     );
     for l in 2..=sh.depth {
-        let _ = writeln!(s, "var<workgroup> w{l}s: array<f32, {}>;", h * h);
+        if sh.reloads {
+            let _ = writeln!(s, "var<workgroup> w{l}s: array<vec4<f32>, {}>;", h * h / 4);
+        } else {
+            let _ = writeln!(s, "var<workgroup> w{l}s: array<f32, {}>;", h * h);
+        }
     }
     s.push_str("// Rows of 16 vec4s (64 elements), column c of row r at r * 16 + (c ^ (r % 8)).\n");
-    if sh.value {
+    if sh.reloads {
+        let _ = writeln!(s, "var<workgroup> acts: array<vec4<f32>, {}>;\n", h * 16);
+    } else if sh.value {
         let rows = plan.value_rows();
         let _ = writeln!(s, "var<workgroup> acts: array<vec4<f32>, {}>;\n", rows * 16);
     } else {

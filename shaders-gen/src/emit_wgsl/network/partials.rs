@@ -9,7 +9,7 @@ use std::fmt::Write;
 /// The parts after the first hand their `d_W_l` to it in turn, through `h1s` (word
 /// `j * H + k`), which the last chunk has finished reading.
 fn sum_parts(sh: &Shape, l: u32, s: &mut String) {
-    let h = sh.hidden;
+    let (h, m) = (sh.hidden, sh.sums_matrix());
     // `stmt(a, b)` for each word of the thread's tile, `q` its word of `h1s`.
     let each = |s: &mut String, stmt: &dyn Fn(u32, u32) -> String| {
         for (a, b) in (0..sh.ja).flat_map(|a| (0..sh.kb).map(move |b| (a, b))) {
@@ -24,9 +24,9 @@ fn sum_parts(sh: &Shape, l: u32, s: &mut String) {
     };
     for p in 1..sh.parts {
         let _ = writeln!(s, "    workgroupBarrier();\n    if (part == {p}u) {{");
-        each(s, &|a, b| format!("h1s[q / 4u][q % 4u] = gw{l}_{a}[{b}];"));
+        each(s, &|a, b| format!("{m}[q / 4u][q % 4u] = gw{l}_{a}[{b}];"));
         line(s, "    }\n    workgroupBarrier();\n    if (part == 0u) {");
-        each(s, &|a, b| format!("gw{l}_{a}[{b}] += h1s[q / 4u][q % 4u];"));
+        each(s, &|a, b| format!("gw{l}_{a}[{b}] += {m}[q / 4u][q % 4u];"));
         line(s, "    }");
     }
 }
@@ -81,9 +81,10 @@ pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         for (it, value) in items {
             let _ = writeln!(
                 s,
-                "            {{ let q = {}u + {row}; let old = select(0.0f, h1s[q / 4u][q % 4u], v > 0u); \
-                 h1s[q / 4u][q % 4u] = old + {value}; }}",
-                it * h
+                "            {{ let q = {}u + {row}; let old = select(0.0f, {m}[q / 4u][q % 4u], v > 0u); \
+                 {m}[q / 4u][q % 4u] = old + {value}; }}",
+                it * h,
+                m = sh.sums_matrix()
             );
         }
     }
@@ -95,6 +96,7 @@ pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
 /// output's bias gradient summed over the first 64 threads.
 fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let (h, i, depth) = (sh.hidden, sh.inputs, sh.depth);
+    let ds = sh.ds_matrix(depth);
     // Row o of ds2s: output o's bias gradient of each of the first 64 threads.
     let at_row = |o: u32| match o {
         0 => String::new(),
@@ -103,7 +105,7 @@ fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let output_bias_stores: String = (0..sh.outputs)
         .map(|o| {
             format!(
-                "        ds2s[{}lid / 4u][lid % 4u] = {};\n",
+                "        {ds}[{}lid / 4u][lid % 4u] = {};\n",
                 at_row(o),
                 output_bias_grad(sh, o)
             )
@@ -139,7 +141,7 @@ fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             };
             format!(
                 "        var {b3} = 0.0f;\n        \
-                 for (var e = 0u; e < 64u; e++) {{\n            {b3} += ds2s[{}e / 4u][e % 4u];\n        }}\n        \
+                 for (var e = 0u; e < 64u; e++) {{\n            {b3} += {ds}[{}e / 4u][e % 4u];\n        }}\n        \
                  shared_partials[row + {}u] = {b3};\n",
                 at_row(o),
                 out.bias
@@ -162,15 +164,16 @@ fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         word(plan.layer(1).weights, "j", "it"),
         bias_items.join(" else "),
         w3_words.join(" "),
-        row_sum_store(plan, i),
+        row_sum_store(plan, sh, i),
     );
 }
 
 /// The store of item `it`'s row `j` of the per-row sums: items up to `inputs` (`d_W1`'s
 /// columns and `d_b1`) are of the first layer's rows, item `inputs + l - 1` (`d_b_l`) of
 /// layer `l`'s, the outputs' of the last layer's.
-fn row_sum_store(plan: &NetworkPlan, inputs: u32) -> String {
-    let store = "shared_partials[row + at] = h1s[q / 4u][q % 4u];";
+fn row_sum_store(plan: &NetworkPlan, sh: &Shape, inputs: u32) -> String {
+    let m = sh.sums_matrix();
+    let store = &format!("shared_partials[row + at] = {m}[q / 4u][q % 4u];");
     let h = plan.hidden;
     let rows: Vec<u32> = plan.layers.iter().map(|l| l.rows.min(h)).collect();
     if rows.iter().all(|r| *r == rows[0]) {

@@ -41,15 +41,7 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let ol = sh.depth + 1;
     // Each later layer's weights into its matrix, in one loop.
     let copies: String = (2..=sh.depth)
-        .map(|l| {
-            let weights = plan.layer(l).weights;
-            let written = [Some(plan.layer(l).rows), Some(plan.layer(l - 1).rows)];
-            format!(
-                "w{l}s[j * {h}u + 4u * ((k / 4u) ^ (j % {}u)) + k % 4u] = {};\n",
-                sh.groups,
-                plan.load(weights, ("j", "k"), written)
-            )
-        })
+        .map(|l| weight_copy(plan, sh, l))
         .collect::<Vec<_>>()
         .join("        ");
     // The value kernel sums no gradient: no `d_W` tiles (`jb`, `kb`, `part`).
@@ -161,6 +153,17 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     line(s, "        workgroupBarrier();");
 }
 
+/// The statement that copies `W_l[j][k]` into its matrix (`j` and `k` in scope).
+pub(super) fn weight_copy(plan: &NetworkPlan, sh: &Shape, l: u32) -> String {
+    let weights = plan.layer(l).weights;
+    let written = [Some(plan.layer(l).rows), Some(plan.layer(l - 1).rows)];
+    format!(
+        "{} = {};\n",
+        sh.weight_cell(l, "j", "k / 4u", "k % 4u"),
+        plan.load(weights, ("j", "k"), written)
+    )
+}
+
 /// The inputs of the chunk at `first` into the registers `xr` (their latency hidden by
 /// the chunk before), each element's clamped to the batch's last: written where `n >= 1`
 /// (the kernel runs without bounds checks: the module doc). Clamped rather than guarded:
@@ -181,7 +184,7 @@ fn prefetch(plan: &NetworkPlan, sh: &Shape, first: &str, pad: &str, s: &mut Stri
 }
 
 /// The chunk's inputs (in `xc`) into rows `0..inputs` of `matrix`.
-fn store_x(sh: &Shape, matrix: &str, s: &mut String) {
+pub(super) fn store_x(sh: &Shape, matrix: &str, s: &mut String) {
     let i = sh.inputs;
     for r in 0..sh.prefetch {
         let _ = writeln!(
@@ -228,7 +231,15 @@ pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             let _ = writeln!(s, "        var ties{layer} = 0u;");
         }
     }
-    first_layer_sums(sh, s);
+    first_layer_sums(sh, &sh.x_matrix(), s);
+    // Where the activations overwrite their input (the adjoint that reloads its weights),
+    // every thread first reads it.
+    let overwrite = |s: &mut String| {
+        if sh.reloads {
+            line(s, "        workgroupBarrier();");
+        }
+    };
+    overwrite(s);
     store_activations(plan, sh, 1, "s", s);
     line(s, "        workgroupBarrier();");
     // A layer between the first and the last, in a block of its own: its sums take the
@@ -236,6 +247,7 @@ pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     for l in 2..sh.depth {
         let mut block = String::new();
         layer_product(sh, l, &mut block);
+        overwrite(&mut block);
         store_activations(plan, sh, l, "f", &mut block);
         let _ = writeln!(s, "        {{\n{}        }}", indented(&block));
         line(s, "        workgroupBarrier();");
@@ -257,13 +269,13 @@ pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             }
         }
     }
-    output_parts(sh, "ds2s", s);
+    output_parts(sh, &sh.ds_matrix(last), s);
     line(s, "        workgroupBarrier();");
 }
 
 /// The first layer's sums `s{r}_{c} = b1 + W1 x` for the thread's tile, the chunk's
-/// inputs from [`Shape::x_matrix`].
-pub(super) fn first_layer_sums(sh: &Shape, s: &mut String) {
+/// inputs from `matrix` ([`Shape::x_matrix`] in the forward pass).
+pub(super) fn first_layer_sums(sh: &Shape, matrix: &str, s: &mut String) {
     let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
     for r in rows.clone() {
         for c in cols.clone() {
@@ -273,7 +285,7 @@ pub(super) fn first_layer_sums(sh: &Shape, s: &mut String) {
     let _ = writeln!(s, "        for (var k = 0u; k < {}u; k++) {{", sh.inputs);
     for c in cols.clone() {
         let x = cell("k", "(k % 8u)", &format!("cw + {c}u"));
-        let _ = writeln!(s, "            let x{c} = {}[{x}];", sh.x_matrix());
+        let _ = writeln!(s, "            let x{c} = {matrix}[{x}];");
         for r in rows.clone() {
             let _ = writeln!(s, "            s{r}_{c} += w1_{r}[k] * x{c};");
         }
@@ -305,15 +317,27 @@ pub(super) fn store_activations(
     sums: &str,
     s: &mut String,
 ) {
+    store_activations_into(plan, sh, (l, sums), &sh.h_matrix(l), !sh.value, s);
+}
+
+/// Layer `l`'s activations of its sums `{sums}{r}_{c}` into `matrix`, and where `ties`
+/// their ties into its mask.
+pub(super) fn store_activations_into(
+    plan: &NetworkPlan,
+    sh: &Shape,
+    (l, sums): (u32, &str),
+    matrix: &str,
+    ties: bool,
+    s: &mut String,
+) {
     let a = plan.layer(l).activation;
-    let matrix = sh.h_matrix(l);
     for r in 0..sh.lane_rows {
         for c in 0..sh.columns {
             let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
             let sums = format!("{sums}{r}_{c}");
             let h = unpadded(plan, sh, l, r, activate(a, &sums));
             let _ = writeln!(s, "        {matrix}[{at}] = {h};");
-            let ties = record_ties(a, l, &sums, sh.tie_bit(r, c)).filter(|_| !sh.value);
+            let ties = record_ties(a, l, &sums, sh.tie_bit(r, c)).filter(|_| ties);
             if let Some(ties) = ties {
                 let _ = writeln!(s, "        {ties}");
             }
@@ -343,18 +367,22 @@ pub(super) fn layer_product(sh: &Shape, l: u32, s: &mut String) {
     }
     let h = sh.hidden;
     for m in 0..sh.groups {
-        let _ = writeln!(
-            s,
-            "        {{\n            let wbase = lr * {h}u + 4u * ({m}u ^ (lr % {}u));",
-            sh.groups
-        );
-        for i in 0..4 {
-            for r in rows.clone() {
-                let _ = writeln!(
-                    s,
-                    "            let wv{r}_{i} = w{l}s[wbase + {}u];",
-                    sh.row_lanes * r * h + i
-                );
+        if sh.reloads {
+            lane_weights(sh, l, m, s);
+        } else {
+            let _ = writeln!(
+                s,
+                "        {{\n            let wbase = lr * {h}u + 4u * ({m}u ^ (lr % {}u));",
+                sh.groups
+            );
+            for i in 0..4 {
+                for r in rows.clone() {
+                    let _ = writeln!(
+                        s,
+                        "            let wv{r}_{i} = w{l}s[wbase + {}u];",
+                        sh.row_lanes * r * h + i
+                    );
+                }
             }
         }
         let input = sh.h_matrix(l - 1);
@@ -363,6 +391,28 @@ pub(super) fn layer_product(sh: &Shape, l: u32, s: &mut String) {
             rank_one_step(sh, (&input, 4 * m + i, &format!("h{i}_")), weight, "f", s);
         }
         line(s, "        }");
+    }
+}
+
+/// The opening of step `m` of layer `l`'s product in a kernel whose weight matrices are
+/// `vec4` arrays ([`Shape::weight_cell`]): the lane's `vec4` of columns `4m ..` of each of
+/// its rows, `wv{r}_{i}` its words.
+fn lane_weights(sh: &Shape, l: u32, m: u32, s: &mut String) {
+    let _ = writeln!(
+        s,
+        "        {{\n            let wbase = lr * {}u + ({m}u ^ (lr % {}u));",
+        sh.hidden / 4,
+        sh.groups
+    );
+    for r in 0..sh.lane_rows {
+        let _ = writeln!(
+            s,
+            "            let wq{r} = w{l}s[wbase + {}u];",
+            sh.row_lanes * r * sh.hidden / 4
+        );
+        for (i, c) in ["x", "y", "z", "w"].into_iter().enumerate() {
+            let _ = writeln!(s, "            let wv{r}_{i} = wq{r}.{c};");
+        }
     }
 }
 
@@ -376,10 +426,11 @@ pub(super) fn output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         outputs_and_loss(plan, sh, s);
     }
     let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
+    let ds = sh.ds_matrix(sh.depth);
     for o in 0..sh.outputs {
         for c in cols.clone() {
             let at = dy_cell(o, &format!("cw + {c}u"));
-            let _ = writeln!(s, "        let dy{}{c} = ds2s[{at}];", sh.out(o));
+            let _ = writeln!(s, "        let dy{}{c} = {ds}[{at}];", sh.out(o));
         }
     }
     let (last, ol) = (sh.depth, sh.depth + 1);
@@ -412,7 +463,7 @@ pub(super) fn output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     for r in rows {
         for c in cols.clone() {
             let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
-            let _ = writeln!(s, "        ds2s[{at}] = g{r}_{c};");
+            let _ = writeln!(s, "        {ds}[{at}] = g{r}_{c};");
         }
     }
     line(s, "        workgroupBarrier();");
@@ -421,17 +472,18 @@ pub(super) fn output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
 /// The one output row summed over the lanes' parts by 64 threads, an element each, the
 /// loss and `d_y`, into row 32 of `ds2s`.
 fn one_output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    let ds = sh.ds_matrix(sh.depth);
     let _ = writeln!(
         s,
         "        if (lid < 64u) {{\n            let e = lid;\n            var y = sw({}u);\n            \
          for (var r = 0u; r < {}u; r++) {{\n                \
-         y += ds2s[r * 16u + ((e / 4u) ^ (r % 8u))][e % 4u];\n            }}\n            \
+         y += {ds}[r * 16u + ((e / 4u) ^ (r % 8u))][e % 4u];\n            }}\n            \
          let loss = gf_loss(y, min(first + e, n - 1u) * {}u);\n            \
          let inb = first + e < n;\n            \
          if (inb) {{\n                values[first + e] = loss.x;\n            }}\n            \
          let dy = select(0.0f, loss.y, inb);\n            \
          {} += dy;\n            \
-         ds2s[{}][e % 4u] = dy;\n        }}\n        \
+         {ds}[{}][e % 4u] = dy;\n        }}\n        \
          workgroupBarrier();",
         plan.outputs[0].bias,
         sh.row_lanes,
@@ -469,7 +521,8 @@ pub(super) fn sum_output_parts(plan: &NetworkPlan, sh: &Shape, matrix: &str, s: 
 /// only, which it has read (unswizzled, it overwrote another element's part before that
 /// element's thread had read it).
 fn outputs_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
-    sum_output_parts(plan, sh, "ds2s", s);
+    let ds = sh.ds_matrix(sh.depth);
+    sum_output_parts(plan, sh, &ds, s);
     let ys: Vec<String> = (0..sh.outputs).map(|o| format!("y{o}")).collect();
     let _ = writeln!(
         s,
@@ -486,7 +539,7 @@ fn outputs_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             s,
             "            let dy{o} = select(0.0f, loss[{}], inb);\n            \
              {} += dy{o};\n            \
-             ds2s[{}][e % 4u] = dy{o};",
+             {ds}[{}][e % 4u] = dy{o};",
             o + 1,
             output_bias_grad(sh, o),
             dy_cell(o, "e / 4u")
@@ -500,6 +553,9 @@ fn outputs_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
 /// registers ([`layer_backward`]), into `ds2s` for the layer below but the first; then the
 /// inputs again and `d_W1 += d_s1 x^T`.
 pub(super) fn backward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    if sh.reloads {
+        return super::reload::backward(plan, sh, s);
+    }
     // A layer above the second, in a block of its own: its registers take the second's
     // names.
     for l in (3..=sh.depth).rev() {
@@ -516,14 +572,20 @@ pub(super) fn backward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         line(s, "        workgroupBarrier();");
     }
     layer_backward(plan, sh, 2, s);
-    let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
     line(s, "        workgroupBarrier();");
     store_x(sh, "h1s", s);
     line(s, "        workgroupBarrier();");
+    first_layer_grads(sh, "h1s", s);
+    line(s, "    }");
+}
+
+/// `d_W1 += d_s1 x^T` from `e{r}_{c}` (`d_s1`) and the chunk's inputs in `matrix`.
+pub(super) fn first_layer_grads(sh: &Shape, matrix: &str, s: &mut String) {
+    let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
     let _ = writeln!(s, "        for (var k = 0u; k < {}u; k++) {{", sh.inputs);
     for c in cols.clone() {
         let x = cell("k", "(k % 8u)", &format!("cw + {c}u"));
-        let _ = writeln!(s, "            let x{c} = h1s[{x}];");
+        let _ = writeln!(s, "            let x{c} = {matrix}[{x}];");
     }
     for r in rows {
         let sum = cols.clone().fold(format!("gw1_{r}[k]"), |acc, c| {
@@ -531,34 +593,43 @@ pub(super) fn backward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         });
         let _ = writeln!(s, "            gw1_{r}[k] = {sum};");
     }
-    line(s, "        }\n    }");
+    line(s, "        }");
 }
 
 /// Layer `l`'s part of [`backward`], its `d_s_l` in `ds2s`: `d{r}_{c}`, the lane's rows of
 /// `W_l^T d_s_l`; `d_W_l`'s tile; `e{r}_{c} = act'(s_(l-1)) d{r}_{c}` from `h{l-1}s`.
-fn layer_backward(plan: &NetworkPlan, sh: &Shape, l: u32, s: &mut String) {
+pub(super) fn layer_backward(plan: &NetworkPlan, sh: &Shape, l: u32, s: &mut String) {
     let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
     for r in rows.clone() {
         for c in cols.clone() {
             let _ = writeln!(s, "        var d{r}_{c} = vec4<f32>(0.0);");
         }
     }
-    let h = sh.hidden;
+    let (h, ds) = (sh.hidden, sh.ds_matrix(l));
     for j in 0..h {
+        // The lane's rows' words of row `j` of `W_l` (`W_l^T`'s column): `f32` words, or
+        // components of `vec4`s ([`Shape::weight_cell`]).
+        let (at, word) = if sh.reloads {
+            ("(lr / 4u)", (4, "[lr % 4u]", j * h / 4))
+        } else {
+            ("4u * ((lr / 4u)", (1, "", j * h))
+        };
+        let (unit, component, row) = word;
+        let close = if sh.reloads { "" } else { ") + lr % 4u" };
         let _ = writeln!(
             s,
-            "        {{\n            let s = 4u * ((lr / 4u) ^ {}u) + lr % 4u;",
+            "        {{\n            let s = {at} ^ {}u{close};",
             j % sh.groups
         );
         for r in rows.clone() {
             let at = if r == 0 {
                 "s".to_string()
             } else {
-                format!("(s ^ {}u)", sh.row_lanes * r)
+                format!("(s ^ {}u)", sh.row_lanes * r / unit)
             };
-            let _ = writeln!(s, "            let v{r} = w{l}s[{}u + {at}];", j * h);
+            let _ = writeln!(s, "            let v{r} = w{l}s[{row}u + {at}]{component};");
         }
-        rank_one_step(sh, ("ds2s", j, "g"), |r| format!("v{r}"), "d", s);
+        rank_one_step(sh, (&ds, j, "g"), |r| format!("v{r}"), "d", s);
         line(s, "        }");
     }
     if sh.parts == 1 {
@@ -573,15 +644,16 @@ fn layer_backward(plan: &NetworkPlan, sh: &Shape, l: u32, s: &mut String) {
     for a in 0..sh.ja {
         let _ = writeln!(
             s,
-            "            let p{a} = ds2s[(jb + {}u) * 16u + (e4 ^ (jb % 8u))];",
+            "            let p{a} = {ds}[(jb + {}u) * 16u + (e4 ^ (jb % 8u))];",
             sh.nj * a
         );
     }
     let below = l - 1;
+    let hs = sh.h_below_matrix(below);
     for b in 0..sh.kb {
         let _ = writeln!(
             s,
-            "            let q{b} = h{below}s[(kb + {n}u) * 16u + (e4 ^ ((kb + {n}u) % 8u))];",
+            "            let q{b} = {hs}[(kb + {n}u) * 16u + (e4 ^ ((kb + {n}u) % 8u))];",
             n = sh.nk * b
         );
     }
@@ -605,7 +677,7 @@ fn layer_backward(plan: &NetworkPlan, sh: &Shape, l: u32, s: &mut String) {
             );
             let _ = writeln!(
                 s,
-                "        let hh{r}_{c} = h{below}s[{at}];\n        \
+                "        let hh{r}_{c} = {hs}[{at}];\n        \
                  let e{r}_{c} = {d} * d{r}_{c};\n        \
                  gb{below}_{r} += (e{r}_{c}.x + e{r}_{c}.y) + (e{r}_{c}.z + e{r}_{c}.w);"
             );

@@ -2,6 +2,7 @@
 //! its numbers are checked on the GPU against the CPU reverse mode (`tests/networks_cooperative.rs`).
 
 use super::*;
+use crate::ir::AtZero;
 use crate::{Reverse, compile_str};
 
 /// `(y - t)^2` and its derivative in `y`, for elements of `inputs` words of `x` then `t`.

@@ -20,7 +20,7 @@ use std::fmt::Write;
 /// The chunk's layers: `h_1 .. h_(L-1)` through the activation matrix, `h_L` as `t{r}_{c}`
 /// in registers and each lane's part of the output rows into the matrix.
 pub(super) fn layers(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
-    first_layer_sums(sh, s);
+    first_layer_sums(sh, &sh.x_matrix(), s);
     line(s, "        workgroupBarrier();");
     store_activations(plan, sh, 1, "s", s);
     line(s, "        workgroupBarrier();");

@@ -1,0 +1,80 @@
+//! The reverse pass of a cooperative adjoint whose matrices take turns
+//! ([`NetworkPlan::reloads_weights`]): three hidden layers of 64 rows in three matrices of
+//! 16 KiB, where keeping every matrix the reverse reads would take five.
+//!
+//! The forward pass (`phases::forward`) keeps its activations as the value kernel does
+//! ([`super::value`]): the chunk's inputs, `h1` and `h2` in turn in `acts`, each overwriting
+//! the last once every thread has read it, `h3` in registers, and the lanes' parts of the
+//! output row in `w2s`, whose `W2` the forward pass has done with. The reverse pass then
+//! - keeps `d_s3` in `w2s` for `d_h2 = W3^T d_s3` and `d_W3 += d_s3 h2^T`, and writes
+//!   `d_s2` over `h2` in `acts`;
+//! - computes `h1` again from the chunk's inputs (borrowing rows of `w2s`) into `w3s`,
+//!   whose `W3` it has done with: the first layer is the cheap one, `I x 64` FMAs an
+//!   element against `64 x 64`;
+//! - copies `W2` into `w2s` again for `d_h1 = W2^T d_s2` and `d_W2 += d_s2 h1^T`, where it
+//!   stays for the next chunk's forward pass;
+//! - and once `d_W1` has read the inputs again (in `w3s`, over `h1`), copies `W3` into
+//!   `w3s` for the next chunk.
+//!
+//! So each chunk copies 32 KiB of weights from the shared words (in L2 after the first
+//! chunk) and computes the first layer twice, for 64 elements' three layers. On the H200
+//! the 8-64-64-64-1 adjoint ran at 44% of the FMA ceiling so (32.5 ms at 2^24), the
+//! 8-64-64-1's, which keeps its matrices, at 48% (BENCHMARKS.md).
+
+use super::phases::{
+    first_layer_grads, first_layer_sums, indented, layer_backward, line, store_activations_into,
+    store_x, weight_copy,
+};
+use super::{NetworkPlan, Shape, cell};
+use std::fmt::Write;
+
+/// From `d_s3` in `w2s` down to `d_W1`, then `W3` copied in again: see the module doc.
+pub(super) fn backward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    debug_assert!(sh.reloads && sh.depth == 3);
+    // `d_s2` over `h2`, once every thread has read `h2` for `d_W3` and its derivative; the
+    // inputs over `d_s3`, which `d_h2` has read. In a block: layer 2's reverse takes the
+    // same names.
+    let mut block = String::new();
+    layer_backward(plan, sh, 3, &mut block);
+    line(&mut block, "        workgroupBarrier();");
+    for r in 0..sh.lane_rows {
+        for c in 0..sh.columns {
+            let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
+            let _ = writeln!(block, "        acts[{at}] = e{r}_{c};");
+        }
+    }
+    store_x(sh, "w2s", &mut block);
+    let _ = writeln!(s, "        {{\n{}        }}", indented(&block));
+    line(s, "        workgroupBarrier();");
+    // `h1` again, into `w3s` (its ties are in `ties1` since the forward pass), in a block:
+    // its sums take the forward pass's names.
+    let mut block = String::new();
+    first_layer_sums(sh, "w2s", &mut block);
+    store_activations_into(plan, sh, (1, "s"), "w3s", false, &mut block);
+    let _ = writeln!(s, "        {{\n{}        }}", indented(&block));
+    line(s, "        workgroupBarrier();");
+    copy_weights(plan, sh, 2, s);
+    line(s, "        workgroupBarrier();");
+    layer_backward(plan, sh, 2, s);
+    line(s, "        workgroupBarrier();");
+    store_x(sh, "w3s", s);
+    line(s, "        workgroupBarrier();");
+    first_layer_grads(sh, "w3s", s);
+    line(s, "        workgroupBarrier();");
+    copy_weights(plan, sh, 3, s);
+    line(s, "    }");
+}
+
+/// `W_l` copied into `w{l}s` by the workgroup's threads.
+fn copy_weights(plan: &NetworkPlan, sh: &Shape, l: u32, s: &mut String) {
+    let (h, t) = (sh.hidden, sh.threads);
+    let _ = writeln!(
+        s,
+        "        for (var q = lid; q < {}u; q += {t}u) {{\n            \
+         let j = q / {h}u;\n            \
+         let k = q % {h}u;\n            \
+         {}        }}",
+        h * h,
+        weight_copy(plan, sh, l)
+    );
+}
