@@ -494,16 +494,11 @@ impl Shape {
         if self.reloads { "w3s" } else { "h1s" }.into()
     }
 
-    /// Where `W_l[j][k]` is in `w{l}s` (WGSL expressions of `u32`): the word
-    /// `j * H + 4 ((k / 4) ^ (j % groups)) + k % 4` of an `f32` array, or its `vec4` and
-    /// component where the kernel [`NetworkPlan::reloads_weights`].
-    fn weight_cell(&self, l: u32, j: &str, k4: &str, k: &str) -> String {
-        let (h, g) = (self.hidden, self.groups);
-        if self.reloads {
-            format!("w{l}s[{j} * {}u + (({k4}) ^ ({j} % {g}u))][{k}]", h / 4)
-        } else {
-            format!("w{l}s[{j} * {h}u + 4u * (({k4}) ^ ({j} % {g}u)) + {k}]")
-        }
+    /// The `vec4` of `W_l[j][4 k4 ..]` in the `vec4` matrix of a kernel that
+    /// [`NetworkPlan::reloads_weights`] (WGSL expressions of `u32`).
+    fn weight_vec4(&self, l: u32, j: &str, k4: &str) -> String {
+        let (h4, g) = (self.hidden / 4, self.groups);
+        format!("w{l}s[{j} * {h4}u + ({k4} ^ ({j} % {g}u))]")
     }
 
     fn of(plan: &NetworkPlan) -> Shape {
@@ -605,7 +600,11 @@ pub fn emit_network_adjoint(signature: &str, plan: &NetworkPlan) -> String {
     entry_prologue(plan, &sh, &mut s);
     forward(plan, &sh, &mut s);
     output_and_loss(plan, &sh, &mut s);
-    backward(plan, &sh, &mut s);
+    if sh.reloads {
+        reload::backward(plan, &sh, &mut s);
+    } else {
+        backward(plan, &sh, &mut s);
+    }
     partial_sums(plan, &sh, &mut s);
     s
 }

@@ -40,10 +40,22 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let (h, t) = (sh.hidden, sh.threads);
     let ol = sh.depth + 1;
     // Each later layer's weights into its matrix, in one loop.
-    let copies: String = (2..=sh.depth)
-        .map(|l| weight_copy(plan, sh, l))
-        .collect::<Vec<_>>()
-        .join("        ");
+    let layers: Vec<u32> = (2..=sh.depth).collect();
+    let copies = if sh.reloads {
+        weight_copies(plan, sh, &layers, "    ")
+    } else {
+        let copies: String = (layers.iter())
+            .map(|&l| weight_copy(plan, sh, l))
+            .collect::<Vec<_>>()
+            .join("        ");
+        format!(
+            "for (var q = lid; q < {}u; q += {t}u) {{\n        \
+             let j = q / {h}u;\n        \
+             let k = q % {h}u;\n        \
+             {copies}    }}",
+            h * h
+        )
+    };
     // The value kernel sums no gradient: no `d_W` tiles (`jb`, `kb`, `part`).
     let tiles = if sh.value {
         String::new()
@@ -73,13 +85,8 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
          let cg = lid / {rl}u;\n    \
          let cw = cg * {}u;\n    \
          {tiles}\
-         for (var q = lid; q < {}u; q += {t}u) {{\n        \
-         let j = q / {h}u;\n        \
-         let k = q % {h}u;\n        \
-         {}    }}",
+         {copies}",
         sh.columns,
-        h * h,
-        copies,
         rl = sh.row_lanes
     );
     let i = sh.inputs;
@@ -153,15 +160,53 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     line(s, "        workgroupBarrier();");
 }
 
-/// The statement that copies `W_l[j][k]` into its matrix (`j` and `k` in scope).
-pub(super) fn weight_copy(plan: &NetworkPlan, sh: &Shape, l: u32) -> String {
+/// The statement that copies `W_l[j][k]` into its `f32` matrix (`j` and `k` in scope).
+fn weight_copy(plan: &NetworkPlan, sh: &Shape, l: u32) -> String {
     let weights = plan.layer(l).weights;
     let written = [Some(plan.layer(l).rows), Some(plan.layer(l - 1).rows)];
     format!(
-        "{} = {};\n",
-        sh.weight_cell(l, "j", "k / 4u", "k % 4u"),
+        "w{l}s[j * {}u + 4u * ((k / 4u) ^ (j % {}u)) + k % 4u] = {};\n",
+        sh.hidden,
+        sh.groups,
         plan.load(weights, ("j", "k"), written)
     )
+}
+
+/// The loop, indented by `pad`, in which the workgroup's threads copy each of `layers`'
+/// weights into its matrix of `vec4`s, a `vec4` a thread and step: on the H200 the
+/// 8-64-64-64-1 adjoint ran 2.4% faster so than with a word a step (32.47 -> 31.70 ms at
+/// 2^24; BENCHMARKS.md).
+pub(super) fn weight_copies(plan: &NetworkPlan, sh: &Shape, layers: &[u32], pad: &str) -> String {
+    let (h4, t) = (sh.hidden / 4, sh.threads);
+    let mut s = format!(
+        "for (var q = lid; q < {}u; q += {t}u) {{\n{pad}    \
+         let j = q / {h4}u;\n{pad}    \
+         let k4 = q % {h4}u;\n",
+        sh.hidden * h4
+    );
+    for &l in layers {
+        let (weights, rows) = (plan.layer(l).weights, plan.layer(l).rows);
+        let written = [Some(rows), Some(plan.layer(l - 1).rows)];
+        let words: Vec<String> = (0..4)
+            .map(|c| {
+                let k = if c == 0 {
+                    "4u * k4".to_string()
+                } else {
+                    format!("4u * k4 + {c}u")
+                };
+                plan.load(weights, ("j", &k), written)
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "{pad}    {} = vec4<f32>({});",
+            sh.weight_vec4(l, "j", "k4"),
+            words.join(", ")
+        );
+    }
+    s.push_str(pad);
+    s.push('}');
+    s
 }
 
 /// The inputs of the chunk at `first` into the registers `xr` (their latency hidden by
@@ -395,7 +440,7 @@ pub(super) fn layer_product(sh: &Shape, l: u32, s: &mut String) {
 }
 
 /// The opening of step `m` of layer `l`'s product in a kernel whose weight matrices are
-/// `vec4` arrays ([`Shape::weight_cell`]): the lane's `vec4` of columns `4m ..` of each of
+/// `vec4` arrays ([`Shape::weight_vec4`]): the lane's `vec4` of columns `4m ..` of each of
 /// its rows, `wv{r}_{i}` its words.
 fn lane_weights(sh: &Shape, l: u32, m: u32, s: &mut String) {
     let _ = writeln!(
@@ -553,34 +598,42 @@ fn outputs_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
 /// registers ([`layer_backward`]), into `ds2s` for the layer below but the first; then the
 /// inputs again and `d_W1 += d_s1 x^T`.
 pub(super) fn backward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
-    if sh.reloads {
-        return super::reload::backward(plan, sh, s);
-    }
     // A layer above the second, in a block of its own: its registers take the second's
     // names.
     for l in (3..=sh.depth).rev() {
         let mut block = String::new();
         layer_backward(plan, sh, l, &mut block);
         line(&mut block, "        workgroupBarrier();");
-        for r in 0..sh.lane_rows {
-            for c in 0..sh.columns {
-                let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
-                let _ = writeln!(block, "        ds2s[{at}] = e{r}_{c};");
-            }
-        }
+        store_sum_adjoints(sh, "ds2s", &mut block);
         let _ = writeln!(s, "        {{\n{}        }}", indented(&block));
         line(s, "        workgroupBarrier();");
     }
-    layer_backward(plan, sh, 2, s);
-    line(s, "        workgroupBarrier();");
-    store_x(sh, "h1s", s);
-    line(s, "        workgroupBarrier();");
-    first_layer_grads(sh, "h1s", s);
+    second_and_first_layers_backward(plan, sh, "h1s", s);
     line(s, "    }");
 }
 
-/// `d_W1 += d_s1 x^T` from `e{r}_{c}` (`d_s1`) and the chunk's inputs in `matrix`.
-pub(super) fn first_layer_grads(sh: &Shape, matrix: &str, s: &mut String) {
+/// The thread's tile of `e{r}_{c}`, the adjoints of the layer below's sums, into `matrix`.
+pub(super) fn store_sum_adjoints(sh: &Shape, matrix: &str, s: &mut String) {
+    for r in 0..sh.lane_rows {
+        for c in 0..sh.columns {
+            let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
+            let _ = writeln!(s, "        {matrix}[{at}] = e{r}_{c};");
+        }
+    }
+}
+
+/// The second layer's part of [`backward`] ([`layer_backward`]), then the chunk's inputs
+/// into `matrix` (whose `h1` that part has read) and `d_W1 += d_s1 x^T` from them.
+pub(super) fn second_and_first_layers_backward(
+    plan: &NetworkPlan,
+    sh: &Shape,
+    matrix: &str,
+    s: &mut String,
+) {
+    layer_backward(plan, sh, 2, s);
+    line(s, "        workgroupBarrier();");
+    store_x(sh, matrix, s);
+    line(s, "        workgroupBarrier();");
     let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
     let _ = writeln!(s, "        for (var k = 0u; k < {}u; k++) {{", sh.inputs);
     for c in cols.clone() {
@@ -608,7 +661,7 @@ pub(super) fn layer_backward(plan: &NetworkPlan, sh: &Shape, l: u32, s: &mut Str
     let (h, ds) = (sh.hidden, sh.ds_matrix(l));
     for j in 0..h {
         // The lane's rows' words of row `j` of `W_l` (`W_l^T`'s column): `f32` words, or
-        // components of `vec4`s ([`Shape::weight_cell`]).
+        // components of `vec4`s ([`Shape::weight_vec4`]).
         let (at, word) = if sh.reloads {
             ("(lr / 4u)", (4, "[lr % 4u]", j * h / 4))
         } else {

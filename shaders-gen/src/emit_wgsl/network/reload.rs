@@ -18,14 +18,15 @@
 //!
 //! So each chunk copies 32 KiB of weights from the shared words (in L2 after the first
 //! chunk) and computes the first layer twice, for 64 elements' three layers. On the H200
-//! the 8-64-64-64-1 adjoint ran at 44% of the FMA ceiling so (32.5 ms at 2^24), the
-//! 8-64-64-1's, which keeps its matrices, at 48% (BENCHMARKS.md).
+//! the 8-64-64-64-1 adjoint ran at 44% of the FMA ceiling so (32.5 ms at 2^24, 31.7 with
+//! its copies a `vec4` a step), the 8-64-64-1's, which keeps its matrices, at 48%; without
+//! the two copies (wrong sums) it ran 7.7% faster (BENCHMARKS.md).
 
 use super::phases::{
-    first_layer_grads, first_layer_sums, indented, layer_backward, line, store_activations_into,
-    store_x, weight_copy,
+    first_layer_sums, indented, layer_backward, line, second_and_first_layers_backward,
+    store_activations_into, store_sum_adjoints, store_x, weight_copies,
 };
-use super::{NetworkPlan, Shape, cell};
+use super::{NetworkPlan, Shape};
 use std::fmt::Write;
 
 /// From `d_s3` in `w2s` down to `d_W1`, then `W3` copied in again: see the module doc.
@@ -37,12 +38,7 @@ pub(super) fn backward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let mut block = String::new();
     layer_backward(plan, sh, 3, &mut block);
     line(&mut block, "        workgroupBarrier();");
-    for r in 0..sh.lane_rows {
-        for c in 0..sh.columns {
-            let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
-            let _ = writeln!(block, "        acts[{at}] = e{r}_{c};");
-        }
-    }
+    store_sum_adjoints(sh, "acts", &mut block);
     store_x(sh, "w2s", &mut block);
     let _ = writeln!(s, "        {{\n{}        }}", indented(&block));
     line(s, "        workgroupBarrier();");
@@ -55,11 +51,7 @@ pub(super) fn backward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     line(s, "        workgroupBarrier();");
     copy_weights(plan, sh, 2, s);
     line(s, "        workgroupBarrier();");
-    layer_backward(plan, sh, 2, s);
-    line(s, "        workgroupBarrier();");
-    store_x(sh, "w3s", s);
-    line(s, "        workgroupBarrier();");
-    first_layer_grads(sh, "w3s", s);
+    second_and_first_layers_backward(plan, sh, "w3s", s);
     line(s, "        workgroupBarrier();");
     copy_weights(plan, sh, 3, s);
     line(s, "    }");
@@ -67,14 +59,5 @@ pub(super) fn backward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
 
 /// `W_l` copied into `w{l}s` by the workgroup's threads.
 fn copy_weights(plan: &NetworkPlan, sh: &Shape, l: u32, s: &mut String) {
-    let (h, t) = (sh.hidden, sh.threads);
-    let _ = writeln!(
-        s,
-        "        for (var q = lid; q < {}u; q += {t}u) {{\n            \
-         let j = q / {h}u;\n            \
-         let k = q % {h}u;\n            \
-         {}        }}",
-        h * h,
-        weight_copy(plan, sh, l)
-    );
+    let _ = writeln!(s, "        {}", weight_copies(plan, sh, &[l], "        "));
 }
