@@ -185,28 +185,34 @@ pub(super) fn weight_copies(plan: &NetworkPlan, sh: &Shape, layers: &[u32], pad:
         sh.hidden * h4
     );
     for &l in layers {
-        let (weights, rows) = (plan.layer(l).weights, plan.layer(l).rows);
-        let written = [Some(rows), Some(plan.layer(l - 1).rows)];
-        let words: Vec<String> = (0..4)
-            .map(|c| {
-                let k = if c == 0 {
-                    "4u * k4".to_string()
-                } else {
-                    format!("4u * k4 + {c}u")
-                };
-                plan.load(weights, ("j", &k), written)
-            })
-            .collect();
         let _ = writeln!(
             s,
-            "{pad}    {} = vec4<f32>({});",
+            "{pad}    {} = {};",
             sh.weight_vec4(l, "j", "k4"),
-            words.join(", ")
+            weight_words(plan, l)
         );
     }
     s.push_str(pad);
     s.push('}');
     s
+}
+
+/// The `vec4` of `W_l[j][4 k4 ..]` read from the shared words (`j` and `k4` in scope),
+/// zero in the padding.
+pub(super) fn weight_words(plan: &NetworkPlan, l: u32) -> String {
+    let (weights, rows) = (plan.layer(l).weights, plan.layer(l).rows);
+    let written = [Some(rows), Some(plan.layer(l - 1).rows)];
+    let words: Vec<String> = (0..4)
+        .map(|c| {
+            let k = if c == 0 {
+                "4u * k4".to_string()
+            } else {
+                format!("4u * k4 + {c}u")
+            };
+            plan.load(weights, ("j", &k), written)
+        })
+        .collect();
+    format!("vec4<f32>({})", words.join(", "))
 }
 
 /// The inputs of the chunk at `first` into the registers `xr` (their latency hidden by

@@ -13,8 +13,11 @@
 //!   element against `64 x 64`;
 //! - copies `W2` into `w2s` again for `d_h1 = W2^T d_s2` and `d_W2 += d_s2 h1^T`, where it
 //!   stays for the next chunk's forward pass;
-//! - and once `d_W1` has read the inputs again (in `w3s`, over `h1`), copies `W3` into
-//!   `w3s` for the next chunk.
+//! - and once `d_W1` has read the inputs again (in `w3s`, over `h1`), stores `W3` into
+//!   `w3s` for the next chunk, from registers it loaded before the second layer's reverse:
+//!   on the H200 that hid the load's latency, 12% off the 16-64-64-33-2's adjoint and up
+//!   to 1% off the others' (one, 32-64-64-64-1, 0.8% slower; BENCHMARKS.md). `W2`'s load
+//!   taken as early (before the third layer's reverse) lost 0.4-0.9% on three of five.
 //!
 //! So each chunk copies 32 KiB of weights from the shared words (in L2 after the first
 //! chunk) and computes the first layer twice, for 64 elements' three layers. On the H200
@@ -24,7 +27,7 @@
 
 use super::phases::{
     first_layer_sums, indented, layer_backward, line, second_and_first_layers_backward,
-    store_activations_into, store_sum_adjoints, store_x, weight_copies,
+    store_activations_into, store_sum_adjoints, store_x, weight_copies, weight_words,
 };
 use super::{NetworkPlan, Shape};
 use std::fmt::Write;
@@ -51,10 +54,45 @@ pub(super) fn backward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     line(s, "        workgroupBarrier();");
     copy_weights(plan, sh, 2, s);
     line(s, "        workgroupBarrier();");
+    // `W3`'s words are loaded here and stored at the chunk's end, their latency hidden by
+    // the second and first layers' reverse.
+    weight_steps(sh, "var pw3s: array<vec4<f32>, {steps}>;", s);
+    let _ = writeln!(
+        s,
+        "            pw3s[i] = {};\n        }}",
+        weight_words(plan, 3)
+    );
     second_and_first_layers_backward(plan, sh, "w3s", s);
     line(s, "        workgroupBarrier();");
-    copy_weights(plan, sh, 3, s);
+    weight_steps(sh, "", s);
+    let _ = writeln!(
+        s,
+        "            {} = pw3s[i];\n        }}",
+        sh.weight_vec4(3, "j", "k4")
+    );
     line(s, "    }");
+}
+
+/// The opening of a loop over the thread's steps of a weight matrix's copy, `i` each
+/// step's number, its `vec4` at row `j`, column group `k4`; after `first` (`{steps}` in it
+/// the loop's trips), where it is not empty.
+fn weight_steps(sh: &Shape, first: &str, s: &mut String) {
+    let (h4, t) = (sh.hidden / 4, sh.threads);
+    let steps = sh.hidden * h4 / t;
+    if !first.is_empty() {
+        let _ = writeln!(
+            s,
+            "        {}",
+            first.replace("{steps}", &steps.to_string())
+        );
+    }
+    let _ = writeln!(
+        s,
+        "        for (var i = 0u; i < {steps}u; i++) {{\n            \
+         let q = lid + {t}u * i;\n            \
+         let j = q / {h4}u;\n            \
+         let k4 = q % {h4}u;"
+    );
 }
 
 /// `W_l` copied into `w{l}s` by the workgroup's threads.
