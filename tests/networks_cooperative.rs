@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::networks::{ACTIVATIONS, with_layer_activations};
+use common::networks::{ACTIVATIONS, check, uniform_array, with_layer_activations, words};
 use common::{Rng, device};
 use gradfuse::{KernelSpec, differentiable};
 
@@ -75,58 +75,6 @@ pub fn net64(
         y += w3[k] * h2[k];
     }
     scale * (y - t) * (y - t)
-}
-
-/// Every f32 word of a `Pod` value, as f64.
-fn words<T: bytemuck::Pod>(t: &T) -> Vec<f64> {
-    bytemuck::cast_slice::<u8, f32>(bytemuck::bytes_of(t))
-        .iter()
-        .map(|x| *x as f64)
-        .collect()
-}
-
-fn uniform_array<const N: usize>(rng: &mut Rng, scale: f64) -> [f32; N] {
-    std::array::from_fn(|_| rng.uniform(-scale, scale))
-}
-
-/// The kernel's values and shared gradient (from `launch`) against `oracle`'s per-element
-/// `(value, shared gradient words)`, summed in f64, and the same bits from a second launch.
-/// Each word is held to 1e-5 of the sum of its terms' magnitudes, or of a thousandth of the
-/// largest such sum where that is more: a word whose every term is small comes from units
-/// that few elements bring past a relu's kink, where the sum `s` is small after
-/// cancellation and its f32 error large beside it (a `W2` word of the 6-32-32-1 relu
-/// network of terms 3.4e-5 in all erred by 3.7e-5 of that on lavapipe; one of 2.8e-4 in a
-/// 3-32-32-3 by 1.2e-5 on the H200).
-fn check<A>(
-    name: &str,
-    batch: &[A],
-    launch: impl Fn() -> (Vec<f32>, Vec<f64>),
-    oracle: impl Fn(&A) -> (f32, Vec<f64>),
-) {
-    let (values, sg) = launch();
-    let per_element: Vec<(f32, Vec<f64>)> = batch.iter().map(&oracle).collect();
-    for (i, (v, _)) in per_element.iter().enumerate() {
-        // v = s (y - t)^2 with y a sum of 33 or 65 terms of order one: v's error is about
-        // 2 s |y - t| 1e-6, relative to v large where y is near t.
-        let tol = 1e-5 * v.abs() + 4e-6 * v.abs().sqrt();
-        assert!(
-            (values[i] - v).abs() <= tol,
-            "{name}: value {i}: {} against {v}",
-            values[i]
-        );
-    }
-    let magnitude = |w: usize| -> f64 { per_element.iter().map(|p| p.1[w].abs()).sum() };
-    let largest = (0..sg.len()).map(magnitude).fold(1e-20, f64::max);
-    for (w, g) in sg.iter().enumerate() {
-        let want: f64 = per_element.iter().map(|p| p.1[w]).sum();
-        let scale = magnitude(w).max(1e-3 * largest);
-        let e = (g - want).abs() / scale;
-        assert!(
-            e < 1e-5,
-            "{name}: shared word {w}: {g} against {want} ({e:e})"
-        );
-    }
-    assert_eq!(sg, launch().1, "{name}: not bit-identical");
 }
 
 /// The adjoint kernel `compile` wrote is the cooperative one, at its workgroup size.

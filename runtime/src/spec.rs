@@ -359,3 +359,60 @@ pub fn tangent_rows(
     }
     Ok(words)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kernel of no work that needs `workgroup_bytes`, falling back to `fallback`.
+    const fn needing(
+        label: &'static str,
+        workgroup_bytes: u32,
+        fallback: Option<&'static KernelSpec>,
+    ) -> KernelSpec {
+        KernelSpec {
+            label,
+            wgsl: "",
+            entry_point: "main",
+            workgroup_size: 256,
+            max_workgroups_per_dim: 65535,
+            params_binding: 0,
+            input_binding: 1,
+            input_words: 1,
+            outputs: &[],
+            shared: None,
+            work_per_element: 1,
+            precision: Precision::F32,
+            cpu: |_, _| {},
+            bounds_checks: true,
+            workgroup_bytes,
+            fallback,
+        }
+    }
+
+    static PER_ELEMENT: KernelSpec = needing("per element", 0, None);
+    static MIDDLE: KernelSpec = needing("32 KiB", 32 << 10, Some(&PER_ELEMENT));
+    static WIDE: KernelSpec = needing("48 KiB", 48 << 10, Some(&MIDDLE));
+    static ALONE: KernelSpec = needing("alone", 48 << 10, None);
+
+    /// A device runs the first kernel of the chain that fits its workgroup memory: the
+    /// kernel itself where it fits exactly, a fallback's fallback where the first is too
+    /// large too, and an error naming the sizes where none fits.
+    #[test]
+    fn a_device_runs_the_first_kernel_of_the_chain_that_fits() {
+        let runs = |spec: &'static KernelSpec, bytes| spec.for_workgroup_bytes(bytes);
+        assert!(std::ptr::eq(runs(&WIDE, 48 << 10).unwrap(), &WIDE));
+        assert!(std::ptr::eq(runs(&WIDE, 40 << 10).unwrap(), &MIDDLE));
+        assert!(std::ptr::eq(runs(&WIDE, 16 << 10).unwrap(), &PER_ELEMENT));
+        assert!(std::ptr::eq(runs(&PER_ELEMENT, 0).unwrap(), &PER_ELEMENT));
+        match runs(&ALONE, 32 << 10) {
+            Err(crate::Error::Unsupported(m)) => {
+                assert!(
+                    m.contains("alone") && m.contains("49152") && m.contains("32768"),
+                    "{m}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
