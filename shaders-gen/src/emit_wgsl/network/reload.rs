@@ -56,7 +56,12 @@ pub(super) fn backward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     line(s, "        workgroupBarrier();");
     // `W3`'s words are loaded here and stored at the chunk's end, their latency hidden by
     // the second and first layers' reverse.
-    weight_steps(sh, "var pw3s: array<vec4<f32>, {steps}>;", s);
+    let _ = writeln!(
+        s,
+        "        var pw3s: array<vec4<f32>, {}>;",
+        weight_steps(sh)
+    );
+    weight_step_loop(sh, s);
     let _ = writeln!(
         s,
         "            pw3s[i] = {};\n        }}",
@@ -64,7 +69,7 @@ pub(super) fn backward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     );
     second_and_first_layers_backward(plan, sh, "w3s", s);
     line(s, "        workgroupBarrier();");
-    weight_steps(sh, "", s);
+    weight_step_loop(sh, s);
     let _ = writeln!(
         s,
         "            {} = pw3s[i];\n        }}",
@@ -73,25 +78,24 @@ pub(super) fn backward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     line(s, "    }");
 }
 
-/// The opening of a loop over the thread's steps of a weight matrix's copy, `i` each
-/// step's number, its `vec4` at row `j`, column group `k4`; after `first` (`{steps}` in it
-/// the loop's trips), where it is not empty.
-fn weight_steps(sh: &Shape, first: &str, s: &mut String) {
+/// The `vec4`s of a weight matrix each thread copies: 4 at 64 rows and 256 threads.
+fn weight_steps(sh: &Shape) -> u32 {
+    let vec4s = sh.hidden * sh.hidden / 4;
+    debug_assert!(vec4s.is_multiple_of(sh.threads));
+    vec4s / sh.threads
+}
+
+/// The opening of a loop over the thread's [`weight_steps`], `i` each step's number, its
+/// `vec4` at row `j`, column group `k4`.
+fn weight_step_loop(sh: &Shape, s: &mut String) {
     let (h4, t) = (sh.hidden / 4, sh.threads);
-    let steps = sh.hidden * h4 / t;
-    if !first.is_empty() {
-        let _ = writeln!(
-            s,
-            "        {}",
-            first.replace("{steps}", &steps.to_string())
-        );
-    }
     let _ = writeln!(
         s,
-        "        for (var i = 0u; i < {steps}u; i++) {{\n            \
+        "        for (var i = 0u; i < {}u; i++) {{\n            \
          let q = lid + {t}u * i;\n            \
          let j = q / {h4}u;\n            \
-         let k4 = q % {h4}u;"
+         let k4 = q % {h4}u;",
+        weight_steps(sh)
     );
 }
 
