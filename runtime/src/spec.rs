@@ -360,6 +360,28 @@ pub fn tangent_rows(
     Ok(words)
 }
 
+/// A spec of no module and no outputs, one input word, for the runtime's unit tests to
+/// take the fields they test from.
+#[cfg(test)]
+pub(crate) const TEST_SPEC: KernelSpec = KernelSpec {
+    label: "test",
+    wgsl: "",
+    entry_point: "main",
+    workgroup_size: 256,
+    max_workgroups_per_dim: 65535,
+    params_binding: 0,
+    input_binding: 1,
+    input_words: 1,
+    outputs: &[],
+    shared: None,
+    work_per_element: 1,
+    precision: Precision::F32,
+    cpu: |_, _| {},
+    bounds_checks: true,
+    workgroup_bytes: 0,
+    fallback: None,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,21 +394,9 @@ mod tests {
     ) -> KernelSpec {
         KernelSpec {
             label,
-            wgsl: "",
-            entry_point: "main",
-            workgroup_size: 256,
-            max_workgroups_per_dim: 65535,
-            params_binding: 0,
-            input_binding: 1,
-            input_words: 1,
-            outputs: &[],
-            shared: None,
-            work_per_element: 1,
-            precision: Precision::F32,
-            cpu: |_, _| {},
-            bounds_checks: true,
             workgroup_bytes,
             fallback,
+            ..TEST_SPEC
         }
     }
 

@@ -139,6 +139,18 @@ pub enum Reverse {
     Jacobian(Function, ad::JacobianMode),
 }
 
+impl Compiled {
+    /// Kernel `kind`'s fallback of one element a thread, where it has one
+    /// ([`Compiled::forward_fallback`], [`Compiled::adjoint_fallback`]).
+    pub fn fallback(&self, kind: KernelKind) -> Option<&str> {
+        match kind {
+            KernelKind::Forward => self.forward_fallback.as_deref(),
+            KernelKind::Adjoint => self.adjoint_fallback.as_deref(),
+            _ => None,
+        }
+    }
+}
+
 impl Reverse {
     /// The IR of the reverse pass.
     pub fn function(&self) -> &Function {

@@ -16,12 +16,7 @@ pub fn compiled_spec(name: &str, c: &Compiled, kind: KernelKind) -> &'static Ker
         KernelKind::Tangent => &c.wgsl_tangent,
         _ => &c.wgsl_reverse,
     };
-    let fallback = match kind {
-        KernelKind::Forward => c.forward_fallback.as_ref(),
-        KernelKind::Adjoint => c.adjoint_fallback.as_ref(),
-        _ => None,
-    };
-    let fallback = fallback.map(|wgsl| {
+    let fallback = c.fallback(kind).map(|wgsl| {
         let label = format!("{name}::{} (one element a thread)", kind.entry_point());
         spec_of(&label, c, kind, per_element_launch(c, kind), wgsl, None)
     });

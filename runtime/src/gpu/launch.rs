@@ -515,21 +515,9 @@ mod tests {
     fn spec(shared: Option<&'static SharedSpec>) -> KernelSpec {
         KernelSpec {
             label: "dispatch",
-            wgsl: "",
-            entry_point: "main",
-            workgroup_size: 256,
-            max_workgroups_per_dim: 65535,
-            params_binding: 0,
-            input_binding: 1,
-            input_words: 1,
-            outputs: &[],
             shared,
             work_per_element: 10,
-            precision: crate::spec::Precision::F32,
-            cpu: |_, _| {},
-            bounds_checks: true,
-            workgroup_bytes: 0,
-            fallback: None,
+            ..crate::spec::TEST_SPEC
         }
     }
 

@@ -27,13 +27,8 @@ pub(super) fn kernel_spec(plan: &ItemPlan, kind: KernelKind, cpu: &syn::Ident) -
 /// The names of the WGSL constant and the spec of kernel `kind`'s fallback of one element
 /// a thread, for a kernel that has one ([`crate::Compiled::adjoint_fallback`]).
 fn fallback_names(plan: &ItemPlan, kind: KernelKind) -> Option<(syn::Ident, syn::Ident)> {
-    let (c, name) = (plan.c, kind.entry_point().to_uppercase());
-    let has = match kind {
-        KernelKind::Forward => c.forward_fallback.is_some(),
-        KernelKind::Adjoint => c.adjoint_fallback.is_some(),
-        _ => false,
-    };
-    has.then(|| {
+    let name = kind.entry_point().to_uppercase();
+    plan.c.fallback(kind).map(|_| {
         (
             quote::format_ident!("WGSL_{name}_FALLBACK"),
             quote::format_ident!("{name}_FALLBACK_KERNEL"),
@@ -46,13 +41,12 @@ fn fallback_names(plan: &ItemPlan, kind: KernelKind) -> Option<(syn::Ident, syn:
 /// memory than the cooperative network kernels' runs (the runtime picks,
 /// `gradfuse::KernelSpec::fallback`).
 pub(super) fn fallback_items(plan: &ItemPlan) -> TokenStream {
-    let c = plan.c;
     let kernels = [
-        (KernelKind::Forward, &c.forward_fallback, "cpu_forward"),
-        (KernelKind::Adjoint, &c.adjoint_fallback, "cpu_adjoint"),
+        (KernelKind::Forward, "cpu_forward"),
+        (KernelKind::Adjoint, "cpu_adjoint"),
     ];
-    let items = kernels.into_iter().filter_map(|(kind, wgsl, cpu)| {
-        let (wgsl, (wgsl_name, spec_name)) = (wgsl.as_ref()?, fallback_names(plan, kind)?);
+    let items = kernels.into_iter().filter_map(|(kind, cpu)| {
+        let (wgsl, (wgsl_name, spec_name)) = (plan.c.fallback(kind)?, fallback_names(plan, kind)?);
         let label = format!(
             "{}::{} (one element a thread)",
             plan.fname,

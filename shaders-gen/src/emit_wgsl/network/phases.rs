@@ -666,20 +666,16 @@ pub(super) fn layer_backward(plan: &NetworkPlan, sh: &Shape, l: u32, s: &mut Str
     }
     let (h, ds) = (sh.hidden, sh.ds_matrix(l));
     for j in 0..h {
-        // The lane's rows' words of row `j` of `W_l` (`W_l^T`'s column): `f32` words, or
-        // components of `vec4`s ([`Shape::weight_vec4`]).
-        let (at, word) = if sh.reloads {
-            ("(lr / 4u)", (4, "[lr % 4u]", j * h / 4))
+        // The lane's rows' words of row `j` of `W_l` (`W_l^T`'s column): `f32` words at
+        // `row + s`, or components `lr % 4` of `vec4`s ([`Shape::weight_vec4`]); `unit`
+        // words an index.
+        let g = j % sh.groups;
+        let (lane, row, unit, component) = if sh.reloads {
+            (format!("(lr / 4u) ^ {g}u"), j * h / 4, 4, "[lr % 4u]")
         } else {
-            ("4u * ((lr / 4u)", (1, "", j * h))
+            (format!("4u * ((lr / 4u) ^ {g}u) + lr % 4u"), j * h, 1, "")
         };
-        let (unit, component, row) = word;
-        let close = if sh.reloads { "" } else { ") + lr % 4u" };
-        let _ = writeln!(
-            s,
-            "        {{\n            let s = {at} ^ {}u{close};",
-            j % sh.groups
-        );
+        let _ = writeln!(s, "        {{\n            let s = {lane};");
         for r in rows.clone() {
             let at = if r == 0 {
                 "s".to_string()
