@@ -66,3 +66,57 @@ pub fn check<A>(
     }
     assert_eq!(sg, launch().1, "{name}: not bit-identical");
 }
+
+/// Shared words of network `src`.
+pub fn shared_words_of(src: &str) -> usize {
+    let c = gradfuse_shaders_gen::compile_str(src).expect("compiles");
+    c.lowered.layout.shared_words as usize
+}
+
+/// [`check_against_interpreter`] on `n` elements of `words` words, uniform in [-1, 1],
+/// and shared words uniform in [-0.3, 0.3], drawn from `seed`.
+pub fn check_at_random(name: &str, src: &str, (words, n): (usize, usize), seed: u64) {
+    let mut rng = Rng(seed);
+    let shared: Vec<f32> = (0..shared_words_of(src))
+        .map(|_| rng.uniform(-0.3, 0.3))
+        .collect();
+    let input: Vec<f32> = (0..n * words).map(|_| rng.uniform(-1.0, 1.0)).collect();
+    check_against_interpreter(name, src, words, &shared, &input);
+}
+
+/// Network `src`'s cooperative adjoint on `input` (rows of `words`) and `shared`, against
+/// the f64 interpreter's reverse mode of the unoptimized IR.
+pub fn check_against_interpreter(
+    name: &str,
+    src: &str,
+    words: usize,
+    shared: &[f32],
+    input: &[f32],
+) {
+    use super::compiled::compiled_spec;
+    use gradfuse_shaders_gen::abi::KernelKind;
+    use gradfuse_shaders_gen::{ad, compile_str, interp};
+    let c = compile_str(src).expect("compiles");
+    assert!(c.wgsl_reverse.contains("register-blocked"), "{name}");
+    let spec = compiled_spec("net", &c, KernelKind::Adjoint);
+    assert!(!spec.bounds_checks, "{name}: compiled with bounds checks");
+    let n = input.len() / words;
+    let mut values = vec![0.0f32; n];
+    let mut sg = vec![0.0f32; spec.shared_grad_words()];
+    super::device()
+        .launch_shared(spec, input, shared, &mut [&mut values], &mut sg)
+        .expect("launch");
+    let reverse = ad::reverse(&c.lowered.primal);
+    let mut per_element = Vec::with_capacity(n);
+    for e in 0..n {
+        let row = input[e * words..(e + 1) * words].iter().chain(shared);
+        let all = interp::eval(&reverse, &row.map(|v| *v as f64).collect::<Vec<_>>());
+        per_element.push((all[0] as f32, all[1 + words..].to_vec()));
+    }
+    check(
+        name,
+        &per_element,
+        || (values.clone(), sg.iter().map(|v| *v as f64).collect()),
+        |p| p.clone(),
+    );
+}

@@ -165,7 +165,7 @@ fn networks_the_kernel_does_not_compute_keep_one_element_a_thread() {
     let cases = [
         // A width too narrow to pay for padding to 32, or too wide for 48 KiB.
         network(8, 16, "s.tanh()", "#[constant]", "(y - t) * (y - t)"),
-        network(8, 96, "s.tanh()", "#[constant]", "(y - t) * (y - t)"),
+        network(8, 160, "s.tanh()", "#[constant]", "(y - t) * (y - t)"),
         // A layer too narrow beside the other to pay for padding it to 64 rows.
         crate::samples::deep_network(8, &[64, 8], 1),
         crate::samples::deep_network(8, &[12, 64], 1),
@@ -213,6 +213,9 @@ fn widths_between_are_padded_to_the_next_kernel_width() {
         (33, 64),
         (48, 64),
         (64, 64),
+        (65, 128),
+        (96, 128),
+        (128, 128),
     ] {
         let src = network(8, h, "s.tanh()", "#[constant]", "(y - t) * (y - t)");
         let (plan, wgsl) = plan_of(&src);
@@ -238,6 +241,8 @@ fn layers_of_two_widths_are_padded_to_the_wider() {
         ([16, 64], 64),
         ([48, 24], 64),
         ([20, 30], 32),
+        ([128, 64], 128),
+        ([40, 100], 128),
     ] {
         let src = crate::samples::deep_network(8, &rows.map(|r| r as usize), 1);
         let (plan, _) = plan_of(&src);
@@ -375,6 +380,12 @@ fn deeper_networks_get_the_kernel_where_their_matrices_fit() {
         (vec![32, 64, 32], 1, true),
         (vec![64; 4], 1, false),
         (vec![16, 16, 16], 1, false),
+        // At 128 rows two layers, `W2` streamed in blocks (`blocked.rs`), up to two
+        // outputs.
+        (vec![128, 128], 1, true),
+        (vec![128, 128], 2, true),
+        (vec![128, 128], 3, false),
+        (vec![128, 128, 128], 1, false),
     ] {
         let src = crate::samples::deep_network(8, &hidden, outputs);
         let (plan, wgsl) = plan_of(&src);
@@ -399,7 +410,8 @@ fn deeper_networks_get_the_kernel_where_their_matrices_fit() {
             assert_eq!(layer.bias, (offset + rows * columns) as u32, "{hidden:?}");
             offset += rows * columns + rows;
         }
-        for l in 2..=hidden.len() {
+        assert_eq!(plan.blocks_weights(), plan.hidden == 128);
+        for l in (2..=hidden.len()).filter(|_| !plan.blocks_weights()) {
             assert!(
                 wgsl.contains(&format!("var<workgroup> w{l}s")),
                 "{hidden:?}"

@@ -31,7 +31,7 @@
 //!   matrices have no room for the sums: `1 - h^2` for `tanh`, `h (1 - h)` for the
 //!   sigmoid; for relu 1 above zero, 0
 //!   below, and 0.5 at a sum of exactly zero (`max`'s tie, as `ad::partials` has it), which
-//!   a mask of a bit per sum of the thread tells from a negative sum ([`WGSL_RELU`]).
+//!   a mask of a bit per sum of the thread tells from a negative sum ([`activations::WGSL_RELU`]).
 //!
 //! - Deeper networks (up to four hidden layers at 32 rows, [`NetworkPlan::workgroup_bytes`]):
 //!   each later layer's weights `W_l` and each layer's activations but the last's `h_l` get
@@ -77,6 +77,8 @@
 //! products of the workgroup").
 
 mod activations;
+mod blocked;
+mod header;
 mod partials;
 mod phases;
 mod reload;
@@ -84,13 +86,10 @@ mod value;
 
 use crate::ir::{Activation, Function, Op};
 use crate::ops::Func;
-use crate::ops::{WGSL_TANH_BRANCH_FREE, wgsl_helper};
-use crate::signature::Precision;
-use activations::{WGSL_RELU, activate, derivative, keeps_ties, record_ties};
+use activations::{activate, derivative, keeps_ties, record_ties};
+use header::header;
 use partials::partial_sums;
 use phases::{backward, entry_prologue, forward, output_and_loss};
-use std::collections::BTreeSet;
-use std::fmt::Write;
 
 /// A shared word's index as a function of a row `j` and a column `k`:
 /// `offset + row_stride * j + column_stride * k`.
@@ -163,9 +162,20 @@ pub const fn padded_width(rows: u32) -> u32 {
     match rows {
         17..=32 => 32,
         33..=64 => 64,
+        65..=128 => 128,
         r => r,
     }
 }
+
+/// Elements of a chunk at width `hidden`: 64, or 32 at 128 rows, where a chunk's
+/// matrices of 64 elements would take 32 KiB each ([`blocked`]).
+pub const fn chunk_elements(hidden: u32) -> u32 {
+    if hidden == 128 { 32 } else { 64 }
+}
+
+/// The most inputs of a kernel of 128 rows: each thread keeps its two rows of `W1` and
+/// their gradients in registers beside the 64 words of its tile of `d_W2`.
+pub const MAX_BLOCKED_INPUTS: u32 = 16;
 
 /// Fewest rows of either layer that the kernel pads to its width. A network of two widths
 /// runs at the wider's kernel width, the narrower padded; on the H200 every one measured
@@ -176,9 +186,9 @@ pub const MIN_PADDED_ROWS: u32 = 16;
 
 /// The most output rows the kernel computes at width `hidden`: their lanes' parts take
 /// `H / 2` rows of `d_s2`'s matrix each, which has `H` rows where the three matrices fill
-/// 48 KiB (`H = 64`) and may have 64 at `H = 32`.
+/// 48 KiB (`H = 64`, and `H = 128` in chunks of 32 elements) and may have 64 at `H = 32`.
 pub const fn max_outputs(hidden: u32) -> u32 {
-    if hidden == 64 { 2 } else { 4 }
+    if hidden >= 64 { 2 } else { 4 }
 }
 
 /// Bytes of workgroup memory the kernel may declare: the 48 KiB that the device's limit
@@ -252,7 +262,10 @@ impl NetworkPlan {
         });
         let depth = self.layers.len();
         let widest = self.layers.iter().map(|l| l.rows).max().unwrap_or(0);
-        matches!(self.hidden, 32 | 64)
+        // At 128 rows only two layers fit, `W2` in blocks ([`blocked`]).
+        let blocked_fits = self.hidden != 128 || (depth == 2 && self.inputs <= MAX_BLOCKED_INPUTS);
+        matches!(self.hidden, 32 | 64 | 128)
+            && blocked_fits
             && depth >= 2
             && padded_width(widest) == self.hidden
             && self.layers.iter().all(|l| l.rows >= MIN_PADDED_ROWS)
@@ -272,7 +285,19 @@ impl NetworkPlan {
         if self.reloads_weights() {
             return 3 * 4 * self.hidden * 64;
         }
+        if self.blocks_weights() {
+            let chunk = chunk_elements(self.hidden);
+            let ds = ds_rows(self.hidden, self.outputs.len() as u32);
+            return 4 * (self.hidden * blocked::BLOCK + (self.hidden + ds) * chunk);
+        }
         self.stored_workgroup_bytes()
+    }
+
+    /// Whether the kernel streams `W2` through workgroup memory in blocks
+    /// (`network/blocked.rs`): two hidden layers of 128 rows, whose `W2` alone would take
+    /// 64 KiB.
+    pub fn blocks_weights(&self) -> bool {
+        self.hidden == 128
     }
 
     /// [`NetworkPlan::workgroup_bytes`] of a kernel that keeps every matrix the reverse
@@ -367,7 +392,7 @@ impl NetworkPlan {
     /// spilled: the 8-32-32-32-1 adjoint ran 0.978 ms with four warps and 0.715 with eight
     /// at 2^20 on the H200, 14.72 and 10.27 ms at 2^24 (BENCHMARKS.md).
     fn warps(&self) -> u32 {
-        if self.hidden == 64 || self.depth() > 2 {
+        if self.hidden >= 64 || self.depth() > 2 {
             8
         } else {
             4
@@ -429,6 +454,13 @@ struct Shape {
     ds2_rows: u32,
     /// Registers of the next chunk's inputs a thread loads.
     prefetch: u32,
+    /// Elements of a chunk ([`chunk_elements`]), and `vec4`s of a row of the chunk's
+    /// matrices.
+    chunk: u32,
+    rv: u32,
+    /// Whether `W2` is streamed through workgroup memory in blocks
+    /// ([`NetworkPlan::blocks_weights`]).
+    blocked: bool,
     /// Hidden layers, `L`: layer `l`'s names end in `l` (`w2s`, `b2_0`, `gw2_0`, `h2s`),
     /// the output rows' in `L + 1` (`w3_0`, `gb3` of two layers), as the samples name them.
     depth: u32,
@@ -516,14 +548,19 @@ impl Shape {
         let nk = (1 << part_threads.ilog2().div_ceil(2)).min(hidden);
         let nj = part_threads / nk;
         let groups = hidden / 4;
-        // The lane's rows share its swizzle (`W2`'s by `groups`, the matrices' by 8).
+        let chunk = chunk_elements(hidden);
+        let rv = chunk / 4;
+        // The lane's rows share its swizzle (`W2`'s by `groups` or by 8 in blocks, the
+        // matrices' by 8).
         debug_assert!(
-            row_lanes.is_multiple_of(groups) && row_lanes.is_multiple_of(8) && column_groups <= 16
+            (row_lanes.is_multiple_of(groups) || plan.blocks_weights())
+                && row_lanes.is_multiple_of(8)
+                && column_groups <= rv
         );
         // A part is whole warps, its elements whole `vec4`s; `d_W2`'s rows `jb + nj a`
         // share `jb`'s swizzle.
         debug_assert!(
-            part_threads.is_multiple_of(32) && 16u32.is_multiple_of(parts) && nj.is_multiple_of(8)
+            part_threads.is_multiple_of(32) && rv.is_multiple_of(parts) && nj.is_multiple_of(8)
         );
         Shape {
             threads,
@@ -533,7 +570,7 @@ impl Shape {
             lane_rows: hidden / row_lanes,
             column_groups,
             groups,
-            columns: 16 / column_groups,
+            columns: rv / column_groups,
             parts,
             nk,
             nj,
@@ -542,7 +579,10 @@ impl Shape {
             outputs: plan.outputs.len() as u32,
             ds2_rows: ds_rows(hidden, plan.outputs.len() as u32),
             depth: plan.depth(),
-            prefetch: (64 * plan.inputs).div_ceil(threads),
+            prefetch: (chunk * plan.inputs).div_ceil(threads),
+            chunk,
+            rv,
+            blocked: plan.blocks_weights(),
             value: false,
             reloads: plan.reloads_weights(),
         }
@@ -574,19 +614,22 @@ impl Shape {
     }
 }
 
-/// Index of `vec4` column `col` of row `row` of a swizzled matrix (`rm`: the row modulo 8).
-fn cell(row: &str, rm: &str, col: &str) -> String {
-    format!("{row} * 16u + (({col}) ^ {rm})")
-}
+impl Shape {
+    /// Index of `vec4` column `col` of row `row` of a swizzled matrix of the chunk (`rm`:
+    /// the row modulo 8).
+    fn cell(&self, row: &str, rm: &str, col: &str) -> String {
+        format!("{row} * {}u + (({col}) ^ {rm})", self.rv)
+    }
 
-/// Index in `ds2s` of `vec4` column `col` of output `o`'s `d_y` row, row `32 + o`, swizzled
-/// as the output parts that row holds before (so that each element's thread writes the
-/// word of its own part, which it has read).
-fn dy_cell(o: u32, col: &str) -> String {
-    let start = 16 * (32 + o);
-    match o % 8 {
-        0 => format!("{start}u + {col}"),
-        rm => format!("{start}u + (({col}) ^ {rm}u)"),
+    /// Index in `ds2s` of `vec4` column `col` of output `o`'s `d_y` row, row `32 + o`,
+    /// swizzled as the output parts that row holds before (so that each element's thread
+    /// writes the word of its own part, which it has read).
+    fn dy_cell(&self, o: u32, col: &str) -> String {
+        let start = self.rv * (32 + o);
+        match o % 8 {
+            0 => format!("{start}u + {col}"),
+            rm => format!("{start}u + (({col}) ^ {rm}u)"),
+        }
     }
 }
 
@@ -625,175 +668,6 @@ pub fn emit_network_value(signature: &str, plan: &NetworkPlan) -> String {
 /// for `plan`.
 pub fn network_workgroup_size(plan: &NetworkPlan) -> u32 {
     32 * plan.warps()
-}
-
-fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
-    let h = sh.hidden;
-    let layers = match sh.depth {
-        2 => "two".to_string(),
-        3 => "three".to_string(),
-        4 => "four".to_string(),
-        d => d.to_string(),
-    };
-    if sh.value {
-        let _ = writeln!(
-            s,
-            "// gradfuse forward (value) kernel of `{signature}`, its {layers} layers as\n\
-             // register-blocked matrix products of the workgroup over chunks of 64 elements.\n\
-             // Element i's words: args[{}i ..]; values[i]: the value.\n",
-            plan.element_words
-        );
-    } else {
-        let reloads = if sh.reloads {
-            "\n// Its weight matrices lend their memory to the chunk's activations and adjoints,\n\
-             // the weights copied in again (`network/reload.rs`)."
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            s,
-            "// gradfuse adjoint (value and gradient) kernel of `{signature}`, its {layers} layers as\n\
-             // register-blocked matrix products of the workgroup over chunks of 64 elements.{reloads}\n\
-             // Element i's words: args[{}i ..]; shared_partials[{}g ..]: workgroup g's sum of\n\
-             // d/d shared_args; values[i]: the value.\n",
-            plan.element_words, plan.shared_words
-        );
-    }
-    s.push_str("struct Params {\n    n: u32,\n    per_thread: u32,\n}\n\n");
-    s.push_str("@group(0) @binding(0) var<uniform> params: Params;\n");
-    s.push_str("@group(0) @binding(1) var<storage, read> args: array<f32>;\n");
-    s.push_str("@group(0) @binding(2) var<storage, read_write> values: array<f32>;\n");
-    s.push_str("@group(0) @binding(4) var<storage, read> shared_args: array<f32>;\n");
-    if !sh.value {
-        s.push_str("@group(0) @binding(5) var<storage, read_write> shared_partials: array<f32>;\n");
-    }
-    s.push('\n');
-    let later: String = (3..=sh.depth).map(|l| format!(", W{l}")).collect();
-    let _ = writeln!(
-        s,
-        "// W2[j][k]{later} at j * {h} + 4 * ((k / 4) ^ (j % {g})) + k % 4.",
-        g = sh.groups
-    );
-    for l in 2..=sh.depth {
-        if sh.reloads {
-            let _ = writeln!(s, "var<workgroup> w{l}s: array<vec4<f32>, {}>;", h * h / 4);
-        } else {
-            let _ = writeln!(s, "var<workgroup> w{l}s: array<f32, {}>;", h * h);
-        }
-    }
-    s.push_str("// Rows of 16 vec4s (64 elements), column c of row r at r * 16 + (c ^ (r % 8)).\n");
-    if sh.reloads {
-        let _ = writeln!(s, "var<workgroup> acts: array<vec4<f32>, {}>;\n", h * 16);
-    } else if sh.value {
-        let rows = plan.value_rows();
-        let _ = writeln!(s, "var<workgroup> acts: array<vec4<f32>, {}>;\n", rows * 16);
-    } else {
-        for l in 1..sh.depth {
-            let _ = writeln!(s, "var<workgroup> h{l}s: array<vec4<f32>, {}>;", h * 16);
-        }
-        let _ = writeln!(
-            s,
-            "var<workgroup> ds2s: array<vec4<f32>, {}>;\n",
-            sh.ds2_rows * 16
-        );
-    }
-    let mut helpers = BTreeSet::new();
-    let body = loss_statements(&plan.loss, plan.outputs.len() as u32, &mut helpers);
-    let tanh = plan.uses(|a| a == Activation::Call(Func::Tanh));
-    if tanh {
-        helpers.insert("gf_tanh");
-    }
-    for name in &helpers {
-        // tanh without branches: a warp's elements take both of its paths.
-        let src = match *name {
-            "gf_tanh" => Some(WGSL_TANH_BRANCH_FREE),
-            name => wgsl_helper(name, Precision::F32),
-        };
-        if let Some(src) = src {
-            let _ = writeln!(s, "{src}\n");
-        }
-    }
-    if tanh {
-        s.push_str(
-            "fn tanh4(v: vec4<f32>) -> vec4<f32> {\n    \
-             return vec4<f32>(gf_tanh(v.x), gf_tanh(v.y), gf_tanh(v.z), gf_tanh(v.w));\n}\n\n",
-        );
-    }
-    if plan.uses(|a| a == Activation::Sigmoid) {
-        // As the IR computes `1.0 / (1.0 + (-s).exp())`, with the builtin `exp` (`ops`).
-        s.push_str(
-            "fn sigmoid4(v: vec4<f32>) -> vec4<f32> {\n    \
-             return vec4<f32>(1.0) / (vec4<f32>(1.0) + exp(-v));\n}\n\n",
-        );
-    }
-    if plan.uses(|a| matches!(a, Activation::Relu(_))) {
-        let _ = writeln!(s, "{WGSL_RELU}");
-    }
-    // `acc += dot(p, q)` is a product and three FMAs, then an add.
-    s.push_str(
-        "// acc + p . q as four FMAs, in the order x, y, z, w.\n\
-         fn dot_acc(p: vec4<f32>, q: vec4<f32>, acc: f32) -> f32 {\n    \
-         return fma(p.w, q.w, fma(p.z, q.z, fma(p.y, q.y, fma(p.x, q.x, acc))));\n}\n\n",
-    );
-    s.push_str("fn sw(i: u32) -> f32 {\n    return shared_args[i];\n}\n\n");
-    let (y, out) = loss_types(plan.outputs.len() as u32);
-    let _ = writeln!(
-        s,
-        "// The loss and its derivative in y, from y and the element's words (from gf_row on).\n\
-         fn gf_loss(gf_y: {y}, gf_row: u32) -> {out} {{\n{body}}}\n"
-    );
-}
-
-/// The WGSL types of the loss's `y` and of its result `(value, d value / d y_0, ..)` for
-/// `outputs` output rows: `f32` and `vec2` for one.
-fn loss_types(outputs: u32) -> (String, String) {
-    if outputs == 1 {
-        ("f32".into(), "vec2<f32>".into())
-    } else {
-        (
-            format!("array<f32, {outputs}>"),
-            format!("array<f32, {}>", outputs + 1),
-        )
-    }
-}
-
-/// The loss's statements: a `let` per node, `y` (its first `outputs` inputs) read from
-/// `gf_y`, the element's words from `args` at row `gf_row`, returning `vec2(value,
-/// d value / d y)` for one output and `array(value, d value / d y_0, ..)` for more.
-fn loss_statements(f: &Function, outputs: u32, helpers: &mut BTreeSet<&'static str>) -> String {
-    // The user's names, kept as the loss's locals, avoid WGSL's keywords as every
-    // kernel's do: a target named `target` once failed to parse.
-    let mut taken = crate::names::reserved();
-    taken.insert("gf_y".into());
-    taken.insert("gf_row".into());
-    let ctx = super::body::Ctx::new(f, &mut taken);
-    let mut s = String::new();
-    for (i, node) in f.nodes.iter().enumerate() {
-        let name = &ctx.names[i];
-        match &node.op {
-            Op::Input(0) if outputs == 1 => {
-                let _ = writeln!(s, "    let {name} = gf_y;");
-            }
-            Op::Input(o) if *o < outputs => {
-                let _ = writeln!(s, "    let {name} = gf_y[{o}];");
-            }
-            Op::Input(w) => {
-                let _ = writeln!(s, "    let {name} = args[gf_row + {}u];", w - outputs);
-            }
-            Op::Const(_) | Op::Int(_) => {}
-            op => {
-                let _ = writeln!(s, "    let {name} = {};", ctx.expr(op, helpers));
-            }
-        }
-    }
-    let results: Vec<String> = f.outputs.iter().map(|v| ctx.operand(*v)).collect();
-    let _ = writeln!(
-        s,
-        "    return {}({});",
-        loss_types(outputs).1,
-        results.join(", ")
-    );
-    s
 }
 
 #[cfg(test)]

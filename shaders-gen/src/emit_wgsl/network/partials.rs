@@ -33,8 +33,8 @@ fn sum_parts(sh: &Shape, l: u32, s: &mut String) {
 
 /// The workgroup's row of partial sums: each `d_W_l` from each thread's registers (the
 /// parts' added in order), the per-row sums over the column groups in turn (item `it` of
-/// row `j` at word `it * H + j` of `h1s`), the outputs' bias gradients over the first 64
-/// threads.
+/// row `j` at word `it * H + j` of `h1s`), the outputs' bias gradients over the first
+/// threads, one an element of the chunk.
 pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let h = sh.hidden;
     let _ = writeln!(s, "    let row = group * {}u;", plan.shared_words);
@@ -93,14 +93,14 @@ pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
 
 /// The end of [`partial_sums`]: the per-row sums, gathered in `h1s`, into the workgroup's
 /// row of partial sums (item `it` of row `j` at the shared word its `it` names), and each
-/// output's bias gradient summed over the first 64 threads.
+/// output's bias gradient summed over the first threads, one an element of the chunk.
 fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let (h, i, depth) = (sh.hidden, sh.inputs, sh.depth);
     let ds = sh.ds_matrix(depth);
-    // Row o of ds2s: output o's bias gradient of each of the first 64 threads.
+    // Row o of ds2s: output o's bias gradient of each of the chunk's first threads.
     let at_row = |o: u32| match o {
         0 => String::new(),
-        o => format!("{}u + ", 16 * o),
+        o => format!("{}u + ", sh.rv * o),
     };
     let output_bias_stores: String = (0..sh.outputs)
         .map(|o| {
@@ -141,8 +141,9 @@ fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             };
             format!(
                 "        var {b3} = 0.0f;\n        \
-                 for (var e = 0u; e < 64u; e++) {{\n            {b3} += {ds}[{}e / 4u][e % 4u];\n        }}\n        \
+                 for (var e = 0u; e < {}u; e++) {{\n            {b3} += {ds}[{}e / 4u][e % 4u];\n        }}\n        \
                  shared_partials[row + {}u] = {b3};\n",
+                sh.chunk,
                 at_row(o),
                 out.bias
             )
@@ -151,7 +152,7 @@ fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let _ = writeln!(
         s,
         "        }}\n        workgroupBarrier();\n    }}\n    \
-         if (lid < 64u) {{\n{output_bias_stores}    }}\n    \
+         if (lid < {chunk}u) {{\n{output_bias_stores}    }}\n    \
          workgroupBarrier();\n    \
          for (var q = lid; q < {}u; q += {}u) {{\n        \
          let it = q / {h}u;\n        let j = q % {h}u;\n        \
@@ -165,6 +166,7 @@ fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         bias_items.join(" else "),
         w3_words.join(" "),
         row_sum_store(plan, sh, i),
+        chunk = sh.chunk,
     );
 }
 

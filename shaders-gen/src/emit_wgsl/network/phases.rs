@@ -3,7 +3,7 @@
 //! are these too (`value.rs`).
 
 use super::{
-    NetworkPlan, Shape, WordIndex, activate, cell, derivative, dy_cell, keeps_ties, record_ties,
+    NetworkPlan, Shape, WordIndex, activate, blocked, derivative, keeps_ties, record_ties,
 };
 use std::fmt::Write;
 
@@ -41,7 +41,10 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let ol = sh.depth + 1;
     // Each later layer's weights into its matrix, in one loop.
     let layers: Vec<u32> = (2..=sh.depth).collect();
-    let copies = if sh.reloads {
+    let copies = if sh.blocked {
+        // Its `W2` is copied in blocks as each product reads it.
+        String::new()
+    } else if sh.reloads {
         weight_copies(plan, sh, &layers, "    ")
     } else {
         let copies: String = (layers.iter())
@@ -141,21 +144,25 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         "    let base = group * per_thread * {t}u;\n    var xr: array<f32, {}>;",
         sh.prefetch
     );
+    if sh.blocked {
+        blocked::prologue(plan, sh, s);
+    }
     // Only the first chunk's inputs are loaded before the loop: where the workgroup has
     // none (`base >= n`, possibly `n = 0`), none are read.
     line(s, "    if (base < n) {");
     prefetch(plan, sh, "base", "        ", s);
     line(s, "    }");
+    let chunk = sh.chunk;
     let _ = writeln!(
         s,
         "    for (var idx = 0u; idx < per_thread * {}u; idx++) {{\n        \
-         let first = base + idx * 64u;\n        \
+         let first = base + idx * {chunk}u;\n        \
          if (first >= n) {{\n            break;\n        }}\n        \
          workgroupBarrier();\n        \
          let xc = xr;",
-        t / 64
+        t / chunk
     );
-    prefetch(plan, sh, "first + 64u", "        ", s);
+    prefetch(plan, sh, &format!("first + {chunk}u"), "        ", s);
     store_x(sh, &sh.x_matrix(), s);
     line(s, "        workgroupBarrier();");
 }
@@ -227,7 +234,7 @@ fn prefetch(plan: &NetworkPlan, sh: &Shape, first: &str, pad: &str, s: &mut Stri
             "{pad}{{\n{pad}    let q = min(lid + {}u, {}u);\n{pad}    \
              xr[{r}] = args[min({first} + q / {i}u, n - 1u) * {}u + {}u + q % {i}u];\n{pad}}}",
             sh.threads * r,
-            64 * i - 1,
+            sh.chunk * i - 1,
             plan.element_words,
             plan.first_input
         );
@@ -242,19 +249,22 @@ pub(super) fn store_x(sh: &Shape, matrix: &str, s: &mut String) {
             s,
             "        {{\n            let q = lid + {}u;\n            let e = q / {i}u;\n            \
              let f = q % {i}u;\n            if (q < {}u) {{\n                \
-             {matrix}[f * 16u + ((e / 4u) ^ (f % 8u))][e % 4u] = xc[{r}];\n            }}\n        }}",
+             {matrix}[f * {}u + ((e / 4u) ^ (f % 8u))][e % 4u] = xc[{r}];\n            }}\n        }}",
             sh.threads * r,
-            64 * i
+            sh.chunk * i,
+            sh.rv
         );
     }
 }
 
 /// One step of a forward or `d_h1` product: each of the column group's `vec4` columns of
-/// row `row` of `matrix` (swizzled), broadcast to the group as `{name}{c}`, times the lane's
-/// weight of each of its rows, `weight(r)`, added into `{acc}{r}_{c}`.
-fn rank_one_step(
+/// row `row` of `matrix` (swizzled; `base`, where not empty, a WGSL index of a row whose
+/// number is a multiple of 8 that `row` counts from), broadcast to the group as
+/// `{name}{c}`, times the lane's weight of each of its rows, `weight(r)`, added into
+/// `{acc}{r}_{c}`.
+pub(super) fn rank_one_step(
     sh: &Shape,
-    (matrix, row, name): (&str, u32, &str),
+    (matrix, base, row, name): (&str, &str, u32, &str),
     weight: impl Fn(u32) -> String,
     acc: &str,
     s: &mut String,
@@ -262,8 +272,8 @@ fn rank_one_step(
     for c in 0..sh.columns {
         let _ = writeln!(
             s,
-            "            let {name}{c} = {matrix}[{}u + ((cw + {c}u) ^ {}u)];",
-            16 * row,
+            "            let {name}{c} = {matrix}[{base}{}u + ((cw + {c}u) ^ {}u)];",
+            sh.rv * row,
             row % 8
         );
         for r in 0..sh.lane_rows {
@@ -303,7 +313,11 @@ pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         let _ = writeln!(s, "        {{\n{}        }}", indented(&block));
         line(s, "        workgroupBarrier();");
     }
-    layer_product(sh, sh.depth, s);
+    if sh.blocked {
+        blocked::layer_product(plan, sh, s);
+    } else {
+        layer_product(sh, sh.depth, s);
+    }
     let last = sh.depth;
     for r in rows.clone() {
         for c in cols.clone() {
@@ -335,7 +349,7 @@ pub(super) fn first_layer_sums(sh: &Shape, matrix: &str, s: &mut String) {
     }
     let _ = writeln!(s, "        for (var k = 0u; k < {}u; k++) {{", sh.inputs);
     for c in cols.clone() {
-        let x = cell("k", "(k % 8u)", &format!("cw + {c}u"));
+        let x = sh.cell("k", "(k % 8u)", &format!("cw + {c}u"));
         let _ = writeln!(s, "            let x{c} = {matrix}[{x}];");
         for r in rows.clone() {
             let _ = writeln!(s, "            s{r}_{c} += w1_{r}[k] * x{c};");
@@ -353,7 +367,7 @@ pub(super) fn output_parts(sh: &Shape, matrix: &str, s: &mut String) {
             let terms: Vec<String> = (rows.clone())
                 .map(|r| format!("w{}_{}{r} * t{r}_{c}", sh.depth + 1, sh.out(o)))
                 .collect();
-            let at = cell(&output_part_row(sh, o), "l8", &format!("cw + {c}u"));
+            let at = sh.cell(&output_part_row(sh, o), "l8", &format!("cw + {c}u"));
             let _ = writeln!(s, "        {matrix}[{at}] = {};", terms.join(" + "));
         }
     }
@@ -384,7 +398,7 @@ pub(super) fn store_activations_into(
     let a = plan.layer(l).activation;
     for r in 0..sh.lane_rows {
         for c in 0..sh.columns {
-            let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
+            let at = sh.cell(&sh.row(r), "l8", &format!("cw + {c}u"));
             let sums = format!("{sums}{r}_{c}");
             let h = unpadded(plan, sh, l, r, activate(a, &sums));
             let _ = writeln!(s, "        {matrix}[{at}] = {h};");
@@ -439,7 +453,13 @@ pub(super) fn layer_product(sh: &Shape, l: u32, s: &mut String) {
         let input = sh.h_matrix(l - 1);
         for i in 0..4 {
             let weight = |r: u32| format!("wv{r}_{i}");
-            rank_one_step(sh, (&input, 4 * m + i, &format!("h{i}_")), weight, "f", s);
+            rank_one_step(
+                sh,
+                (&input, "", 4 * m + i, &format!("h{i}_")),
+                weight,
+                "f",
+                s,
+            );
         }
         line(s, "        }");
     }
@@ -480,7 +500,7 @@ pub(super) fn output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let ds = sh.ds_matrix(sh.depth);
     for o in 0..sh.outputs {
         for c in cols.clone() {
-            let at = dy_cell(o, &format!("cw + {c}u"));
+            let at = sh.dy_cell(o, &format!("cw + {c}u"));
             let _ = writeln!(s, "        let dy{}{c} = {ds}[{at}];", sh.out(o));
         }
     }
@@ -513,22 +533,22 @@ pub(super) fn output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     line(s, "        workgroupBarrier();");
     for r in rows {
         for c in cols.clone() {
-            let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
+            let at = sh.cell(&sh.row(r), "l8", &format!("cw + {c}u"));
             let _ = writeln!(s, "        {ds}[{at}] = g{r}_{c};");
         }
     }
     line(s, "        workgroupBarrier();");
 }
 
-/// The one output row summed over the lanes' parts by 64 threads, an element each, the
-/// loss and `d_y`, into row 32 of `ds2s`.
+/// The one output row summed over the lanes' parts by a thread an element of the chunk,
+/// the loss and `d_y`, into row 32 of `ds2s`.
 fn one_output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let ds = sh.ds_matrix(sh.depth);
     let _ = writeln!(
         s,
-        "        if (lid < 64u) {{\n            let e = lid;\n            var y = sw({}u);\n            \
+        "        if (lid < {chunk}u) {{\n            let e = lid;\n            var y = sw({}u);\n            \
          for (var r = 0u; r < {}u; r++) {{\n                \
-         y += {ds}[r * 16u + ((e / 4u) ^ (r % 8u))][e % 4u];\n            }}\n            \
+         y += {ds}[r * {rv}u + ((e / 4u) ^ (r % 8u))][e % 4u];\n            }}\n            \
          let loss = gf_loss(y, min(first + e, n - 1u) * {}u);\n            \
          let inb = first + e < n;\n            \
          if (inb) {{\n                values[first + e] = loss.x;\n            }}\n            \
@@ -540,15 +560,21 @@ fn one_output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         sh.row_lanes,
         plan.element_words,
         output_bias_grad(sh, 0),
-        dy_cell(0, "e / 4u")
+        sh.dy_cell(0, "e / 4u"),
+        chunk = sh.chunk,
+        rv = sh.rv
     );
 }
 
-/// The opening of the first 64 threads' block, an element each: each output row `y{o}`
+/// The opening of the block of the first threads, one an element of the chunk: each output row `y{o}`
 /// from its bias and the lanes' parts in `matrix` (output `o`'s in rows `row_lanes o ..`),
 /// up to the end of their loop.
 pub(super) fn sum_output_parts(plan: &NetworkPlan, sh: &Shape, matrix: &str, s: &mut String) {
-    line(s, "        if (lid < 64u) {\n            let e = lid;");
+    let _ = writeln!(
+        s,
+        "        if (lid < {}u) {{\n            let e = lid;",
+        sh.chunk
+    );
     for (o, out) in (0..).zip(&plan.outputs) {
         let _ = writeln!(s, "            var y{o} = sw({}u);", out.bias);
     }
@@ -560,13 +586,14 @@ pub(super) fn sum_output_parts(plan: &NetworkPlan, sh: &Shape, matrix: &str, s: 
     for o in 0..sh.outputs {
         let _ = writeln!(
             s,
-            "                y{o} += {matrix}[(r + {}u) * 16u + ((e / 4u) ^ (r % 8u))][e % 4u];",
-            sh.row_lanes * o
+            "                y{o} += {matrix}[(r + {}u) * {}u + ((e / 4u) ^ (r % 8u))][e % 4u];",
+            sh.row_lanes * o,
+            sh.rv
         );
     }
 }
 
-/// The output rows summed over the lanes' parts by 64 threads, an element each (output
+/// The output rows summed over the lanes' parts by a thread an element (output
 /// `o`'s parts in rows `row_lanes o ..`), the loss and each `d_y_o`, into row `32 + o` of
 /// `ds2s` swizzled as the parts there: a thread writes its own element's word of the row
 /// only, which it has read (unswizzled, it overwrote another element's part before that
@@ -593,7 +620,7 @@ fn outputs_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
              {ds}[{}][e % 4u] = dy{o};",
             o + 1,
             output_bias_grad(sh, o),
-            dy_cell(o, "e / 4u")
+            sh.dy_cell(o, "e / 4u")
         );
     }
     line(s, "        }\n        workgroupBarrier();");
@@ -622,7 +649,7 @@ pub(super) fn backward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
 pub(super) fn store_sum_adjoints(sh: &Shape, matrix: &str, s: &mut String) {
     for r in 0..sh.lane_rows {
         for c in 0..sh.columns {
-            let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
+            let at = sh.cell(&sh.row(r), "l8", &format!("cw + {c}u"));
             let _ = writeln!(s, "        {matrix}[{at}] = e{r}_{c};");
         }
     }
@@ -643,7 +670,7 @@ pub(super) fn second_and_first_layers_backward(
     let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
     let _ = writeln!(s, "        for (var k = 0u; k < {}u; k++) {{", sh.inputs);
     for c in cols.clone() {
-        let x = cell("k", "(k % 8u)", &format!("cw + {c}u"));
+        let x = sh.cell("k", "(k % 8u)", &format!("cw + {c}u"));
         let _ = writeln!(s, "            let x{c} = {matrix}[{x}];");
     }
     for r in rows {
@@ -664,43 +691,27 @@ pub(super) fn layer_backward(plan: &NetworkPlan, sh: &Shape, l: u32, s: &mut Str
             let _ = writeln!(s, "        var d{r}_{c} = vec4<f32>(0.0);");
         }
     }
-    let (h, ds) = (sh.hidden, sh.ds_matrix(l));
-    for j in 0..h {
-        // The lane's rows' words of row `j` of `W_l` (`W_l^T`'s column): `f32` words at
-        // `row + s`, or components `lr % 4` of `vec4`s ([`Shape::weight_vec4`]); `unit`
-        // words an index.
-        let g = j % sh.groups;
-        let (lane, row, unit, component) = if sh.reloads {
-            (format!("(lr / 4u) ^ {g}u"), j * h / 4, 4, "[lr % 4u]")
-        } else {
-            (format!("4u * ((lr / 4u) ^ {g}u) + lr % 4u"), j * h, 1, "")
-        };
-        let _ = writeln!(s, "        {{\n            let s = {lane};");
-        for r in rows.clone() {
-            let at = if r == 0 {
-                "s".to_string()
-            } else {
-                format!("(s ^ {}u)", sh.row_lanes * r / unit)
-            };
-            let _ = writeln!(s, "            let v{r} = w{l}s[{row}u + {at}]{component};");
-        }
-        rank_one_step(sh, (&ds, j, "g"), |r| format!("v{r}"), "d", s);
-        line(s, "        }");
+    if sh.blocked {
+        blocked::transposed_product(plan, sh, s);
+    } else {
+        transposed_product(sh, l, s);
     }
+    let ds = sh.ds_matrix(l);
     if sh.parts == 1 {
-        line(s, "        for (var e4 = 0u; e4 < 16u; e4++) {");
+        let _ = writeln!(s, "        for (var e4 = 0u; e4 < {}u; e4++) {{", sh.rv);
     } else {
         let _ = writeln!(
             s,
             "        for (var i4 = 0u; i4 < {q}u; i4++) {{\n            let e4 = part * {q}u + i4;",
-            q = 16 / sh.parts
+            q = sh.rv / sh.parts
         );
     }
     for a in 0..sh.ja {
         let _ = writeln!(
             s,
-            "            let p{a} = {ds}[(jb + {}u) * 16u + (e4 ^ (jb % 8u))];",
-            sh.nj * a
+            "            let p{a} = {ds}[(jb + {}u) * {}u + (e4 ^ (jb % 8u))];",
+            sh.nj * a,
+            sh.rv
         );
     }
     let below = l - 1;
@@ -708,7 +719,8 @@ pub(super) fn layer_backward(plan: &NetworkPlan, sh: &Shape, l: u32, s: &mut Str
     for b in 0..sh.kb {
         let _ = writeln!(
             s,
-            "            let q{b} = {hs}[(kb + {n}u) * 16u + (e4 ^ ((kb + {n}u) % 8u))];",
+            "            let q{b} = {hs}[(kb + {n}u) * {}u + (e4 ^ ((kb + {n}u) % 8u))];",
+            sh.rv,
             n = sh.nk * b
         );
     }
@@ -723,7 +735,7 @@ pub(super) fn layer_backward(plan: &NetworkPlan, sh: &Shape, l: u32, s: &mut Str
     line(s, "        }");
     for r in rows {
         for c in cols.clone() {
-            let at = cell(&sh.row(r), "l8", &format!("cw + {c}u"));
+            let at = sh.cell(&sh.row(r), "l8", &format!("cw + {c}u"));
             let d = derivative(
                 plan.layer(below).activation,
                 &format!("hh{r}_{c}"),
@@ -737,6 +749,34 @@ pub(super) fn layer_backward(plan: &NetworkPlan, sh: &Shape, l: u32, s: &mut Str
                  gb{below}_{r} += (e{r}_{c}.x + e{r}_{c}.y) + (e{r}_{c}.z + e{r}_{c}.w);"
             );
         }
+    }
+}
+
+/// `d{r}_{c} += W_l^T d_s_l` for the thread's tile, the weights from `w{l}s` by lane, `d_s_l`
+/// broadcast from its matrix.
+fn transposed_product(sh: &Shape, l: u32, s: &mut String) {
+    let (h, ds) = (sh.hidden, sh.ds_matrix(l));
+    for j in 0..h {
+        // The lane's rows' words of row `j` of `W_l` (`W_l^T`'s column): `f32` words at
+        // `row + s`, or components `lr % 4` of `vec4`s ([`Shape::weight_vec4`]); `unit`
+        // words an index.
+        let g = j % sh.groups;
+        let (lane, row, unit, component) = if sh.reloads {
+            (format!("(lr / 4u) ^ {g}u"), j * h / 4, 4, "[lr % 4u]")
+        } else {
+            (format!("4u * ((lr / 4u) ^ {g}u) + lr % 4u"), j * h, 1, "")
+        };
+        let _ = writeln!(s, "        {{\n            let s = {lane};");
+        for r in 0..sh.lane_rows {
+            let at = if r == 0 {
+                "s".to_string()
+            } else {
+                format!("(s ^ {}u)", sh.row_lanes * r / unit)
+            };
+            let _ = writeln!(s, "            let v{r} = w{l}s[{row}u + {at}]{component};");
+        }
+        rank_one_step(sh, (&ds, "", j, "g"), |r| format!("v{r}"), "d", s);
+        line(s, "        }");
     }
 }
 

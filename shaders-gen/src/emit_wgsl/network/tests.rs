@@ -96,6 +96,32 @@ fn the_kernel_validates_at_both_widths_and_any_inputs() {
     }
 }
 
+/// Two layers of 128 rows stream `W2` in blocks through 48 KiB, in chunks of 32 elements;
+/// more inputs than [`MAX_BLOCKED_INPUTS`] or a third layer do not fit.
+#[test]
+fn layers_of_128_rows_validate_with_w2_in_blocks() {
+    for (inputs, activations) in [
+        (8, [TANH, TANH]),
+        (1, [RELU, TANH]),
+        (16, [Activation::Sigmoid, RELU]),
+    ] {
+        let loss = squared_error(inputs);
+        let p = plan_with(inputs, 128, activations, &loss);
+        assert!(p.supported() && p.blocks_weights(), "{inputs}");
+        assert_eq!(p.workgroup_bytes(), WORKGROUP_BYTES);
+        let wgsl = emit_network_adjoint("fn net(..) -> f32", &p);
+        validate(&wgsl);
+        assert!(wgsl.contains("var<workgroup> wblk: array<vec4<f32>, 1024>;"));
+        assert!(wgsl.contains("var<workgroup> h1s: array<vec4<f32>, 1024>;"));
+        assert!(wgsl.contains("var<workgroup> ds2s: array<vec4<f32>, 1024>;"));
+        assert!(!wgsl.contains("w2s"));
+        assert!(wgsl.contains("let first = base + idx * 32u;"));
+        assert!(wgsl.contains("@workgroup_size(256)"));
+    }
+    let loss = squared_error(17);
+    assert!(!plan(17, 128, &loss).supported());
+}
+
 #[test]
 fn relu_layers_read_their_derivative_off_the_stored_outputs() {
     let loss = squared_error(8);
@@ -198,7 +224,7 @@ fn more_outputs_validate_up_to_what_the_matrix_holds() {
 #[test]
 fn widths_it_cannot_tile_are_not_supported() {
     let loss = squared_error(8);
-    for hidden in [16, 48, 96, 128] {
+    for hidden in [16, 48, 96, 256] {
         assert!(!plan(8, hidden, &loss).supported(), "{hidden}");
     }
     let wide = squared_error(40);

@@ -1,0 +1,203 @@
+//! The cooperative adjoint of two hidden layers of 128 rows
+//! ([`NetworkPlan::blocks_weights`]): `W2` streamed through workgroup memory in blocks.
+//!
+//! At 128 rows `W2` alone takes 64 KiB, past the 48 KiB of workgroup memory. The chunk is
+//! 32 elements ([`super::chunk_elements`]), so that `h1` and `d_s2` take 16 KiB each as at
+//! 64 rows, and the third 16 KiB, `wblk`, holds a block of [`BLOCK`] of `W2`'s columns for
+//! the forward product (`s2 = W2 h1`, summed over the block's columns) or of its rows for
+//! `d_h1 = W2^T d_s2` (summed over the block's rows): each thread's tile of the product
+//! stays in registers over the blocks, as the whole matrix's product does at 64 rows.
+//!
+//! `W2` is the same for every chunk, so the blocks come in the same cycle each chunk: the
+//! forward's column blocks, then the reverse's row blocks. While a thread computes with one
+//! block it holds the next one's words in registers (`pw`), loaded from the shared words as
+//! that block's product starts, and stores them into `wblk` once every thread has done
+//! with it: the loads' latency hides behind a block's work. A chunk reads `W2` twice from
+//! the shared words (in L2): 4 KiB an element, against its 49,000 FMAs of the layer.
+//!
+//! Layouts of `wblk`, `vec4`s: a column block's row `j` at `8 j`, its `vec4` column `k4` at
+//! `k4 ^ (j % 8)`, so that lanes reading their own rows read different banks; a row block's
+//! row `j` at `32 j` (at 128 rows), unswizzled, since lanes read consecutive words of one
+//! row.
+
+use super::phases::{line, rank_one_step};
+use super::{NetworkPlan, Shape};
+use std::fmt::Write;
+
+/// Columns of `W2` in a column block, rows in a row block.
+pub(super) const BLOCK: u32 = 32;
+
+/// Blocks of each kind.
+fn blocks(sh: &Shape) -> u32 {
+    sh.hidden / BLOCK
+}
+
+/// The `vec4`s of a block each thread copies.
+fn steps(sh: &Shape) -> u32 {
+    let vec4s = sh.hidden * BLOCK / 4;
+    debug_assert!(vec4s.is_multiple_of(sh.threads));
+    vec4s / sh.threads
+}
+
+/// `wblk`'s declaration.
+pub(super) fn declare(sh: &Shape, s: &mut String) {
+    let _ = writeln!(
+        s,
+        "// W2 in blocks of {BLOCK} columns (the forward product), W2[j][{BLOCK} b + 4 k4 ..] at\n\
+         // j * 8 + (k4 ^ (j % 8)), or of {BLOCK} rows (d_h1), W2[{BLOCK} b + j][4 k4 ..] at j * {} + k4.\n\
+         var<workgroup> wblk: array<vec4<f32>, {}>;",
+        sh.hidden / 4,
+        sh.hidden * BLOCK / 4
+    );
+}
+
+/// The statements, indented by `pad`, that load into `pw` the thread's `vec4`s of block
+/// `wb` (a WGSL `u32` expression) of `W2`'s columns (`columns`) or rows.
+fn load_block(plan: &NetworkPlan, sh: &Shape, columns: bool, wb: &str, pad: &str) -> String {
+    let layer = plan.layer(2);
+    let written = [Some(layer.rows), Some(plan.layer(1).rows)];
+    let mut s = String::new();
+    for i in 0..steps(sh) {
+        let (j, k) = if columns {
+            let k4 = BLOCK / 4;
+            (
+                format!("q / {k4}u"),
+                format!("{BLOCK}u * {wb} + 4u * (q % {k4}u)"),
+            )
+        } else {
+            let k4 = sh.hidden / 4;
+            (
+                format!("{BLOCK}u * {wb} + q / {k4}u"),
+                format!("4u * (q % {k4}u)"),
+            )
+        };
+        let words: Vec<String> = (0..4)
+            .map(|c| {
+                let k = if c == 0 {
+                    "k".to_string()
+                } else {
+                    format!("k + {c}u")
+                };
+                plan.load(layer.weights, ("j", &k), written)
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "{pad}{{\n{pad}    let q = lid + {}u;\n{pad}    let j = {j};\n{pad}    let k = {k};\n{pad}    \
+             pw[{i}] = vec4<f32>({});\n{pad}}}",
+            sh.threads * i,
+            words.join(", ")
+        );
+    }
+    s
+}
+
+/// The prologue's part: `pw` declared and loaded with the first column block.
+pub(super) fn prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    let _ = writeln!(s, "    var pw: array<vec4<f32>, {}>;", steps(sh));
+    s.push_str(&load_block(plan, sh, true, "0u", "    "));
+}
+
+/// The opening of the loop over one kind's blocks (`wb`): `pw` into `wblk` once every
+/// thread has done with the block before, then the next block's words into `pw` (the
+/// other kind's first after this kind's last).
+fn block_loop(plan: &NetworkPlan, sh: &Shape, columns: bool, s: &mut String) {
+    let n = blocks(sh);
+    let _ = writeln!(
+        s,
+        "        for (var wb = 0u; wb < {n}u; wb++) {{\n            workgroupBarrier();"
+    );
+    for i in 0..steps(sh) {
+        let q = format!("(lid + {}u)", sh.threads * i);
+        let at = if columns {
+            let k4 = BLOCK / 4;
+            format!("({q} / {k4}u) * {k4}u + (({q} % {k4}u) ^ (({q} / {k4}u) % 8u))")
+        } else {
+            q
+        };
+        let _ = writeln!(s, "            wblk[{at}] = pw[{i}];");
+    }
+    let pad = "                ";
+    let _ = writeln!(
+        s,
+        "            workgroupBarrier();\n            if (wb + 1u < {n}u) {{\n{}            }} else {{\n{}            }}",
+        load_block(plan, sh, columns, "(wb + 1u)", pad),
+        load_block(plan, sh, !columns, "0u", pad),
+    );
+}
+
+/// `f{r}_{c} = b2 + W2 h1` for the thread's tile, summed over the column blocks: the
+/// lane's rows' words of the block by lane, `h1`'s rows broadcast.
+pub(super) fn layer_product(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    debug_assert!(sh.blocked && sh.depth == 2);
+    for r in 0..sh.lane_rows {
+        for c in 0..sh.columns {
+            let _ = writeln!(s, "        var f{r}_{c} = vec4<f32>(b2_{r});");
+        }
+    }
+    block_loop(plan, sh, true, s);
+    let k4 = BLOCK / 4;
+    let base = format!("wb * {}u + ", BLOCK * sh.rv);
+    for m in 0..k4 {
+        let _ = writeln!(
+            s,
+            "            {{\n                let wbase = lr * {k4}u + ({m}u ^ l8);"
+        );
+        for r in 0..sh.lane_rows {
+            let _ = writeln!(
+                s,
+                "                let wq{r} = wblk[wbase + {}u];",
+                sh.row_lanes * r * k4
+            );
+        }
+        let mut step = String::new();
+        for i in 0..4 {
+            let weight = |r: u32| format!("wq{r}[{i}]");
+            rank_one_step(
+                sh,
+                ("h1s", &base, 4 * m + i, &format!("h{i}_")),
+                weight,
+                "f",
+                &mut step,
+            );
+        }
+        s.push_str(&indent(&step));
+        line(s, "            }");
+    }
+    line(s, "        }");
+}
+
+/// `d{r}_{c} += W2^T d_s2` for the thread's tile, summed over the row blocks: the lane's
+/// columns' words of each of the block's rows, that row of `d_s2` broadcast.
+pub(super) fn transposed_product(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    debug_assert!(sh.blocked && sh.depth == 2);
+    block_loop(plan, sh, false, s);
+    let (h4, ds) = (sh.hidden / 4, sh.ds_matrix(2));
+    let base = format!("wb * {}u + ", BLOCK * sh.rv);
+    for j in 0..BLOCK {
+        line(s, "            {");
+        for r in 0..sh.lane_rows {
+            let _ = writeln!(
+                s,
+                "                let v{r} = wblk[{}u + lr / 4u][lr % 4u];",
+                j * h4 + sh.row_lanes * r / 4
+            );
+        }
+        let mut step = String::new();
+        rank_one_step(
+            sh,
+            (&ds, &base, j, "g"),
+            |r| format!("v{r}"),
+            "d",
+            &mut step,
+        );
+        s.push_str(&indent(&step));
+        line(s, "            }");
+    }
+    line(s, "        }");
+}
+
+/// `block`'s lines indented four spaces more.
+fn indent(block: &str) -> String {
+    block.lines().map(|l| format!("    {l}\n")).collect()
+}

@@ -1,0 +1,105 @@
+//! Networks of two hidden layers of 65 to 128 rows, whose cooperative adjoint streams `W2`
+//! through workgroup memory in blocks (`emit_wgsl/network/blocked.rs`): values and shared
+//! gradients on the GPU against the CPU reverse mode's or the f64 interpreter's
+//! per-element results summed in f64, bit-identical over runs; batches cut mid-chunk,
+//! padded rows, two outputs, each activation.
+
+mod common;
+
+use common::networks::{
+    ACTIVATIONS, check, check_at_random, uniform_array, with_layer_activations, words,
+};
+use common::{Rng, device};
+use gradfuse::differentiable;
+
+/// An 8-128-128-1 tanh network as a user writes it.
+#[differentiable]
+pub fn net128(
+    #[constant] x: [f32; 8],
+    #[constant] t: f32,
+    #[shared] w1: [f32; 1152],
+    #[shared] w2: [f32; 16512],
+    #[shared] w3: [f32; 129],
+) -> f32 {
+    let mut h1 = [0.0; 128];
+    for j in 0..128 {
+        let mut s = w1[8 * 128 + j];
+        for k in 0..8 {
+            s += w1[j * 8 + k] * x[k];
+        }
+        h1[j] = s.tanh();
+    }
+    let mut h2 = [0.0; 128];
+    for j in 0..128 {
+        let mut s = w2[128 * 128 + j];
+        for k in 0..128 {
+            s += w2[j * 128 + k] * h1[k];
+        }
+        h2[j] = s.tanh();
+    }
+    let mut y = w3[128];
+    for k in 0..128 {
+        y += w3[k] * h2[k];
+    }
+    (y - t) * (y - t)
+}
+
+#[test]
+fn an_8_128_128_1_network_is_the_batch_sum() {
+    let spec = &net128::ADJOINT_KERNEL;
+    assert!(
+        spec.wgsl.contains("register-blocked") && spec.wgsl.contains("var<workgroup> wblk"),
+        "net128: not the blocked cooperative kernel"
+    );
+    assert!(spec.fallback.is_some() && !spec.bounds_checks);
+    let mut rng = Rng(1281);
+    let shared = net128::Shared {
+        w1: uniform_array(&mut rng, 0.4),
+        w2: uniform_array(&mut rng, 0.1),
+        w3: uniform_array(&mut rng, 0.2),
+    };
+    let kernel = net128::kernel(device());
+    // Within one chunk; past one workgroup's run (256 elements), cut mid-chunk.
+    for n in [19usize, 300] {
+        let batch: Vec<net128::Args> = (0..n)
+            .map(|_| net128::Args {
+                x: uniform_array(&mut rng, 1.0),
+                t: rng.uniform(-0.5, 0.5),
+            })
+            .collect();
+        let launch = || {
+            let (v, _, g) = kernel.value_and_grad(&batch, &shared).expect("launch");
+            (v, words(&g))
+        };
+        check(&format!("8-128-128-1, {n}"), &batch, launch, |a| {
+            let (v, _, g) = net128::value_and_grad(a, &shared);
+            (v, words(&g))
+        });
+    }
+}
+
+/// Padded rows (65 to 127 of them written), two outputs, up to the most inputs the kernel
+/// keeps in registers (`MAX_BLOCKED_INPUTS`), batches cut mid-chunk.
+#[test]
+fn wide_networks_of_other_shapes_match_the_interpreter() {
+    use gradfuse_shaders_gen::samples::deep_network;
+    let [tanh, relu, sigmoid] = ACTIVATIONS;
+    // Inputs, each layer's rows, outputs, each layer's activation, batch.
+    type Case<'a> = (usize, [usize; 2], usize, [&'a str; 2], usize);
+    let cases: [Case; 4] = [
+        (3, [100, 128], 2, [relu, sigmoid], 70),
+        (16, [96, 96], 1, [sigmoid, tanh], 33),
+        (1, [128, 65], 1, [relu, tanh], 9),
+        (5, [127, 120], 2, [tanh, relu], 45),
+    ];
+    for (i, hidden, o, activations, n) in cases {
+        let src = with_layer_activations(deep_network(i, &hidden, o), &activations);
+        let name = format!("{i}-{}-{}-{o}, {activations:?}", hidden[0], hidden[1]);
+        let c = gradfuse_shaders_gen::compile_str(&src).expect("compiles");
+        assert!(
+            c.wgsl_reverse.contains("var<workgroup> wblk"),
+            "{name}: not the blocked cooperative kernel"
+        );
+        check_at_random(&name, &src, (i + o, n), 1280 + i as u64);
+    }
+}
