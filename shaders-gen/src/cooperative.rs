@@ -3,7 +3,7 @@
 //!
 //! The function must be, and be only, the network that kernel computes: per-element inputs
 //! `x` (an array argument, `#[constant]` like every per-element word) into two dense layers
-//! or more of 17 to 64 rows (computed as 32 or 64, [`crate::emit_wgsl::padded_width`]; as
+//! or more of 17 to 128 rows (computed as 32, 64 or 128, [`crate::emit_wgsl::padded_width`]; as
 //! many as fit its workgroup memory, [`NetworkPlan::supported`]), each `tanh`, relu or the
 //! sigmoid ([`ir::dense_layers`]), each after the first reading what the one before wrote;
 //! output rows `y_o = b_o + w_o . h_L` ([`ir::dot_row`]) reading what the last wrote, as

@@ -46,7 +46,11 @@
 //!   reverse pass, and the weights are copied in again each chunk. The 8-64-64-64-1
 //!   adjoint ran 2.9x faster so than one element a thread on the H200 (96.5 -> 32.5 ms at
 //!   2^24), level with JAX "default" at 2^20 (BENCHMARKS.md).
-//! - Layers of fewer rows than the kernel's 32 or 64 (17 to 64, two widths or one) are
+//! - Two hidden layers of 128 rows, whose `W2` alone would take 64 KiB, run in chunks of 32
+//!   elements with `W2` streamed through workgroup memory in blocks ([`blocked`],
+//!   [`NetworkPlan::blocks_weights`]): the 8-128-128-1 adjoint ran 4.0-4.4x faster so than
+//!   one element a thread on the H200, at 43% of the FMA ceiling (BENCHMARKS.md).
+//! - Layers of fewer rows than the kernel's 32, 64 or 128 (17 to 128, two widths or one) are
 //!   computed at its width, the rows past theirs padding: their weights, biases and output
 //!   weights loaded as zero (at an index clamped into the written rows), so their sums are
 //!   zero, no padded activation reaches a written row and no padded adjoint is other than
@@ -79,6 +83,7 @@
 mod activations;
 mod blocked;
 mod header;
+mod outputs;
 mod partials;
 mod phases;
 mod reload;
@@ -88,8 +93,9 @@ use crate::ir::{Activation, Function, Op};
 use crate::ops::Func;
 use activations::{activate, derivative, keeps_ties, record_ties};
 use header::header;
+use outputs::output_and_loss;
 use partials::partial_sums;
-use phases::{backward, entry_prologue, forward, output_and_loss};
+use phases::{backward, entry_prologue, forward};
 
 /// A shared word's index as a function of a row `j` and a column `k`:
 /// `offset + row_stride * j + column_stride * k`.
@@ -138,7 +144,7 @@ pub struct NetworkPlan {
     pub first_input: u32,
     /// Length of `x`: the first layer's columns.
     pub inputs: u32,
-    /// Rows of every hidden layer in the kernel: 32 or 64.
+    /// Rows of every hidden layer in the kernel: 32, 64 or 128.
     pub hidden: u32,
     /// The hidden layers: the first (`hidden x inputs` in the kernel), then each later one
     /// (`hidden x hidden`), which reads the one before.
@@ -152,7 +158,7 @@ pub struct NetworkPlan {
     pub shared_words: u32,
 }
 
-/// The kernel's width for layers of at most `rows` rows: 32 or 64, the next of them, from
+/// The kernel's width for layers of at most `rows` rows: 32, 64 or 128, the next of them, from
 /// 17 rows on; others as they are (which [`NetworkPlan::supported`] refuses). Padded, an
 /// 8-48-48-1 network's adjoint costs about what the 8-64-64-1's does, and ran 2.6x faster
 /// than one element a thread, which had been 1.8x slower than JAX's (H200, BENCHMARKS.md,
@@ -218,7 +224,8 @@ impl NetworkPlan {
     /// Whether this kernel can be written for the plan: widths whose swizzles are XORs
     /// within a row (powers of two), two hidden layers or more whose matrices fit
     /// [`WORKGROUP_BYTES`] ([`NetworkPlan::workgroup_bytes`]: up to four at 32 rows, three
-    /// at 64 with its weights reloaded), layers of as many rows or fewer ([`padded_width`], [`MIN_PADDED_ROWS`]),
+    /// at 64 with its weights reloaded, two at 128 with up to [`MAX_BLOCKED_INPUTS`] inputs),
+    /// layers of as many rows or fewer ([`padded_width`], [`MIN_PADDED_ROWS`]),
     /// outputs whose lanes' parts fit `d_s`'s matrix ([`max_outputs`]), activations whose
     /// derivative it reads off their stored outputs (`tanh`, relu, the sigmoid), inputs that
     /// fit the borrowed rows, and a loss of plain words.
@@ -668,6 +675,12 @@ pub fn emit_network_value(signature: &str, plan: &NetworkPlan) -> String {
 /// for `plan`.
 pub fn network_workgroup_size(plan: &NetworkPlan) -> u32 {
     32 * plan.warps()
+}
+
+/// Lines of WGSL, each pushed with its newline.
+fn line(s: &mut String, text: &str) {
+    s.push_str(text);
+    s.push('\n');
 }
 
 #[cfg(test)]

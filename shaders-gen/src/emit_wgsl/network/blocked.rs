@@ -20,8 +20,8 @@
 //! row `j` at `32 j` (at 128 rows), unswizzled, since lanes read consecutive words of one
 //! row.
 
-use super::phases::{line, rank_one_step};
-use super::{NetworkPlan, Shape};
+use super::phases::{indented, rank_one_step};
+use super::{NetworkPlan, Shape, line};
 use std::fmt::Write;
 
 /// Columns of `W2` in a column block, rows in a row block.
@@ -161,7 +161,7 @@ pub(super) fn layer_product(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
                 &mut step,
             );
         }
-        s.push_str(&indent(&step));
+        s.push_str(&indented(&step));
         line(s, "            }");
     }
     line(s, "        }");
@@ -191,13 +191,8 @@ pub(super) fn transposed_product(plan: &NetworkPlan, sh: &Shape, s: &mut String)
             "d",
             &mut step,
         );
-        s.push_str(&indent(&step));
+        s.push_str(&indented(&step));
         line(s, "            }");
     }
     line(s, "        }");
-}
-
-/// `block`'s lines indented four spaces more.
-fn indent(block: &str) -> String {
-    block.lines().map(|l| format!("    {l}\n")).collect()
 }

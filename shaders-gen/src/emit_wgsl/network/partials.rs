@@ -2,8 +2,8 @@
 //! shared gradient, after its last chunk, in a fixed order (the second pass of the
 //! reduction sums the rows).
 
-use super::phases::{line, output_bias_grad};
-use super::{NetworkPlan, Shape, word};
+use super::outputs::output_bias_grad;
+use super::{NetworkPlan, Shape, line, word};
 use std::fmt::Write;
 
 /// The parts after the first hand their `d_W_l` to it in turn, through `h1s` (word

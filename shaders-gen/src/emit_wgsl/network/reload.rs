@@ -26,10 +26,10 @@
 //! the two copies (wrong sums) it ran 7.7% faster (BENCHMARKS.md).
 
 use super::phases::{
-    first_layer_sums, indented, layer_backward, line, second_and_first_layers_backward,
+    first_layer_sums, indented, layer_backward, second_and_first_layers_backward,
     store_activations_into, store_sum_adjoints, store_x, weight_copies, weight_words,
 };
-use super::{NetworkPlan, Shape};
+use super::{NetworkPlan, Shape, line};
 use std::fmt::Write;
 
 /// From `d_s3` in `w2s` down to `d_W1`, then `W3` copied in again: see the module doc.

@@ -10,11 +10,9 @@
 //! barrier, but fit only where the network is shallow enough for one element a thread to
 //! unroll every layer, and then that is the faster kernel ([`NetworkPlan::value_supported`]).
 
-use super::phases::{
-    first_layer_sums, indented, layer_product, line, output_parts, store_activations,
-    sum_output_parts, unpadded,
-};
-use super::{NetworkPlan, Shape, activate};
+use super::outputs::{output_parts, sum_output_parts};
+use super::phases::{first_layer_sums, indented, layer_product, store_activations, unpadded};
+use super::{NetworkPlan, Shape, activate, line};
 use std::fmt::Write;
 
 /// The chunk's layers: `h_1 .. h_(L-1)` through the activation matrix, `h_L` as `t{r}_{c}`

@@ -1,0 +1,179 @@
+//! The cooperative network adjoint's output rows and loss: the lanes' parts summed a thread
+//! an element of the chunk, the loss and `d_y`, then `d_s` of the last layer.
+
+use super::{NetworkPlan, Shape, derivative, line};
+use std::fmt::Write;
+
+/// The name of output `o`'s bias gradient, a thread's sum over its elements (`gb3` after
+/// two hidden layers).
+pub(super) fn output_bias_grad(sh: &Shape, o: u32) -> String {
+    let l = sh.depth + 1;
+    if sh.outputs == 1 {
+        format!("gb{l}")
+    } else {
+        format!("gb{l}_o{o}")
+    }
+}
+
+/// Lane row `r` of output `o`'s part of the output rows in `ds2s` (`lr + row_lanes o`).
+fn output_part_row(sh: &Shape, o: u32) -> String {
+    if o == 0 {
+        "lr".into()
+    } else {
+        format!("(lr + {}u)", sh.row_lanes * o)
+    }
+}
+
+/// The output row summed over the lanes' parts, the loss and its derivative `d_y` (one
+/// thread an element, `d_y` into row 32 of `ds2s`), then `d_s2 = act'(s2) w3 d_y` into
+/// its matrix and the output row's gradients in registers.
+pub(super) fn output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    if sh.outputs == 1 {
+        one_output_and_loss(plan, sh, s);
+    } else {
+        outputs_and_loss(plan, sh, s);
+    }
+    let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
+    let ds = sh.ds_matrix(sh.depth);
+    for o in 0..sh.outputs {
+        for c in cols.clone() {
+            let at = sh.dy_cell(o, &format!("cw + {c}u"));
+            let _ = writeln!(s, "        let dy{}{c} = {ds}[{at}];", sh.out(o));
+        }
+    }
+    let (last, ol) = (sh.depth, sh.depth + 1);
+    for r in rows.clone() {
+        for c in cols.clone() {
+            let d = derivative(
+                plan.layer(last).activation,
+                &format!("t{r}_{c}"),
+                last,
+                sh.tie_bit(r, c),
+            );
+            let mut d_h2 = Vec::new();
+            for o in 0..sh.outputs {
+                let out = sh.out(o);
+                let _ = writeln!(
+                    s,
+                    "        gw{ol}_{out}{r} = dot_acc(t{r}_{c}, dy{out}{c}, gw{ol}_{out}{r});"
+                );
+                d_h2.push(format!("w{ol}_{out}{r} * dy{out}{c}"));
+            }
+            let _ = writeln!(
+                s,
+                "        let g{r}_{c} = {d} * ({});\n        \
+                 gb{last}_{r} += (g{r}_{c}.x + g{r}_{c}.y) + (g{r}_{c}.z + g{r}_{c}.w);",
+                d_h2.join(" + ")
+            );
+        }
+    }
+    line(s, "        workgroupBarrier();");
+    for r in rows {
+        for c in cols.clone() {
+            let at = sh.cell(&sh.row(r), "l8", &format!("cw + {c}u"));
+            let _ = writeln!(s, "        {ds}[{at}] = g{r}_{c};");
+        }
+    }
+    line(s, "        workgroupBarrier();");
+}
+
+/// The one output row summed over the lanes' parts by a thread an element of the chunk,
+/// the loss and `d_y`, into row 32 of `ds2s`.
+fn one_output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    let ds = sh.ds_matrix(sh.depth);
+    let _ = writeln!(
+        s,
+        "        if (lid < {chunk}u) {{\n            let e = lid;\n            var y = sw({}u);\n            \
+         for (var r = 0u; r < {}u; r++) {{\n                \
+         y += {ds}[r * {rv}u + ((e / 4u) ^ (r % 8u))][e % 4u];\n            }}\n            \
+         let loss = gf_loss(y, min(first + e, n - 1u) * {}u);\n            \
+         let inb = first + e < n;\n            \
+         if (inb) {{\n                values[first + e] = loss.x;\n            }}\n            \
+         let dy = select(0.0f, loss.y, inb);\n            \
+         {} += dy;\n            \
+         {ds}[{}][e % 4u] = dy;\n        }}\n        \
+         workgroupBarrier();",
+        plan.outputs[0].bias,
+        sh.row_lanes,
+        plan.element_words,
+        output_bias_grad(sh, 0),
+        sh.dy_cell(0, "e / 4u"),
+        chunk = sh.chunk,
+        rv = sh.rv
+    );
+}
+
+/// The opening of the block of the first threads, one an element of the chunk: each output row `y{o}`
+/// from its bias and the lanes' parts in `matrix` (output `o`'s in rows `row_lanes o ..`),
+/// up to the end of their loop.
+pub(super) fn sum_output_parts(plan: &NetworkPlan, sh: &Shape, matrix: &str, s: &mut String) {
+    let _ = writeln!(
+        s,
+        "        if (lid < {}u) {{\n            let e = lid;",
+        sh.chunk
+    );
+    for (o, out) in (0..).zip(&plan.outputs) {
+        let _ = writeln!(s, "            var y{o} = sw({}u);", out.bias);
+    }
+    let _ = writeln!(
+        s,
+        "            for (var r = 0u; r < {}u; r++) {{",
+        sh.row_lanes
+    );
+    for o in 0..sh.outputs {
+        let _ = writeln!(
+            s,
+            "                y{o} += {matrix}[(r + {}u) * {}u + ((e / 4u) ^ (r % 8u))][e % 4u];",
+            sh.row_lanes * o,
+            sh.rv
+        );
+    }
+}
+
+/// The output rows summed over the lanes' parts by a thread an element (output
+/// `o`'s parts in rows `row_lanes o ..`), the loss and each `d_y_o`, into row `32 + o` of
+/// `ds2s` swizzled as the parts there: a thread writes its own element's word of the row
+/// only, which it has read (unswizzled, it overwrote another element's part before that
+/// element's thread had read it).
+fn outputs_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    let ds = sh.ds_matrix(sh.depth);
+    sum_output_parts(plan, sh, &ds, s);
+    let ys: Vec<String> = (0..sh.outputs).map(|o| format!("y{o}")).collect();
+    let _ = writeln!(
+        s,
+        "            }}\n            \
+         let loss = gf_loss(array<f32, {}>({}), min(first + e, n - 1u) * {}u);\n            \
+         let inb = first + e < n;\n            \
+         if (inb) {{\n                values[first + e] = loss[0];\n            }}",
+        sh.outputs,
+        ys.join(", "),
+        plan.element_words
+    );
+    for o in 0..sh.outputs {
+        let _ = writeln!(
+            s,
+            "            let dy{o} = select(0.0f, loss[{}], inb);\n            \
+             {} += dy{o};\n            \
+             {ds}[{}][e % 4u] = dy{o};",
+            o + 1,
+            output_bias_grad(sh, o),
+            sh.dy_cell(o, "e / 4u")
+        );
+    }
+    line(s, "        }\n        workgroupBarrier();");
+}
+
+/// Each lane's part of each output row, `w_o . t` over its rows of the last layer's
+/// activations `t{r}_{c}`, into rows `row_lanes o ..` of `matrix`.
+pub(super) fn output_parts(sh: &Shape, matrix: &str, s: &mut String) {
+    let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
+    for o in 0..sh.outputs {
+        for c in cols.clone() {
+            let terms: Vec<String> = (rows.clone())
+                .map(|r| format!("w{}_{}{r} * t{r}_{c}", sh.depth + 1, sh.out(o)))
+                .collect();
+            let at = sh.cell(&output_part_row(sh, o), "l8", &format!("cw + {c}u"));
+            let _ = writeln!(s, "        {matrix}[{at}] = {};", terms.join(" + "));
+        }
+    }
+}
