@@ -78,7 +78,8 @@ fn an_8_128_128_1_network_is_the_batch_sum() {
     }
 }
 
-/// Padded rows (65 to 127 of them written), two outputs, up to the most inputs the kernel
+/// Padded rows (65 to 127 of them written), two to four outputs (the third and fourth
+/// outputs' parts in `wblk`), up to the most inputs the kernel
 /// keeps in registers (`MAX_BLOCKED_INPUTS`), batches cut mid-chunk.
 #[test]
 fn wide_networks_of_other_shapes_match_the_interpreter() {
@@ -86,11 +87,13 @@ fn wide_networks_of_other_shapes_match_the_interpreter() {
     let [tanh, relu, sigmoid] = ACTIVATIONS;
     // Inputs, each layer's rows, outputs, each layer's activation, batch.
     type Case<'a> = (usize, [usize; 2], usize, [&'a str; 2], usize);
-    let cases: [Case; 4] = [
+    let cases: [Case; 6] = [
         (3, [100, 128], 2, [relu, sigmoid], 70),
         (16, [96, 96], 1, [sigmoid, tanh], 33),
         (1, [128, 65], 1, [relu, tanh], 9),
         (5, [127, 120], 2, [tanh, relu], 45),
+        (16, [128, 128], 4, [tanh, tanh], 40),
+        (2, [70, 128], 3, [relu, sigmoid], 35),
     ];
     for (i, hidden, o, activations, n) in cases {
         let src = with_layer_activations(deep_network(i, &hidden, o), &activations);

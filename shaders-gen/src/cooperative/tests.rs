@@ -380,11 +380,12 @@ fn deeper_networks_get_the_kernel_where_their_matrices_fit() {
         (vec![32, 64, 32], 1, true),
         (vec![64; 4], 1, false),
         (vec![16, 16, 16], 1, false),
-        // At 128 rows two layers, `W2` streamed in blocks (`blocked.rs`), up to two
+        // At 128 rows two layers, `W2` streamed in blocks (`blocked.rs`), up to four
         // outputs.
         (vec![128, 128], 1, true),
         (vec![128, 128], 2, true),
-        (vec![128, 128], 3, false),
+        (vec![128, 128], 4, true),
+        (vec![128, 128], 5, false),
         (vec![128, 128, 128], 1, false),
     ] {
         let src = crate::samples::deep_network(8, &hidden, outputs);

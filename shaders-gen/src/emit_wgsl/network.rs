@@ -192,9 +192,10 @@ pub const MIN_PADDED_ROWS: u32 = 16;
 
 /// The most output rows the kernel computes at width `hidden`: their lanes' parts take
 /// `H / 2` rows of `d_s2`'s matrix each, which has `H` rows where the three matrices fill
-/// 48 KiB (`H = 64`, and `H = 128` in chunks of 32 elements) and may have 64 at `H = 32`.
+/// 48 KiB (`H = 64`) and may have 64 at `H = 32`; at `H = 128` the third and fourth
+/// outputs' parts take `wblk`'s rows ([`blocked`]).
 pub const fn max_outputs(hidden: u32) -> u32 {
-    if hidden >= 64 { 2 } else { 4 }
+    if hidden == 64 { 2 } else { 4 }
 }
 
 /// Bytes of workgroup memory the kernel may declare: the 48 KiB that the device's limit
@@ -203,9 +204,14 @@ pub const WORKGROUP_BYTES: u32 = 48 * 1024;
 
 /// Rows of the `d_s` matrix of a kernel of width `hidden` with `outputs` output rows: `H`,
 /// or more for the lanes' parts of the outputs (`H / 2` rows each) and each output's `d_y`
-/// (rows `32 ..`).
+/// (rows `32 ..`); at `H = 128` the parts of two outputs at most, the others' in `wblk`.
 const fn ds_rows(hidden: u32, outputs: u32) -> u32 {
-    let parts = outputs * (hidden / 2);
+    let in_ds = if hidden == 128 && outputs > 2 {
+        2
+    } else {
+        outputs
+    };
+    let parts = in_ds * (hidden / 2);
     let rows = if hidden > 32 + outputs {
         hidden
     } else {

@@ -15,12 +15,24 @@ pub(super) fn output_bias_grad(sh: &Shape, o: u32) -> String {
     }
 }
 
-/// Lane row `r` of output `o`'s part of the output rows in `ds2s` (`lr + row_lanes o`).
-fn output_part_row(sh: &Shape, o: u32) -> String {
-    if o == 0 {
+/// Where output `o`'s parts go, of a kernel that writes them into `matrix`: that matrix
+/// and its rows from `row_lanes o`; but for the third and fourth outputs of a kernel that
+/// streams `W2` in blocks, whose `wblk` (of `ds2s`'s shape) is free from the forward
+/// product's end to the reverse's first block.
+fn part_place(sh: &Shape, matrix: &str, o: u32) -> (String, u32) {
+    if sh.blocked && o >= 2 {
+        ("wblk".into(), sh.row_lanes * (o - 2))
+    } else {
+        (matrix.into(), sh.row_lanes * o)
+    }
+}
+
+/// The lane's row of its part of a row of outputs that starts at `first`.
+fn output_part_row(first: u32) -> String {
+    if first == 0 {
         "lr".into()
     } else {
-        format!("(lr + {}u)", sh.row_lanes * o)
+        format!("(lr + {first}u)")
     }
 }
 
@@ -121,10 +133,10 @@ pub(super) fn sum_output_parts(plan: &NetworkPlan, sh: &Shape, matrix: &str, s: 
         sh.row_lanes
     );
     for o in 0..sh.outputs {
+        let (matrix, first) = part_place(sh, matrix, o);
         let _ = writeln!(
             s,
-            "                y{o} += {matrix}[(r + {}u) * {}u + ((e / 4u) ^ (r % 8u))][e % 4u];",
-            sh.row_lanes * o,
+            "                y{o} += {matrix}[(r + {first}u) * {}u + ((e / 4u) ^ (r % 8u))][e % 4u];",
             sh.rv
         );
     }
@@ -172,7 +184,8 @@ pub(super) fn output_parts(sh: &Shape, matrix: &str, s: &mut String) {
             let terms: Vec<String> = (rows.clone())
                 .map(|r| format!("w{}_{}{r} * t{r}_{c}", sh.depth + 1, sh.out(o)))
                 .collect();
-            let at = sh.cell(&output_part_row(sh, o), "l8", &format!("cw + {c}u"));
+            let (matrix, first) = part_place(sh, matrix, o);
+            let at = sh.cell(&output_part_row(first), "l8", &format!("cw + {c}u"));
             let _ = writeln!(s, "        {matrix}[{at}] = {};", terms.join(" + "));
         }
     }

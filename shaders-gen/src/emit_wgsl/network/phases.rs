@@ -309,6 +309,11 @@ pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             }
         }
     }
+    // The third and fourth outputs' parts overwrite the last block of `W2` that the threads
+    // read ([`blocked`]).
+    if sh.blocked && sh.outputs > 2 {
+        line(s, "        workgroupBarrier();");
+    }
     output_parts(sh, &sh.ds_matrix(last), s);
     line(s, "        workgroupBarrier();");
 }

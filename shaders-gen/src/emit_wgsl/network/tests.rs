@@ -184,6 +184,10 @@ fn more_outputs_validate_up_to_what_the_matrix_holds() {
         (32, 32, 3, true),
         (8, 64, 3, false),
         (8, 32, 5, false),
+        // At 128 rows the third and fourth outputs' parts go into `wblk`.
+        (8, 128, 4, true),
+        (16, 128, 3, true),
+        (8, 128, 5, false),
     ];
     for (inputs, hidden, outputs, supported) in cases {
         let src = format!(
