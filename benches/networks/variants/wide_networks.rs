@@ -125,3 +125,59 @@ fn two_out_128(#[constant] x: [f32; 16], #[constant] t: [f32; 2], #[shared] w1: 
     loss
 }
 
+fn three_out_128(#[constant] x: [f32; 8], #[constant] t: [f32; 3], #[shared] w1: [f32; 1152], #[shared] w2: [f32; 16512], #[shared] w3: [f32; 387]) -> f32 {
+    let mut h1 = [0.0; 128];
+    for j in 0..128 {
+        let mut s = w1[8 * 128 + j];
+        for k in 0..8 {
+            s += w1[j * 8 + k] * x[k];
+        }
+        h1[j] = s.tanh();
+    }
+    let mut h2 = [0.0; 128];
+    for j in 0..128 {
+        let mut s = w2[128 * 128 + j];
+        for k in 0..128 {
+            s += w2[j * 128 + k] * h1[k];
+        }
+        h2[j] = s.tanh();
+    }
+    let mut loss = 0.0;
+    for j in 0..3 {
+        let mut y = w3[128 * 3 + j];
+        for k in 0..128 {
+            y += w3[j * 128 + k] * h2[k];
+        }
+        loss += (y - t[j]) * (y - t[j]);
+    }
+    loss
+}
+
+fn four_out_128(#[constant] x: [f32; 16], #[constant] t: [f32; 4], #[shared] w1: [f32; 2176], #[shared] w2: [f32; 16512], #[shared] w3: [f32; 516]) -> f32 {
+    let mut h1 = [0.0; 128];
+    for j in 0..128 {
+        let mut s = w1[16 * 128 + j];
+        for k in 0..16 {
+            s += w1[j * 16 + k] * x[k];
+        }
+        h1[j] = s.tanh();
+    }
+    let mut h2 = [0.0; 128];
+    for j in 0..128 {
+        let mut s = w2[128 * 128 + j];
+        for k in 0..128 {
+            s += w2[j * 128 + k] * h1[k];
+        }
+        h2[j] = s.tanh();
+    }
+    let mut loss = 0.0;
+    for j in 0..4 {
+        let mut y = w3[128 * 4 + j];
+        for k in 0..128 {
+            y += w3[j * 128 + k] * h2[k];
+        }
+        loss += (y - t[j]) * (y - t[j]);
+    }
+    loss
+}
+
