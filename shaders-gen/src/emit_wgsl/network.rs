@@ -193,7 +193,7 @@ pub const MIN_PADDED_ROWS: u32 = 16;
 /// The most output rows the kernel computes at width `hidden`: their lanes' parts take
 /// `H / 2` rows of `d_s2`'s matrix each, which has `H` rows where the three matrices fill
 /// 48 KiB (`H = 64`) and may have 64 at `H = 32`; at `H = 128` the third and fourth
-/// outputs' parts take `wblk`'s rows ([`blocked`]).
+/// outputs' parts take `wblk`'s rows (`network/blocked.rs`).
 pub const fn max_outputs(hidden: u32) -> u32 {
     if hidden == 64 { 2 } else { 4 }
 }

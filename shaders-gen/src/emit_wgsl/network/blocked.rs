@@ -19,6 +19,11 @@
 //! `k4 ^ (j % 8)`, so that lanes reading their own rows read different banks; a row block's
 //! row `j` at `32 j` (at 128 rows), unswizzled, since lanes read consecutive words of one
 //! row.
+//!
+//! Between the forward product's last block and the reverse's first, `wblk` holds the
+//! third and fourth outputs' parts (`outputs.rs`), after a barrier. On the H200 the
+//! 8-128-128-1 adjoint ran 4.0-4.4x faster than one element a thread, at 43% of the FMA
+//! ceiling, and the 16-128-128-4's 4.4x (BENCHMARKS.md, "Two hidden layers of 128 rows").
 
 use super::phases::{indented, rank_one_step};
 use super::{NetworkPlan, Shape, line};
