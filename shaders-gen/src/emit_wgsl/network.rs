@@ -173,10 +173,16 @@ pub const fn padded_width(rows: u32) -> u32 {
     }
 }
 
-/// Elements of a chunk at width `hidden`: 64, or 32 at 128 rows, where a chunk's
-/// matrices of 64 elements would take 32 KiB each ([`blocked`]).
+/// Whether a kernel of width `hidden` streams `W2` through workgroup memory in blocks
+/// (`network/blocked.rs`): at 128 rows, whose `W2` alone would take 64 KiB.
+const fn blocks_at(hidden: u32) -> bool {
+    hidden == 128
+}
+
+/// Elements of a chunk at width `hidden`: 64, or 32 where `W2` is streamed in blocks
+/// ([`blocked`]), where a chunk's matrices of 64 elements would take 32 KiB each.
 pub const fn chunk_elements(hidden: u32) -> u32 {
-    if hidden == 128 { 32 } else { 64 }
+    if blocks_at(hidden) { 32 } else { 64 }
 }
 
 /// The most inputs of a kernel of 128 rows: each thread keeps its two rows of `W1` and
@@ -206,7 +212,7 @@ pub const WORKGROUP_BYTES: u32 = 48 * 1024;
 /// or more for the lanes' parts of the outputs (`H / 2` rows each) and each output's `d_y`
 /// (rows `32 ..`); at `H = 128` the parts of two outputs at most, the others' in `wblk`.
 const fn ds_rows(hidden: u32, outputs: u32) -> u32 {
-    let in_ds = if hidden == 128 && outputs > 2 {
+    let in_ds = if blocks_at(hidden) && outputs > 2 {
         2
     } else {
         outputs
@@ -276,7 +282,8 @@ impl NetworkPlan {
         let depth = self.layers.len();
         let widest = self.layers.iter().map(|l| l.rows).max().unwrap_or(0);
         // At 128 rows only two layers fit, `W2` in blocks ([`blocked`]).
-        let blocked_fits = self.hidden != 128 || (depth == 2 && self.inputs <= MAX_BLOCKED_INPUTS);
+        let blocked_fits =
+            !self.blocks_weights() || (depth == 2 && self.inputs <= MAX_BLOCKED_INPUTS);
         matches!(self.hidden, 32 | 64 | 128)
             && blocked_fits
             && depth >= 2
@@ -310,7 +317,7 @@ impl NetworkPlan {
     /// (`network/blocked.rs`): two hidden layers of 128 rows, whose `W2` alone would take
     /// 64 KiB.
     pub fn blocks_weights(&self) -> bool {
-        self.hidden == 128
+        blocks_at(self.hidden)
     }
 
     /// [`NetworkPlan::workgroup_bytes`] of a kernel that keeps every matrix the reverse

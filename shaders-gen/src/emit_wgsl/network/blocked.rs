@@ -44,8 +44,11 @@ fn steps(sh: &Shape) -> u32 {
     vec4s / sh.threads
 }
 
-/// `wblk`'s declaration.
+/// `wblk`'s declaration. A column block has the chunk matrices' shape and layout
+/// ([`Shape::cell`]: `H` rows of `BLOCK / 4` swizzled `vec4`s), which the third and fourth
+/// outputs' parts take too (`outputs.rs`).
 pub(super) fn declare(sh: &Shape, s: &mut String) {
+    debug_assert_eq!(sh.rv, BLOCK / 4);
     let _ = writeln!(
         s,
         "// W2 in blocks of {BLOCK} columns (the forward product), W2[j][{BLOCK} b + 4 k4 ..] at\n\
@@ -61,20 +64,19 @@ pub(super) fn declare(sh: &Shape, s: &mut String) {
 fn load_block(plan: &NetworkPlan, sh: &Shape, columns: bool, wb: &str, pad: &str) -> String {
     let layer = plan.layer(2);
     let written = [Some(layer.rows), Some(plan.layer(1).rows)];
+    // The block's first column or row, as a term of the index (none for the first).
+    let start = match wb {
+        "0u" => String::new(),
+        wb => format!("{BLOCK}u * {wb} + "),
+    };
     let mut s = String::new();
     for i in 0..steps(sh) {
         let (j, k) = if columns {
             let k4 = BLOCK / 4;
-            (
-                format!("q / {k4}u"),
-                format!("{BLOCK}u * {wb} + 4u * (q % {k4}u)"),
-            )
+            (format!("q / {k4}u"), format!("{start}4u * (q % {k4}u)"))
         } else {
             let k4 = sh.hidden / 4;
-            (
-                format!("{BLOCK}u * {wb} + q / {k4}u"),
-                format!("4u * (q % {k4}u)"),
-            )
+            (format!("{start}q / {k4}u"), format!("4u * (q % {k4}u)"))
         };
         let words: Vec<String> = (0..4)
             .map(|c| {
@@ -115,8 +117,8 @@ fn block_loop(plan: &NetworkPlan, sh: &Shape, columns: bool, s: &mut String) {
     for i in 0..steps(sh) {
         let q = format!("(lid + {}u)", sh.threads * i);
         let at = if columns {
-            let k4 = BLOCK / 4;
-            format!("({q} / {k4}u) * {k4}u + (({q} % {k4}u) ^ (({q} / {k4}u) % 8u))")
+            let (row, k4) = (format!("({q} / {}u)", BLOCK / 4), BLOCK / 4);
+            sh.cell(&row, &format!("({row} % 8u)"), &format!("{q} % {k4}u"))
         } else {
             q
         };
@@ -146,7 +148,8 @@ pub(super) fn layer_product(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     for m in 0..k4 {
         let _ = writeln!(
             s,
-            "            {{\n                let wbase = lr * {k4}u + ({m}u ^ l8);"
+            "            {{\n                let wbase = {};",
+            sh.cell("lr", "l8", &format!("{m}u"))
         );
         for r in 0..sh.lane_rows {
             let _ = writeln!(
