@@ -79,8 +79,8 @@ fn an_8_128_128_1_network_is_the_batch_sum() {
 }
 
 /// Padded rows (65 to 127 of them written), two to four outputs (the third and fourth
-/// outputs' parts in `wblk`), up to the most inputs the kernel
-/// keeps in registers (`MAX_BLOCKED_INPUTS`), batches cut mid-chunk.
+/// outputs' parts in `wblk`), up to the most inputs whose `d_W1` each thread sums in
+/// registers (`FIRST_LAYER_ROW_INPUTS`), batches cut mid-chunk.
 #[test]
 fn wide_networks_of_other_shapes_match_the_interpreter() {
     use gradfuse_shaders_gen::samples::deep_network;
@@ -104,5 +104,30 @@ fn wide_networks_of_other_shapes_match_the_interpreter() {
             "{name}: not the blocked cooperative kernel"
         );
         check_at_random(&name, &src, (i + o, n), 1280 + i as u64);
+    }
+}
+
+/// Past `FIRST_LAYER_ROW_INPUTS` inputs `d_W1` is a tile of the workgroup's product, `d_s1`
+/// and the inputs stored into the chunk's matrices: 32 inputs (four rows of inputs a tile),
+/// 20 (three, the last reaching past the inputs), padded rows, two outputs.
+#[test]
+fn networks_of_many_inputs_tile_the_first_layers_gradient() {
+    use gradfuse_shaders_gen::samples::deep_network;
+    let [tanh, relu, sigmoid] = ACTIVATIONS;
+    type Case<'a> = (usize, [usize; 2], usize, [&'a str; 2], usize);
+    let cases: [Case; 2] = [
+        (32, [128, 128], 1, [tanh, relu], 37),
+        (20, [100, 117], 2, [sigmoid, tanh], 45),
+    ];
+    for (i, hidden, o, activations, n) in cases {
+        let src = with_layer_activations(deep_network(i, &hidden, o), &activations);
+        let name = format!("{i}-{}-{}-{o}, {activations:?}", hidden[0], hidden[1]);
+        let c = gradfuse_shaders_gen::compile_str(&src).expect("compiles");
+        assert!(
+            c.wgsl_reverse.contains("var<workgroup> wblk")
+                && c.wgsl_reverse.contains("let k1 = lid % 8u;"),
+            "{name}: not the blocked cooperative kernel with d_W1 a tile"
+        );
+        check_at_random(&name, &src, (i + o, n), 1320 + i as u64);
     }
 }

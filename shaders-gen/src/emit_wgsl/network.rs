@@ -185,9 +185,16 @@ pub const fn chunk_elements(hidden: u32) -> u32 {
     if blocks_at(hidden) { 32 } else { 64 }
 }
 
-/// The most inputs of a kernel of 128 rows: each thread keeps its two rows of `W1` and
-/// their gradients in registers beside the 64 words of its tile of `d_W2`.
-pub const MAX_BLOCKED_INPUTS: u32 = 16;
+/// The most inputs whose `d_W1` each thread sums for its own rows in registers (beside its
+/// rows of `W1`): past them, at 128 rows, `d_W1 += d_s1 x^T` is a product of the workgroup
+/// ([`NetworkPlan::tiles_first_layer`]), each thread a tile of it as of `d_W2`, since two
+/// rows of 32 words of `d_W1` beside the 64 words of its tile of `d_W2` do not fit a thread.
+pub const FIRST_LAYER_ROW_INPUTS: u32 = 16;
+
+/// Threads along the inputs of a tile of `d_W1` ([`NetworkPlan::tiles_first_layer`]): the
+/// `threads / 8` along its rows then read rows `j1 + nj1 a` of `d_s1`, which share `j1`'s
+/// swizzle, and a warp's eight input lanes read eight rows of the inputs in distinct banks.
+const W1_TILE_INPUT_LANES: u32 = 8;
 
 /// Fewest rows of either layer that the kernel pads to its width. A network of two widths
 /// runs at the wider's kernel width, the narrower padded; on the H200 every one measured
@@ -236,7 +243,7 @@ impl NetworkPlan {
     /// Whether this kernel can be written for the plan: widths whose swizzles are XORs
     /// within a row (powers of two), two hidden layers or more whose matrices fit
     /// [`WORKGROUP_BYTES`] ([`NetworkPlan::workgroup_bytes`]: up to four at 32 rows, three
-    /// at 64 with its weights reloaded, two at 128 with up to [`MAX_BLOCKED_INPUTS`] inputs),
+    /// at 64 with its weights reloaded, two at 128),
     /// layers of as many rows or fewer ([`padded_width`], [`MIN_PADDED_ROWS`]),
     /// outputs whose lanes' parts fit `d_s`'s matrix ([`max_outputs`]), activations whose
     /// derivative it reads off their stored outputs (`tanh`, relu, the sigmoid), inputs that
@@ -282,8 +289,7 @@ impl NetworkPlan {
         let depth = self.layers.len();
         let widest = self.layers.iter().map(|l| l.rows).max().unwrap_or(0);
         // At 128 rows only two layers fit, `W2` in blocks ([`blocked`]).
-        let blocked_fits =
-            !self.blocks_weights() || (depth == 2 && self.inputs <= MAX_BLOCKED_INPUTS);
+        let blocked_fits = !self.blocks_weights() || depth == 2;
         matches!(self.hidden, 32 | 64 | 128)
             && blocked_fits
             && depth >= 2
@@ -326,6 +332,14 @@ impl NetworkPlan {
         let (h, later) = (self.hidden, self.layers.len().saturating_sub(1) as u32);
         let ds = ds_rows(h, self.outputs.len() as u32);
         4 * (later * h * h + later * h * 64 + ds * 64)
+    }
+
+    /// Whether `d_W1 += d_s1 x^T` is a product of the workgroup, each thread summing a tile
+    /// of `d_W1`'s rows and inputs over the chunk's elements (`d_s1` and the inputs stored
+    /// into two matrices for it), rather than each thread its own rows' words over its
+    /// elements: at 128 rows past [`FIRST_LAYER_ROW_INPUTS`] inputs.
+    pub fn tiles_first_layer(&self) -> bool {
+        self.blocks_weights() && self.inputs > FIRST_LAYER_ROW_INPUTS
     }
 
     /// Whether the kernel lends its weight matrices to the chunk's activations and adjoints
@@ -481,6 +495,12 @@ struct Shape {
     /// Whether `W2` is streamed through workgroup memory in blocks
     /// ([`NetworkPlan::blocks_weights`]).
     blocked: bool,
+    /// Whether `d_W1` is a tile of the workgroup's product ([`NetworkPlan::tiles_first_layer`]),
+    /// and the thread's rows (`j1 + nj1 a`, `a < ja1`) and inputs (`k1 + 8 b`, `b < kb1`) of it.
+    w1_tile: bool,
+    nj1: u32,
+    ja1: u32,
+    kb1: u32,
     /// Hidden layers, `L`: layer `l`'s names end in `l` (`w2s`, `b2_0`, `gw2_0`, `h2s`),
     /// the output rows' in `L + 1` (`w3_0`, `gb3` of two layers), as the samples name them.
     depth: u32,
@@ -603,6 +623,10 @@ impl Shape {
             chunk,
             rv,
             blocked: plan.blocks_weights(),
+            w1_tile: plan.tiles_first_layer(),
+            nj1: threads / W1_TILE_INPUT_LANES,
+            ja1: hidden / (threads / W1_TILE_INPUT_LANES),
+            kb1: plan.inputs.div_ceil(W1_TILE_INPUT_LANES),
             value: false,
             reloads: plan.reloads_weights(),
         }
@@ -622,6 +646,12 @@ impl Shape {
         } else {
             format!("o{o}_")
         }
+    }
+
+    /// Inputs whose `d_W1` columns each thread sums for its rows and the column groups then
+    /// sum row by row (`partials.rs`): none where `d_W1` is a tile of the workgroup's product.
+    fn row_sum_inputs(&self) -> u32 {
+        if self.w1_tile { 0 } else { self.inputs }
     }
 
     /// Lane row `r` (`lr + row_lanes r`).

@@ -68,7 +68,8 @@ pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         "    workgroupBarrier();\n    for (var v = 0u; v < {}u; v++) {{\n        if (cg == v) {{",
         sh.column_groups
     );
-    let (i, depth) = (sh.inputs, sh.depth);
+    first_layer_tile_store(plan, sh, s);
+    let (i, depth) = (sh.row_sum_inputs(), sh.depth);
     for r in 0..sh.lane_rows {
         let row = sh.row(r);
         let items = (0..i)
@@ -91,11 +92,36 @@ pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     store_row_sums(plan, sh, s);
 }
 
+/// `d_W1`'s tile, where it is one ([`NetworkPlan::tiles_first_layer`]), from each thread's
+/// registers into the workgroup's row of partial sums.
+fn first_layer_tile_store(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    if !sh.w1_tile {
+        return;
+    }
+    let layer = plan.layer(1);
+    for (a, b) in (0..sh.ja1).flat_map(|a| (0..sh.kb1).map(move |b| (a, b))) {
+        let j = format!("j1 + {}u", sh.nj1 * a);
+        let k = format!("k1 + {}u", super::W1_TILE_INPUT_LANES * b);
+        let store = format!(
+            "shared_partials[row + {}] = gw1_{a}[{b}];",
+            word(layer.weights, &j, &k)
+        );
+        // Inputs past the last are tested only where the tile reaches them.
+        let mut at = vec![(j.as_str(), layer.rows)];
+        if super::W1_TILE_INPUT_LANES * sh.kb1 > sh.inputs {
+            at.push((k.as_str(), sh.inputs));
+        }
+        let _ = writeln!(s, "    {}", plan.store_written(&at, &store));
+    }
+}
+
 /// The end of [`partial_sums`]: the per-row sums, gathered in `h1s`, into the workgroup's
 /// row of partial sums (item `it` of row `j` at the shared word its `it` names), and each
 /// output's bias gradient summed over the first threads, one an element of the chunk.
 fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
-    let (h, i, depth) = (sh.hidden, sh.inputs, sh.depth);
+    let (h, i, depth) = (sh.hidden, sh.row_sum_inputs(), sh.depth);
+    // The per-row sums fill at most the sums matrix, `H` rows of the chunk's elements.
+    debug_assert!(i + depth + sh.outputs <= sh.chunk);
     let ds = sh.ds_matrix(depth);
     // Row o of ds2s: output o's bias gradient of each of the chunk's first threads.
     let at_row = |o: u32| match o {
@@ -149,6 +175,13 @@ fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             )
         })
         .collect();
+    // Items below `i` are `d_W1`'s columns, summed per row; where `d_W1` is a tile there
+    // are none, and the first item is `d_b1`.
+    let (default_at, first_bias) = if sh.w1_tile {
+        (format!("{}u + j", plan.layer(1).bias), 1)
+    } else {
+        (word(plan.layer(1).weights, "j", "it"), 0)
+    };
     let _ = writeln!(
         s,
         "        }}\n        workgroupBarrier();\n    }}\n    \
@@ -162,8 +195,8 @@ fn store_row_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
          if (lid == 0u) {{\n{b3_sums}    }}\n}}",
         (i + depth + sh.outputs) * h,
         sh.threads,
-        word(plan.layer(1).weights, "j", "it"),
-        bias_items.join(" else "),
+        default_at,
+        bias_items[first_bias..].join(" else "),
         w3_words.join(" "),
         row_sum_store(plan, sh, i),
         chunk = sh.chunk,

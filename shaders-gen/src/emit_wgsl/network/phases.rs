@@ -4,7 +4,8 @@
 
 use super::outputs::{output_bias_grad, output_parts};
 use super::{
-    NetworkPlan, Shape, WordIndex, activate, blocked, derivative, keeps_ties, line, record_ties,
+    NetworkPlan, Shape, W1_TILE_INPUT_LANES, WordIndex, activate, blocked, derivative, keeps_ties,
+    line, record_ties,
 };
 use std::fmt::Write;
 
@@ -96,7 +97,9 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         if sh.value {
             continue;
         }
-        let _ = writeln!(s, "    var gw1_{r}: array<f32, {i}>;");
+        if !sh.w1_tile {
+            let _ = writeln!(s, "    var gw1_{r}: array<f32, {i}>;");
+        }
         for l in 1..=sh.depth {
             let _ = writeln!(s, "    var gb{l}_{r} = 0.0f;");
         }
@@ -107,6 +110,16 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     if !sh.value {
         for o in 0..sh.outputs {
             let _ = writeln!(s, "    var {} = 0.0f;", output_bias_grad(sh, o));
+        }
+        if sh.w1_tile {
+            let _ = writeln!(
+                s,
+                "    let j1 = lid / {lanes}u;\n    let k1 = lid % {lanes}u;",
+                lanes = W1_TILE_INPUT_LANES
+            );
+            for a in 0..sh.ja1 {
+                let _ = writeln!(s, "    var gw1_{a}: array<f32, {}>;", sh.kb1);
+            }
         }
         for l in 2..=sh.depth {
             for a in 0..sh.ja {
@@ -492,6 +505,13 @@ pub(super) fn second_and_first_layers_backward(
     layer_backward(plan, sh, 2, s);
     line(s, "        workgroupBarrier();");
     store_x(sh, matrix, s);
+    if sh.w1_tile {
+        let ds = sh.ds_matrix(2);
+        store_sum_adjoints(sh, &ds, s);
+        line(s, "        workgroupBarrier();");
+        first_layer_tile(sh, (&ds, matrix), s);
+        return;
+    }
     line(s, "        workgroupBarrier();");
     let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
     let _ = writeln!(s, "        for (var k = 0u; k < {}u; k++) {{", sh.inputs);
@@ -504,6 +524,34 @@ pub(super) fn second_and_first_layers_backward(
             format!("dot_acc(e{r}_{c}, x{c}, {acc})")
         });
         let _ = writeln!(s, "            gw1_{r}[k] = {sum};");
+    }
+    line(s, "        }");
+}
+
+/// `d_W1 += d_s1 x^T` for the thread's tile ([`NetworkPlan::tiles_first_layer`]), `d_s1` and
+/// the chunk's inputs from their matrices: rows `j1 + nj1 a` of `d_s1` and `k1 + 8 b` of the
+/// inputs (past the inputs, rows whose sums are never stored), `vec4` dot products over the
+/// chunk's elements, as `d_W2`'s tile.
+fn first_layer_tile(sh: &Shape, (ds, xs): (&str, &str), s: &mut String) {
+    let lanes = W1_TILE_INPUT_LANES;
+    let _ = writeln!(s, "        for (var e4 = 0u; e4 < {}u; e4++) {{", sh.rv);
+    for a in 0..sh.ja1 {
+        let row = format!("(j1 + {}u)", sh.nj1 * a);
+        let at = sh.cell(&row, "(j1 % 8u)", "e4");
+        let _ = writeln!(s, "            let p{a} = {ds}[{at}];");
+    }
+    for b in 0..sh.kb1 {
+        // `k1 + 8 b` is `k1` modulo 8.
+        let at = sh.cell(&format!("(k1 + {}u)", lanes * b), "k1", "e4");
+        let _ = writeln!(s, "            let q{b} = {xs}[{at}];");
+    }
+    for a in 0..sh.ja1 {
+        for b in 0..sh.kb1 {
+            let _ = writeln!(
+                s,
+                "            gw1_{a}[{b}] = dot_acc(p{a}, q{b}, gw1_{a}[{b}]);"
+            );
+        }
     }
     line(s, "        }");
 }

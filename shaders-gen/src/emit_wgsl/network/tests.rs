@@ -97,13 +97,16 @@ fn the_kernel_validates_at_both_widths_and_any_inputs() {
 }
 
 /// Two layers of 128 rows stream `W2` in blocks through 48 KiB, in chunks of 32 elements;
-/// more inputs than [`MAX_BLOCKED_INPUTS`] or a third layer do not fit.
+/// past [`FIRST_LAYER_ROW_INPUTS`] inputs `d_W1` is a tile of the workgroup's product, and
+/// more than 32 inputs do not fit.
 #[test]
 fn layers_of_128_rows_validate_with_w2_in_blocks() {
     for (inputs, activations) in [
         (8, [TANH, TANH]),
         (1, [RELU, TANH]),
         (16, [Activation::Sigmoid, RELU]),
+        (17, [TANH, RELU]),
+        (32, [TANH, TANH]),
     ] {
         let loss = squared_error(inputs);
         let p = plan_with(inputs, 128, activations, &loss);
@@ -117,9 +120,13 @@ fn layers_of_128_rows_validate_with_w2_in_blocks() {
         assert!(!wgsl.contains("w2s"));
         assert!(wgsl.contains("let first = base + idx * 32u;"));
         assert!(wgsl.contains("@workgroup_size(256)"));
+        let tiled = inputs > FIRST_LAYER_ROW_INPUTS;
+        assert_eq!(p.tiles_first_layer(), tiled);
+        assert_eq!(wgsl.contains("gw1_0[k] = "), !tiled, "{inputs}");
+        assert_eq!(wgsl.contains("let k1 = lid % 8u;"), tiled, "{inputs}");
     }
-    let loss = squared_error(17);
-    assert!(!plan(17, 128, &loss).supported());
+    let loss = squared_error(33);
+    assert!(!plan(33, 128, &loss).supported());
 }
 
 #[test]
