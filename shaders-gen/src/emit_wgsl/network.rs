@@ -49,7 +49,10 @@
 //! - Two hidden layers of 128 rows, whose `W2` alone would take 64 KiB, run in chunks of 32
 //!   elements with `W2` streamed through workgroup memory in blocks ([`blocked`],
 //!   [`NetworkPlan::blocks_weights`]): the 8-128-128-1 adjoint ran 4.0-4.4x faster so than
-//!   one element a thread on the H200, at 43% of the FMA ceiling (BENCHMARKS.md).
+//!   one element a thread on the H200, at 43% of the FMA ceiling (BENCHMARKS.md). Past
+//!   [`FIRST_LAYER_ROW_INPUTS`] inputs (up to 32) `d_W1` is a tile of the workgroup's
+//!   product as `d_W2` is ([`NetworkPlan::tiles_first_layer`]): `d_s1` and the inputs go
+//!   into the chunk's matrices once `d_h1` has read them. Not yet timed on a GPU.
 //! - Layers of fewer rows than the kernel's 32, 64 or 128 (17 to 128, two widths or one) are
 //!   computed at its width, the rows past theirs padding: their weights, biases and output
 //!   weights loaded as zero (at an index clamped into the written rows), so their sums are
