@@ -52,7 +52,9 @@
 //!   one element a thread on the H200, at 43% of the FMA ceiling (BENCHMARKS.md). Past
 //!   [`FIRST_LAYER_ROW_INPUTS`] inputs (up to 32) `d_W1` is a tile of the workgroup's
 //!   product as `d_W2` is ([`NetworkPlan::tiles_first_layer`]): `d_s1` and the inputs go
-//!   into the chunk's matrices once `d_h1` has read them. Not yet timed on a GPU.
+//!   into the chunk's matrices once `d_h1` has read them. The 32-128-128-1 adjoint ran
+//!   4.4x faster so than one element a thread on the H200 (21.8 -> 4.96 ms at 2^20), 4%
+//!   slower than JAX at f32 ("highest"), 1.8x slower than its TF32 default.
 //! - Layers of fewer rows than the kernel's 32, 64 or 128 (17 to 128, two widths or one) are
 //!   computed at its width, the rows past theirs padding: their weights, biases and output
 //!   weights loaded as zero (at an index clamped into the written rows), so their sums are
@@ -90,6 +92,7 @@ mod outputs;
 mod partials;
 mod phases;
 mod reload;
+mod tiles;
 mod value;
 
 use crate::ir::{Activation, Function, Op};
@@ -99,6 +102,7 @@ use header::header;
 use outputs::output_and_loss;
 use partials::partial_sums;
 use phases::{backward, entry_prologue, forward};
+use tiles::GradTile;
 
 /// A shared word's index as a function of a row `j` and a column `k`:
 /// `offset + row_stride * j + column_stride * k`.
@@ -190,9 +194,13 @@ pub const fn chunk_elements(hidden: u32) -> u32 {
 
 /// The most inputs whose `d_W1` each thread sums for its own rows in registers (beside its
 /// rows of `W1`): past them, at 128 rows, `d_W1 += d_s1 x^T` is a product of the workgroup
-/// ([`NetworkPlan::tiles_first_layer`]), each thread a tile of it as of `d_W2`, since two
-/// rows of 32 words of `d_W1` beside the 64 words of its tile of `d_W2` do not fit a thread.
-pub const FIRST_LAYER_ROW_INPUTS: u32 = 16;
+/// ([`NetworkPlan::tiles_first_layer`]), each thread a tile of it like its tile of `d_W2`.
+/// Past 16 inputs the row sums do not fit beside `d_W2`'s 64 words (one element a thread
+/// instead: the 32-128-128-1 adjoint ran 21.8 ms at 2^20 on the H200, tiled 4.96); from 16
+/// the tile is faster too (16-128-128-1 4.39 -> 4.28 ms, with two outputs 4.48 -> 4.35, four
+/// 4.74 -> 4.62), at 14 and 12 the two tie within 0.2%, and at 10, 8 and 3 the row sums win
+/// by 1.2-3.4% (BENCHMARKS.md, "Networks of many inputs").
+pub const FIRST_LAYER_ROW_INPUTS: u32 = 15;
 
 /// Threads along the inputs of a tile of `d_W1` ([`NetworkPlan::tiles_first_layer`]): the
 /// `threads / 8` along its rows then read rows `j1 + nj1 a` of `d_s1`, which share `j1`'s

@@ -3,7 +3,7 @@
 //! reduction sums the rows).
 
 use super::outputs::output_bias_grad;
-use super::{NetworkPlan, Shape, line, word};
+use super::{GradTile, NetworkPlan, Shape, WordIndex, line, word};
 use std::fmt::Write;
 
 /// The parts after the first hand their `d_W_l` to it in turn, through `h1s` (word
@@ -38,37 +38,38 @@ fn sum_parts(sh: &Shape, l: u32, s: &mut String) {
 pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let h = sh.hidden;
     let _ = writeln!(s, "    let row = group * {}u;", plan.shared_words);
-    let tile = || (0..sh.ja).flat_map(|a| (0..sh.kb).map(move |b| (a, b)));
-    let plus = |base: &str, n: u32| match n {
-        0 => base.to_string(),
-        n => format!("{base} + {n}u"),
-    };
     for l in 2..=sh.depth {
         let (layer, below) = (plan.layer(l), plan.layer(l - 1));
         sum_parts(sh, l, s);
         if sh.parts > 1 {
             line(s, "    if (part == 0u) {");
         }
-        for (a, b) in tile() {
-            let (j, k) = (plus("jb", sh.nj * a), plus("kb", sh.nk * b));
-            let at = word(layer.weights, &j, &k);
-            let store = format!("shared_partials[row + {at}] = gw{l}_{a}[{b}];");
-            let _ = writeln!(
-                s,
-                "    {}",
-                plan.store_written(&[(&j, layer.rows), (&k, below.rows)], &store)
-            );
-        }
+        tile_stores(
+            plan,
+            sh.weight_tile(l),
+            layer.weights,
+            (layer.rows, below.rows),
+            s,
+        );
         if sh.parts > 1 {
             line(s, "    }");
         }
+    }
+    if sh.w1_tile {
+        let layer = plan.layer(1);
+        tile_stores(
+            plan,
+            sh.weight_tile(1),
+            layer.weights,
+            (layer.rows, sh.inputs),
+            s,
+        );
     }
     let _ = writeln!(
         s,
         "    workgroupBarrier();\n    for (var v = 0u; v < {}u; v++) {{\n        if (cg == v) {{",
         sh.column_groups
     );
-    first_layer_tile_store(plan, sh, s);
     let (i, depth) = (sh.row_sum_inputs(), sh.depth);
     for r in 0..sh.lane_rows {
         let row = sh.row(r);
@@ -92,24 +93,29 @@ pub(super) fn partial_sums(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     store_row_sums(plan, sh, s);
 }
 
-/// `d_W1`'s tile, where it is one ([`NetworkPlan::tiles_first_layer`]), from each thread's
-/// registers into the workgroup's row of partial sums.
-fn first_layer_tile_store(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
-    if !sh.w1_tile {
-        return;
-    }
-    let layer = plan.layer(1);
-    for (a, b) in (0..sh.ja1).flat_map(|a| (0..sh.kb1).map(move |b| (a, b))) {
-        let j = format!("j1 + {}u", sh.nj1 * a);
-        let k = format!("k1 + {}u", super::W1_TILE_INPUT_LANES * b);
+/// Tile `t`'s words of `d_W_l` (shared words `weights`) from the thread's registers into
+/// the workgroup's row of partial sums, each where its row and column are written: of the
+/// layer's `rows` and its `columns` inputs, tested only where the tile reaches past them.
+fn tile_stores(
+    plan: &NetworkPlan,
+    t: GradTile,
+    weights: WordIndex,
+    (rows, columns): (u32, u32),
+    s: &mut String,
+) {
+    for (a, b) in t.cells() {
+        let (j, k) = (t.row(a), t.col(b));
         let store = format!(
-            "shared_partials[row + {}] = gw1_{a}[{b}];",
-            word(layer.weights, &j, &k)
+            "shared_partials[row + {}] = gw{}_{a}[{b}];",
+            word(weights, &j, &k),
+            t.l
         );
-        // Inputs past the last are tested only where the tile reaches them.
-        let mut at = vec![(j.as_str(), layer.rows)];
-        if super::W1_TILE_INPUT_LANES * sh.kb1 > sh.inputs {
-            at.push((k.as_str(), sh.inputs));
+        let mut at = Vec::new();
+        if t.nj * t.ja > rows {
+            at.push((j.as_str(), rows));
+        }
+        if t.nk * t.kb > columns {
+            at.push((k.as_str(), columns));
         }
         let _ = writeln!(s, "    {}", plan.store_written(&at, &store));
     }

@@ -4,8 +4,8 @@
 
 use super::outputs::{output_bias_grad, output_parts};
 use super::{
-    NetworkPlan, Shape, W1_TILE_INPUT_LANES, WordIndex, activate, blocked, derivative, keeps_ties,
-    line, record_ties,
+    GradTile, NetworkPlan, Shape, W1_TILE_INPUT_LANES, WordIndex, activate, blocked, derivative,
+    keeps_ties, line, record_ties,
 };
 use std::fmt::Write;
 
@@ -529,31 +529,47 @@ pub(super) fn second_and_first_layers_backward(
 }
 
 /// `d_W1 += d_s1 x^T` for the thread's tile ([`NetworkPlan::tiles_first_layer`]), `d_s1` and
-/// the chunk's inputs from their matrices: rows `j1 + nj1 a` of `d_s1` and `k1 + 8 b` of the
-/// inputs (past the inputs, rows whose sums are never stored), `vec4` dot products over the
-/// chunk's elements, as `d_W2`'s tile.
+/// the chunk's inputs from their matrices (past the inputs, rows whose sums are never
+/// stored), as `d_W2`'s tile.
 fn first_layer_tile(sh: &Shape, (ds, xs): (&str, &str), s: &mut String) {
-    let lanes = W1_TILE_INPUT_LANES;
     let _ = writeln!(s, "        for (var e4 = 0u; e4 < {}u; e4++) {{", sh.rv);
-    for a in 0..sh.ja1 {
-        let row = format!("(j1 + {}u)", sh.nj1 * a);
-        let at = sh.cell(&row, "(j1 % 8u)", "e4");
-        let _ = writeln!(s, "            let p{a} = {ds}[{at}];");
-    }
-    for b in 0..sh.kb1 {
-        // `k1 + 8 b` is `k1` modulo 8.
-        let at = sh.cell(&format!("(k1 + {}u)", lanes * b), "k1", "e4");
-        let _ = writeln!(s, "            let q{b} = {xs}[{at}];");
-    }
-    for a in 0..sh.ja1 {
-        for b in 0..sh.kb1 {
-            let _ = writeln!(
-                s,
-                "            gw1_{a}[{b}] = dot_acc(p{a}, q{b}, gw1_{a}[{b}]);"
-            );
-        }
-    }
+    tile_product_step(sh, sh.weight_tile(1), (ds, xs), s);
     line(s, "        }");
+}
+
+/// One step of a tile's product over the chunk ([`GradTile`]), at `vec4` column `e4`:
+/// its rows of `d_s` (`ps`) and of the inputs (`qs`), both swizzled, and a `vec4` dot
+/// product into each of its words.
+fn tile_product_step(sh: &Shape, t: GradTile, (ps, qs): (&str, &str), s: &mut String) {
+    for a in 0..t.ja {
+        let _ = writeln!(
+            s,
+            "            let p{a} = {ps}[({} + {}u) * {}u + (e4 ^ ({} % 8u))];",
+            t.j,
+            t.nj * a,
+            sh.rv,
+            t.j
+        );
+    }
+    for b in 0..t.kb {
+        let row = format!("({} + {}u)", t.k, t.nk * b);
+        let swizzle = match t.k_swizzle {
+            Some(k) => k.to_string(),
+            None => format!("({row} % 8u)"),
+        };
+        let _ = writeln!(
+            s,
+            "            let q{b} = {qs}[{row} * {}u + (e4 ^ {swizzle})];",
+            sh.rv
+        );
+    }
+    for (a, b) in t.cells() {
+        let _ = writeln!(
+            s,
+            "            gw{l}_{a}[{b}] = dot_acc(p{a}, q{b}, gw{l}_{a}[{b}]);",
+            l = t.l
+        );
+    }
 }
 
 /// Layer `l`'s part of [`backward`], its `d_s_l` in `ds2s`: `d{r}_{c}`, the lane's rows of
@@ -580,32 +596,9 @@ pub(super) fn layer_backward(plan: &NetworkPlan, sh: &Shape, l: u32, s: &mut Str
             q = sh.rv / sh.parts
         );
     }
-    for a in 0..sh.ja {
-        let _ = writeln!(
-            s,
-            "            let p{a} = {ds}[(jb + {}u) * {}u + (e4 ^ (jb % 8u))];",
-            sh.nj * a,
-            sh.rv
-        );
-    }
     let below = l - 1;
     let hs = sh.h_below_matrix(below);
-    for b in 0..sh.kb {
-        let _ = writeln!(
-            s,
-            "            let q{b} = {hs}[(kb + {n}u) * {}u + (e4 ^ ((kb + {n}u) % 8u))];",
-            sh.rv,
-            n = sh.nk * b
-        );
-    }
-    for a in 0..sh.ja {
-        for b in 0..sh.kb {
-            let _ = writeln!(
-                s,
-                "            gw{l}_{a}[{b}] = dot_acc(p{a}, q{b}, gw{l}_{a}[{b}]);"
-            );
-        }
-    }
+    tile_product_step(sh, sh.weight_tile(l), (&ds, &hs), s);
     line(s, "        }");
     for r in rows {
         for c in cols.clone() {
