@@ -132,3 +132,78 @@ fn networks_of_many_inputs_tile_the_first_layers_gradient() {
         check_at_random(&name, &src, (i + o, n), 1320 + i as u64);
     }
 }
+
+/// Past 32 inputs `W1` is streamed through workgroup memory in blocks of 32 of its columns
+/// as `W2` is, and `d_W1` is a tile: 64 inputs (two whole blocks), 100 (four, the last
+/// padded with 28 rows of zero inputs) beside padded rows and two outputs.
+#[test]
+fn networks_past_32_inputs_stream_the_first_layers_weights() {
+    use gradfuse_shaders_gen::samples::deep_network;
+    let [tanh, relu, sigmoid] = ACTIVATIONS;
+    type Case<'a> = (usize, [usize; 2], usize, [&'a str; 2], usize);
+    let cases: [Case; 2] = [
+        (64, [128, 128], 1, [tanh, relu], 37),
+        (100, [128, 117], 2, [sigmoid, tanh], 45),
+    ];
+    for (i, hidden, o, activations, n) in cases {
+        let src = with_layer_activations(deep_network(i, &hidden, o), &activations);
+        let name = format!("{i}-{}-{}-{o}, {activations:?}", hidden[0], hidden[1]);
+        let c = gradfuse_shaders_gen::compile_str(&src).expect("compiles");
+        assert!(
+            c.wgsl_reverse.contains("var<workgroup> wblk")
+                && !c.wgsl_reverse.contains("var w1_0: array<f32"),
+            "{name}: not the blocked cooperative kernel with W1 streamed"
+        );
+        check_at_random(&name, &src, (i + o, n), 1360 + i as u64);
+    }
+}
+
+/// An element whose target is infinite has NaN adjoints, which the chunk's matrices hold
+/// when the next chunk starts: the rows past the inputs that `W1`'s last, padded block
+/// multiplies by its zero weights are zeroed first, so the elements of later chunks keep
+/// the values the interpreter gives them (`0 * NaN` would have made them NaN).
+#[test]
+fn an_infinite_target_reaches_no_other_element_through_the_padded_inputs() {
+    use common::compiled::compiled_spec;
+    use gradfuse_shaders_gen::abi::KernelKind;
+    use gradfuse_shaders_gen::samples::deep_network;
+    use gradfuse_shaders_gen::{compile_str, interp};
+    let (i, n) = (40usize, 70usize);
+    let src = deep_network(i, &[128, 128], 1);
+    let c = compile_str(&src).expect("compiles");
+    assert!(
+        c.wgsl_reverse.contains("] = vec4<f32>();"),
+        "no zeroed rows"
+    );
+    let spec = compiled_spec("net", &c, KernelKind::Adjoint);
+    let words = i + 1;
+    let mut rng = Rng(1401);
+    let shared: Vec<f32> = (0..common::networks::shared_words_of(&src))
+        .map(|_| rng.uniform(-0.3, 0.3))
+        .collect();
+    let mut input: Vec<f32> = (0..n * words).map(|_| rng.uniform(-1.0, 1.0)).collect();
+    // Element 3's target, in the first chunk of 32: elements 35 and 67 take its columns of
+    // the chunk's matrices in the next two.
+    input[3 * words + i] = f32::INFINITY;
+    let mut values = vec![0.0f32; n];
+    let mut sg = vec![0.0f32; spec.shared_grad_words()];
+    device()
+        .launch_shared(spec, &input, &shared, &mut [&mut values], &mut sg)
+        .expect("launch");
+    assert!(
+        sg.iter().any(|g| !g.is_finite()),
+        "element 3's adjoints are summed"
+    );
+    for (e, got) in values.iter().enumerate().filter(|(e, _)| *e != 3) {
+        let row = input[e * words..(e + 1) * words].iter().chain(&shared);
+        let want = interp::eval(
+            &c.lowered.primal,
+            &row.map(|v| *v as f64).collect::<Vec<_>>(),
+        )[0];
+        let got = *got as f64;
+        assert!(
+            (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+            "element {e}: {got} against {want}"
+        );
+    }
+}

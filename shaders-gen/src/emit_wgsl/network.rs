@@ -54,7 +54,10 @@
 //!   product as `d_W2` is ([`NetworkPlan::tiles_first_layer`]): `d_s1` and the inputs go
 //!   into the chunk's matrices once `d_h1` has read them. The 32-128-128-1 adjoint ran
 //!   4.4x faster so than one element a thread on the H200 (21.8 -> 4.96 ms at 2^20), 4%
-//!   slower than JAX at f32 ("highest"), 1.8x slower than its TF32 default.
+//!   slower than JAX at f32 ("highest"), 1.8x slower than its TF32 default. Past
+//!   [`FIRST_LAYER_REGISTER_INPUTS`] inputs (up to 128) each lane's rows of `W1` do not fit
+//!   its registers beside the tiles, and `W1` comes through `wblk` too, in blocks of 32 of
+//!   its columns ahead of `W2`'s ([`NetworkPlan::streams_first_layer`]).
 //! - Layers of fewer rows than the kernel's 32, 64 or 128 (17 to 128, two widths or one) are
 //!   computed at its width, the rows past theirs padding: their weights, biases and output
 //!   weights loaded as zero (at an index clamped into the written rows), so their sums are
@@ -202,6 +205,13 @@ pub const fn chunk_elements(hidden: u32) -> u32 {
 /// by 1.2-3.4% (BENCHMARKS.md, "Networks of many inputs").
 pub const FIRST_LAYER_ROW_INPUTS: u32 = 15;
 
+/// The most inputs whose rows of `W1` each lane holds in registers for the forward
+/// product (two rows a lane: 64 registers at 32 inputs). Past them, at 128 rows, the kernel
+/// streams `W1` through workgroup memory in blocks of its columns as it streams `W2`
+/// ([`NetworkPlan::streams_first_layer`]); at 32 and 64 rows the network runs one element
+/// a thread.
+pub const FIRST_LAYER_REGISTER_INPUTS: u32 = 32;
+
 /// Threads along the inputs of a tile of `d_W1` ([`NetworkPlan::tiles_first_layer`]): the
 /// `threads / 8` along its rows then read rows `j1 + nj1 a` of `d_s1`, which share `j1`'s
 /// swizzle, and a warp's eight input lanes read eight rows of the inputs in distinct banks.
@@ -308,7 +318,7 @@ impl NetworkPlan {
             && self.layers.iter().all(|l| l.rows >= MIN_PADDED_ROWS)
             && (1..=max_outputs(self.hidden)).contains(&outputs)
             && activations
-            && (1..=32).contains(&self.inputs)
+            && (1..=self.max_inputs()).contains(&self.inputs)
             && self.first_input + self.inputs <= self.element_words
             && self.loss.num_inputs == outputs + self.element_words
             && straight
@@ -351,6 +361,26 @@ impl NetworkPlan {
     /// elements: at 128 rows past [`FIRST_LAYER_ROW_INPUTS`] inputs.
     pub fn tiles_first_layer(&self) -> bool {
         self.blocks_weights() && self.inputs > FIRST_LAYER_ROW_INPUTS
+    }
+
+    /// The most inputs the kernel takes: as many as each lane holds its rows of `W1` for
+    /// ([`FIRST_LAYER_REGISTER_INPUTS`]), or at 128 rows, whose kernel streams `W1` in
+    /// blocks past them ([`NetworkPlan::streams_first_layer`]), as many as the chunk's
+    /// matrices have rows for the inputs.
+    fn max_inputs(&self) -> u32 {
+        if self.blocks_weights() {
+            self.hidden
+        } else {
+            FIRST_LAYER_REGISTER_INPUTS
+        }
+    }
+
+    /// Whether the forward product's `W1 x` reads `W1` in blocks of its columns through
+    /// workgroup memory, as `W2` is read (`network/blocked.rs`), rather than each lane its
+    /// rows of `W1` from registers: at 128 rows past [`FIRST_LAYER_REGISTER_INPUTS`]
+    /// inputs.
+    pub fn streams_first_layer(&self) -> bool {
+        self.blocks_weights() && self.inputs > FIRST_LAYER_REGISTER_INPUTS
     }
 
     /// Whether the kernel lends its weight matrices to the chunk's activations and adjoints
@@ -509,6 +539,9 @@ struct Shape {
     /// Whether `d_W1` is a tile of the workgroup's product ([`NetworkPlan::tiles_first_layer`]),
     /// and the thread's rows (`j1 + nj1 a`, `a < ja1`) and inputs (`k1 + 8 b`, `b < kb1`) of it.
     w1_tile: bool,
+    /// `W1`'s column blocks where the kernel streams them
+    /// ([`NetworkPlan::streams_first_layer`]); 0 where each lane holds its rows of `W1`.
+    w1_blocks: u32,
     nj1: u32,
     ja1: u32,
     kb1: u32,
@@ -635,6 +668,11 @@ impl Shape {
             rv,
             blocked: plan.blocks_weights(),
             w1_tile: plan.tiles_first_layer(),
+            w1_blocks: if plan.streams_first_layer() {
+                plan.inputs.div_ceil(blocked::BLOCK)
+            } else {
+                0
+            },
             nj1: threads / W1_TILE_INPUT_LANES,
             ja1: hidden / (threads / W1_TILE_INPUT_LANES),
             kb1: plan.inputs.div_ceil(W1_TILE_INPUT_LANES),

@@ -9,7 +9,11 @@
 //! stays in registers over the blocks, as the whole matrix's product does at 64 rows.
 //!
 //! `W2` is the same for every chunk, so the blocks come in the same cycle each chunk: the
-//! forward's column blocks, then the reverse's row blocks. While a thread computes with one
+//! forward's column blocks, then the reverse's row blocks. Past 32 inputs
+//! ([`NetworkPlan::streams_first_layer`]) the cycle starts with `W1`'s column blocks, the
+//! same shape as `W2`'s (`H` rows, [`BLOCK`] columns), for the first layer's sums; their
+//! columns past the inputs are zero, and so are the rows of the inputs' matrix they
+//! multiply (`phases::zero_padded_inputs`). While a thread computes with one
 //! block it holds the next one's words in registers (`pw`), loaded from the shared words as
 //! that block's product starts, and stores them into `wblk` once every thread has done
 //! with it: the loads' latency hides behind a block's work. A chunk reads `W2` twice from
@@ -59,11 +63,61 @@ pub(super) fn declare(sh: &Shape, s: &mut String) {
     );
 }
 
+/// What a block of `wblk` holds, in the order a chunk reads them: `W1`'s columns where
+/// the kernel streams the first layer ([`NetworkPlan::streams_first_layer`]), then `W2`'s
+/// columns (the forward product), then `W2`'s rows (`d_h1`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Block {
+    FirstColumns,
+    Columns,
+    Rows,
+}
+
+impl Block {
+    /// The kind a chunk reads first.
+    fn first(sh: &Shape) -> Block {
+        if sh.w1_blocks > 0 {
+            Block::FirstColumns
+        } else {
+            Block::Columns
+        }
+    }
+
+    /// The kind read after this one's last block (the next chunk's first after `Rows`).
+    fn next(self, sh: &Shape) -> Block {
+        match self {
+            Block::FirstColumns => Block::Columns,
+            Block::Columns => Block::Rows,
+            Block::Rows => Block::first(sh),
+        }
+    }
+
+    /// Blocks of this kind: `W1`'s columns padded to whole blocks.
+    fn count(self, sh: &Shape) -> u32 {
+        match self {
+            Block::FirstColumns => sh.w1_blocks,
+            Block::Columns | Block::Rows => blocks(sh),
+        }
+    }
+
+    /// Whether it holds columns, in the column blocks' layout.
+    fn columns(self) -> bool {
+        self != Block::Rows
+    }
+}
+
 /// The statements, indented by `pad`, that load into `pw` the thread's `vec4`s of block
-/// `wb` (a WGSL `u32` expression) of `W2`'s columns (`columns`) or rows.
-fn load_block(plan: &NetworkPlan, sh: &Shape, columns: bool, wb: &str, pad: &str) -> String {
-    let layer = plan.layer(2);
-    let written = [Some(layer.rows), Some(plan.layer(1).rows)];
+/// `wb` (a WGSL `u32` expression) of kind `kind`.
+fn load_block(plan: &NetworkPlan, sh: &Shape, kind: Block, wb: &str, pad: &str) -> String {
+    // The weights, and their rows and columns as written: `W1`'s columns past the inputs
+    // load as zero.
+    let (layer, written) = match kind {
+        Block::FirstColumns => (plan.layer(1), [Some(plan.layer(1).rows), Some(sh.inputs)]),
+        _ => (
+            plan.layer(2),
+            [Some(plan.layer(2).rows), Some(plan.layer(1).rows)],
+        ),
+    };
     // The block's first column or row, as a term of the index (none for the first).
     let start = match wb {
         "0u" => String::new(),
@@ -71,7 +125,7 @@ fn load_block(plan: &NetworkPlan, sh: &Shape, columns: bool, wb: &str, pad: &str
     };
     let mut s = String::new();
     for i in 0..steps(sh) {
-        let (j, k) = if columns {
+        let (j, k) = if kind.columns() {
             let k4 = BLOCK / 4;
             (format!("q / {k4}u"), format!("{start}4u * (q % {k4}u)"))
         } else {
@@ -99,24 +153,24 @@ fn load_block(plan: &NetworkPlan, sh: &Shape, columns: bool, wb: &str, pad: &str
     s
 }
 
-/// The prologue's part: `pw` declared and loaded with the first column block.
+/// The prologue's part: `pw` declared and loaded with the chunk's first block.
 pub(super) fn prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let _ = writeln!(s, "    var pw: array<vec4<f32>, {}>;", steps(sh));
-    s.push_str(&load_block(plan, sh, true, "0u", "    "));
+    s.push_str(&load_block(plan, sh, Block::first(sh), "0u", "    "));
 }
 
 /// The opening of the loop over one kind's blocks (`wb`): `pw` into `wblk` once every
 /// thread has done with the block before, then the next block's words into `pw` (the
-/// other kind's first after this kind's last).
-fn block_loop(plan: &NetworkPlan, sh: &Shape, columns: bool, s: &mut String) {
-    let n = blocks(sh);
+/// next kind's first after this kind's last).
+fn block_loop(plan: &NetworkPlan, sh: &Shape, kind: Block, s: &mut String) {
+    let n = kind.count(sh);
     let _ = writeln!(
         s,
         "        for (var wb = 0u; wb < {n}u; wb++) {{\n            workgroupBarrier();"
     );
     for i in 0..steps(sh) {
         let q = format!("(lid + {}u)", sh.threads * i);
-        let at = if columns {
+        let at = if kind.columns() {
             let (row, k4) = (format!("({q} / {}u)", BLOCK / 4), BLOCK / 4);
             sh.cell(&row, &format!("({row} % 8u)"), &format!("{q} % {k4}u"))
         } else {
@@ -128,8 +182,8 @@ fn block_loop(plan: &NetworkPlan, sh: &Shape, columns: bool, s: &mut String) {
     let _ = writeln!(
         s,
         "            workgroupBarrier();\n            if (wb + 1u < {n}u) {{\n{}            }} else {{\n{}            }}",
-        load_block(plan, sh, columns, "(wb + 1u)", pad),
-        load_block(plan, sh, !columns, "0u", pad),
+        load_block(plan, sh, kind, "(wb + 1u)", pad),
+        load_block(plan, sh, kind.next(sh), "0u", pad),
     );
 }
 
@@ -137,12 +191,33 @@ fn block_loop(plan: &NetworkPlan, sh: &Shape, columns: bool, s: &mut String) {
 /// lane's rows' words of the block by lane, `h1`'s rows broadcast.
 pub(super) fn layer_product(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     debug_assert!(sh.blocked && sh.depth == 2);
+    column_product(plan, sh, Block::Columns, ("h1s", "f", "b2", "h"), s);
+}
+
+/// `s{r}_{c} = b1 + W1 x` for the thread's tile, summed over `W1`'s column blocks
+/// ([`NetworkPlan::streams_first_layer`]): the inputs' rows of `matrix` broadcast, its
+/// rows past the inputs zero ([`super::phases::zero_padded_inputs`]).
+pub(super) fn first_layer_product(plan: &NetworkPlan, sh: &Shape, matrix: &str, s: &mut String) {
+    debug_assert!(sh.blocked && sh.w1_blocks > 0);
+    column_product(plan, sh, Block::FirstColumns, (matrix, "s", "b1", "x"), s);
+}
+
+/// The thread's tile `{acc}{r}_{c} = {bias}_{r} + W m`, summed over the column blocks of
+/// `kind`: the lane's rows' words of each block by lane, the block's rows of matrix `m`
+/// broadcast as `{name}{i}_{c}`.
+fn column_product(
+    plan: &NetworkPlan,
+    sh: &Shape,
+    kind: Block,
+    (matrix, acc, bias, name): (&str, &str, &str, &str),
+    s: &mut String,
+) {
     for r in 0..sh.lane_rows {
         for c in 0..sh.columns {
-            let _ = writeln!(s, "        var f{r}_{c} = vec4<f32>(b2_{r});");
+            let _ = writeln!(s, "        var {acc}{r}_{c} = vec4<f32>({bias}_{r});");
         }
     }
-    block_loop(plan, sh, true, s);
+    block_loop(plan, sh, kind, s);
     let k4 = BLOCK / 4;
     let base = format!("wb * {}u + ", BLOCK * sh.rv);
     for m in 0..k4 {
@@ -163,9 +238,9 @@ pub(super) fn layer_product(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             let weight = |r: u32| format!("wq{r}[{i}]");
             rank_one_step(
                 sh,
-                ("h1s", &base, 4 * m + i, &format!("h{i}_")),
+                (matrix, &base, 4 * m + i, &format!("{name}{i}_")),
                 weight,
-                "f",
+                acc,
                 &mut step,
             );
         }
@@ -179,7 +254,7 @@ pub(super) fn layer_product(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
 /// columns' words of each of the block's rows, that row of `d_s2` broadcast.
 pub(super) fn transposed_product(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     debug_assert!(sh.blocked && sh.depth == 2);
-    block_loop(plan, sh, false, s);
+    block_loop(plan, sh, Block::Rows, s);
     let (h4, ds) = (sh.hidden / 4, sh.ds_matrix(2));
     let base = format!("wb * {}u + ", BLOCK * sh.rv);
     for j in 0..BLOCK {

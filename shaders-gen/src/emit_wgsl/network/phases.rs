@@ -71,16 +71,18 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let i = sh.inputs;
     for r in 0..sh.lane_rows {
         let row = sh.row(r);
-        let _ = writeln!(
-            s,
-            "    var w1_{r}: array<f32, {i}>;\n    \
-             for (var k = 0u; k < {i}u; k++) {{ w1_{r}[k] = {}; }}",
-            plan.load(
-                plan.layer(1).weights,
-                (&row, "k"),
-                [Some(plan.layer(1).rows), None]
-            ),
-        );
+        if sh.w1_blocks == 0 {
+            let _ = writeln!(
+                s,
+                "    var w1_{r}: array<f32, {i}>;\n    \
+                 for (var k = 0u; k < {i}u; k++) {{ w1_{r}[k] = {}; }}",
+                plan.load(
+                    plan.layer(1).weights,
+                    (&row, "k"),
+                    [Some(plan.layer(1).rows), None]
+                ),
+            );
+        }
         for (l, layer) in (1..).zip(&plan.layers) {
             let bias = plan.load(bias_words(layer.bias), (&row, ""), [Some(layer.rows), None]);
             let _ = writeln!(s, "    let b{l}_{r} = {bias};");
@@ -152,6 +154,7 @@ pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     );
     prefetch(plan, sh, &format!("first + {chunk}u"), "        ", s);
     store_x(sh, &sh.x_matrix(), s);
+    zero_padded_inputs(sh, &sh.x_matrix(), s);
     line(s, "        workgroupBarrier();");
 }
 
@@ -245,6 +248,27 @@ pub(super) fn store_x(sh: &Shape, matrix: &str, s: &mut String) {
     }
 }
 
+/// Zeros into `matrix`'s rows past the inputs up to `W1`'s last column block, where the
+/// kernel streams it ([`NetworkPlan::streams_first_layer`]): the padded columns' zero
+/// weights multiply them, and what those rows held before (the last chunk's `d_s1`) may be
+/// infinite, whose product would be NaN in every element of the chunk.
+pub(super) fn zero_padded_inputs(sh: &Shape, matrix: &str, s: &mut String) {
+    let rows = (sh.w1_blocks * blocked::BLOCK).saturating_sub(sh.inputs);
+    if rows == 0 {
+        return;
+    }
+    let cells = rows * sh.rv;
+    for q in (0..cells).step_by(sh.threads as usize) {
+        let _ = writeln!(
+            s,
+            "        {{\n            let q = lid + {q}u;\n            let f = {}u + q / {rv}u;\n            \
+             if (q < {cells}u) {{\n                {matrix}[f * {rv}u + ((q % {rv}u) ^ (f % 8u))] = vec4<f32>();\n            }}\n        }}",
+            sh.inputs,
+            rv = sh.rv
+        );
+    }
+}
+
 /// One step of a forward or `d_h1` product: each of the column group's `vec4` columns of
 /// row `row` of `matrix` (swizzled; `base`, where not empty, a WGSL index of a row whose
 /// number is a multiple of 8 that `row` counts from), broadcast to the group as
@@ -280,7 +304,11 @@ pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             let _ = writeln!(s, "        var ties{layer} = 0u;");
         }
     }
-    first_layer_sums(sh, &sh.x_matrix(), s);
+    if sh.w1_blocks > 0 {
+        blocked::first_layer_product(plan, sh, &sh.x_matrix(), s);
+    } else {
+        first_layer_sums(sh, &sh.x_matrix(), s);
+    }
     // Where the activations overwrite their input (the adjoint that reloads its weights),
     // every thread first reads it.
     let overwrite = |s: &mut String| {

@@ -97,8 +97,9 @@ fn the_kernel_validates_at_both_widths_and_any_inputs() {
 }
 
 /// Two layers of 128 rows stream `W2` in blocks through 48 KiB, in chunks of 32 elements;
-/// past [`FIRST_LAYER_ROW_INPUTS`] inputs `d_W1` is a tile of the workgroup's product, and
-/// more than 32 inputs do not fit.
+/// past [`FIRST_LAYER_ROW_INPUTS`] inputs `d_W1` is a tile of the workgroup's product, past
+/// [`FIRST_LAYER_REGISTER_INPUTS`] `W1` is streamed in blocks too (its last block padded
+/// with zero inputs), and more than 128 inputs do not fit.
 #[test]
 fn layers_of_128_rows_validate_with_w2_in_blocks() {
     for (inputs, activations) in [
@@ -108,6 +109,10 @@ fn layers_of_128_rows_validate_with_w2_in_blocks() {
         (16, [TANH, RELU]),
         (17, [TANH, RELU]),
         (32, [TANH, TANH]),
+        (33, [TANH, TANH]),
+        (64, [RELU, TANH]),
+        (100, [TANH, Activation::Sigmoid]),
+        (128, [TANH, TANH]),
     ] {
         let loss = squared_error(inputs);
         let p = plan_with(inputs, 128, activations, &loss);
@@ -125,9 +130,20 @@ fn layers_of_128_rows_validate_with_w2_in_blocks() {
         assert_eq!(p.tiles_first_layer(), tiled);
         assert_eq!(wgsl.contains("gw1_0[k] = "), !tiled, "{inputs}");
         assert_eq!(wgsl.contains("let k1 = lid % 8u;"), tiled, "{inputs}");
+        let streamed = inputs > FIRST_LAYER_REGISTER_INPUTS;
+        assert_eq!(p.streams_first_layer(), streamed);
+        assert_eq!(wgsl.contains("var w1_0: array<f32"), !streamed, "{inputs}");
+        let blocks = format!("for (var wb = 0u; wb < {}u; wb++)", inputs.div_ceil(32));
+        assert_eq!(wgsl.contains(&blocks), streamed, "{inputs}");
+        // Rows of zero inputs pad the last block where the inputs do not fill it.
+        let zeros = wgsl.contains("] = vec4<f32>();");
+        assert_eq!(zeros, streamed && !inputs.is_multiple_of(32), "{inputs}");
     }
+    let loss = squared_error(129);
+    assert!(!plan(129, 128, &loss).supported());
     let loss = squared_error(33);
-    assert!(!plan(33, 128, &loss).supported());
+    assert!(!plan(33, 64, &loss).supported());
+    assert!(!plan(33, 32, &loss).supported());
 }
 
 #[test]
