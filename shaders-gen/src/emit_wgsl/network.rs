@@ -94,6 +94,7 @@ mod header;
 mod outputs;
 mod partials;
 mod phases;
+mod prologue;
 mod reload;
 mod tiles;
 mod value;
@@ -104,7 +105,8 @@ use activations::{activate, derivative, keeps_ties, record_ties};
 use header::header;
 use outputs::output_and_loss;
 use partials::partial_sums;
-use phases::{backward, entry_prologue, forward};
+use phases::{backward, forward};
+use prologue::entry_prologue;
 use tiles::GradTile;
 
 /// A shared word's index as a function of a row `j` and a column `k`:

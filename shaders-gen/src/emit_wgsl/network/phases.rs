@@ -1,174 +1,12 @@
-//! The phases of the cooperative network adjoint's entry point, in the order it runs them,
-//! up to its row of partial sums (`partials.rs`); the value kernel's prologue and layers
-//! are these too (`value.rs`).
+//! The phases of the cooperative network adjoint's chunk loop, in the order it runs them,
+//! after its prologue (`prologue.rs`) and up to its row of partial sums (`partials.rs`);
+//! the value kernel's layers are these too (`value.rs`).
 
-use super::outputs::{output_bias_grad, output_parts};
+use super::outputs::output_parts;
 use super::{
-    GradTile, NetworkPlan, Shape, W1_TILE_INPUT_LANES, WordIndex, activate, blocked, derivative,
-    keeps_ties, line, record_ties,
+    GradTile, NetworkPlan, Shape, activate, blocked, derivative, keeps_ties, line, record_ties,
 };
 use std::fmt::Write;
-
-/// The entry point up to the chunk loop's first statements: the thread's place, each later
-/// layer's weights (`W2` ..) copied into workgroup memory, the first layer's rows and the
-/// biases in registers, the sums, the first chunk's inputs loaded.
-pub(super) fn entry_prologue(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
-    let (h, t) = (sh.hidden, sh.threads);
-    let ol = sh.depth + 1;
-    // Each later layer's weights into its matrix, in one loop.
-    let layers: Vec<u32> = (2..=sh.depth).collect();
-    let copies = if sh.blocked {
-        // Its `W2` is copied in blocks as each product reads it.
-        String::new()
-    } else if sh.reloads {
-        weight_copies(plan, sh, &layers, "    ")
-    } else {
-        let copies: String = (layers.iter())
-            .map(|&l| weight_copy(plan, sh, l))
-            .collect::<Vec<_>>()
-            .join("        ");
-        format!(
-            "for (var q = lid; q < {}u; q += {t}u) {{\n        \
-             let j = q / {h}u;\n        \
-             let k = q % {h}u;\n        \
-             {copies}    }}",
-            h * h
-        )
-    };
-    // The value kernel sums no gradient: no `d_W` tiles (`jb`, `kb`, `part`).
-    let tiles = if sh.value {
-        String::new()
-    } else if sh.parts == 1 {
-        format!(
-            "let jb = lid / {nk}u;\n    let kb = lid % {nk}u;\n    ",
-            nk = sh.nk
-        )
-    } else {
-        format!(
-            "let part = lid / {pt}u;\n    let jb = lid % {pt}u / {nk}u;\n    let kb = lid % {nk}u;\n    ",
-            nk = sh.nk,
-            pt = sh.threads / sh.parts
-        )
-    };
-    let entry = if sh.value { "forward" } else { "adjoint" };
-    let _ = writeln!(
-        s,
-        "@compute @workgroup_size({t})\n\
-         fn {entry}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: \
-         vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n    \
-         let group = wid.x + wid.y * groups.x;\n    \
-         let per_thread = params.per_thread;\n    \
-         let n = params.n;\n    \
-         let lr = lid % {rl}u;\n    \
-         let l8 = lr % 8u;\n    \
-         let cg = lid / {rl}u;\n    \
-         let cw = cg * {}u;\n    \
-         {tiles}\
-         {copies}",
-        sh.columns,
-        rl = sh.row_lanes
-    );
-    let i = sh.inputs;
-    for r in 0..sh.lane_rows {
-        let row = sh.row(r);
-        if sh.w1_blocks == 0 {
-            let _ = writeln!(
-                s,
-                "    var w1_{r}: array<f32, {i}>;\n    \
-                 for (var k = 0u; k < {i}u; k++) {{ w1_{r}[k] = {}; }}",
-                plan.load(
-                    plan.layer(1).weights,
-                    (&row, "k"),
-                    [Some(plan.layer(1).rows), None]
-                ),
-            );
-        }
-        for (l, layer) in (1..).zip(&plan.layers) {
-            let bias = plan.load(bias_words(layer.bias), (&row, ""), [Some(layer.rows), None]);
-            let _ = writeln!(s, "    let b{l}_{r} = {bias};");
-        }
-        let last = plan.layer(sh.depth).rows;
-        for (o, out) in (0..).zip(&plan.outputs) {
-            let _ = writeln!(
-                s,
-                "    let w{ol}_{}{r} = {};",
-                sh.out(o),
-                plan.load(out.weights, (&row, ""), [Some(last), None])
-            );
-        }
-        if sh.value {
-            continue;
-        }
-        if !sh.w1_tile {
-            let _ = writeln!(s, "    var gw1_{r}: array<f32, {i}>;");
-        }
-        for l in 1..=sh.depth {
-            let _ = writeln!(s, "    var gb{l}_{r} = 0.0f;");
-        }
-        for o in 0..sh.outputs {
-            let _ = writeln!(s, "    var gw{ol}_{}{r} = 0.0f;", sh.out(o));
-        }
-    }
-    if !sh.value {
-        for o in 0..sh.outputs {
-            let _ = writeln!(s, "    var {} = 0.0f;", output_bias_grad(sh, o));
-        }
-        if sh.w1_tile {
-            let _ = writeln!(
-                s,
-                "    let j1 = lid / {lanes}u;\n    let k1 = lid % {lanes}u;",
-                lanes = W1_TILE_INPUT_LANES
-            );
-            for a in 0..sh.ja1 {
-                let _ = writeln!(s, "    var gw1_{a}: array<f32, {}>;", sh.kb1);
-            }
-        }
-        for l in 2..=sh.depth {
-            for a in 0..sh.ja {
-                let _ = writeln!(s, "    var gw{l}_{a}: array<f32, {}>;", sh.kb);
-            }
-        }
-    }
-    let _ = writeln!(
-        s,
-        "    let base = group * per_thread * {t}u;\n    var xr: array<f32, {}>;",
-        sh.prefetch
-    );
-    if sh.blocked {
-        blocked::prologue(plan, sh, s);
-    }
-    // Only the first chunk's inputs are loaded before the loop: where the workgroup has
-    // none (`base >= n`, possibly `n = 0`), none are read.
-    line(s, "    if (base < n) {");
-    prefetch(plan, sh, "base", "        ", s);
-    line(s, "    }");
-    let chunk = sh.chunk;
-    let _ = writeln!(
-        s,
-        "    for (var idx = 0u; idx < per_thread * {}u; idx++) {{\n        \
-         let first = base + idx * {chunk}u;\n        \
-         if (first >= n) {{\n            break;\n        }}\n        \
-         workgroupBarrier();\n        \
-         let xc = xr;",
-        t / chunk
-    );
-    prefetch(plan, sh, &format!("first + {chunk}u"), "        ", s);
-    store_x(sh, &sh.x_matrix(), s);
-    zero_padded_inputs(sh, &sh.x_matrix(), s);
-    line(s, "        workgroupBarrier();");
-}
-
-/// The statement that copies `W_l[j][k]` into its `f32` matrix (`j` and `k` in scope).
-fn weight_copy(plan: &NetworkPlan, sh: &Shape, l: u32) -> String {
-    let weights = plan.layer(l).weights;
-    let written = [Some(plan.layer(l).rows), Some(plan.layer(l - 1).rows)];
-    format!(
-        "w{l}s[j * {}u + 4u * ((k / 4u) ^ (j % {}u)) + k % 4u] = {};\n",
-        sh.hidden,
-        sh.groups,
-        plan.load(weights, ("j", "k"), written)
-    )
-}
 
 /// The loop, indented by `pad`, in which the workgroup's threads copy each of `layers`'
 /// weights into its matrix of `vec4`s, a `vec4` a thread and step: on the H200 the
@@ -211,25 +49,6 @@ pub(super) fn weight_words(plan: &NetworkPlan, l: u32) -> String {
         })
         .collect();
     format!("vec4<f32>({})", words.join(", "))
-}
-
-/// The inputs of the chunk at `first` into the registers `xr` (their latency hidden by
-/// the chunk before), each element's clamped to the batch's last: written where `n >= 1`
-/// (the kernel runs without bounds checks: the module doc). Clamped rather than guarded:
-/// a branch around the loads cost the 8-64-64-1 adjoint 5% on the H200.
-fn prefetch(plan: &NetworkPlan, sh: &Shape, first: &str, pad: &str, s: &mut String) {
-    let i = sh.inputs;
-    for r in 0..sh.prefetch {
-        let _ = writeln!(
-            s,
-            "{pad}{{\n{pad}    let q = min(lid + {}u, {}u);\n{pad}    \
-             xr[{r}] = args[min({first} + q / {i}u, n - 1u) * {}u + {}u + q % {i}u];\n{pad}}}",
-            sh.threads * r,
-            sh.chunk * i - 1,
-            plan.element_words,
-            plan.first_input
-        );
-    }
 }
 
 /// The chunk's inputs (in `xc`) into rows `0..inputs` of `matrix`.
@@ -687,13 +506,4 @@ pub(super) fn indented(block: &str) -> String {
             }
         })
         .collect()
-}
-
-/// The words of a bias, `bias + j`, as a [`WordIndex`] of row `j`.
-fn bias_words(bias: u32) -> WordIndex {
-    WordIndex {
-        offset: bias,
-        row_stride: 1,
-        column_stride: 0,
-    }
 }
