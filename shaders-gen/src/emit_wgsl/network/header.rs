@@ -10,8 +10,16 @@ use crate::signature::Precision;
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
+/// The module header (the module doc) of the kernel of `plan` named by `signature`.
 pub(super) fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
-    let h = sh.hidden;
+    header_comment(signature, plan, sh, s);
+    bindings(sh, s);
+    workgroup_matrices(plan, sh, s);
+    helpers(plan, s);
+}
+
+/// The comment that opens the module: which kernel of which function, and its layout.
+fn header_comment(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let layers = match sh.depth {
         2 => "two".to_string(),
         3 => "three".to_string(),
@@ -45,6 +53,10 @@ pub(super) fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut St
             chunk = sh.chunk
         );
     }
+}
+
+/// The parameters and the buffers, bound as the generated adjoint binds them.
+fn bindings(sh: &Shape, s: &mut String) {
     s.push_str("struct Params {\n    n: u32,\n    per_thread: u32,\n}\n\n");
     s.push_str("@group(0) @binding(0) var<uniform> params: Params;\n");
     s.push_str("@group(0) @binding(1) var<storage, read> args: array<f32>;\n");
@@ -54,6 +66,12 @@ pub(super) fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut St
         s.push_str("@group(0) @binding(5) var<storage, read_write> shared_partials: array<f32>;\n");
     }
     s.push('\n');
+}
+
+/// The workgroup's matrices, each with a comment on its layout: the later layers'
+/// weights (or `wblk`, where the kernel streams them), then the chunk's.
+fn workgroup_matrices(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
+    let h = sh.hidden;
     let later: String = (3..=sh.depth).map(|l| format!(", W{l}")).collect();
     if sh.blocked {
         super::blocked::declare(sh, s);
@@ -91,6 +109,11 @@ pub(super) fn header(signature: &str, plan: &NetworkPlan, sh: &Shape, s: &mut St
             sh.ds2_rows * rv
         );
     }
+}
+
+/// The functions the phases call: the loss's helpers, the activations' `vec4` forms,
+/// `dot_acc`, `sw`, and the loss itself with its derivative in `y`.
+fn helpers(plan: &NetworkPlan, s: &mut String) {
     let mut helpers = BTreeSet::new();
     let body = loss_statements(&plan.loss, plan.outputs.len() as u32, &mut helpers);
     let tanh = plan.uses(|a| a == Activation::Call(Func::Tanh));
