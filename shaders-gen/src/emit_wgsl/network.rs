@@ -360,7 +360,9 @@ impl NetworkPlan {
     /// Whether `d_W1 += d_s1 x^T` is a product of the workgroup, each thread summing a tile
     /// of `d_W1`'s rows and inputs over the chunk's elements (`d_s1` and the inputs stored
     /// into two matrices for it), rather than each thread its own rows' words over its
-    /// elements: at 128 rows past [`FIRST_LAYER_ROW_INPUTS`] inputs.
+    /// elements: at 128 rows past [`FIRST_LAYER_ROW_INPUTS`] inputs. At 64 rows the tile
+    /// was slower on the H200 (32-64-64-1 5.08 -> 5.25 ms at 2^22, 16-64-64-1 8.38 -> 8.85
+    /// at 2^23; BENCHMARKS.md, "Networks past 32 inputs"), where the row sums fit.
     pub fn tiles_first_layer(&self) -> bool {
         self.blocks_weights() && self.inputs > FIRST_LAYER_ROW_INPUTS
     }
