@@ -78,17 +78,34 @@ fn an_8_128_128_1_network_is_the_batch_sum() {
     }
 }
 
+/// A network of two hidden layers: inputs, each layer's rows, outputs, each layer's
+/// activation, batch.
+type Case<'a> = (usize, [usize; 2], usize, [&'a str; 2], usize);
+
+/// Each case's network compiled, its adjoint checked to be the kernel `is_kernel` tells
+/// (`what`), and run on a random batch (inputs from `seed` on) against the interpreter.
+fn check_cases(cases: &[Case], seed: u64, (is_kernel, what): (fn(&str) -> bool, &str)) {
+    use gradfuse_shaders_gen::samples::deep_network;
+    for &(i, hidden, o, activations, n) in cases {
+        let src = with_layer_activations(deep_network(i, &hidden, o), &activations);
+        let name = format!("{i}-{}-{}-{o}, {activations:?}", hidden[0], hidden[1]);
+        let c = gradfuse_shaders_gen::compile_str(&src).expect("compiles");
+        assert!(
+            c.wgsl_reverse.contains("var<workgroup> wblk") && is_kernel(&c.wgsl_reverse),
+            "{name}: not the blocked cooperative kernel {what}"
+        );
+        check_at_random(&name, &src, (i + o, n), seed + i as u64);
+    }
+}
+
 /// Padded rows (65 to 127 of them written), two to four outputs (the third and fourth
 /// outputs' parts in `wblk`), inputs up to the most whose `d_W1` each thread sums in
 /// registers (`FIRST_LAYER_ROW_INPUTS`) and one past them, where `d_W1` is a tile beside
 /// four outputs, batches cut mid-chunk.
 #[test]
 fn wide_networks_of_other_shapes_match_the_interpreter() {
-    use gradfuse_shaders_gen::samples::deep_network;
     let [tanh, relu, sigmoid] = ACTIVATIONS;
-    // Inputs, each layer's rows, outputs, each layer's activation, batch.
-    type Case<'a> = (usize, [usize; 2], usize, [&'a str; 2], usize);
-    let cases: [Case; 6] = [
+    let cases = [
         (3, [100, 128], 2, [relu, sigmoid], 70),
         (15, [96, 96], 1, [sigmoid, tanh], 33),
         (1, [128, 65], 1, [relu, tanh], 9),
@@ -96,16 +113,7 @@ fn wide_networks_of_other_shapes_match_the_interpreter() {
         (16, [128, 128], 4, [tanh, tanh], 40),
         (2, [70, 128], 3, [relu, sigmoid], 35),
     ];
-    for (i, hidden, o, activations, n) in cases {
-        let src = with_layer_activations(deep_network(i, &hidden, o), &activations);
-        let name = format!("{i}-{}-{}-{o}, {activations:?}", hidden[0], hidden[1]);
-        let c = gradfuse_shaders_gen::compile_str(&src).expect("compiles");
-        assert!(
-            c.wgsl_reverse.contains("var<workgroup> wblk"),
-            "{name}: not the blocked cooperative kernel"
-        );
-        check_at_random(&name, &src, (i + o, n), 1280 + i as u64);
-    }
+    check_cases(&cases, 1280, (|_| true, ""));
 }
 
 /// Past `FIRST_LAYER_ROW_INPUTS` inputs `d_W1` is a tile of the workgroup's product, `d_s1`
@@ -113,24 +121,13 @@ fn wide_networks_of_other_shapes_match_the_interpreter() {
 /// 20 (three, the last reaching past the inputs), padded rows, two outputs.
 #[test]
 fn networks_of_many_inputs_tile_the_first_layers_gradient() {
-    use gradfuse_shaders_gen::samples::deep_network;
     let [tanh, relu, sigmoid] = ACTIVATIONS;
-    type Case<'a> = (usize, [usize; 2], usize, [&'a str; 2], usize);
-    let cases: [Case; 2] = [
+    let cases = [
         (32, [128, 128], 1, [tanh, relu], 37),
         (20, [100, 117], 2, [sigmoid, tanh], 45),
     ];
-    for (i, hidden, o, activations, n) in cases {
-        let src = with_layer_activations(deep_network(i, &hidden, o), &activations);
-        let name = format!("{i}-{}-{}-{o}, {activations:?}", hidden[0], hidden[1]);
-        let c = gradfuse_shaders_gen::compile_str(&src).expect("compiles");
-        assert!(
-            c.wgsl_reverse.contains("var<workgroup> wblk")
-                && c.wgsl_reverse.contains("let k1 = lid % 8u;"),
-            "{name}: not the blocked cooperative kernel with d_W1 a tile"
-        );
-        check_at_random(&name, &src, (i + o, n), 1320 + i as u64);
-    }
+    let tiled = |wgsl: &str| wgsl.contains("let k1 = lid % 8u;");
+    check_cases(&cases, 1320, (tiled, "with d_W1 a tile"));
 }
 
 /// Past 32 inputs `W1` is streamed through workgroup memory in blocks of 32 of its columns
@@ -138,24 +135,13 @@ fn networks_of_many_inputs_tile_the_first_layers_gradient() {
 /// padded with 28 rows of zero inputs) beside padded rows and two outputs.
 #[test]
 fn networks_past_32_inputs_stream_the_first_layers_weights() {
-    use gradfuse_shaders_gen::samples::deep_network;
     let [tanh, relu, sigmoid] = ACTIVATIONS;
-    type Case<'a> = (usize, [usize; 2], usize, [&'a str; 2], usize);
-    let cases: [Case; 2] = [
+    let cases = [
         (64, [128, 128], 1, [tanh, relu], 37),
         (100, [128, 117], 2, [sigmoid, tanh], 45),
     ];
-    for (i, hidden, o, activations, n) in cases {
-        let src = with_layer_activations(deep_network(i, &hidden, o), &activations);
-        let name = format!("{i}-{}-{}-{o}, {activations:?}", hidden[0], hidden[1]);
-        let c = gradfuse_shaders_gen::compile_str(&src).expect("compiles");
-        assert!(
-            c.wgsl_reverse.contains("var<workgroup> wblk")
-                && !c.wgsl_reverse.contains("var w1_0: array<f32"),
-            "{name}: not the blocked cooperative kernel with W1 streamed"
-        );
-        check_at_random(&name, &src, (i + o, n), 1360 + i as u64);
-    }
+    let streamed = |wgsl: &str| !wgsl.contains("var w1_0: array<f32");
+    check_cases(&cases, 1360, (streamed, "with W1 streamed"));
 }
 
 /// An element whose target is infinite has NaN adjoints, which the chunk's matrices hold
