@@ -719,9 +719,16 @@ impl Shape {
 
 impl Shape {
     /// Index of `vec4` column `col` of row `row` of a swizzled matrix of the chunk (`rm`:
-    /// the row modulo 8).
+    /// the row modulo 8); `col` in parentheses unless it is a name.
     fn cell(&self, row: &str, rm: &str, col: &str) -> String {
-        format!("{row} * {}u + (({col}) ^ {rm})", self.rv)
+        let name = col.starts_with(|c: char| c.is_ascii_alphabetic())
+            && col.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let col = if name {
+            col.to_string()
+        } else {
+            format!("({col})")
+        };
+        format!("{row} * {}u + ({col} ^ {rm})", self.rv)
     }
 
     /// Index in `ds2s` of `vec4` column `col` of output `o`'s `d_y` row, row `32 + o`,

@@ -76,14 +76,14 @@ pub(super) fn zero_padded_inputs(sh: &Shape, matrix: &str, s: &mut String) {
     if rows == 0 {
         return;
     }
-    let cells = rows * sh.rv;
+    let (cells, rv) = (rows * sh.rv, sh.rv);
+    let at = sh.cell("f", "(f % 8u)", &format!("q % {rv}u"));
     for q in (0..cells).step_by(sh.threads as usize) {
         let _ = writeln!(
             s,
             "        {{\n            let q = lid + {q}u;\n            let f = {}u + q / {rv}u;\n            \
-             if (q < {cells}u) {{\n                {matrix}[f * {rv}u + ((q % {rv}u) ^ (f % 8u))] = vec4<f32>();\n            }}\n        }}",
-            sh.inputs,
-            rv = sh.rv
+             if (q < {cells}u) {{\n                {matrix}[{at}] = vec4<f32>();\n            }}\n        }}",
+            sh.inputs
         );
     }
 }
@@ -389,14 +389,9 @@ fn first_layer_tile(sh: &Shape, (ds, xs): (&str, &str), s: &mut String) {
 /// product into each of its words.
 fn tile_product_step(sh: &Shape, t: GradTile, (ps, qs): (&str, &str), s: &mut String) {
     for a in 0..t.ja {
-        let _ = writeln!(
-            s,
-            "            let p{a} = {ps}[({} + {}u) * {}u + (e4 ^ ({} % 8u))];",
-            t.j,
-            t.nj * a,
-            sh.rv,
-            t.j
-        );
+        let row = format!("({} + {}u)", t.j, t.nj * a);
+        let at = sh.cell(&row, &format!("({} % 8u)", t.j), "e4");
+        let _ = writeln!(s, "            let p{a} = {ps}[{at}];");
     }
     for b in 0..t.kb {
         let row = format!("({} + {}u)", t.k, t.nk * b);
@@ -406,8 +401,8 @@ fn tile_product_step(sh: &Shape, t: GradTile, (ps, qs): (&str, &str), s: &mut St
         };
         let _ = writeln!(
             s,
-            "            let q{b} = {qs}[{row} * {}u + (e4 ^ {swizzle})];",
-            sh.rv
+            "            let q{b} = {qs}[{}];",
+            sh.cell(&row, &swizzle, "e4")
         );
     }
     for (a, b) in t.cells() {
