@@ -238,6 +238,11 @@ pub const fn max_outputs(hidden: u32) -> u32 {
 /// is on NVIDIA's Vulkan driver, and that three matrices of 64 rows fill.
 pub const WORKGROUP_BYTES: u32 = 48 * 1024;
 
+/// Words a padded row of a later layer's weights has past the layer's `H`
+/// ([`NetworkPlan::pads_rows`]): a row of 36 words puts `W[j][4m ..]` in bank group
+/// `(j + m) % 8`, as the XOR swizzle put it in `(j ^ m) % 8`.
+pub const PADDED_WEIGHT_WORDS: u32 = 4;
+
 /// Rows of the `d_s` matrix of a kernel of width `hidden` with `outputs` output rows: `H`,
 /// or more for the lanes' parts of the outputs (`H / 2` rows each) and each output's `d_y`
 /// (rows `32 ..`); at `H = 128` the parts of two outputs at most, the others' in `wblk`.
@@ -352,9 +357,33 @@ impl NetworkPlan {
     /// [`NetworkPlan::workgroup_bytes`] of a kernel that keeps every matrix the reverse
     /// reads.
     fn stored_workgroup_bytes(&self) -> u32 {
+        self.stored_bytes(self.pads_rows())
+    }
+
+    /// [`NetworkPlan::stored_workgroup_bytes`] with rows padded ([`NetworkPlan::pads_rows`])
+    /// or swizzled.
+    fn stored_bytes(&self, padded: bool) -> u32 {
         let (h, later) = (self.hidden, self.layers.len().saturating_sub(1) as u32);
         let ds = ds_rows(h, self.outputs.len() as u32);
-        4 * (later * h * h + later * h * 64 + ds * 64)
+        let (weight_row, matrix_row) = if padded {
+            (h + PADDED_WEIGHT_WORDS, 64 + 4)
+        } else {
+            (h, 64)
+        };
+        4 * (later * h * weight_row + (later * h + ds) * matrix_row)
+    }
+
+    /// Whether the kernel's matrices are padded rather than swizzled: each row of the
+    /// chunk's matrices one `vec4` longer and each row of a later layer's weights
+    /// [`PADDED_WEIGHT_WORDS`] words longer, so that lanes reading different rows read
+    /// different banks as the XOR swizzle has them do, while each address a lane computes
+    /// is one base and a constant. With the swizzle, the XOR of a lane's column with each
+    /// row's residue is a register or an instruction a row: the H200 driver kept 178
+    /// registers for the 8-32-32-1 adjoint, and with the rows padded 166 (its SASS, read
+    /// off the driver's shader cache; BENCHMARKS.md, "Padded rows"). At 32 rows, where the
+    /// padded matrices fit; at 64 the three matrices fill [`WORKGROUP_BYTES`] already.
+    pub fn pads_rows(&self) -> bool {
+        self.hidden == 32 && !self.blocks_weights() && self.stored_bytes(true) <= WORKGROUP_BYTES
     }
 
     /// Whether `d_W1 += d_s1 x^T` is a product of the workgroup, each thread summing a tile
@@ -557,15 +586,25 @@ struct Shape {
     /// Whether the adjoint lends its weight matrices ([`NetworkPlan::reloads_weights`]):
     /// its three matrices are then all `vec4` arrays, `w3s`, `w2s` and `acts`.
     reloads: bool,
+    /// Whether the matrices are padded rather than swizzled ([`NetworkPlan::pads_rows`]):
+    /// then the chunk's matrices' rows are `stride = rv + 1` `vec4`s and the later layers'
+    /// weights' rows `weight_row = H + 4` words (`rv` and `H` swizzled).
+    padded: bool,
+    stride: u32,
+    weight_row: u32,
 }
 
 impl Shape {
     /// The value kernel's shape: the adjoint's, but for its one activation matrix.
     fn of_value(plan: &NetworkPlan) -> Shape {
+        let sh = Shape::of(plan);
         Shape {
             value: true,
             reloads: false,
-            ..Shape::of(plan)
+            padded: false,
+            stride: sh.rv,
+            weight_row: sh.hidden,
+            ..sh
         }
     }
 
@@ -682,6 +721,13 @@ impl Shape {
             kb1: plan.inputs.div_ceil(W1_TILE_INPUT_LANES),
             value: false,
             reloads: plan.reloads_weights(),
+            padded: plan.pads_rows(),
+            stride: if plan.pads_rows() { rv + 1 } else { rv },
+            weight_row: if plan.pads_rows() {
+                hidden + PADDED_WEIGHT_WORDS
+            } else {
+                hidden
+            },
         }
     }
 
@@ -718,8 +764,9 @@ impl Shape {
 }
 
 impl Shape {
-    /// Index of `vec4` column `col` of row `row` of a swizzled matrix of the chunk (`rm`:
-    /// the row modulo 8); `col` in parentheses unless it is a name.
+    /// Index of `vec4` column `col` of row `row` of a matrix of the chunk, swizzled (`rm`:
+    /// the row modulo 8) or padded ([`Shape::padded`]); `col` in parentheses unless it is
+    /// a name.
     fn cell(&self, row: &str, rm: &str, col: &str) -> String {
         let name = col.starts_with(|c: char| c.is_ascii_alphabetic())
             && col.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
@@ -728,17 +775,45 @@ impl Shape {
         } else {
             format!("({col})")
         };
-        format!("{row} * {}u + ({col} ^ {rm})", self.rv)
+        if self.padded {
+            format!("{row} * {}u + {col}", self.stride)
+        } else {
+            format!("{row} * {}u + ({col} ^ {rm})", self.rv)
+        }
+    }
+
+    /// [`Shape::cell`] of a row known here, `row`, counted from the row a WGSL index
+    /// `base` (empty or ending in ` + `; a multiple of 8 rows) names; `col` an expression.
+    fn row_cell(&self, base: &str, row: u32, col: &str) -> String {
+        if self.padded {
+            debug_assert!(base.is_empty());
+            format!("{}u + ({col})", self.stride * row)
+        } else {
+            format!("{base}{}u + (({col}) ^ {}u)", self.rv * row, row % 8)
+        }
     }
 
     /// Index in `ds2s` of `vec4` column `col` of output `o`'s `d_y` row, row `32 + o`,
     /// swizzled as the output parts that row holds before (so that each element's thread
     /// writes the word of its own part, which it has read).
     fn dy_cell(&self, o: u32, col: &str) -> String {
-        let start = self.rv * (32 + o);
+        let start = self.stride * (32 + o);
         match o % 8 {
-            0 => format!("{start}u + {col}"),
-            rm => format!("{start}u + (({col}) ^ {rm}u)"),
+            rm if rm > 0 && !self.padded => format!("{start}u + (({col}) ^ {rm}u)"),
+            _ => format!("{start}u + {col}"),
+        }
+    }
+
+    /// Index in `w{l}s` (an `f32` matrix) of `W_l[j][k]`, swizzled by 16-byte groups or
+    /// padded ([`Shape::padded`]).
+    fn weight_word(&self, j: &str, k: &str) -> String {
+        if self.padded {
+            format!("{j} * {}u + {k}", self.weight_row)
+        } else {
+            format!(
+                "{j} * {}u + 4u * (({k} / 4u) ^ ({j} % {}u)) + {k} % 4u",
+                self.hidden, self.groups
+            )
         }
     }
 }

@@ -75,6 +75,12 @@ fn workgroup_matrices(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let later: String = (3..=sh.depth).map(|l| format!(", W{l}")).collect();
     if sh.blocked {
         super::blocked::declare(sh, s);
+    } else if sh.padded {
+        let _ = writeln!(
+            s,
+            "// W2[j][k]{later} at j * {} + k (rows padded).",
+            sh.weight_row
+        );
     } else {
         let _ = writeln!(
             s,
@@ -86,14 +92,25 @@ fn workgroup_matrices(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         if sh.reloads {
             let _ = writeln!(s, "var<workgroup> w{l}s: array<vec4<f32>, {}>;", h * h / 4);
         } else {
-            let _ = writeln!(s, "var<workgroup> w{l}s: array<f32, {}>;", h * h);
+            let _ = writeln!(
+                s,
+                "var<workgroup> w{l}s: array<f32, {}>;",
+                h * sh.weight_row
+            );
         }
     }
-    let (rv, chunk) = (sh.rv, sh.chunk);
-    let _ = writeln!(
-        s,
-        "// Rows of {rv} vec4s ({chunk} elements), column c of row r at r * {rv} + (c ^ (r % 8))."
-    );
+    let (rv, chunk, stride) = (sh.rv, sh.chunk, sh.stride);
+    if sh.padded {
+        let _ = writeln!(
+            s,
+            "// Rows of {rv} vec4s ({chunk} elements) and one of padding, column c of row r at r * {stride} + c."
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "// Rows of {rv} vec4s ({chunk} elements), column c of row r at r * {rv} + (c ^ (r % 8))."
+        );
+    }
     if sh.reloads {
         let _ = writeln!(s, "var<workgroup> acts: array<vec4<f32>, {}>;\n", h * rv);
     } else if sh.value {
@@ -101,12 +118,12 @@ fn workgroup_matrices(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         let _ = writeln!(s, "var<workgroup> acts: array<vec4<f32>, {}>;\n", rows * rv);
     } else {
         for l in 1..sh.depth {
-            let _ = writeln!(s, "var<workgroup> h{l}s: array<vec4<f32>, {}>;", h * rv);
+            let _ = writeln!(s, "var<workgroup> h{l}s: array<vec4<f32>, {}>;", h * stride);
         }
         let _ = writeln!(
             s,
             "var<workgroup> ds2s: array<vec4<f32>, {}>;\n",
-            sh.ds2_rows * rv
+            sh.ds2_rows * stride
         );
     }
 }

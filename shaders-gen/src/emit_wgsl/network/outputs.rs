@@ -79,7 +79,11 @@ pub(super) fn output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
             );
         }
     }
-    line(s, "        workgroupBarrier();");
+    // The stores of `d_s` overwrite rows `0..H` of its matrix, which hold the `d_y` rows
+    // (`32 ..`) past 32 rows: there every thread reads its `d_y` first.
+    if sh.hidden > 32 {
+        line(s, "        workgroupBarrier();");
+    }
     for r in rows {
         for c in cols.clone() {
             let at = sh.cell(&sh.row(r), "l8", &format!("cw + {c}u"));
@@ -97,7 +101,7 @@ fn one_output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         s,
         "        if (lid < {chunk}u) {{\n            let e = lid;\n            var y = sw({}u);\n            \
          for (var r = 0u; r < {}u; r++) {{\n                \
-         y += {ds}[r * {rv}u + ((e / 4u) ^ (r % 8u))][e % 4u];\n            }}\n            \
+         y += {ds}[{at}][e % 4u];\n            }}\n            \
          let loss = gf_loss(y, min(first + e, n - 1u) * {}u);\n            \
          let inb = first + e < n;\n            \
          if (inb) {{\n                values[first + e] = loss.x;\n            }}\n            \
@@ -111,7 +115,7 @@ fn one_output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
         output_bias_grad(sh, 0),
         sh.dy_cell(0, "e / 4u"),
         chunk = sh.chunk,
-        rv = sh.rv
+        at = sh.cell("r", "(r % 8u)", "e / 4u")
     );
 }
 
@@ -134,11 +138,8 @@ pub(super) fn sum_output_parts(plan: &NetworkPlan, sh: &Shape, matrix: &str, s: 
     );
     for o in 0..sh.outputs {
         let (matrix, first) = part_place(sh, matrix, o);
-        let _ = writeln!(
-            s,
-            "                y{o} += {matrix}[(r + {first}u) * {}u + ((e / 4u) ^ (r % 8u))][e % 4u];",
-            sh.rv
-        );
+        let at = sh.cell(&format!("(r + {first}u)"), "(r % 8u)", "e / 4u");
+        let _ = writeln!(s, "                y{o} += {matrix}[{at}][e % 4u];");
     }
 }
 

@@ -59,10 +59,10 @@ pub(super) fn store_x(sh: &Shape, matrix: &str, s: &mut String) {
             s,
             "        {{\n            let q = lid + {}u;\n            let e = q / {i}u;\n            \
              let f = q % {i}u;\n            if (q < {}u) {{\n                \
-             {matrix}[f * {}u + ((e / 4u) ^ (f % 8u))][e % 4u] = xc[{r}];\n            }}\n        }}",
+             {matrix}[{}][e % 4u] = xc[{r}];\n            }}\n        }}",
             sh.threads * r,
             sh.chunk * i,
-            sh.rv
+            sh.cell("f", "(f % 8u)", "e / 4u")
         );
     }
 }
@@ -101,12 +101,8 @@ pub(super) fn rank_one_step(
     s: &mut String,
 ) {
     for c in 0..sh.columns {
-        let _ = writeln!(
-            s,
-            "            let {name}{c} = {matrix}[{base}{}u + ((cw + {c}u) ^ {}u)];",
-            sh.rv * row,
-            row % 8
-        );
+        let at = sh.row_cell(base, row, &format!("cw + {c}u"));
+        let _ = writeln!(s, "            let {name}{c} = {matrix}[{at}];");
         for r in 0..sh.lane_rows {
             let _ = writeln!(s, "            {acc}{r}_{c} += {} * {name}{c};", weight(r));
         }
@@ -260,17 +256,26 @@ pub(super) fn layer_product(sh: &Shape, l: u32, s: &mut String) {
         if sh.reloads {
             lane_weights(sh, l, m, s);
         } else {
-            let _ = writeln!(
-                s,
-                "        {{\n            let wbase = lr * {h}u + 4u * ({m}u ^ (lr % {}u));",
-                sh.groups
-            );
+            let wr = sh.weight_row;
+            if sh.padded {
+                let _ = writeln!(
+                    s,
+                    "        {{\n            let wbase = lr * {wr}u + {}u;",
+                    4 * m
+                );
+            } else {
+                let _ = writeln!(
+                    s,
+                    "        {{\n            let wbase = lr * {h}u + 4u * ({m}u ^ (lr % {}u));",
+                    sh.groups
+                );
+            }
             for i in 0..4 {
                 for r in rows.clone() {
                     let _ = writeln!(
                         s,
                         "            let wv{r}_{i} = w{l}s[wbase + {}u];",
-                        sh.row_lanes * r * h + i
+                        sh.row_lanes * r * wr + i
                     );
                 }
             }
@@ -429,19 +434,9 @@ pub(super) fn layer_backward(plan: &NetworkPlan, sh: &Shape, l: u32, s: &mut Str
         transposed_product(sh, l, s);
     }
     let ds = sh.ds_matrix(l);
-    if sh.parts == 1 {
-        let _ = writeln!(s, "        for (var e4 = 0u; e4 < {}u; e4++) {{", sh.rv);
-    } else {
-        let _ = writeln!(
-            s,
-            "        for (var i4 = 0u; i4 < {q}u; i4++) {{\n            let e4 = part * {q}u + i4;",
-            q = sh.rv / sh.parts
-        );
-    }
     let below = l - 1;
     let hs = sh.h_below_matrix(below);
-    tile_product_step(sh, sh.weight_tile(l), (&ds, &hs), s);
-    line(s, "        }");
+    weight_tile_product(sh, l, (&ds, &hs), s);
     for r in rows {
         for c in cols.clone() {
             let at = sh.cell(&sh.row(r), "l8", &format!("cw + {c}u"));
@@ -461,6 +456,46 @@ pub(super) fn layer_backward(plan: &NetworkPlan, sh: &Shape, l: u32, s: &mut Str
     }
 }
 
+/// `d_W_l += d_s_l h_(l-1)^T` for the thread's tile over its part's `vec4` columns of the
+/// chunk ([`tile_product_step`]), `d_s_l` from `ds` and `h_(l-1)` from `hs`. Written out
+/// a column a block but where `W_l` is streamed or reloaded: the driver kept the loop, and
+/// written out the 8-64-64-1 adjoint ran 3.7% faster on the H200 (15.81 -> 15.23 ms at
+/// 2^24), the 8-32-32-1's with padded rows 4.5% (BENCHMARKS.md, "Padded rows").
+fn weight_tile_product(sh: &Shape, l: u32, (ds, hs): (&str, &str), s: &mut String) {
+    let q = sh.rv / sh.parts;
+    let column = |i: &str| match sh.parts {
+        1 => String::new(),
+        _ => format!("            let e4 = part * {q}u + {i};\n"),
+    };
+    if sh.blocked || sh.reloads {
+        match sh.parts {
+            1 => {
+                let _ = writeln!(s, "        for (var e4 = 0u; e4 < {q}u; e4++) {{");
+            }
+            _ => {
+                let _ = write!(
+                    s,
+                    "        for (var i4 = 0u; i4 < {q}u; i4++) {{\n{}",
+                    column("i4")
+                );
+            }
+        }
+        tile_product_step(sh, sh.weight_tile(l), (ds, hs), s);
+        line(s, "        }");
+        return;
+    }
+    for i in 0..q {
+        let mut block = String::new();
+        if sh.parts == 1 {
+            let _ = writeln!(block, "            let e4 = {i}u;");
+        } else {
+            block.push_str(&column(&format!("{i}u")));
+        }
+        tile_product_step(sh, sh.weight_tile(l), (ds, hs), &mut block);
+        let _ = write!(s, "        {{\n{block}        }}\n");
+    }
+}
+
 /// `d{r}_{c} += W_l^T d_s_l` for the thread's tile, the weights from `w{l}s` by lane, `d_s_l`
 /// broadcast from its matrix.
 fn transposed_product(sh: &Shape, l: u32, s: &mut String) {
@@ -469,6 +504,18 @@ fn transposed_product(sh: &Shape, l: u32, s: &mut String) {
         // The lane's rows' words of row `j` of `W_l` (`W_l^T`'s column): `f32` words at
         // `row + s`, or components `lr % 4` of `vec4`s ([`Shape::weight_vec4`]); `unit`
         // words an index.
+        if sh.padded {
+            // Row `j` of `W_l` is contiguous: the lane's words at `row + lr`.
+            let row = j * sh.weight_row;
+            line(s, "        {");
+            for r in 0..sh.lane_rows {
+                let at = row + sh.row_lanes * r;
+                let _ = writeln!(s, "            let v{r} = w{l}s[{at}u + lr];");
+            }
+            rank_one_step(sh, (&ds, "", j, "g"), |r| format!("v{r}"), "d", s);
+            line(s, "        }");
+            continue;
+        }
         let g = j % sh.groups;
         let (lane, row, unit, component) = if sh.reloads {
             (format!("(lr / 4u) ^ {g}u"), j * h / 4, 4, "[lr % 4u]")

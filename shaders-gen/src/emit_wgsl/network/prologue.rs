@@ -184,9 +184,8 @@ fn weight_copy(plan: &NetworkPlan, sh: &Shape, l: u32) -> String {
     let weights = plan.layer(l).weights;
     let written = [Some(plan.layer(l).rows), Some(plan.layer(l - 1).rows)];
     format!(
-        "w{l}s[j * {}u + 4u * ((k / 4u) ^ (j % {}u)) + k % 4u] = {};\n",
-        sh.hidden,
-        sh.groups,
+        "w{l}s[{}] = {};\n",
+        sh.weight_word("j", "k"),
         plan.load(weights, ("j", "k"), written)
     )
 }

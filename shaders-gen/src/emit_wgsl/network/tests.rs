@@ -273,3 +273,25 @@ fn the_losss_names_avoid_wgsl_keywords() {
     assert!(c.wgsl_reverse.contains("let target_1 = args[gf_row"));
     validate(&c.wgsl_reverse);
 }
+
+#[test]
+fn rows_are_padded_at_32_rows_where_the_padded_matrices_fit() {
+    let loss = squared_error(8);
+    let p32 = plan(8, 32, &loss);
+    assert!(p32.pads_rows());
+    // W2 rows of 36 words, h1 rows of 17 vec4s, d_s2's 33 rows too.
+    assert_eq!(p32.workgroup_bytes(), 4 * (32 * 36 + (32 + 33) * 68));
+    let wgsl = emit_network_adjoint("fn net", &p32);
+    validate(&wgsl);
+    assert!(wgsl.contains("var<workgroup> w2s: array<f32, 1152>;"));
+    assert!(wgsl.contains("var<workgroup> h1s: array<vec4<f32>, 544>;"));
+    // Every address a lane computes is a base and a constant: no XOR swizzle is left.
+    assert!(!wgsl.contains(" ^ "), "{wgsl}");
+    // d_W2's loop over the chunk's columns is written out.
+    assert!(!wgsl.contains("for (var i4"));
+    let p64 = plan(8, 64, &loss);
+    assert!(!p64.pads_rows());
+    let wgsl = emit_network_adjoint("fn net", &p64);
+    validate(&wgsl);
+    assert!(wgsl.contains(" ^ ") && !wgsl.contains("for (var e4"));
+}
