@@ -9,7 +9,9 @@
 //! `H x 64`-sized matrices (48 KiB at `H = 64`, the device's limit): the second layer's
 //! weights `W2`, the chunk's first activations `h1` and its second pre-activations' adjoints
 //! `d_s2`, each swizzled by 16-byte groups (an XOR of the column group with the row) so
-//! that lanes reading different rows read different banks. The inputs, the output's partial
+//! that lanes reading different rows read different banks; at 32 rows, where they fit,
+//! padded instead (a row one `vec4` longer: [`NetworkPlan::pads_rows`]), which does the
+//! same with every address a base and a constant. The inputs, the output's partial
 //! sums and `d_y` borrow the rows of whichever matrix is free.
 //!
 //! - Forward products and `d_h1 = W2^T d_s2`: the threads form column groups of `H / 2`
@@ -374,8 +376,8 @@ impl NetworkPlan {
     }
 
     /// Whether the kernel's matrices are padded rather than swizzled: each row of the
-    /// chunk's matrices one `vec4` longer and each row of a later layer's weights
-    /// [`PADDED_WEIGHT_WORDS`] words longer, so that lanes reading different rows read
+    /// chunk's matrices one `vec4` longer and each row of a later layer's weights four
+    /// words longer, so that lanes reading different rows read
     /// different banks as the XOR swizzle has them do, while each address a lane computes
     /// is one base and a constant. With the swizzle, the XOR of a lane's column with each
     /// row's residue is a register or an instruction a row: the H200 driver kept 178
