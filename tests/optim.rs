@@ -345,10 +345,10 @@ enum Opt {
 /// Five training steps of `fit` (f32) and `fit64` (f64) from the same data: each step's
 /// launch and update recorded together (the update takes over the reduction's second
 /// pass) or, `split`, submitted one after the other (nothing to take over). Returns the
-/// weights and the last step's shared gradient, as bits. 40,000 elements: 157 rows of
-/// partial sums, past the 96 from which the second pass loads four rows at a time.
-fn five_steps(d: &Device, opt: Opt, split: bool) -> (Vec<u64>, Vec<u64>) {
-    let n = 40_000;
+/// weights and the last step's shared gradient, as bits. `n` elements: 40,000 make 157
+/// rows of partial sums, past the 96 from which the second pass loads four rows at a
+/// time; 130,000 make 508, a launch's whole count of rows but four.
+fn five_steps(d: &Device, opt: Opt, split: bool, n: usize) -> (Vec<u64>, Vec<u64>) {
     let mut rng = Rng(77);
     let xs: Vec<[f32; 3]> = (0..n)
         .map(|_| [0; 3].map(|_| rng.uniform(-2.0, 2.0)))
@@ -392,13 +392,15 @@ fn five_steps(d: &Device, opt: Opt, split: bool) -> (Vec<u64>, Vec<u64>) {
     );
     let (mut adam, mut adam64) = (Adam::new(0.05), Adam::new(0.05));
     let (mut sgd, mut sgd64) = (Momentum::new(0.05), Momentum::new(0.05));
-    for _ in 0..5 {
-        let mut rec = d.record();
+    let summed = ["adam_summed", "momentum_summed"][opt as usize];
+    for step in 0..5 {
+        // Each launch followed by its own update: an update recorded after another
+        // launch finds that launch's second pass pending, not its own, and any dispatch
+        // records the pending pass first, so nothing would be taken over (this test once
+        // recorded both launches first, and compared two runs that took nothing over).
+        let timed = step == 0 && !split;
+        let mut rec = if timed { d.record_timed() } else { d.record() };
         k.value_and_grad_to(&mut rec, &a, &w, &v, &g, &sg).unwrap();
-        if f64_too {
-            k64.value_and_grad_to(&mut rec, &a64, &w64, &v64, &g64, &sg64)
-                .unwrap();
-        }
         if split {
             rec.submit().unwrap();
             rec = d.record();
@@ -408,14 +410,28 @@ fn five_steps(d: &Device, opt: Opt, split: bool) -> (Vec<u64>, Vec<u64>) {
             Opt::Momentum => sgd.step(&mut rec, &w, &sg).unwrap(),
         }
         if f64_too {
-            // Recorded after the f32 update: the f64 launch's second pass waited behind it,
-            // and this update takes it over.
+            k64.value_and_grad_to(&mut rec, &a64, &w64, &v64, &g64, &sg64)
+                .unwrap();
+            if split {
+                rec.submit().unwrap();
+                rec = d.record();
+            }
             match opt {
                 Opt::Adam => adam64.step(&mut rec, &w64, &sg64).unwrap(),
                 Opt::Momentum => sgd64.step(&mut rec, &w64, &sg64).unwrap(),
             }
         }
-        rec.submit().unwrap();
+        if timed {
+            // A GPU with timestamps names each pass: the updates took the passes over.
+            let passes = rec.submit_timed().unwrap();
+            let taken = passes.iter().filter(|p| p.0 == summed).count();
+            assert!(
+                passes.is_empty() || taken == 1 + usize::from(f64_too),
+                "{passes:?}"
+            );
+        } else {
+            rec.submit().unwrap();
+        }
     }
     let mut weights: Vec<u64> = d.read(&w).unwrap()[0]
         .w
@@ -443,11 +459,17 @@ fn five_steps(d: &Device, opt: Opt, split: bool) -> (Vec<u64>, Vec<u64>) {
 fn a_step_that_takes_over_the_second_pass_changes_no_bits() {
     let d = device();
     for opt in [Opt::Adam, Opt::Momentum] {
-        let (w_fused, g_fused) = five_steps(d, opt, false);
-        let (w_split, g_split) = five_steps(d, opt, true);
+        let (w_wide, g_wide) = five_steps(d, opt, false, 130_000);
+        assert_eq!(
+            (w_wide, g_wide),
+            five_steps(d, opt, true, 130_000),
+            "508 rows"
+        );
+        let (w_fused, g_fused) = five_steps(d, opt, false, 40_000);
+        let (w_split, g_split) = five_steps(d, opt, true, 40_000);
         assert_eq!(w_fused, w_split);
         assert_eq!(g_fused, g_split);
-        let (w_cpu, _) = five_steps(&Device::cpu(), opt, false);
+        let (w_cpu, _) = five_steps(&Device::cpu(), opt, false, 40_000);
         // Two dispatches per step, the second the update's own (seen by a timed recording,
         // on a GPU with timestamps).
         let (k, w, sg) = (
