@@ -245,6 +245,19 @@ pub const WORKGROUP_BYTES: u32 = 48 * 1024;
 /// `(j + m) % 8`, as the XOR swizzle put it in `(j ^ m) % 8`.
 pub const PADDED_WEIGHT_WORDS: u32 = 4;
 
+/// The rows of a kernel of width `hidden` whose chunk's matrices have rows of `rv` `vec4`s
+/// (the chunk's elements over four): words of a row of a later layer's weights, and `vec4`s
+/// of a row of the chunk's matrices, each one `vec4` longer where `padded`
+/// ([`NetworkPlan::pads_rows`]). The one place the padded layout's sizes are written: the
+/// plan's byte count and the emitted addresses both read it.
+fn row_lengths(hidden: u32, rv: u32, padded: bool) -> (u32, u32) {
+    if padded {
+        (hidden + PADDED_WEIGHT_WORDS, rv + 1)
+    } else {
+        (hidden, rv)
+    }
+}
+
 /// Rows of the `d_s` matrix of a kernel of width `hidden` with `outputs` output rows: `H`,
 /// or more for the lanes' parts of the outputs (`H / 2` rows each) and each output's `d_y`
 /// (rows `32 ..`); at `H = 128` the parts of two outputs at most, the others' in `wblk`.
@@ -367,12 +380,9 @@ impl NetworkPlan {
     fn stored_bytes(&self, padded: bool) -> u32 {
         let (h, later) = (self.hidden, self.layers.len().saturating_sub(1) as u32);
         let ds = ds_rows(h, self.outputs.len() as u32);
-        let (weight_row, matrix_row) = if padded {
-            (h + PADDED_WEIGHT_WORDS, 64 + 4)
-        } else {
-            (h, 64)
-        };
-        4 * (later * h * weight_row + (later * h + ds) * matrix_row)
+        let rv = chunk_elements(h) / 4;
+        let (weight_row, matrix_row) = row_lengths(h, rv, padded);
+        4 * (later * h * weight_row + (later * h + ds) * 4 * matrix_row)
     }
 
     /// Whether the kernel's matrices are padded rather than swizzled: each row of the
@@ -679,6 +689,8 @@ impl Shape {
         let groups = hidden / 4;
         let chunk = chunk_elements(hidden);
         let rv = chunk / 4;
+        let padded = plan.pads_rows();
+        let (weight_row, stride) = row_lengths(hidden, rv, padded);
         // The lane's rows share its swizzle (`W2`'s by `groups` or by 8 in blocks, the
         // matrices' by 8).
         debug_assert!(
@@ -723,13 +735,9 @@ impl Shape {
             kb1: plan.inputs.div_ceil(W1_TILE_INPUT_LANES),
             value: false,
             reloads: plan.reloads_weights(),
-            padded: plan.pads_rows(),
-            stride: if plan.pads_rows() { rv + 1 } else { rv },
-            weight_row: if plan.pads_rows() {
-                hidden + PADDED_WEIGHT_WORDS
-            } else {
-                hidden
-            },
+            padded,
+            stride,
+            weight_row,
         }
     }
 
