@@ -342,6 +342,13 @@ enum Opt {
     Momentum,
 }
 
+impl Opt {
+    /// The entry point of its update that takes over a reduction's second pass.
+    fn summed_entry(self) -> &'static str {
+        ["adam_summed", "momentum_summed"][self as usize]
+    }
+}
+
 /// Five training steps of `fit` (f32) and `fit64` (f64) from the same data: each step's
 /// launch and update recorded together (the update takes over the reduction's second
 /// pass) or, `split`, submitted one after the other (nothing to take over). Returns the
@@ -392,7 +399,7 @@ fn five_steps(d: &Device, opt: Opt, split: bool, n: usize) -> (Vec<u64>, Vec<u64
     );
     let (mut adam, mut adam64) = (Adam::new(0.05), Adam::new(0.05));
     let (mut sgd, mut sgd64) = (Momentum::new(0.05), Momentum::new(0.05));
-    let summed = ["adam_summed", "momentum_summed"][opt as usize];
+    let summed = opt.summed_entry();
     for step in 0..5 {
         // Each launch followed by its own update: an update recorded after another
         // launch finds that launch's second pass pending, not its own, and any dispatch
@@ -503,7 +510,7 @@ fn a_step_that_takes_over_the_second_pass_changes_no_bits() {
             .map(|p| p.0)
             .collect();
         if !passes.is_empty() {
-            let update = ["adam_summed", "momentum_summed"][opt as usize];
+            let update = opt.summed_entry();
             assert_eq!(passes[1..], [update], "{passes:?}");
         }
         for (a, b) in w_fused.iter().zip(&w_cpu).take(3) {
