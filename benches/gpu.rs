@@ -470,6 +470,7 @@ fn main() -> Result<(), Error> {
     if device.is_software_gpu() {
         device.set_timeout(std::time::Duration::from_secs(600));
     }
+    ceilings::as_the_tests_run(&device);
     let sizes: Vec<u32> = if quick {
         vec![12, 14]
     } else {

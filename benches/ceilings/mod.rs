@@ -182,17 +182,43 @@ pub fn kernel_times(
     ))
 }
 
+/// `d` set up as `tests/common`'s device is: on a GPU implemented on the CPU (lavapipe,
+/// which reports 32 KiB of workgroup memory and runs 48 KiB, its workgroup memory being the
+/// host's), the cooperative network kernels run themselves, not their fallbacks.
+pub fn as_the_tests_run(d: &Device) {
+    if d.is_software_gpu() {
+        d.set_workgroup_bytes(gradfuse_shaders_gen::emit_wgsl::NETWORK_WORKGROUP_BYTES);
+    }
+}
+
 /// How far `other`'s results are from `gen_spec`'s on the same input: the largest
 /// difference of an output word (relative to its size, at least 1) and of a shared-gradient
 /// word (relative to the largest sum), for shared words that are not all equal. A word
 /// that is NaN in both agrees (the corpus's inputs overflow some functions); NaN in one
 /// only is infinitely far.
+///
+/// An error where the device would run a fallback in place of either kernel
+/// ([`Device::kernel_for`]): both runs would then be that fallback, and any `other`, even
+/// one that does not compile, would agree (the 48 KiB network kernels on lavapipe's
+/// reported 32 KiB, before [`as_the_tests_run`]).
 pub fn disagreement(
     d: &Device,
     gen_spec: &'static KernelSpec,
     other: &'static KernelSpec,
     input: &[f32],
 ) -> Result<(f32, f32), Error> {
+    for spec in [gen_spec, other] {
+        if !std::ptr::eq(d.kernel_for(spec)?, spec) {
+            return Err(Error::Validation {
+                label: other.label.into(),
+                message: format!(
+                    "this device runs {}'s fallback (it needs {} bytes of workgroup memory): \
+                     a comparison would compare the fallback with itself",
+                    spec.label, spec.workgroup_bytes
+                ),
+            });
+        }
+    }
     let n = input.len() / gen_spec.input_words as usize;
     let shared: Vec<f32> = inputs(1, gen_spec.shared_words() as u32)
         .iter()

@@ -19,8 +19,8 @@
 //! too, it writes and checks them, runs every kernel once, and times nothing (before and
 //! after a generator change, `diff -r` says which kernels it moved). `GRADFUSE_CORPUS_ONLY="name other"` keeps the
 //! functions whose names contain a word, `GRADFUSE_CORPUS_KINDS="adjoint"` the kernels of
-//! those entry points. On lavapipe, `GRADFUSE_CORPUS_WORKGROUP_BYTES=49152` runs (and so
-//! checks) the 48 KiB network kernels themselves, not their fallbacks.
+//! those entry points. On lavapipe the 48 KiB network kernels run (and are checked)
+//! themselves, not their fallbacks, as in the tests (`ceilings::as_the_tests_run`).
 
 use compiled::compiled_spec;
 use gradfuse::{Device, Error, KernelSpec};
@@ -256,15 +256,7 @@ fn round(d: &Device, kernels: &mut [Kernel], log_n: u32, fma_rate: f64) -> Resul
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let quick = std::env::args().any(|a| a == "--quick");
     let d = Device::gpu()?;
-    // GRADFUSE_CORPUS_WORKGROUP_BYTES=49152: the device taken to have that much workgroup
-    // memory, so that lavapipe (32 KiB reported, the host's memory in fact) runs and checks
-    // the 48 KiB network kernels rather than their fallbacks.
-    if let Some(bytes) = std::env::var("GRADFUSE_CORPUS_WORKGROUP_BYTES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-    {
-        d.set_workgroup_bytes(bytes);
-    }
+    ceilings::as_the_tests_run(&d);
     let mut out = String::new();
     let _ = writeln!(out, "device: {}", d.describe());
     // GRADFUSE_CORPUS_WRITE_ONLY=1 with GRADFUSE_CORPUS_VARIANTS=dir: the kernels are
