@@ -11,6 +11,8 @@ pub mod compose;
 pub mod cooperative;
 pub mod emit_rust;
 pub mod emit_wgsl;
+#[cfg(feature = "testing")]
+pub mod grammar;
 pub mod interp;
 pub mod ir;
 mod kernel_choice;

@@ -1,4 +1,5 @@
-//! Structured random functions from a grammar of the supported language (arguments of
+//! Structured random functions from a grammar of the supported language
+//! (`gradfuse_shaders_gen::grammar`, which `tests/grammar_gpu.rs` runs on the GPU; arguments of
 //! every kind, `let`/`let mut`, assignments and compound assignments to variables and array
 //! elements, `for` loops with their index in arithmetic and indices, `if`/`else` as
 //! statements and values, every method of the function table, vector results), and the
@@ -11,11 +12,12 @@
 //! construct is a list of errors whose spans lie inside its source; neither panics. A fixed
 //! seed and case count (`GRADFUSE_FUZZ_CASES=N` runs more); a failure prints the source.
 
-use gradfuse_shaders_gen::{Compiled, abi, ad, compile_str, emit_wgsl, interp, ops};
+use gradfuse_shaders_gen::grammar::{self, Sizes};
+use gradfuse_shaders_gen::{Compiled, abi, ad, compile_str, emit_wgsl, interp};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
 
-/// Proptest's own generator, seeded by the case's seed: the grammar draws from it.
+/// A random point's words, drawn from the case's seed.
 struct Draws(proptest::test_runner::TestRng);
 
 impl Draws {
@@ -26,246 +28,8 @@ impl Draws {
         ))
     }
 
-    fn next(&mut self) -> u64 {
-        self.0.next_u64()
-    }
-
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-}
-
-/// What an expression may read: scalar names, arrays with their lengths, loop indices with
-/// their trip counts.
-#[derive(Clone, Default)]
-struct Scope {
-    scalars: Vec<String>,
-    arrays: Vec<(String, usize)>,
-    indices: Vec<(String, usize)>,
-    mutable_scalars: Vec<String>,
-    mutable_arrays: Vec<(String, usize)>,
-}
-
-/// The generator of one function.
-struct Grammar {
-    rng: Draws,
-    fresh: usize,
-}
-
-impl Grammar {
-    fn name(&mut self, prefix: &str) -> String {
-        self.fresh += 1;
-        format!("{prefix}{}", self.fresh)
-    }
-
-    fn literal(&mut self) -> String {
-        let v = (self.rng.below(2000) as f64 - 1000.0) / 256.0;
-        format!("{v:?}")
-    }
-
-    /// An index into an array of `len` words: a literal, or a loop index whose range fits
-    /// (shifted by a constant where room is left).
-    fn index(&mut self, scope: &Scope, len: usize) -> String {
-        let fitting: Vec<&(String, usize)> =
-            scope.indices.iter().filter(|(_, n)| *n <= len).collect();
-        if !fitting.is_empty() && self.rng.chance(60) {
-            let (i, n) = fitting[self.rng.below(fitting.len())];
-            let room = len - n;
-            if room > 0 && self.rng.chance(40) {
-                return format!("{i} + {}", self.rng.below(room + 1).min(room));
-            }
-            return i.clone();
-        }
-        self.rng.below(len).to_string()
-    }
-
-    /// A scalar expression of at most `depth` levels.
-    fn expr(&mut self, scope: &Scope, depth: u32) -> String {
-        let leaf = depth == 0 || self.rng.chance(25);
-        if leaf {
-            return match self.rng.below(4) {
-                0 => self.literal(),
-                1 if !scope.arrays.is_empty() => {
-                    let (a, n) = scope.arrays[self.rng.below(scope.arrays.len())].clone();
-                    format!("{a}[{}]", self.index(scope, n))
-                }
-                2 if !scope.indices.is_empty() => {
-                    let (i, _) = &scope.indices[self.rng.below(scope.indices.len())];
-                    format!("({i} as f32)")
-                }
-                _ if !scope.scalars.is_empty() => {
-                    scope.scalars[self.rng.below(scope.scalars.len())].clone()
-                }
-                _ => self.literal(),
-            };
-        }
-        let d = depth - 1;
-        match self.rng.below(6) {
-            0 | 1 => {
-                let op = ["+", "-", "*", "/"][self.rng.below(4)];
-                format!("({} {op} {})", self.expr(scope, d), self.expr(scope, d))
-            }
-            2 => format!("(-{})", self.expr(scope, d)),
-            3 => {
-                let cmp = ["<", "<=", ">", ">=", "==", "!="][self.rng.below(6)];
-                format!(
-                    "(if {} {cmp} {} {{ {} }} else {{ {} }})",
-                    self.expr(scope, d),
-                    self.expr(scope, d),
-                    self.expr(scope, d),
-                    self.expr(scope, d)
-                )
-            }
-            _ => self.method(scope, d),
-        }
-    }
-
-    /// A call of a method of the function table, with arguments of the kind it takes.
-    fn method(&mut self, scope: &Scope, d: u32) -> String {
-        let m = &ops::METHODS[self.rng.below(ops::METHODS.len())];
-        let recv = self.expr(scope, d);
-        let arg = match (m.name, m.arity) {
-            ("powi", _) => format!("{}", self.rng.below(9) as i32 - 4),
-            (_, 1) => String::new(),
-            (_, 2) => self.expr(scope, d),
-            (_, _) => format!("{}, {}", self.expr(scope, d), self.expr(scope, d)),
-        };
-        if self.rng.chance(15) {
-            format!(
-                "f32::{}({recv}{}{arg})",
-                m.name,
-                if arg.is_empty() { "" } else { ", " }
-            )
-        } else {
-            format!("({recv}).{}({arg})", m.name)
-        }
-    }
-
-    /// Statements into `out`, at most `depth` levels of loops and branches.
-    fn statements(&mut self, scope: &mut Scope, depth: u32, count: usize, out: &mut String) {
-        for _ in 0..count {
-            match self.rng.below(8) {
-                0 | 1 => {
-                    let v = self.name("v");
-                    let mutable = self.rng.chance(50);
-                    let e = self.expr(scope, 3);
-                    let ty = if self.rng.chance(20) { ": f32" } else { "" };
-                    out.push_str(&format!(
-                        "let {}{v}{ty} = {e};\n",
-                        if mutable { "mut " } else { "" }
-                    ));
-                    scope.scalars.push(v.clone());
-                    if mutable {
-                        scope.mutable_scalars.push(v);
-                    }
-                }
-                2 if !scope.mutable_scalars.is_empty() => {
-                    let v =
-                        scope.mutable_scalars[self.rng.below(scope.mutable_scalars.len())].clone();
-                    let op = ["=", "+=", "-=", "*=", "/="][self.rng.below(5)];
-                    out.push_str(&format!("{v} {op} {};\n", self.expr(scope, 2)));
-                }
-                3 => {
-                    let a = self.name("a");
-                    let n = 1 + self.rng.below(6);
-                    out.push_str(&format!("let mut {a} = [{}; {n}];\n", self.literal()));
-                    scope.arrays.push((a.clone(), n));
-                    scope.mutable_arrays.push((a, n));
-                }
-                4 if !scope.mutable_arrays.is_empty() => {
-                    let (a, n) =
-                        scope.mutable_arrays[self.rng.below(scope.mutable_arrays.len())].clone();
-                    let op = ["=", "+=", "*="][self.rng.below(3)];
-                    let k = self.index(scope, n);
-                    out.push_str(&format!("{a}[{k}] {op} {};\n", self.expr(scope, 2)));
-                }
-                5 if depth > 0 => {
-                    let i = self.name("i");
-                    let n = 1 + self.rng.below(5);
-                    let inclusive = self.rng.chance(20);
-                    let range = if inclusive {
-                        format!("0..={}", n - 1)
-                    } else {
-                        format!("0..{n}")
-                    };
-                    out.push_str(&format!("for {i} in {range} {{\n"));
-                    let mut inner = scope.clone();
-                    inner.indices.push((i, n));
-                    let k = 1 + self.rng.below(3);
-                    self.statements(&mut inner, depth - 1, k, out);
-                    out.push_str("}\n");
-                    // Names declared inside the loop end with it; the outer scope's mutable
-                    // values were only assigned.
-                }
-                6 if depth > 0 && !scope.mutable_scalars.is_empty() => {
-                    let cmp = ["<", ">", "<=", ">="][self.rng.below(4)];
-                    out.push_str(&format!(
-                        "if {} {cmp} {} {{\n",
-                        self.expr(scope, 1),
-                        self.expr(scope, 1)
-                    ));
-                    let mut inner = scope.clone();
-                    self.statements(&mut inner, depth - 1, 1, out);
-                    out.push_str("} else {\n");
-                    let mut inner = scope.clone();
-                    self.statements(&mut inner, depth - 1, 1, out);
-                    out.push_str("}\n");
-                }
-                _ => {
-                    let v = self.name("v");
-                    out.push_str(&format!("let {v} = {};\n", self.expr(scope, 2)));
-                    scope.scalars.push(v);
-                }
-            }
-        }
-    }
-
-    /// A function of the supported language.
-    fn function(&mut self) -> String {
-        let mut scope = Scope::default();
-        let mut params = Vec::new();
-        let count = 1 + self.rng.below(4);
-        let mut has_shared = false;
-        for k in 0..count {
-            let name = format!("p{k}");
-            // The first argument is per-element and differentiable.
-            let attr = match (k, self.rng.below(5)) {
-                (0, _) => "",
-                (_, 0) => "#[constant] ",
-                (_, 1) => {
-                    has_shared = true;
-                    "#[shared] "
-                }
-                _ => "",
-            };
-            if self.rng.chance(50) {
-                let n = 1 + self.rng.below(6);
-                params.push(format!("{attr}{name}: [f32; {n}]"));
-                scope.arrays.push((name, n));
-            } else {
-                params.push(format!("{attr}{name}: f32"));
-                scope.scalars.push(name);
-            }
-        }
-        let mut body = String::new();
-        let n = 1 + self.rng.below(6);
-        self.statements(&mut scope, 2, n, &mut body);
-        let vector = !has_shared && self.rng.chance(25);
-        let (result, tail) = if vector {
-            let m = 2 + self.rng.below(2);
-            let words: Vec<String> = (0..m).map(|_| self.expr(&scope, 2)).collect();
-            (format!("[f32; {m}]"), format!("[{}]", words.join(", ")))
-        } else {
-            ("f32".to_string(), self.expr(&scope, 3))
-        };
-        format!(
-            "fn f({}) -> {result} {{\n{body}{tail}\n}}",
-            params.join(", ")
-        )
+        (self.0.next_u64() % n.max(1) as u64) as usize
     }
 }
 
@@ -507,11 +271,7 @@ fn functions_of_the_language_compile_to_valid_kernels() {
     std::panic::set_hook(Box::new(|_| {}));
     let checked = std::cell::Cell::new(0u32);
     let result = runner().run(&any::<u64>(), |seed| {
-        let src = Grammar {
-            rng: Draws::new(seed),
-            fresh: 0,
-        }
-        .function();
+        let src = grammar::function(seed, Sizes::Small);
         let compiled = std::panic::catch_unwind(|| compile_str(&src));
         prop_assert!(compiled.is_ok(), "the compiler panicked on:\n{src}");
         let c = match compiled.expect("checked") {
@@ -563,11 +323,7 @@ fn functions_of_the_language_compile_to_valid_kernels() {
 fn unsupported_constructs_are_spanned_errors() {
     std::panic::set_hook(Box::new(|_| {}));
     let result = runner().run(&(any::<u64>(), 0..UNSUPPORTED.len()), |(seed, k)| {
-        let good = Grammar {
-            rng: Draws::new(seed),
-            fresh: 0,
-        }
-        .function();
+        let good = grammar::function(seed, Sizes::Small);
         // The construct goes first in the body: every later statement still parses.
         let at = good.find("{\n").expect("a body") + 2;
         let src = format!("{}{}\n{}", &good[..at], UNSUPPORTED[k], &good[at..]);
