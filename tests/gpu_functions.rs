@@ -2,6 +2,9 @@
 //! values, in ulps from the correctly rounded result (the f64 value rounded to f32): checks
 //! gradfuse's own WGSL helpers (Cephes algorithms) and its NaN/inf/tie semantics.
 
+// `f_compare` spells `!(x < y)`, which differs from `x >= y` at NaN: that is what it tests.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
+
 mod common;
 
 use common::device;
@@ -184,6 +187,21 @@ pub fn f_clamp(x: f32, y: f32) -> f32 {
 #[differentiable]
 pub fn f_powi(x: f32, y: f32) -> f32 {
     x.powi(7) + y.powi(-3)
+}
+
+/// Each comparison's truth as a bit of the value (and a slope in `x` for the first two),
+/// so that a comparison that differs from Rust's anywhere, NaN included, shows. WGSL's `!=`
+/// on floats is ordered (false at NaN), Rust's is not: the GPU once took the other branch.
+#[differentiable]
+pub fn f_compare(x: f32, y: f32) -> f32 {
+    let ne = if x != y { 1.0 } else { 0.0 };
+    let eq = if x == y { 2.0 } else { 0.0 };
+    let lt = if x < y { 4.0 } else { 0.0 };
+    let le = if x <= y { 8.0 } else { 0.0 };
+    let gt = if x > y { 16.0 } else { 0.0 };
+    let ge = if x >= y { 32.0 } else { 0.0 };
+    let not_lt = if !(x < y) { 64.0 } else { 0.0 };
+    ne + eq + lt + le + gt + ge + not_lt
 }
 
 #[test]
@@ -461,6 +479,7 @@ fn two_argument_functions_in_every_mode_at_hostile_inputs() {
         ("hypot", pair_modes!(f_hypot), 3),
         ("clamp", pair_modes!(f_clamp), 0),
         ("powi", pair_modes!(f_powi), 3),
+        ("comparisons", pair_modes!(f_compare), 0),
     ];
     // A driver may flush subnormal inputs (NVIDIA's does): the GPU may answer for the pair
     // with its subnormals replaced by signed zeros (`min(0, 1e-45)` is then a tie).

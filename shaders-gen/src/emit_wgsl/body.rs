@@ -6,7 +6,7 @@ mod loops;
 use super::float_literal;
 use super::outer_sums::OuterLoop;
 use super::streams::{Streams, make_room, stage, stage_at};
-use crate::ir::{Function, InPlace, IntFact, Op, Ty, ValueId, in_place, int_facts};
+use crate::ir::{CmpOp, Function, InPlace, IntFact, Op, Ty, ValueId, in_place, int_facts};
 use crate::names::Taken;
 use crate::names::{element_name, fresh, local_names_with};
 use crate::ops::{Func, WgslForm, wgsl_helper_deps};
@@ -407,7 +407,7 @@ impl<'a> Ctx<'a> {
             Op::ArrayNew(_) | Op::ArraySet { .. } | Op::ArrayAdd(..) => {
                 unreachable!("array values are written by emit_array_node")
             }
-            Op::Cmp(c, a, b) => format!("{} {} {}", self.operand(*a), c.symbol(), self.operand(*b)),
+            Op::Cmp(c, a, b) => comparison(*c, &self.operand(*a), &self.operand(*b)),
             Op::Not(a) => format!("!{}", self.operand(*a)),
             Op::And(a, b) => format!("{} && {}", self.operand(*a), self.operand(*b)),
             Op::Or(a, b) => format!("{} || {}", self.operand(*a), self.operand(*b)),
@@ -490,5 +490,17 @@ pub(super) fn powi(
             helpers.insert("gf_powi");
             format!("gf_powi({x}, {n})")
         }
+    }
+}
+
+/// The WGSL of the comparison `a c b` with Rust's meaning. Rust's `!=` is true where
+/// either side is NaN (IEEE's unordered not-equal), but naga writes WGSL's `!=` on floats
+/// as SPIR-V's ordered `OpFOrdNotEqual`, false there: `NaN != 1.0` took the other branch
+/// of an `if` on the GPU (`tests/grammar_gpu.rs`). The negated `==` is the unordered form.
+/// Every other comparison is ordered in both languages.
+pub(super) fn comparison(c: CmpOp, a: &str, b: &str) -> String {
+    match c {
+        CmpOp::Ne => format!("!({a} == {b})"),
+        _ => format!("{a} {} {b}", c.symbol()),
     }
 }

@@ -92,7 +92,8 @@ pub enum CmpOp {
 }
 
 impl CmpOp {
-    /// The operator as written in both Rust and WGSL.
+    /// The operator as written in Rust, and in WGSL but for `!=` on floats
+    /// (`emit_wgsl::body::comparison` says why).
     pub fn symbol(self) -> &'static str {
         match self {
             CmpOp::Lt => "<",
@@ -129,7 +130,8 @@ pub enum IntOp {
 }
 
 impl IntOp {
-    /// The operator as written in both Rust and WGSL.
+    /// The operator as written in Rust, and in WGSL but for `!=` on floats
+    /// (`emit_wgsl::body::comparison` says why).
     pub fn symbol(self) -> &'static str {
         match self {
             IntOp::Add => "+",
