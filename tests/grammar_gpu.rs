@@ -1,0 +1,345 @@
+//! Random functions of the whole language (`gradfuse_shaders_gen::grammar`: arguments of
+//! every kind, arrays written and read at loop indices, loops, branches, every method,
+//! vector results), compiled at run time by the macro's compiler, and every kernel of each
+//! (value, tangent, adjoint or Jacobian, with the shared gradient summed over the batch)
+//! run on the GPU and held against the f64 interpreter of the lowered function and its
+//! Jacobian (`ad::jacobian`, which `shaders-gen/tests/fuzz_grammar.rs` holds against central
+//! differences).
+//!
+//! The hand-written tests pin one shape each, and `tests/random_programs_gpu.rs` covers
+//! straight-line code; this covers the paths kernels take on functions nobody chose.
+//! Each function is checked at points where the oracle is finite and well conditioned:
+//! its outputs move little when the point's words move by a few f32 ulps, so that a
+//! difference larger than f32 arithmetic explains is the kernel's. A fixed list of seeds;
+//! `GRADFUSE_FUZZ_CASES=N` runs N of each size (on the H100 too: BENCHMARKS.md).
+
+mod common;
+
+use common::compiled::compiled_spec;
+use common::{Rng, device};
+use gradfuse::Error;
+use gradfuse_shaders_gen::abi::KernelKind;
+use gradfuse_shaders_gen::grammar::{self, Sizes};
+use gradfuse_shaders_gen::ir::Function;
+use gradfuse_shaders_gen::{Compiled, ad, compile_str, interp};
+
+/// Distinct points a function is checked at; each launch repeats them.
+const POINTS: usize = 24;
+/// Elements per launch: more than a workgroup, the last one partial, and elements side by
+/// side in the adjoints that compute several a thread.
+const BATCH: usize = 601;
+/// Relative error allowed beyond what the point's conditioning explains.
+const TOLERANCE: f64 = 1e-3;
+/// Relative size of the moves of a point's words that measure its conditioning (about 8
+/// ulps of f32).
+const NUDGE: f64 = 1.0 / (1u64 << 20) as f64;
+
+/// One function, compiled, with the points it is checked at and the oracle there.
+struct Case {
+    src: String,
+    c: Compiled,
+    /// Result words.
+    m: usize,
+    /// Per-element gradient words ([`gradfuse_shaders_gen::abi::ArgLayout::grad_words`]).
+    grads: usize,
+    /// The `#[shared]` words, the same for every element.
+    shared: Vec<f32>,
+    /// Each point's element words.
+    points: Vec<Vec<f32>>,
+    /// At each point: the values (`m`), then the Jacobian in the gradient words and the
+    /// shared words (`m` rows, row-major).
+    oracle: Vec<Vec<f64>>,
+    /// At each point, for each oracle word: how far it moved when the point was nudged.
+    spread: Vec<Vec<f64>>,
+}
+
+impl Case {
+    /// Columns of the oracle's Jacobian rows.
+    fn wrt(&self) -> usize {
+        self.grads + self.shared.len()
+    }
+
+    /// The oracle word `k` of the point of element `i`, and its allowance.
+    fn want(&self, i: usize, k: usize) -> (f64, f64) {
+        let p = i % self.points.len();
+        let w = self.oracle[p][k];
+        (w, TOLERANCE * (1.0 + w.abs()) + 10.0 * self.spread[p][k])
+    }
+
+    /// Every element's words, the points repeated over the batch.
+    fn batch(&self) -> Vec<f32> {
+        (0..BATCH)
+            .flat_map(|i| self.points[i % self.points.len()].clone())
+            .collect()
+    }
+}
+
+/// The oracle at `x` (element words, then shared words): values and Jacobian.
+fn oracle(jacobian: &Function, x: &[f64]) -> Vec<f64> {
+    interp::eval(jacobian, x)
+}
+
+/// The oracle at `x` and how far each word moves when `x` is nudged, or `None` where it is
+/// not finite, not moderate, or moves too far for f32 to be held to it.
+fn conditioned(jacobian: &Function, x: &[f64], rng: &mut Rng) -> Option<(Vec<f64>, Vec<f64>)> {
+    let at = oracle(jacobian, x);
+    if at.iter().any(|v| !v.is_finite() || v.abs() > 1e4) {
+        return None;
+    }
+    let mut spread = vec![0.0f64; at.len()];
+    for _ in 0..3 {
+        let nudged: Vec<f64> = x
+            .iter()
+            .map(|v| v * (1.0 + NUDGE * rng.uniform(-1.0, 1.0) as f64))
+            .collect();
+        let moved = oracle(jacobian, &nudged);
+        for ((s, a), b) in spread.iter_mut().zip(&at).zip(&moved) {
+            let d = (a - b).abs();
+            if !d.is_finite() || d > 1e-2 * (1.0 + a.abs()) {
+                return None;
+            }
+            *s = s.max(d);
+        }
+    }
+    Some((at, spread))
+}
+
+/// The function of `seed`, compiled, with up to [`POINTS`] points where it is well
+/// conditioned; `None` where it has too few.
+fn case(seed: u64, sizes: Sizes) -> Option<Case> {
+    let src = grammar::function(seed, sizes);
+    let c = compile_str(&src).unwrap_or_else(|e| {
+        let errors: Vec<String> = e.iter().map(|e| e.to_string()).collect();
+        panic!("a function of the language was refused: {errors:?}\n{src}")
+    });
+    let layout = c.lowered.layout.clone();
+    let mut wrt = layout.grad_words();
+    let grads = wrt.len();
+    wrt.extend(layout.words..layout.words + layout.shared_words);
+    let (jacobian, _) = ad::jacobian(&c.lowered.primal, &wrt);
+    let mut rng = Rng(seed ^ 0x6770_7521);
+    let shared: Vec<f32> = (0..layout.shared_words)
+        .map(|_| rng.uniform(-1.5, 1.5))
+        .collect();
+    let (mut points, mut oracles, mut spreads) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..8 * POINTS {
+        if points.len() == POINTS {
+            break;
+        }
+        let point: Vec<f32> = (0..layout.words).map(|_| rng.uniform(-1.5, 1.5)).collect();
+        let x: Vec<f64> = point.iter().chain(&shared).map(|&v| v as f64).collect();
+        if let Some((at, spread)) = conditioned(&jacobian, &x, &mut rng) {
+            points.push(point);
+            oracles.push(at);
+            spreads.push(spread);
+        }
+    }
+    (points.len() >= POINTS / 2).then(|| Case {
+        m: layout.results as usize,
+        grads,
+        shared,
+        points,
+        oracle: oracles,
+        spread: spreads,
+        src,
+        c,
+    })
+}
+
+/// The value kernel's values against the oracle's.
+fn check_values(case: &Case, failures: &mut Vec<String>) -> Result<(), Error> {
+    let spec = compiled_spec("grammar", &case.c, KernelKind::Forward);
+    let mut values = vec![0.0f32; BATCH * case.m];
+    device().launch_shared(
+        spec,
+        &case.batch(),
+        &case.shared,
+        &mut [&mut values],
+        &mut [],
+    )?;
+    for i in 0..BATCH {
+        for k in 0..case.m {
+            compare(case, "value", (i, k), values[i * case.m + k], k, failures);
+        }
+    }
+    Ok(())
+}
+
+/// The adjoint's values, gradients and the batch's shared gradient, or the Jacobian
+/// kernel's values and rows, against the oracle's.
+fn check_reverse(case: &Case, failures: &mut Vec<String>) -> Result<(), Error> {
+    let jacobian = case.m > 1;
+    let kind = if jacobian {
+        KernelKind::Jacobian
+    } else {
+        KernelKind::Adjoint
+    };
+    let spec = compiled_spec("grammar", &case.c, kind);
+    let rows = if jacobian {
+        case.m * case.grads
+    } else {
+        case.grads
+    };
+    let mut values = vec![0.0f32; BATCH * case.m];
+    let mut grads = vec![0.0f32; BATCH * rows];
+    let mut shared_grad = vec![0.0f32; case.shared.len()];
+    let mut outputs: Vec<&mut [f32]> = vec![&mut values];
+    if rows > 0 {
+        outputs.push(&mut grads);
+    }
+    let (batch, shared) = (case.batch(), &case.shared);
+    device().launch_shared(spec, &batch, shared, &mut outputs, &mut shared_grad)?;
+    for i in 0..BATCH {
+        for k in 0..case.m {
+            compare(case, "value", (i, k), values[i * case.m + k], k, failures);
+            for w in 0..case.grads {
+                let got = grads[i * rows + k * case.grads + w];
+                let word = case.m + k * case.wrt() + w;
+                compare(case, "gradient", (i, word), got, word, failures);
+            }
+        }
+    }
+    for (j, got) in shared_grad.iter().enumerate() {
+        let word = case.m + case.grads + j;
+        let (mut want, mut allowed) = (0.0, 0.0);
+        for i in 0..BATCH {
+            let (w, a) = case.want(i, word);
+            want += w;
+            allowed += a;
+        }
+        if !((*got as f64 - want).abs() <= allowed) {
+            failures.push(format!(
+                "shared gradient word {j}: {got} against {want} (allowed {allowed:e})"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The tangent kernel's values and directional derivatives along a tangent of its own for
+/// each point (and one for the shared words), against the oracle's Jacobian times it.
+fn check_tangent(case: &Case, failures: &mut Vec<String>) -> Result<(), Error> {
+    let spec = compiled_spec("grammar", &case.c, KernelKind::Tangent);
+    let mut rng = Rng(case.src.len() as u64);
+    let directions: Vec<Vec<f32>> = (0..case.points.len())
+        .map(|_| (0..case.grads).map(|_| rng.uniform(-1.0, 1.0)).collect())
+        .collect();
+    let shared_direction: Vec<f32> = (0..case.shared.len())
+        .map(|_| rng.uniform(-1.0, 1.0))
+        .collect();
+    let input: Vec<f32> = (0..BATCH)
+        .flat_map(|i| {
+            let p = i % case.points.len();
+            case.points[p].iter().chain(&directions[p]).copied()
+        })
+        .collect();
+    let shared: Vec<f32> = case
+        .shared
+        .iter()
+        .chain(&shared_direction)
+        .copied()
+        .collect();
+    let (mut values, mut tangents) = (vec![0.0f32; BATCH * case.m], vec![0.0f32; BATCH * case.m]);
+    device().launch_shared(
+        spec,
+        &input,
+        &shared,
+        &mut [&mut values, &mut tangents],
+        &mut [],
+    )?;
+    for i in 0..BATCH {
+        let p = i % case.points.len();
+        let direction: Vec<f64> = (directions[p].iter().chain(&shared_direction))
+            .map(|&t| t as f64)
+            .collect();
+        for k in 0..case.m {
+            compare(case, "value", (i, k), values[i * case.m + k], k, failures);
+            let (mut want, mut allowed) = (0.0, TOLERANCE);
+            for (w, t) in direction.iter().enumerate() {
+                let (j, a) = case.want(i, case.m + k * case.wrt() + w);
+                want += j * t;
+                allowed += a * t.abs();
+            }
+            let got = tangents[i * case.m + k];
+            if !((got as f64 - want).abs() <= allowed) {
+                failures.push(format!(
+                    "element {i}, tangent of result {k}: {got} against {want} (allowed {allowed:e})"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `got`, output `what` of element `i` (word `at`), against oracle word `word`.
+fn compare(
+    case: &Case,
+    what: &str,
+    (i, at): (usize, usize),
+    got: f32,
+    word: usize,
+    failures: &mut Vec<String>,
+) {
+    let (want, allowed) = case.want(i, word);
+    if !((got as f64 - want).abs() <= allowed) {
+        failures.push(format!(
+            "element {i}, {what} word {at}: {got} against {want} (allowed {allowed:e})"
+        ));
+    }
+}
+
+/// Seeds `first..first + count` of `sizes`, every kernel of each checked; panics with
+/// every failing function's source and first failures.
+fn check_seeds(sizes: Sizes, first: u64, count: u64) {
+    let d = device();
+    if !d.is_gpu() {
+        println!("no GPU: the kernels of random functions run on the GPU only");
+        return;
+    }
+    let mut report = String::new();
+    let mut checked = 0;
+    for seed in first..first + count {
+        let Some(case) = case(seed, sizes) else {
+            continue;
+        };
+        checked += 1;
+        let mut failures = Vec::new();
+        check_values(&case, &mut failures).expect("the value kernel launches");
+        check_reverse(&case, &mut failures).expect("the reverse kernel launches");
+        check_tangent(&case, &mut failures).expect("the tangent kernel launches");
+        if !failures.is_empty() {
+            let first: Vec<&String> = failures.iter().take(4).collect();
+            report.push_str(&format!(
+                "seed {seed} ({} failures): {first:#?}\n{}\n\n",
+                failures.len(),
+                case.src
+            ));
+        }
+    }
+    assert!(report.is_empty(), "{report}");
+    // Most functions have points where they are finite and well conditioned: they were
+    // checked, not skipped.
+    println!("{checked} of {count} functions checked");
+    assert!(
+        3 * checked >= 2 * count,
+        "only {checked} of {count} checked"
+    );
+}
+
+/// Functions per size: `GRADFUSE_FUZZ_CASES`, else what CI affords on lavapipe.
+fn cases(default: u64) -> u64 {
+    std::env::var("GRADFUSE_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[test]
+fn small_functions_of_the_language_agree_with_the_interpreter_on_the_gpu() {
+    check_seeds(Sizes::Small, 0, cases(200));
+}
+
+#[test]
+fn wide_functions_of_the_language_agree_with_the_interpreter_on_the_gpu() {
+    check_seeds(Sizes::Wide, 1 << 32, cases(100));
+}
