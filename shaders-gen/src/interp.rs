@@ -43,10 +43,25 @@ impl V {
 /// # Panics
 /// If `inputs.len()` is not `f.num_inputs`.
 pub fn eval(f: &Function, inputs: &[f64]) -> Vec<f64> {
+    eval_rounding(f, inputs, |x| x)
+}
+
+/// [`eval`] with every operation's result and every constant rounded to f32, as f32
+/// arithmetic computes them (not in the order or with the fused multiply-adds a driver
+/// chooses): where it and [`eval`] differ by more than f32 explains, an f32 kernel cannot
+/// be held to the f64 result (`floor(tanh(x))` where `tanh(x)` rounds to 1 in f32).
+///
+/// # Panics
+/// If `inputs.len()` is not `f.num_inputs`.
+pub fn eval_in_f32(f: &Function, inputs: &[f64]) -> Vec<f64> {
+    eval_rounding(f, inputs, |x| x as f32 as f64)
+}
+
+fn eval_rounding(f: &Function, inputs: &[f64], round: fn(f64) -> f64) -> Vec<f64> {
     assert_eq!(inputs.len(), f.num_inputs as usize, "input count");
-    let inputs: Vec<V> = inputs.iter().map(|x| V::Word(*x)).collect();
+    let inputs: Vec<V> = inputs.iter().map(|x| V::Word(round(*x))).collect();
     let mut out = Vec::new();
-    for v in eval_values(f, &inputs) {
+    for v in eval_values(f, &inputs, round) {
         v.push_words(&mut out);
     }
     out
@@ -57,7 +72,7 @@ fn clamp_index(index: f64, len: usize) -> usize {
     (index as i64).clamp(0, len as i64 - 1) as usize
 }
 
-fn eval_values(f: &Function, inputs: &[V]) -> Vec<V> {
+fn eval_values(f: &Function, inputs: &[V], round: fn(f64) -> f64) -> Vec<V> {
     let mut vals: Vec<V> = Vec::with_capacity(f.nodes.len());
     // Final carried values of each loop node, and the tapes of recording loops.
     let mut results: HashMap<usize, Vec<V>> = HashMap::new();
@@ -66,10 +81,10 @@ fn eval_values(f: &Function, inputs: &[V]) -> Vec<V> {
         let w = |v: &crate::ir::ValueId| vals[v.index()].word();
         let v = match &node.op {
             Op::Input(w) => inputs[*w as usize].clone(),
-            Op::Const(c) => V::Word(*c),
+            Op::Const(c) => V::Word(round(*c)),
             Op::Call(func, args) => {
                 let a: Vec<f64> = args.iter().map(w).collect();
-                V::Word(func.eval(&a))
+                V::Word(round(func.eval(&a)))
             }
             Op::Cmp(c, a, b) => V::Word(f64::from(c.apply(w(a), w(b)))),
             Op::Not(a) => V::Word(f64::from(w(a) == 0.0)),
@@ -98,7 +113,7 @@ fn eval_values(f: &Function, inputs: &[V]) -> Vec<V> {
                     .array()
                     .iter()
                     .zip(vals[y.index()].array())
-                    .map(|(p, q)| p + q)
+                    .map(|(p, q)| round(p + q))
                     .collect(),
             ),
             Op::Loop(l) => {
@@ -109,7 +124,7 @@ fn eval_values(f: &Function, inputs: &[V]) -> Vec<V> {
                     args.extend_from_slice(carried);
                     args.extend_from_slice(&captures);
                     args.extend_from_slice(taped);
-                    eval_values(&l.body, &args)
+                    eval_values(&l.body, &args, round)
                 };
                 match l.kind {
                     LoopKind::Forward | LoopKind::Recording => {

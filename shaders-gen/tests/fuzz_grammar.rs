@@ -60,16 +60,25 @@ const UNSUPPORTED: &[&str] = &[
     "let mut a = [0.0; 2]; for i in 0..3 { a[i] = 1.0; }",
 ];
 
-fn cases() -> u32 {
+/// Cases of a test whose default is `default`: `GRADFUSE_FUZZ_CASES` where set.
+fn cases_or(default: u32) -> u32 {
     std::env::var("GRADFUSE_FUZZ_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(1000)
+        .unwrap_or(default)
+}
+
+fn cases() -> u32 {
+    cases_or(1000)
 }
 
 fn runner() -> TestRunner {
+    runner_of(cases())
+}
+
+fn runner_of(cases: u32) -> TestRunner {
     TestRunner::new(Config {
-        cases: cases(),
+        cases,
         rng_seed: RngSeed::Fixed(0x6772_616d_6d61_7273),
         failure_persistence: None,
         ..Config::default()
@@ -266,12 +275,13 @@ fn hessian_agrees(c: &Compiled, x: &[f64]) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn functions_of_the_language_compile_to_valid_kernels() {
+/// Functions of `sizes` from `cases` seeds: each compiles, its kernels are valid, and its
+/// derivatives agree with differences; returns how many were smooth enough to check.
+fn functions_compile_and_differentiate(sizes: Sizes, cases: u32) -> u32 {
     std::panic::set_hook(Box::new(|_| {}));
     let checked = std::cell::Cell::new(0u32);
-    let result = runner().run(&any::<u64>(), |seed| {
-        let src = grammar::function(seed, Sizes::Small);
+    let result = runner_of(cases).run(&any::<u64>(), |seed| {
+        let src = grammar::function(seed, sizes);
         let compiled = std::panic::catch_unwind(|| compile_str(&src));
         prop_assert!(compiled.is_ok(), "the compiler panicked on:\n{src}");
         let c = match compiled.expect("checked") {
@@ -302,21 +312,29 @@ fn functions_of_the_language_compile_to_valid_kernels() {
     // Most functions are smooth and finite at their random point: their derivatives were
     // checked, not skipped.
     eprintln!(
-        "derivatives checked on {} of {} functions",
-        checked.get(),
-        cases()
-    );
-    assert!(
-        checked.get() * 3 >= cases(),
-        "only {} checked",
+        "derivatives checked on {} of {cases} functions",
         checked.get()
     );
+    assert!(checked.get() * 3 >= cases, "only {} checked", checked.get());
+    checked.get()
+}
+
+#[test]
+fn functions_of_the_language_compile_to_valid_kernels() {
+    functions_compile_and_differentiate(Sizes::Small, cases());
     let entries = HESSIAN_ENTRIES_CHECKED.load(std::sync::atomic::Ordering::Relaxed);
     eprintln!("Hessian entries checked against differences of the gradient: {entries}");
     assert!(
         entries as u32 >= cases(),
         "only {entries} Hessian entries checked"
     );
+}
+
+#[test]
+fn wide_functions_of_the_language_compile_to_valid_kernels() {
+    // Arrays and loops of up to 64 words and trips, tables of up to 320: kernels that keep
+    // loops, tapes and streamed sums, each compiled in full, so fewer of them.
+    functions_compile_and_differentiate(Sizes::Wide, cases_or(1000) / 5);
 }
 
 #[test]
