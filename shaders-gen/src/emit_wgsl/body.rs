@@ -407,7 +407,23 @@ impl<'a> Ctx<'a> {
             Op::ArrayNew(_) | Op::ArraySet { .. } | Op::ArrayAdd(..) => {
                 unreachable!("array values are written by emit_array_node")
             }
-            Op::Cmp(c, a, b) => comparison(*c, &self.operand(*a), &self.operand(*b)),
+            Op::Cmp(c, a, b) => {
+                let (a, b) = (*a, *b);
+                let operands = if a == b { vec![a] } else { vec![a, b] };
+                let may_be_nan: Vec<String> = operands
+                    .into_iter()
+                    .filter(|v| match self.f.node(*v).op {
+                        Op::Const(k) => k.is_nan(),
+                        Op::IntToF32(_) => false,
+                        _ => true,
+                    })
+                    .map(|v| self.operand(v))
+                    .collect();
+                if !may_be_nan.is_empty() {
+                    helpers.insert("gf_is_nan");
+                }
+                comparison(*c, (&self.operand(a), &self.operand(b)), &may_be_nan)
+            }
             Op::Not(a) => format!("!{}", self.operand(*a)),
             Op::And(a, b) => format!("{} && {}", self.operand(*a), self.operand(*b)),
             Op::Or(a, b) => format!("{} || {}", self.operand(*a), self.operand(*b)),
@@ -493,14 +509,20 @@ pub(super) fn powi(
     }
 }
 
-/// The WGSL of the comparison `a c b` with Rust's meaning. Rust's `!=` is true where
-/// either side is NaN (IEEE's unordered not-equal), but naga writes WGSL's `!=` on floats
-/// as SPIR-V's ordered `OpFOrdNotEqual`, false there: `NaN != 1.0` took the other branch
-/// of an `if` on the GPU (`tests/grammar_gpu.rs`). The negated `==` is the unordered form.
-/// Every other comparison is ordered in both languages.
-pub(super) fn comparison(c: CmpOp, a: &str, b: &str) -> String {
-    match c {
-        CmpOp::Ne => format!("!({a} == {b})"),
-        _ => format!("{a} {} {b}", c.symbol()),
+/// The WGSL of the comparison `a c b` with Rust's meaning at NaN, where the operands
+/// `may_be_nan` may be NaN: `!=` true, every other comparison false. Neither WGSL nor
+/// Vulkan promises that: naga writes `!=` as SPIR-V's ordered `OpFOrdNotEqual` (false at
+/// NaN), and without SPIR-V's float controls (which naga does not declare) a driver may
+/// assume there are no NaNs: NVIDIA's took `v >= v` as true for a NaN `v`, and `c < v`
+/// as `!(v <= c)` (`tests/grammar_gpu.rs` on the H100). So each operand that may be NaN
+/// is tested by its bits, which no such assumption folds away.
+pub(super) fn comparison(c: CmpOp, (a, b): (&str, &str), may_be_nan: &[String]) -> String {
+    let mut out = format!("{a} {} {b}", c.symbol());
+    for x in may_be_nan {
+        out += &match c {
+            CmpOp::Ne => format!(" || gf_is_nan({x})"),
+            _ => format!(" && !gf_is_nan({x})"),
+        };
     }
+    out
 }
