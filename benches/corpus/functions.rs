@@ -4,6 +4,8 @@
 //! generator was tuned on; they are compiled at run time by `compile_str`, the macro's own
 //! compiler.
 
+use gradfuse_shaders_gen::grammar::{self, Sizes};
+
 /// One function of the corpus.
 pub struct Function {
     /// Its name in the tables (also the Rust name).
@@ -55,23 +57,23 @@ pub fn corpus() -> Vec<Function> {
 
 /// Programs the corpus does not hold, for a run that checks the generator on functions it
 /// was never measured on: random programs from the seeds `GRADFUSE_CORPUS_SEEDS` names
-/// (`"24..64"`, or seeds apart), and the functions of the Rust file
-/// `GRADFUSE_CORPUS_EXTRA` names (every `fn` item, family "extra"). An unreadable file or
-/// range is an error, not an empty list: a check that silently ran nothing would pass.
+/// (`"24..64"`, or seeds apart), functions of the whole language from the seeds
+/// `GRADFUSE_CORPUS_GRAMMAR` names (`gradfuse_shaders_gen::grammar`'s wide sizes, family
+/// "grammar"), and the functions of the Rust file `GRADFUSE_CORPUS_EXTRA` names (every `fn`
+/// item, family "extra"). An unreadable file or range is an error, not an empty list: a
+/// check that silently ran nothing would pass.
 pub fn unseen() -> Result<Vec<Function>, String> {
     let mut out = Vec::new();
-    if let Ok(seeds) = std::env::var("GRADFUSE_CORPUS_SEEDS") {
-        for part in seeds.split_whitespace() {
-            let bad = || format!("GRADFUSE_CORPUS_SEEDS: `{part}` is not a seed or a range a..b");
-            let range = match part.split_once("..") {
-                Some((a, b)) => a.parse().map_err(|_| bad())?..b.parse().map_err(|_| bad())?,
-                None => {
-                    let s: u64 = part.parse().map_err(|_| bad())?;
-                    s..s + 1
-                }
-            };
-            out.extend(range.map(random_program));
-        }
+    for seed in seeds("GRADFUSE_CORPUS_SEEDS")? {
+        out.push(random_program(seed));
+    }
+    for seed in seeds("GRADFUSE_CORPUS_GRAMMAR")? {
+        let src = grammar::function(seed, Sizes::Wide).replacen(
+            "fn f(",
+            &format!("fn grammar_{seed}("),
+            1,
+        );
+        out.push(Function::new(format!("grammar_{seed}"), "grammar", src));
     }
     if let Ok(path) = std::env::var("GRADFUSE_CORPUS_EXTRA") {
         let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
@@ -83,6 +85,27 @@ pub fn unseen() -> Result<Vec<Function>, String> {
                 out.push(Function::new(name, "extra", src));
             }
         }
+    }
+    Ok(out)
+}
+
+/// The seeds the environment variable `var` names: seeds and ranges `a..b` apart; none
+/// where it is unset.
+fn seeds(var: &str) -> Result<Vec<u64>, String> {
+    let Ok(list) = std::env::var(var) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for part in list.split_whitespace() {
+        let bad = || format!("{var}: `{part}` is not a seed or a range a..b");
+        let range = match part.split_once("..") {
+            Some((a, b)) => a.parse().map_err(|_| bad())?..b.parse().map_err(|_| bad())?,
+            None => {
+                let s: u64 = part.parse().map_err(|_| bad())?;
+                s..s + 1
+            }
+        };
+        out.extend(range);
     }
     Ok(out)
 }

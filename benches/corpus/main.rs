@@ -11,8 +11,9 @@
 //! `cargo bench --bench corpus` (n = 2^20 and 2^24; on the H100, see BENCHMARKS.md) or
 //! `cargo bench --bench corpus -- --quick` (n = 2^12, every function compiled and every fourth timed: that it runs).
 //! Set GRADFUSE_BENCH_OUT=path to also write the tables to a file.
-//! `GRADFUSE_CORPUS_SEEDS="24..64"` and `GRADFUSE_CORPUS_EXTRA=file.rs` time programs the
-//! corpus does not hold instead (random programs of other seeds; every `fn` of a file):
+//! `GRADFUSE_CORPUS_SEEDS="24..64"`, `GRADFUSE_CORPUS_GRAMMAR="0..40"` and
+//! `GRADFUSE_CORPUS_EXTRA=file.rs` time programs the corpus does not hold instead (random
+//! programs of other seeds; functions of the whole language; every `fn` of a file):
 //! the check on functions the generator was never measured on (`functions::unseen`).
 //! `GRADFUSE_CORPUS_VARIANTS=dir` writes every kernel timed into `dir` and times
 //! hand-edited variants beside them (`variants.rs`); with `GRADFUSE_CORPUS_WRITE_ONLY=1`
