@@ -175,3 +175,41 @@ fn twenty_gradient_words_go_through_the_reduction_stage_rotated() {
     assert!(wgsl.contains("(word % 20u + word / 20u) % 20u"));
     check_batches!(twenty, TWENTY_SRC, 20, 20, -0.3);
 }
+
+with_source! {
+    THIRTY_THREE_SRC,
+    // Thirty-three gradient words and little work per word: past the 4 rounds a heavier
+    // kernel takes, in 8 rounds of 32 elements through the reduction's stage
+    // (`abi::reduce_stage_rounds`), not in 33 strided stores a thread.
+    #[differentiable]
+    pub fn thirty_three(p: [f32; 33], #[shared] s: f32) -> f32 {
+        let mut acc = 0.0;
+        for k in 0..33 {
+            acc += p[k] * p[k] * (k as f32 + s);
+        }
+        acc
+    }
+}
+
+with_source! {
+    SIXTY_FOUR_SRC,
+    // Sixty-four gradient words (a vector view), little work per word: 8 rounds of 32.
+    #[differentiable]
+    pub fn sixty_four(p: [f32; 64], #[shared] s: f32) -> f32 {
+        let mut acc = 0.0;
+        for k in 0..64 {
+            acc += p[k] * s - p[63 - k] * p[k];
+        }
+        acc
+    }
+}
+
+#[test]
+fn light_kernels_store_wide_gradients_through_the_reduction_stage_in_more_rounds() {
+    let wgsl = thirty_three::WGSL_ADJOINT;
+    assert!(wgsl.contains("8 rounds of 32 elements"), "{wgsl}");
+    check_batches!(thirty_three, THIRTY_THREE_SRC, 33, 33, 0.4);
+    let wgsl = sixty_four::WGSL_ADJOINT;
+    assert!(wgsl.contains("8 rounds of 32 elements"), "{wgsl}");
+    check_batches!(sixty_four, SIXTY_FOUR_SRC, 64, 64, -0.5);
+}

@@ -601,17 +601,29 @@ pub fn stage_gradients(words: u32, reduce_elements: Option<u32>, precision: Prec
 /// registers, 9 and 13 odd words per element ran at 37% and 23% of the copy roofline at
 /// 2^24, in two rounds of 128 elements at 90% and 89%; 32 words (8 `vec4` stores) went
 /// from 51% to 60% in 4 rounds of 64.
-pub fn reduce_stage_rounds(words: u32, precision: Precision) -> Option<u32> {
+///
+/// `work`: the kernel's weighted operations per element. A kernel of at most
+/// [`STAGE_ROWS_MAX_WORK_PER_WORD`] a gradient word has no arithmetic to hide strided
+/// stores behind, nor many values alive across the rounds' barriers: it takes up to
+/// [`MAX_STORE_ROUNDS`] rounds.
+pub fn reduce_stage_rounds(words: u32, work: f64, precision: Precision) -> Option<u32> {
     let lanes = reduce_lanes(precision);
     if !chunk_output(words, precision) || words <= lanes {
         return None;
     }
-    whole_element_rounds(words, lanes, MAX_REDUCE_STAGE_ROUNDS)
+    let light = work <= STAGE_ROWS_MAX_WORK_PER_WORD * f64::from(words);
+    let most = if light {
+        MAX_STORE_ROUNDS
+    } else {
+        MAX_REDUCE_STAGE_ROUNDS
+    };
+    whole_element_rounds(words, lanes, most)
 }
 
-/// Most rounds [`reduce_stage_rounds`] takes: 48 words (12 `vec4` stores) in 8 rounds of
-/// 32 elements ran 1.33x slower than from registers on the H100 (`scan_48`: 1.70 against
-/// 2.26 ms at 2^22), two barriers a round holding a kernel of many values alive.
+/// Most rounds [`reduce_stage_rounds`] takes for a kernel of more work than a light one:
+/// 48 words (12 `vec4` stores) in 8 rounds of 32 elements ran 1.33x slower than from
+/// registers on the H100 (`scan_48`: 1.70 against 2.26 ms at 2^22), two barriers a round
+/// holding a kernel of many values alive.
 pub const MAX_REDUCE_STAGE_ROUNDS: u32 = 4;
 
 /// Fewest gradient words an adjoint that sums shared gradients stages ([`stage_gradients`]).

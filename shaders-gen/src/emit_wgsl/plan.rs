@@ -130,8 +130,12 @@ impl<'a> KernelPlan<'a> {
                 reduces.then_some(elements),
                 precision,
             );
+        let work = f.weighted_work(&|op| match op {
+            Op::Call(func, _) => func.gpu_cost(),
+            _ => 1.0,
+        });
         let grads_in_reduce_stage = (reduces && !gathered && !staged && !streamed)
-            .then(|| abi::reduce_stage_rounds(grad_words.len() as u32, precision))
+            .then(|| abi::reduce_stage_rounds(grad_words.len() as u32, work, precision))
             .flatten();
         let outputs = kind.outputs(layout);
         // Wide outputs go through the workgroup's stage in runs. An adjoint that reduces
@@ -157,10 +161,6 @@ impl<'a> KernelPlan<'a> {
             } else {
                 None
             };
-            let work = f.weighted_work(&|op| match op {
-                Op::Call(func, _) => func.gpu_cost(),
-                _ => 1.0,
-            });
             row_stage(layout, (lanes, work), store_stage)
         };
         let chunk_lanes = chunk_lanes(kind, &outputs, chunked, row_stage, precision);
