@@ -235,7 +235,7 @@ fn check_reverse(case: &Case, failures: &mut Vec<String>) -> Result<(), Error> {
             want += w;
             allowed += a;
         }
-        if !((*got as f64 - want).abs() <= allowed) {
+        if !within(*got, want, allowed) {
             failures.push(format!(
                 "{label} kernel, shared gradient word {j}: {got} against {want} (allowed {allowed:e})"
             ));
@@ -290,7 +290,7 @@ fn check_tangent(case: &Case, failures: &mut Vec<String>) -> Result<(), Error> {
                 allowed += a * t.abs();
             }
             let got = tangents[i * case.m + k];
-            if !((got as f64 - want).abs() <= allowed) {
+            if !within(got, want, allowed) {
                 failures.push(format!(
                     "tangent kernel, element {i}, tangent of result {k}: {got} against {want} (allowed {allowed:e})"
                 ));
@@ -298,6 +298,11 @@ fn check_tangent(case: &Case, failures: &mut Vec<String>) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// Whether `got` is within `allowed` of `want`: never where it is NaN.
+fn within(got: f32, want: f64, allowed: f64) -> bool {
+    (got as f64 - want).abs() <= allowed
 }
 
 /// `got`, output `what` of element `i` (word `at`), against oracle word `word`.
@@ -310,7 +315,7 @@ fn compare(
     failures: &mut Vec<String>,
 ) {
     let (want, allowed) = case.want(i, word);
-    if !((got as f64 - want).abs() <= allowed) {
+    if !within(got, want, allowed) {
         failures.push(format!(
             "{what} word {at}, element {i}: {got} against {want} (allowed {allowed:e})"
         ));

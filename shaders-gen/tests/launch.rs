@@ -178,14 +178,29 @@ fn elements_per_thread_follow_the_sums_and_the_tapes() {
 fn gradients_through_the_reduction_stage_in_whole_rounds() {
     use gradfuse_shaders_gen::abi::reduce_stage_rounds;
     use gradfuse_shaders_gen::signature::Precision;
-    // Up to 8 f32 words a lane stage beside the reduction; 9 and 13 odd words go in 2
-    // rounds of 128, 32 in 4 of 64, 48 would take 8 (past the cap).
-    assert_eq!(reduce_stage_rounds(7, Precision::F32), None);
-    assert_eq!(reduce_stage_rounds(9, Precision::F32), Some(128));
-    assert_eq!(reduce_stage_rounds(13, Precision::F32), Some(128));
-    assert_eq!(reduce_stage_rounds(32, Precision::F32), Some(64));
-    assert_eq!(reduce_stage_rounds(48, Precision::F32), None);
+    // A heavy kernel (100 weighted operations a gradient word): up to 8 f32 words a lane
+    // stage beside the reduction; 9 and 13 odd words go in 2 rounds of 128, 32 in 4 of 64,
+    // 48 would take 8 (past the cap of 4).
+    let heavy = |words: u32| 100.0 * f64::from(words);
+    assert_eq!(reduce_stage_rounds(7, heavy(7), Precision::F32), None);
+    assert_eq!(reduce_stage_rounds(9, heavy(9), Precision::F32), Some(128));
+    assert_eq!(
+        reduce_stage_rounds(13, heavy(13), Precision::F32),
+        Some(128)
+    );
+    assert_eq!(reduce_stage_rounds(32, heavy(32), Precision::F32), Some(64));
+    assert_eq!(reduce_stage_rounds(48, heavy(48), Precision::F32), None);
+    // A light one (2 a word) up to 16 rounds: 48 and 64 words in 8 of 32, 128 in 16 of 16,
+    // 256 would take 32.
+    let light = |words: u32| 2.0 * f64::from(words);
+    assert_eq!(reduce_stage_rounds(48, light(48), Precision::F32), Some(32));
+    assert_eq!(reduce_stage_rounds(64, light(64), Precision::F32), Some(32));
+    assert_eq!(
+        reduce_stage_rounds(128, light(128), Precision::F32),
+        Some(16)
+    );
+    assert_eq!(reduce_stage_rounds(256, light(256), Precision::F32), None);
     // Past the stage's 2,048 words not one element fits: no rounds, and no panic.
-    assert_eq!(reduce_stage_rounds(2049, Precision::F32), None);
-    assert_eq!(reduce_stage_rounds(7, Precision::F64), Some(128));
+    assert_eq!(reduce_stage_rounds(2049, light(2049), Precision::F32), None);
+    assert_eq!(reduce_stage_rounds(7, heavy(7), Precision::F64), Some(128));
 }
