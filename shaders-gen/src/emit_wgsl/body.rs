@@ -412,10 +412,14 @@ impl<'a> Ctx<'a> {
                 let operands = if a == b { vec![a] } else { vec![a, b] };
                 let may_be_nan: Vec<String> = operands
                     .into_iter()
-                    .filter(|v| match self.f.node(*v).op {
-                        Op::Const(k) => k.is_nan(),
-                        Op::IntToF32(_) => false,
-                        _ => true,
+                    .filter(|v| {
+                        let node = self.f.node(*v);
+                        node.ty.is_real()
+                            && match node.op {
+                                Op::Const(k) => k.is_nan(),
+                                Op::IntToF32(_) => false,
+                                _ => true,
+                            }
                     })
                     .map(|v| self.operand(v))
                     .collect();
@@ -510,7 +514,7 @@ pub(super) fn powi(
 }
 
 /// The WGSL of the comparison `a c b` with Rust's meaning at NaN, where the operands
-/// `may_be_nan` may be NaN: `!=` true, every other comparison false. Neither WGSL nor
+/// `may_be_nan` (real ones: loop indices are integers) may be NaN: `!=` true, every other comparison false. Neither WGSL nor
 /// Vulkan promises that: naga writes `!=` as SPIR-V's ordered `OpFOrdNotEqual` (false at
 /// NaN), and without SPIR-V's float controls (which naga does not declare) a driver may
 /// assume there are no NaNs: NVIDIA's took `v >= v` as true for a NaN `v`, and `c < v`
