@@ -514,12 +514,13 @@ pub(super) fn powi(
 }
 
 /// The WGSL of the comparison `a c b` with Rust's meaning at NaN, where the operands
-/// `may_be_nan` (real ones: loop indices are integers) may be NaN: `!=` true, every other comparison false. Neither WGSL nor
-/// Vulkan promises that: naga writes `!=` as SPIR-V's ordered `OpFOrdNotEqual` (false at
-/// NaN), and without SPIR-V's float controls (which naga does not declare) a driver may
-/// assume there are no NaNs: NVIDIA's took `v >= v` as true for a NaN `v`, and `c < v`
-/// as `!(v <= c)` (`tests/grammar_gpu.rs` on the H100). So each operand that may be NaN
-/// is tested by its bits, which no such assumption folds away.
+/// `may_be_nan` (real ones: loop indices are integers) may be NaN: `!=` true, every other
+/// comparison false. Neither WGSL nor Vulkan promises that: naga writes `!=` as SPIR-V's
+/// ordered `OpFOrdNotEqual` (false at NaN), and without SPIR-V's float controls (which
+/// naga does not declare) a driver may assume there are no NaNs: NVIDIA's took `v >= v`
+/// as true for a NaN `v`, and `c < v` as `!(v <= c)` (`tests/grammar_gpu.rs` on the H100).
+/// So each operand that may be NaN is tested by its bits, which no such assumption folds
+/// away.
 pub(super) fn comparison(c: CmpOp, (a, b): (&str, &str), may_be_nan: &[String]) -> String {
     let mut out = format!("{a} {} {b}", c.symbol());
     for x in may_be_nan {
