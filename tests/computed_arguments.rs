@@ -37,6 +37,14 @@ pub fn sin_of_row_word(p0: f32, #[constant] p1: [f32; 33]) -> f32 {
     -(p0 / v) - v
 }
 
+/// The sign of a product of two words of one staged row, four ways.
+#[differentiable]
+pub fn row_product_signs(p0: f32, #[constant] p1: [f32; 33]) -> [f32; 4] {
+    let x = p1[27] * p0;
+    let below = if x < 0.0 { 1.0 } else { 0.0 };
+    [x.abs(), below, x.signum(), x.sin()]
+}
+
 /// Pairs of both signs over several magnitudes, so that every quadrant of `sin`'s
 /// reduction meets both signs of the product.
 fn pairs() -> Vec<(f32, f32)> {
@@ -115,13 +123,9 @@ fn sign_taking_helpers_of_computed_arguments_match_the_cpu() {
     );
 }
 
-/// The grammar function that found it: the product's first factor is a word of a
-/// 34-word row, which the kernels load through workgroup memory.
-#[test]
-fn sin_of_a_staged_row_word_matches_the_cpu() {
-    let xs = pairs();
-    let args: Vec<sin_of_row_word::Args> = xs
-        .iter()
+/// Rows of `p0 = a` and `p1[27] = b`, the other words of `p1` fixed and of both signs.
+fn rows(xs: &[(f32, f32)]) -> Vec<(f32, [f32; 33])> {
+    xs.iter()
         .enumerate()
         .map(|(i, &(a, b))| {
             let mut p1 = [0.0f32; 33];
@@ -129,8 +133,53 @@ fn sin_of_a_staged_row_word_matches_the_cpu() {
                 *w = ((i * 33 + j) % 17) as f32 * 0.125 - 1.0;
             }
             p1[27] = b;
-            sin_of_row_word::Args { p0: a, p1 }
+            (a, p1)
         })
+        .collect()
+}
+
+/// `abs`, `<`, `signum` and `sin` of a product of two words of a row, in the value and
+/// adjoint kernels (the tangent has no arguments to differentiate but `p0`).
+#[test]
+fn signs_of_a_product_of_staged_row_words_match_the_cpu() {
+    let args: Vec<row_product_signs::Args> = rows(&pairs())
+        .into_iter()
+        .map(|(p0, p1)| row_product_signs::Args { p0, p1 })
+        .collect();
+    let k = row_product_signs::kernel(device());
+    let values = k.value(&args).unwrap();
+    let dirs = vec![row_product_signs::Grad { p0: 1.0 }; args.len()];
+    let (tv, _) = k.jvp(&args, &dirs).unwrap();
+    let mut failures = Vec::new();
+    for (i, x) in args.iter().enumerate() {
+        let want = row_product_signs(x.p0, x.p1);
+        for w in 0..4 {
+            for (kernel, got) in [("value", values[i][w]), ("tangent's value", tv[i][w])] {
+                if !close(got, want[w]) {
+                    failures.push(format!(
+                        "p0 = {}, p1[27] = {}: word {w} of the {kernel} kernel {got:e} on \
+                         the GPU, {:e} on the CPU",
+                        x.p0, x.p1[27], want[w]
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} disagreements, the first: {:#?}",
+        failures.len(),
+        &failures[..failures.len().min(12)]
+    );
+}
+
+/// The grammar function that found it: the product's first factor is a word of a
+/// 34-word row, which the kernels load through workgroup memory.
+#[test]
+fn sin_of_a_staged_row_word_matches_the_cpu() {
+    let args: Vec<sin_of_row_word::Args> = rows(&pairs())
+        .into_iter()
+        .map(|(p0, p1)| sin_of_row_word::Args { p0, p1 })
         .collect();
     let dirs = vec![sin_of_row_word::Grad { p0: 1.0 }; args.len()];
     let k = sin_of_row_word::kernel(device());
