@@ -134,13 +134,6 @@ struct Round {
 /// loads cost the latency of memory once per round: on the H100, a kernel of 66-word rows
 /// in 5 rounds ran at half the speed); then, round by round, the slices go into the stage
 /// and, past a barrier, each thread takes its own element's words.
-///
-/// Round `k` rotates its slice `k` places within each element's slot of the stage, so that
-/// no two rounds read a word at the same address. NVIDIA's Vulkan compiler (H100, driver
-/// 580) took two reads of one address on either side of a barrier for the same value when
-/// judging signs: `sin(p1[27] * p0)`, both words at slot offset 0 in rounds 0 and 1,
-/// lost its sign, `p1[27] * p0` being "a square" (`tests/computed_arguments.rs`).
-/// Addresses repeat only past `stride` rounds, rows of over `words * stride` words.
 fn emit_staged_loads(
     plan: &KernelPlan,
     (stage, array): (RowStage, StageArray),
@@ -177,16 +170,16 @@ fn emit_staged_loads(
     let _ = writeln!(body, "    let in_group = i - lid;");
     let places = emit_places(plan, stage, &rounds, taken, body);
     // Every round's loads, before the first barrier.
-    let loaded: Vec<Vec<(String, &Place)>> = rounds
+    let loaded: Vec<Vec<(String, &str)>> = rounds
         .iter()
         .map(|r| {
             let offset = plus((r.first / lanes) as usize);
             places[&r.per_row]
                 .iter()
-                .map(|place| {
+                .map(|(src, at)| {
                     let v = fresh(taken, "in_load");
-                    let _ = writeln!(body, "    let {v} = args[{}{offset}];", place.src);
-                    (v, place)
+                    let _ = writeln!(body, "    let {v} = args[{src}{offset}];");
+                    (v, at.as_str())
                 })
                 .collect()
         })
@@ -196,7 +189,7 @@ fn emit_staged_loads(
         if k > 0 || array != StageArray::Own {
             let _ = writeln!(body, "    workgroupBarrier();");
         }
-        emit_round(plan, (stage, name), (round, k as u32), loads, ctx, body);
+        emit_round(plan, (stage, name), round, loads, ctx, body);
     }
     if array != StageArray::Own {
         let _ = writeln!(
@@ -207,24 +200,16 @@ fn emit_staged_loads(
     }
 }
 
-/// Where one of a thread's staged loads reads and goes: names of its index in `args` less
-/// the round's first word, of its place in the stage, and of its place's offset within
-/// the element's slot (rotated rounds add to it).
-struct Place {
-    src: String,
-    at: String,
-    word: String,
-}
-
 /// For each number of loads per row that a round takes, where each of a thread's loads
-/// reads and where it goes in the stage, one [`Place`] per load.
+/// reads (its index in `args` less the round's first word) and where it goes in the
+/// stage: `(src, at)` names, one pair per load.
 fn emit_places(
     plan: &KernelPlan,
     stage: RowStage,
     rounds: &[Round],
     taken: &mut Taken,
     body: &mut String,
-) -> BTreeMap<u32, Vec<Place>> {
+) -> BTreeMap<u32, Vec<(String, String)>> {
     let (lanes, stride, wg) = (plan.lanes, stage.stride, plan.workgroup_size());
     let mut places = BTreeMap::new();
     for round in rounds {
@@ -242,20 +227,11 @@ fn emit_places(
                 let (src, at) = (fresh(taken, "in_src"), fresh(taken, "in_at"));
                 let _ = writeln!(
                     body,
-                    "    let {src} = min(in_group + {load} / {per_row}u, params.n - 1u) * {}u + {load} % {per_row}u;",
+                    "    let {src} = min(in_group + {load} / {per_row}u, params.n - 1u) * {}u + {load} % {per_row}u;\n    \
+                     let {at} = {load} / {per_row}u * {stride}u + {load} % {per_row}u * {lanes}u;",
                     plan.layout.words / lanes
                 );
-                let offset = format!("{load} % {per_row}u * {lanes}u");
-                // One round rotates nothing: its offset stays inside `at`.
-                let word = if rounds.len() > 1 {
-                    let word = fresh(taken, "in_word");
-                    let _ = writeln!(body, "    let {word} = {offset};");
-                    word
-                } else {
-                    offset
-                };
-                let _ = writeln!(body, "    let {at} = {load} / {per_row}u * {stride}u + {word};");
-                Place { src, at, word }
+                (src, at)
             })
             .collect();
         places.insert(per_row, parts);
@@ -263,55 +239,43 @@ fn emit_places(
     places
 }
 
-/// One round, the `k`th: the thread's loads of the round into the stage, a barrier, then
-/// the words of its own row's slice, each slot rotated `k` places
-/// ([`emit_staged_loads`]).
+/// One round: the thread's loads of the round into the stage, a barrier, then the words
+/// of its own row's slice.
 fn emit_round(
     plan: &KernelPlan,
     (stage, name): (RowStage, &str),
-    (round, k): (&Round, u32),
-    loads: &[(String, &Place)],
+    round: &Round,
+    loads: &[(String, &str)],
     ctx: &Ctx,
     body: &mut String,
 ) {
-    let (first, lanes, stride) = (round.first, plan.lanes as usize, stage.stride);
+    let (first, lanes) = (round.first, plan.lanes as usize);
     let _ = writeln!(
         body,
-        "    // Words {first}..{} of every row ({}){}.",
+        "    // Words {first}..{} of every row ({}).",
         first + round.words,
-        plan.layout.words_runs_label(first, first + round.words),
-        if k % stride == 0 {
-            String::new()
-        } else {
-            format!(", each slot rotated by {}", k % stride)
-        }
+        plan.layout.words_runs_label(first, first + round.words)
     );
-    for (v, place) in loads {
-        for c in 0..lanes {
-            let component = if lanes == 1 {
-                String::new()
-            } else {
-                format!(".{}", COMPONENTS[c])
-            };
-            let at = &place.at;
-            let _ = match (c as u32 + k) % stride {
-                0 => writeln!(body, "    {name}[{at}] = {v}{component};"),
-                r if k % stride == 0 => writeln!(body, "    {name}[{at} + {r}u] = {v}{component};"),
-                r => writeln!(
-                    body,
-                    "    {name}[{at} - {word} + ({word} + {r}u) % {stride}u] = {v}{component};",
-                    word = place.word
-                ),
-            };
+    for (v, at) in loads {
+        if lanes == 1 {
+            let _ = writeln!(body, "    {name}[{at}] = {v};");
+            continue;
+        }
+        for (c, component) in COMPONENTS.iter().enumerate().take(lanes) {
+            match c {
+                0 => _ = writeln!(body, "    {name}[{at}] = {v}.{component};"),
+                c => _ = writeln!(body, "    {name}[{at} + {c}u] = {v}.{component};"),
+            }
         }
     }
     let _ = writeln!(body, "    workgroupBarrier();");
     for (w, i) in &round.used {
-        let at = plus(((w - first + k) % stride) as usize);
+        let at = plus((w - first) as usize);
         let _ = writeln!(
             body,
-            "    let {} = {name}[lid * {stride}u{at}];",
-            ctx.name(*i)
+            "    let {} = {name}[lid * {}u{at}];",
+            ctx.name(*i),
+            stage.stride
         );
     }
 }
