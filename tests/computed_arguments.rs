@@ -45,6 +45,21 @@ pub fn row_product_signs(p0: f32, #[constant] p1: [f32; 33]) -> [f32; 4] {
     [x.abs(), below, x.signum(), x.sin()]
 }
 
+/// Products of words that share a place in the stage in different rounds (rows of 34
+/// words go in rounds of 14: `p0`, `p1[13]` and `p1[27]` at each slot's first word in
+/// rounds 0, 1 and 2; `p1[0]` and `p1[14]` at its second in rounds 0 and 1).
+#[differentiable]
+pub fn row_pairs(p0: f32, #[constant] p1: [f32; 33]) -> [f32; 5] {
+    let below = if p1[13] * p1[27] < 0.0 { 1.0 } else { 0.0 };
+    [
+        (p0 * p1[13]).abs(),
+        (p0 * p1[27]).abs(),
+        (p1[13] * p1[27]).abs(),
+        (p1[0] * p1[14]).abs(),
+        below,
+    ]
+}
+
 /// Pairs of both signs over several magnitudes, so that every quadrant of `sin`'s
 /// reduction meets both signs of the product.
 fn pairs() -> Vec<(f32, f32)> {
@@ -155,6 +170,46 @@ fn signs_of_a_product_of_staged_row_words_match_the_cpu() {
         let want = row_product_signs(x.p0, x.p1);
         for w in 0..4 {
             for (kernel, got) in [("value", values[i][w]), ("tangent's value", tv[i][w])] {
+                if !close(got, want[w]) {
+                    failures.push(format!(
+                        "p0 = {}, p1[27] = {}: word {w} of the {kernel} kernel {got:e} on \
+                         the GPU, {:e} on the CPU",
+                        x.p0, x.p1[27], want[w]
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} disagreements, the first: {:#?}",
+        failures.len(),
+        &failures[..failures.len().min(12)]
+    );
+}
+
+/// Every pair of rounds (0 and 1, 0 and 2, 1 and 2) at one place in the stage.
+#[test]
+fn products_of_words_of_different_rounds_match_the_cpu() {
+    let args: Vec<row_pairs::Args> = rows(&pairs())
+        .into_iter()
+        .map(|(p0, mut p1)| {
+            // Both signs at p1[13], p1[14] and p1[0] too.
+            p1[13] = -p1[27] * 0.75 + p0;
+            p1[14] = p1[27] - 0.5;
+            p1[0] = -p0;
+            row_pairs::Args { p0, p1 }
+        })
+        .collect();
+    let k = row_pairs::kernel(device());
+    let values = k.value(&args).unwrap();
+    let dirs = vec![row_pairs::Grad { p0: 1.0 }; args.len()];
+    let (tv, _) = k.jvp(&args, &dirs).unwrap();
+    let mut failures = Vec::new();
+    for (i, x) in args.iter().enumerate() {
+        let want = row_pairs(x.p0, x.p1);
+        for w in 0..5 {
+            for (kernel, got) in [("value", values[i][w]), ("tangent", tv[i][w])] {
                 if !close(got, want[w]) {
                     failures.push(format!(
                         "p0 = {}, p1[27] = {}: word {w} of the {kernel} kernel {got:e} on \

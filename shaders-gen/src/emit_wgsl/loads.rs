@@ -8,6 +8,7 @@ use super::plan::{KernelPlan, StageArray};
 use super::plus;
 use crate::abi::{self, RowStage};
 use crate::names::{Taken, element_name, fresh};
+use crate::signature::Precision;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -134,6 +135,15 @@ struct Round {
 /// loads cost the latency of memory once per round: on the H100, a kernel of 66-word rows
 /// in 5 rounds ran at half the speed); then, round by round, the slices go into the stage
 /// and, past a barrier, each thread takes its own element's words.
+///
+/// Round `k > 0` of an f32 row goes through the stage with its words' bits XORed with
+/// `k` (undone as they are read), so that no two rounds read the same value from one
+/// address. NVIDIA's Vulkan compiler (H100, driver 580.159.04) took two reads of one
+/// address on either side of a barrier for one value when judging signs: `p0` and
+/// `p1[27]`, each at its slot's first word in its round, made `p1[27] * p0` "a square",
+/// so `abs` returned it negative, `< 0.0` was false and `sin` lost its sign
+/// (`tests/computed_arguments.rs`, grammar seed 4294968237). Addresses differing by round
+/// did not fix it in general (any two rounds' slots overlap); different values did.
 fn emit_staged_loads(
     plan: &KernelPlan,
     (stage, array): (RowStage, StageArray),
@@ -189,7 +199,7 @@ fn emit_staged_loads(
         if k > 0 || array != StageArray::Own {
             let _ = writeln!(body, "    workgroupBarrier();");
         }
-        emit_round(plan, (stage, name), round, loads, ctx, body);
+        emit_round(plan, (stage, name), (round, k as u32), loads, ctx, body);
     }
     if array != StageArray::Own {
         let _ = writeln!(
@@ -239,43 +249,47 @@ fn emit_places(
     places
 }
 
-/// One round: the thread's loads of the round into the stage, a barrier, then the words
-/// of its own row's slice.
+/// One round, the `k`th: the thread's loads of the round into the stage, a barrier, then
+/// the words of its own row's slice; an f32 round past the first masked by `k`
+/// ([`emit_staged_loads`]).
 fn emit_round(
     plan: &KernelPlan,
     (stage, name): (RowStage, &str),
-    round: &Round,
+    (round, k): (&Round, u32),
     loads: &[(String, &str)],
     ctx: &Ctx,
     body: &mut String,
 ) {
     let (first, lanes) = (round.first, plan.lanes as usize);
+    let masked = k > 0 && plan.layout.precision == Precision::F32;
     let _ = writeln!(
         body,
-        "    // Words {first}..{} of every row ({}).",
+        "    // Words {first}..{} of every row ({}){}.",
         first + round.words,
-        plan.layout.words_runs_label(first, first + round.words)
-    );
-    for (v, at) in loads {
-        if lanes == 1 {
-            let _ = writeln!(body, "    {name}[{at}] = {v};");
-            continue;
+        plan.layout.words_runs_label(first, first + round.words),
+        if masked {
+            format!(", their bits XORed with {k} in the stage")
+        } else {
+            String::new()
         }
-        for (c, component) in COMPONENTS.iter().enumerate().take(lanes) {
-            match c {
-                0 => _ = writeln!(body, "    {name}[{at}] = {v}.{component};"),
-                c => _ = writeln!(body, "    {name}[{at} + {c}u] = {v}.{component};"),
-            }
+    );
+    let mask = |word: String| match masked {
+        true => format!("bitcast<f32>(bitcast<u32>({word}) ^ {k}u)"),
+        false => word,
+    };
+    for (v, at) in loads {
+        for c in 0..lanes {
+            let word = match lanes {
+                1 => v.clone(),
+                _ => format!("{v}.{}", COMPONENTS[c]),
+            };
+            let _ = writeln!(body, "    {name}[{at}{}] = {};", plus(c), mask(word));
         }
     }
     let _ = writeln!(body, "    workgroupBarrier();");
     for (w, i) in &round.used {
         let at = plus((w - first) as usize);
-        let _ = writeln!(
-            body,
-            "    let {} = {name}[lid * {}u{at}];",
-            ctx.name(*i),
-            stage.stride
-        );
+        let word = format!("{name}[lid * {}u{at}]", stage.stride);
+        let _ = writeln!(body, "    let {} = {};", ctx.name(*i), mask(word));
     }
 }
