@@ -60,6 +60,21 @@ pub fn row_pairs(p0: f32, #[constant] p1: [f32; 33]) -> [f32; 5] {
     ]
 }
 
+/// [`row_pairs`] in f64, whose rows go in rounds of 6 words: `p0`, `p1[11]` and `p1[23]`
+/// at each slot's first word in rounds 0, 2 and 4, `p1[0]` and `p1[12]` at its second in
+/// rounds 0 and 2.
+#[differentiable]
+pub fn row_pairs_f64(p0: f64, #[constant] p1: [f64; 33]) -> [f64; 5] {
+    let below = if p1[11] * p1[23] < 0.0 { 1.0 } else { 0.0 };
+    [
+        (p0 * p1[11]).abs(),
+        (p0 * p1[23]).abs(),
+        (p1[11] * p1[23]).abs(),
+        (p1[0] * p1[12]).abs(),
+        below,
+    ]
+}
+
 /// Pairs of both signs over several magnitudes, so that every quadrant of `sin`'s
 /// reduction meets both signs of the product.
 fn pairs() -> Vec<(f32, f32)> {
@@ -217,6 +232,46 @@ fn products_of_words_of_different_rounds_match_the_cpu() {
                         x.p0, x.p1[27], want[w]
                     ));
                 }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} disagreements, the first: {:#?}",
+        failures.len(),
+        &failures[..failures.len().min(12)]
+    );
+}
+
+/// The f64 stage, masked the same way, where the device has f64.
+#[test]
+fn f64_products_of_words_of_different_rounds_match_the_cpu() {
+    if !device().has_f64() {
+        eprintln!("{}: no 64-bit floats in shaders", device().describe());
+        return;
+    }
+    let args: Vec<row_pairs_f64::Args> = rows(&pairs())
+        .into_iter()
+        .map(|(p0, p1)| {
+            let mut p1 = p1.map(f64::from);
+            p1[11] = -p1[27] * 0.75 + f64::from(p0);
+            p1[23] = p1[27];
+            p1[12] = p1[27] - 0.5;
+            p1[0] = -f64::from(p0);
+            row_pairs_f64::Args { p0: p0.into(), p1 }
+        })
+        .collect();
+    let values = row_pairs_f64::kernel(device()).value(&args).unwrap();
+    let mut failures = Vec::new();
+    for (i, x) in args.iter().enumerate() {
+        let want = row_pairs_f64(x.p0, x.p1);
+        for w in 0..5 {
+            let got = values[i][w];
+            if (got - want[w]).abs() > 1e-12 * want[w].abs().max(1.0) {
+                failures.push(format!(
+                    "p0 = {}, p1[23] = {}: word {w} {got:e} on the GPU, {:e} on the CPU",
+                    x.p0, x.p1[23], want[w]
+                ));
             }
         }
     }

@@ -261,6 +261,8 @@ fn emit_round(
     body: &mut String,
 ) {
     let (first, lanes) = (round.first, plan.lanes as usize);
+    // f64 rows go unmasked: naga has no bitcast of f64, and on the H100 the f64 kernels
+    // read such pairs right (`f64_products_of_words_of_different_rounds_match_the_cpu`).
     let masked = k > 0 && plan.layout.precision == Precision::F32;
     let _ = writeln!(
         body,
