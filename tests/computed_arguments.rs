@@ -86,7 +86,13 @@ fn pairs() -> Vec<(f32, f32)> {
                 let e = r.next_u64() % 4;
                 (r.next_u64() % 10_000) as f32 / 10_000.0 * 10f32.powi(e as i32 - 2)
             };
-            let sign = |r: &mut common::Rng| if r.next_u64() % 2 == 0 { 1.0 } else { -1.0 };
+            let sign = |r: &mut common::Rng| {
+                if r.next_u64().is_multiple_of(2) {
+                    1.0
+                } else {
+                    -1.0
+                }
+            };
             (
                 sign(&mut rng) * mag(&mut rng),
                 sign(&mut rng) * mag(&mut rng),
@@ -145,12 +151,7 @@ fn sign_taking_helpers_of_computed_arguments_match_the_cpu() {
     check_pairs!(sin_of_difference, failures);
     check_pairs!(signum_of_product, failures);
     check_pairs!(atan2_of_products, failures);
-    assert!(
-        failures.is_empty(),
-        "{} disagreements, the first: {:#?}",
-        failures.len(),
-        &failures[..failures.len().min(12)]
-    );
+    assert_none(&failures);
 }
 
 /// Rows of `p0 = a` and `p1[27] = b`, the other words of `p1` fixed and of both signs.
@@ -168,39 +169,67 @@ fn rows(xs: &[(f32, f32)]) -> Vec<(f32, [f32; 33])> {
         .collect()
 }
 
-/// `abs`, `<`, `signum` and `sin` of a product of two words of a row, in the value and
-/// adjoint kernels (the tangent has no arguments to differentiate but `p0`).
-#[test]
-fn signs_of_a_product_of_staged_row_words_match_the_cpu() {
-    let args: Vec<row_product_signs::Args> = rows(&pairs())
-        .into_iter()
-        .map(|(p0, p1)| row_product_signs::Args { p0, p1 })
-        .collect();
-    let k = row_product_signs::kernel(device());
-    let values = k.value(&args).unwrap();
-    let dirs = vec![row_product_signs::Grad { p0: 1.0 }; args.len()];
-    let (tv, _) = k.jvp(&args, &dirs).unwrap();
-    let mut failures = Vec::new();
-    for (i, x) in args.iter().enumerate() {
-        let want = row_product_signs(x.p0, x.p1);
-        for w in 0..4 {
-            for (kernel, got) in [("value", values[i][w]), ("tangent's value", tv[i][w])] {
-                if !close(got, want[w]) {
-                    failures.push(format!(
-                        "p0 = {}, p1[27] = {}: word {w} of the {kernel} kernel {got:e} on \
-                         the GPU, {:e} on the CPU",
-                        x.p0, x.p1[27], want[w]
-                    ));
-                }
-            }
-        }
-    }
+/// Panics with the first of `failures`, if any.
+fn assert_none(failures: &[String]) {
     assert!(
         failures.is_empty(),
         "{} disagreements, the first: {:#?}",
         failures.len(),
         &failures[..failures.len().min(12)]
     );
+}
+
+/// Each kernel's words against the CPU's (`want`), element `i` named by `at(i)`.
+fn disagreements<const M: usize>(
+    kernels: &[(&str, &[[f32; M]])],
+    want: &[[f32; M]],
+    at: impl Fn(usize) -> String,
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    for (kernel, got) in kernels {
+        for (i, (got, want)) in got.iter().zip(want).enumerate() {
+            for w in 0..M {
+                if !close(got[w], want[w]) {
+                    failures.push(format!(
+                        "{}: word {w} of the {kernel} kernel {:e} on the GPU, {:e} on the CPU",
+                        at(i),
+                        got[w],
+                        want[w]
+                    ));
+                }
+            }
+        }
+    }
+    failures
+}
+
+/// The value and tangent kernels' values of `$f(p0, p1)` at `$args` against the CPU's
+/// (the values are what is at stake; `p0` is the only argument differentiated).
+macro_rules! row_disagreements {
+    ($f:ident, $args:expr) => {{
+        let k = $f::kernel(device());
+        let values = k.value(&$args).unwrap();
+        let dirs = vec![$f::Grad { p0: 1.0 }; $args.len()];
+        let (tangents_values, _) = k.jvp(&$args, &dirs).unwrap();
+        let want: Vec<_> = $args.iter().map(|x| $f(x.p0, x.p1)).collect();
+        disagreements(
+            &[("value", &values), ("tangent", &tangents_values)],
+            &want,
+            |i| format!("p0 = {}, p1[27] = {}", $args[i].p0, $args[i].p1[27]),
+        )
+    }};
+}
+
+/// `abs`, `<`, `signum` and `sin` of a product of two words of a row, in the value and
+/// tangent kernels.
+#[test]
+fn signs_of_a_product_of_staged_row_words_match_the_cpu() {
+    let args: Vec<row_product_signs::Args> = rows(&pairs())
+        .into_iter()
+        .map(|(p0, p1)| row_product_signs::Args { p0, p1 })
+        .collect();
+    let failures = row_disagreements!(row_product_signs, args);
+    assert_none(&failures);
 }
 
 /// Every pair of rounds (0 and 1, 0 and 2, 1 and 2) at one place in the stage.
@@ -216,34 +245,11 @@ fn products_of_words_of_different_rounds_match_the_cpu() {
             row_pairs::Args { p0, p1 }
         })
         .collect();
-    let k = row_pairs::kernel(device());
-    let values = k.value(&args).unwrap();
-    let dirs = vec![row_pairs::Grad { p0: 1.0 }; args.len()];
-    let (tv, _) = k.jvp(&args, &dirs).unwrap();
-    let mut failures = Vec::new();
-    for (i, x) in args.iter().enumerate() {
-        let want = row_pairs(x.p0, x.p1);
-        for w in 0..5 {
-            for (kernel, got) in [("value", values[i][w]), ("tangent", tv[i][w])] {
-                if !close(got, want[w]) {
-                    failures.push(format!(
-                        "p0 = {}, p1[27] = {}: word {w} of the {kernel} kernel {got:e} on \
-                         the GPU, {:e} on the CPU",
-                        x.p0, x.p1[27], want[w]
-                    ));
-                }
-            }
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} disagreements, the first: {:#?}",
-        failures.len(),
-        &failures[..failures.len().min(12)]
-    );
+    let failures = row_disagreements!(row_pairs, args);
+    assert_none(&failures);
 }
 
-/// The f64 stage, masked the same way, where the device has f64.
+/// The f64 stage (not masked: naga has no bitcast of f64), where the device has f64.
 #[test]
 fn f64_products_of_words_of_different_rounds_match_the_cpu() {
     if !device().has_f64() {
@@ -275,12 +281,7 @@ fn f64_products_of_words_of_different_rounds_match_the_cpu() {
             }
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} disagreements, the first: {:#?}",
-        failures.len(),
-        &failures[..failures.len().min(12)]
-    );
+    assert_none(&failures);
 }
 
 /// The grammar function that found it: the product's first factor is a word of a
@@ -310,7 +311,8 @@ fn sin_of_a_staged_row_word_matches_the_cpu() {
             ("gradient", gg[i].p0, g.p0),
             ("tangent", td[i], g.p0),
         ] {
-            if !((gpu - cpu).abs() <= 1e-4 * cpu.abs().max(1.0)) {
+            // NaN differences fail too.
+            if (gpu - cpu).abs().is_nan() || (gpu - cpu).abs() > 1e-4 * cpu.abs().max(1.0) {
                 failures.push(format!(
                     "p0 = {}, p1[27] = {}: {what} {gpu:e} on the GPU, {cpu:e} on the CPU",
                     x.p0, x.p1[27]
@@ -318,10 +320,5 @@ fn sin_of_a_staged_row_word_matches_the_cpu() {
             }
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} disagreements, the first: {:#?}",
-        failures.len(),
-        &failures[..failures.len().min(12)]
-    );
+    assert_none(&failures);
 }

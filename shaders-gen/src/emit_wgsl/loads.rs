@@ -280,10 +280,10 @@ fn emit_round(
         false => word,
     };
     for (v, at) in loads {
-        for c in 0..lanes {
+        for (c, component) in COMPONENTS.iter().enumerate().take(lanes) {
             let word = match lanes {
                 1 => v.clone(),
-                _ => format!("{v}.{}", COMPONENTS[c]),
+                _ => format!("{v}.{component}"),
             };
             let _ = writeln!(body, "    {name}[{at}{}] = {};", plus(c), mask(word));
         }
