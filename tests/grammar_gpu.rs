@@ -74,42 +74,36 @@ impl Case {
     }
 }
 
-/// The oracle at `x` (element words, then shared words): values and Jacobian.
-fn oracle(jacobian: &Function, x: &[f64]) -> Vec<f64> {
-    interp::eval(jacobian, x)
-}
-
 /// The oracle at `x` and how far each word moves when `x` is nudged or the oracle computes
 /// in f32, or `None` where it is not finite, not moderate, or moves too far for f32 to be
 /// held to it.
 fn conditioned(jacobian: &Function, x: &[f64], rng: &mut Rng) -> Option<(Vec<f64>, Vec<f64>)> {
-    let at = oracle(jacobian, x);
+    // The oracle: values and Jacobian at `x` (element words, then shared words).
+    let at = interp::eval(jacobian, x);
     if at.iter().any(|v| !v.is_finite() || v.abs() > 1e4) {
         return None;
     }
+    let mut spread = vec![0.0f64; at.len()];
+    // Widens `spread` to how far `other` is from `at`; false where that is too far.
+    let mut within_reach = |other: &[f64]| {
+        spread.iter_mut().zip(&at).zip(other).all(|((s, a), b)| {
+            let d = (a - b).abs();
+            *s = s.max(d);
+            d.is_finite() && d <= 1e-2 * (1.0 + a.abs())
+        })
+    };
     // Rounded to f32 at every step, a value can cross a jump the f64 one stays clear of
     // (`floor(tanh(x))` with `tanh(x)` rounded to 1).
-    let in_f32 = interp::eval_in_f32(jacobian, x);
-    let mut spread = vec![0.0f64; at.len()];
-    for ((s, a), b) in spread.iter_mut().zip(&at).zip(&in_f32) {
-        let d = (a - b).abs();
-        if !d.is_finite() || d > 1e-2 * (1.0 + a.abs()) {
-            return None;
-        }
-        *s = d;
+    if !within_reach(&interp::eval_in_f32(jacobian, x)) {
+        return None;
     }
     for _ in 0..3 {
         let nudged: Vec<f64> = x
             .iter()
             .map(|v| v * (1.0 + NUDGE * rng.uniform(-1.0, 1.0) as f64))
             .collect();
-        let moved = oracle(jacobian, &nudged);
-        for ((s, a), b) in spread.iter_mut().zip(&at).zip(&moved) {
-            let d = (a - b).abs();
-            if !d.is_finite() || d > 1e-2 * (1.0 + a.abs()) {
-                return None;
-            }
-            *s = s.max(d);
+        if !within_reach(&interp::eval(jacobian, &nudged)) {
+            return None;
         }
     }
     Some((at, spread))
@@ -194,7 +188,6 @@ fn check_values(case: &Case, failures: &mut Vec<String>) -> Result<(), Error> {
                 "value kernel, value",
                 (i, k),
                 values[i * case.m + k],
-                k,
                 failures,
             );
         }
@@ -235,14 +228,13 @@ fn check_reverse(case: &Case, failures: &mut Vec<String>) -> Result<(), Error> {
                 &format!("{label} kernel, value"),
                 (i, k),
                 value,
-                k,
                 failures,
             );
             for w in 0..case.grads {
                 let got = grads[i * rows + k * case.grads + w];
                 let word = case.m + k * case.wrt() + w;
                 let what = format!("{label} kernel, derivative");
-                compare(case, &what, (i, word), got, word, failures);
+                compare(case, &what, (i, word), got, failures);
             }
         }
     }
@@ -301,7 +293,7 @@ fn check_tangent(case: &Case, failures: &mut Vec<String>) -> Result<(), Error> {
             .collect();
         for k in 0..case.m {
             let value = values[i * case.m + k];
-            compare(case, "tangent kernel, value", (i, k), value, k, failures);
+            compare(case, "tangent kernel, value", (i, k), value, failures);
             let (mut want, mut allowed) = (0.0, TOLERANCE);
             for (w, t) in direction.iter().enumerate() {
                 let (j, a) = case.want(i, case.m + k * case.wrt() + w);
@@ -324,19 +316,18 @@ fn within(got: f32, want: f64, allowed: f64) -> bool {
     (got as f64 - want).abs() <= allowed
 }
 
-/// `got`, output `what` of element `i` (word `at`), against oracle word `word`.
+/// `got`, output `what` of element `i`, against oracle word `word`.
 fn compare(
     case: &Case,
     what: &str,
-    (i, at): (usize, usize),
+    (i, word): (usize, usize),
     got: f32,
-    word: usize,
     failures: &mut Vec<String>,
 ) {
     let (want, allowed) = case.want(i, word);
     if !within(got, want, allowed) {
         failures.push(format!(
-            "{what} word {at}, element {i}: {got} against {want} (allowed {allowed:e})"
+            "{what} word {word}, element {i}: {got} against {want} (allowed {allowed:e})"
         ));
     }
 }
