@@ -75,6 +75,13 @@ pub fn row_pairs_f64(p0: f64, #[constant] p1: [f64; 33]) -> [f64; 5] {
     ]
 }
 
+/// Words of a row's second and third rounds, returned as they are: the stage's mask must
+/// give back every bit pattern.
+#[differentiable]
+pub fn row_words(p0: f32, #[constant] p1: [f32; 33]) -> [f32; 3] {
+    [p1[13] + p0 * 0.0, p1[20], p1[27]]
+}
+
 /// Pairs of both signs over several magnitudes, so that every quadrant of `sin`'s
 /// reduction meets both signs of the product.
 fn pairs() -> Vec<(f32, f32)> {
@@ -246,6 +253,45 @@ fn products_of_words_of_different_rounds_match_the_cpu() {
         })
         .collect();
     let failures = row_disagreements!(row_pairs, args);
+    assert_none(&failures);
+}
+
+/// Hostile words (infinities, NaN, signed zeros, subnormals, the extremes) through the
+/// masked rounds of the stage come back bit for bit (NaN as NaN).
+#[test]
+fn hostile_words_pass_through_the_masked_stage() {
+    let hostile = [
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -0.0,
+        0.0,
+        f32::from_bits(1),
+        -f32::from_bits(0x007f_ffff),
+        f32::MAX,
+        f32::MIN,
+        f32::MIN_POSITIVE,
+        1.0,
+        -1.0,
+    ];
+    let args: Vec<row_words::Args> = (0..hostile.len() * hostile.len())
+        .map(|i| {
+            let mut p1 = [0.5f32; 33];
+            p1[20] = hostile[i % hostile.len()];
+            p1[27] = hostile[i / hostile.len()];
+            row_words::Args { p0: 1.0, p1 }
+        })
+        .collect();
+    let values = row_words::kernel(device()).value(&args).unwrap();
+    let mut failures = Vec::new();
+    for (x, got) in args.iter().zip(&values) {
+        for (w, want) in [(1, x.p1[20]), (2, x.p1[27])] {
+            let same = got[w].to_bits() == want.to_bits() || (got[w].is_nan() && want.is_nan());
+            if !same {
+                failures.push(format!("word {w}: {:e} on the GPU, {want:e} given", got[w]));
+            }
+        }
+    }
     assert_none(&failures);
 }
 
