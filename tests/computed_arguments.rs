@@ -1,10 +1,11 @@
-//! The helpers that take a sign from their argument's bits (`sin`, `signum`, `atan2`),
-//! given arguments the kernel computes (products, differences, words of a row staged
-//! through workgroup memory) rather than arguments it loads: a driver's compiler may fold
-//! `abs(a * b)` into `|a| * |b|` and the sign's bits with it. `tests/gpu_functions.rs`
-//! checks the helpers at loaded arguments; a grammar function (seed 4294968237,
-//! `sin(p1[27] * p0)`) found the GPU's sign of `sin` wrong at negative products on the
-//! H100 while that file passed.
+//! Signs and values at arguments the kernel computes or stages rather than loads: `sin`,
+//! `signum` and `atan2` of products and differences, and `abs`, `<`, `signum` and `sin` of
+//! products of words of a wide row, which the kernels load through workgroup memory in
+//! rounds. A grammar function (seed 4294968237, `sin(p1[27] * p0)`) was wrong on the H100
+//! while `tests/gpu_functions.rs` passed: `p0` and `p1[27]` were read from one stage
+//! address in two rounds, and NVIDIA's compiler took the two reads for one value when it
+//! judged signs (`p1[27] * p0` "a square"). The row stage now masks each round's words
+//! (`emit_wgsl/loads.rs`); these tests fail on the H100 without it.
 
 mod common;
 

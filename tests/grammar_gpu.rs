@@ -332,8 +332,8 @@ fn compare(
     }
 }
 
-/// Seeds whose functions failed on a GPU once (the H100: NaN comparisons, the sign of
-/// `sin` at a computed argument), checked in every run beside the range.
+/// Seeds whose functions failed on a GPU once (the H100: NaN comparisons, two words of a
+/// staged row read as one value), checked in every run beside the range.
 const FAILED_ONCE: [u64; 5] = [1587, 4294967976, 4294968085, 4294968722, 4294968237];
 
 /// Seeds `first..first + count` of `sizes` and those of [`FAILED_ONCE`] (or the seeds
