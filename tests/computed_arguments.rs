@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::device;
+use common::{assert_none, device};
 use gradfuse::differentiable;
 
 #[differentiable]
@@ -175,16 +175,6 @@ fn rows(xs: &[(f32, f32)]) -> Vec<(f32, [f32; 33])> {
             (a, p1)
         })
         .collect()
-}
-
-/// Panics with the first of `failures`, if any.
-fn assert_none(failures: &[String]) {
-    assert!(
-        failures.is_empty(),
-        "{} disagreements, the first: {:#?}",
-        failures.len(),
-        &failures[..failures.len().min(12)]
-    );
 }
 
 /// Each kernel's words against the CPU's (`want`), element `i` named by `at(i)`.

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::device;
+use common::{assert_none, device};
 use gradfuse::differentiable;
 
 macro_rules! unary {
@@ -607,16 +607,4 @@ fn documented_derivatives_at_special_points() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
-/// Fails with every failure listed (the first 40), and the device they happened on.
-fn assert_none(failures: &[String]) {
-    let shown = failures.len().min(40);
-    assert!(
-        failures.is_empty(),
-        "{} on {} (first {shown}):\n{}",
-        failures.len(),
-        device().describe(),
-        failures[..shown].join("\n")
-    );
 }

@@ -33,6 +33,18 @@ pub fn device() -> &'static Device {
     })
 }
 
+/// Fails with every failure listed (the first 40), and the device they happened on.
+pub fn assert_none(failures: &[String]) {
+    let shown = failures.len().min(40);
+    assert!(
+        failures.is_empty(),
+        "{} on {} (first {shown}):\n{}",
+        failures.len(),
+        device().describe(),
+        failures[..shown].join("\n")
+    );
+}
+
 /// A GPU device of the test's own, for a test that changes a device's settings (or
 /// breaks it); `None` where there is no GPU and `GRADFUSE_REQUIRE_GPU` does not ask for one.
 pub fn own_gpu() -> Option<Device> {
