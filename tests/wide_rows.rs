@@ -1,5 +1,6 @@
-//! Kernels whose argument rows are 128 bytes or wider, and which do little work per word,
-//! load them through workgroup memory (`in_stage`, or the stores' stage where the kernel
+//! Kernels whose argument rows are 128 bytes or wider, and which do little work per word
+//! or map the rows through `tanh` (computed then without branches), load them through
+//! workgroup memory (`in_stage`, or the stores' stage where the kernel
 //! has one), consecutive threads loading consecutive words. On the GPU, at a batch that ends inside a workgroup, every kernel
 //! kind gives the CPU versions' values and derivatives, for rows read as `vec4`s, `vec2`s
 //! and single words, in f32 and f64.
@@ -81,19 +82,84 @@ fn wide_rows_are_loaded_through_the_stage() {
             "{what}: rows loaded through {stage}"
         );
     }
-    // A transcendental call per word: the loads overlap the arithmetic, unstaged.
-    assert!(!heavy36::WGSL_FORWARD.contains("in_stage"));
-    let mut rng = Rng(40);
-    let args: Vec<heavy36::Args> = (0..N)
-        .map(|_| heavy36::Args {
+    // A transcendental call per word, but not `tanh`: the loads overlap the arithmetic,
+    // unstaged.
+    assert!(!sin36::WGSL_FORWARD.contains("in_stage"));
+    let mut rng = Rng(39);
+    let args: Vec<sin36::Args> = (0..N)
+        .map(|_| sin36::Args {
             a: uniform(&mut rng),
             s: rng.uniform(0.5, 1.5),
         })
         .collect();
-    let values = heavy36::kernel(device()).value(&args).expect("value");
+    let values = sin36::kernel(device()).value(&args).expect("value");
+    for (e, a) in args.iter().enumerate() {
+        let want = sin36(a.a, a.s);
+        assert!(close(values[e], want), "{e}: {} vs {want}", values[e]);
+    }
+}
+
+/// 37 words a row, a `sin` per word.
+#[differentiable]
+fn sin36(a: [f32; 36], s: f32) -> f32 {
+    let mut acc = 0.0;
+    for i in 0..35 {
+        acc += (a[i] * s).sin() * a[i + 1];
+    }
+    acc * s + a[35]
+}
+
+#[test]
+fn rows_mapped_through_tanh_are_staged_and_match_the_cpu() {
+    // Rows mapped through `tanh` (a call a word) are staged whatever the work per word,
+    // and `tanh` is computed without branches: every kernel kind.
+    for (what, wgsl) in [
+        ("value", heavy36::WGSL_FORWARD),
+        ("tangent", heavy36::WGSL_TANGENT),
+        ("adjoint", heavy36::WGSL_ADJOINT),
+    ] {
+        assert!(
+            wgsl.contains("the group loads them through"),
+            "heavy36 {what}: rows staged"
+        );
+        assert!(
+            wgsl.contains("tanh to about 2 ulp (Cephes' tanhf), without branches"),
+            "heavy36 {what}: branch-free tanh"
+        );
+    }
+    let mut rng = Rng(40);
+    // Arguments of both signs and past 0.625 and 9, where the two forms' paths part.
+    let args: Vec<heavy36::Args> = (0..N)
+        .map(|_| heavy36::Args {
+            a: std::array::from_fn(|_| rng.uniform(-12.0, 12.0)),
+            s: rng.uniform(0.05, 1.5),
+        })
+        .collect();
+    let tangents: Vec<heavy36::Grad> = (0..N)
+        .map(|_| heavy36::Grad {
+            a: uniform(&mut rng),
+            s: rng.uniform(-1.0, 1.0),
+        })
+        .collect();
+    let k = heavy36::kernel(device());
+    let values = k.value(&args).expect("value");
+    let (values2, grads) = k.value_and_grad(&args).expect("value_and_grad");
+    let (values3, dirs) = k.jvp(&args, &tangents).expect("jvp");
     for (e, a) in args.iter().enumerate() {
         let want = heavy36(a.a, a.s);
-        assert!(close(values[e], want), "{e}: {} vs {want}", values[e]);
+        let (_, g) = heavy36::value_and_grad(a);
+        let (_, dir) = heavy36::jvp(a, &tangents[e]);
+        // Sums of 35 terms of up to 12: the sum's size bounds the rounding, not the result's.
+        let scale = 1.0 + a.a.iter().map(|x| x.abs()).sum::<f32>();
+        let near = |got: f32, want: f32| (got - want).abs() <= 1e-5 * scale * (1.0 + want.abs());
+        for got in [values[e], values2[e], values3[e]] {
+            assert!(near(got, want), "{e}: value {got} vs {want}");
+        }
+        for w in 0..36 {
+            assert!(near(grads[e].a[w], g.a[w]), "{e}: d/d a[{w}]");
+        }
+        assert!(near(grads[e].s, g.s), "{e}: d/d s");
+        assert!(near(dirs[e], dir), "{e}: tangent {} vs {dir}", dirs[e]);
     }
 }
 

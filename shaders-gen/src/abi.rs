@@ -459,6 +459,22 @@ pub const STAGE_ROWS_FROM_BYTES: u32 = 128;
 /// array loops' and random programs' tangents, the Jacobians': 15-190) 0.58-0.98x.
 pub const STAGE_ROWS_MAX_WORK_PER_WORD: f64 = 12.0;
 
+/// Whether a kernel of `precision` with `tanh_calls` calls to `tanh` maps its rows of
+/// `row_words` words through it, a call for every four words or more (`b[i] =
+/// (a[i] * s).tanh()`, whose tangent kernel's rows are twice as wide): such a kernel stages its rows ([`RowStage`]) whatever its work
+/// per word, and computes `tanh` without branches (`ops::WGSL_TANH_BRANCH_FREE`). Where a
+/// warp's calls fall on both sides of the branch, the branching `tanh` splits the kernel
+/// into as many blocks, the driver loads every row word before the first and holds them
+/// all (252 registers for `array_64`'s tangent). On the H100 (BENCHMARKS.md, "Rows mapped
+/// through `tanh`"), the stage alone or the branch-free `tanh` alone left `array_32` and
+/// `array_64` level or slower; both together took their adjoints from 76% and 53% of the
+/// roofline to 89% and 66%, their tangents from 82% and 62% to 86% and 76%, their value
+/// kernels from 82% and 80% to 91% and 81%. Random programs (one to three calls for 16 to
+/// 40 words) gained nothing from either, and keep their rows unstaged.
+pub fn rows_mapped_by_tanh(tanh_calls: usize, row_words: u32, precision: Precision) -> bool {
+    precision == Precision::F32 && 4 * tanh_calls >= row_words as usize
+}
+
 /// How a kernel loads argument rows of [`STAGE_ROWS_FROM_BYTES`] or more through
 /// workgroup memory: in rounds, each a slice of `words` words of every element of the
 /// workgroup, which consecutive threads load as consecutive words (runs of `words` words
@@ -477,17 +493,18 @@ impl RowStage {
     /// The stage for rows of `row_words` words read `lanes` at a time by a kernel of
     /// `work` weighted operations per element, in a stage of at most `stage_scalars`
     /// scalars; `None` where the rows are narrower than [`STAGE_ROWS_FROM_BYTES`], the
-    /// kernel computes more than [`STAGE_ROWS_MAX_WORK_PER_WORD`] per word, or the stage
-    /// holds too little for a round to pay.
+    /// kernel computes more than [`STAGE_ROWS_MAX_WORK_PER_WORD`] per word (unless it maps
+    /// its rows through `tanh`, `mapped`: [`rows_mapped_by_tanh`]), or the stage holds too
+    /// little for a round to pay.
     pub fn for_rows(
-        (row_words, work): (u32, f64),
+        (row_words, work, mapped): (u32, f64, bool),
         lanes: u32,
         stage_scalars: u32,
         precision: Precision,
     ) -> Option<RowStage> {
         let bytes = 4 * precision.words_per_scalar();
         if row_words * bytes < STAGE_ROWS_FROM_BYTES
-            || work > STAGE_ROWS_MAX_WORK_PER_WORD * f64::from(row_words)
+            || (!mapped && work > STAGE_ROWS_MAX_WORK_PER_WORD * f64::from(row_words))
         {
             return None;
         }

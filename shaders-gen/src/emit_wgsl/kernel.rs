@@ -15,7 +15,7 @@ use super::streams::SumsIn;
 use crate::abi::{self, ArgLayout, KernelKind};
 use crate::ir::Function;
 use crate::names::{HOISTED_ARRAY, REDUCE_DISTINCT_FN, element_name, reserved};
-use crate::ops::{wgsl_helper, wgsl_helper_source, wgsl_helpers};
+use crate::ops::{WGSL_TANH_BRANCH_FREE, wgsl_helper, wgsl_helper_source, wgsl_helpers};
 use crate::signature::Precision;
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -295,7 +295,12 @@ fn declarations(
         );
     for (name, _, src) in wgsl_helpers(precision) {
         if helpers.contains(name) {
-            let _ = write!(s, "\n{}\n", wgsl_helper_source(name, src, branch_free));
+            let src = if *name == "gf_tanh" && plan.branch_free_tanh {
+                WGSL_TANH_BRANCH_FREE
+            } else {
+                wgsl_helper_source(name, src, branch_free)
+            };
+            let _ = write!(s, "\n{src}\n");
         }
     }
     debug_assert!(

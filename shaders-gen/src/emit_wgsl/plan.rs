@@ -4,6 +4,7 @@
 
 use crate::abi::{self, ArgLayout, KernelKind};
 use crate::ir::{Function, Op};
+use crate::ops::Func;
 use crate::signature::Precision;
 use std::collections::HashMap;
 
@@ -58,6 +59,9 @@ pub(super) struct KernelPlan<'a> {
     /// (`vec4<f32>`) where every staged output of 4 words or more is stored in chunks and
     /// has a multiple of 4 words, else 1 ([`chunk_lanes`]).
     pub chunk_lanes: u32,
+    /// Whether the kernel computes `tanh` without branches: it stages rows it maps through
+    /// `tanh` ([`abi::rows_mapped_by_tanh`]).
+    pub branch_free_tanh: bool,
 }
 
 /// The workgroup array through which a kernel loads its argument rows.
@@ -151,6 +155,10 @@ impl<'a> KernelPlan<'a> {
                 .iter()
                 .any(|o| Self::stages_output_of(o.1, precision));
         let lanes = abi::vector_lanes(layout.words);
+        let tanh_calls = (f.nodes.iter())
+            .filter(|n| matches!(n.op, Op::Call(Func::Tanh, _)))
+            .count();
+        let mapped = abi::rows_mapped_by_tanh(tanh_calls, layout.words, precision);
         let row_stage = if gathered || reduces {
             None
         } else {
@@ -161,7 +169,7 @@ impl<'a> KernelPlan<'a> {
             } else {
                 None
             };
-            row_stage(layout, (lanes, work), store_stage)
+            row_stage(layout, (lanes, work, mapped), store_stage)
         };
         let chunk_lanes = chunk_lanes(kind, &outputs, chunked, row_stage, precision);
         KernelPlan {
@@ -182,6 +190,7 @@ impl<'a> KernelPlan<'a> {
             elements,
             row_stage,
             element_arrays,
+            branch_free_tanh: mapped && row_stage.is_some(),
         }
     }
 
@@ -303,16 +312,17 @@ fn chunk_lanes(
     if fits { 4 } else { 1 }
 }
 
-/// How a kernel of `work` weighted operations per element whose other workgroup array is
+/// How a kernel of `work` weighted operations per element (`mapped`: through `tanh`,
+/// [`abi::rows_mapped_by_tanh`]) whose other workgroup array is
 /// `store_stage` (its name and words per thread) loads argument rows: through an array of its own in the memory the other
 /// leaves, or through the other where that gives longer rounds.
 fn row_stage(
     layout: &ArgLayout,
-    (lanes, work): (u32, f64),
+    (lanes, work, mapped): (u32, f64, bool),
     store_stage: Option<(&'static str, u32)>,
 ) -> Option<(abi::RowStage, StageArray)> {
     let (words, precision) = (layout.words, layout.precision);
-    let words = (words, work);
+    let words = (words, work, mapped);
     let guaranteed = abi::GUARANTEED_WORKGROUP_BYTES / (4 * precision.words_per_scalar());
     let other = store_stage.map_or(0, |(_, w)| w * abi::WORKGROUP_SIZE);
     let own = abi::RowStage::for_rows(words, lanes, guaranteed - other, precision)
