@@ -460,12 +460,13 @@ pub const STAGE_ROWS_FROM_BYTES: u32 = 128;
 pub const STAGE_ROWS_MAX_WORK_PER_WORD: f64 = 12.0;
 
 /// Whether a kernel of `precision` with `tanh_calls` calls to `tanh` maps its rows of
-/// `row_words` words through it, a call for every four words or more (`b[i] =
-/// (a[i] * s).tanh()`, whose tangent kernel's rows are twice as wide): such a kernel stages its rows ([`RowStage`]) whatever its work
-/// per word, and computes `tanh` without branches (`ops::WGSL_TANH_BRANCH_FREE`). Where a
-/// warp's calls fall on both sides of the branch, the branching `tanh` splits the kernel
-/// into as many blocks, the driver loads every row word before the first and holds them
-/// all (252 registers for `array_64`'s tangent). On the H100 (BENCHMARKS.md, "Rows mapped
+/// `row_words` words through it, a call for every four words or more
+/// (`b[i] = (a[i] * s).tanh()`, whose tangent kernel's rows are twice as wide): such a
+/// kernel stages its rows ([`RowStage`]) whatever its work per word, and computes `tanh`
+/// without branches (`ops::WGSL_TANH_BRANCH_FREE`). Where a warp's calls fall on both sides
+/// of the branch, the branching `tanh` runs both paths, a branch each; without branches,
+/// the driver spreads the row's loads from memory through the arithmetic and the warps wait
+/// on each, unless the loads read the stage. On the H100 (BENCHMARKS.md, "Rows mapped
 /// through `tanh`"), the stage alone or the branch-free `tanh` alone left `array_32` and
 /// `array_64` level or slower; both together took their adjoints from 76% and 53% of the
 /// roofline to 89% and 66%, their tangents from 82% and 62% to 86% and 76%, their value
