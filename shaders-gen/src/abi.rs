@@ -459,19 +459,27 @@ pub const STAGE_ROWS_FROM_BYTES: u32 = 128;
 /// array loops' and random programs' tangents, the Jacobians': 15-190) 0.58-0.98x.
 pub const STAGE_ROWS_MAX_WORK_PER_WORD: f64 = 12.0;
 
+/// The bound of [`STAGE_ROWS_MAX_WORK_PER_WORD`] for a kernel that maps its rows through
+/// `tanh` ([`rows_mapped_by_tanh`]). The array loops it was measured on do 16-31 weighted
+/// operations per word; networks of 32 and 40 inputs through `tanh` layers over shared
+/// weights (1,000-3,250 a word) ran their value kernels up to 1.39x slower staged with the
+/// branch-free `tanh` on the H100 (BENCHMARKS.md, "Rows mapped through `tanh`"), and keep
+/// their rows unstaged.
+pub const STAGE_MAPPED_ROWS_MAX_WORK_PER_WORD: f64 = 64.0;
+
 /// Whether a kernel of `precision` with `tanh_calls` calls to `tanh` maps its rows of
 /// `row_words` words through it, a call for every four words or more
 /// (`b[i] = (a[i] * s).tanh()`, whose tangent kernel's rows are twice as wide): such a
-/// kernel stages its rows ([`RowStage`]) whatever its work per word, and computes `tanh`
-/// without branches (`ops::WGSL_TANH_BRANCH_FREE`). Where a warp's calls fall on both sides
-/// of the branch, the branching `tanh` runs both paths, a branch each; without branches,
-/// the driver spreads the row's loads from memory through the arithmetic and the warps wait
-/// on each, unless the loads read the stage. On the H100 (BENCHMARKS.md, "Rows mapped
-/// through `tanh`"), the stage alone or the branch-free `tanh` alone left `array_32` and
-/// `array_64` level or slower; both together took their adjoints from 76% and 53% of the
-/// roofline to 89% and 66%, their tangents from 82% and 62% to 86% and 76%, their value
-/// kernels from 82% and 80% to 91% and 81%. Random programs (one to three calls for 16 to
-/// 40 words) gained nothing from either, and keep their rows unstaged.
+/// kernel stages its rows ([`RowStage`]) up to [`STAGE_MAPPED_ROWS_MAX_WORK_PER_WORD`], and
+/// computes `tanh` without branches (`ops::WGSL_TANH_BRANCH_FREE`). Where a warp's calls
+/// fall on both sides of the branch, the branching `tanh` runs both paths, a branch each;
+/// without branches, the driver spreads the row's loads from memory through the arithmetic
+/// and the warps wait on each, unless the loads read the stage. On the H100 (BENCHMARKS.md,
+/// "Rows mapped through `tanh`"), the stage alone or the branch-free `tanh` alone left
+/// `array_32` and `array_64` level or slower; both together took their adjoints from 76%
+/// and 53% of the roofline to 89% and 66%, their tangents from 82% and 62% to 86% and 76%,
+/// their value kernels from 82% and 80% to 91% and 81%. Random programs (one to three calls
+/// for 16 to 40 words) gained nothing from either, and keep their rows unstaged.
 pub fn rows_mapped_by_tanh(tanh_calls: usize, row_words: u32, precision: Precision) -> bool {
     precision == Precision::F32 && 4 * tanh_calls >= row_words as usize
 }
@@ -494,9 +502,9 @@ impl RowStage {
     /// The stage for rows of `row_words` words read `lanes` at a time by a kernel of
     /// `work` weighted operations per element, in a stage of at most `stage_scalars`
     /// scalars; `None` where the rows are narrower than [`STAGE_ROWS_FROM_BYTES`], the
-    /// kernel computes more than [`STAGE_ROWS_MAX_WORK_PER_WORD`] per word (unless it maps
-    /// its rows through `tanh`, `mapped`: [`rows_mapped_by_tanh`]), or the stage holds too
-    /// little for a round to pay.
+    /// kernel computes more than [`STAGE_ROWS_MAX_WORK_PER_WORD`] per word (or, where it
+    /// maps its rows through `tanh`, `mapped`, [`STAGE_MAPPED_ROWS_MAX_WORK_PER_WORD`]), or
+    /// the stage holds too little for a round to pay.
     pub fn for_rows(
         (row_words, work, mapped): (u32, f64, bool),
         lanes: u32,
@@ -504,9 +512,12 @@ impl RowStage {
         precision: Precision,
     ) -> Option<RowStage> {
         let bytes = 4 * precision.words_per_scalar();
-        if row_words * bytes < STAGE_ROWS_FROM_BYTES
-            || (!mapped && work > STAGE_ROWS_MAX_WORK_PER_WORD * f64::from(row_words))
-        {
+        let most_work = if mapped {
+            STAGE_MAPPED_ROWS_MAX_WORK_PER_WORD
+        } else {
+            STAGE_ROWS_MAX_WORK_PER_WORD
+        };
+        if row_words * bytes < STAGE_ROWS_FROM_BYTES || work > most_work * f64::from(row_words) {
             return None;
         }
         let most_stride = stage_scalars / WORKGROUP_SIZE;
