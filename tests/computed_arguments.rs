@@ -359,3 +359,60 @@ fn sin_of_a_staged_row_word_matches_the_cpu() {
     }
     assert_none(&failures);
 }
+
+/// The row tests above hold only while the kernels stage these rows in rounds through one
+/// stage, so that words of different rounds share an address: every kernel kind of every
+/// row function in two rounds or more, and one of each function's in three (the tangent's
+/// 68-word rows), where every pair of rounds meets.
+#[test]
+fn the_row_functions_share_stage_addresses_across_rounds() {
+    let staged = "the group loads them through";
+    for (function, kernels) in [
+        (
+            "sin_of_row_word",
+            [
+                sin_of_row_word::WGSL_FORWARD,
+                sin_of_row_word::WGSL_TANGENT,
+                sin_of_row_word::WGSL_ADJOINT,
+            ],
+        ),
+        (
+            "row_product_signs",
+            [
+                row_product_signs::WGSL_FORWARD,
+                row_product_signs::WGSL_TANGENT,
+                row_product_signs::WGSL_JACOBIAN,
+            ],
+        ),
+        (
+            "row_pairs",
+            [
+                row_pairs::WGSL_FORWARD,
+                row_pairs::WGSL_TANGENT,
+                row_pairs::WGSL_JACOBIAN,
+            ],
+        ),
+        (
+            "row_words",
+            [
+                row_words::WGSL_FORWARD,
+                row_words::WGSL_TANGENT,
+                row_words::WGSL_JACOBIAN,
+            ],
+        ),
+    ] {
+        for wgsl in kernels {
+            assert!(wgsl.contains(staged), "{function}: rows staged");
+            // Round 1's words masked: two rounds or more through one stage.
+            assert!(wgsl.contains(") ^ 1u)"), "{function}: two rounds or more");
+        }
+        assert!(
+            kernels.iter().any(|wgsl| wgsl.contains(") ^ 2u)")),
+            "{function}: three rounds in one kernel"
+        );
+    }
+    assert!(
+        row_pairs_f64::WGSL_FORWARD.contains(staged),
+        "row_pairs_f64: rows staged"
+    );
+}
