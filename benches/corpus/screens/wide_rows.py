@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""Variants of the corpus's wide-row kernels (`array_64`'s adjoint and tangent), written from the kernels the corpus bench writes, to screen what
-holds them under 70% of their roofline (BENCHMARKS.md, "Wide rows: ...").
+"""Variants of the corpus's wide-row kernels, written from the kernels the corpus bench
+writes, to screen what holds them under 70% of their roofline (BENCHMARKS.md, "Rows mapped
+through `tanh`").
 
-    GRADFUSE_CORPUS_WRITE_ONLY=1 GRADFUSE_CORPUS_VARIANTS=dir \
-        GRADFUSE_CORPUS_ONLY="array_64 stencil_64" GRADFUSE_CORPUS_KINDS="adjoint tangent" \
-        .bench/corpus --bench
-    python3 benches/corpus/screens/wide_rows.py dir
+    GRADFUSE_CORPUS_WRITE_ONLY=1 GRADFUSE_CORPUS_VARIANTS=dir .bench/corpus --bench
+    python3 benches/corpus/screens/wide_rows.py dir [--all]
 
 writes dir/<function>.<kernel>~<name>.wgsl, which the bench times beside the generated
-kernel once they agree on 3,000 elements:
+kernel once they agree on 3,000 elements. With `--all`, `bft`, `v4` and `bft_v4` for every
+kernel they apply to; without, `array_64`'s adjoint and tangent in these forms:
 
 - `w128`: the generated kernel at a fixed 128 threads (the control for the others);
 - `round`: every element of the workgroup stages its gradient in one round (128 x 65 words,
@@ -23,15 +23,12 @@ import pathlib
 import re
 import sys
 
-BRANCH_FREE_TANH = """fn gf_tanh(x: f32) -> f32 {
-    let ax = abs(x);
-    let e = 1.0 - 2.0 / (exp(2.0 * ax) + 1.0);
-    let t = select(e, 1.0, !(ax < 9.0));
-    let z = x * x;
-    let p = ((((-5.70498872745e-3 * z + 2.06390887954e-2) * z - 5.37397155531e-2) * z + 1.33314422036e-1) * z - 3.33332819422e-1) * z * x + x;
-    return select(p, select(t, -t, x < 0.0), ax >= 0.625);
-}
-"""
+
+def branch_free_tanh():
+    """`ops::WGSL_TANH_BRANCH_FREE`, read from the generator's source."""
+    ops = pathlib.Path(__file__).resolve().parents[3] / "shaders-gen/src/ops.rs"
+    literal = re.search(r'pub const WGSL_TANH_BRANCH_FREE: &str = "(.*)";', ops.read_text()).group(1)
+    return literal.replace("\\n", "\n").replace('\\"', '"') + "\n"
 
 
 def fixed_size(src, size):
@@ -42,7 +39,7 @@ def fixed_size(src, size):
 def branch_free(src):
     start = src.index("fn gf_tanh(")
     end = src.index("\n}\n", start) + 3
-    return src[:start] + BRANCH_FREE_TANH + src[end:]
+    return src[:start] + branch_free_tanh() + src[end:]
 
 
 def one_round(src, words, size):
