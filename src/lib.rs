@@ -40,11 +40,11 @@ extern crate self as gradfuse;
 pub use gradfuse_macros::__differentiable_with;
 pub use gradfuse_macros::differentiable;
 pub use gradfuse_runtime::{
-    Adam, BatchedLm, BatchedSummary, BlockId, Buffer, DISABLE_F64_ENV, Device, Dual, Error,
-    FieldSpec, Floats, GatheredSpec, HyperDual, Index, IterationReport, KernelSpec, KernelTime,
-    LevenbergMarquardt, Loss, MAX_ROW_WORDS, Momentum, OutputSpec, Pinned, Precision, Problem,
-    REQUIRE_GPU_ENV, Real, Recording, ReductionSpec, Residuals, RowsEntry, SharedSpec, Source,
-    Summary, Termination, WORKGROUP_BYTES_OVERRIDE, WORKGROUP_SIZE_OVERRIDE,
+    ARGS_BINDING_ALIGN, Adam, BatchedLm, BatchedSummary, BlockId, Buffer, DISABLE_F64_ENV, Device,
+    Dual, Error, FieldSpec, Floats, GatheredSpec, HyperDual, Index, IterationReport, KernelSpec,
+    KernelTime, LevenbergMarquardt, Loss, MAX_ROW_WORDS, Momentum, OutputSpec, Pinned, Precision,
+    Problem, REQUIRE_GPU_ENV, Real, Recording, ReductionSpec, Residuals, RowsEntry, SharedSpec,
+    Source, Summary, Termination, WORKGROUP_BYTES_OVERRIDE, WORKGROUP_SIZE_OVERRIDE,
 };
 #[doc(hidden)]
 pub use gradfuse_runtime::{

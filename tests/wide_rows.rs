@@ -1,7 +1,8 @@
 //! Kernels whose argument rows are 128 bytes or wider, and which do little work per word
 //! or map the rows through `tanh` (computed then without branches), load them through
 //! workgroup memory (`in_stage`, or the stores' stage where the kernel
-//! has one), consecutive threads loading consecutive words. On the GPU, at a batch that ends inside a workgroup, every kernel
+//! has one), consecutive threads loading consecutive words; an adjoint whose rows are
+//! mapped through `tanh` reads them as `vec4`s from their aligned start instead. On the GPU, at a batch that ends inside a workgroup, every kernel
 //! kind gives the CPU versions' values and derivatives, for rows read as `vec4`s, `vec2`s
 //! and single words, in f32 and f64.
 
@@ -110,32 +111,64 @@ fn sin36(a: [f32; 36], s: f32) -> f32 {
 }
 
 #[test]
-fn rows_mapped_through_tanh_are_staged_and_match_the_cpu() {
-    // Rows mapped through `tanh` (a call a word) are staged whatever the work per word,
-    // and `tanh` is computed without branches: every kernel kind.
-    for (what, wgsl) in [
-        ("value", heavy36::WGSL_FORWARD),
-        ("tangent", heavy36::WGSL_TANGENT),
-        ("adjoint", heavy36::WGSL_ADJOINT),
+fn rows_mapped_through_tanh_are_staged_or_read_as_vec4s_and_match_the_cpu() {
+    // Rows mapped through `tanh` (a call a word) are staged whatever the work per word, but
+    // for the adjoint's, read as `vec4`s from their aligned start; `tanh` is computed
+    // without branches in every kind.
+    for (what, wgsl, staged) in [
+        ("value", heavy36::WGSL_FORWARD, true),
+        ("tangent", heavy36::WGSL_TANGENT, true),
+        ("adjoint", heavy36::WGSL_ADJOINT, false),
     ] {
-        assert!(
+        assert_eq!(
             wgsl.contains("the group loads them through"),
+            staged,
             "heavy36 {what}: rows staged"
+        );
+        assert_eq!(
+            wgsl.contains("var<storage, read> args: array<vec4<f32>>;"),
+            !staged,
+            "heavy36 {what}: rows as vec4s"
         );
         assert!(
             wgsl.contains("tanh to about 2 ulp (Cephes' tanhf), without branches"),
             "heavy36 {what}: branch-free tanh"
         );
     }
-    let mut rng = Rng(40);
-    // Arguments of both signs and past 0.625 and 9, where the two forms' paths part.
-    let args: Vec<heavy36::Args> = (0..N)
+    // The compiler reads past the last row by what the runtime pads bindings to.
+    assert_eq!(
+        u64::from(gradfuse_shaders_gen::abi::ARGS_BINDING_ALIGN),
+        gradfuse::ARGS_BINDING_ALIGN
+    );
+    // Batches whose rows end inside a `vec4` (37 words a row): the last element's last
+    // `vec4` is the binding's padding. One element, a launch binding its mapped buffers,
+    // one copying into device buffers.
+    for n in [1, 3, 699, 2047] {
+        heavy36_matches_the_cpu(n);
+    }
+}
+
+/// Arguments of both signs and past 0.625 and 9, where the two forms of `tanh` part.
+fn heavy36_args(rng: &mut Rng, n: usize) -> Vec<heavy36::Args> {
+    (0..n)
         .map(|_| heavy36::Args {
             a: std::array::from_fn(|_| rng.uniform(-12.0, 12.0)),
             s: rng.uniform(0.05, 1.5),
         })
-        .collect();
-    let tangents: Vec<heavy36::Grad> = (0..N)
+        .collect()
+}
+
+/// Whether `got` is `want` of element `a` to the rounding of sums of 35 terms of up to 12
+/// (the sum's size bounds the rounding, not the result's).
+fn heavy36_near(a: &heavy36::Args, got: f32, want: f32) -> bool {
+    let scale = 1.0 + a.a.iter().map(|x| x.abs()).sum::<f32>();
+    (got - want).abs() <= 1e-5 * scale * (1.0 + want.abs())
+}
+
+fn heavy36_matches_the_cpu(n: usize) {
+    let mut rng = Rng(40 + n as u64);
+    let args = heavy36_args(&mut rng, n);
+    let tangents: Vec<heavy36::Grad> = (0..n)
         .map(|_| heavy36::Grad {
             a: uniform(&mut rng),
             s: rng.uniform(-1.0, 1.0),
@@ -149,17 +182,55 @@ fn rows_mapped_through_tanh_are_staged_and_match_the_cpu() {
         let want = heavy36(a.a, a.s);
         let (_, g) = heavy36::value_and_grad(a);
         let (_, dir) = heavy36::jvp(a, &tangents[e]);
-        // Sums of 35 terms of up to 12: the sum's size bounds the rounding, not the result's.
-        let scale = 1.0 + a.a.iter().map(|x| x.abs()).sum::<f32>();
-        let near = |got: f32, want: f32| (got - want).abs() <= 1e-5 * scale * (1.0 + want.abs());
+        let near = |got, want| heavy36_near(a, got, want);
         for got in [values[e], values2[e], values3[e]] {
-            assert!(near(got, want), "{e}: value {got} vs {want}");
+            assert!(near(got, want), "n {n}, {e}: value {got} vs {want}");
         }
         for w in 0..36 {
-            assert!(near(grads[e].a[w], g.a[w]), "{e}: d/d a[{w}]");
+            assert!(near(grads[e].a[w], g.a[w]), "n {n}, {e}: d/d a[{w}]");
         }
-        assert!(near(grads[e].s, g.s), "{e}: d/d s");
-        assert!(near(dirs[e], dir), "{e}: tangent {} vs {dir}", dirs[e]);
+        assert!(near(grads[e].s, g.s), "n {n}, {e}: d/d s");
+        assert!(
+            near(dirs[e], dir),
+            "n {n}, {e}: tangent {} vs {dir}",
+            dirs[e]
+        );
+    }
+}
+
+#[test]
+fn rows_read_as_vec4s_from_device_buffers_match_the_cpu() {
+    // A recorded launch binds the user's buffer of 37-word rows in chunks: the last
+    // chunk's binding ends in the buffer's padding.
+    let d = device();
+    let mut rng = Rng(45);
+    let n = 4093;
+    let args = heavy36_args(&mut rng, n);
+    let k = heavy36::kernel(d);
+    let a = d.buffer(&args).expect("args");
+    let (values, grads) = (
+        d.zeros::<f32>(n).expect("values"),
+        d.zeros::<heavy36::Grad>(n).expect("grads"),
+    );
+    let mut rec = d.record();
+    k.value_and_grad_to(&mut rec, &a, &values, &grads)
+        .expect("record");
+    rec.submit().expect("submit");
+    let (values, grads) = (
+        d.read(&values).expect("read"),
+        d.read(&grads).expect("read"),
+    );
+    for (e, a) in args.iter().enumerate() {
+        let (v, g) = heavy36::value_and_grad(a);
+        assert!(
+            heavy36_near(a, values[e], v),
+            "{e}: value {} vs {v}",
+            values[e]
+        );
+        for w in 0..36 {
+            assert!(heavy36_near(a, grads[e].a[w], g.a[w]), "{e}: d/d a[{w}]");
+        }
+        assert!(heavy36_near(a, grads[e].s, g.s), "{e}: d/d s");
     }
 }
 

@@ -58,8 +58,9 @@ pub use spec::KernelTime;
 #[doc(hidden)]
 pub use spec::tangent_rows;
 pub use spec::{
-    DISABLE_F64_ENV, FieldSpec, Floats, GatheredSpec, KernelSpec, OutputSpec, Precision,
-    ReductionSpec, RowsEntry, SharedSpec, WORKGROUP_BYTES_OVERRIDE, WORKGROUP_SIZE_OVERRIDE,
+    ARGS_BINDING_ALIGN, DISABLE_F64_ENV, FieldSpec, Floats, GatheredSpec, KernelSpec, OutputSpec,
+    Precision, ReductionSpec, RowsEntry, SharedSpec, WORKGROUP_BYTES_OVERRIDE,
+    WORKGROUP_SIZE_OVERRIDE,
 };
 #[doc(hidden)]
 pub use vectors::Coefficient;

@@ -22,6 +22,21 @@ pub const WORKGROUP_BYTES_OVERRIDE: &str = "gf_workgroup_bytes";
 /// `names::WORKGROUP_SIZE_OVERRIDE` is the same name.
 pub const WORKGROUP_SIZE_OVERRIDE: &str = "gf_workgroup_size";
 
+/// Bytes every binding of a kernel's argument rows (`args`) is a whole number of. A kernel
+/// may read its rows as `vec4`s from each row's 16-byte-aligned start and take the words
+/// it needs from them (the compiler's `abi::ARGS_BINDING_ALIGN`): the last element's last
+/// `vec4` then reaches past its row, into the padding, which such a binding must cover.
+pub const ARGS_BINDING_ALIGN: u64 = 16;
+
+/// The bytes of a binding of `elements` rows of `words` words: whole
+/// [`ARGS_BINDING_ALIGN`]s, and never empty (a kernel without per-element arguments still
+/// binds an input it never reads).
+pub(crate) fn args_binding_bytes(elements: usize, words: u32) -> u64 {
+    (elements as u64 * words as u64 * 4)
+        .next_multiple_of(ARGS_BINDING_ALIGN)
+        .max(ARGS_BINDING_ALIGN)
+}
+
 /// Whether the environment flag `name` is set (to anything but empty or `0`).
 pub(crate) fn env_flag(name: &str) -> bool {
     std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0")

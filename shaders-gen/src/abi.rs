@@ -470,7 +470,8 @@ pub const STAGE_MAPPED_ROWS_MAX_WORK_PER_WORD: f64 = 64.0;
 /// Whether a kernel of `precision` with `tanh_calls` calls to `tanh` maps its rows of
 /// `row_words` words through it, a call for every four words or more
 /// (`b[i] = (a[i] * s).tanh()`, whose tangent kernel's rows are twice as wide): such a
-/// kernel stages its rows ([`RowStage`]) up to [`STAGE_MAPPED_ROWS_MAX_WORK_PER_WORD`], and
+/// kernel stages its rows ([`RowStage`]) up to [`STAGE_MAPPED_ROWS_MAX_WORK_PER_WORD`] (an
+/// adjoint may read them as `vec4`s instead, [`mapped_rows_as_vec4s`]), and
 /// computes `tanh` without branches (`ops::WGSL_TANH_BRANCH_FREE`). Where a warp's calls
 /// fall on both sides of the branch, the branching `tanh` runs both paths, a branch each;
 /// without branches, the driver spreads the row's loads from memory through the arithmetic
@@ -483,6 +484,27 @@ pub const STAGE_MAPPED_ROWS_MAX_WORK_PER_WORD: f64 = 64.0;
 pub fn rows_mapped_by_tanh(tanh_calls: usize, row_words: u32, precision: Precision) -> bool {
     precision == Precision::F32 && 4 * tanh_calls >= row_words as usize
 }
+
+/// Whether a kernel of `kind` whose rows of `lanes`-word loads would be staged because
+/// they are mapped through `tanh` ([`rows_mapped_by_tanh`]) reads them as `vec4`s from
+/// each row's 16-byte-aligned start instead, taking each word from two neighbouring
+/// `vec4`s by the row's offset (three selects a word): an adjoint of single-word loads. An
+/// adjoint stages its gradients through workgroup memory as well, and its rows' stage
+/// shares that memory or halves it; on the H100 (BENCHMARKS.md, "Rows mapped through
+/// `tanh`", call 3, side by side), `array_32`'s and `array_64`'s adjoints ran at 92% and
+/// 75% of the roofline reading `vec4`s, 89% and 66% staged. Their value and tangent
+/// kernels ran faster staged (`array_32`'s at 91% and 86% against 85% and 80%), and keep
+/// their stage; rows of `vec2` loads were measured in tangents only.
+///
+/// Such a kernel reads up to 15 bytes past the last element's row: every binding of
+/// argument rows is a whole number of [`ARGS_BINDING_ALIGN`] bytes.
+pub fn mapped_rows_as_vec4s(kind: KernelKind, mapped: bool, lanes: u32) -> bool {
+    mapped && kind == KernelKind::Adjoint && lanes == 1
+}
+
+/// Bytes every binding of argument rows is a whole number of, so that a kernel may read
+/// its rows as `vec4`s ([`mapped_rows_as_vec4s`]); the runtime's `ARGS_BINDING_ALIGN`.
+pub const ARGS_BINDING_ALIGN: u32 = 16;
 
 /// How a kernel loads argument rows of [`STAGE_ROWS_FROM_BYTES`] or more through
 /// workgroup memory: in rounds, each a slice of `words` words of every element of the

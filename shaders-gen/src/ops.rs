@@ -406,7 +406,7 @@ pub fn wgsl_helper_source(name: &str, src: &'static str, branch_free: bool) -> &
 /// `tests/branch_free.rs`). Two kinds of kernel take it, where a warp's `tanh`s diverge:
 /// the cooperative network adjoint (`emit_wgsl::network`; its 8-64-64-1 adjoint ran 17.9
 /// -> 16.1 ms at 2^24 on the H200 with it), and kernels that stage rows they map through
-/// `tanh` (`abi::rows_mapped_by_tanh`). Other kernels keep the branching form: the
+/// `tanh` or read them as `vec4`s (`abi::rows_mapped_by_tanh`). Other kernels keep the branching form: the
 /// 8-32-32-1's value ran 0.113 -> 0.721 ms at 2^20 with it (BENCHMARKS.md, "Without bounds
 /// checks"), random programs 1-7% slower (BENCHMARKS.md, "Rows mapped through `tanh`").
 pub const WGSL_TANH_BRANCH_FREE: &str = "// tanh to about 2 ulp (Cephes' tanhf), without branches: the polynomial below 0.625\n// and 1 - 2 / (exp(2|x|) + 1) above both computed, one selected; 1 from 9 on.\nfn gf_tanh(x: f32) -> f32 {\n    let ax = abs(x);\n    let e = 1.0 - 2.0 / (exp(2.0 * ax) + 1.0);\n    let t = select(e, 1.0, !(ax < 9.0));\n    let z = x * x;\n    let p = ((((-5.70498872745e-3 * z + 2.06390887954e-2) * z - 5.37397155531e-2) * z + 1.33314422036e-1) * z - 3.33332819422e-1) * z * x + x;\n    return select(p, select(t, -t, x < 0.0), ax >= 0.625);\n}";

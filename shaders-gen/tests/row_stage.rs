@@ -1,13 +1,16 @@
-//! Which kernels load their argument rows through workgroup memory, and which write `tanh`
-//! without branches: rows mapped through `tanh` (`abi::rows_mapped_by_tanh`) are staged
-//! with the branch-free form up to `abi::STAGE_MAPPED_ROWS_MAX_WORK_PER_WORD`; networks over
-//! shared weights, rows with a few `tanh` calls and f64 rows keep their loads and the
-//! branching form. (`tests/wide_rows.rs` runs such kernels against the CPU.)
+//! Which kernels load their argument rows through workgroup memory, which read them as
+//! `vec4`s, and which write `tanh` without branches: rows mapped through `tanh`
+//! (`abi::rows_mapped_by_tanh`) are staged with the branch-free form up to
+//! `abi::STAGE_MAPPED_ROWS_MAX_WORK_PER_WORD`, but for an adjoint's rows of single-word
+//! loads, read as `vec4`s instead (`abi::mapped_rows_as_vec4s`); networks over shared
+//! weights, rows with a few `tanh` calls and f64 rows keep their loads and the branching
+//! form. (`tests/wide_rows.rs` runs such kernels against the CPU.)
 
 use gradfuse_shaders_gen::compile_str;
 
 const STAGED: &str = "the group loads them through";
 const BRANCH_FREE_TANH: &str = "tanh to about 2 ulp (Cephes' tanhf), without branches";
+const VEC4_ROWS: &str = "var<storage, read> args: array<vec4<f32>>;";
 
 /// The three kernels of `src`: value, tangent, adjoint.
 fn kernels(src: &str) -> [(&'static str, String); 3] {
@@ -33,9 +36,32 @@ fn rows_mapped_through_tanh_are_staged_with_tanh_branch_free() {
         acc * acc
     }";
     for (kind, wgsl) in kernels(src) {
-        assert!(wgsl.contains(STAGED), "{kind}: rows staged");
+        // The adjoint stages its gradients: its rows of 41 single words are read as
+        // `vec4`s from their aligned start instead, 12 of them.
+        let adjoint = kind == "adjoint";
+        assert_eq!(wgsl.contains(STAGED), !adjoint, "{kind}: rows staged");
+        assert_eq!(wgsl.contains(VEC4_ROWS), adjoint, "{kind}: rows as vec4s");
         assert!(wgsl.contains(BRANCH_FREE_TANH), "{kind}: tanh branch-free");
     }
+    let adjoint = &kernels(src)[2].1;
+    assert!(adjoint.contains("let row_r11 = args[min(row_q + 11u, arrayLength(&args) - 1u)];"));
+    assert!(!adjoint.contains("row_r12"));
+    assert!(adjoint.contains("let a_39 = row_w9.w;") && adjoint.contains("let s = row_w10.x;"));
+}
+
+#[test]
+fn an_adjoint_of_pairs_of_words_mapped_through_tanh_keeps_its_stage() {
+    // 42 words a row: `vec2` loads, which were measured read as `vec4`s in tangents only.
+    let src = "fn pairs(a: [f32; 40], s: f32, t: f32) -> f32 {
+        let mut acc = 0.0;
+        for i in 0..40 {
+            acc += (a[i] * s).tanh() * t;
+        }
+        acc
+    }";
+    let adjoint = &kernels(src)[2].1;
+    assert!(adjoint.contains(STAGED) && !adjoint.contains("vec4<f32>>;"));
+    assert!(adjoint.contains(BRANCH_FREE_TANH));
 }
 
 #[test]
@@ -86,6 +112,7 @@ fn a_few_tanh_calls_on_a_wide_row_keep_the_loads_and_branches() {
     }";
     for (kind, wgsl) in kernels(src) {
         assert!(!wgsl.contains(STAGED), "{kind}: rows not staged");
+        assert!(!wgsl.contains(VEC4_ROWS), "{kind}: rows read word by word");
         assert!(!wgsl.contains(BRANCH_FREE_TANH), "{kind}: tanh branching");
     }
 }

@@ -10,7 +10,7 @@ use crate::error::Error;
 use crate::gather::Field;
 use crate::gather_launch::GatherOutputs;
 use crate::recording::Bindings;
-use crate::spec::{FieldSpec, GatheredSpec, KernelSpec};
+use crate::spec::{FieldSpec, GatheredSpec, KernelSpec, args_binding_bytes};
 use std::num::NonZeroU64;
 use std::sync::Arc;
 use wgpu::util::DeviceExt;
@@ -314,10 +314,13 @@ impl ArgsIn<'_> {
     ) {
         let at = |binding, (buffer, offset, size)| (binding, buffer, offset, size);
         match self {
-            ArgsIn::Rows(input) => buffers.push(at(
-                spec.input_binding,
-                words_range(input.gpu(), spec.input_words, start, m),
-            )),
+            ArgsIn::Rows(input) => {
+                // Whole `ARGS_BINDING_ALIGN`s past the rows: the buffer's length is rounded
+                // to them, and a chunk starts at a multiple of them.
+                let (buffer, offset, _) = words_range(input.gpu(), spec.input_words, start, m);
+                let size = NonZeroU64::new(args_binding_bytes(m, spec.input_words));
+                buffers.push((spec.input_binding, buffer, offset, size));
+            }
             ArgsIn::Fields(specs, fields) => {
                 for (fs, f) in specs.iter().zip(fields.iter()) {
                     let (rows, index) = match &f.index {

@@ -4,7 +4,7 @@
 use super::pipelines::Pipelines;
 use super::{Gpu, MIN_CAPACITY, PARAMS_BYTES, SETS_PER_KEY, key, lock};
 use crate::error::Error;
-use crate::spec::{KernelSpec, SharedSpec};
+use crate::spec::{KernelSpec, SharedSpec, args_binding_bytes};
 
 /// Largest launch set, in bytes of its upload and staging buffers together, whose kernel
 /// binds them rather than device buffers: a few elements' launch, where the copies cost
@@ -82,8 +82,7 @@ impl SetLayout {
             None => (0, 0),
         };
         let args_at = at;
-        // A kernel without per-element arguments still binds a (never read) input.
-        let upload_bytes = args_at + (capacity as u64 * spec.input_words as u64 * 4).max(16);
+        let upload_bytes = args_at + args_binding_bytes(capacity, spec.input_words);
         let mut at = 0;
         let outputs_at = spec
             .outputs
@@ -191,7 +190,7 @@ impl Gpu {
             input: self.buffer(
                 spec.label,
                 U::STORAGE | U::COPY_DST,
-                words(spec.input_words),
+                args_binding_bytes(capacity, spec.input_words),
             ),
             outputs: spec
                 .outputs

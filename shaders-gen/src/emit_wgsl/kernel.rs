@@ -303,6 +303,9 @@ fn declarations(
             let _ = write!(s, "\n{src}\n");
         }
     }
+    if plan.rows_as_vec4s {
+        let _ = write!(s, "\n{}\n", super::loads::WGSL_SHIFT4);
+    }
     debug_assert!(
         (helpers.iter()).all(|h| *h == REDUCE_DISTINCT_FN || wgsl_helper(h, precision).is_some())
     );
@@ -344,11 +347,12 @@ fn bindings(plan: &KernelPlan, fields: &[FieldNames], s: &mut String) {
             rows_declarations(plan, s);
         }
     } else {
+        let lanes = if plan.rows_as_vec4s { 4 } else { plan.lanes };
         let _ = writeln!(
             s,
             "@group(0) @binding({}) var<storage, read> args: array<{}>;",
             abi::ARGS_BINDING,
-            abi::vector_type(plan.lanes, t)
+            abi::vector_type(lanes, t)
         );
     }
     for &(binding, w, name) in &plan.outputs {

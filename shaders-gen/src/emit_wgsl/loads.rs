@@ -27,18 +27,29 @@ pub(super) fn declared_names(plan: &KernelPlan) -> Vec<String> {
         (false, lanes) if lanes > 1 => plan.layout.words / lanes,
         _ => 0,
     };
-    (0..plan.elements as usize)
+    let mut names: Vec<String> = (0..plan.elements as usize)
         .flat_map(|e| {
             let args = element_name("args", e);
             (0..chunks).map(move |c| format!("{args}_{c}"))
         })
-        .collect()
+        .collect();
+    if plan.rows_as_vec4s
+        && let Some(&(last, _)) = vec4_words(plan).last()
+    {
+        let [q, o, r, w] = VEC4_NAMES;
+        names.extend([q, o].map(str::to_string));
+        names.extend((0..vec4_reads(last)).flat_map(|j| [format!("{r}{j}"), format!("{w}{j}")]));
+    }
+    names
 }
 
 /// The element's argument words, from its row at `in_base` (the element being written's).
 fn emit_element_loads(plan: &KernelPlan, ctx: &Ctx, taken: &mut Taken, body: &mut String) {
     if let Some((stage, array)) = plan.row_stage {
         return emit_staged_loads(plan, (stage, array), ctx, taken, body);
+    }
+    if plan.rows_as_vec4s {
+        return emit_vec4_loads(plan, ctx, body);
     }
     let (words, lanes, loads) = (plan.layout.words, plan.lanes, &plan.loads);
     let row_chunks = if plan.gathered { 0 } else { words / lanes };
@@ -61,6 +72,75 @@ fn emit_element_loads(plan: &KernelPlan, ctx: &Ctx, taken: &mut Taken, body: &mu
                 let _ = writeln!(body, "    let {} = {args}_{chunk}.{c};", ctx.name(i));
             }
         }
+    }
+}
+
+/// `gf_shift4`, which a kernel reading its rows as `vec4`s ([`emit_vec4_loads`]) takes its
+/// words with.
+pub(super) const WGSL_SHIFT4: &str = "// Words o .. o + 3 of the eight words a, b.
+fn gf_shift4(a: vec4<f32>, b: vec4<f32>, o: u32) -> vec4<f32> {
+    let s1 = vec4<f32>(a.yzw, b.x);
+    let s2 = vec4<f32>(a.zw, b.xy);
+    let s3 = vec4<f32>(a.w, b.xyz);
+    return select(select(a, s1, o == 1u), select(s2, s3, o == 3u), o >= 2u);
+}";
+
+/// The names of [`emit_vec4_loads`]: the row's first `vec4`, the row's offset in it, the
+/// `vec4`s read and the `vec4`s of the row's words.
+const VEC4_NAMES: [&str; 4] = ["row_q", "row_o", "row_r", "row_w"];
+
+/// How many `vec4`s [`emit_vec4_loads`] reads of a row whose last word read is `last`: a
+/// `vec4` past the one holding it, whichever the row's offset.
+fn vec4_reads(last: u32) -> u32 {
+    (last + 4) / 4 + 1
+}
+
+/// The words of a plan that reads its rows as `vec4`s, each with the node that reads it.
+fn vec4_words(plan: &KernelPlan) -> Vec<(u32, usize)> {
+    (0..plan.layout.words)
+        .filter_map(|w| plan.loads[w as usize].map(|i| (w, i)))
+        .collect()
+}
+
+/// The element's argument words read as `vec4`s from its row's aligned start
+/// ([`abi::mapped_rows_as_vec4s`]): `vec4`s `q .. q + n` of `args` (`q` the row's first
+/// word over 4, clamped to the binding), then, for each four words of the row, the `vec4`
+/// that holds them, shifted by the row's offset `o` out of two neighbours; each word is a
+/// lane of those.
+fn emit_vec4_loads(plan: &KernelPlan, ctx: &Ctx, body: &mut String) {
+    let used = vec4_words(plan);
+    let Some(&(last, _)) = used.last() else {
+        return;
+    };
+    let reads = vec4_reads(last);
+    let in_base = element_name("in_base", ctx.element);
+    let [q, o, r, w] = VEC4_NAMES;
+    let _ = writeln!(
+        body,
+        "    // Rows of {} words, read as {reads} vec4s from the row's aligned start.",
+        plan.layout.words
+    );
+    let _ = writeln!(
+        body,
+        "    let {q} = {in_base} / 4u;
+    let {o} = {in_base} % 4u;"
+    );
+    for j in 0..reads {
+        let _ = writeln!(
+            body,
+            "    let {r}{j} = args[min({q} + {j}u, arrayLength(&args) - 1u)];"
+        );
+    }
+    for j in 0..reads - 1 {
+        let _ = writeln!(
+            body,
+            "    let {w}{j} = gf_shift4({r}{j}, {r}{}, {o});",
+            j + 1
+        );
+    }
+    for (word, i) in used {
+        let lane = COMPONENTS[(word % 4) as usize];
+        let _ = writeln!(body, "    let {} = {w}{}.{lane};", ctx.name(i), word / 4);
     }
 }
 

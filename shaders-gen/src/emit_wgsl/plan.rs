@@ -60,8 +60,11 @@ pub(super) struct KernelPlan<'a> {
     /// has a multiple of 4 words, else 1 ([`chunk_lanes`]).
     pub chunk_lanes: u32,
     /// Whether the kernel computes `tanh` without branches: it stages rows it maps through
-    /// `tanh` ([`abi::rows_mapped_by_tanh`]).
+    /// `tanh` ([`abi::rows_mapped_by_tanh`]), or reads them as `vec4`s.
     pub branch_free_tanh: bool,
+    /// An adjoint that reads its rows as `vec4`s from their aligned start instead of
+    /// staging them ([`abi::mapped_rows_as_vec4s`]): `args` is an array of `vec4`s.
+    pub rows_as_vec4s: bool,
 }
 
 /// The workgroup array through which a kernel loads its argument rows.
@@ -171,6 +174,10 @@ impl<'a> KernelPlan<'a> {
             };
             row_stage(layout, (lanes, work, mapped), store_stage)
         };
+        let rows_as_vec4s = row_stage.is_some()
+            && element_arrays.is_empty()
+            && abi::mapped_rows_as_vec4s(kind, mapped, lanes);
+        let row_stage = row_stage.filter(|_| !rows_as_vec4s);
         let chunk_lanes = chunk_lanes(kind, &outputs, chunked, row_stage, precision);
         KernelPlan {
             kind,
@@ -190,7 +197,8 @@ impl<'a> KernelPlan<'a> {
             elements,
             row_stage,
             element_arrays,
-            branch_free_tanh: mapped && row_stage.is_some(),
+            branch_free_tanh: mapped && (row_stage.is_some() || rows_as_vec4s),
+            rows_as_vec4s,
         }
     }
 
@@ -313,9 +321,9 @@ fn chunk_lanes(
 }
 
 /// How a kernel of `work` weighted operations per element (`mapped`: through `tanh`,
-/// [`abi::rows_mapped_by_tanh`]) whose other workgroup array is
-/// `store_stage` (its name and words per thread) loads argument rows: through an array of its own in the memory the other
-/// leaves, or through the other where that gives longer rounds.
+/// [`abi::rows_mapped_by_tanh`]) whose other workgroup array is `store_stage` (its name
+/// and words per thread) loads argument rows: through an array of its own in the memory
+/// the other leaves, or through the other where that gives longer rounds.
 fn row_stage(
     layout: &ArgLayout,
     (lanes, work, mapped): (u32, f64, bool),
