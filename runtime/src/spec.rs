@@ -31,6 +31,7 @@ pub const ARGS_BINDING_ALIGN: u64 = 16;
 /// The bytes of a binding of `elements` rows of `words` words: whole
 /// [`ARGS_BINDING_ALIGN`]s, and never empty (a kernel without per-element arguments still
 /// binds an input it never reads).
+#[cfg(feature = "gpu")]
 pub(crate) fn args_binding_bytes(elements: usize, words: u32) -> u64 {
     (elements as u64 * words as u64 * 4)
         .next_multiple_of(ARGS_BINDING_ALIGN)
