@@ -368,3 +368,56 @@ fn unsupported_constructs_are_spanned_errors() {
         panic!("{e}");
     }
 }
+
+/// Compiles `src` on a thread of its own (a compilation is not `Send`: it holds spans),
+/// then here: `Err` if the first takes longer than `limit`, which no function of this size
+/// needs (they compile in milliseconds).
+fn compile_within(src: &str, limit: std::time::Duration) -> Result<Compiled, String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let owned = src.to_string();
+    std::thread::spawn(move || {
+        let _ = tx.send(compile_str(&owned).is_ok());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(_) => compile_str(src).map_err(|errors| {
+            let messages: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+            format!("refused: {messages:?}\n{src}")
+        }),
+        Err(_) => Err(format!("still compiling after {limit:?}:\n{src}")),
+    }
+}
+
+#[test]
+fn a_value_updated_under_a_condition_every_trip_then_compared_compiles() {
+    // In reverse mode, `v` of each trip is used in both branches of the next trip's select,
+    // reached under the final comparison's guard: its guard was `(g && c) || (g && !c)`
+    // over the next trip's `g`, and every walk over the guards took 2^trips steps (20 trips
+    // 0.2 s, 24 trips 2.7 s, 64 never). Found by the wide grammar's seed 2^32 + 3560.
+    let src = "fn f(p0: f32, p1: f32, #[shared] t: [f32; 64]) -> f32 {
+        let mut v = p1;
+        for i in 0..64 {
+            if t[i] <= 0.0 {
+                v *= 1.5;
+            }
+        }
+        if v == p0 { p1 } else { v }
+    }";
+    let limit = std::time::Duration::from_secs(120);
+    let c = compile_within(src, limit).unwrap_or_else(|e| panic!("{e}"));
+    for name in ["forward", "tangent", "reverse"] {
+        let wgsl = match name {
+            "forward" => &c.wgsl_forward,
+            "tangent" => &c.wgsl_tangent,
+            _ => &c.wgsl_reverse,
+        };
+        validate(name, wgsl).unwrap_or_else(|e| panic!("{e}"));
+    }
+    // Derivatives at points where some of the table is below zero and the comparison
+    // fails: `v` is `p1 * 1.5^k`.
+    let checked = (0..16u64)
+        .filter(|&seed| derivatives_agree(&c, seed).unwrap_or_else(|e| panic!("{e}")))
+        .count();
+    assert!(checked >= 8, "only {checked} points checked");
+    let found = grammar::function((1 << 32) + 3560, Sizes::Wide);
+    compile_within(&found, limit).unwrap_or_else(|e| panic!("{e}"));
+}

@@ -14,6 +14,7 @@ pub use schedule::{for_value_kernel, max_live, max_live_within, outputs_in_group
 
 use crate::ir::{Builder, Function, IntOp, LoopKind, Op, ValueId};
 use crate::ops::Func;
+use std::collections::HashMap;
 
 /// Folds, simplifies, shares and prunes `f`. The result computes the same outputs.
 pub fn optimize(f: &Function) -> Function {
@@ -23,6 +24,7 @@ pub fn optimize(f: &Function) -> Function {
 fn simplify(f: &Function) -> Function {
     let mut b = Builder::like(f);
     let mut map: Vec<ValueId> = Vec::with_capacity(f.nodes.len());
+    let mut known = HashMap::new();
     for node in &f.nodes {
         let m = |v: &ValueId| map[v.index()];
         let span = node.span;
@@ -103,7 +105,7 @@ fn simplify(f: &Function) -> Function {
                 }
                 if t == o {
                     t
-                } else if let Some(known) = known_bool(&b, c) {
+                } else if let Some(known) = known_bool(&b, c, &mut known) {
                     if known { t } else { o }
                 } else if let Op::Not(inner) = b.node(c).op {
                     // `select(!c, t, o)` is `select(c, o, t)`: one node for both spellings.
@@ -120,28 +122,35 @@ fn simplify(f: &Function) -> Function {
 }
 
 /// The value of a condition that does not depend on the inputs (comparisons of constants,
-/// as unrolled loops leave behind: `2 == 1`), if it is one.
-fn known_bool(b: &Builder, v: ValueId) -> Option<bool> {
+/// as unrolled loops leave behind: `2 == 1`), if it is one. `known` keeps the answer of
+/// every condition asked about: conditions share their parts, and a walk of the tree they
+/// spell would be exponential in their depth.
+fn known_bool(b: &Builder, v: ValueId, known: &mut HashMap<ValueId, Option<bool>>) -> Option<bool> {
+    if let Some(&k) = known.get(&v) {
+        return k;
+    }
     let number = |v: ValueId| match b.node(v).op {
         Op::Const(c) => Some(c),
         Op::Int(i) => Some(i as f64),
         _ => None,
     };
-    match b.node(v).op {
-        Op::Cmp(c, x, y) => Some(c.apply(number(x)?, number(y)?)),
-        Op::Not(x) => known_bool(b, x).map(|k| !k),
-        Op::And(x, y) => match (known_bool(b, x), known_bool(b, y)) {
+    let k = match b.node(v).op {
+        Op::Cmp(c, x, y) => number(x).zip(number(y)).map(|(x, y)| c.apply(x, y)),
+        Op::Not(x) => known_bool(b, x, known).map(|k| !k),
+        Op::And(x, y) => match (known_bool(b, x, known), known_bool(b, y, known)) {
             (Some(false), _) | (_, Some(false)) => Some(false),
             (Some(true), Some(true)) => Some(true),
             _ => None,
         },
-        Op::Or(x, y) => match (known_bool(b, x), known_bool(b, y)) {
+        Op::Or(x, y) => match (known_bool(b, x, known), known_bool(b, y, known)) {
             (Some(true), _) | (_, Some(true)) => Some(true),
             (Some(false), Some(false)) => Some(false),
             _ => None,
         },
         _ => None,
-    }
+    };
+    known.insert(v, k);
+    k
 }
 
 fn fold_call(b: &mut Builder, func: Func, args: Vec<ValueId>, span: proc_macro2::Span) -> ValueId {
