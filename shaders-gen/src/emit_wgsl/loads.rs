@@ -120,11 +120,8 @@ fn emit_vec4_loads(plan: &KernelPlan, ctx: &Ctx, body: &mut String) {
         "    // Rows of {} words, read as {reads} vec4s from the row's aligned start.",
         plan.layout.words
     );
-    let _ = writeln!(
-        body,
-        "    let {q} = {in_base} / 4u;
-    let {o} = {in_base} % 4u;"
-    );
+    let _ = writeln!(body, "    let {q} = {in_base} / 4u;");
+    let _ = writeln!(body, "    let {o} = {in_base} % 4u;");
     for j in 0..reads {
         let _ = writeln!(
             body,
