@@ -5,6 +5,7 @@
 //! Booleans are 0 and 1, loop indices are exact integers in f64.
 
 use crate::ir::{Function, LoopKind, Op};
+use crate::ops::Func;
 use std::collections::HashMap;
 
 /// A value: a word (floats, booleans as 0 and 1, integers) or an array of words.
@@ -43,7 +44,7 @@ impl V {
 /// # Panics
 /// If `inputs.len()` is not `f.num_inputs`.
 pub fn eval(f: &Function, inputs: &[f64]) -> Vec<f64> {
-    eval_rounding(f, inputs, |x| x)
+    eval_with(f, inputs, Arith::EXACT)
 }
 
 /// [`eval`] with every operation's result and every constant rounded to f32, as f32
@@ -54,14 +55,78 @@ pub fn eval(f: &Function, inputs: &[f64]) -> Vec<f64> {
 /// # Panics
 /// If `inputs.len()` is not `f.num_inputs`.
 pub fn eval_in_f32(f: &Function, inputs: &[f64]) -> Vec<f64> {
-    eval_rounding(f, inputs, |x| x as f32 as f64)
+    eval_with(
+        f,
+        inputs,
+        Arith {
+            round: |x| x as f32 as f64,
+            ..Arith::EXACT
+        },
+    )
 }
 
-fn eval_rounding(f: &Function, inputs: &[f64], round: fn(f64) -> f64) -> Vec<f64> {
+/// [`eval`] under each liberty WGSL gives a driver, one result each: every zero computed
+/// positive; every zero computed negative; `x - x` and `0 * x` taken as 0 (and `0 * x + y`
+/// as `y`) whatever `x` is
+/// (a driver may assume arithmetic makes no infinities or NaNs). Where one of them and
+/// [`eval`] differ, the result hangs on the sign of a computed zero or on an infinity or
+/// NaN made and then cancelled (`(x - x).signum()`, `(v - v) * v.ln()` at `v < 0`), and a
+/// kernel cannot be held to it: the README's "Not promised on a GPU".
+///
+/// # Panics
+/// If `inputs.len()` is not `f.num_inputs`.
+pub fn eval_as_drivers_may(f: &Function, inputs: &[f64]) -> [Vec<f64>; 3] {
+    let with = |arith| eval_with(f, inputs, arith);
+    [
+        with(Arith {
+            round: |x| if x == 0.0 { 0.0 } else { x },
+            ..Arith::EXACT
+        }),
+        with(Arith {
+            round: |x| if x == 0.0 { -0.0 } else { x },
+            ..Arith::EXACT
+        }),
+        with(Arith {
+            fold_cancelled: true,
+            ..Arith::EXACT
+        }),
+    ]
+}
+
+/// How the interpreter carries out arithmetic.
+#[derive(Clone, Copy)]
+struct Arith {
+    /// Applied to every operation's result and every constant.
+    round: fn(f64) -> f64,
+    /// `x - x` and `0 * x` (either operand 0) give 0, and `0 * x + y` gives `y`, without
+    /// looking at `x`.
+    fold_cancelled: bool,
+}
+
+impl Arith {
+    const EXACT: Arith = Arith {
+        round: |x| x,
+        fold_cancelled: false,
+    };
+
+    /// What `func` of `a` (the operands `args`) gives.
+    fn call(self, func: Func, args: &[crate::ir::ValueId], a: &[f64]) -> f64 {
+        let folded = match func {
+            _ if !self.fold_cancelled => None,
+            Func::Sub if args[0] == args[1] => Some(0.0),
+            Func::Mul if a[0] == 0.0 || a[1] == 0.0 => Some(0.0),
+            Func::MulAdd if a[0] == 0.0 || a[1] == 0.0 => Some(a[2]),
+            _ => None,
+        };
+        (self.round)(folded.unwrap_or_else(|| func.eval(a)))
+    }
+}
+
+fn eval_with(f: &Function, inputs: &[f64], arith: Arith) -> Vec<f64> {
     assert_eq!(inputs.len(), f.num_inputs as usize, "input count");
-    let inputs: Vec<V> = inputs.iter().map(|x| V::Word(round(*x))).collect();
+    let inputs: Vec<V> = inputs.iter().map(|x| V::Word((arith.round)(*x))).collect();
     let mut out = Vec::new();
-    for v in eval_values(f, &inputs, round) {
+    for v in eval_values(f, &inputs, arith) {
         v.push_words(&mut out);
     }
     out
@@ -72,7 +137,8 @@ fn clamp_index(index: f64, len: usize) -> usize {
     (index as i64).clamp(0, len as i64 - 1) as usize
 }
 
-fn eval_values(f: &Function, inputs: &[V], round: fn(f64) -> f64) -> Vec<V> {
+fn eval_values(f: &Function, inputs: &[V], arith: Arith) -> Vec<V> {
+    let round = arith.round;
     let mut vals: Vec<V> = Vec::with_capacity(f.nodes.len());
     // Final carried values of each loop node, and the tapes of recording loops.
     let mut results: HashMap<usize, Vec<V>> = HashMap::new();
@@ -84,7 +150,7 @@ fn eval_values(f: &Function, inputs: &[V], round: fn(f64) -> f64) -> Vec<V> {
             Op::Const(c) => V::Word(round(*c)),
             Op::Call(func, args) => {
                 let a: Vec<f64> = args.iter().map(w).collect();
-                V::Word(round(func.eval(&a)))
+                V::Word(arith.call(*func, args, &a))
             }
             Op::Cmp(c, a, b) => V::Word(f64::from(c.apply(w(a), w(b)))),
             Op::Not(a) => V::Word(f64::from(w(a) == 0.0)),
@@ -124,7 +190,7 @@ fn eval_values(f: &Function, inputs: &[V], round: fn(f64) -> f64) -> Vec<V> {
                     args.extend_from_slice(carried);
                     args.extend_from_slice(&captures);
                     args.extend_from_slice(taped);
-                    eval_values(&l.body, &args, round)
+                    eval_values(&l.body, &args, arith)
                 };
                 match l.kind {
                     LoopKind::Forward | LoopKind::Recording => {
