@@ -1,0 +1,284 @@
+//! Which cooperative matrices (tensor cores, through wgpu's experimental
+//! `EXPERIMENTAL_COOPERATIVE_MATRIX`) the adapter offers, and the rate of their
+//! multiply-adds against scalar FMAs, timed in one run:
+//!
+//! ```sh
+//! cargo run --release -p gradfuse-runtime --example cooperative_matrices
+//! cargo run --release -p gradfuse-runtime --example cooperative_matrices -- --validate k.wgsl
+//! ```
+//!
+//! `--print` prints the matrices' kernels (16 x 16, f16 into f32) and times nothing.
+//! The second form only checks a WGSL file with naga, every capability on: a kernel of
+//! cooperative matrices can be checked on a machine whose driver has none (lavapipe).
+//! Times are wall clock around a submit and a wait, so the rates are lower bounds; the
+//! ratio of the two is what the network kernels' plans read (BENCHMARKS.md, "Tensor cores
+//! through wgpu").
+
+use std::time::Instant;
+
+/// Trips of each kernel's loop.
+const ITERS: u32 = 2048;
+/// Workgroups of 128 threads of the scalar kernel (the matrices' kernel takes an eighth).
+const GROUPS: u32 = 4096;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(path) = args.iter().skip_while(|a| *a != "--validate").nth(1) {
+        match std::fs::read_to_string(path) {
+            Ok(src) => println!("{path}: {}", validate(&src)),
+            Err(e) => println!("{path}: {e}"),
+        }
+        return;
+    }
+    if args.iter().any(|a| a == "--print") {
+        for loads in [false, true] {
+            println!("{}", matrix_src(16, "f16", "f32", loads));
+        }
+        return;
+    }
+    let instance = wgpu::Instance::default();
+    let adapter = match pollster::block_on(instance.request_adapter(&Default::default())) {
+        Ok(a) => a,
+        Err(e) => return println!("no adapter: {e}"),
+    };
+    let info = adapter.get_info();
+    println!(
+        "adapter: {} ({:?}, driver {})",
+        info.name, info.backend, info.driver_info
+    );
+    let props = adapter.cooperative_matrix_properties();
+    if props.is_empty() {
+        println!("no cooperative matrices");
+    }
+    for p in &props {
+        println!(
+            "  {}x{}x{}: A, B {:?}; C, result {:?}",
+            p.m_size, p.n_size, p.k_size, p.ab_type, p.cr_type
+        );
+    }
+    let wanted = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16;
+    let required_features = adapter.features() & wanted;
+    let request = adapter.request_device(&wgpu::DeviceDescriptor {
+        label: None,
+        required_features,
+        required_limits: adapter.limits(),
+        // Cooperative matrices are an experimental feature of wgpu 30.
+        experimental_features: unsafe { wgpu::ExperimentalFeatures::enabled() },
+        ..Default::default()
+    });
+    let (device, queue) = match pollster::block_on(request) {
+        Ok(dq) => dq,
+        Err(e) => return println!("no device: {e}"),
+    };
+    let out = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: 64 << 20,
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    let inp = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: 1 << 20,
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let vals: Vec<f32> = (0..1 << 18).map(|i| ((i * 7 % 13) as f32) * 0.01).collect();
+    queue.write_buffer(&inp, 0, bytemuck::cast_slice(&vals));
+    let run = |src: &str, groups| time(&device, &queue, src, [&out, &inp], groups);
+
+    let threads = GROUPS * 128;
+    let t = run(&scalar_src(), GROUPS);
+    let fma_rate = threads as f64 * ITERS as f64 * 8.0 / t;
+    println!(
+        "scalar FMA: {:.3} ms, {:.0} GFMA/s",
+        t * 1e3,
+        fma_rate / 1e9
+    );
+    for p in &props {
+        let (Some(ab), Some(cr)) = (scalar_name(p.ab_type), scalar_name(p.cr_type)) else {
+            continue;
+        };
+        // wgpu's WGSL has square matrices only.
+        if p.m_size != p.n_size || p.n_size != p.k_size {
+            continue;
+        }
+        let s = p.m_size;
+        for loads in [false, true] {
+            let src = matrix_src(s, ab, cr, loads);
+            let groups = GROUPS / 8;
+            let t = run(&src, groups);
+            // Four subgroups a workgroup, four products a trip each.
+            let fmas = groups as f64 * 16.0 * ITERS as f64 * (s * s * s) as f64;
+            println!(
+                "{s}x{s}x{s} {ab} -> {cr}, {}: {:.3} ms, {:.0} GFMA/s, {:.2}x scalar",
+                if loads {
+                    "A and B loaded each trip"
+                } else {
+                    "A and B in registers"
+                },
+                t * 1e3,
+                fmas / t / 1e9,
+                fmas / t / fma_rate
+            );
+        }
+    }
+}
+
+/// What naga says of `src`, every capability on.
+fn validate(src: &str) -> String {
+    use wgpu::naga::valid::{Capabilities, ValidationFlags, Validator};
+    match wgpu::naga::front::wgsl::parse_str(src) {
+        Err(e) => e.emit_to_string(src),
+        Ok(m) => match Validator::new(ValidationFlags::all(), Capabilities::all()).validate(&m) {
+            Ok(_) => "valid".into(),
+            Err(e) => e.emit_to_string(src),
+        },
+    }
+}
+
+/// Eight independent FMA chains a thread.
+fn scalar_src() -> String {
+    format!(
+        "@group(0) @binding(0) var<storage, read_write> o: array<f32>;
+@group(0) @binding(1) var<storage, read> a: array<f32>;
+@compute @workgroup_size(128)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {{
+  var x0 = a[g.x % 1000u]; var x1 = x0 + 1.0; var x2 = x0 + 2.0; var x3 = x0 + 3.0;
+  var x4 = x0 + 4.0; var x5 = x0 + 5.0; var x6 = x0 + 6.0; var x7 = x0 + 7.0;
+  let m = a[7]; let c = a[9];
+  for (var i = 0u; i < {ITERS}u; i++) {{
+    x0 = fma(x0, m, c); x1 = fma(x1, m, c); x2 = fma(x2, m, c); x3 = fma(x3, m, c);
+    x4 = fma(x4, m, c); x5 = fma(x5, m, c); x6 = fma(x6, m, c); x7 = fma(x7, m, c);
+  }}
+  o[g.x] = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7;
+}}"
+    )
+}
+
+/// Four accumulators a subgroup, four subgroups a workgroup; A and B from workgroup
+/// memory, loaded once or (as a layer's product would) four tiles of each in turn.
+fn matrix_src(s: u32, ab: &str, cr: &str, loads: bool) -> String {
+    let en = if ab == "f16" || cr == "f16" {
+        "enable f16;\n"
+    } else {
+        ""
+    };
+    let n = 4 * s * s + 8;
+    let s2 = s * s;
+    let mat = |ty: &str, role: &str| format!("coop_mat{s}x{s}<{ty}, {role}>");
+    let (a, b, c) = (mat(ab, "A"), mat(ab, "B"), mat(cr, "C"));
+    let (fixed, each) = if loads {
+        (String::new(), "let k = (i & 3u) * S2;")
+    } else {
+        ("let k = 0u;".to_string(), "")
+    };
+    let loads_at = format!(
+        "let ta = coopLoadT<{a}>(&wa[k], {s}u);
+    let tb = coopLoadT<{b}>(&wb[k], {s}u);
+    let ta2 = coopLoadT<{a}>(&wa[k + 4u], {s}u);
+    let tb2 = coopLoadT<{b}>(&wb[k + 4u], {s}u);"
+    );
+    let (outside, inside) = if loads {
+        (String::new(), format!("{each}\n    {loads_at}"))
+    } else {
+        (format!("{fixed}\n  {loads_at}"), String::new())
+    };
+    format!(
+        "{en}enable wgpu_cooperative_matrix;
+@group(0) @binding(0) var<storage, read_write> o: array<{cr}>;
+@group(0) @binding(1) var<storage, read> a: array<f32>;
+var<workgroup> wa: array<{ab}, {n}>;
+var<workgroup> wb: array<{ab}, {n}>;
+const S2: u32 = {s2}u;
+@compute @workgroup_size(128)
+fn main(@builtin(local_invocation_index) l: u32, @builtin(workgroup_id) w: vec3<u32>) {{
+  for (var i = l; i < {n}u; i += 128u) {{ wa[i] = {ab}(a[i]); wb[i] = {ab}(a[i + 7u]); }}
+  workgroupBarrier();
+  {outside}
+  var c0 = coopLoadT<{c}>(&o[0], {s}u);
+  var c1 = c0; var c2 = c0; var c3 = c0;
+  for (var i = 0u; i < {ITERS}u; i++) {{
+    {inside}
+    c0 = coopMultiplyAdd(ta, tb, c0);
+    c1 = coopMultiplyAdd(ta, tb2, c1);
+    c2 = coopMultiplyAdd(ta2, tb, c2);
+    c3 = coopMultiplyAdd(ta2, tb2, c3);
+  }}
+  let base = (w.x * 4u + l / 32u) * 4u * S2;
+  coopStoreT(c0, &o[base], {s}u);
+  coopStoreT(c1, &o[base + S2], {s}u);
+  coopStoreT(c2, &o[base + S2 * 2u], {s}u);
+  coopStoreT(c3, &o[base + S2 * 3u], {s}u);
+}}"
+    )
+}
+
+/// The WGSL name of a matrix scalar type this example times.
+fn scalar_name(t: wgpu::CooperativeScalarType) -> Option<&'static str> {
+    match t {
+        wgpu::CooperativeScalarType::F16 => Some("f16"),
+        wgpu::CooperativeScalarType::F32 => Some("f32"),
+        _ => None,
+    }
+}
+
+/// The fastest of seven launches of `src` in `groups` workgroups, in seconds (NaN where
+/// it does not compile).
+fn time(
+    device: &wgpu::Device,
+    queue: &wgpu::Queue,
+    src: &str,
+    [out, inp]: [&wgpu::Buffer; 2],
+    groups: u32,
+) -> f64 {
+    let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: None,
+        source: wgpu::ShaderSource::Wgsl(src.into()),
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: None,
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let layout = pipeline.get_bind_group_layout(0);
+    let bind = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &layout,
+        entries: &[
+            wgpu::BindGroupEntry {
+                binding: 0,
+                resource: out.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 1,
+                resource: inp.as_entire_binding(),
+            },
+        ],
+    });
+    if let Some(e) = pollster::block_on(scope.pop()) {
+        println!("error: {e}");
+        return f64::NAN;
+    }
+    let mut best = f64::INFINITY;
+    for _ in 0..7 {
+        let mut enc = device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &bind, &[]);
+            pass.dispatch_workgroups(groups, 1, 1);
+        }
+        let t0 = Instant::now();
+        queue.submit([enc.finish()]);
+        if let Err(e) = device.poll(wgpu::PollType::wait_indefinitely()) {
+            println!("error: {e}");
+            return f64::NAN;
+        }
+        best = best.min(t0.elapsed().as_secs_f64());
+    }
+    best
+}
