@@ -1,0 +1,136 @@
+// net64's value kernel with both layers' products on tensor cores (cooperative matrices,
+// f16 inputs split hi + lo, f32 accumulators): a screen, not generated.
+enable f16;
+enable wgpu_cooperative_matrix;
+
+struct Params {
+    n: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> args: array<f32>;
+@group(0) @binding(2) var<storage, read_write> values: array<f32>;
+@group(0) @binding(4) var<uniform> shared_args: array<vec4<f32>, 1201>;
+
+var<workgroup> w2h: array<f16, 4096>;
+var<workgroup> w2l: array<f16, 4096>;
+var<workgroup> w1h: array<f16, 1024>;
+var<workgroup> w1l: array<f16, 1024>;
+var<workgroup> xh: array<f16, 512>;
+var<workgroup> xl: array<f16, 512>;
+var<workgroup> h1h: array<f16, 2048>;
+var<workgroup> h1l: array<f16, 2048>;
+var<workgroup> stage: array<f32, 2048>;
+var<workgroup> zero: array<f32, 256>;
+var<workgroup> red: array<f32, 256>;
+
+fn sh(k: u32) -> f32 {
+    return shared_args[k / 4u][k % 4u];
+}
+
+// tanh to about 2 ulp (Cephes' tanhf): a polynomial below 0.625, where
+// 1 - 2 / (exp(2|x|) + 1) would cancel; drivers may use a 2^-11 approximation.
+fn gf_tanh(x: f32) -> f32 {
+    let ax = abs(x);
+    if (ax >= 0.625) {
+        if (!(ax < 9.0)) {
+            return select(1.0, -1.0, x < 0.0);
+        }
+        let t = 1.0 - 2.0 / (exp(2.0 * ax) + 1.0);
+        return select(t, -t, x < 0.0);
+    }
+    let z = x * x;
+    return ((((-5.70498872745e-3 * z + 2.06390887954e-2) * z - 5.37397155531e-2) * z + 1.33314422036e-1) * z - 3.33332819422e-1) * z * x + x;
+}
+
+
+@compute @workgroup_size(256)
+fn forward(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let first = (wid.x + wid.y * groups.x) * 256u;
+    if (first >= params.n) {
+        return;
+    }
+    for (var idx = lid; idx < 4096u; idx += 256u) {
+        let w = sh(576u + idx);
+        let hi = f16(w);
+        w2h[idx] = hi;
+        w2l[idx] = f16(w - f32(hi));
+    }
+    for (var idx = lid; idx < 1024u; idx += 256u) {
+        let j = idx / 16u;
+        let k = idx % 16u;
+        let w = select(0.0, sh(j * 8u + min(k, 7u)), k < 8u);
+        let hi = f16(w);
+        w1h[idx] = hi;
+        w1l[idx] = f16(w - f32(hi));
+    }
+    // Rows 8..15 of the inputs' tile stay zero: K is 16, the network has 8 inputs.
+    xh[256u + lid] = f16(0.0);
+    xl[256u + lid] = f16(0.0);
+    zero[lid] = 0.0;
+    let sg = lid / 32u;
+    let jt = sg / 2u;
+    let et = sg % 2u;
+    let e = lid % 32u;
+    let part = lid / 32u;
+    for (var c = 0u; c < 8u; c++) {
+        let base = first + c * 32u;
+        // Input k of element e of the sub-chunk: thread (k, e).
+        let i_in = min(base + e, params.n - 1u);
+        let xv = args[i_in * 9u + part];
+        let xhi = f16(xv);
+        xh[part * 32u + e] = xhi;
+        xl[part * 32u + e] = f16(xv - f32(xhi));
+        workgroupBarrier();
+        var acc = coopLoadT<coop_mat16x16<f32, C>>(&zero[0], 16u);
+        {
+            let ah = coopLoadT<coop_mat16x16<f16, A>>(&w1h[jt * 256u], 16u);
+            let al = coopLoadT<coop_mat16x16<f16, A>>(&w1l[jt * 256u], 16u);
+            let bh = coopLoadT<coop_mat16x16<f16, B>>(&xh[et * 16u], 32u);
+            let bl = coopLoadT<coop_mat16x16<f16, B>>(&xl[et * 16u], 32u);
+            acc = coopMultiplyAdd(ah, bh, acc);
+            acc = coopMultiplyAdd(ah, bl, acc);
+            acc = coopMultiplyAdd(al, bh, acc);
+        }
+        coopStoreT(acc, &stage[jt * 512u + et * 16u], 32u);
+        workgroupBarrier();
+        for (var r = 0u; r < 8u; r++) {
+            let idx = lid + r * 256u;
+            let j = idx / 32u;
+            let h = gf_tanh(stage[idx] + sh(512u + j));
+            let hi = f16(h);
+            h1h[idx] = hi;
+            h1l[idx] = f16(h - f32(hi));
+        }
+        workgroupBarrier();
+        var acc2 = coopLoadT<coop_mat16x16<f32, C>>(&zero[0], 16u);
+        for (var kb = 0u; kb < 4u; kb++) {
+            let ah = coopLoadT<coop_mat16x16<f16, A>>(&w2h[jt * 1024u + kb * 16u], 64u);
+            let al = coopLoadT<coop_mat16x16<f16, A>>(&w2l[jt * 1024u + kb * 16u], 64u);
+            let bh = coopLoadT<coop_mat16x16<f16, B>>(&h1h[kb * 512u + et * 16u], 32u);
+            let bl = coopLoadT<coop_mat16x16<f16, B>>(&h1l[kb * 512u + et * 16u], 32u);
+            acc2 = coopMultiplyAdd(ah, bh, acc2);
+            acc2 = coopMultiplyAdd(ah, bl, acc2);
+            acc2 = coopMultiplyAdd(al, bh, acc2);
+        }
+        coopStoreT(acc2, &stage[jt * 512u + et * 16u], 32u);
+        workgroupBarrier();
+        // Thread (part, e) sums rows 8 part .. 8 part + 7 of w3 . h2 for element e.
+        var p = 0.0;
+        for (var r = 0u; r < 8u; r++) {
+            let j = part * 8u + r;
+            p += sh(4736u + j) * gf_tanh(stage[j * 32u + e] + sh(4672u + j));
+        }
+        red[part * 32u + e] = p;
+        workgroupBarrier();
+        if (lid < 32u) {
+            let i = base + lid;
+            let y = sh(4800u) + (((red[lid] + red[32u + lid]) + (red[64u + lid] + red[96u + lid])) + ((red[128u + lid] + red[160u + lid]) + (red[192u + lid] + red[224u + lid])));
+            if (i < params.n) {
+                let t = args[i * 9u + 8u];
+                values[i] = (y - t) * (y - t);
+            }
+        }
+        workgroupBarrier();
+    }
+}
