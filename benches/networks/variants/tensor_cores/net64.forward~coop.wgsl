@@ -1,5 +1,5 @@
 // net64's value kernel with both layers' products on tensor cores (cooperative matrices,
-// f16 inputs split hi + lo, f32 accumulators): a screen, not generated.
+// f16 inputs split hi + lo by a mask, lo scaled by 2^11 into a second f32 accumulator): a screen, not generated.
 enable f16;
 enable wgpu_cooperative_matrix;
 
@@ -21,8 +21,19 @@ var<workgroup> xl: array<f16, 512>;
 var<workgroup> h1h: array<f16, 2048>;
 var<workgroup> h1l: array<f16, 2048>;
 var<workgroup> stage: array<f32, 2048>;
+var<workgroup> stage2: array<f32, 2048>;
 var<workgroup> zero: array<f32, 256>;
 var<workgroup> red: array<f32, 256>;
+
+// f16 halves of v: the top 11 bits of its significand, cut by a mask the compiler cannot
+// fold, and the rest, scaled by 2^11 so that it is a normal f16.
+fn hi16(v: f32) -> f16 {
+    return f16(bitcast<f32>(bitcast<u32>(v) & 0xFFFFE000u));
+}
+
+fn lo16(v: f32) -> f16 {
+    return f16((v - bitcast<f32>(bitcast<u32>(v) & 0xFFFFE000u)) * 2048.0);
+}
 
 fn sh(k: u32) -> f32 {
     return shared_args[k / 4u][k % 4u];
@@ -52,17 +63,15 @@ fn forward(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
     }
     for (var idx = lid; idx < 4096u; idx += 256u) {
         let w = sh(576u + idx);
-        let hi = f16(w);
-        w2h[idx] = hi;
-        w2l[idx] = f16(w - f32(hi));
+        w2h[idx] = hi16(w);
+        w2l[idx] = lo16(w);
     }
     for (var idx = lid; idx < 1024u; idx += 256u) {
         let j = idx / 16u;
         let k = idx % 16u;
         let w = select(0.0, sh(j * 8u + min(k, 7u)), k < 8u);
-        let hi = f16(w);
-        w1h[idx] = hi;
-        w1l[idx] = f16(w - f32(hi));
+        w1h[idx] = hi16(w);
+        w1l[idx] = lo16(w);
     }
     // Rows 8..15 of the inputs' tile stay zero: K is 16, the network has 8 inputs.
     xh[256u + lid] = f16(0.0);
@@ -78,48 +87,50 @@ fn forward(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
         // Input k of element e of the sub-chunk: thread (k, e).
         let i_in = min(base + e, params.n - 1u);
         let xv = args[i_in * 9u + part];
-        let xhi = f16(xv);
-        xh[part * 32u + e] = xhi;
-        xl[part * 32u + e] = f16(xv - f32(xhi));
+        xh[part * 32u + e] = hi16(xv);
+        xl[part * 32u + e] = lo16(xv);
         workgroupBarrier();
         var acc = coopLoadT<coop_mat16x16<f32, C>>(&zero[0], 16u);
+        var accx = acc;
         {
             let ah = coopLoadT<coop_mat16x16<f16, A>>(&w1h[jt * 256u], 16u);
             let al = coopLoadT<coop_mat16x16<f16, A>>(&w1l[jt * 256u], 16u);
             let bh = coopLoadT<coop_mat16x16<f16, B>>(&xh[et * 16u], 32u);
             let bl = coopLoadT<coop_mat16x16<f16, B>>(&xl[et * 16u], 32u);
             acc = coopMultiplyAdd(ah, bh, acc);
-            acc = coopMultiplyAdd(ah, bl, acc);
-            acc = coopMultiplyAdd(al, bh, acc);
+            accx = coopMultiplyAdd(ah, bl, accx);
+            accx = coopMultiplyAdd(al, bh, accx);
         }
         coopStoreT(acc, &stage[jt * 512u + et * 16u], 32u);
+        coopStoreT(accx, &stage2[jt * 512u + et * 16u], 32u);
         workgroupBarrier();
         for (var r = 0u; r < 8u; r++) {
             let idx = lid + r * 256u;
             let j = idx / 32u;
-            let h = gf_tanh(stage[idx] + sh(512u + j));
-            let hi = f16(h);
-            h1h[idx] = hi;
-            h1l[idx] = f16(h - f32(hi));
+            let h = gf_tanh(stage[idx] + stage2[idx] * (1.0 / 2048.0) + sh(512u + j));
+            h1h[idx] = hi16(h);
+            h1l[idx] = lo16(h);
         }
         workgroupBarrier();
         var acc2 = coopLoadT<coop_mat16x16<f32, C>>(&zero[0], 16u);
+        var acc2x = acc2;
         for (var kb = 0u; kb < 4u; kb++) {
             let ah = coopLoadT<coop_mat16x16<f16, A>>(&w2h[jt * 1024u + kb * 16u], 64u);
             let al = coopLoadT<coop_mat16x16<f16, A>>(&w2l[jt * 1024u + kb * 16u], 64u);
             let bh = coopLoadT<coop_mat16x16<f16, B>>(&h1h[kb * 512u + et * 16u], 32u);
             let bl = coopLoadT<coop_mat16x16<f16, B>>(&h1l[kb * 512u + et * 16u], 32u);
             acc2 = coopMultiplyAdd(ah, bh, acc2);
-            acc2 = coopMultiplyAdd(ah, bl, acc2);
-            acc2 = coopMultiplyAdd(al, bh, acc2);
+            acc2x = coopMultiplyAdd(ah, bl, acc2x);
+            acc2x = coopMultiplyAdd(al, bh, acc2x);
         }
         coopStoreT(acc2, &stage[jt * 512u + et * 16u], 32u);
+        coopStoreT(acc2x, &stage2[jt * 512u + et * 16u], 32u);
         workgroupBarrier();
         // Thread (part, e) sums rows 8 part .. 8 part + 7 of w3 . h2 for element e.
         var p = 0.0;
         for (var r = 0u; r < 8u; r++) {
             let j = part * 8u + r;
-            p += sh(4736u + j) * gf_tanh(stage[j * 32u + e] + sh(4672u + j));
+            p += sh(4736u + j) * gf_tanh(stage[j * 32u + e] + stage2[j * 32u + e] * (1.0 / 2048.0) + sh(4672u + j));
         }
         red[part * 32u + e] = p;
         workgroupBarrier();
