@@ -67,8 +67,8 @@ pub fn eval_in_f32(f: &Function, inputs: &[f64]) -> Vec<f64> {
 
 /// [`eval`] under each liberty WGSL gives a driver, one result each: every zero computed
 /// positive; every zero computed negative; `x - x` and `0 * x` taken as 0 (and `0 * x + y`
-/// as `y`) whatever `x` is
-/// (a driver may assume arithmetic makes no infinities or NaNs). Where one of them and
+/// as `y`) whatever `x` is (a driver may assume arithmetic makes no infinities or NaNs).
+/// Where one of them and
 /// [`eval`] differ, the result hangs on the sign of a computed zero or on an infinity or
 /// NaN made and then cancelled (`(x - x).signum()`, `(v - v) * v.ln()` at `v < 0`), and a
 /// kernel cannot be held to it: the README's "Not promised on a GPU".
