@@ -4,6 +4,11 @@ net64) with both layers' products on tensor cores, written as a corpus variant o
 generated value kernel (whose header and `gf_tanh` it keeps):
 
     python3 value.py <H> dir/net<H>.forward.wgsl dir/net<H>.forward~coop.wgsl
+    python3 value.py --emulate <H> dir/net<H>.forward.wgsl dir/net<H>.forward~emulated.wgsl
+
+The second form writes each product as a loop over the same f16 halves in workgroup memory
+(no cooperative matrices: lavapipe runs it), which checks everything in the kernel but the
+matrices' own loads, stores and products.
 
 A workgroup takes its 256 elements (the generated kernel's launch) in sub-chunks of
 C = 2048 / H: every layer is then an H x C product of 8 tiles of 16 x 16, one a subgroup.
@@ -26,7 +31,7 @@ def tree_sum(terms):
     return terms[0]
 
 
-def kernel(h, generated):
+def kernel(h, generated, emulate=False):
     c = 2048 // h  # elements of a sub-chunk
     tiles_c = c // 16  # column tiles a layer
     parts = 256 // c  # threads summing an element's output row
@@ -35,10 +40,48 @@ def kernel(h, generated):
     header = header[header.index("struct Params") :]
     tanh = generated[generated.index("// tanh to about 2 ulp") : generated.index("// Threads per workgroup")]
     red = tree_sum([f"red[{p * c}u + lid]" for p in range(parts)])
+    stage_at = f"jt * {16 * c}u + et * 16u"
     mma = """coopLoadT<coop_mat16x16<f16, {role}>>(&{arr}[{at}], {stride}u)"""
 
+    def lines(indent, text):
+        return "\n".join(indent + line for line in text)
+
+    def init(acc, indent):
+        """An accumulator pair set to zero."""
+        if emulate:
+            return lines(indent, [
+                "for (var q = lid % 32u; q < 256u; q += 32u) {",
+                f"    let at = {stage_at} + (q / 16u) * {c}u + q % 16u;",
+                "    stage[at] = 0.0;",
+                "    stage2[at] = 0.0;",
+                "}",
+            ])
+        return lines(indent, [
+            f"var {acc} = coopLoadT<coop_mat16x16<f32, C>>(&zero[0], 16u);",
+            f"var {acc}x = {acc};",
+        ])
+
     def product(acc, a, b, a_at, b_at, a_stride, b_stride, indent):
-        loads = [
+        """`A_hi B_hi` into the accumulator, `A_hi B_lo + A_lo B_hi` into its twin."""
+        if emulate:
+            return lines(indent, [
+                "for (var q = lid % 32u; q < 256u; q += 32u) {",
+                "    let r = q / 16u;",
+                "    let col = q % 16u;",
+                "    var hh = 0.0;",
+                "    var cross = 0.0;",
+                "    for (var k = 0u; k < 16u; k++) {",
+                f"        let ia = {a_at} + r * {a_stride}u + k;",
+                f"        let ib = {b_at} + k * {b_stride}u + col;",
+                f"        hh += f32({a}h[ia]) * f32({b}h[ib]);",
+                f"        cross += f32({a}h[ia]) * f32({b}l[ib]) + f32({a}l[ia]) * f32({b}h[ib]);",
+                "    }",
+                f"    let at = {stage_at} + r * {c}u + col;",
+                "    stage[at] += hh;",
+                "    stage2[at] += cross;",
+                "}",
+            ])
+        return lines(indent, [
             f"let ah = {mma.format(role='A', arr=a + 'h', at=a_at, stride=a_stride)};",
             f"let al = {mma.format(role='A', arr=a + 'l', at=a_at, stride=a_stride)};",
             f"let bh = {mma.format(role='B', arr=b + 'h', at=b_at, stride=b_stride)};",
@@ -46,15 +89,23 @@ def kernel(h, generated):
             f"{acc} = coopMultiplyAdd(ah, bh, {acc});",
             f"{acc}x = coopMultiplyAdd(ah, bl, {acc}x);",
             f"{acc}x = coopMultiplyAdd(al, bh, {acc}x);",
-        ]
-        return "\n".join(indent + line for line in loads)
+        ])
 
-    stage_at = f"jt * {16 * c}u + et * 16u"
-    return f"""// net{h}'s value kernel with both layers' products on tensor cores: written by
-// benches/networks/variants/tensor_cores/value.py, a screen, not generated.
+    def store(acc, indent):
+        """The accumulator pair into `stage` and `stage2` (where the emulation summed them)."""
+        if emulate:
+            return ""
+        return lines(indent, [
+            f"coopStoreT({acc}, &stage[{stage_at}], {c}u);",
+            f"coopStoreT({acc}x, &stage2[{stage_at}], {c}u);",
+        ])
+
+    extension = "" if emulate else "enable wgpu_cooperative_matrix;\n"
+    what = "emulated without them (each product a loop)" if emulate else "on tensor cores"
+    return f"""// net{h}'s value kernel with both layers' products {what}: written
+// by benches/networks/variants/tensor_cores/value.py, a screen, not generated.
 enable f16;
-enable wgpu_cooperative_matrix;
-
+{extension}
 {header}var<workgroup> w2h: array<f16, {h * h}>;
 var<workgroup> w2l: array<f16, {h * h}>;
 var<workgroup> w1h: array<f16, {h * 16}>;
@@ -119,11 +170,9 @@ fn forward(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
             xl[k * {c}u + e] = lo16(xv);
         }}
         workgroupBarrier();
-        var acc = coopLoadT<coop_mat16x16<f32, C>>(&zero[0], 16u);
-        var accx = acc;
+{init('acc', '        ')}
 {product('acc', 'w1', 'x', 'jt * 256u', 'et * 16u', 16, c, '        ')}
-        coopStoreT(acc, &stage[{stage_at}], {c}u);
-        coopStoreT(accx, &stage2[{stage_at}], {c}u);
+{store('acc', '        ')}
         workgroupBarrier();
         for (var r = 0u; r < 8u; r++) {{
             let idx = lid + r * 256u;
@@ -133,13 +182,11 @@ fn forward(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
             h1l[idx] = lo16(h);
         }}
         workgroupBarrier();
-        var acc2 = coopLoadT<coop_mat16x16<f32, C>>(&zero[0], 16u);
-        var acc2x = acc2;
+{init('acc2', '        ')}
         for (var kb = 0u; kb < {h // 16}u; kb++) {{
 {product('acc2', 'w2', 'h1', f'jt * {16 * h}u + kb * 16u', f'kb * {16 * c}u + et * 16u', h, c, '            ')}
         }}
-        coopStoreT(acc2, &stage[{stage_at}], {c}u);
-        coopStoreT(acc2x, &stage2[{stage_at}], {c}u);
+{store('acc2', '        ')}
         workgroupBarrier();
         // Thread (part, e) sums rows 8 part .. 8 part + 7 of w3 . h2 for element e.
         var p = 0.0;
@@ -165,9 +212,11 @@ fn forward(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
 
 
 if __name__ == "__main__":
-    h, generated, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    emulate = "--emulate" in sys.argv
+    h, generated, out = [a for a in sys.argv[1:] if a != "--emulate"]
+    h = int(h)
     assert h in (32, 64), "8-32-32-1 or 8-64-64-1"
     with open(generated) as f:
-        text = kernel(h, f.read())
+        text = kernel(h, f.read(), emulate)
     with open(out, "w") as f:
         f.write(text)
