@@ -167,21 +167,20 @@ fn matrix_src(s: u32, ab: &str, cr: &str, loads: bool) -> String {
     let s2 = s * s;
     let mat = |ty: &str, role: &str| format!("coop_mat{s}x{s}<{ty}, {role}>");
     let (a, b, c) = (mat(ab, "A"), mat(ab, "B"), mat(cr, "C"));
-    let (fixed, each) = if loads {
-        (String::new(), "let k = (i & 3u) * S2;")
-    } else {
-        ("let k = 0u;".to_string(), "")
-    };
     let loads_at = format!(
         "let ta = coopLoadT<{a}>(&wa[k], {s}u);
     let tb = coopLoadT<{b}>(&wb[k], {s}u);
     let ta2 = coopLoadT<{a}>(&wa[k + 4u], {s}u);
     let tb2 = coopLoadT<{b}>(&wb[k + 4u], {s}u);"
     );
+    // Where the tiles are loaded: once before the loop, or at each trip.
     let (outside, inside) = if loads {
-        (String::new(), format!("{each}\n    {loads_at}"))
+        (
+            String::new(),
+            format!("let k = (i & 3u) * S2;\n    {loads_at}"),
+        )
     } else {
-        (format!("{fixed}\n  {loads_at}"), String::new())
+        (format!("let k = 0u;\n  {loads_at}"), String::new())
     };
     format!(
         "{en}enable wgpu_cooperative_matrix;

@@ -4,7 +4,7 @@
 //! with the code under test; derivatives are checked against it by finite differences.
 //! Booleans are 0 and 1, loop indices are exact integers in f64.
 
-use crate::ir::{Function, LoopKind, Op};
+use crate::ir::{Function, LoopKind, Op, ValueId};
 use crate::ops::Func;
 use std::collections::HashMap;
 
@@ -68,10 +68,10 @@ pub fn eval_in_f32(f: &Function, inputs: &[f64]) -> Vec<f64> {
 /// [`eval`] under each liberty WGSL gives a driver, one result each: every zero computed
 /// positive; every zero computed negative; `x - x` and `0 * x` taken as 0 (and `0 * x + y`
 /// as `y`) whatever `x` is (a driver may assume arithmetic makes no infinities or NaNs).
-/// Where one of them and
-/// [`eval`] differ, the result hangs on the sign of a computed zero or on an infinity or
-/// NaN made and then cancelled (`(x - x).signum()`, `(v - v) * v.ln()` at `v < 0`), and a
-/// kernel cannot be held to it: the README's "Not promised on a GPU".
+/// Where one of them and [`eval`] differ, the result hangs on the sign of a computed zero
+/// or on an infinity or NaN made and then cancelled (`(x - x).signum()`, `(v - v) *
+/// v.ln()` at `v < 0`), and a kernel cannot be held to it: the README's "Not promised on
+/// a GPU".
 ///
 /// # Panics
 /// If `inputs.len()` is not `f.num_inputs`.
@@ -110,7 +110,7 @@ impl Arith {
     };
 
     /// What `func` of `a` (the operands `args`) gives.
-    fn call(self, func: Func, args: &[crate::ir::ValueId], a: &[f64]) -> f64 {
+    fn call(self, func: Func, args: &[ValueId], a: &[f64]) -> f64 {
         let folded = match func {
             _ if !self.fold_cancelled => None,
             Func::Sub if args[0] == args[1] => Some(0.0),
@@ -144,7 +144,7 @@ fn eval_values(f: &Function, inputs: &[V], arith: Arith) -> Vec<V> {
     let mut results: HashMap<usize, Vec<V>> = HashMap::new();
     let mut tapes: HashMap<usize, Vec<Vec<V>>> = HashMap::new();
     for (i, node) in f.nodes.iter().enumerate() {
-        let w = |v: &crate::ir::ValueId| vals[v.index()].word();
+        let w = |v: &ValueId| vals[v.index()].word();
         let v = match &node.op {
             Op::Input(w) => inputs[*w as usize].clone(),
             Op::Const(c) => V::Word(round(*c)),
