@@ -1,0 +1,413 @@
+#!/usr/bin/env python3
+"""The adjoint (value and shared gradient) kernel of an 8-H-H-1 tanh network (H = 32 or 64,
+`networks.rs`'s net32 and net64) with every matrix product on tensor cores, written as a
+corpus variant of the generated adjoint kernel (whose bindings, launch and `gf_tanh` it
+keeps):
+
+    python3 adjoint.py <H> dir/net<H>.adjoint.wgsl dir/net<H>.adjoint~coop.wgsl
+    python3 adjoint.py --emulate <H> dir/net<H>.adjoint.wgsl dir/net<H>.adjoint~emulated.wgsl
+
+`--emulate` writes each product as a loop over the same f16 halves (no cooperative
+matrices: lavapipe runs it, the corpus bench checks it against the generated kernel).
+
+A workgroup takes its `per_thread * 256` elements in chunks of C = 2048 / H, so that every
+H x C activation matrix is 8 tiles of 16 x 16, one a subgroup. Per chunk:
+
+    S1 = W1 X, H1 = tanh(S1 + b1)          (X padded to 16 rows)
+    S2 = W2 H1, H2 = tanh(S2 + b2), y = w3 . H2 + b3, d_y = 2 (y - t)
+    D2 = (1 - H2^2) w3 d_y                  (scaled by s, a power of two a chunk)
+    dW2 += D2 H1^T,  G1 = W2^T D2,  D1 = (1 - H1^2) G1,  dW1 += D1 X^T
+
+Every product is `A_hi B_hi + (A_hi B_lo + A_lo B_hi) / 2^11` from f16 halves (`hi` the top
+11 bits of the significand, `lo` the exact rest scaled by 2^11; `split_error.py`). D2 is
+scaled by s = 2^-e, e the exponent of the chunk's largest |d_y|, so that its halves stay
+normal f16 whatever the loss's scale; the gradient tiles take each chunk's product times
+1/s into f32 accumulators kept in the subgroups' registers across chunks. The biases' and
+w3's gradients are sums of f32 values each thread keeps. Needs the runtime to enable
+`EXPERIMENTAL_COOPERATIVE_MATRIX` and `SHADER_F16` (`runtime_switch.patch`).
+"""
+import sys
+
+
+def tree_sum(terms):
+    """A pairwise sum, in a fixed order."""
+    while len(terms) > 1:
+        terms = [f"({a} + {b})" for a, b in zip(terms[::2], terms[1::2])]
+    return terms[0]
+
+
+def lines(indent, text):
+    return "\n".join(indent + line for line in text)
+
+
+class Products:
+    """Tile products in one of two forms: on tensor cores, or emulated as loops.
+
+    A product is `A_hi B_hi + (A_hi B_lo + A_lo B_hi) / 2^11` summed over k-steps; its
+    operands are (array, at, stride, row_major), at an expression in the k-step `kb`, the
+    arrays' halves `array + 'h'` and `array + 'l'`. On tensor cores a product is a tile
+    variable; emulated, a loop over the tile's entries, each lane of the subgroup taking
+    8 of them, so the product is written where it is consumed."""
+
+    def __init__(self, emulate):
+        self.emulate = emulate
+
+    @staticmethod
+    def load(role, arr, at, stride, row_major):
+        fn = "coopLoadT" if row_major else "coopLoad"
+        return f"{fn}<coop_mat16x16<f16, {role}>>(&{arr}[{at}], {stride}u)"
+
+    def tile(self, name, a, b, ksteps):
+        """Lines declaring tile `name` (tensor cores) or computing entry `v` at (r, col)."""
+        (aa, a_at, a_stride, a_rm), (ba, b_at, b_stride, b_rm) = a, b
+        k0, k1 = ksteps
+        if not self.emulate:
+            return [
+                f"var {name} = coopLoadT<coop_mat16x16<f32, C>>(&zero[0], 16u);",
+                f"var {name}x = {name};",
+                f"for (var kb = {k0}; kb < {k1}; kb++) {{",
+                f"    let ah = {self.load('A', aa + 'h', a_at, a_stride, a_rm)};",
+                f"    let al = {self.load('A', aa + 'l', a_at, a_stride, a_rm)};",
+                f"    let bh = {self.load('B', ba + 'h', b_at, b_stride, b_rm)};",
+                f"    let bl = {self.load('B', ba + 'l', b_at, b_stride, b_rm)};",
+                f"    {name} = coopMultiplyAdd(ah, bh, {name});",
+                f"    {name}x = coopMultiplyAdd(ah, bl, {name}x);",
+                f"    {name}x = coopMultiplyAdd(al, bh, {name}x);",
+                "}",
+                f"{name} = {name} + {name}x * LO_SCALE;",
+            ]
+        ia = f"{a_at} + r * {a_stride}u + k" if a_rm else f"{a_at} + k * {a_stride}u + r"
+        ib = f"{b_at} + k * {b_stride}u + col" if b_rm else f"{b_at} + col * {b_stride}u + k"
+        return [
+            "var hh = 0.0;",
+            "var cross = 0.0;",
+            f"for (var kb = {k0}; kb < {k1}; kb++) {{",
+            "    for (var k = 0u; k < 16u; k++) {",
+            f"        let ia = {ia};",
+            f"        let ib = {ib};",
+            f"        hh += f32({aa}h[ia]) * f32({ba}h[ib]);",
+            f"        cross += f32({aa}h[ia]) * f32({ba}l[ib]) + f32({aa}l[ia]) * f32({ba}h[ib]);",
+            "    }",
+            "}",
+            "let v = hh + cross * LO_SCALE;",
+        ]
+
+    def entries(self, body, indent):
+        """Emulated: `body` once for each of the lane's entries (r, col) of the tile."""
+        return lines(indent, [
+            "for (var q = lid % 32u; q < 256u; q += 32u) {",
+            "    let r = q / 16u;",
+            "    let col = q % 16u;",
+        ] + ["    " + line for line in body] + ["}"])
+
+    def store(self, a, b, ksteps, arr, at, stride, indent):
+        """The product into `arr` (f32, row-major) at `at`."""
+        if self.emulate:
+            return self.entries(self.tile("", a, b, ksteps) + [f"{arr}[{at} + r * {stride}u + col] = v;"], indent)
+        return lines(indent, ["{"] + ["    " + line for line in self.tile("p", a, b, ksteps)]
+                     + [f"    coopStoreT(p, &{arr}[{at}], {stride}u);", "}"])
+
+    def accumulate(self, total, slot, a, b, ksteps, indent):
+        """total += product / s (`inv_s` is 1 / s), the total kept across chunks: a tile
+        variable, or emulated, slot `slot` of a workgroup array."""
+        if self.emulate:
+            return self.entries(self.tile("", a, b, ksteps) + [f"{total}[({slot}) * 256u + q] += v * inv_s;"], indent)
+        return lines(indent, ["{"] + ["    " + line for line in self.tile("p", a, b, ksteps)]
+                     + [f"    {total} = {total} + p * inv_s;", "}"])
+
+    def declare(self, total, indent):
+        if self.emulate:
+            return ""
+        return lines(indent, [f"var {total} = coopLoadT<coop_mat16x16<f32, C>>(&zero[0], 16u);"])
+
+    def unload(self, total, slot, indent):
+        """The total into `stage[sg * 256 ..]`, row-major."""
+        if self.emulate:
+            return self.entries([f"stage[sg * 256u + q] = {total}[({slot}) * 256u + q];"], indent)
+        return lines(indent, [f"coopStoreT({total}, &stage[sg * 256u], 16u);"])
+
+
+def kernel(h, generated, emulate=False):
+    c = 2048 // h  # elements of a chunk
+    tc = c // 16  # column tiles of an activation matrix (and k-steps over a chunk)
+    th = h // 16  # row tiles
+    parts = 256 // c  # threads summing an element's output
+    o2, o3 = 9 * h, 10 * h + h * h  # w2's and w3's first shared words
+    row_words = 11 * h + h * h + 1
+    p = Products(emulate)
+    header = generated[generated.index("struct Params") :]
+    header = header[: header.index("\n", header.index("var<storage, read_write> shared_partials")) + 1] + "\n"
+    tanh = generated[generated.index("// tanh to about 2 ulp") : generated.index("fn tanh4")]
+    red = tree_sum([f"red[{q * c}u + lid]" for q in range(parts)])
+
+    # dW2's (H/16)^2 tiles over the 8 subgroups: several tiles a subgroup, or several
+    # subgroups a tile (each over part of the chunk's k-steps, summed at the end).
+    t2 = th * th
+    tiles_per_sg = max(1, t2 // 8)
+    sgs_per_tile = max(1, 8 // t2)
+    ks2 = tc // sgs_per_tile
+    round_tiles = min(t2, 8)
+    # dW1's H/16 tiles (16 columns: 8 inputs, 8 zero), 8 / (H/16) subgroups a tile, one
+    # k-step each.
+    sgs_per_w1 = 8 // th
+    tw2 = ["tw2_" if emulate else f"tw2_{q}" for q in range(tiles_per_sg)]
+    tw1 = "tw1_" if emulate else "tw1"
+
+    decl = [p.declare(t, "    ") for t in tw2 + [tw1]]
+    w2_products = []
+    for q in range(tiles_per_sg):
+        tile, k0 = (f"(sg + {8 * q}u)", "0u") if t2 >= 8 else (f"(sg % {t2}u)", f"(sg / {t2}u) * {ks2}u")
+        w2_products.append(p.accumulate(
+            tw2[q], f"sg + {8 * q}u",
+            ("ds", f"({tile} / {th}u) * {16 * c}u + kb * 16u", c, True),
+            ("h1", f"({tile} % {th}u) * {16 * c}u + kb * 16u", c, False),
+            (k0, f"{k0} + {ks2}u"), "        "))
+    layer_at = f"jt * {16 * c}u + et * 16u"
+    layer1 = p.store(("w1", "jt * 256u", 16, True), ("x", "et * 16u", c, True), ("0u", "1u"),
+                     "stage", layer_at, c, "        ")
+    layer2 = p.store(("w2", f"jt * {16 * h}u + kb * 16u", h, True), ("h1", f"kb * {16 * c}u + et * 16u", c, True),
+                     ("0u", f"{th}u"), "stage", layer_at, c, "        ")
+    # G1 = W2^T D2: W2 read column-major is W2^T.
+    back = p.store(("w2", f"kb * {16 * h}u + jt * 16u", h, False), ("ds", f"kb * {16 * c}u + et * 16u", c, True),
+                   ("0u", f"{th}u"), "stage", layer_at, c, "        ")
+    w1_product = p.accumulate(
+        tw1, "sg",
+        ("ds", f"(sg % {th}u) * {16 * c}u + (sg / {th}u) * 16u", c, True),
+        ("x", f"(sg / {th}u) * 16u", c, False), ("0u", "1u"), "        ")
+    init = ""
+    if emulate:
+        init = lines("    ", [
+            f"for (var q = lid; q < {8 * tiles_per_sg * 256}u; q += 256u) {{",
+            "    tw2_[q] = 0.0;",
+            "}",
+            "for (var q = lid; q < 2048u; q += 256u) {",
+            "    tw1_[q] = 0.0;",
+            "}",
+        ])
+
+    # The end: each round of dW2 tiles (8 slots of stage) into the row, summing the
+    # subgroups that shared a tile.
+    w2_out = []
+    for q in range(tiles_per_sg):
+        terms = [f"stage[(slot + {pp * round_tiles}u) * 256u + e]" for pp in range(sgs_per_tile)]
+        w2_out.append(f"""    workgroupBarrier();
+{p.unload(tw2[q], f"sg + {8 * q}u", "    ")}
+    workgroupBarrier();
+    for (var w = lid; w < {round_tiles * 256}u; w += 256u) {{
+        let slot = w / 256u;
+        let e = w % 256u;
+        let tile = slot + {8 * q if t2 >= 8 else 0}u;
+        let j = (tile / {th}u) * 16u + e / 16u;
+        let k = (tile % {th}u) * 16u + e % 16u;
+        shared_partials[row + {o2}u + j * {h}u + k] = {tree_sum(terms)};
+    }}""")
+    w1_store = p.unload(tw1, "sg", "    ")
+    w1_terms = [f"stage[(t + {pp * th}u) * 256u + e]" for pp in range(sgs_per_w1)]
+    extension = "" if emulate else "enable wgpu_cooperative_matrix;\n"
+    what = "emulated without them (each product a loop)" if emulate else "on tensor cores"
+    totals = ""
+    if emulate:
+        totals = f"var<workgroup> tw2_: array<f32, {8 * tiles_per_sg * 256}>;\nvar<workgroup> tw1_: array<f32, 2048>;\n"
+
+    return f"""// net{h}'s adjoint kernel with every matrix product {what}: written
+// by benches/networks/variants/tensor_cores/adjoint.py, a screen, not generated.
+enable f16;
+{extension}
+{header}var<workgroup> w2h: array<f16, {h * h}>;
+var<workgroup> w2l: array<f16, {h * h}>;
+var<workgroup> w1h: array<f16, {h * 16}>;
+var<workgroup> w1l: array<f16, {h * 16}>;
+var<workgroup> xh: array<f16, {16 * c}>;
+var<workgroup> xl: array<f16, {16 * c}>;
+var<workgroup> h1h: array<f16, 2048>;
+var<workgroup> h1l: array<f16, 2048>;
+var<workgroup> dsh: array<f16, 2048>;
+var<workgroup> dsl: array<f16, 2048>;
+var<workgroup> stage: array<f32, 2048>;
+var<workgroup> zero: array<f32, 256>;
+var<workgroup> red: array<f32, 256>;
+var<workgroup> dys: array<f32, {c}>;
+var<workgroup> mx: atomic<u32>;
+{totals}
+const LO_SCALE: f32 = 0.00048828125;
+
+// f16 halves of v: the top 11 bits of its significand, and the rest scaled by 2^11.
+fn hi16(v: f32) -> f16 {{
+    return f16(bitcast<f32>(bitcast<u32>(v) & 0xFFFFE000u));
+}}
+
+fn lo16(v: f32) -> f16 {{
+    return f16((v - bitcast<f32>(bitcast<u32>(v) & 0xFFFFE000u)) * 2048.0);
+}}
+
+fn sw(i: u32) -> f32 {{
+    return shared_args[i];
+}}
+
+{tanh}@compute @workgroup_size(256)
+fn adjoint(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+    let group = wid.x + wid.y * groups.x;
+    let n = params.n;
+    let base = group * params.per_thread * 256u;
+    let row = group * {row_words}u;
+    for (var idx = lid; idx < {h * h}u; idx += 256u) {{
+        let w = sw({o2}u + idx);
+        w2h[idx] = hi16(w);
+        w2l[idx] = lo16(w);
+    }}
+    for (var idx = lid; idx < {h * 16}u; idx += 256u) {{
+        let j = idx / 16u;
+        let k = idx % 16u;
+        let w = select(0.0, sw(j * 8u + min(k, 7u)), k < 8u);
+        w1h[idx] = hi16(w);
+        w1l[idx] = lo16(w);
+    }}
+    // Rows 8..15 of the inputs' tile stay zero: K is 16, the network has 8 inputs.
+    for (var idx = {8 * c}u + lid; idx < {16 * c}u; idx += 256u) {{
+        xh[idx] = f16(0.0);
+        xl[idx] = f16(0.0);
+    }}
+    zero[lid] = 0.0;
+    let sg = lid / 32u;
+    let jt = sg / {tc}u;
+    let et = sg % {tc}u;
+    let e = lid % {c}u;
+    let part = lid / {c}u;
+    // Thread lid's entries of an H x C matrix: lid + 256 r, row part + {parts} r, column e.
+    var g_b1: array<f32, 8>;
+    var g_b2: array<f32, 8>;
+    var g_w3: array<f32, 8>;
+    var g_b3 = 0.0;
+    workgroupBarrier();
+{init}
+{chr(10).join(decl)}
+    for (var chunk = 0u; chunk < params.per_thread * {256 // c}u; chunk++) {{
+        let first = base + chunk * {c}u;
+        if (first >= n) {{
+            break;
+        }}
+        let i_in = min(first + e, n - 1u);
+        for (var k = part; k < 8u; k += {parts}u) {{
+            let xv = args[i_in * 9u + k];
+            xh[k * {c}u + e] = hi16(xv);
+            xl[k * {c}u + e] = lo16(xv);
+        }}
+        if (lid == 0u) {{
+            atomicStore(&mx, 0u);
+        }}
+        workgroupBarrier();
+{layer1}
+        workgroupBarrier();
+        for (var r = 0u; r < 8u; r++) {{
+            let idx = lid + r * 256u;
+            let h = gf_tanh(stage[idx] + sw({8 * h}u + part + {parts}u * r));
+            h1h[idx] = hi16(h);
+            h1l[idx] = lo16(h);
+        }}
+        workgroupBarrier();
+{layer2}
+        workgroupBarrier();
+        var py = 0.0;
+        for (var r = 0u; r < 8u; r++) {{
+            let idx = lid + r * 256u;
+            let j = part + {parts}u * r;
+            let h = gf_tanh(stage[idx] + sw({o2 + h * h}u + j));
+            stage[idx] = h;
+            py += sw({o3}u + j) * h;
+        }}
+        red[lid] = py;
+        workgroupBarrier();
+        if (lid < {c}u) {{
+            let i = first + lid;
+            let y = sw({o3 + h}u) + {red};
+            let d = y - args[min(i, n - 1u) * 9u + 8u];
+            var dy = 0.0;
+            if (i < n) {{
+                values[i] = d * d;
+                dy = d + d;
+            }}
+            dys[lid] = dy;
+            g_b3 += dy;
+            atomicMax(&mx, bitcast<u32>(abs(dy)));
+        }}
+        workgroupBarrier();
+        // s = 2^-E, E the exponent of the chunk's largest |d_y|: D2 s stays within f16.
+        let ex = clamp((atomicLoad(&mx) >> 23u) & 0xFFu, 1u, 253u);
+        let s = bitcast<f32>((254u - ex) << 23u);
+        let inv_s = bitcast<f32>(ex << 23u);
+        let dy_e = dys[e];
+        for (var r = 0u; r < 8u; r++) {{
+            let idx = lid + r * 256u;
+            let j = part + {parts}u * r;
+            let h = stage[idx];
+            let d = (1.0 - h * h) * (sw({o3}u + j) * dy_e);
+            g_b2[r] += d;
+            g_w3[r] += h * dy_e;
+            dsh[idx] = hi16(d * s);
+            dsl[idx] = lo16(d * s);
+        }}
+        workgroupBarrier();
+{back}
+{chr(10).join(w2_products)}
+        workgroupBarrier();
+        for (var r = 0u; r < 8u; r++) {{
+            let idx = lid + r * 256u;
+            let h = f32(h1h[idx]) + f32(h1l[idx]) * (1.0 / 2048.0);
+            let d = (1.0 - h * h) * stage[idx];
+            g_b1[r] += d * inv_s;
+            dsh[idx] = hi16(d);
+            dsl[idx] = lo16(d);
+        }}
+        workgroupBarrier();
+{w1_product}
+        workgroupBarrier();
+    }}
+{chr(10).join(w2_out)}
+    workgroupBarrier();
+{w1_store}
+    workgroupBarrier();
+    for (var w = lid; w < {h * 8}u; w += 256u) {{
+        let j = w / 8u;
+        let t = j / 16u;
+        let e = (j % 16u) * 16u + w % 8u;
+        shared_partials[row + w] = {tree_sum(w1_terms)};
+    }}
+    // The biases' and w3's sums: each thread's entries into stage, a row's C summed.
+    for (var v = 0u; v < 3u; v++) {{
+        workgroupBarrier();
+        for (var r = 0u; r < 8u; r++) {{
+            stage[lid + r * 256u] = select(select(g_w3[r], g_b2[r], v == 1u), g_b1[r], v == 0u);
+        }}
+        if (v == 0u && lid < {c}u) {{
+            red[lid] = g_b3;
+        }}
+        workgroupBarrier();
+        if (lid < {h}u) {{
+            var sum = 0.0;
+            for (var q = 0u; q < {c}u; q++) {{
+                sum += stage[lid * {c}u + q];
+            }}
+            let at = select(select({o3}u, {o2 + h * h}u, v == 1u), {8 * h}u, v == 0u);
+            shared_partials[row + at + lid] = sum;
+        }}
+        if (v == 0u && lid == 0u) {{
+            var b3 = 0.0;
+            for (var q = 0u; q < {c}u; q++) {{
+                b3 += red[q];
+            }}
+            shared_partials[row + {o3 + h}u] = b3;
+        }}
+    }}
+}}
+"""
+
+
+if __name__ == "__main__":
+    emulate = "--emulate" in sys.argv
+    h, generated, out = [a for a in sys.argv[1:] if a != "--emulate"]
+    h = int(h)
+    assert h in (32, 64), "8-32-32-1 or 8-64-64-1"
+    with open(generated) as f:
+        text = kernel(h, f.read(), emulate)
+    with open(out, "w") as f:
+        f.write(text)
