@@ -6,9 +6,12 @@ keeps):
 
     python3 adjoint.py <H> dir/net<H>.adjoint.wgsl dir/net<H>.adjoint~coop.wgsl
     python3 adjoint.py --emulate <H> dir/net<H>.adjoint.wgsl dir/net<H>.adjoint~emulated.wgsl
+    python3 adjoint.py --hold <H> dir/net<H>.adjoint.wgsl dir/net<H>.adjoint~hold.wgsl
 
 `--emulate` writes each product as a loop over the same f16 halves (no cooperative
 matrices: lavapipe runs it, the corpus bench checks it against the generated kernel).
+`--hold` loads the weights' tiles (W1, W2 and W2^T, hi and lo) into each subgroup's
+registers once, before the chunks, rather than from workgroup memory every chunk.
 
 A workgroup takes its `per_thread * 256` elements in chunks of C = 2048 / H, so that every
 H x C activation matrix is 8 tiles of 16 x 16, one a subgroup. Per chunk:
@@ -57,10 +60,27 @@ class Products:
         fn = "coopLoadT" if row_major else "coopLoad"
         return f"{fn}<coop_mat16x16<f16, {role}>>(&{arr}[{at}], {stride}u)"
 
-    def tile(self, name, a, b, ksteps):
-        """Lines declaring tile `name` (tensor cores) or computing entry `v` at (r, col)."""
+    def tile(self, name, a, b, ksteps, hold=None):
+        """Lines declaring tile `name` (tensor cores) or computing entry `v` at (r, col).
+
+        `hold`: the A tiles are the variables `{hold}h{kb}` and `{hold}l{kb}`, loaded
+        once before the chunks (`--hold`), and the k-steps are written out."""
         (aa, a_at, a_stride, a_rm), (ba, b_at, b_stride, b_rm) = a, b
         k0, k1 = ksteps
+        if hold and not self.emulate:
+            out = [
+                f"var {name} = coopLoadT<coop_mat16x16<f32, C>>(&zero[0], 16u);",
+                f"var {name}x = {name};",
+            ]
+            for kb in range(int(k0.rstrip("u")), int(k1.rstrip("u"))):
+                out += [
+                    f"let bh{kb} = {self.load('B', ba + 'h', b_at.replace('kb', f'{kb}u'), b_stride, b_rm)};",
+                    f"let bl{kb} = {self.load('B', ba + 'l', b_at.replace('kb', f'{kb}u'), b_stride, b_rm)};",
+                    f"{name} = coopMultiplyAdd({hold}h{kb}, bh{kb}, {name});",
+                    f"{name}x = coopMultiplyAdd({hold}h{kb}, bl{kb}, {name}x);",
+                    f"{name}x = coopMultiplyAdd({hold}l{kb}, bh{kb}, {name}x);",
+                ]
+            return out + [f"{name} = {name} + {name}x * LO_SCALE;"]
         if not self.emulate:
             return [
                 f"var {name} = coopLoadT<coop_mat16x16<f32, C>>(&zero[0], 16u);",
@@ -100,11 +120,11 @@ class Products:
             "    let col = q % 16u;",
         ] + ["    " + line for line in body] + ["}"])
 
-    def store(self, a, b, ksteps, arr, at, stride, indent):
+    def store(self, a, b, ksteps, arr, at, stride, indent, hold=None):
         """The product into `arr` (f32, row-major) at `at`."""
         if self.emulate:
             return self.entries(self.tile("", a, b, ksteps) + [f"{arr}[{at} + r * {stride}u + col] = v;"], indent)
-        return lines(indent, ["{"] + ["    " + line for line in self.tile("p", a, b, ksteps)]
+        return lines(indent, ["{"] + ["    " + line for line in self.tile("p", a, b, ksteps, hold)]
                      + [f"    coopStoreT(p, &{arr}[{at}], {stride}u);", "}"])
 
     def accumulate(self, total, slot, a, b, ksteps, indent):
@@ -127,7 +147,7 @@ class Products:
         return lines(indent, [f"coopStoreT({total}, &stage[sg * 256u], 16u);"])
 
 
-def kernel(h, generated, emulate=False):
+def kernel(h, generated, emulate=False, hold=False):
     c = 2048 // h  # elements of a chunk
     tc = c // 16  # column tiles of an activation matrix (and k-steps over a chunk)
     th = h // 16  # row tiles
@@ -163,13 +183,22 @@ def kernel(h, generated, emulate=False):
             ("h1", f"({tile} % {th}u) * {16 * c}u + kb * 16u", c, False),
             (k0, f"{k0} + {ks2}u"), "        "))
     layer_at = f"jt * {16 * c}u + et * 16u"
-    layer1 = p.store(("w1", "jt * 256u", 16, True), ("x", "et * 16u", c, True), ("0u", "1u"),
-                     "stage", layer_at, c, "        ")
-    layer2 = p.store(("w2", f"jt * {16 * h}u + kb * 16u", h, True), ("h1", f"kb * {16 * c}u + et * 16u", c, True),
-                     ("0u", f"{th}u"), "stage", layer_at, c, "        ")
+    a1 = ("w1", "jt * 256u", 16, True)
+    a2 = ("w2", f"jt * {16 * h}u + kb * 16u", h, True)
     # G1 = W2^T D2: W2 read column-major is W2^T.
-    back = p.store(("w2", f"kb * {16 * h}u + jt * 16u", h, False), ("ds", f"kb * {16 * c}u + et * 16u", c, True),
-                   ("0u", f"{th}u"), "stage", layer_at, c, "        ")
+    a2t = ("w2", f"kb * {16 * h}u + jt * 16u", h, False)
+    layer1 = p.store(a1, ("x", "et * 16u", c, True), ("0u", "1u"), "stage", layer_at, c, "        ",
+                     "w1a" if hold else None)
+    layer2 = p.store(a2, ("h1", f"kb * {16 * c}u + et * 16u", c, True), ("0u", f"{th}u"),
+                     "stage", layer_at, c, "        ", "w2a" if hold else None)
+    back = p.store(a2t, ("ds", f"kb * {16 * c}u + et * 16u", c, True), ("0u", f"{th}u"),
+                   "stage", layer_at, c, "        ", "w2t" if hold else None)
+    held = []
+    if hold and not emulate:
+        for prefix, (arr, at, stride, rm), steps in (("w1a", a1, 1), ("w2a", a2, th), ("w2t", a2t, th)):
+            for kb in range(steps):
+                for half in "hl":
+                    held.append(f"    let {prefix}{half}{kb} = {p.load('A', arr + half, at.replace('kb', f'{kb}u'), stride, rm)};")
     w1_product = p.accumulate(
         tw1, "sg",
         ("ds", f"(sg % {th}u) * {16 * c}u + (sg / {th}u) * 16u", c, True),
@@ -280,7 +309,7 @@ fn adjoint(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
     var g_b3 = 0.0;
     workgroupBarrier();
 {init}
-{chr(10).join(decl)}
+{chr(10).join(decl + held)}
     for (var chunk = 0u; chunk < params.per_thread * {256 // c}u; chunk++) {{
         let first = base + chunk * {c}u;
         if (first >= n) {{
@@ -404,10 +433,11 @@ fn adjoint(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
 
 if __name__ == "__main__":
     emulate = "--emulate" in sys.argv
-    h, generated, out = [a for a in sys.argv[1:] if a != "--emulate"]
+    hold = "--hold" in sys.argv
+    h, generated, out = [a for a in sys.argv[1:] if not a.startswith("--")]
     h = int(h)
     assert h in (32, 64), "8-32-32-1 or 8-64-64-1"
     with open(generated) as f:
-        text = kernel(h, f.read(), emulate)
+        text = kernel(h, f.read(), emulate, hold)
     with open(out, "w") as f:
         f.write(text)
