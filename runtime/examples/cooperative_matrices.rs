@@ -7,6 +7,9 @@
 //! cargo run --release -p gradfuse-runtime --example cooperative_matrices -- --validate k.wgsl
 //! ```
 //!
+//! `--check` runs each operation the network kernels use once (row- and column-major
+//! loads, a product, a sum of two matrices, a matrix times a scalar) on one 16 x 16 tile
+//! and compares it with the product computed here.
 //! `--print` prints the matrices' kernels (16 x 16, f16 into f32) and times nothing.
 //! The second form only checks a WGSL file with naga, every capability on: a kernel of
 //! cooperative matrices can be checked on a machine whose driver has none (lavapipe).
@@ -55,6 +58,9 @@ fn main() {
             "  {}x{}x{}: A, B {:?}; C, result {:?}",
             p.m_size, p.n_size, p.k_size, p.ab_type, p.cr_type
         );
+    }
+    if args.iter().any(|a| a == "--check") {
+        return check(&adapter);
     }
     let wanted = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16;
     let required_features = adapter.features() & wanted;
@@ -280,4 +286,138 @@ fn time(
         best = best.min(t0.elapsed().as_secs_f64());
     }
     best
+}
+
+/// The operations `--check` runs, each into its own tile of the output: the products
+/// of A and B read row-major (`coopLoadT`) or column-major (`coopLoad`), then sums and
+/// scalings of the first product.
+const CHECK_SRC: &str = "enable f16;
+enable wgpu_cooperative_matrix;
+@group(0) @binding(0) var<storage, read_write> o: array<f32>;
+@group(0) @binding(1) var<storage, read> a: array<f32>;
+var<workgroup> wa: array<f16, 256>;
+var<workgroup> wb: array<f16, 256>;
+var<workgroup> zero: array<f32, 256>;
+@compute @workgroup_size(32)
+fn main(@builtin(local_invocation_index) l: u32) {
+  for (var i = l; i < 256u; i += 32u) { wa[i] = f16(a[i]); wb[i] = f16(a[256u + i]); zero[i] = 0.0; }
+  workgroupBarrier();
+  let z = coopLoadT<coop_mat16x16<f32, C>>(&zero[0], 16u);
+  let ar = coopLoadT<coop_mat16x16<f16, A>>(&wa[0], 16u);
+  let ac = coopLoad<coop_mat16x16<f16, A>>(&wa[0], 16u);
+  let br = coopLoadT<coop_mat16x16<f16, B>>(&wb[0], 16u);
+  let bc = coopLoad<coop_mat16x16<f16, B>>(&wb[0], 16u);
+  let r = coopMultiplyAdd(ar, br, z);
+  coopStoreT(r, &o[0], 16u);
+  coopStoreT(coopMultiplyAdd(ar, bc, z), &o[256], 16u);
+  coopStoreT(coopMultiplyAdd(ac, br, z), &o[512], 16u);
+  coopStoreT(r + r, &o[768], 16u);
+  coopStoreT(r * 0.5, &o[1024], 16u);
+  let s: f32 = a[512];
+  coopStoreT(r + r * s, &o[1280], 16u);
+  var t = z;
+  for (var i = 0u; i < 3u; i++) { t = t + r * s; }
+  coopStoreT(t, &o[1536], 16u);
+  coopStore(r, &o[1792], 16u);
+}";
+
+/// `--check`: each of [`CHECK_SRC`]'s results against the same computed here, in f64 from
+/// inputs every f16 holds exactly.
+fn check(adapter: &wgpu::Adapter) {
+    let wanted = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16;
+    if !adapter.features().contains(wanted) {
+        return println!("check: the adapter has no cooperative matrices");
+    }
+    let request = adapter.request_device(&wgpu::DeviceDescriptor {
+        label: None,
+        required_features: wanted,
+        required_limits: adapter.limits(),
+        experimental_features: unsafe { wgpu::ExperimentalFeatures::enabled() },
+        ..Default::default()
+    });
+    let (device, queue) = match pollster::block_on(request) {
+        Ok(dq) => dq,
+        Err(e) => return println!("no device: {e}"),
+    };
+    let s = 0.375f32;
+    let mut inputs: Vec<f32> = (0..512)
+        .map(|i| ((i * 37 % 29) as f32 - 14.0) / 8.0)
+        .collect();
+    inputs.push(s);
+    let (a, b) = (&inputs[..256], &inputs[256..512]);
+    let at = |r: usize, c: usize| a[r * 16 + c] as f64;
+    let bt = |r: usize, c: usize| b[r * 16 + c] as f64;
+    let product = |x: &dyn Fn(usize, usize) -> f64, y: &dyn Fn(usize, usize) -> f64| {
+        let mut p = vec![0.0f64; 256];
+        for r in 0..16 {
+            for c in 0..16 {
+                p[r * 16 + c] = (0..16).map(|k| x(r, k) * y(k, c)).sum();
+            }
+        }
+        p
+    };
+    let r = product(&at, &bt);
+    let transpose = |m: &[f64]| {
+        (0..256)
+            .map(|i| m[(i % 16) * 16 + i / 16])
+            .collect::<Vec<_>>()
+    };
+    let expected: Vec<(&str, Vec<f64>)> = vec![
+        ("A B (row-major loads)", r.clone()),
+        ("A B^T (B column-major)", product(&at, &|k, c| bt(c, k))),
+        ("A^T B (A column-major)", product(&|r, k| at(k, r), &bt)),
+        ("R + R", r.iter().map(|v| 2.0 * v).collect()),
+        ("R * 0.5", r.iter().map(|v| 0.5 * v).collect()),
+        ("R + R * s", r.iter().map(|v| v + v * s as f64).collect()),
+        (
+            "three times t = t + R * s",
+            r.iter().map(|v| 3.0 * v * s as f64).collect(),
+        ),
+        ("R stored column-major", transpose(&r)),
+    ];
+    let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
+    let out = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: 8192,
+        usage,
+        mapped_at_creation: false,
+    });
+    let inp = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: 4 * inputs.len() as u64,
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    queue.write_buffer(&inp, 0, bytemuck::cast_slice(&inputs));
+    if time(&device, &queue, CHECK_SRC, [&out, &inp], 1).is_nan() {
+        return;
+    }
+    let read = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: 8192,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut enc = device.create_command_encoder(&Default::default());
+    enc.copy_buffer_to_buffer(&out, 0, &read, 0, 8192);
+    queue.submit([enc.finish()]);
+    read.slice(..).map_async(wgpu::MapMode::Read, |_| ());
+    if let Err(e) = device.poll(wgpu::PollType::wait_indefinitely()) {
+        return println!("error: {e}");
+    }
+    let got: Vec<f32> = match read.slice(..).get_mapped_range() {
+        Ok(view) => bytemuck::cast_slice(&view).to_vec(),
+        Err(e) => return println!("error: {e}"),
+    };
+    for (i, (name, want)) in expected.iter().enumerate() {
+        let tile = &got[i * 256..(i + 1) * 256];
+        let err = (tile.iter().zip(want))
+            .map(|(g, w)| (*g as f64 - w).abs())
+            .fold(0.0, f64::max);
+        let verdict = if err < 1e-3 { "ok" } else { "WRONG" };
+        println!(
+            "check {name}: {verdict} (largest error {err:.3e}; first {} for {})",
+            tile[1], want[1]
+        );
+    }
 }

@@ -12,6 +12,10 @@ keeps):
 matrices: lavapipe runs it, the corpus bench checks it against the generated kernel).
 `--hold` loads the weights' tiles (W1, W2 and W2^T, hi and lo) into each subgroup's
 registers once, before the chunks, rather than from workgroup memory every chunk.
+`--plain` uses no arithmetic on matrices but their products: a product's two parts are
+stored apart and summed by the threads reading them, and the gradients' products go
+straight into their totals, the chunk's scale being in the operands (s in D2, 1 / s in a
+copy of H1 for dW2; D1 at its own scale for dW1).
 
 A workgroup takes its `per_thread * 256` elements in chunks of C = 2048 / H, so that every
 H x C activation matrix is 8 tiles of 16 x 16, one a subgroup. Per chunk:
@@ -52,26 +56,29 @@ class Products:
     variable; emulated, a loop over the tile's entries, each lane of the subgroup taking
     8 of them, so the product is written where it is consumed."""
 
-    def __init__(self, emulate):
+    def __init__(self, emulate, plain=False):
         self.emulate = emulate
+        self.plain = plain
 
     @staticmethod
     def load(role, arr, at, stride, row_major):
         fn = "coopLoadT" if row_major else "coopLoad"
         return f"{fn}<coop_mat16x16<f16, {role}>>(&{arr}[{at}], {stride}u)"
 
-    def tile(self, name, a, b, ksteps, hold=None):
+    def tile(self, name, a, b, ksteps, hold=None, into=False):
         """Lines declaring tile `name` (tensor cores) or computing entry `v` at (r, col).
 
         `hold`: the A tiles are the variables `{hold}h{kb}` and `{hold}l{kb}`, loaded
         once before the chunks (`--hold`), and the k-steps are written out."""
         (aa, a_at, a_stride, a_rm), (ba, b_at, b_stride, b_rm) = a, b
         k0, k1 = ksteps
+        decl = [] if into else [
+            f"var {name} = coopLoadT<coop_mat16x16<f32, C>>(&zero[0], 16u);",
+            f"var {name}x = {name};",
+        ]
+        combine = [] if self.plain else [f"{name} = {name} + {name}x * LO_SCALE;"]
         if hold and not self.emulate:
-            out = [
-                f"var {name} = coopLoadT<coop_mat16x16<f32, C>>(&zero[0], 16u);",
-                f"var {name}x = {name};",
-            ]
+            out = list(decl)
             for kb in range(int(k0.rstrip("u")), int(k1.rstrip("u"))):
                 out += [
                     f"let bh{kb} = {self.load('B', ba + 'h', b_at.replace('kb', f'{kb}u'), b_stride, b_rm)};",
@@ -80,11 +87,9 @@ class Products:
                     f"{name}x = coopMultiplyAdd({hold}h{kb}, bl{kb}, {name}x);",
                     f"{name}x = coopMultiplyAdd({hold}l{kb}, bh{kb}, {name}x);",
                 ]
-            return out + [f"{name} = {name} + {name}x * LO_SCALE;"]
+            return out + combine
         if not self.emulate:
-            return [
-                f"var {name} = coopLoadT<coop_mat16x16<f32, C>>(&zero[0], 16u);",
-                f"var {name}x = {name};",
+            return decl + [
                 f"for (var kb = {k0}; kb < {k1}; kb++) {{",
                 f"    let ah = {self.load('A', aa + 'h', a_at, a_stride, a_rm)};",
                 f"    let al = {self.load('A', aa + 'l', a_at, a_stride, a_rm)};",
@@ -94,8 +99,7 @@ class Products:
                 f"    {name}x = coopMultiplyAdd(ah, bl, {name}x);",
                 f"    {name}x = coopMultiplyAdd(al, bh, {name}x);",
                 "}",
-                f"{name} = {name} + {name}x * LO_SCALE;",
-            ]
+            ] + combine
         ia = f"{a_at} + r * {a_stride}u + k" if a_rm else f"{a_at} + k * {a_stride}u + r"
         ib = f"{b_at} + k * {b_stride}u + col" if b_rm else f"{b_at} + col * {b_stride}u + k"
         return [
@@ -121,40 +125,70 @@ class Products:
         ] + ["    " + line for line in body] + ["}"])
 
     def store(self, a, b, ksteps, arr, at, stride, indent, hold=None):
-        """The product into `arr` (f32, row-major) at `at`."""
+        """The product into `arr` (f32, row-major) at `at`; `--plain`, its two parts into
+        `arr` and `arr + '2'`, which the reader sums."""
         if self.emulate:
+            if self.plain:
+                return self.entries(self.tile("", a, b, ksteps) + [
+                    f"{arr}[{at} + r * {stride}u + col] = hh;",
+                    f"{arr}2[{at} + r * {stride}u + col] = cross;",
+                ], indent)
             return self.entries(self.tile("", a, b, ksteps) + [f"{arr}[{at} + r * {stride}u + col] = v;"], indent)
-        return lines(indent, ["{"] + ["    " + line for line in self.tile("p", a, b, ksteps, hold)]
-                     + [f"    coopStoreT(p, &{arr}[{at}], {stride}u);", "}"])
+        tail = [f"    coopStoreT(p, &{arr}[{at}], {stride}u);"]
+        if self.plain:
+            tail.append(f"    coopStoreT(px, &{arr}2[{at}], {stride}u);")
+        return lines(indent, ["{"] + ["    " + line for line in self.tile("p", a, b, ksteps, hold)] + tail + ["}"])
 
     def accumulate(self, total, slot, a, b, ksteps, indent):
         """total += product / s (`inv_s` is 1 / s), the total kept across chunks: a tile
         variable, or emulated, slot `slot` of a workgroup array."""
         if self.emulate:
+            if self.plain:
+                return self.entries(self.tile("", a, b, ksteps) + [
+                    f"{total}[({slot}) * 256u + q] += hh;",
+                    f"{total}x[({slot}) * 256u + q] += cross;",
+                ], indent)
             return self.entries(self.tile("", a, b, ksteps) + [f"{total}[({slot}) * 256u + q] += v * inv_s;"], indent)
+        if self.plain:
+            # No matrix arithmetic: the products go straight into the totals (the scale
+            # is in the operands).
+            return lines(indent, self.tile(total, a, b, ksteps, into=True))
         return lines(indent, ["{"] + ["    " + line for line in self.tile("p", a, b, ksteps)]
                      + [f"    {total} = {total} + p * inv_s;", "}"])
 
     def declare(self, total, indent):
         if self.emulate:
             return ""
-        return lines(indent, [f"var {total} = coopLoadT<coop_mat16x16<f32, C>>(&zero[0], 16u);"])
+        out = [f"var {total} = coopLoadT<coop_mat16x16<f32, C>>(&zero[0], 16u);"]
+        if self.plain:
+            out.append(f"var {total}x = {total};")
+        return lines(indent, out)
 
     def unload(self, total, slot, indent):
         """The total into `stage[sg * 256 ..]`, row-major."""
         if self.emulate:
-            return self.entries([f"stage[sg * 256u + q] = {total}[({slot}) * 256u + q];"], indent)
-        return lines(indent, [f"coopStoreT({total}, &stage[sg * 256u], 16u);"])
+            body = [f"stage[sg * 256u + q] = {total}[({slot}) * 256u + q];"]
+            if self.plain:
+                body.append(f"stage2[sg * 256u + q] = {total}x[({slot}) * 256u + q];")
+            return self.entries(body, indent)
+        out = [f"coopStoreT({total}, &stage[sg * 256u], 16u);"]
+        if self.plain:
+            out.append(f"coopStoreT({total}x, &stage2[sg * 256u], 16u);")
+        return lines(indent, out)
 
 
-def kernel(h, generated, emulate=False, hold=False):
+def kernel(h, generated, emulate=False, hold=False, plain=False):
     c = 2048 // h  # elements of a chunk
     tc = c // 16  # column tiles of an activation matrix (and k-steps over a chunk)
     th = h // 16  # row tiles
     parts = 256 // c  # threads summing an element's output
     o2, o3 = 9 * h, 10 * h + h * h  # w2's and w3's first shared words
     row_words = 11 * h + h * h + 1
-    p = Products(emulate)
+    p = Products(emulate, plain)
+
+    def rd(at):
+        """A product's entry as stored: `--plain`, its two parts summed."""
+        return f"(stage[{at}] + stage2[{at}] * LO_SCALE)" if plain else f"stage[{at}]"
     header = generated[generated.index("struct Params") :]
     header = header[: header.index("\n", header.index("var<storage, read_write> shared_partials")) + 1] + "\n"
     tanh = generated[generated.index("// tanh to about 2 ulp") : generated.index("fn tanh4")]
@@ -180,7 +214,7 @@ def kernel(h, generated, emulate=False, hold=False):
         w2_products.append(p.accumulate(
             tw2[q], f"sg + {8 * q}u",
             ("ds", f"({tile} / {th}u) * {16 * c}u + kb * 16u", c, True),
-            ("h1", f"({tile} % {th}u) * {16 * c}u + kb * 16u", c, False),
+            ("h1s" if plain else "h1", f"({tile} % {th}u) * {16 * c}u + kb * 16u", c, False),
             (k0, f"{k0} + {ks2}u"), "        "))
     layer_at = f"jt * {16 * c}u + et * 16u"
     a1 = ("w1", "jt * 256u", 16, True)
@@ -208,9 +242,11 @@ def kernel(h, generated, emulate=False, hold=False):
         init = lines("    ", [
             f"for (var q = lid; q < {8 * tiles_per_sg * 256}u; q += 256u) {{",
             "    tw2_[q] = 0.0;",
+            "    tw2_x[q] = 0.0;" if plain else "",
             "}",
             "for (var q = lid; q < 2048u; q += 256u) {",
             "    tw1_[q] = 0.0;",
+            "    tw1_x[q] = 0.0;" if plain else "",
             "}",
         ])
 
@@ -218,7 +254,7 @@ def kernel(h, generated, emulate=False, hold=False):
     # subgroups that shared a tile.
     w2_out = []
     for q in range(tiles_per_sg):
-        terms = [f"stage[(slot + {pp * round_tiles}u) * 256u + e]" for pp in range(sgs_per_tile)]
+        terms = [rd(f"(slot + {pp * round_tiles}u) * 256u + e") for pp in range(sgs_per_tile)]
         w2_out.append(f"""    workgroupBarrier();
 {p.unload(tw2[q], f"sg + {8 * q}u", "    ")}
     workgroupBarrier();
@@ -231,12 +267,25 @@ def kernel(h, generated, emulate=False, hold=False):
         shared_partials[row + {o2}u + j * {h}u + k] = {tree_sum(terms)};
     }}""")
     w1_store = p.unload(tw1, "sg", "    ")
-    w1_terms = [f"stage[(t + {pp * th}u) * 256u + e]" for pp in range(sgs_per_w1)]
+    w1_terms = [rd(f"(t + {pp * th}u) * 256u + e") for pp in range(sgs_per_w1)]
     extension = "" if emulate else "enable wgpu_cooperative_matrix;\n"
     what = "emulated without them (each product a loop)" if emulate else "on tensor cores"
     totals = ""
     if emulate:
         totals = f"var<workgroup> tw2_: array<f32, {8 * tiles_per_sg * 256}>;\nvar<workgroup> tw1_: array<f32, 2048>;\n"
+        if plain:
+            totals += f"var<workgroup> tw2_x: array<f32, {8 * tiles_per_sg * 256}>;\nvar<workgroup> tw1_x: array<f32, 2048>;\n"
+    if plain:
+        totals += "var<workgroup> stage2: array<f32, 2048>;\nvar<workgroup> h1sh: array<f16, 2048>;\nvar<workgroup> h1sl: array<f16, 2048>;\n"
+    # --plain: the scale s goes into D2 and 1 / s into H1's copy (h1s) for dW2, |E| <= 14
+    # so that both stay within f16; dW1 takes D1 at its own scale.
+    ex_range = "113u, 141u" if plain else "1u, 253u"
+    h1s_line = "".join(f"\n            {line}" for line in [
+        "let h1 = f32(h1h[idx]) + f32(h1l[idx]) * LO_SCALE;",
+        "h1sh[idx] = hi16(h1 * inv_s);",
+        "h1sl[idx] = lo16(h1 * inv_s);",
+    ]) if plain else ""
+    d1_scale = " * inv_s" if plain else ""
 
     return f"""// net{h}'s adjoint kernel with every matrix product {what}: written
 // by benches/networks/variants/tensor_cores/adjoint.py, a screen, not generated.
@@ -329,7 +378,7 @@ fn adjoint(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
         workgroupBarrier();
         for (var r = 0u; r < 8u; r++) {{
             let idx = lid + r * 256u;
-            let h = gf_tanh(stage[idx] + sw({8 * h}u + part + {parts}u * r));
+            let h = gf_tanh({rd("idx")} + sw({8 * h}u + part + {parts}u * r));
             h1h[idx] = hi16(h);
             h1l[idx] = lo16(h);
         }}
@@ -340,7 +389,7 @@ fn adjoint(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
         for (var r = 0u; r < 8u; r++) {{
             let idx = lid + r * 256u;
             let j = part + {parts}u * r;
-            let h = gf_tanh(stage[idx] + sw({o2 + h * h}u + j));
+            let h = gf_tanh({rd("idx")} + sw({o2 + h * h}u + j));
             stage[idx] = h;
             py += sw({o3}u + j) * h;
         }}
@@ -361,7 +410,7 @@ fn adjoint(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
         }}
         workgroupBarrier();
         // s = 2^-E, E the exponent of the chunk's largest |d_y|: D2 s stays within f16.
-        let ex = clamp((atomicLoad(&mx) >> 23u) & 0xFFu, 1u, 253u);
+        let ex = clamp((atomicLoad(&mx) >> 23u) & 0xFFu, {ex_range});
         let s = bitcast<f32>((254u - ex) << 23u);
         let inv_s = bitcast<f32>(ex << 23u);
         let dy_e = dys[e];
@@ -373,7 +422,7 @@ fn adjoint(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
             g_b2[r] += d;
             g_w3[r] += h * dy_e;
             dsh[idx] = hi16(d * s);
-            dsl[idx] = lo16(d * s);
+            dsl[idx] = lo16(d * s);{h1s_line}
         }}
         workgroupBarrier();
 {back}
@@ -382,10 +431,10 @@ fn adjoint(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
         for (var r = 0u; r < 8u; r++) {{
             let idx = lid + r * 256u;
             let h = f32(h1h[idx]) + f32(h1l[idx]) * (1.0 / 2048.0);
-            let d = (1.0 - h * h) * stage[idx];
+            let d = (1.0 - h * h) * {rd("idx")};
             g_b1[r] += d * inv_s;
-            dsh[idx] = hi16(d);
-            dsl[idx] = lo16(d);
+            dsh[idx] = hi16(d{d1_scale});
+            dsl[idx] = lo16(d{d1_scale});
         }}
         workgroupBarrier();
 {w1_product}
@@ -434,10 +483,11 @@ fn adjoint(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
 if __name__ == "__main__":
     emulate = "--emulate" in sys.argv
     hold = "--hold" in sys.argv
+    plain = "--plain" in sys.argv
     h, generated, out = [a for a in sys.argv[1:] if not a.startswith("--")]
     h = int(h)
     assert h in (32, 64), "8-32-32-1 or 8-64-64-1"
     with open(generated) as f:
-        text = kernel(h, f.read(), emulate, hold)
+        text = kernel(h, f.read(), emulate, hold, plain)
     with open(out, "w") as f:
         f.write(text)
