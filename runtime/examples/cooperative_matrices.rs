@@ -8,7 +8,7 @@
 //! ```
 //!
 //! `--check` runs each operation the network kernels use once (row- and column-major
-//! loads, a product, a sum of two matrices, a matrix times a scalar) on one 16 x 16 tile
+//! loads, a product, a sum of two matrices, a matrix times a scalar, the zero matrix) on one 16 x 16 tile
 //! and compares it with the product computed here.
 //! `--print` prints the matrices' kernels (16 x 16, f16 into f32) and times nothing.
 //! The second form only checks a WGSL file with naga, every capability on: a kernel of
@@ -319,6 +319,7 @@ fn main(@builtin(local_invocation_index) l: u32) {
   for (var i = 0u; i < 3u; i++) { t = t + r * s; }
   coopStoreT(t, &o[1536], 16u);
   coopStore(r, &o[1792], 16u);
+  coopStoreT(coop_mat16x16<f32, C>(), &o[2048], 16u);
 }";
 
 /// `--check`: each of [`CHECK_SRC`]'s results against the same computed here, in f64 from
@@ -374,11 +375,12 @@ fn check(adapter: &wgpu::Adapter) {
             r.iter().map(|v| 3.0 * v * s as f64).collect(),
         ),
         ("R stored column-major", transpose(&r)),
+        ("the zero constructor", vec![0.0; 256]),
     ];
     let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
     let out = device.create_buffer(&wgpu::BufferDescriptor {
         label: None,
-        size: 8192,
+        size: 9216,
         usage,
         mapped_at_creation: false,
     });
@@ -394,12 +396,12 @@ fn check(adapter: &wgpu::Adapter) {
     }
     let read = device.create_buffer(&wgpu::BufferDescriptor {
         label: None,
-        size: 8192,
+        size: 9216,
         usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         mapped_at_creation: false,
     });
     let mut enc = device.create_command_encoder(&Default::default());
-    enc.copy_buffer_to_buffer(&out, 0, &read, 0, 8192);
+    enc.copy_buffer_to_buffer(&out, 0, &read, 0, 9216);
     queue.submit([enc.finish()]);
     read.slice(..).map_async(wgpu::MapMode::Read, |_| ());
     if let Err(e) = device.poll(wgpu::PollType::wait_indefinitely()) {

@@ -33,7 +33,22 @@ normal f16 whatever the loss's scale; the gradient tiles take each chunk's produ
 w3's gradients are sums of f32 values each thread keeps. Needs the runtime to enable
 `EXPERIMENTAL_COOPERATIVE_MATRIX` and `SHADER_F16` (`runtime_switch.patch`).
 """
+import re
 import sys
+
+# The workgroup memory NVIDIA's Vulkan driver offers a compute shader (its
+# maxComputeSharedMemorySize). wgpu 30 does not check a module against it: a kernel past
+# it ran on the H100 and H200 and hung them (the first screen of this file's kernels).
+WORKGROUP_BYTES = 48 << 10
+
+
+def workgroup_bytes(text):
+    """The bytes of `text`'s workgroup variables."""
+    size = {"f16": 2, "f32": 4}
+    total = 0
+    for ty, n in re.findall(r"var<workgroup> \w+: array<(\w+), (\d+)>;", text):
+        total += size[ty] * int(n)
+    return total + 4 * len(re.findall(r"var<workgroup> \w+: atomic<u32>;", text))
 
 
 def tree_sum(terms):
@@ -73,7 +88,7 @@ class Products:
         (aa, a_at, a_stride, a_rm), (ba, b_at, b_stride, b_rm) = a, b
         k0, k1 = ksteps
         decl = [] if into else [
-            f"var {name} = coopLoadT<coop_mat16x16<f32, C>>(&zero[0], 16u);",
+            f"var {name} = coop_mat16x16<f32, C>();",
             f"var {name}x = {name};",
         ]
         combine = [] if self.plain else [f"{name} = {name} + {name}x * LO_SCALE;"]
@@ -159,7 +174,7 @@ class Products:
     def declare(self, total, indent):
         if self.emulate:
             return ""
-        out = [f"var {total} = coopLoadT<coop_mat16x16<f32, C>>(&zero[0], 16u);"]
+        out = [f"var {total} = coop_mat16x16<f32, C>();"]
         if self.plain:
             out.append(f"var {total}x = {total};")
         return lines(indent, out)
@@ -302,9 +317,7 @@ var<workgroup> h1l: array<f16, 2048>;
 var<workgroup> dsh: array<f16, 2048>;
 var<workgroup> dsl: array<f16, 2048>;
 var<workgroup> stage: array<f32, 2048>;
-var<workgroup> zero: array<f32, 256>;
 var<workgroup> red: array<f32, 256>;
-var<workgroup> dys: array<f32, {c}>;
 var<workgroup> mx: atomic<u32>;
 {totals}
 const LO_SCALE: f32 = 0.00048828125;
@@ -345,7 +358,6 @@ fn adjoint(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
         xh[idx] = f16(0.0);
         xl[idx] = f16(0.0);
     }}
-    zero[lid] = 0.0;
     let sg = lid / 32u;
     let jt = sg / {tc}u;
     let et = sg % {tc}u;
@@ -404,7 +416,7 @@ fn adjoint(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
                 values[i] = d * d;
                 dy = d + d;
             }}
-            dys[lid] = dy;
+            red[lid] = dy;
             g_b3 += dy;
             atomicMax(&mx, bitcast<u32>(abs(dy)));
         }}
@@ -413,7 +425,7 @@ fn adjoint(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
         let ex = clamp((atomicLoad(&mx) >> 23u) & 0xFFu, {ex_range});
         let s = bitcast<f32>((254u - ex) << 23u);
         let inv_s = bitcast<f32>(ex << 23u);
-        let dy_e = dys[e];
+        let dy_e = red[e];
         for (var r = 0u; r < 8u; r++) {{
             let idx = lid + r * 256u;
             let j = part + {parts}u * r;
@@ -489,5 +501,8 @@ if __name__ == "__main__":
     assert h in (32, 64), "8-32-32-1 or 8-64-64-1"
     with open(generated) as f:
         text = kernel(h, f.read(), emulate, hold, plain)
+    used = workgroup_bytes(text)
+    if not emulate and used > WORKGROUP_BYTES:
+        sys.exit(f"{used} bytes of workgroup memory, past the driver's {WORKGROUP_BYTES}")
     with open(out, "w") as f:
         f.write(text)
