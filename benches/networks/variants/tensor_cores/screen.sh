@@ -19,7 +19,8 @@ export GRADFUSE_REQUIRE_GPU=1
 timeout 60 .bench/cooperative_matrices --check
 export GRADFUSE_CORPUS_EXTRA=benches/networks/variants/networks.rs GRADFUSE_X_COOP=1 GRADFUSE_X_TIMEOUT_MS=${SCREEN_TIMEOUT_MS:-5000}
 logs=$(mktemp -d)
-for file in "${1:-.bench/cv}"/*.wgsl; do
+# Variants only (a name with ~): the bench writes the generated kernels beside them.
+for file in "${1:-.bench/cv}"/*~*.wgsl; do
     name=$(basename "$file" .wgsl)   # net64.adjoint~coop
     net=${name%%.*}
     kind=${name#*.}
