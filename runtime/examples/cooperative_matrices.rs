@@ -63,18 +63,8 @@ fn main() {
         return check(&adapter);
     }
     let wanted = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16;
-    let required_features = adapter.features() & wanted;
-    let request = adapter.request_device(&wgpu::DeviceDescriptor {
-        label: None,
-        required_features,
-        required_limits: adapter.limits(),
-        // Cooperative matrices are an experimental feature of wgpu 30.
-        experimental_features: unsafe { wgpu::ExperimentalFeatures::enabled() },
-        ..Default::default()
-    });
-    let (device, queue) = match pollster::block_on(request) {
-        Ok(dq) => dq,
-        Err(e) => return println!("no device: {e}"),
+    let Some((device, queue)) = matrix_device(&adapter, adapter.features() & wanted) else {
+        return;
     };
     let out = device.create_buffer(&wgpu::BufferDescriptor {
         label: None,
@@ -126,6 +116,29 @@ fn main() {
                 fmas / t / 1e9,
                 fmas / t / fma_rate
             );
+        }
+    }
+}
+
+/// A device of `adapter` with `features` and the adapter's limits (none, said why, where
+/// it cannot be had).
+fn matrix_device(
+    adapter: &wgpu::Adapter,
+    features: wgpu::Features,
+) -> Option<(wgpu::Device, wgpu::Queue)> {
+    let request = adapter.request_device(&wgpu::DeviceDescriptor {
+        label: None,
+        required_features: features,
+        required_limits: adapter.limits(),
+        // Cooperative matrices are an experimental feature of wgpu 30.
+        experimental_features: unsafe { wgpu::ExperimentalFeatures::enabled() },
+        ..Default::default()
+    });
+    match pollster::block_on(request) {
+        Ok(dq) => Some(dq),
+        Err(e) => {
+            println!("no device: {e}");
+            None
         }
     }
 }
@@ -329,16 +342,8 @@ fn check(adapter: &wgpu::Adapter) {
     if !adapter.features().contains(wanted) {
         return println!("check: the adapter has no cooperative matrices");
     }
-    let request = adapter.request_device(&wgpu::DeviceDescriptor {
-        label: None,
-        required_features: wanted,
-        required_limits: adapter.limits(),
-        experimental_features: unsafe { wgpu::ExperimentalFeatures::enabled() },
-        ..Default::default()
-    });
-    let (device, queue) = match pollster::block_on(request) {
-        Ok(dq) => dq,
-        Err(e) => return println!("no device: {e}"),
+    let Some((device, queue)) = matrix_device(adapter, wanted) else {
+        return;
     };
     let s = 0.375f32;
     let mut inputs: Vec<f32> = (0..512)

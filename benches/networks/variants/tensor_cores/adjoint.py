@@ -33,8 +33,12 @@ normal f16 whatever the loss's scale; the gradient tiles take each chunk's produ
 w3's gradients are sums of f32 values each thread keeps. Needs the runtime to enable
 `EXPERIMENTAL_COOPERATIVE_MATRIX` and `SHADER_F16` (`runtime_switch.patch`).
 """
+import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from value import HALVES, staging  # noqa: E402
 
 # The workgroup memory NVIDIA's Vulkan driver offers a compute shader (its
 # maxComputeSharedMemorySize). wgpu 30 does not check a module against it: a kernel past
@@ -322,15 +326,7 @@ var<workgroup> mx: atomic<u32>;
 {totals}
 const LO_SCALE: f32 = 0.00048828125;
 
-// f16 halves of v: the top 11 bits of its significand, and the rest scaled by 2^11.
-fn hi16(v: f32) -> f16 {{
-    return f16(bitcast<f32>(bitcast<u32>(v) & 0xFFFFE000u));
-}}
-
-fn lo16(v: f32) -> f16 {{
-    return f16((v - bitcast<f32>(bitcast<u32>(v) & 0xFFFFE000u)) * 2048.0);
-}}
-
+{HALVES}
 fn sw(i: u32) -> f32 {{
     return shared_args[i];
 }}
@@ -341,24 +337,7 @@ fn adjoint(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
     let n = params.n;
     let base = group * params.per_thread * 256u;
     let row = group * {row_words}u;
-    for (var idx = lid; idx < {h * h}u; idx += 256u) {{
-        let w = sw({o2}u + idx);
-        w2h[idx] = hi16(w);
-        w2l[idx] = lo16(w);
-    }}
-    for (var idx = lid; idx < {h * 16}u; idx += 256u) {{
-        let j = idx / 16u;
-        let k = idx % 16u;
-        let w = select(0.0, sw(j * 8u + min(k, 7u)), k < 8u);
-        w1h[idx] = hi16(w);
-        w1l[idx] = lo16(w);
-    }}
-    // Rows 8..15 of the inputs' tile stay zero: K is 16, the network has 8 inputs.
-    for (var idx = {8 * c}u + lid; idx < {16 * c}u; idx += 256u) {{
-        xh[idx] = f16(0.0);
-        xl[idx] = f16(0.0);
-    }}
-    let sg = lid / 32u;
+{staging(h, c, 'sw')}    let sg = lid / 32u;
     let jt = sg / {tc}u;
     let et = sg % {tc}u;
     let e = lid % {c}u;

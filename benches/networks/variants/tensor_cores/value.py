@@ -31,6 +31,42 @@ def tree_sum(terms):
     return terms[0]
 
 
+# The WGSL of the f16 halves, which every tensor-core kernel here splits its operands into.
+HALVES = """// f16 halves of v: the top 11 bits of its significand, and the rest scaled by 2^11.
+fn hi16(v: f32) -> f16 {
+    return f16(bitcast<f32>(bitcast<u32>(v) & 0xFFFFE000u));
+}
+
+fn lo16(v: f32) -> f16 {
+    return f16((v - bitcast<f32>(bitcast<u32>(v) & 0xFFFFE000u)) * 2048.0);
+}
+"""
+
+
+def staging(h, c, read):
+    """The weights' halves into workgroup memory (`W1` padded to 16 columns) and the zero
+    rows 8..15 of the inputs' tile; `read(k)` is the kernel's shared-word reader."""
+    o2 = 9 * h
+    return f"""    for (var idx = lid; idx < {h * h}u; idx += 256u) {{
+        let w = {read}({o2}u + idx);
+        w2h[idx] = hi16(w);
+        w2l[idx] = lo16(w);
+    }}
+    for (var idx = lid; idx < {h * 16}u; idx += 256u) {{
+        let j = idx / 16u;
+        let k = idx % 16u;
+        let w = select(0.0, {read}(j * 8u + min(k, 7u)), k < 8u);
+        w1h[idx] = hi16(w);
+        w1l[idx] = lo16(w);
+    }}
+    // Rows 8..15 of the inputs' tile stay zero: K is 16, the network has 8 inputs.
+    for (var idx = {8 * c}u + lid; idx < {16 * c}u; idx += 256u) {{
+        xh[idx] = f16(0.0);
+        xl[idx] = f16(0.0);
+    }}
+"""
+
+
 def kernel(h, generated, emulate=False):
     c = 2048 // h  # elements of a sub-chunk
     tiles_c = c // 16  # column tiles a layer
@@ -119,15 +155,7 @@ var<workgroup> stage2: array<f32, 2048>;
 var<workgroup> zero: array<f32, 256>;
 var<workgroup> red: array<f32, 256>;
 
-// f16 halves of v: the top 11 bits of its significand, and the rest scaled by 2^11.
-fn hi16(v: f32) -> f16 {{
-    return f16(bitcast<f32>(bitcast<u32>(v) & 0xFFFFE000u));
-}}
-
-fn lo16(v: f32) -> f16 {{
-    return f16((v - bitcast<f32>(bitcast<u32>(v) & 0xFFFFE000u)) * 2048.0);
-}}
-
+{HALVES}
 fn sh(k: u32) -> f32 {{
     return shared_args[k / 4u][k % 4u];
 }}
@@ -138,24 +166,7 @@ fn forward(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
     if (first >= params.n) {{
         return;
     }}
-    for (var idx = lid; idx < {h * h}u; idx += 256u) {{
-        let w = sh({o2}u + idx);
-        w2h[idx] = hi16(w);
-        w2l[idx] = lo16(w);
-    }}
-    for (var idx = lid; idx < {h * 16}u; idx += 256u) {{
-        let j = idx / 16u;
-        let k = idx % 16u;
-        let w = select(0.0, sh(j * 8u + min(k, 7u)), k < 8u);
-        w1h[idx] = hi16(w);
-        w1l[idx] = lo16(w);
-    }}
-    // Rows 8..15 of the inputs' tile stay zero: K is 16, the network has 8 inputs.
-    for (var idx = {8 * c}u + lid; idx < {16 * c}u; idx += 256u) {{
-        xh[idx] = f16(0.0);
-        xl[idx] = f16(0.0);
-    }}
-    zero[lid] = 0.0;
+{staging(h, c, 'sh')}    zero[lid] = 0.0;
     let sg = lid / 32u;
     let jt = sg / {tiles_c}u;
     let et = sg % {tiles_c}u;
