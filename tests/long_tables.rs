@@ -303,6 +303,12 @@ fn a_long_table_beside_its_tape_streams_its_gradient() {
         long_table::WGSL_ADJOINT.contains("stage_count"),
         "no stream"
     );
+    // Its forward values recomputed a segment at a time from checkpoints
+    // (`opt::recompute`), not all kept alive for the reverse pass.
+    assert!(
+        long_table::WGSL_ADJOINT.contains("gf_fresh("),
+        "not recomputed"
+    );
     let mut rng = Rng(71);
     let shared = long_table::Shared {
         table: std::array::from_fn(|_| rng.uniform(-0.05, 0.05)),
@@ -354,4 +360,38 @@ fn a_long_table_beside_its_tape_streams_its_gradient() {
             .zip(&again.table)
             .all(|(a, b)| a.to_bits() == b.to_bits())
     );
+}
+
+/// The recomputed reverse pass with two elements a thread side by side (past 512 x 256
+/// elements each thread takes several), each element's value and gradient against the
+/// CPU version's.
+#[test]
+fn a_long_table_recomputed_two_elements_a_thread() {
+    let mut rng = Rng(73);
+    let shared = long_table::Shared {
+        table: std::array::from_fn(|_| rng.uniform(-0.05, 0.05)),
+    };
+    let n = 512 * 256 * 2 + 301;
+    let batch: Vec<long_table::Args> = (0..n)
+        .map(|_| long_table::Args {
+            x: rng.uniform(-1.0, 1.0),
+            y: rng.uniform(-0.9, 0.9),
+        })
+        .collect();
+    let kernel = long_table::kernel(device());
+    let (values, grads, _) = kernel.value_and_grad(&batch, &shared).expect("launch");
+    assert_eq!((values.len(), grads.len()), (n, n));
+    for i in (0..n).step_by(61).chain(n - 300..n) {
+        let (v, g, _) = long_table::value_and_grad(&batch[i], &shared);
+        let close = |a: f32, b: f32| (a - b).abs() <= 1e-5 * b.abs().max(1.0);
+        assert!(
+            close(values[i], v),
+            "element {i}: {} against {v}",
+            values[i]
+        );
+        assert!(
+            close(grads[i].x, g.x) && close(grads[i].y, g.y),
+            "element {i}"
+        );
+    }
 }

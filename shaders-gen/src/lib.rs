@@ -82,6 +82,26 @@ pub struct Compiled {
     pub second: Option<SecondOrder>,
 }
 
+/// The kernel adjoint that `derive` makes of `lowered` unrolled with its long-taped loops
+/// recomputed a segment at a time from checkpoints ([`opt::recompute`]), where `lowered`
+/// has such loops and no other, and where its code stays within twice that of `unrolled`
+/// (the adjoint of the kernels' fully unrolled primal); else `unrolled`.
+fn recomputing(
+    lowered: &Function,
+    unrolled: Function,
+    derive: impl Fn(&Function) -> Function,
+) -> Function {
+    let Some(kept) = opt::recompute::keeping_long_tapes(lowered) else {
+        return unrolled;
+    };
+    let recomputed = opt::optimize(&opt::recompute::unroll_loops(&derive(&kept)));
+    if recomputed.code_size() <= 2 * unrolled.code_size() {
+        recomputed
+    } else {
+        unrolled
+    }
+}
+
 /// The second-order versions of a function with an `f32` result, in the element's
 /// gradient words (`#[shared]` words are inputs, held fixed: no Hessian block in them).
 #[derive(Clone, Debug)]
@@ -242,7 +262,9 @@ pub fn compile_with(
     let kernel_adjoint = if layout.shared_words > 0 {
         shared_adjoint_kernel(layout, &lowered.primal, &primal)
     } else {
-        adjoint.clone()
+        recomputing(&lowered.primal, adjoint.clone(), |p| {
+            kept_gradient_outputs(layout, ad::reverse(&Tapes::Checkpointed.prepare(p)))
+        })
     };
     let (forward, value_primal) = value_kernel(&sig, layout, &lowered.primal, &primal);
     let adjoint_elements =
@@ -310,7 +332,9 @@ fn shared_adjoint_kernel(
     lowered: &Function,
     primal: &Function,
 ) -> Function {
-    let unrolled = seeded_adjoint(layout, primal);
+    let unrolled = recomputing(lowered, seeded_adjoint(layout, primal), |p| {
+        seeded_adjoint(layout, p)
+    });
     // A gradient summed per thread in registers needs no help (and computes several
     // elements per thread, which a kept loop's outer sums do not).
     if !emit_wgsl::streams_shared_gradient(layout, &unrolled) {

@@ -57,6 +57,12 @@ pub enum Func {
     Round,
     MulAdd,
     Hypot,
+    /// `x` itself, through a zero the GPU driver cannot prove is one. No user calls it: the
+    /// kernels' reverse passes that recompute a segment of forward values from its
+    /// checkpoint read the checkpoint through it ([`crate::opt::recompute`]), or the
+    /// driver would find each recomputed value equal to the forward one it recomputes and
+    /// keep that alive instead, which is what the recomputing is there to avoid.
+    Fresh,
 }
 
 impl Func {
@@ -68,6 +74,7 @@ impl Func {
     pub fn gpu_cost(self) -> f64 {
         match self {
             Func::Add | Func::Sub | Func::Mul | Func::Neg | Func::MulAdd | Func::Abs => 1.0,
+            Func::Fresh => 1.0,
             Func::Powi(_) => 1.7,
             Func::Div | Func::Recip | Func::Sqrt | Func::Exp | Func::Exp2 => 6.1,
             Func::Signum | Func::Min | Func::Max | Func::Floor | Func::Ceil => 6.1,
@@ -217,6 +224,13 @@ pub const WGSL_HELPERS: &[(&str, &[&str], &str)] = &[
         "// NaN by its bits: WGSL lets an implementation assume there are no NaNs, so x != x\n\
          // may be folded to false.\n\
          fn gf_is_nan(x: f32) -> bool {\n    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;\n}",
+    ),
+    (
+        "gf_fresh",
+        &[],
+        "// x plus a zero the driver cannot prove is one (per_thread is far below 2^31): a\n\
+         // recomputed value kept apart from the equal one its forward pass computed.\n\
+         fn gf_fresh(x: f32) -> f32 {\n    return x + bitcast<f32>(params.per_thread & 0x80000000u);\n}",
     ),
     (
         "gf_min",
@@ -489,6 +503,7 @@ impl Func {
             Round => W::Helper("gf_round"),
             MulAdd => W::Builtin("fma"),
             Hypot => W::Helper("gf_hypot"),
+            Fresh => W::Helper("gf_fresh"),
         }
     }
 
@@ -505,6 +520,8 @@ impl Func {
             // f32::clamp panics when lo > hi or either is NaN; Real::clamp never does.
             Clamp => R::Real("clamp"),
             Powi(_) => R::Method("powi"),
+            // Only the kernels' IR holds it; written out, it is the value itself.
+            Fresh => R::Prefix(""),
             other => R::Method(
                 METHODS
                     .iter()
@@ -554,6 +571,7 @@ impl Func {
             Round => a[0].round(),
             MulAdd => a[0].mul_add(a[1], a[2]),
             Hypot => a[0].hypot(a[1]),
+            Fresh => a[0],
         }
     }
 }

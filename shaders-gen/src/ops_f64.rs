@@ -10,6 +10,13 @@
 /// The f64 WGSL helpers: `(name, helpers it calls directly or not, source)`.
 pub const WGSL_HELPERS_F64: &[(&str, &[&str], &str)] = &[
     (
+        "gf_fresh",
+        &[],
+        "// x plus a zero the driver cannot prove is one (per_thread is far below 2^31): a\n\
+         // recomputed value kept apart from the equal one its forward pass computed.\n\
+         fn gf_fresh(x: f64) -> f64 {\n    return x + f64(bitcast<f32>(params.per_thread & 0x80000000u));\n}",
+    ),
+    (
         "gf_is_nan",
         &[],
         r#"// NaN, tested on its f32 conversion's bits (a NaN stays NaN; every other f64 becomes a

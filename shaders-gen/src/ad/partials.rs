@@ -78,6 +78,7 @@ pub fn partials(
         Clamp => d.clamp(b),
         MulAdd => vec![args[1], x, c(b, 1.0)],
         Hypot => d.hypot(b),
+        Fresh => vec![c(b, 1.0)],
     }
 }
 

@@ -62,7 +62,7 @@ pub fn checkpoint_long_loops(f: &Function) -> Function {
 /// cut like one carrying scalars: on the H100 at 2^23 a chain of 8 masses stepped 32
 /// times, 16 words carried, took 4.72 ms with its 512-word tape and 1.61 ms cut
 /// (BENCHMARKS.md, "Loops that carry arrays, checkpointed").
-fn segment_length(l: &Loop) -> Option<i64> {
+pub(super) fn segment_length(l: &Loop) -> Option<i64> {
     let trips = l.trip_count();
     let words = l.carried_words();
     if crate::ad::stores_a_word_per_iteration(l)

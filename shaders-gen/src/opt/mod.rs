@@ -7,6 +7,7 @@
 //! is zero by definition, so those products do not arise from differentiation.
 
 mod checkpoint;
+pub mod recompute;
 mod schedule;
 
 pub use checkpoint::{MAX_TAPE_WORDS, checkpoint_long_loops};
