@@ -22,7 +22,7 @@ def trip_constant(i):
     return f"{i / 100:.2f}f"
 
 
-def kernel(generated, t, segment, static=False, vec4=False, elements=2):
+def kernel(generated, t, segment, static=False, vec4=False, elements=2, distinct=False):
     head = generated[: generated.index("        let table_0 = ")]
     if vec4:
         head = vec4_stage(head)
@@ -79,6 +79,12 @@ def kernel(generated, t, segment, static=False, vec4=False, elements=2):
                 out.append(f"        {stage_store(f'{slot}u', term, vec4)} stage_words[{slot}] = {i}u; // d/d table[{i}]")
                 if slot == 31:
                     out.append("        gf_reduce_stage(lid, stage_words, 32u);")
+            elif distinct:
+                # Runs of 32 words, each one below the last: slot j of the run from word w
+                # adds into word w - j, with no words array and no search for repeats.
+                if staged % 32 == 0:
+                    out.append(f"        if (stage_count > 0u) {{ gf_sum_run(lid, {(i + 32) % t}u); stage_count = 0u; }}")
+                out.append(f"        {stage_store('stage_count', term, vec4)} stage_count++; // d/d table[{i}]")
             else:
                 if staged % 32 == 0:
                     out.append("        if (stage_count > 0u) { gf_reduce_stage(lid, stage_words, stage_count); stage_count = 0u; }")
@@ -92,7 +98,22 @@ def kernel(generated, t, segment, static=False, vec4=False, elements=2):
     for b in e[: 2 if elements == 2 else 0]:
         name = re.search(rf"values\[i\] = (\w+{b});", tail).group(1)
         tail = tail.replace(f"values[i] = {name};", f"values[i] = value{b};")
+    if distinct:
+        tail = tail.replace("gf_reduce_stage(lid, stage_words, stage_count);", "gf_sum_run(lid, 31u);")
+        body = body.replace("// Adds this workgroup's sums", SUM_RUN + "// Adds this workgroup's sums", 1)
     return body + tail
+
+
+SUM_RUN = """// Adds this workgroup's sums of the stage's 32 slots to words first, first - 1, ..
+fn gf_sum_run(lid: u32, first: u32) {
+    gf_reduce_levels(lid);
+    if (lid < 32u) {
+        word_sums[first - lid] += gf_slot_sum(lid);
+    }
+    workgroupBarrier();
+}
+
+"""
 
 
 def four_elements(head):
@@ -166,4 +187,5 @@ if __name__ == "__main__":
         text = f.read()
     t = int(text.split("shared_table_")[1].split("(")[0])
     with open(dest, "w") as f:
-        f.write(kernel(text, t, int(segment), "--static" in flags, "--vec4" in flags, 4 if "--four" in flags else 2))
+        f.write(kernel(text, t, int(segment), "--static" in flags, "--vec4" in flags, 4 if "--four" in flags else 2,
+                           "--distinct" in flags))
