@@ -311,13 +311,8 @@ fn unroll(
                 }
             }
             Op::Result(l, k) if unrolled[l.index()].is_some() => {
-                let id = unrolled[l.index()]
-                    .as_ref()
-                    .map_or(m(*l), |c| c[*k as usize]);
-                if let Some(name) = &node.name {
-                    b.name(id, name);
-                }
-                id
+                let finals = unrolled[l.index()].as_deref().unwrap_or_default();
+                unrolled_result(&mut b, finals, *k, node.name.as_deref())
             }
             op => b.push(op.map_operands(m), node.span, node.name.clone()),
         };
@@ -325,6 +320,21 @@ fn unroll(
     }
     let outputs = f.outputs.iter().map(|o| map[o.index()]).collect();
     b.finish(outputs)
+}
+
+/// What `Op::Result(l, k)` reads once loop `l` is unrolled: the `k`th of its final
+/// carried values `finals`, under the result's name.
+pub(crate) fn unrolled_result(
+    b: &mut Builder,
+    finals: &[ValueId],
+    k: u32,
+    name: Option<&str>,
+) -> ValueId {
+    let id = finals[k as usize];
+    if let Some(name) = name {
+        b.name(id, name);
+    }
+    id
 }
 
 /// The carried values after `body`'s trips `indexes` (a forward loop's body: inputs the

@@ -114,11 +114,8 @@ pub fn unroll_loops(f: &Function) -> Function {
                 b.constant(0.0, span)
             }
             Op::Result(l, k) if finals[l.index()].is_some() => {
-                let id = finals[l.index()].as_ref().map_or(m(*l), |c| c[*k as usize]);
-                if let Some(name) = &node.name {
-                    b.name(id, name);
-                }
-                id
+                let carried = finals[l.index()].as_deref().unwrap_or_default();
+                super::unrolled_result(&mut b, carried, *k, node.name.as_deref())
             }
             op => b.push(op.map_operands(m), node.span, node.name.clone()),
         };
