@@ -150,3 +150,19 @@ pub fn spring_chain(masses: usize, steps: usize, shared: bool) -> String {
         inner = masses - 1
     )
 }
+
+/// A `#[shared]` table of `trips` words read in a loop of as many trips that carries two
+/// words, `s` and `p`, both of which its reverse pass needs: a tape of `2 trips` words.
+pub fn table_loop(trips: usize) -> String {
+    format!(
+        "fn table(x: f32, y: f32, #[shared] table: [f32; {trips}]) -> f32 {{
+            let mut s = 0.0;
+            let mut p = x;
+            for i in 0..{trips} {{
+                s += table[i] * p;
+                p = p * y + 0.01 * (i as f32);
+            }}
+            s.tanh()
+        }}"
+    )
+}

@@ -124,22 +124,11 @@ fn elements_per_thread_follow_the_sums_and_the_tapes() {
     let dense = streamed.replace("(x[k] + j as f32)", "x[k]");
     assert_eq!(adjoint_elements(&dense), 1);
     // A table read in a loop of `trips` iterations whose carried `p` the reverse pass needs.
-    let table_loop = |trips: usize| {
-        format!(
-            "fn f(x: f32, y: f32, #[shared] t: [f32; {trips}]) -> f32 {{
-                let mut s = 0.0;
-                let mut p = x;
-                for i in 0..{trips} {{
-                    s += t[i] * p;
-                    p = p * y + 0.01 * (i as f32);
-                }}
-                s.tanh()
-            }}"
-        )
-    };
-    // 256 trips: unrolled, long straight-line code whose 256 words and the 256 values its
-    // reverse pass reads do not fit the registers together: streamed, 2 elements per
-    // thread (`abi::MAX_REGISTER_SUMS_WITH_VALUES`).
+    let table_loop = gradfuse_shaders_gen::samples::table_loop;
+    // 256 trips: unrolled, long straight-line code whose 256 words and the values its
+    // reverse pass reads (recomputed a segment at a time, `opt::recompute`) do not fit the
+    // registers together: streamed, 2 elements per thread
+    // (`abi::MAX_REGISTER_SUMS_WITH_VALUES`).
     let unrolled = compile_str(&table_loop(256)).expect("compiles");
     assert!(!unrolled.wgsl_reverse.contains("var tape"));
     assert!(!unrolled.wgsl_reverse.contains("var sum_"));

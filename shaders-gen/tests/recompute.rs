@@ -6,22 +6,8 @@
 use gradfuse_shaders_gen::ir::{Function, Op};
 use gradfuse_shaders_gen::ops::Func;
 use gradfuse_shaders_gen::opt::{self, recompute};
+use gradfuse_shaders_gen::samples::table_loop as table_source;
 use gradfuse_shaders_gen::{ad, compile_str, interp};
-
-/// `table` read in a loop of `t` trips carrying two words (a tape of `2t` words).
-fn table_source(t: usize) -> String {
-    format!(
-        "fn table(x: f32, y: f32, #[shared] table: [f32; {t}]) -> f32 {{
-            let mut s = 0.0;
-            let mut p = x;
-            for i in 0..{t} {{
-                s += table[i] * p;
-                p = p * y + 0.01 * (i as f32);
-            }}
-            s.tanh()
-        }}"
-    )
-}
 
 fn calls(f: &Function, func: Func) -> usize {
     f.nodes
