@@ -15,9 +15,10 @@
 //! values alive, for one more forward pass over the loop. Each checkpoint is read through
 //! [`Func::Fresh`]: without it the driver finds every recomputed value equal to the one the
 //! forward pass computed (the same operations on the same value) and keeps that alive, and
-//! the kernel is the unrolled one again, spills and all (its SASS was the same, to the
-//! instruction count). On the H100 at 2^24 the 256-word table's adjoint took 3.10 ms
-//! unrolled, and 2.30 ms recomputed in segments of 32 (BENCHMARKS.md, "Recomputed segments").
+//! the kernel is the unrolled one again, spills and all (its SASS was the same to within
+//! four instructions). On the H100 at 2^24 the 256-word table's adjoint took 3.07 ms
+//! unrolled and 2.33 ms recomputed in segments of 16 (BENCHMARKS.md, "Recomputed
+//! segments").
 
 use super::checkpoint::segment_length;
 use crate::ir::{Builder, Function, Loop, LoopKind, Op, Ty, ValueId};
@@ -50,8 +51,8 @@ fn has_loop(f: &Function) -> bool {
     f.nodes.iter().any(|n| matches!(n.op, Op::Loop(_)))
 }
 
-/// Whether `f` runs a recording loop: a reverse loop whose body does recomputes its
-/// segment from the checkpoints it reads.
+/// Whether `f` runs a recording loop: in a reverse loop's body, that the loop recomputes
+/// its segments from the checkpoints it reads.
 fn records(f: &Function) -> bool {
     f.nodes
         .iter()
