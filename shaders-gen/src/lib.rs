@@ -263,7 +263,7 @@ pub fn compile_with(
         shared_adjoint_kernel(layout, &lowered.primal, &primal)
     } else {
         recomputing(&lowered.primal, adjoint.clone(), |p| {
-            kept_gradient_outputs(layout, ad::reverse(&Tapes::Checkpointed.prepare(p)))
+            reverse_of(layout, p, Tapes::Checkpointed)
         })
     };
     let (forward, value_primal) = value_kernel(&sig, layout, &lowered.primal, &primal);
@@ -531,9 +531,14 @@ impl Tapes {
     }
 }
 
+/// The optimized adjoint of a function with an `f32` result, its tapes kept as `tapes` says.
+fn reverse_of(layout: &abi::ArgLayout, primal: &Function, tapes: Tapes) -> Function {
+    kept_gradient_outputs(layout, ad::reverse(&tapes.prepare(primal)))
+}
+
 /// The optimized adjoint and tangent of a function with an `f32` result.
 fn derive_scalar(layout: &abi::ArgLayout, primal: &Function, tapes: Tapes) -> (Function, Function) {
-    let adjoint = kept_gradient_outputs(layout, ad::reverse(&tapes.prepare(primal)));
+    let adjoint = reverse_of(layout, primal, tapes);
     let active: Vec<bool> = (0..layout.words + layout.shared_words)
         .map(|w| layout.is_differentiable(w))
         .collect();

@@ -103,9 +103,13 @@ pub fn unroll_loops(f: &Function) -> Function {
                                     _ => *v,
                                 })
                                 .collect();
-                            let inputs =
-                                trip_inputs(&mut b, index, &carried, &captures, &taped, span);
-                            carried = inline_outputs(&mut b, &body, &inputs);
+                            carried = reverse_trip(
+                                &mut b,
+                                (&body, index, span),
+                                &carried,
+                                &captures,
+                                &taped,
+                            );
                         }
                         carried
                     }
@@ -127,7 +131,8 @@ pub fn unroll_loops(f: &Function) -> Function {
 }
 
 /// The final carried values of forward loop `l` (its body `body`, unrolled) run from
-/// `init`, and the carried values at the start of each trip.
+/// `init`, and the carried values at the start of each trip: the kernels' unroller
+/// ([`super::inline_trips`]) one trip at a time.
 fn forward_trips(
     b: &mut Builder,
     (body, l, span): (&Function, &Loop, proc_macro2::Span),
@@ -138,30 +143,25 @@ fn forward_trips(
     let mut tape = Vec::with_capacity(l.trip_count().max(0) as usize);
     for index in l.start..l.end {
         tape.push(carried.clone());
-        let inputs = trip_inputs(b, index, &carried, captures, &[], span);
-        carried = inline_outputs(b, body, &inputs);
+        carried = super::inline_trips(b, body, (index..index + 1, span), carried, captures);
     }
     (carried, tape)
 }
 
-/// A body's inputs for trip `index`: `[i, carried..., captures..., taped...]`.
-fn trip_inputs(
+/// The carried values after reverse trip `index` of `body` from `carried`, its taped
+/// inputs `taped`: the body's inputs are `[i, carried..., captures..., taped...]`.
+fn reverse_trip(
     b: &mut Builder,
-    index: i64,
+    (body, index, span): (&Function, i64, proc_macro2::Span),
     carried: &[ValueId],
     captures: &[ValueId],
     taped: &[ValueId],
-    span: proc_macro2::Span,
 ) -> Vec<ValueId> {
-    std::iter::once(b.int(index, span))
+    let inputs: Vec<ValueId> = std::iter::once(b.int(index, span))
         .chain(carried.iter().copied())
         .chain(captures.iter().copied())
         .chain(taped.iter().copied())
-        .collect()
-}
-
-/// `body`'s outputs, copied into `b` on `inputs`.
-fn inline_outputs(b: &mut Builder, body: &Function, inputs: &[ValueId]) -> Vec<ValueId> {
-    let values = crate::ad::inline(body, b, inputs, false);
+        .collect();
+    let values = crate::ad::inline(body, b, &inputs, false);
     body.outputs.iter().map(|o| values[o.index()]).collect()
 }
