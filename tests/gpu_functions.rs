@@ -562,6 +562,13 @@ fn documented_derivatives_at_special_points() {
         ("min", f32::NAN, 2.0, 2.0, 0.0, 1.0),
         ("max", -3.0, -3.0, -3.0, 0.5, 0.5),
         ("max", 1.0, 2.0, 2.0, 0.0, 1.0),
+        // The ties' NaN tests look at one operand where the other's NaN implies it
+        // (`max(x, y) == x` is tested on `x` alone): each NaN still makes its test false.
+        ("max", f32::NAN, 2.0, 2.0, 0.0, 1.0),
+        ("max", 2.0, f32::NAN, 2.0, 1.0, 0.0),
+        ("max", f32::NAN, f32::NAN, f32::NAN, 0.0, 0.0),
+        ("min", 2.0, f32::NAN, 2.0, 1.0, 0.0),
+        ("min", f32::NAN, f32::NAN, f32::NAN, 0.0, 0.0),
         ("clamp", -1.0, 5.0, -1.0, 1.0, 0.0),
         ("clamp", 5.0, 5.0, 5.0, 1.0, 0.0),
         ("clamp", 6.0, 5.0, 5.0, 0.0, 1.0),

@@ -409,7 +409,15 @@ impl<'a> Ctx<'a> {
             }
             Op::Cmp(c, a, b) => {
                 let (a, b) = (*a, *b);
-                let operands = if a == b { vec![a] } else { vec![a, b] };
+                // An operand whose NaN implies the other's needs no test of its own: the
+                // other's test already makes the comparison false (or `!=` true).
+                let operands = if a == b || nan_implies(self.f, a, b, NAN_IMPLIES_DEPTH) {
+                    vec![b]
+                } else if nan_implies(self.f, b, a, NAN_IMPLIES_DEPTH) {
+                    vec![a]
+                } else {
+                    vec![a, b]
+                };
                 let may_be_nan: Vec<String> = operands
                     .into_iter()
                     .filter(|v| {
@@ -510,6 +518,35 @@ pub(super) fn powi(
             helpers.insert("gf_powi");
             format!("gf_powi({x}, {n})")
         }
+    }
+}
+
+/// How many `min`/`max`/sign calls [`nan_implies`] looks through: a running maximum's
+/// tie test compares each step with the one before, so one is what it needs; a few more
+/// cost nothing, and the bound keeps a DAG of such calls from being walked exponentially.
+const NAN_IMPLIES_DEPTH: u32 = 4;
+
+/// Whether `v` being NaN implies `other` is NaN, by what `v` is computed from: Rust's
+/// `min` and `max` are NaN only where both arguments are, `-x`, `x.abs()` (and the
+/// kernels' fresh copy of `x`) only where `x` is. A comparison with `other` then tests
+/// only `other` for NaN: in shared_softmax_64's adjoint, the running maximum's 126 tie
+/// tests `m_k == m_(k-1)`, `m_k == logits_k` each test one operand, not two, and those
+/// tests were a third of its time on the H100 (BENCHMARKS.md).
+fn nan_implies(f: &Function, v: ValueId, other: ValueId, depth: u32) -> bool {
+    if v == other {
+        return true;
+    }
+    if depth == 0 {
+        return false;
+    }
+    match &f.node(v).op {
+        Op::Call(Func::Max | Func::Min, args) if args.len() == 2 => {
+            args.iter().any(|&x| nan_implies(f, x, other, depth - 1))
+        }
+        Op::Call(Func::Neg | Func::Abs | Func::Fresh, args) if args.len() == 1 => {
+            nan_implies(f, args[0], other, depth - 1)
+        }
+        _ => false,
     }
 }
 
