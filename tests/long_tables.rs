@@ -309,6 +309,13 @@ fn a_long_table_beside_its_tape_streams_its_gradient() {
         long_table::WGSL_ADJOINT.contains("gf_fresh("),
         "not recomputed"
     );
+    // Its unrolled stages add into known words: each run of 32 summed into its words
+    // (`static_runs`), no slot's word written or looked up.
+    assert!(
+        long_table::WGSL_ADJOINT.contains("gf_sum_run(lid, 255u, -1, 32u)")
+            && !long_table::WGSL_ADJOINT.contains("stage_words"),
+        "not summed by known runs"
+    );
     let mut rng = Rng(71);
     let shared = long_table::Shared {
         table: std::array::from_fn(|_| rng.uniform(-0.05, 0.05)),
@@ -364,7 +371,8 @@ fn a_long_table_beside_its_tape_streams_its_gradient() {
 
 /// The recomputed reverse pass with two elements a thread side by side (past 512 x 256
 /// elements each thread takes several), each element's value and gradient against the
-/// CPU version's.
+/// CPU version's, and the shared gradient against the CPU's sum: each element's first
+/// run of stages sums the last run the element before it left in the stage.
 #[test]
 fn a_long_table_recomputed_two_elements_a_thread() {
     let mut rng = Rng(73);
@@ -379,8 +387,20 @@ fn a_long_table_recomputed_two_elements_a_thread() {
         })
         .collect();
     let kernel = long_table::kernel(device());
-    let (values, grads, _) = kernel.value_and_grad(&batch, &shared).expect("launch");
+    let (values, grads, sums) = kernel.value_and_grad(&batch, &shared).expect("launch");
     assert_eq!((values.len(), grads.len()), (n, n));
+    let (mut want, mut magnitude) = (vec![0.0f64; 256], vec![0.0f64; 256]);
+    for a in &batch {
+        let (_, _, g) = long_table::value_and_grad(a, &shared);
+        for (k, g) in g.table.iter().enumerate() {
+            want[k] += *g as f64;
+            magnitude[k] += g.abs() as f64;
+        }
+    }
+    for k in 0..256 {
+        let e = (sums.table[k] as f64 - want[k]).abs() / magnitude[k].max(1e-30);
+        assert!(e < 1e-5, "word {k}: {} against {}", sums.table[k], want[k]);
+    }
     for i in (0..n).step_by(61).chain(n - 300..n) {
         let (v, g, _) = long_table::value_and_grad(&batch[i], &shared);
         let close = |a: f32, b: f32| (a - b).abs() <= 1e-5 * b.abs().max(1.0);

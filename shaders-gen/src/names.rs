@@ -31,6 +31,9 @@ pub const REDUCE_SLOT_FN: &str = "gf_slot_sum";
 /// The WGSL helper that adds the wide stage's slots into the workgroup's sums where no two
 /// slots hold one word.
 pub const REDUCE_DISTINCT_FN: &str = "gf_reduce_distinct";
+/// The WGSL helper that adds the wide stage's slots into the workgroup's sums where the
+/// kernel knows they hold a run of consecutive words (`emit_wgsl/static_runs.rs`).
+pub const SUM_RUN_FN: &str = "gf_sum_run";
 /// The workgroup array through which a value or tangent kernel's first thread hands the
 /// values of the shared words alone to the others (`emit_wgsl/hoist.rs`).
 pub const HOISTED_ARRAY: &str = "gf_hoisted";
@@ -372,6 +375,7 @@ pub fn reserved() -> Taken {
                 REDUCE_LEVELS_FN,
                 REDUCE_SLOT_FN,
                 REDUCE_DISTINCT_FN,
+                SUM_RUN_FN,
                 HOISTED_ARRAY,
                 WORKGROUP_BYTES_OVERRIDE,
                 WORKGROUP_SIZE_OVERRIDE,

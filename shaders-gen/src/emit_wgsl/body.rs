@@ -5,7 +5,8 @@ mod loops;
 
 use super::float_literal;
 use super::outer_sums::OuterLoop;
-use super::streams::{Streams, make_room, stage, stage_at};
+use super::static_runs::StaticRuns;
+use super::streams::{Streams, make_room, stage, stage_at, stage_slot};
 use crate::ir::{CmpOp, Function, InPlace, IntFact, Op, Ty, ValueId, in_place, int_facts};
 use crate::names::Taken;
 use crate::names::{element_name, fresh, local_names_with};
@@ -62,6 +63,8 @@ pub(super) struct Ctx<'a> {
     pub(super) outer: HashMap<usize, OuterLoop>,
     /// Stages left in the run the stage last made room for.
     run_left: u32,
+    /// What each check for room sums, where the kernel knows it (see `static_runs`).
+    pub(super) static_runs: Option<StaticRuns>,
     /// In a loop body run by quads of trips (`quads`): the shared words its reads take
     /// from the quad's loaded elements, by `(array, index)` nodes.
     pub(super) quad_reads: HashMap<(usize, usize), String>,
@@ -112,6 +115,7 @@ impl<'a> Ctx<'a> {
             streams: Streams::default(),
             outer: HashMap::new(),
             run_left: 0,
+            static_runs: None,
             trip_slot: None,
             quad_reads: HashMap::new(),
             elements: 1,
@@ -256,7 +260,8 @@ impl<'a> Ctx<'a> {
             let staged = self.streams.words.get(&i).cloned().unwrap_or_default();
             for (done, (word, label)) in staged.iter().enumerate() {
                 let value = self.element_sum(ValueId(i as u32));
-                self.emit_stage((i, done as u32), word, &value, label, indent, out);
+                let word = format!("{word}u");
+                self.emit_stage((i, done as u32), &word, &value, label, indent, out);
             }
         }
     }
@@ -381,15 +386,29 @@ impl<'a> Ctx<'a> {
         }
         if self.run_left == 0 {
             self.run_left = self.streams.segment(self.f, at.0, at.1);
-            out.push_str(&make_room(
-                self.run_left,
-                self.streams.lanes,
-                self.streams.sums_in,
-                indent,
-            ));
+            match &mut self.static_runs {
+                Some(runs) => {
+                    if let Some(run) = runs.next_check() {
+                        out.push_str(&format!(
+                            "{indent}if (stage_count > 0u) {{ {}; stage_count = 0u; }}\n",
+                            run.call()
+                        ));
+                    }
+                }
+                None => out.push_str(&make_room(
+                    self.run_left,
+                    self.streams.lanes,
+                    self.streams.sums_in,
+                    indent,
+                )),
+            }
         }
         self.run_left -= 1;
-        out.push_str(&stage((word, value, label), self.streams.sums_in, indent));
+        let sums_in = self.streams.sums_in;
+        out.push_str(&match self.static_runs {
+            Some(_) => stage_slot((value, label), sums_in, indent),
+            None => stage((word, value, label), sums_in, indent),
+        });
     }
 
     pub(super) fn expr(&self, op: &Op, helpers: &mut BTreeSet<&'static str>) -> String {

@@ -281,7 +281,11 @@ fn declarations(
             "\n{}",
             reduce_stage_fn(
                 plan.layout.shared_words,
-                (sums.streams, helpers.contains(REDUCE_DISTINCT_FN)),
+                (
+                    sums.streams,
+                    helpers.contains(REDUCE_DISTINCT_FN),
+                    sums.static_runs
+                ),
                 sums.sums_in,
                 plan.layout.precision
             )
@@ -431,10 +435,16 @@ fn workgroup_arrays(plan: &KernelPlan, sums: &SharedSums, s: &mut String) {
         if sums.sums_in == SumsIn::Workgroup {
             let _ = writeln!(
                 s,
-                "var<workgroup> word_sums: array<{t}, {}>;\n\
-                 var<workgroup> stage_marks: array<atomic<u32>, {}>;\n\
-                 var<workgroup> stage_repeats: atomic<u32>;",
+                "var<workgroup> word_sums: array<{t}, {}>;",
                 plan.layout.shared_words,
+            );
+        }
+        // The marks of repeated words, where the kernel does not know its slots' words.
+        if sums.sums_in == SumsIn::Workgroup && !sums.static_runs {
+            let _ = writeln!(
+                s,
+                "var<workgroup> stage_marks: array<atomic<u32>, {}>;\n\
+                 var<workgroup> stage_repeats: atomic<u32>;",
                 plan.layout.shared_words.div_ceil(32)
             );
         }

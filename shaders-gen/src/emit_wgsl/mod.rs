@@ -22,6 +22,7 @@ mod quads;
 mod reduce;
 mod rows;
 mod shared_sums;
+mod static_runs;
 mod stores;
 mod streams;
 mod tape;

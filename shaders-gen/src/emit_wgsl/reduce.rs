@@ -23,18 +23,22 @@ use crate::signature::Precision;
 /// with these 4 per 8 words, 11.7 ms with 3 (level 2 into a separate buffer, no barrier
 /// after), 24.0 ms with 2 (the owner summing its slot's 32 partials alone).
 ///
-/// `distinct`: whether the body calls [`REDUCE_DISTINCT_FN`] too (wide stages only).
+/// `distinct`: whether the body calls [`REDUCE_DISTINCT_FN`] too, `static_runs` whether it
+/// calls [`crate::names::SUM_RUN_FN`] instead of [`REDUCE_STAGE_FN`] (wide stages only).
 pub(super) fn reduce_stage_fn(
     shared_words: u32,
-    (streams, distinct): (bool, bool),
+    (streams, distinct, static_runs): (bool, bool, bool),
     sums_in: SumsIn,
     precision: Precision,
 ) -> String {
     const _: () = assert!(abi::WORKGROUP_SIZE == 256);
     if sums_in == SumsIn::Workgroup {
-        let mut fns = wide_stage_fns(precision);
+        let mut fns = wide_stage_fns(precision, !static_runs);
         if distinct {
             fns.push_str(&distinct_fn(precision));
+        }
+        if static_runs {
+            fns.push_str(&super::static_runs::sum_run_fn());
         }
         return fns;
     }
@@ -149,7 +153,10 @@ fn {REDUCE_STAGE_FN}(lid: u32, group: u32, words: array<u32, {lanes}>, count: u3
 /// stage with owned sums took 171.8 ms. Looking for repeated words in every batch (each
 /// slot's thread comparing its word with every other) took 181.6 ms; the marks cost 1-2%
 /// against a kernel that never looks (75.4 against 74.5 ms, one call).
-fn wide_stage_fns(precision: Precision) -> String {
+///
+/// `reads_words`: whether the kernel calls [`REDUCE_STAGE_FN`], which reads each slot's word
+/// (not where it knows them, `static_runs`).
+fn wide_stage_fns(precision: Precision, reads_words: bool) -> String {
     let (t, zero) = (precision.name(), float_literal(0.0, precision));
     let slots = abi::wide_stage_slots(precision);
     let stride = abi::WIDE_STAGE_STRIDE;
@@ -161,7 +168,7 @@ fn wide_stage_fns(precision: Precision) -> String {
         })
         .collect();
     let slot_sum = pairwise(&terms);
-    format!(
+    let fns = format!(
         "// Sums each of reduce_stage's {slots} slots (lane l of slot k at k * {stride} + l) over the
 // workgroup's 256 lanes, in a fixed order, into lanes 0, {slots}, .. of the slot.
 fn {REDUCE_LEVELS_FN}(lid: u32) {{
@@ -183,7 +190,14 @@ fn {REDUCE_SLOT_FN}(j: u32) -> {t} {{
     let b = j * {stride}u;
     return {slot_sum};
 }}
-
+",
+        last = slots - 1,
+    );
+    if !reads_words {
+        return fns;
+    }
+    fns + &format!(
+        "
 // Adds this workgroup's sums of the `count` staged slots to words `words` of word_sums,
 // each slot's by a thread of its own. Where two slots hold one word (stage_marks, one bit
 // a word, says so at once), the first one's thread adds both, in slot order instead: no
@@ -226,8 +240,7 @@ fn {REDUCE_STAGE_FN}(lid: u32, words: array<u32, {slots}>, count: u32) {{
         atomicStore(&stage_repeats, 0u);
     }}
 }}
-",
-        last = slots - 1,
+"
     )
 }
 

@@ -11,6 +11,7 @@
 
 use super::body::{Ctx, THIS_VALUE};
 use super::outer_sums;
+use super::static_runs::static_runs;
 use super::streams::{Streams, SumsIn, accumulator, sum_stage};
 use crate::abi;
 use crate::emit_wgsl::plan::KernelPlan;
@@ -48,6 +49,9 @@ pub(super) struct SharedSums {
     pub(super) workgroup_sum: String,
     /// Whether any word is streamed.
     pub(super) streams: bool,
+    /// Whether the kernel knows the words of its staged slots (`static_runs`): it sums
+    /// them with `gf_sum_run`, not `gf_reduce_stage`.
+    pub(super) static_runs: bool,
     /// Where the workgroup's sums of staged slots go (unless it is [`SumsIn::Row`], the
     /// row is written whole at the end: no row to zero first).
     pub(super) sums_in: SumsIn,
@@ -104,7 +108,7 @@ pub(super) fn shared_sums(
                 continue;
             }
             if stream {
-                let staged = (format!("{}u", w - words), layout.word_label(w));
+                let staged = (w - words, layout.word_label(w));
                 ctx.streams
                     .words
                     .entry(out.index())
@@ -396,6 +400,16 @@ fn finish(
     ctx.streams.sums_in = sums_in;
     ctx.streams.lanes = sums_in.slots(precision);
     if streams {
+        let skipped = |i: usize| ctx.skip.contains(&i) || ctx.streams.skip.contains(&i);
+        ctx.static_runs = static_runs(ctx.f, &ctx.streams, skipped);
+    }
+    if streams && ctx.static_runs.is_some() {
+        let _ = writeln!(
+            declarations,
+            "    // Slots of reduce_stage filled so far (their words are known: see gf_sum_run's calls).\n    \
+             var stage_count = 0u;"
+        );
+    } else if streams {
         let _ = writeln!(
             declarations,
             "    // Slots of reduce_stage filled so far, and the shared word of each.\n    \
@@ -414,11 +428,14 @@ fn finish(
     }
     let mut workgroup_sum = workgroup_sum(plan, sums, taken);
     if streams {
+        let last = match &ctx.static_runs {
+            Some(runs) => runs.last.call(),
+            None => sum_stage(sums_in),
+        };
         workgroup_sum.insert_str(
             0,
             &format!(
-                "    // The last slots staged.\n    if (stage_count > 0u) {{\n        {};\n    }}\n",
-                sum_stage(sums_in)
+                "    // The last slots staged.\n    if (stage_count > 0u) {{\n        {last};\n    }}\n"
             ),
         );
     }
@@ -450,6 +467,7 @@ fn finish(
         declarations,
         workgroup_sum,
         streams,
+        static_runs: ctx.static_runs.is_some(),
         sums_in,
         outer,
     }

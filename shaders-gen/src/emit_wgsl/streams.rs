@@ -61,9 +61,9 @@ pub(super) struct Record {
 pub(super) struct Streams {
     /// Array updates written as stage statements, by node.
     pub adds: HashMap<usize, StreamAdd>,
-    /// Nodes whose own value is staged right after them: `(word, label)` with `word` a
-    /// WGSL `u32` expression.
-    pub words: HashMap<usize, Vec<(String, String)>>,
+    /// Nodes whose own value is staged right after them: `(word, label)`, `word` the
+    /// shared word it adds into.
+    pub words: HashMap<usize, Vec<(u32, String)>>,
     /// Nodes of the chains that are not written at all: the arrays, their reads.
     pub skip: HashSet<usize>,
     /// For each loop node: its carried values that are accumulators (they get no `var`).
@@ -130,7 +130,7 @@ impl Streams {
     }
 
     /// How many stages node `i` writes.
-    fn stages_at(&self, i: usize) -> u32 {
+    pub(super) fn stages_at(&self, i: usize) -> u32 {
         self.adds.contains_key(&i) as u32 + self.words.get(&i).map_or(0, |w| w.len() as u32)
     }
 
@@ -382,6 +382,15 @@ pub(super) fn stage(
 ) -> String {
     let staged = slot_writes("stage_count", (word, value), sums_in);
     format!("{indent}{staged} stage_count++; // d/d {label}\n")
+}
+
+/// The statement that stages `value` as an add into the word the kernel knows the slot
+/// holds (`static_runs`): no word written beside it.
+pub(super) fn stage_slot((value, label): (&str, &str), sums_in: SumsIn, indent: &str) -> String {
+    let stride = sums_in.stride();
+    format!(
+        "{indent}reduce_stage[stage_count * {stride}u + lid] = {value}; stage_count++; // d/d {label}\n"
+    )
 }
 
 /// The writes of `value` into slot `slot` of the stage and of `word` into the slot's word.
