@@ -196,6 +196,12 @@ fn fitting_n(log_n: u32, words: u32) -> usize {
 /// One round at `log_n`: every kernel timed once, and the copy of each kernel's bytes.
 fn round(d: &Device, kernels: &mut [Kernel], log_n: u32, fma_rate: f64) -> Result<(), Error> {
     let mut copies: HashMap<(usize, u32, u32), f64> = HashMap::new();
+    // GRADFUSE_CORPUS_SAMPLE="22": choose sizes on the first 2^22 elements (a screen of
+    // the runtime's sample; 20, the runtime's, by default).
+    let sample_log2 = std::env::var("GRADFUSE_CORPUS_SAMPLE")
+        .ok()
+        .and_then(|s| s.parse::<u32>().ok())
+        .unwrap_or(20);
     let mut i = 0;
     while i < kernels.len() {
         // The kernels of one function share their arguments' buffer where their words agree.
@@ -226,7 +232,7 @@ fn round(d: &Device, kernels: &mut [Kernel], log_n: u32, fma_rate: f64) -> Resul
             // A kernel the runtime sizes chooses its size at its first launch of 2^18
             // elements or more: here, apart, to report the times and what choosing costs.
             if k.sizes.is_none() && n >= 1 << 18 {
-                let sample = &input[..n.min(1 << 20) * words as usize];
+                let sample = &input[..n.min(1 << sample_log2) * words as usize];
                 let start = std::time::Instant::now();
                 match d.choose_workgroup_size(k.spec, sample) {
                     Ok(times) => k.sizes = Some((times, start.elapsed().as_secs_f64())),
