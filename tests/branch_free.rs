@@ -2,7 +2,8 @@
 //! (`ops::WGSL_BRANCH_FREE_HELPERS`), the cooperative network adjoint `tanh`
 //! (`ops::WGSL_TANH_BRANCH_FREE`); other kernels keep the branching forms. Both must compute
 //! the same bits, on either side of the points where their formulas change, and for NaN
-//! and infinities.
+//! and infinities. So must `gf_sincos`, which kernels that need both a `sin` and a `cos`
+//! of one argument call instead of the two.
 
 mod common;
 
@@ -119,5 +120,108 @@ fn branch_free_sin_and_cos_compute_the_branching_forms_bits() {
             a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
             "x = {x}: {a} without branches, {b} with"
         );
+    }
+}
+
+/// A kernel computing, for each element `x`, `gf_sin(x)`, `gf_cos(x)` and both lanes of
+/// `gf_sincos(x)` in their branching forms, and both lanes of the branch-free
+/// `gf_sincos(x)`: six outputs.
+fn sincos_all_ways() -> &'static KernelSpec {
+    use gradfuse_shaders_gen::ops::{WGSL_BRANCH_FREE_HELPERS, wgsl_helper};
+    use gradfuse_shaders_gen::signature::Precision as P;
+    let helper = |name: &str| wgsl_helper(name, P::F32).expect("helper");
+    let free = (WGSL_BRANCH_FREE_HELPERS.iter())
+        .find(|(name, _)| *name == "gf_sincos")
+        .expect("a branch-free gf_sincos")
+        .1
+        .replace("fn gf_sincos(", "fn gf_sincos_free(");
+    let outputs: Vec<OutputSpec> = (2..8)
+        .map(|binding| OutputSpec { binding, words: 1 })
+        .collect();
+    let wgsl = format!(
+        "struct Params {{\n    n: u32,\n    per_thread: u32,\n}}\n\
+         @group(0) @binding(0) var<uniform> params: Params;\n\
+         @group(0) @binding(1) var<storage, read> args: array<f32>;\n\
+         @group(0) @binding(2) var<storage, read_write> sin_alone: array<f32>;\n\
+         @group(0) @binding(3) var<storage, read_write> cos_alone: array<f32>;\n\
+         @group(0) @binding(4) var<storage, read_write> sin_both: array<f32>;\n\
+         @group(0) @binding(5) var<storage, read_write> cos_both: array<f32>;\n\
+         @group(0) @binding(6) var<storage, read_write> sin_free: array<f32>;\n\
+         @group(0) @binding(7) var<storage, read_write> cos_free: array<f32>;\n\
+         {}\n{}\n{}\n{free}\n\
+         @compute @workgroup_size(64)\n\
+         fn main(@builtin(global_invocation_id) id: vec3<u32>) {{\n    \
+         if (id.x < params.n) {{\n        \
+         let x = args[id.x];\n        \
+         sin_alone[id.x] = gf_sin(x);\n        \
+         cos_alone[id.x] = gf_cos(x);\n        \
+         let both = gf_sincos(x);\n        \
+         sin_both[id.x] = both.x;\n        \
+         cos_both[id.x] = both.y;\n        \
+         let free = gf_sincos_free(x);\n        \
+         sin_free[id.x] = free.x;\n        \
+         cos_free[id.x] = free.y;\n    }}\n}}\n",
+        helper("gf_sin"),
+        helper("gf_cos"),
+        helper("gf_sincos"),
+    );
+    Box::leak(Box::new(KernelSpec {
+        label: "sincos_all_ways",
+        wgsl: Box::leak(wgsl.into_boxed_str()),
+        entry_point: "main",
+        workgroup_size: 64,
+        max_workgroups_per_dim: 65535,
+        params_binding: 0,
+        input_binding: 1,
+        input_words: 1,
+        outputs: Box::leak(outputs.into_boxed_slice()),
+        shared: None,
+        work_per_element: 1,
+        precision: Precision::F32,
+        cpu: |_, _| unreachable!("GPU only"),
+        bounds_checks: true,
+        workgroup_bytes: 0,
+        fallback: None,
+    }))
+}
+
+/// `gf_sincos` (both forms) against `gf_sin` and `gf_cos` called apart, bit for bit, at the
+/// reduction's quadrant edges, either side of 8192, and specials; and a kernel that needs
+/// both of one argument calls it once.
+#[test]
+fn sincos_computes_the_bits_of_sin_and_cos() {
+    assert!(waves::WGSL_ADJOINT.contains("= gf_sincos(x);"));
+    assert!(!waves::WGSL_ADJOINT.contains("gf_sin(x)"));
+    let mut rng = Rng(9);
+    let mut xs: Vec<f32> = (0..4000).map(|_| rng.uniform(-40.0, 40.0)).collect();
+    for k in -64..64 {
+        let edge = k as f32 * std::f32::consts::FRAC_PI_4;
+        xs.extend([edge.next_down(), edge, edge.next_up()]);
+    }
+    xs.extend([8191.9, 8192.0, 8192.001, -8192.0, 1e6, -3e7, 0.0, -0.0]);
+    xs.extend([f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e-30, -1e-30]);
+    let mut outs = vec![vec![0.0f32; xs.len()]; 6];
+    let mut slices: Vec<&mut [f32]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
+    device()
+        .launch(sincos_all_ways(), &xs, &mut slices)
+        .expect("launch");
+    let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+    for (k, x) in xs.iter().enumerate() {
+        let [s, c, s2, c2, s3, c3] = std::array::from_fn(|j| outs[j][k]);
+        assert!(
+            same(s, s2) && same(c, c2),
+            "x = {x}: sincos ({s2}, {c2}), apart ({s}, {c})"
+        );
+        assert!(
+            same(s, s3) && same(c, c3),
+            "x = {x}: without branches ({s3}, {c3}), apart ({s}, {c})"
+        );
+        // They are sin and cos: the kernel ran.
+        if x.abs() <= 8192.0 {
+            assert!(
+                (s - x.sin()).abs() <= 2e-7 && (c - x.cos()).abs() <= 2e-7,
+                "x = {x}"
+            );
+        }
     }
 }

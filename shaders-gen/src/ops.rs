@@ -298,10 +298,17 @@ pub const WGSL_HELPERS: &[(&str, &[&str], &str)] = &[
          fn gf_cos(x: f32) -> f32 {\n    let ax = abs(x);\n    if (!(ax <= 8192.0)) {\n        return cos(x);\n    }\n    var j = u32(ax * 1.2732395);\n    var y = f32(j);\n    if ((j & 1u) == 1u) {\n        j = j + 1u;\n        y = y + 1.0;\n    }\n    j = j & 7u;\n    var neg = false;\n    if (j > 3u) {\n        neg = true;\n        j = j - 4u;\n    }\n    if (j > 1u) {\n        neg = !neg;\n    }\n    let r = ((ax - y * 0.78515625) - y * 2.4187564849853515625e-4) - y * 3.77489497744594108e-8;\n    let z = r * r;\n    var c = ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0;\n    if (j == 1u || j == 2u) {\n        c = ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;\n    }\n    return select(c, -c, neg);\n}",
     ),
     (
+        "gf_sincos",
+        &[],
+        "// (sin x, cos x) for a kernel that needs both (a derivative of either): gf_sin's and\n\
+         // gf_cos's arithmetic, the reduction done once and both polynomials taken.\n\
+         fn gf_sincos(x: f32) -> vec2<f32> {\n    let ax = abs(x);\n    if (!(ax <= 8192.0)) {\n        return vec2<f32>(sin(x), cos(x));\n    }\n    var j = u32(ax * 1.2732395);\n    var y = f32(j);\n    if ((j & 1u) == 1u) {\n        j = j + 1u;\n        y = y + 1.0;\n    }\n    j = j & 7u;\n    var neg_s = (bitcast<u32>(x) & 0x80000000u) != 0u;\n    var neg_c = false;\n    if (j > 3u) {\n        neg_s = !neg_s;\n        neg_c = true;\n        j = j - 4u;\n    }\n    if (j > 1u) {\n        neg_c = !neg_c;\n    }\n    let r = ((ax - y * 0.78515625) - y * 2.4187564849853515625e-4) - y * 3.77489497744594108e-8;\n    let z = r * r;\n    let ps = ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;\n    let pc = ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0;\n    let swap = j == 1u || j == 2u;\n    let s = select(ps, pc, swap);\n    let c = select(pc, ps, swap);\n    return vec2<f32>(select(s, -s, neg_s), select(c, -c, neg_c));\n}",
+    ),
+    (
         "gf_tan",
-        &["gf_sin", "gf_cos"],
-        "// tan as the ratio of the accurate sin and cos (about 2 ulp).\n\
-         fn gf_tan(x: f32) -> f32 {\n    return gf_sin(x) / gf_cos(x);\n}",
+        &["gf_sincos"],
+        "// tan as the ratio of the accurate sin and cos (about 2 ulp), reduced once.\n\
+         fn gf_tan(x: f32) -> f32 {\n    let sc = gf_sincos(x);\n    return sc.x / sc.y;\n}",
     ),
     (
         "gf_tanh",
@@ -399,6 +406,10 @@ pub const WGSL_BRANCH_FREE_HELPERS: &[(&str, &str)] = &[
     (
         "gf_sin",
         "// sin to about 1 ulp for |x| <= 8192 (Cephes' sinf), without branches: both\n// polynomials computed and one selected; beyond 8192 the driver's sin.\nfn gf_sin(x: f32) -> f32 {\n    let ax = abs(x);\n    let big = !(ax <= 8192.0);\n    let j0 = u32(select(ax, 0.0, big) * 1.2732395);\n    let odd = (j0 & 1u) == 1u;\n    let y = f32(j0) + select(0.0, 1.0, odd);\n    let j1 = (j0 + select(0u, 1u, odd)) & 7u;\n    let hi = j1 > 3u;\n    let neg = ((bitcast<u32>(x) & 0x80000000u) != 0u) != hi;\n    let j = select(j1, j1 - 4u, hi);\n    let r = ((ax - y * 0.78515625) - y * 2.4187564849853515625e-4) - y * 3.77489497744594108e-8;\n    let z = r * r;\n    let ps = ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;\n    let pc = ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0;\n    let s = select(ps, pc, j == 1u || j == 2u);\n    return select(select(s, -s, neg), sin(x), big);\n}",
+    ),
+    (
+        "gf_sincos",
+        "// (sin x, cos x) for a kernel that needs both, without branches: gf_sin's and gf_cos's\n// arithmetic, the reduction done once; beyond 8192 the driver's.\nfn gf_sincos(x: f32) -> vec2<f32> {\n    let ax = abs(x);\n    let big = !(ax <= 8192.0);\n    let j0 = u32(select(ax, 0.0, big) * 1.2732395);\n    let odd = (j0 & 1u) == 1u;\n    let y = f32(j0) + select(0.0, 1.0, odd);\n    let j1 = (j0 + select(0u, 1u, odd)) & 7u;\n    let hi = j1 > 3u;\n    let j = select(j1, j1 - 4u, hi);\n    let neg_s = ((bitcast<u32>(x) & 0x80000000u) != 0u) != hi;\n    let neg_c = hi != (j > 1u);\n    let r = ((ax - y * 0.78515625) - y * 2.4187564849853515625e-4) - y * 3.77489497744594108e-8;\n    let z = r * r;\n    let ps = ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;\n    let pc = ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0;\n    let swap = j == 1u || j == 2u;\n    let s = select(ps, pc, swap);\n    let c = select(pc, ps, swap);\n    return select(vec2<f32>(select(s, -s, neg_s), select(c, -c, neg_c)), vec2<f32>(sin(x), cos(x)), big);\n}",
     ),
     (
         "gf_cos",

@@ -65,6 +65,11 @@ pub(super) struct Ctx<'a> {
     run_left: u32,
     /// What each check for room sums, where the kernel knows it (see `static_runs`).
     pub(super) static_runs: Option<StaticRuns>,
+    /// `sin(x)` and `cos(x)` nodes of one `x`, each the other's partner: written with one
+    /// `gf_sincos` (see [`Ctx::emit_sincos`]).
+    sincos: HashMap<usize, usize>,
+    /// The `gf_sincos` result the first of a pair wrote, by its partner's node and element.
+    sincos_vecs: HashMap<(usize, usize), String>,
     /// In a loop body run by quads of trips (`quads`): the shared words its reads take
     /// from the quad's loaded elements, by `(array, index)` nodes.
     pub(super) quad_reads: HashMap<(usize, usize), String>,
@@ -116,6 +121,8 @@ impl<'a> Ctx<'a> {
             outer: HashMap::new(),
             run_left: 0,
             static_runs: None,
+            sincos: sincos_pairs(f),
+            sincos_vecs: HashMap::new(),
             trip_slot: None,
             quad_reads: HashMap::new(),
             elements: 1,
@@ -359,11 +366,49 @@ impl<'a> Ctx<'a> {
             _ if matches!(node.ty, Ty::Array(_)) => {
                 self.emit_array_node(i, taken, indent, out);
             }
+            _ if self.emit_sincos(i, taken, indent, out, helpers) => {}
             op => {
                 let e = self.expr(op, helpers);
                 let _ = writeln!(out, "{indent}let {} = {e};", self.name(i));
             }
         }
+    }
+
+    /// Node `i`'s statement where it is `sin(x)` or `cos(x)` and the function computes the
+    /// other of the same `x` too (a derivative of either does): the first of the two
+    /// writes `gf_sincos(x)`, which reduces `x` once for both, and each takes its lane.
+    /// Whether it wrote the statement.
+    fn emit_sincos(
+        &mut self,
+        i: usize,
+        taken: &mut Taken,
+        indent: &str,
+        out: &mut String,
+        helpers: &mut BTreeSet<&'static str>,
+    ) -> bool {
+        let Some(&other) = self.sincos.get(&i) else {
+            return false;
+        };
+        let Op::Call(func, args) = &self.f.nodes[i].op else {
+            return false;
+        };
+        if crate::ops::wgsl_helper(SINCOS_FN, self.precision).is_none() {
+            return false;
+        }
+        let lane = if *func == Func::Sin { "x" } else { "y" };
+        let both = match self.sincos_vecs.remove(&(i, self.element)) {
+            Some(both) => both,
+            None => {
+                let both = fresh(taken, &format!("{}_sincos", self.name(i)));
+                let x = self.operand(args[0]);
+                let _ = writeln!(out, "{indent}let {both} = {SINCOS_FN}({x});");
+                helpers.insert(SINCOS_FN);
+                self.sincos_vecs.insert((other, self.element), both.clone());
+                both
+            }
+        };
+        let _ = writeln!(out, "{indent}let {} = {both}.{lane};", self.name(i));
+        true
     }
 
     /// One stage of node `at.0`'s run (after `at.1` of the node's own), after making room
@@ -538,6 +583,30 @@ pub(super) fn powi(
             format!("gf_powi({x}, {n})")
         }
     }
+}
+
+/// The helper that computes a `sin` and a `cos` of one argument together.
+const SINCOS_FN: &str = "gf_sincos";
+
+/// The `sin(x)` and `cos(x)` nodes of `f` with one `x`, each mapped to the other (at most
+/// one of each per `x`: the builder shares equal operations).
+fn sincos_pairs(f: &Function) -> HashMap<usize, usize> {
+    let mut sines = HashMap::new();
+    for (i, node) in f.nodes.iter().enumerate() {
+        if let Op::Call(Func::Sin, args) = &node.op {
+            sines.insert(args[0], i);
+        }
+    }
+    let mut pairs = HashMap::new();
+    for (i, node) in f.nodes.iter().enumerate() {
+        if let Op::Call(Func::Cos, args) = &node.op
+            && let Some(&s) = sines.get(&args[0])
+        {
+            pairs.insert(s, i);
+            pairs.insert(i, s);
+        }
+    }
+    pairs
 }
 
 /// How many `min`/`max`/sign calls [`nan_implies`] looks through: a running maximum's
