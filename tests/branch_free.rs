@@ -35,8 +35,17 @@ fn tanh_both_ways() -> &'static KernelSpec {
          branching[id.x] = gf_tanh(args[id.x]);\n        \
          free[id.x] = gf_tanh_free(args[id.x]);\n    }}\n}}\n"
     );
+    gpu_only("tanh_both_ways", wgsl, 2)
+}
+
+/// A GPU-only kernel `main` of workgroups of 64 over one input word an element (binding
+/// 1), with `outputs` outputs of one word an element (bindings 2, 3, ..).
+fn gpu_only(label: &'static str, wgsl: String, outputs: u32) -> &'static KernelSpec {
+    let outputs: Vec<OutputSpec> = (2..2 + outputs)
+        .map(|binding| OutputSpec { binding, words: 1 })
+        .collect();
     Box::leak(Box::new(KernelSpec {
-        label: "tanh_both_ways",
+        label,
         wgsl: Box::leak(wgsl.into_boxed_str()),
         entry_point: "main",
         workgroup_size: 64,
@@ -44,16 +53,7 @@ fn tanh_both_ways() -> &'static KernelSpec {
         params_binding: 0,
         input_binding: 1,
         input_words: 1,
-        outputs: &[
-            OutputSpec {
-                binding: 2,
-                words: 1,
-            },
-            OutputSpec {
-                binding: 3,
-                words: 1,
-            },
-        ],
+        outputs: Box::leak(outputs.into_boxed_slice()),
         shared: None,
         work_per_element: 1,
         precision: Precision::F32,
@@ -135,9 +135,6 @@ fn sincos_all_ways() -> &'static KernelSpec {
         .expect("a branch-free gf_sincos")
         .1
         .replace("fn gf_sincos(", "fn gf_sincos_free(");
-    let outputs: Vec<OutputSpec> = (2..8)
-        .map(|binding| OutputSpec { binding, words: 1 })
-        .collect();
     let wgsl = format!(
         "struct Params {{\n    n: u32,\n    per_thread: u32,\n}}\n\
          @group(0) @binding(0) var<uniform> params: Params;\n\
@@ -165,24 +162,7 @@ fn sincos_all_ways() -> &'static KernelSpec {
         helper("gf_cos"),
         helper("gf_sincos"),
     );
-    Box::leak(Box::new(KernelSpec {
-        label: "sincos_all_ways",
-        wgsl: Box::leak(wgsl.into_boxed_str()),
-        entry_point: "main",
-        workgroup_size: 64,
-        max_workgroups_per_dim: 65535,
-        params_binding: 0,
-        input_binding: 1,
-        input_words: 1,
-        outputs: Box::leak(outputs.into_boxed_slice()),
-        shared: None,
-        work_per_element: 1,
-        precision: Precision::F32,
-        cpu: |_, _| unreachable!("GPU only"),
-        bounds_checks: true,
-        workgroup_bytes: 0,
-        fallback: None,
-    }))
+    gpu_only("sincos_all_ways", wgsl, 6)
 }
 
 /// `gf_sincos` (both forms) against `gf_sin` and `gf_cos` called apart, bit for bit, at the

@@ -348,18 +348,7 @@ fn a_long_table_beside_its_tape_streams_its_gradient() {
     }
     let kernel = long_table::kernel(device());
     let (_, _, sums) = kernel.value_and_grad(&batch, &shared).expect("launch");
-    let (mut want, mut magnitude) = (vec![0.0f64; 256], vec![0.0f64; 256]);
-    for a in &batch {
-        let (_, _, g) = long_table::value_and_grad(a, &shared);
-        for (k, g) in g.table.iter().enumerate() {
-            want[k] += *g as f64;
-            magnitude[k] += g.abs() as f64;
-        }
-    }
-    for k in 0..256 {
-        let e = (sums.table[k] as f64 - want[k]).abs() / magnitude[k].max(1e-30);
-        assert!(e < 1e-5, "word {k}: {} against {}", sums.table[k], want[k]);
-    }
+    check_long_table_sums(&batch, &shared, &sums.table);
     let (_, _, again) = kernel.value_and_grad(&batch, &shared).expect("launch");
     assert!(
         sums.table
@@ -367,6 +356,27 @@ fn a_long_table_beside_its_tape_streams_its_gradient() {
             .zip(&again.table)
             .all(|(a, b)| a.to_bits() == b.to_bits())
     );
+}
+
+/// The long table's shared gradient `sums` against the sum of the CPU version's gradients
+/// over `batch`, in f64, relative to the sum of their magnitudes.
+fn check_long_table_sums(
+    batch: &[long_table::Args],
+    shared: &long_table::Shared,
+    sums: &[f32; 256],
+) {
+    let (mut want, mut magnitude) = (vec![0.0f64; 256], vec![0.0f64; 256]);
+    for a in batch {
+        let (_, _, g) = long_table::value_and_grad(a, shared);
+        for (k, g) in g.table.iter().enumerate() {
+            want[k] += *g as f64;
+            magnitude[k] += g.abs() as f64;
+        }
+    }
+    for k in 0..256 {
+        let e = (sums[k] as f64 - want[k]).abs() / magnitude[k].max(1e-30);
+        assert!(e < 1e-5, "word {k}: {} against {}", sums[k], want[k]);
+    }
 }
 
 /// The recomputed reverse pass with two elements a thread side by side (past 512 x 256
@@ -389,18 +399,7 @@ fn a_long_table_recomputed_two_elements_a_thread() {
     let kernel = long_table::kernel(device());
     let (values, grads, sums) = kernel.value_and_grad(&batch, &shared).expect("launch");
     assert_eq!((values.len(), grads.len()), (n, n));
-    let (mut want, mut magnitude) = (vec![0.0f64; 256], vec![0.0f64; 256]);
-    for a in &batch {
-        let (_, _, g) = long_table::value_and_grad(a, &shared);
-        for (k, g) in g.table.iter().enumerate() {
-            want[k] += *g as f64;
-            magnitude[k] += g.abs() as f64;
-        }
-    }
-    for k in 0..256 {
-        let e = (sums.table[k] as f64 - want[k]).abs() / magnitude[k].max(1e-30);
-        assert!(e < 1e-5, "word {k}: {} against {}", sums.table[k], want[k]);
-    }
+    check_long_table_sums(&batch, &shared, &sums.table);
     for i in (0..n).step_by(61).chain(n - 300..n) {
         let (v, g, _) = long_table::value_and_grad(&batch[i], &shared);
         let close = |a: f32, b: f32| (a - b).abs() <= 1e-5 * b.abs().max(1.0);

@@ -366,49 +366,49 @@ impl<'a> Ctx<'a> {
             _ if matches!(node.ty, Ty::Array(_)) => {
                 self.emit_array_node(i, taken, indent, out);
             }
-            _ if self.emit_sincos(i, taken, indent, out, helpers) => {}
             op => {
-                let e = self.expr(op, helpers);
+                let e = match self.sincos_lane(i, taken, helpers) {
+                    Some((both, lane)) => {
+                        if let Some(both) = both {
+                            let _ = writeln!(out, "{indent}{both}");
+                        }
+                        lane
+                    }
+                    None => self.expr(op, helpers),
+                };
                 let _ = writeln!(out, "{indent}let {} = {e};", self.name(i));
             }
         }
     }
 
-    /// Node `i`'s statement where it is `sin(x)` or `cos(x)` and the function computes the
-    /// other of the same `x` too (a derivative of either does): the first of the two
-    /// writes `gf_sincos(x)`, which reduces `x` once for both, and each takes its lane.
-    /// Whether it wrote the statement.
-    fn emit_sincos(
+    /// Node `i`'s value where it is `sin(x)` or `cos(x)` and the function computes the
+    /// other of the same `x` too (a derivative of either does): its lane of one
+    /// `gf_sincos(x)`, which reduces `x` once for both, and for the first of the two the
+    /// statement (a `let`) that calls it.
+    fn sincos_lane(
         &mut self,
         i: usize,
         taken: &mut Taken,
-        indent: &str,
-        out: &mut String,
         helpers: &mut BTreeSet<&'static str>,
-    ) -> bool {
-        let Some(&other) = self.sincos.get(&i) else {
-            return false;
-        };
+    ) -> Option<(Option<String>, String)> {
+        let other = *self.sincos.get(&i)?;
         let Op::Call(func, args) = &self.f.nodes[i].op else {
-            return false;
+            return None;
         };
-        if crate::ops::wgsl_helper(SINCOS_FN, self.precision).is_none() {
-            return false;
+        // f64 kernels keep their own helpers: f64's `gf_sin` is its `gf_sincos`'s lane
+        // but at -0.
+        if self.precision != Precision::F32 {
+            return None;
         }
         let lane = if *func == Func::Sin { "x" } else { "y" };
-        let both = match self.sincos_vecs.remove(&(i, self.element)) {
-            Some(both) => both,
-            None => {
-                let both = fresh(taken, &format!("{}_sincos", self.name(i)));
-                let x = self.operand(args[0]);
-                let _ = writeln!(out, "{indent}let {both} = {SINCOS_FN}({x});");
-                helpers.insert(SINCOS_FN);
-                self.sincos_vecs.insert((other, self.element), both.clone());
-                both
-            }
-        };
-        let _ = writeln!(out, "{indent}let {} = {both}.{lane};", self.name(i));
-        true
+        if let Some(both) = self.sincos_vecs.remove(&(i, self.element)) {
+            return Some((None, format!("{both}.{lane}")));
+        }
+        let both = fresh(taken, &format!("{}_sincos", self.name(i)));
+        let call = format!("let {both} = {SINCOS_FN}({});", self.operand(args[0]));
+        helpers.insert(SINCOS_FN);
+        self.sincos_vecs.insert((other, self.element), both.clone());
+        Some((Some(call), format!("{both}.{lane}")))
     }
 
     /// One stage of node `at.0`'s run (after `at.1` of the node's own), after making room
@@ -585,7 +585,7 @@ pub(super) fn powi(
     }
 }
 
-/// The helper that computes a `sin` and a `cos` of one argument together.
+/// The f32 helper that computes a `sin` and a `cos` of one argument together.
 const SINCOS_FN: &str = "gf_sincos";
 
 /// The `sin(x)` and `cos(x)` nodes of `f` with one `x`, each mapped to the other (at most
