@@ -66,7 +66,7 @@ pub(super) struct Ctx<'a> {
     /// What each check for room sums, where the kernel knows it (see `static_runs`).
     pub(super) static_runs: Option<StaticRuns>,
     /// `sin(x)` and `cos(x)` nodes of one `x`, each the other's partner: written with one
-    /// `gf_sincos` (see [`Ctx::emit_sincos`]).
+    /// `gf_sincos` (see [`Ctx::sincos_lane`]).
     sincos: HashMap<usize, usize>,
     /// The `gf_sincos` result the first of a pair wrote, by its partner's node and element.
     sincos_vecs: HashMap<(usize, usize), String>,

@@ -3,7 +3,7 @@
 
 use crate::ir::{Activation, AtZero};
 
-/// The WGSL of activation `a` over `sums`, a `vec4` (one of [`NetworkPlan::supported`]'s).
+/// The WGSL of activation `a` over `sums`, a `vec4` (one of [`super::NetworkPlan::supported`]'s).
 pub(super) fn activate(a: Activation, sums: &str) -> String {
     match a {
         Activation::Relu(_) => format!("relu4({sums})"),
