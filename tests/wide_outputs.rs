@@ -179,7 +179,7 @@ fn stored_as_computed(wgsl: &str, call: &str) -> bool {
 fn jacobian_rows_of_one_chunk_are_stored_as_computed_and_match_the_cpu() {
     assert!(stored_as_computed(
         rows_of_one_chunk::WGSL_JACOBIAN,
-        "gf_sin("
+        "gf_sincos("
     ));
     let mut rng = Rng(19);
     for n in [1, 700] {
@@ -217,7 +217,7 @@ fn jacobian_rows_across_chunks_are_stored_as_computed_and_match_the_cpu() {
     // 72 words: chunks of 16 words, the second row from the middle of the second, and a
     // last chunk of 8, in `vec4`s; the 3 values (no vector view) from registers.
     let wgsl = rows_across_chunks::WGSL_JACOBIAN;
-    assert!(stored_as_computed(wgsl, "gf_cos("));
+    assert!(stored_as_computed(wgsl, "gf_sincos("));
     assert!(wgsl.contains("jacobians_swizzle_4"));
     assert!(wgsl.contains("var<storage, read_write> jacobians: array<vec4<f32>>;"));
     assert!(wgsl.contains("var<storage, read_write> values: array<f32>;"));
@@ -266,7 +266,7 @@ fn jacobians_in_vectors_match_the_cpu() {
     }
     assert!(stored_as_computed(
         rows_in_vectors::WGSL_JACOBIAN,
-        "gf_sin("
+        "gf_sincos("
     ));
     assert!(rows_in_vectors::WGSL_JACOBIAN.contains("jacobians_swizzle_4"));
     assert!(rows_of_seven::WGSL_JACOBIAN.contains("let slot = part * gf_workgroup_size + lid;"));
