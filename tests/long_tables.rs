@@ -33,6 +33,17 @@ with_source! {
     }
 }
 
+#[differentiable]
+pub fn table_264(x: f32, y: f32, #[shared] table: [f32; 264]) -> f32 {
+    let mut s = 0.0;
+    let mut p = x;
+    for i in 0..264 {
+        s += table[i] * p;
+        p = p * y + 0.01 * (i as f32);
+    }
+    s.tanh()
+}
+
 with_source! {
     TABLE_1024_SRC,
     #[differentiable]
@@ -358,25 +369,32 @@ fn a_long_table_beside_its_tape_streams_its_gradient() {
     );
 }
 
-/// The long table's shared gradient `sums` against the sum of the CPU version's gradients
-/// over `batch`, in f64, relative to the sum of their magnitudes.
+/// A table's shared gradient `sums` against the sum, in f64, of each element's gradient
+/// `grads` gives (the CPU version's), relative to the sum of their magnitudes.
+fn check_table_sums<G: AsRef<[f32]>>(sums: &[f32], grads: impl IntoIterator<Item = G>) {
+    let (mut want, mut magnitude) = (vec![0.0f64; sums.len()], vec![0.0f64; sums.len()]);
+    for g in grads {
+        for (k, g) in g.as_ref().iter().enumerate() {
+            want[k] += *g as f64;
+            magnitude[k] += g.abs() as f64;
+        }
+    }
+    for (k, sum) in sums.iter().enumerate() {
+        let e = (*sum as f64 - want[k]).abs() / magnitude[k].max(1e-30);
+        assert!(e < 1e-5, "word {k}: {sum} against {}", want[k]);
+    }
+}
+
+/// The long table's shared gradient `sums` over `batch` against the CPU version's.
 fn check_long_table_sums(
     batch: &[long_table::Args],
     shared: &long_table::Shared,
     sums: &[f32; 256],
 ) {
-    let (mut want, mut magnitude) = (vec![0.0f64; 256], vec![0.0f64; 256]);
-    for a in batch {
-        let (_, _, g) = long_table::value_and_grad(a, shared);
-        for (k, g) in g.table.iter().enumerate() {
-            want[k] += *g as f64;
-            magnitude[k] += g.abs() as f64;
-        }
-    }
-    for k in 0..256 {
-        let e = (sums[k] as f64 - want[k]).abs() / magnitude[k].max(1e-30);
-        assert!(e < 1e-5, "word {k}: {} against {}", sums[k], want[k]);
-    }
+    let grads = batch
+        .iter()
+        .map(|a| long_table::value_and_grad(a, shared).2.table);
+    check_table_sums(sums, grads);
 }
 
 /// The recomputed reverse pass with two elements a thread side by side (past 512 x 256
@@ -413,4 +431,32 @@ fn a_long_table_recomputed_two_elements_a_thread() {
             "element {i}"
         );
     }
+}
+
+/// A table of 264 words stages runs of 32 and a last run of 8, which the next element's
+/// first check sums (`static_runs`): its shared gradient at several elements a thread
+/// against the CPU's sum.
+#[test]
+fn a_table_with_a_short_last_run_sums_it_across_elements() {
+    assert!(
+        table_264::WGSL_ADJOINT.contains("if (stage_count > 0u) { gf_sum_run(lid, 7u, -1, 8u);")
+    );
+    let mut rng = Rng(79);
+    let shared = table_264::Shared {
+        table: std::array::from_fn(|_| rng.uniform(-0.05, 0.05)),
+    };
+    let n = 512 * 256 * 2 + 301;
+    let batch: Vec<table_264::Args> = (0..n)
+        .map(|_| table_264::Args {
+            x: rng.uniform(-1.0, 1.0),
+            y: rng.uniform(-0.9, 0.9),
+        })
+        .collect();
+    let (_, _, sums) = table_264::kernel(device())
+        .value_and_grad(&batch, &shared)
+        .expect("launch");
+    let grads = batch
+        .iter()
+        .map(|a| table_264::value_and_grad(a, &shared).2.table);
+    check_table_sums(&sums.table, grads);
 }
