@@ -214,20 +214,14 @@ fn branches(depth: usize) -> Function {
     Function::new(name, "branches", src)
 }
 
-/// A `#[shared]` table of `t` words read in a loop: a uniform table up to the uniform
-/// limit, and its gradient summed over the batch.
+/// A `#[shared]` table of `t` words read in a loop (`samples::table_loop`): a uniform
+/// table up to the uniform limit, and its gradient summed over the batch.
 fn shared_table(t: usize) -> Function {
     let name = format!("shared_table_{t}");
-    let src = format!(
-        "fn {name}(x: f32, y: f32, #[shared] table: [f32; {t}]) -> f32 {{
-            let mut s = 0.0;
-            let mut p = x;
-            for i in 0..{t} {{
-                s += table[i] * p;
-                p = p * y + 0.01 * (i as f32);
-            }}
-            s.tanh()
-        }}"
+    let src = gradfuse_shaders_gen::samples::table_loop(t).replacen(
+        "fn table(",
+        &format!("fn {name}("),
+        1,
     );
     Function::new(name, "shared table", src)
 }

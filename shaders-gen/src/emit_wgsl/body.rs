@@ -6,7 +6,7 @@ mod loops;
 use super::float_literal;
 use super::outer_sums::OuterLoop;
 use super::static_runs::StaticRuns;
-use super::streams::{Streams, make_room, stage, stage_at, stage_slot};
+use super::streams::{Streams, make_room, stage, stage_at, stage_slot, sum_past};
 use crate::ir::{CmpOp, Function, InPlace, IntFact, Op, Ty, ValueId, in_place, int_facts};
 use crate::names::Taken;
 use crate::names::{element_name, fresh, local_names_with};
@@ -434,10 +434,7 @@ impl<'a> Ctx<'a> {
             match &mut self.static_runs {
                 Some(runs) => {
                     if let Some(run) = runs.next_check() {
-                        out.push_str(&format!(
-                            "{indent}if (stage_count > 0u) {{ {}; stage_count = 0u; }}\n",
-                            run.call()
-                        ));
+                        out.push_str(&sum_past(0, &run.call(), indent));
                     }
                 }
                 None => out.push_str(&make_room(

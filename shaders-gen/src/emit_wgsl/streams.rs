@@ -357,11 +357,13 @@ fn same_index(f: &Function, a: ValueId, b: ValueId) -> bool {
 /// The check before a run of `run` stages: if the stage lacks room, the workgroup sums
 /// what it holds.
 pub(super) fn make_room(run: u32, lanes: u32, sums_in: SumsIn, indent: &str) -> String {
-    format!(
-        "{indent}if (stage_count > {}u) {{ {}; stage_count = 0u; }}\n",
-        lanes - run,
-        sum_stage(sums_in)
-    )
+    sum_past(lanes - run, &sum_stage(sums_in), indent)
+}
+
+/// The statement that calls `sum` (a workgroup sum of the stage) and empties the stage
+/// where it holds more than `count` slots.
+pub(super) fn sum_past(count: u32, sum: &str, indent: &str) -> String {
+    format!("{indent}if (stage_count > {count}u) {{ {sum}; stage_count = 0u; }}\n")
 }
 
 /// The call that sums the stage's slots over the workgroup and adds them to their words.
