@@ -193,3 +193,85 @@ fn the_tangent_kernel_hoists_shared_values_and_their_tangents() {
         }
     }
 }
+
+#[test]
+fn the_adjoint_hoists_shared_values_and_the_ties_of_their_maximum() {
+    common::validate_wgsl("soft_choice_adjoint", soft_choice::WGSL_ADJOINT);
+    let (prologue, body) = split_at_barrier(soft_choice::WGSL_ADJOINT, "adjoint");
+    assert!(prologue.contains("if (lid == 0u)"));
+    assert_eq!(prologue.matches("exp(").count(), 6);
+    assert_eq!(body.matches("exp(").count(), 0);
+    // The running maximum's ties, which route its adjoint, are compared once per
+    // workgroup, NaN tests and all, and read back as words.
+    assert!(prologue.contains("gf_is_nan(") && !body.contains("gf_is_nan("));
+    assert!(body.contains("gf_hoisted["));
+    let shared_sets = [
+        soft_choice::Shared {
+            logits: [0.3, -1.2, 2.5, 0.0, 1.1, -0.4],
+            scale: 2.0,
+        },
+        // Ties for the maximum, the first and a later word: Rust's `max` keeps its first
+        // argument where they are equal, and so does its adjoint.
+        soft_choice::Shared {
+            logits: [2.5, -1.2, 2.5, 0.0, 2.5, -0.4],
+            scale: 0.5,
+        },
+        soft_choice::Shared {
+            logits: [0.1, f32::NAN, 0.2, 0.3, 0.4, 0.5],
+            scale: 1.5,
+        },
+        soft_choice::Shared {
+            logits: [0.1, f32::INFINITY, 0.2, 0.3, 0.4, 0.5],
+            scale: 1.5,
+        },
+    ];
+    let kernel = soft_choice::kernel(device());
+    let mut rng = common::Rng(13);
+    for shared in &shared_sets {
+        for n in [1usize, 255, 257, 70_001] {
+            let batch: Vec<soft_choice::Args> = (0..n)
+                .map(|_| soft_choice::Args {
+                    a: rng.uniform(-1.0, 1.0),
+                    b: rng.uniform(-1.0, 1.0),
+                })
+                .collect();
+            let (values, grads, sg) = kernel.value_and_grad(&batch, shared).expect("launch");
+            // The shared gradient against the f64 sum of the CPU's, word by word, to the
+            // rounding of a sum in another order.
+            let (mut want, mut magnitude) = ([0.0f64; 7], [0.0f64; 7]);
+            for (i, a) in batch.iter().enumerate() {
+                let (v, g, s) = soft_choice::value_and_grad(a, shared);
+                let close = |got: f32, cpu: f32| {
+                    (got.is_nan() && cpu.is_nan()) || (got - cpu).abs() <= 1e-5 * cpu.abs().max(1.0)
+                };
+                assert!(
+                    close(values[i], v),
+                    "n = {n}, element {i}: {} against {v}",
+                    values[i]
+                );
+                assert!(
+                    close(grads[i].a, g.a) && close(grads[i].b, g.b),
+                    "n = {n}, element {i}: gradient {:?} against the CPU's {g:?}",
+                    grads[i]
+                );
+                let words = s.logits.iter().chain([&s.scale]);
+                for (k, w) in words.enumerate() {
+                    want[k] += *w as f64;
+                    magnitude[k] += w.abs() as f64;
+                }
+            }
+            let got = sg.logits.iter().chain([&sg.scale]);
+            for (k, g) in got.enumerate() {
+                if want[k].is_nan() {
+                    assert!(g.is_nan(), "n = {n}, shared word {k}: {g}, the CPU's NaN");
+                    continue;
+                }
+                assert!(
+                    (*g as f64 - want[k]).abs() <= 1e-5 * magnitude[k].max(1e-30),
+                    "n = {n}, shared word {k}: {g} against the CPU's sum {}",
+                    want[k]
+                );
+            }
+        }
+    }
+}

@@ -34,8 +34,8 @@ pub const REDUCE_DISTINCT_FN: &str = "gf_reduce_distinct";
 /// The WGSL helper that adds the wide stage's slots into the workgroup's sums where the
 /// kernel knows they hold a run of consecutive words (`emit_wgsl/static_runs.rs`).
 pub const SUM_RUN_FN: &str = "gf_sum_run";
-/// The workgroup array through which a value or tangent kernel's first thread hands the
-/// values of the shared words alone to the others (`emit_wgsl/hoist.rs`).
+/// The workgroup array through which a kernel's first thread hands the values of the
+/// shared words alone to the others (`emit_wgsl/hoist.rs`).
 pub const HOISTED_ARRAY: &str = "gf_hoisted";
 
 /// Identifiers no local may take: WGSL and Rust keywords and reserved words, the WGSL

@@ -9,12 +9,16 @@
 //! operations in the same order, so the same bits.
 //!
 //! Only top-level scalar values are taken (a loop's results are per element, and an array
-//! has no slot), and only in value and tangent kernels (a tangent kernel's shared tangent
-//! is the same for every element too). Adjoints do not hoist: measured, most gain, but one
-//! adjoint ran 1.3x slower, its 96 hoisted values held through the loop or read back at
-//! each use (BENCHMARKS.md).
+//! has no slot); a boolean goes through its slot as `0.0` or `1.0`. Value and tangent
+//! kernels hoist (a tangent kernel's shared tangent is the same for every element too),
+//! and so do adjoints, once before the loop over their runs, where they move no element
+//! rows or gradients through workgroup memory: the reverse pass reads the hoisted values
+//! (a maximum's ties route its adjoint), and an adjoint that stages its element's words
+//! measured level or 1.3x slower with them, where the others gained up to 2.7x
+//! (BENCHMARKS.md, "Shared values hoisted in adjoints").
 
 use super::body::{Ctx, uniform_nodes};
+use super::float_literal;
 use super::loads::shared_word_read;
 use super::plan::KernelPlan;
 use crate::abi::KernelKind;
@@ -39,13 +43,16 @@ pub(super) struct Hoisted {
 
 /// The nodes of `f` the kernel of `plan` hoists, if any: top-level `F32` and `Bool` values
 /// computed from shared words and constants alone, each of whose operands is hoisted too
-/// (or a shared word, or a constant), those the body reads all `F32`, and costing at
-/// least [`HOIST_MIN_COST`] in all.
+/// (or a shared word, or a constant), costing at least [`HOIST_MIN_COST`] in all.
 pub(super) fn hoisted(plan: &KernelPlan, f: &Function) -> Option<Hoisted> {
     let layout = plan.layout;
     // A tangent kernel's shared words include the shared tangent (`tangent_layout`): the
     // same for every element too.
-    let kind_takes = matches!(plan.kind, KernelKind::Forward | KernelKind::Tangent);
+    let kind_takes = match plan.kind {
+        KernelKind::Forward | KernelKind::Tangent => true,
+        KernelKind::Adjoint => !stages_element_words(plan),
+        KernelKind::Jacobian | KernelKind::Hessian => false,
+    };
     if !kind_takes || plan.gathered || layout.shared_words == 0 {
         return None;
     }
@@ -54,17 +61,8 @@ pub(super) fn hoisted(plan: &KernelPlan, f: &Function) -> Option<Hoisted> {
         .map(|w| w >= words && w < words + shared)
         .collect();
     let uniform = uniform_nodes(f, &inputs);
-    // A value the body reads must be a float (the slots are): a boolean it reads is left to
-    // the body, and so, by the next pass, is whatever reads that.
-    let mut left = BTreeSet::new();
-    let (nodes, exported) = loop {
-        let nodes = closed_uniform_nodes(f, &uniform, &left);
-        let exported = exported(f, &nodes);
-        match exported.iter().find(|&&i| f.nodes[i].ty != Ty::F32) {
-            Some(&boolean) => left.insert(boolean),
-            None => break (nodes, exported),
-        };
-    };
+    let nodes = closed_uniform_nodes(f, &uniform);
+    let exported = exported(f, &nodes);
     let cost: f64 = (nodes.iter())
         .map(|&i| match &f.nodes[i].op {
             Op::Call(func, _) => func.gpu_cost(),
@@ -77,15 +75,19 @@ pub(super) fn hoisted(plan: &KernelPlan, f: &Function) -> Option<Hoisted> {
     Some(Hoisted { nodes, exported })
 }
 
-/// The top-level `F32` and `Bool` computations `uniform` marks, but those in `left`, each
-/// of whose operands is a shared word, a constant or one of them (one pass: the nodes are
-/// in order).
-fn closed_uniform_nodes(f: &Function, uniform: &[bool], left: &BTreeSet<usize>) -> BTreeSet<usize> {
+/// Whether the kernel of `plan` moves element rows or gradients through workgroup memory,
+/// where hoisted values would be read beside them.
+fn stages_element_words(plan: &KernelPlan) -> bool {
+    plan.staged || plan.grads_in_reduce_stage.is_some() || plan.row_stage.is_some() || plan.chunked
+}
+
+/// The top-level `F32` and `Bool` computations `uniform` marks, each of whose operands is a
+/// shared word, a constant or one of them (one pass: the nodes are in order).
+fn closed_uniform_nodes(f: &Function, uniform: &[bool]) -> BTreeSet<usize> {
     let leaf = |op: &Op| matches!(op, Op::Input(_) | Op::Const(_) | Op::Int(_));
     let mut nodes = BTreeSet::new();
     for (i, node) in f.nodes.iter().enumerate() {
         let takes = uniform[i]
-            && !left.contains(&i)
             && matches!(node.ty, Ty::F32 | Ty::Bool)
             && matches!(
                 node.op,
@@ -124,7 +126,8 @@ fn exported(f: &Function, nodes: &BTreeSet<usize>) -> Vec<usize> {
 /// The prologue of a kernel that hoists `h`: the first thread loads the shared words the
 /// hoisted nodes read, computes them and stores those the body reads; past a barrier,
 /// every thread reads them back under their names. Marks the nodes for the body to skip.
-/// Written before the kernel's bounds check, so that every thread reaches the barrier.
+/// Written before the kernel's bounds check (an adjoint's: before its loop over its runs),
+/// so that every thread reaches the barrier.
 pub(super) fn emit_prologue(
     plan: &KernelPlan,
     ctx: &mut Ctx,
@@ -158,12 +161,25 @@ pub(super) fn emit_prologue(
     for &i in &h.nodes {
         ctx.emit_single(i, taken, "        ", &mut s, helpers);
     }
+    let t = plan.layout.precision;
+    let (zero, one) = (float_literal(0.0, t), float_literal(1.0, t));
     for (slot, &i) in h.exported.iter().enumerate() {
-        let _ = writeln!(s, "        {HOISTED_ARRAY}[{slot}] = {};", ctx.names[i]);
+        let name = &ctx.names[i];
+        let _ = match f.nodes[i].ty {
+            Ty::Bool => writeln!(
+                s,
+                "        {HOISTED_ARRAY}[{slot}] = select({zero}, {one}, {name});"
+            ),
+            _ => writeln!(s, "        {HOISTED_ARRAY}[{slot}] = {name};"),
+        };
     }
     s.push_str("    }\n    workgroupBarrier();\n");
     for (slot, &i) in h.exported.iter().enumerate() {
-        let _ = writeln!(s, "    let {} = {HOISTED_ARRAY}[{slot}];", ctx.names[i]);
+        let name = &ctx.names[i];
+        let _ = match f.nodes[i].ty {
+            Ty::Bool => writeln!(s, "    let {name} = {HOISTED_ARRAY}[{slot}] != {zero};"),
+            _ => writeln!(s, "    let {name} = {HOISTED_ARRAY}[{slot}];"),
+        };
     }
     ctx.skip.extend(h.nodes.iter().copied());
     ctx.hoisted.extend(h.nodes.iter().copied());

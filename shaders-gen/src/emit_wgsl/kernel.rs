@@ -149,7 +149,7 @@ fn emit(
         );
     }
     if plan.reduces {
-        reducing_entry(&plan, &sums, &body, &mut s);
+        reducing_entry(&plan, &sums, prologue.as_deref(), &body, &mut s);
     } else {
         plain_entry(&plan, prologue.as_deref(), &body, &mut s);
     }
@@ -475,7 +475,13 @@ fn other_element_names(plan: &KernelPlan) -> Vec<String> {
 
 /// The entry point of a kernel that sums shared gradients: a loop over the thread's
 /// elements around the body, then the workgroup sum.
-fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut String) {
+fn reducing_entry(
+    plan: &KernelPlan,
+    sums: &SharedSums,
+    prologue: Option<&str>,
+    body: &str,
+    s: &mut String,
+) {
     let wg = abi::WORKGROUP_SIZE;
     let _ = writeln!(s, "@compute @workgroup_size({wg})");
     let _ = writeln!(
@@ -505,6 +511,8 @@ fn reducing_entry(plan: &KernelPlan, sums: &SharedSums, body: &str, s: &mut Stri
         );
     }
     s.push_str(&sums.declarations);
+    // Once for all of the workgroup's runs.
+    s.push_str(prologue.unwrap_or_default());
     let step = match plan.elements {
         1 => "nth++".to_string(),
         e => format!("nth += {e}u"),
