@@ -1,6 +1,6 @@
-//! Values of the `#[shared]` words alone (a softmax's maximum and exponentials over shared
-//! logits, a branch on a shared scale) are computed once per workgroup by the value and
-//! tangent kernels' first thread and read back by the others
+//! Values of the `#[shared]` words alone (a softmax's maximum, its ties and exponentials
+//! over shared logits, a branch on a shared scale) are computed once per workgroup by the
+//! value, tangent and adjoint kernels' first thread and read back by the others
 //! (`shaders-gen/src/emit_wgsl/hoist.rs`); in a tangent kernel, with their tangents along
 //! the shared tangent.
 //! Checked against the f64 interpreter and the CPU version at batch sizes that end inside a
@@ -54,31 +54,22 @@ fn split_at_barrier<'a>(wgsl: &'a str, entry: &str) -> (&'a str, &'a str) {
         .expect("the kernel has a barrier")
 }
 
-#[test]
-fn the_value_kernel_computes_shared_values_once_per_workgroup() {
-    common::validate_wgsl("soft_choice_forward", soft_choice::WGSL_FORWARD);
-    let (prologue, body) = split_at_barrier(soft_choice::WGSL_FORWARD, "forward");
-    assert!(prologue.contains("if (lid == 0u)"));
-    // Every exponential and the scale's logarithm are in the first thread's prologue.
-    assert_eq!(prologue.matches("exp(").count(), 6);
-    assert_eq!(body.matches("exp(").count(), 0);
-    assert!(prologue.contains("gf_ln(") && !body.contains("gf_ln("));
-    insta::assert_snapshot!("soft_choice_forward", soft_choice::WGSL_FORWARD);
-    // Cheap shared work is computed in every thread, with no barrier.
-    assert!(!cheap::WGSL_FORWARD.contains("workgroupBarrier"));
-    assert!(!cheap::WGSL_FORWARD.contains("gf_hoisted"));
-}
-
-#[test]
-fn hoisted_values_match_the_interpreter_and_the_cpu() {
-    let shared_sets = [
-        // The scale's branches both ways, logits of several sizes.
+/// Shared words that take the scale's branches both ways, tie for the maximum, and hold a
+/// NaN and an infinite logit.
+fn shared_sets() -> [soft_choice::Shared; 5] {
+    [
         soft_choice::Shared {
             logits: [0.3, -1.2, 2.5, 0.0, 1.1, -0.4],
             scale: 2.0,
         },
         soft_choice::Shared {
             logits: [-3.0, 4.0, 1.5, 3.9, -0.2, 0.7],
+            scale: 0.5,
+        },
+        // Ties for the maximum, the first and later words: Rust's `max` keeps its first
+        // argument where they are equal, and so does its adjoint.
+        soft_choice::Shared {
+            logits: [2.5, -1.2, 2.5, 0.0, 2.5, -0.4],
             scale: 0.5,
         },
         // A NaN logit: `max` passes over it, its exponential is NaN, so is the value.
@@ -91,19 +82,50 @@ fn hoisted_values_match_the_interpreter_and_the_cpu() {
             logits: [0.1, f32::INFINITY, 0.2, 0.3, 0.4, 0.5],
             scale: 1.5,
         },
-    ];
+    ]
+}
+
+/// `n` elements drawn from `rng` in [-1, 1].
+fn batch(rng: &mut common::Rng, n: usize) -> Vec<soft_choice::Args> {
+    (0..n)
+        .map(|_| soft_choice::Args {
+            a: rng.uniform(-1.0, 1.0),
+            b: rng.uniform(-1.0, 1.0),
+        })
+        .collect()
+}
+
+/// The entry point `entry` of `wgsl` split at its first barrier, once checked that the
+/// first thread's prologue before it computes all six exponentials and the rest none.
+fn hoisted_exponentials<'a>(wgsl: &'a str, entry: &str) -> (&'a str, &'a str) {
+    let (prologue, body) = split_at_barrier(wgsl, entry);
+    assert!(prologue.contains("if (lid == 0u)"));
+    assert_eq!(prologue.matches("exp(").count(), 6);
+    assert_eq!(body.matches("exp(").count(), 0);
+    (prologue, body)
+}
+
+#[test]
+fn the_value_kernel_computes_shared_values_once_per_workgroup() {
+    common::validate_wgsl("soft_choice_forward", soft_choice::WGSL_FORWARD);
+    // Every exponential and the scale's logarithm are in the first thread's prologue.
+    let (prologue, body) = hoisted_exponentials(soft_choice::WGSL_FORWARD, "forward");
+    assert!(prologue.contains("gf_ln(") && !body.contains("gf_ln("));
+    insta::assert_snapshot!("soft_choice_forward", soft_choice::WGSL_FORWARD);
+    // Cheap shared work is computed in every thread, with no barrier.
+    assert!(!cheap::WGSL_FORWARD.contains("workgroupBarrier"));
+    assert!(!cheap::WGSL_FORWARD.contains("gf_hoisted"));
+}
+
+#[test]
+fn hoisted_values_match_the_interpreter_and_the_cpu() {
     let c = compile_str(SOFT_CHOICE_SRC).expect("the source compiles");
     let kernel = soft_choice::kernel(device());
     let mut rng = common::Rng(11);
-    for shared in &shared_sets {
+    for shared in &shared_sets() {
         // One element, a workgroup's last thread missing, one past it, many workgroups.
         for n in [1usize, 255, 257, 70_001] {
-            let batch: Vec<soft_choice::Args> = (0..n)
-                .map(|_| soft_choice::Args {
-                    a: rng.uniform(-1.0, 1.0),
-                    b: rng.uniform(-1.0, 1.0),
-                })
-                .collect();
+            let batch = batch(&mut rng, n);
             let values = kernel.value(&batch, shared).expect("launch");
             assert_eq!(values.len(), n);
             // Every element checked against the CPU version, a sample of them against the
@@ -133,9 +155,7 @@ fn hoisted_values_match_the_interpreter_and_the_cpu() {
 #[test]
 fn the_tangent_kernel_hoists_shared_values_and_their_tangents() {
     common::validate_wgsl("soft_choice_tangent", soft_choice::WGSL_TANGENT);
-    let (prologue, body) = split_at_barrier(soft_choice::WGSL_TANGENT, "tangent");
-    assert_eq!(prologue.matches("exp(").count(), 6);
-    assert_eq!(body.matches("exp(").count(), 0);
+    hoisted_exponentials(soft_choice::WGSL_TANGENT, "tangent");
     let shared = soft_choice::Shared {
         logits: [0.3, -1.2, 2.5, 0.0, 1.1, -0.4],
         scale: 2.0,
@@ -147,12 +167,7 @@ fn the_tangent_kernel_hoists_shared_values_and_their_tangents() {
     let c = compile_str(SOFT_CHOICE_SRC).expect("the source compiles");
     let mut rng = common::Rng(12);
     for n in [1usize, 257, 70_001] {
-        let batch: Vec<soft_choice::Args> = (0..n)
-            .map(|_| soft_choice::Args {
-                a: rng.uniform(-1.0, 1.0),
-                b: rng.uniform(-1.0, 1.0),
-            })
-            .collect();
+        let batch = batch(&mut rng, n);
         let tangents: Vec<soft_choice::Grad> = (0..n)
             .map(|_| soft_choice::Grad {
                 a: rng.uniform(-1.0, 1.0),
@@ -197,44 +212,16 @@ fn the_tangent_kernel_hoists_shared_values_and_their_tangents() {
 #[test]
 fn the_adjoint_hoists_shared_values_and_the_ties_of_their_maximum() {
     common::validate_wgsl("soft_choice_adjoint", soft_choice::WGSL_ADJOINT);
-    let (prologue, body) = split_at_barrier(soft_choice::WGSL_ADJOINT, "adjoint");
-    assert!(prologue.contains("if (lid == 0u)"));
-    assert_eq!(prologue.matches("exp(").count(), 6);
-    assert_eq!(body.matches("exp(").count(), 0);
+    let (prologue, body) = hoisted_exponentials(soft_choice::WGSL_ADJOINT, "adjoint");
     // The running maximum's ties, which route its adjoint, are compared once per
     // workgroup, NaN tests and all, and read back as words.
     assert!(prologue.contains("gf_is_nan(") && !body.contains("gf_is_nan("));
     assert!(body.contains("gf_hoisted["));
-    let shared_sets = [
-        soft_choice::Shared {
-            logits: [0.3, -1.2, 2.5, 0.0, 1.1, -0.4],
-            scale: 2.0,
-        },
-        // Ties for the maximum, the first and a later word: Rust's `max` keeps its first
-        // argument where they are equal, and so does its adjoint.
-        soft_choice::Shared {
-            logits: [2.5, -1.2, 2.5, 0.0, 2.5, -0.4],
-            scale: 0.5,
-        },
-        soft_choice::Shared {
-            logits: [0.1, f32::NAN, 0.2, 0.3, 0.4, 0.5],
-            scale: 1.5,
-        },
-        soft_choice::Shared {
-            logits: [0.1, f32::INFINITY, 0.2, 0.3, 0.4, 0.5],
-            scale: 1.5,
-        },
-    ];
     let kernel = soft_choice::kernel(device());
     let mut rng = common::Rng(13);
-    for shared in &shared_sets {
+    for shared in &shared_sets() {
         for n in [1usize, 255, 257, 70_001] {
-            let batch: Vec<soft_choice::Args> = (0..n)
-                .map(|_| soft_choice::Args {
-                    a: rng.uniform(-1.0, 1.0),
-                    b: rng.uniform(-1.0, 1.0),
-                })
-                .collect();
+            let batch = batch(&mut rng, n);
             let (values, grads, sg) = kernel.value_and_grad(&batch, shared).expect("launch");
             // The shared gradient against the f64 sum of the CPU's, word by word, to the
             // rounding of a sum in another order.
