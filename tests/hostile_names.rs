@@ -71,11 +71,11 @@ with_source! {
 with_source! {
     ROUNDS_EVEN_SRC,
     #[differentiable]
-    pub fn rounds_even(u: [f32; 63], x: f32) -> f32 {
+    pub fn rounds_even(u: [f32; 65], x: f32) -> f32 {
         let e = x.sin();
         let at = (0.5 * x).cos();
         let first = x * x;
-        let mut word = x;
+        let mut word = x + u[63] * e + u[64] * first;
         for k in 0..21 {
             word += u[3 * k] * e + u[3 * k + 1] * at + u[3 * k + 2] * first;
         }
@@ -372,10 +372,19 @@ fn check_rounds<A: gradfuse::bytemuck::Pod, G: gradfuse::bytemuck::Pod>(
 /// Gradients of many words go out through workgroup memory in rounds of elements, and the
 /// stores declare where a round's element writes (`grads_at`; `grads_e` where the width is
 /// even and its words sit rotated): locals of the plain names `at`, `e`, `first`, `word`
-/// and `part` whose values are gradient words were once shadowed by them, and 64-word
-/// rows (even) are written rotated. 70 elements: a round of 64 and part of the next.
+/// and `part` whose values are gradient words were once shadowed by them, and 66-word
+/// rows (even, without a `vec4` view) are written rotated. 70 elements: a round of 64 and
+/// part of the next.
 #[test]
 fn gradient_words_named_like_the_stores_locals() {
+    assert!(
+        rounds_even::WGSL_ADJOINT.contains("let grads_e = "),
+        "rotated rounds"
+    );
+    assert!(
+        rounds_odd::WGSL_ADJOINT.contains("let grads_at = (lid % "),
+        "rounds"
+    );
     let x = |e: usize| 0.3 + 0.01 * e as f32;
     let u = |e: usize, k: usize| ((e * 7 + k * 3) % 11) as f32 * 0.1 + 0.1;
     let even: Vec<rounds_even::Args> = (0..70)
@@ -384,7 +393,7 @@ fn gradient_words_named_like_the_stores_locals() {
             x: x(e),
         })
         .collect();
-    check_rounds((ROUNDS_EVEN_SRC, 64), &even, |dev, b| {
+    check_rounds((ROUNDS_EVEN_SRC, 66), &even, |dev, b| {
         rounds_even::kernel(dev).value_and_grad(b).expect("launch")
     });
     let odd: Vec<rounds_odd::Args> = (0..70)
