@@ -14,7 +14,7 @@
 //! and so do adjoints, once before the loop over their runs, where they move no element
 //! rows or gradients through workgroup memory: the reverse pass reads the hoisted values
 //! (a maximum's ties route its adjoint), and an adjoint that stages its element's words
-//! measured level or 1.3x slower with them, where the others gained up to 2.7x
+//! measured level or 1.3x slower with them, where the others gained up to 2.5x
 //! (BENCHMARKS.md, "Shared values hoisted in adjoints").
 
 use super::body::{Ctx, uniform_nodes};
