@@ -156,7 +156,7 @@ impl<'a> KernelPlan<'a> {
         let chunked = stages_outputs
             && outputs
                 .iter()
-                .any(|o| Self::stages_output_of(kind, o.1, precision));
+                .any(|o| Self::stages_output_of(o.1, precision));
         let lanes = abi::vector_lanes(layout.words);
         let tanh_calls = (f.nodes.iter())
             .filter(|n| matches!(n.op, Op::Call(Func::Tanh, _)))
@@ -207,29 +207,19 @@ impl<'a> KernelPlan<'a> {
     /// blocks, which [`chunk_lanes`] leaves in registers).
     pub fn stages_output(&self, w: u32) -> bool {
         self.chunked
-            && Self::stages_output_of(self.kind, w, self.layout.precision)
+            && Self::stages_output_of(w, self.layout.precision)
             && !(self.chunk_lanes > 1 && w < self.chunk_lanes)
     }
 
-    /// Whether a `kind` kernel stages an output of `w` words of `precision`: past one
+    /// Whether a kernel stages an output of `w` words of `precision`: past one
     /// chunk or without a vector view ([`abi::chunk_output`]). On the H100
     /// (`benches/corpus/`), staging took adjoints of 17-66 gradient words from 15-22% to
     /// 34-69% of the roofline and a 24-word Jacobian from 15% to 41%. Jacobians of 68-132
     /// words, stored in rounds of whole elements at the end, fell from 16-25% to 9-19%;
     /// they are stored in chunks as their rows are computed instead
     /// ([`super::stores::jacobian_chunks_as_computed`]).
-    ///
-    /// But an adjoint's f32 gradients that would go in rounds of whole elements and have a
-    /// `vec4` view are stored from registers, a `vec4` at a time: `stencil_64`'s 64 words
-    /// (in two rounds of 64 elements at 128 threads) ran at 70% of the roofline staged, 76%
-    /// from registers, where single-word stores from registers ran at 24%
-    /// (`benches/corpus/h100_2026-12-06_stencil_stores.md`).
-    fn stages_output_of(kind: KernelKind, w: u32, precision: Precision) -> bool {
-        let vec4_rounds = kind == KernelKind::Adjoint
-            && precision == Precision::F32
-            && abi::vector_lanes(w) == 4
-            && Self::rounds_of(kind, w, precision).is_some();
-        abi::chunk_output(w, precision) && !vec4_rounds
+    fn stages_output_of(w: u32, precision: Precision) -> bool {
+        abi::chunk_output(w, precision)
     }
 
     /// The words per element of one access to output buffer `name`, `w` words wide, as
@@ -319,7 +309,7 @@ fn chunk_lanes(
     let staged: Vec<u32> = outputs
         .iter()
         .map(|o| o.1)
-        .filter(|&w| KernelPlan::stages_output_of(kind, w, precision) && w >= 4)
+        .filter(|&w| KernelPlan::stages_output_of(w, precision) && w >= 4)
         .collect();
     let in_chunks = |w: u32| KernelPlan::rounds_of(kind, w, precision).is_none();
     let fits = chunked
