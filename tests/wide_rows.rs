@@ -73,6 +73,8 @@ fn wide_rows_are_loaded_through_the_stage() {
     for (what, wgsl, stage) in [
         ("stencil48 value", stencil48::WGSL_FORWARD, "in_stage"),
         ("stencil48 tangent", stencil48::WGSL_TANGENT, "in_stage"),
+        // Its 48 gradient words (a `vec4` view) go out in rounds through a stage of
+        // `vec4`s, which the rows share a word at a time.
         ("stencil48 adjoint", stencil48::WGSL_ADJOINT, "out_stage"),
         ("odd37 adjoint", odd37::WGSL_ADJOINT, "out_stage"),
         ("pair34 tangent", pair34::WGSL_TANGENT, "in_stage"),
@@ -83,6 +85,12 @@ fn wide_rows_are_loaded_through_the_stage() {
             "{what}: rows loaded through {stage}"
         );
     }
+    assert!(
+        stencil48::WGSL_ADJOINT.contains("grads: array<vec4<f32>>")
+            && stencil48::WGSL_ADJOINT.contains("var<workgroup> out_stage: array<vec4<f32>, ")
+            && stencil48::WGSL_ADJOINT.contains("consecutive vec4s"),
+        "stencil48 adjoint: gradients stored in rounds of vec4s"
+    );
     // A transcendental call per word, but not `tanh`: the loads overlap the arithmetic,
     // unstaged.
     assert!(!sin36::WGSL_FORWARD.contains("in_stage"));

@@ -362,13 +362,14 @@ fn emit_round(
                 1 => v.clone(),
                 _ => format!("{v}.{component}"),
             };
-            let _ = writeln!(body, "    {name}[{at}{}] = {};", plus(c), mask(word));
+            let to = plan.row_stage_word(name, &format!("{at}{}", plus(c)));
+            let _ = writeln!(body, "    {to} = {};", mask(word));
         }
     }
     let _ = writeln!(body, "    workgroupBarrier();");
     for (w, i) in &round.used {
         let at = plus((w - first) as usize);
-        let word = format!("{name}[lid * {}u{at}]", stage.stride);
+        let word = plan.row_stage_word(name, &format!("lid * {}u{at}", stage.stride));
         let _ = writeln!(body, "    let {} = {};", ctx.name(*i), mask(word));
     }
 }

@@ -56,8 +56,8 @@ pub(super) struct KernelPlan<'a> {
     /// are not loaded at the top.
     pub element_arrays: HashMap<usize, u32>,
     /// The words of one access to `out_stage` and to the outputs stored through it: 4
-    /// (`vec4<f32>`) where every staged output of 4 words or more is stored in chunks and
-    /// has a multiple of 4 words, else 1 ([`chunk_lanes`]).
+    /// (`vec4<f32>`) where every staged output of 4 words or more has a multiple of 4
+    /// words and all are stored in chunks or all in rounds, else 1 ([`chunk_lanes`]).
     pub chunk_lanes: u32,
     /// Whether the kernel computes `tanh` without branches: it stages rows it maps through
     /// `tanh` ([`abi::rows_mapped_by_tanh`]), or reads them as `vec4`s.
@@ -236,6 +236,19 @@ impl<'a> KernelPlan<'a> {
         }
     }
 
+    /// Word `index` (a WGSL expression) of the stage `name` through which the argument rows
+    /// are loaded: where that stage is the output stage of `vec4`s ([`chunk_lanes`] 4, the
+    /// outputs in rounds), the word's lane of its `vec4`.
+    pub fn row_stage_word(&self, name: &str, index: &str) -> String {
+        match self.row_stage {
+            Some((_, StageArray::Stores("out_stage"))) if self.chunk_lanes > 1 => {
+                let lanes = self.chunk_lanes;
+                format!("{name}[({index}) / {lanes}u][({index}) % {lanes}u]")
+            }
+            _ => format!("{name}[{index}]"),
+        }
+    }
+
     /// Whether the runtime chooses this kernel's workgroup size
     /// ([`crate::names::WORKGROUP_SIZE_OVERRIDE`]): where it computes every element alone,
     /// its loads and stores through workgroup memory written for any size. Kernels that
@@ -291,11 +304,15 @@ impl<'a> KernelPlan<'a> {
     }
 }
 
-/// [`KernelPlan::chunk_lanes`]: 4 where every output staged of 4 words or more is stored
-/// in chunks (not in rounds) and is a multiple of 4 words of f32, and the loads do not
-/// share the stage. On the H100, 4-word accesses to the stage and the buffer took Jacobians of 32, 64 and 72
-/// words from 79%, 65% and 41% of the roofline to 90%, 76% and 47%, against single words
-/// (BENCHMARKS.md, "Jacobian rows stored as they are computed").
+/// [`KernelPlan::chunk_lanes`]: 4 where every output staged of 4 words or more is a
+/// multiple of 4 words of f32 and is stored either all in chunks, the loads not sharing the
+/// stage, or all in rounds of whole elements (whose stage the loads may share, as single
+/// words of its `vec4`s: [`KernelPlan::row_stage_word`]). On the H100, 4-word accesses to the
+/// stage and the buffer took Jacobians of 32, 64 and 72 words from 79%, 65% and 41% of the
+/// roofline to 90%, 76% and 47%, against single words (BENCHMARKS.md, "Jacobian rows stored
+/// as they are computed"); and rounds of `vec4`s took adjoints of 36 to 128 gradient words
+/// from 82-91% to 94-100%, `stencil_64`'s from 70% to 95%, and a 196-word Hessian from 36%
+/// to 95% of the copy bandwidth (BENCHMARKS.md, "Rounds of `vec4`s").
 fn chunk_lanes(
     kind: KernelKind,
     outputs: &[(u32, u32, &'static str)],
@@ -311,12 +328,14 @@ fn chunk_lanes(
         .map(|o| o.1)
         .filter(|&w| KernelPlan::stages_output_of(w, precision) && w >= 4)
         .collect();
-    let in_chunks = |w: u32| KernelPlan::rounds_of(kind, w, precision).is_none();
+    let in_rounds = |w: u32| KernelPlan::rounds_of(kind, w, precision).is_some();
+    let loads_apart = !matches!(row_stage, Some((_, StageArray::Stores(_))));
     let fits = chunked
         && precision == Precision::F32
-        && !matches!(row_stage, Some((_, StageArray::Stores(_))))
         && !staged.is_empty()
-        && staged.iter().all(|&w| w % 4 == 0 && in_chunks(w));
+        && staged.iter().all(|&w| w % 4 == 0)
+        && (staged.iter().all(|&w| in_rounds(w))
+            || (loads_apart && staged.iter().all(|&w| !in_rounds(w))));
     if fits { 4 } else { 1 }
 }
 

@@ -493,12 +493,15 @@ fn chunk_swizzle(width: u32, precision: Precision) -> Option<u32> {
 /// reducing adjoint's `reduce_stage` while its sums are in registers), then the group
 /// stores those elements, `per_round * w` consecutive words, every store part of a full
 /// run. (In chunks of 16 words, 49-word Hessians were runs of 64 bytes 196 bytes apart:
-/// 33% of the copy bandwidth on the H100.)
+/// 33% of the copy bandwidth on the H100.) Through `out_stage` of `vec4`s
+/// ([`KernelPlan::chunk_lanes`] 4) every access moves a `vec4`, to the stage and to the
+/// output: a quarter of the instructions.
 ///
-/// An even `w` puts the words a warp writes at once, one per element, `w` scalars apart:
-/// in one bank for a multiple of 32 (`stencil_64`'s 64 gradient words: 32-way conflicts,
-/// 47% of the roofline on the H100). There element `e`'s word `j` sits at `e * w + (j + e)
-/// % w`, one bank a thread, and the stores read each word back from where it sits (69%).
+/// An even count of slots (words, or `vec4`s) puts the slots a warp writes at once, one per
+/// element, `w` slots apart: in one bank for a multiple of 32 (`stencil_64`'s 64 gradient
+/// words: 32-way conflicts, 47% of the roofline on the H100). There element `e`'s slot `j`
+/// sits at `e * w + (j + e) % w`, one bank a thread (for `vec4`s, each quarter warp's eight
+/// in distinct banks), and the stores read each slot back from where it sits (69%).
 fn store_rounds(
     plan: &KernelPlan,
     ctx: &Ctx,
@@ -506,16 +509,22 @@ fn store_rounds(
     (name, per_round, stage): (&str, u32, &str),
     body: &mut String,
 ) {
-    let w = outputs.len() as u32;
+    let lanes = if stage == "out_stage" {
+        plan.chunk_lanes
+    } else {
+        1
+    };
+    let w = outputs.len() as u32 / lanes;
     let wg = plan.workgroup_size();
     let _ = writeln!(body, "    let {name}_group = (i - lid) * {w}u;");
+    let what = if lanes > 1 { "vec4s" } else { "words" };
     // Where the runtime sizes the workgroup, a round is the workgroup when it is smaller
     // than `per_round` elements.
     let (rounds, per_round, round_words) = if plan.sized_by_runtime() {
         let _ = writeln!(
             body,
             "    // Rounds of {per_round} elements (of the workgroup, if smaller): each round's \
-             elements are consecutive words.\n    \
+             elements are consecutive {what}.\n    \
              let {name}_per_round = min({per_round}u, {wg});"
         );
         (
@@ -528,7 +537,7 @@ fn store_rounds(
         let _ = writeln!(
             body,
             "    // {rounds} rounds of {per_round} elements: each round's elements are {} \
-             consecutive words.",
+             consecutive {what}.",
             per_round * w
         );
         (
@@ -553,15 +562,30 @@ fn store_rounds(
             "            let {name}_at = (lid % {per_round}) * {w}u;"
         );
     }
-    for (j, out) in outputs.iter().enumerate() {
-        let label = store_label(plan, name, j as u32);
-        let v = ctx.operand(*out);
+    for (j, slot) in outputs.chunks(lanes as usize).enumerate() {
+        let first = j as u32 * lanes;
+        let labels: Vec<String> = (first..first + lanes)
+            .map(|k| store_label(plan, name, k))
+            .collect();
+        let vals: Vec<String> = slot.iter().map(|&out| ctx.operand(out)).collect();
+        let v = match lanes {
+            1 => vals[0].clone(),
+            _ => format!(
+                "{}({})",
+                abi::vector_type(lanes, ctx.precision),
+                vals.join(", ")
+            ),
+        };
         let at = if rotated {
             format!("{name}_at + ({j}u + {name}_e) % {w}u")
         } else {
             format!("{name}_at{}", plus(j))
         };
-        let _ = writeln!(body, "            {stage}[{at}] = {v}; // {label}");
+        let _ = writeln!(
+            body,
+            "            {stage}[{at}] = {v}; // {}",
+            labels.join(", ")
+        );
     }
     let _ = writeln!(body, "        }}");
     let _ = writeln!(body, "        workgroupBarrier();");
