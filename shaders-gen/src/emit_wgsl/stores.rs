@@ -553,6 +553,49 @@ fn store_rounds(
     let _ = writeln!(body, "        workgroupBarrier();");
     let _ = writeln!(body, "        if (lid / {per_round} == round) {{");
     let rotated = w.is_multiple_of(2);
+    write_round_slots(
+        plan,
+        ctx,
+        outputs,
+        (name, stage, lanes),
+        (&per_round, rotated),
+        body,
+    );
+    let _ = writeln!(body, "        }}");
+    let _ = writeln!(body, "        workgroupBarrier();");
+    let _ = writeln!(body, "        let first = round * {per_round};");
+    let _ = writeln!(
+        body,
+        "        for (var word = lid; word < {round_words}; word += {wg}) {{"
+    );
+    let _ = writeln!(
+        body,
+        "            if (i - lid + first + word / {w}u < params.n) {{"
+    );
+    let from = if rotated {
+        format!("word / {w}u * {w}u + (word % {w}u + word / {w}u) % {w}u")
+    } else {
+        "word".to_string()
+    };
+    let _ = writeln!(
+        body,
+        "                {name}[{name}_group + first * {w}u + word] = {stage}[{from}];"
+    );
+    let _ = writeln!(body, "            }}\n        }}\n    }}");
+}
+
+/// A round's writes to `stage`: the thread's element's words of output `name`, a slot of
+/// `lanes` words at a time, at `e * w + j` (`w` slots an element), or rotated by the
+/// element, `e * w + (j + e) % w` ([`store_rounds`]).
+fn write_round_slots(
+    plan: &KernelPlan,
+    ctx: &Ctx,
+    outputs: &[ValueId],
+    (name, stage, lanes): (&str, &str, u32),
+    (per_round, rotated): (&str, bool),
+    body: &mut String,
+) {
+    let w = outputs.len() as u32 / lanes;
     if rotated {
         let _ = writeln!(body, "            let {name}_e = lid % {per_round};");
         let _ = writeln!(body, "            let {name}_at = {name}_e * {w}u;");
@@ -587,27 +630,6 @@ fn store_rounds(
             labels.join(", ")
         );
     }
-    let _ = writeln!(body, "        }}");
-    let _ = writeln!(body, "        workgroupBarrier();");
-    let _ = writeln!(body, "        let first = round * {per_round};");
-    let _ = writeln!(
-        body,
-        "        for (var word = lid; word < {round_words}; word += {wg}) {{"
-    );
-    let _ = writeln!(
-        body,
-        "            if (i - lid + first + word / {w}u < params.n) {{"
-    );
-    let from = if rotated {
-        format!("word / {w}u * {w}u + (word % {w}u + word / {w}u) % {w}u")
-    } else {
-        "word".to_string()
-    };
-    let _ = writeln!(
-        body,
-        "                {name}[{name}_group + first * {w}u + word] = {stage}[{from}];"
-    );
-    let _ = writeln!(body, "            }}\n        }}\n    }}");
 }
 
 /// What output word `k` of buffer `name` is, for the comment on its store.
