@@ -32,6 +32,17 @@ fn odd37(a: [f32; 36], s: f32) -> f32 {
     acc * s + a[35]
 }
 
+/// 36 gradient words (nine `vec4`s, an odd count: the rounds' slots unrotated) of a
+/// 37-word row.
+#[differentiable]
+fn grad36(a: [f32; 36], #[constant] s: f32) -> f32 {
+    let mut acc = 0.0;
+    for i in 0..36 {
+        acc += a[i] * a[i] * (i as f32 * 0.1 + s) - a[35 - i] * s;
+    }
+    acc
+}
+
 /// 34 words a row (`vec2` loads; the tangent kernel's 68) and two results: a 2 x 34
 /// Jacobian.
 #[differentiable]
@@ -317,6 +328,37 @@ fn rows_of_37_words_match_the_cpu() {
             assert!(close(grads[e].a[w], g.a[w]), "{e}: d/d a[{w}]");
         }
         assert!(close(grads[e].s, g.s), "{e}: d/d s");
+    }
+}
+
+/// Gradients of 36 words go out in rounds of `vec4`s, nine slots an element, unrotated
+/// (the 48-word stencil's twelve are rotated): one element, a round of 64 and part of the
+/// next, and two workgroups and part of a third, against the CPU's reverse mode.
+#[test]
+fn gradients_of_nine_vec4s_in_rounds_match_the_cpu() {
+    assert!(
+        grad36::WGSL_ADJOINT.contains("consecutive vec4s")
+            && grad36::WGSL_ADJOINT.contains("let grads_at = (lid % grads_per_round) * 9u;"),
+        "grad36 adjoint: rounds of nine vec4s, unrotated"
+    );
+    let k = grad36::kernel(device());
+    for n in [1, 70, N] {
+        let mut rng = Rng(44 + n as u64);
+        let args: Vec<grad36::Args> = (0..n)
+            .map(|_| grad36::Args {
+                a: uniform(&mut rng),
+                s: rng.uniform(0.5, 1.5),
+            })
+            .collect();
+        let (values, grads) = k.value_and_grad(&args).expect("value_and_grad");
+        for (e, a) in args.iter().enumerate() {
+            let (v, g) = grad36::value_and_grad(a);
+            assert_eq!(v, grad36(a.a, a.s));
+            assert!(close(values[e], v), "{n}, {e}: {} vs {v}", values[e]);
+            for w in 0..36 {
+                assert!(close(grads[e].a[w], g.a[w]), "{n}, {e}: d/d a[{w}]");
+            }
+        }
     }
 }
 
