@@ -78,11 +78,13 @@ fn emit_element_stores(
         } else if plan.staged && name == "grads" {
             store_staged(plan, ctx, outputs, name, body);
         } else if let (Some(per_round), "grads") = (plan.grads_in_reduce_stage, name) {
-            store_rounds(plan, ctx, outputs, (name, per_round, "reduce_stage"), body);
+            let stage = (name, per_round, "reduce_stage", 1);
+            store_rounds(plan, ctx, outputs, stage, body);
         } else if plan.stages_output(w) {
             match KernelPlan::rounds_of(plan.kind, w, plan.layout.precision) {
                 Some(per_round) => {
-                    store_rounds(plan, ctx, outputs, (name, per_round, "out_stage"), body)
+                    let stage = (name, per_round, "out_stage", plan.chunk_lanes);
+                    store_rounds(plan, ctx, outputs, stage, body)
                 }
                 None => store_chunked(plan, ctx, outputs, name, body),
             }
@@ -493,9 +495,9 @@ fn chunk_swizzle(width: u32, precision: Precision) -> Option<u32> {
 /// reducing adjoint's `reduce_stage` while its sums are in registers), then the group
 /// stores those elements, `per_round * w` consecutive words, every store part of a full
 /// run. (In chunks of 16 words, 49-word Hessians were runs of 64 bytes 196 bytes apart:
-/// 33% of the copy bandwidth on the H100.) Through `out_stage` of `vec4`s
-/// ([`KernelPlan::chunk_lanes`] 4) every access moves a `vec4`, to the stage and to the
-/// output: a quarter of the instructions.
+/// 33% of the copy bandwidth on the H100.) Each access moves `lanes` words: 4 through
+/// `out_stage` of `vec4`s ([`KernelPlan::chunk_lanes`] 4), to the stage and to the output,
+/// a quarter of the instructions.
 ///
 /// An even count of slots (words, or `vec4`s) puts the slots a warp writes at once, one per
 /// element, `w` slots apart: in one bank for a multiple of 32 (`stencil_64`'s 64 gradient
@@ -506,14 +508,9 @@ fn store_rounds(
     plan: &KernelPlan,
     ctx: &Ctx,
     outputs: &[ValueId],
-    (name, per_round, stage): (&str, u32, &str),
+    (name, per_round, stage, lanes): (&str, u32, &str, u32),
     body: &mut String,
 ) {
-    let lanes = if stage == "out_stage" {
-        plan.chunk_lanes
-    } else {
-        1
-    };
     let w = outputs.len() as u32 / lanes;
     let wg = plan.workgroup_size();
     let _ = writeln!(body, "    let {name}_group = (i - lid) * {w}u;");
@@ -610,15 +607,7 @@ fn write_round_slots(
         let labels: Vec<String> = (first..first + lanes)
             .map(|k| store_label(plan, name, k))
             .collect();
-        let vals: Vec<String> = slot.iter().map(|&out| ctx.operand(out)).collect();
-        let v = match lanes {
-            1 => vals[0].clone(),
-            _ => format!(
-                "{}({})",
-                abi::vector_type(lanes, ctx.precision),
-                vals.join(", ")
-            ),
-        };
+        let v = lanes_value(ctx, slot);
         let at = if rotated {
             format!("{name}_at + ({j}u + {name}_e) % {w}u")
         } else {
@@ -678,25 +667,13 @@ pub(super) fn store_words(
         format!("{name}_base")
     };
     let _ = writeln!(body, "{indent}let {base} = {};", scaled_index(w / glanes));
-    for chunk in 0..w / glanes {
-        let idx = format!("{base}{}", plus(chunk as usize));
-        let words_here = chunk * glanes..(chunk + 1) * glanes;
-        let args: Vec<String> = words_here
-            .clone()
+    for (chunk, slot) in outputs.chunks(glanes as usize).enumerate() {
+        let idx = format!("{base}{}", plus(chunk));
+        let first = chunk as u32 * glanes;
+        let args: Vec<String> = (first..first + glanes)
             .map(|k| store_label(plan, name, k))
             .collect();
-        let vals: Vec<String> = words_here
-            .map(|k| ctx.operand(outputs[k as usize]))
-            .collect();
-        let value = if glanes == 1 {
-            vals[0].clone()
-        } else {
-            format!(
-                "{}({})",
-                abi::vector_type(glanes, ctx.precision),
-                vals.join(", ")
-            )
-        };
+        let value = lanes_value(ctx, slot);
         let _ = writeln!(
             body,
             "{indent}{name}[{idx}] = {value}; // {}{}",
@@ -706,5 +683,18 @@ pub(super) fn store_words(
     }
     if plan.guarded {
         let _ = writeln!(body, "    }}");
+    }
+}
+
+/// The WGSL value of `words` stored at once: the word itself, or a vector of them.
+fn lanes_value(ctx: &Ctx, words: &[ValueId]) -> String {
+    let vals: Vec<String> = words.iter().map(|&w| ctx.operand(w)).collect();
+    match vals.len() {
+        1 => vals[0].clone(),
+        lanes => format!(
+            "{}({})",
+            abi::vector_type(lanes as u32, ctx.precision),
+            vals.join(", ")
+        ),
     }
 }
