@@ -1,0 +1,67 @@
+#!/bin/bash
+# Issue 11: does the NVIDIA Vulkan driver hold fewer network workgroups a multiprocessor
+# past 32 KiB of workgroup memory, and do the networks' adjoints gain from W2 read from
+# storage instead (BENCHMARKS.md, "Four rows a lane" and the section after it)?
+#
+#   bash benches/networks/variants/occupancy.sh prepare   # here: bench, variants, lavapipe check
+#   bash benches/networks/variants/occupancy.sh device    # there, carrying [".gl", ".bench"]
+#
+# prepare builds the corpus bench into .bench/corpus, writes the generated adjoints of
+# networks.rs's net32 and net64 (GRADFUSE_CORPUS_WRITE_ONLY), their variants into
+# .bench/occupancy (pad.py, weights_global.py, wide_tile.py --gen --tanh=cut), checks every
+# variant against the generated kernel on lavapipe, and fetches the Vulkan loader into .gl
+# (/work/.library/device/README.md) when it is missing.
+set -euo pipefail
+cd "$(git rev-parse --show-toplevel)"
+V=benches/networks/variants
+OUT_DIR=.bench/occupancy
+export GRADFUSE_CORPUS_KINDS=adjoint GRADFUSE_CORPUS_EXTRA=$V/networks.rs GRADFUSE_CORPUS_ONLY="net32 net64"
+
+prepare() {
+    mkdir -p .bench
+    bin=$(cargo bench --bench corpus --no-run 2>&1 | grep -oE "target/release/deps/corpus-[0-9a-f]+" | head -1)
+    cp "$bin" .bench/corpus && strip .bench/corpus
+    rm -rf "$OUT_DIR" /tmp/occupancy_gen && mkdir -p "$OUT_DIR" /tmp/occupancy_gen
+    GRADFUSE_CORPUS_WRITE_ONLY=1 GRADFUSE_CORPUS_VARIANTS=/tmp/occupancy_gen .bench/corpus --bench > /dev/null
+    local g32=/tmp/occupancy_gen/net32.adjoint.wgsl g64=/tmp/occupancy_gen/net64.adjoint.wgsl
+    # More workgroup memory and nothing else: 22 KiB -> 30, 33 and 40.
+    python3 $V/pad.py $g32 "$OUT_DIR/net32.adjoint~pad30k.wgsl" 7680
+    python3 $V/pad.py $g32 "$OUT_DIR/net32.adjoint~pad33k.wgsl" 11008
+    python3 $V/pad.py $g32 "$OUT_DIR/net32.adjoint~pad40k.wgsl" 17600
+    for n in 32 64; do
+        g=/tmp/occupancy_gen/net$n.adjoint.wgsl
+        python3 $V/wide_tile.py $g "$OUT_DIR/net$n.adjoint~cut-unchecked.wgsl" --gen --tanh=cut
+        python3 $V/weights_global.py $g "$OUT_DIR/net$n.adjoint~w2g.wgsl"
+        python3 $V/weights_global.py $g "$OUT_DIR/net$n.adjoint~w2g_rcp.wgsl" --tanh=rcp
+        python3 $V/weights_global.py $g "$OUT_DIR/net$n.adjoint~w2g_cut-unchecked.wgsl" --tanh=cut
+    done
+    python3 $V/pad.py "$OUT_DIR/net32.adjoint~cut-unchecked.wgsl" "$OUT_DIR/net32.adjoint~cut_pad33k-unchecked.wgsl" 11008
+    # The check: every variant (but the -unchecked) against the generated kernel.
+    rm -rf /tmp/occupancy_check && cp -r "$OUT_DIR" /tmp/occupancy_check
+    # (The bench reports a variant that disagrees on stderr and drops it.)
+    GRADFUSE_CORPUS_WRITE_ONLY=1 GRADFUSE_CORPUS_VARIANTS=/tmp/occupancy_check .bench/corpus --bench \
+        > /dev/null 2> /tmp/occupancy_check.err
+    if grep rejected /tmp/occupancy_check.err; then exit 1; fi
+    if [ ! -d .gl ]; then
+        mkdir -p .gl /tmp/amd64/partial
+        local o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
+        apt-get $o update > /dev/null
+        (cd .gl && apt-get $o download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
+    fi
+    ls "$OUT_DIR"
+}
+
+device() {
+    for f in .gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+    export __GL_SHADER_DISK_CACHE=1 __GL_SHADER_DISK_CACHE_PATH=/tmp/glc __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1
+    mkdir -p /tmp/glc "$OUT/glc"
+    nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+    GRADFUSE_CORPUS_VARIANTS=$OUT_DIR GRADFUSE_CORPUS_SIZES="20 24" timeout 300 .bench/corpus --bench \
+        > "$OUT/occupancy.md" 2> "$OUT/occupancy.err" || echo "bench exit $?"
+    grep -E "^\| net" "$OUT/occupancy.md" || tail -5 "$OUT/occupancy.err"
+    find /tmp/glc -name "*.bin" -exec cp {} "$OUT/glc/" \;
+}
+
+"${1:?prepare or device}"
