@@ -79,6 +79,34 @@ def rows(i):
     return f"(rg + {8 * i}u)"
 
 
+def product(a, acc, bias, weights, inputs, scoped):
+    """A layer's sums `acc{i}_{c} = bias + W . in` for the lane's 4 rows by 2 vec4s of
+    elements: per step of four columns, a vec4 of W a row (`weights`: names, array, row
+    stride in vec4s) and the inputs' rows broadcast (`inputs`: name, array, columns).
+    `scoped`: each step in a block of its own, its names by step (layer 2), else unique
+    names by column (layer 1)."""
+    (wn, warr, wstride), (xn, xarr, cols) = weights, inputs
+    ind = "            " if scoped else "        "
+    for i in range(R):
+        for c in range(2):
+            a(f"        var {acc}{i}_{c} = vec4<f32>({bias}_{i});")
+    for k4 in range(cols // 4):
+        if scoped:
+            a("        {")
+        w = (lambda i: f"{wn}{i}") if scoped else (lambda i: f"{wn}{i}_{k4}")
+        for i in range(R):
+            a(f"{ind}let {w(i)} = {warr}[{rows(i)} * {wstride}u + {k4}u];")
+        for kk in range(4):
+            k = 4 * k4 + kk
+            x = (lambda c: f"{xn}{kk}_{c}") if scoped else (lambda c: f"{xn}{k}_{c}")
+            for c in range(2):
+                a(f"{ind}let {x(c)} = {xarr}[{k * RS}u + cw + {c}u];")
+                for i in range(R):
+                    a(f"{ind}{acc}{i}_{c} += {w(i)}.{'xyzw'[kk]} * {x(c)};")
+        if scoped:
+            a("        }")
+
+
 def kernel():
     o = []
     a = o.append
@@ -134,39 +162,13 @@ def kernel():
         a(f"        {{ let q = lid + {m * WG}u; xr{m} = args[min(first + {C}u + q / {I}u, n - 1u) * {I + 1}u + q % {I}u]; }}")
     a("        workgroupBarrier();")
     # layer 1
-    for i in range(R):
-        for c in range(2):
-            a(f"        var s{i}_{c} = vec4<f32>(b1_{i});")
-    for k4 in range(I // 4):
-        for i in range(R):
-            a(f"        let wa{i}_{k4} = w1s[{rows(i)} * {I // 4}u + {k4}u];")
-        for kk in range(4):
-            k = 4 * k4 + kk
-            comp = "xyzw"[kk]
-            for c in range(2):
-                a(f"        let x{k}_{c} = xs[{k * RS}u + cw + {c}u];")
-                for i in range(R):
-                    a(f"        s{i}_{c} += wa{i}_{k4}.{comp} * x{k}_{c};")
+    product(a, "s", "b1", ("wa", "w1s", I // 4), ("x", "xs", I), False)
     for i in range(R):
         for c in range(2):
             a(f"        h1s[{rows(i)} * {RS}u + cw + {c}u] = tanh4(s{i}_{c});")
     a("        workgroupBarrier();")
     # layer 2
-    for i in range(R):
-        for c in range(2):
-            a(f"        var f{i}_{c} = vec4<f32>(b2_{i});")
-    for k4 in range(H // 4):
-        a("        {")
-        for i in range(R):
-            a(f"            let wv{i} = w2s[{rows(i)} * {WSTRIDE // 4}u + {k4}u];")
-        for kk in range(4):
-            k = 4 * k4 + kk
-            comp = "xyzw"[kk]
-            for c in range(2):
-                a(f"            let h{kk}_{c} = h1s[{k * RS}u + cw + {c}u];")
-                for i in range(R):
-                    a(f"            f{i}_{c} += wv{i}.{comp} * h{kk}_{c};")
-        a("        }")
+    product(a, "f", "b2", ("wv", "w2s", WSTRIDE // 4), ("h", "h1s", H), True)
     for i in range(R):
         for c in range(2):
             a(f"        let t{i}_{c} = tanh4(f{i}_{c});")
@@ -238,16 +240,18 @@ def kernel():
     # epilogue
     a(f"    let row = group * {H * I + H + H * H + H + H + 1}u;")
     a("    workgroupBarrier();")
+    # d_W2's two halves: part 1's words through h1s, added to part 0's and written.
+    def each_d_w2_word(body):
+        for p in range(4):
+            for q in range(4):
+                a(f"        {{ let q = (jb + {8 * p}u) * {H}u + kb + {8 * q}u; {body(f'gw2_{p}_{q}')} }}")
+
     a("    if (part == 1u) {")
-    for p in range(4):
-        for q in range(4):
-            a(f"        {{ let q = (jb + {8 * p}u) * {H}u + kb + {8 * q}u; h1s[q / 4u][q % 4u] = gw2_{p}_{q}; }}")
+    each_d_w2_word(lambda g: f"h1s[q / 4u][q % 4u] = {g};")
     a("    }")
     a("    workgroupBarrier();")
     a("    if (part == 0u) {")
-    for p in range(4):
-        for q in range(4):
-            a(f"        {{ let q = (jb + {8 * p}u) * {H}u + kb + {8 * q}u; gw2_{p}_{q} += h1s[q / 4u][q % 4u]; shared_partials[row + {H * I + H}u + q] = gw2_{p}_{q}; }}")
+    each_d_w2_word(lambda g: f"{g} += h1s[q / 4u][q % 4u]; shared_partials[row + {H * I + H}u + q] = {g};")
     a("    }")
     a("    workgroupBarrier();")
     # Each lane's row sums over its elements, staged word o * 16 + lane group: o = f * 32 + j
