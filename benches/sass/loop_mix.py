@@ -15,17 +15,16 @@ import re
 import statistics
 import sys
 
-LINE = re.compile(r"/\*([0-9a-f]+)\*/\s+(@!?U?P\w+\s+)?([A-Z0-9_]+)(\.[A-Z0-9_.]+)?\s*(.*?);")
+from sass import instructions
+
 WIDTH = {".128": 4, ".64": 2}
 
 
 def body(path, lo, hi):
-    out = []
-    for line in open(path):
-        m = LINE.search(line)
-        if m and lo <= int(m.group(1), 16) <= hi:
-            out.append((m.group(3), m.group(4) or "", m.group(5)))
-    return out
+    """The instructions at addresses lo..=hi: opcode, modifiers, operands."""
+    text = open(path).read()
+    return [(op, mods, rest.split(";")[0].strip())
+            for at, op, mods, rest in instructions(text) if lo <= at <= hi]
 
 
 def load_use(ins):

@@ -31,8 +31,6 @@ import re
 import subprocess
 import sys
 
-import zstandard
-
 EXIT = bytes.fromhex("4d79000000000000")
 
 
@@ -44,6 +42,8 @@ def nvdisasm():
 
 
 def frames(path):
+    import zstandard
+
     b = open(path, "rb").read()
     d = zstandard.ZstdDecompressor()
     out, i = [], 0
@@ -78,12 +78,22 @@ def disassemble(nd, blob):
     return decodes(nd, blob[start:end])[1]
 
 
-def summary(text):
-    ins = []
+INSTRUCTION = re.compile(r"\s+/\*([0-9a-f]+)\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)([A-Z0-9_.]*)(.*)")
+
+
+def instructions(text):
+    """Each instruction of nvdisasm's text: its address, opcode, modifiers (".U.128") and
+    operands (what follows, up to the line's end)."""
+    out = []
     for line in text.split("\n"):
-        m = re.match(r"\s+/\*([0-9a-f]+)\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)[A-Z0-9_.]*(.*)", line)
+        m = INSTRUCTION.match(line)
         if m:
-            ins.append((int(m.group(1), 16), m.group(2), m.group(3)))
+            out.append((int(m.group(1), 16), m.group(2), m.group(3), m.group(4)))
+    return out
+
+
+def summary(text):
+    ins = [(at, op, rest) for at, op, _, rest in instructions(text)]
     ops = collections.Counter(op for _, op, _ in ins)
     regs = max([int(r) for r in re.findall(r"\bR(\d+)\b", text)] + [0])
     loops = []
@@ -110,4 +120,5 @@ def main():
         n += 1
 
 
-main()
+if __name__ == "__main__":
+    main()

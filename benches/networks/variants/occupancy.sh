@@ -23,7 +23,7 @@ prepare() {
     cp "$bin" .bench/corpus && strip .bench/corpus
     rm -rf "$OUT_DIR" /tmp/occupancy_gen && mkdir -p "$OUT_DIR" /tmp/occupancy_gen
     GRADFUSE_CORPUS_WRITE_ONLY=1 GRADFUSE_CORPUS_VARIANTS=/tmp/occupancy_gen .bench/corpus --bench > /dev/null
-    local g32=/tmp/occupancy_gen/net32.adjoint.wgsl g64=/tmp/occupancy_gen/net64.adjoint.wgsl
+    local g32=/tmp/occupancy_gen/net32.adjoint.wgsl
     # More workgroup memory and nothing else: 22 KiB -> 30, 33 and 40.
     python3 $V/pad.py $g32 "$OUT_DIR/net32.adjoint~pad30k.wgsl" 7680
     python3 $V/pad.py $g32 "$OUT_DIR/net32.adjoint~pad33k.wgsl" 11008
@@ -54,7 +54,7 @@ prepare() {
 device() {
     for f in .gl/*.deb; do dpkg -x "$f" /; done
     ldconfig
-    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json GRADFUSE_REQUIRE_GPU=1
     export __GL_SHADER_DISK_CACHE=1 __GL_SHADER_DISK_CACHE_PATH=/tmp/glc __GL_SHADER_DISK_CACHE_SKIP_CLEANUP=1
     mkdir -p /tmp/glc "$OUT/glc"
     nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
