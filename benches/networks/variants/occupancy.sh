@@ -8,7 +8,7 @@
 #
 # prepare builds the corpus bench into .bench/corpus, writes the generated adjoints of
 # networks.rs's net32 and net64 (GRADFUSE_CORPUS_WRITE_ONLY), their variants into
-# .bench/occupancy (pad.py, weights_global.py, wide_tile.py --gen --tanh=cut), checks every
+# .bench/occupancy (pad.py, weights_global.py, w1_workgroup.py, wide_tile.py --gen --tanh=cut), checks every
 # variant against the generated kernel on lavapipe, and fetches the Vulkan loader into .gl
 # (/work/.library/device/README.md) when it is missing.
 set -euo pipefail
@@ -35,6 +35,9 @@ prepare() {
         python3 $V/weights_global.py $g "$OUT_DIR/net$n.adjoint~w2g_rcp.wgsl" --tanh=rcp
         python3 $V/weights_global.py $g "$OUT_DIR/net$n.adjoint~w2g_cut-unchecked.wgsl" --tanh=cut
     done
+    # W1 from workgroup memory: 16 registers a thread fewer, maybe three workgroups.
+    python3 $V/w1_workgroup.py $g32 "$OUT_DIR/net32.adjoint~w1ws.wgsl"
+    python3 $V/w1_workgroup.py $g32 "$OUT_DIR/net32.adjoint~w1ws_cut-unchecked.wgsl" --tanh=cut
     python3 $V/pad.py "$OUT_DIR/net32.adjoint~cut-unchecked.wgsl" "$OUT_DIR/net32.adjoint~cut_pad33k-unchecked.wgsl" 11008
     # The check: every variant (but the -unchecked) against the generated kernel.
     rm -rf /tmp/occupancy_check && cp -r "$OUT_DIR" /tmp/occupancy_check
