@@ -9,8 +9,12 @@
 # prepare builds the corpus bench into .bench/corpus, writes the generated adjoints of
 # networks.rs's net32 and net64 (GRADFUSE_CORPUS_WRITE_ONLY), their variants into
 # .bench/occupancy (pad.py, weights_global.py, w1_workgroup.py, wide_tile.py --gen --tanh=cut), checks every
-# variant against the generated kernel on lavapipe, and fetches the Vulkan loader into .gl
-# (/work/.library/device/README.md) when it is missing.
+# variant against the generated kernel on lavapipe, builds the bench again with
+# w1_workgroup.patch and reduce_groups_switch.patch applied (.bench/corpus_x: the generator
+# reading W1 from workgroup memory, the reducing launches' workgroups from
+# GRADFUSE_X_REDUCE_GROUPS), and fetches the Vulkan loader into .gl
+# (/work/.library/device/README.md) when it is missing. device times them all, then the
+# patched bench's 8-32-32-1 with 396 workgroups (three a multiprocessor of 132).
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 V=benches/networks/variants
@@ -24,27 +28,27 @@ prepare() {
     rm -rf "$OUT_DIR" /tmp/occupancy_gen && mkdir -p "$OUT_DIR" /tmp/occupancy_gen
     GRADFUSE_CORPUS_WRITE_ONLY=1 GRADFUSE_CORPUS_VARIANTS=/tmp/occupancy_gen .bench/corpus --bench > /dev/null
     local g32=/tmp/occupancy_gen/net32.adjoint.wgsl
-    # More workgroup memory and nothing else: 22 KiB -> 30, 33 and 40.
+    # More workgroup memory and nothing else: 22 KiB -> 30 and 33.
     python3 $V/pad.py $g32 "$OUT_DIR/net32.adjoint~pad30k.wgsl" 7680
     python3 $V/pad.py $g32 "$OUT_DIR/net32.adjoint~pad33k.wgsl" 11008
-    python3 $V/pad.py $g32 "$OUT_DIR/net32.adjoint~pad40k.wgsl" 17600
+    python3 $V/wide_tile.py $g32 "$OUT_DIR/net32.adjoint~cut-unchecked.wgsl" --gen --tanh=cut
     for n in 32 64; do
         g=/tmp/occupancy_gen/net$n.adjoint.wgsl
-        python3 $V/wide_tile.py $g "$OUT_DIR/net$n.adjoint~cut-unchecked.wgsl" --gen --tanh=cut
         python3 $V/weights_global.py $g "$OUT_DIR/net$n.adjoint~w2g.wgsl"
-        python3 $V/weights_global.py $g "$OUT_DIR/net$n.adjoint~w2g_rcp.wgsl" --tanh=rcp
-        python3 $V/weights_global.py $g "$OUT_DIR/net$n.adjoint~w2g_cut-unchecked.wgsl" --tanh=cut
     done
     # W1 from workgroup memory: 16 registers a thread fewer, maybe three workgroups.
     python3 $V/w1_workgroup.py $g32 "$OUT_DIR/net32.adjoint~w1ws.wgsl"
     python3 $V/w1_workgroup.py $g32 "$OUT_DIR/net32.adjoint~w1ws_cut-unchecked.wgsl" --tanh=cut
-    python3 $V/pad.py "$OUT_DIR/net32.adjoint~cut-unchecked.wgsl" "$OUT_DIR/net32.adjoint~cut_pad33k-unchecked.wgsl" 11008
     # The check: every variant (but the -unchecked) against the generated kernel.
     rm -rf /tmp/occupancy_check && cp -r "$OUT_DIR" /tmp/occupancy_check
     # (The bench reports a variant that disagrees on stderr and drops it.)
     GRADFUSE_CORPUS_WRITE_ONLY=1 GRADFUSE_CORPUS_VARIANTS=/tmp/occupancy_check .bench/corpus --bench \
         > /dev/null 2> /tmp/occupancy_check.err
     if grep rejected /tmp/occupancy_check.err; then exit 1; fi
+    git apply $V/w1_workgroup.patch $V/reduce_groups_switch.patch
+    bin=$(cargo bench --bench corpus --no-run 2>&1 | grep -oE "target/release/deps/corpus-[0-9a-f]+" | head -1) || true
+    git apply -R $V/w1_workgroup.patch $V/reduce_groups_switch.patch
+    cp "$bin" .bench/corpus_x && strip .bench/corpus_x
     if [ ! -d .gl ]; then
         mkdir -p .gl /tmp/amd64/partial
         local o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
@@ -64,6 +68,9 @@ device() {
     GRADFUSE_CORPUS_VARIANTS=$OUT_DIR GRADFUSE_CORPUS_SIZES="20 24" timeout 300 .bench/corpus --bench \
         > "$OUT/occupancy.md" 2> "$OUT/occupancy.err" || echo "bench exit $?"
     grep -E "^\| net" "$OUT/occupancy.md" || tail -5 "$OUT/occupancy.err"
+    GRADFUSE_CORPUS_ONLY=net32 GRADFUSE_X_REDUCE_GROUPS=396 GRADFUSE_CORPUS_SIZES="20 24" timeout 100 \
+        .bench/corpus_x --bench > "$OUT/w1_396.md" 2> "$OUT/w1_396.err" || echo "bench exit $?"
+    grep -E "^\| net" "$OUT/w1_396.md" || tail -5 "$OUT/w1_396.err"
     find /tmp/glc -name "*.bin" -exec cp {} "$OUT/glc/" \;
 }
 
