@@ -8,7 +8,8 @@
 #
 # prepare builds the corpus bench into .bench/corpus, writes the generated adjoints of
 # networks.rs's net32 and net64 (GRADFUSE_CORPUS_WRITE_ONLY), their variants into
-# .bench/occupancy (pad.py, weights_global.py, w1_workgroup.py, wide_tile.py --gen --tanh=cut), checks every
+# .bench/occupancy (pad.py, weights_global.py, w1_workgroup.py, x_buffers.py,
+# wide_tile.py --gen --tanh=cut), checks every
 # variant against the generated kernel on lavapipe, builds the bench again with
 # w1_workgroup.patch and reduce_groups_switch.patch applied (.bench/corpus_x: the generator
 # reading W1 from workgroup memory, the reducing launches' workgroups from
@@ -39,6 +40,9 @@ prepare() {
     # W1 from workgroup memory: 16 registers a thread fewer, maybe three workgroups.
     python3 $V/w1_workgroup.py $g32 "$OUT_DIR/net32.adjoint~w1ws.wgsl"
     python3 $V/w1_workgroup.py $g32 "$OUT_DIR/net32.adjoint~w1ws_cut-unchecked.wgsl" --tanh=cut
+    # The chunk's inputs in two buffers of their own: five barriers a chunk, not eight.
+    python3 $V/x_buffers.py $g32 "$OUT_DIR/net32.adjoint~xbuf.wgsl"
+    python3 $V/w1_workgroup.py "$OUT_DIR/net32.adjoint~xbuf.wgsl" "$OUT_DIR/net32.adjoint~w1ws_xbuf.wgsl"
     # The check: every variant (but the -unchecked) against the generated kernel.
     rm -rf /tmp/occupancy_check && cp -r "$OUT_DIR" /tmp/occupancy_check
     # (The bench reports a variant that disagrees on stderr and drops it.)
