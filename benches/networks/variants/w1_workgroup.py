@@ -5,7 +5,7 @@ multiprocessor"): the two rows of W1 a lane holds are 16 registers of the 176 th
 gave the kernel on the H100, and at 168 or fewer three workgroups of 128 threads fit a
 multiprocessor's 65,536 registers where two do now.
 
-    python3 w1_workgroup.py in.wgsl out.wgsl
+    python3 w1_workgroup.py in.wgsl out.wgsl [--tanh=rcp|cut]
 
 W1 goes into `w1s`, rows of INPUTS + 1 words (an odd stride: the 16 lanes of a column
 group read 16 rows' words in 16 banks; the other half-warp reads the same words), copied
@@ -13,7 +13,8 @@ in the prologue beside W2 (the chunk loop's first barrier orders the copy before
 reads).
 """
 import re
-import sys
+
+from wide_tile import transform_main
 
 
 def to_workgroup(src):
@@ -45,15 +46,5 @@ def to_workgroup(src):
     return src
 
 
-def main():
-    args = [x for x in sys.argv[1:] if not x.startswith("--")]
-    out = to_workgroup(open(args[0]).read())
-    tanh = next((x.split("=")[1] for x in sys.argv[1:] if x.startswith("--tanh=")), None)
-    if tanh:
-        from wide_tile import swap_tanh
-        out = swap_tanh(out, tanh)
-    open(args[1], "w").write(out)
-
-
 if __name__ == "__main__":
-    main()
+    transform_main(to_workgroup)

@@ -14,9 +14,8 @@ four words are one row's consecutive words; W^T d_s's reads consecutive lanes' w
 --tanh as wide_tile.py's.
 """
 import re
-import sys
 
-from wide_tile import swap_tanh
+from wide_tile import transform_main
 
 
 def to_storage(src):
@@ -54,14 +53,5 @@ def to_storage(src):
     return src
 
 
-def main():
-    args = [x for x in sys.argv[1:] if not x.startswith("--")]
-    tanh = next((x.split("=")[1] for x in sys.argv[1:] if x.startswith("--tanh=")), None)
-    out = to_storage(open(args[0]).read())
-    if tanh:
-        out = swap_tanh(out, tanh)
-    open(args[1], "w").write(out)
-
-
 if __name__ == "__main__":
-    main()
+    transform_main(to_storage)

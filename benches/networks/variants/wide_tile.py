@@ -56,6 +56,17 @@ def swap_tanh(src, form):
     return src[:cstart] + new + src[end:]
 
 
+def transform_main(transform):
+    """The command line of a variant that rewrites a generated kernel: `in.wgsl out.wgsl
+    [--tanh=rcp|cut]`, `transform` applied, then `--tanh`'s form of gf_tanh."""
+    args = [x for x in sys.argv[1:] if not x.startswith("--")]
+    out = transform(open(args[0]).read())
+    tanh = next((x.split("=")[1] for x in sys.argv[1:] if x.startswith("--tanh=")), None)
+    if tanh:
+        out = swap_tanh(out, tanh)
+    open(args[1], "w").write(out)
+
+
 def header(src):
     """Everything of in.wgsl before its workgroup arrays, and its functions after them."""
     first_wg = src.index("var<workgroup>")

@@ -13,7 +13,8 @@ at (idx % 2) * (inputs rows) so that chunk idx + 1's stores touch the buffer tha
 idx - 1 read, behind chunk idx's barriers; `xs` takes 4.25 KiB.
 """
 import re
-import sys
+
+from wide_tile import transform_main
 
 
 def separate_inputs(src):
@@ -45,15 +46,5 @@ def separate_inputs(src):
     return src
 
 
-def main():
-    args = [x for x in sys.argv[1:] if not x.startswith("--")]
-    out = separate_inputs(open(args[0]).read())
-    tanh = next((x.split("=")[1] for x in sys.argv[1:] if x.startswith("--tanh=")), None)
-    if tanh:
-        from wide_tile import swap_tanh
-        out = swap_tanh(out, tanh)
-    open(args[1], "w").write(out)
-
-
 if __name__ == "__main__":
-    main()
+    transform_main(separate_inputs)
