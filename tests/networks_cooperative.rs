@@ -91,6 +91,14 @@ fn assert_cooperative(name: &str, spec: &KernelSpec, threads: u32) {
     assert!(!spec.bounds_checks, "{name}: compiled with bounds checks");
 }
 
+/// The cooperative adjoint is the generator's largest kernel and the one issue 11's
+/// variants rewrite by hand: its text is reviewed in a snapshot, as every other emitter's.
+#[test]
+fn the_8_32_32_1_adjoint_is_valid_and_snapshotted() {
+    common::validate_wgsl("net32_adjoint", net32::WGSL_ADJOINT);
+    insta::assert_snapshot!("net32_adjoint", net32::WGSL_ADJOINT);
+}
+
 #[test]
 fn an_8_32_32_1_network_is_the_batch_sum() {
     assert_cooperative("net32", &net32::ADJOINT_KERNEL, 128);
