@@ -91,12 +91,18 @@ fn assert_cooperative(name: &str, spec: &KernelSpec, threads: u32) {
     assert!(!spec.bounds_checks, "{name}: compiled with bounds checks");
 }
 
-/// The cooperative adjoint is the generator's largest kernel and the one issue 11's
-/// variants rewrite by hand: its text is reviewed in a snapshot, as every other emitter's.
+/// The cooperative kernels are the generator's largest and the ones issue 11's variants
+/// rewrite by hand: their text is reviewed in snapshots, as every other emitter's. The
+/// 8-32-32-1's rows are padded, the 3-64-64-1's swizzled: the two layouts.
 #[test]
-fn the_8_32_32_1_adjoint_is_valid_and_snapshotted() {
-    common::validate_wgsl("net32_adjoint", net32::WGSL_ADJOINT);
-    insta::assert_snapshot!("net32_adjoint", net32::WGSL_ADJOINT);
+fn the_cooperative_kernels_are_valid_and_snapshotted() {
+    for (name, src) in [
+        ("net32_adjoint", net32::WGSL_ADJOINT),
+        ("net64_adjoint", net64::WGSL_ADJOINT),
+    ] {
+        common::validate_wgsl(name, src);
+        insta::assert_snapshot!(name, src);
+    }
 }
 
 #[test]
