@@ -11,8 +11,9 @@
 # .bench/occupancy (pad.py, weights_global.py, w1_workgroup.py, x_buffers.py,
 # wide_tile.py --gen --tanh=cut), checks every
 # variant against the generated kernel on lavapipe, builds the bench again with
-# w1_workgroup.patch and reduce_groups_switch.patch applied (.bench/corpus_x: the generator
-# reading W1 from workgroup memory, the reducing launches' workgroups from
+# w1_workgroup.patch, x_buffers.patch, w2_storage.patch and reduce_groups_switch.patch
+# applied (.bench/corpus_x: the generator reading W1 from workgroup memory, the inputs in
+# buffers of their own, W2 from storage, the reducing launches' workgroups from
 # GRADFUSE_X_REDUCE_GROUPS), and fetches the Vulkan loader into .gl
 # (/work/.library/device/README.md) when it is missing. device times them all, then the
 # patched bench's 8-32-32-1 with 396 workgroups (three a multiprocessor of 132).
@@ -54,9 +55,12 @@ prepare() {
     GRADFUSE_CORPUS_WRITE_ONLY=1 GRADFUSE_CORPUS_VARIANTS=/tmp/occupancy_check .bench/corpus --bench \
         > /dev/null 2> /tmp/occupancy_check.err
     if grep rejected /tmp/occupancy_check.err; then exit 1; fi
-    git apply $V/w1_workgroup.patch $V/reduce_groups_switch.patch
+    # The generator with all three (its 8-32-32-1 is w1ws_xbuf_w2g), for a run at 396
+    # workgroups: a whole wave, if three fit a multiprocessor.
+    local patches="$V/w1_workgroup.patch $V/x_buffers.patch $V/w2_storage.patch $V/reduce_groups_switch.patch"
+    git apply $patches
     bin=$(cargo bench --bench corpus --no-run 2>&1 | grep -oE "target/release/deps/corpus-[0-9a-f]+" | head -1) || true
-    git apply -R $V/w1_workgroup.patch $V/reduce_groups_switch.patch
+    git apply -R $patches
     cp "$bin" .bench/corpus_x && strip .bench/corpus_x
     if [ ! -d .gl ]; then
         mkdir -p .gl /tmp/amd64/partial
@@ -87,8 +91,8 @@ device() {
     find /tmp/glc -name "*.bin" -exec cp {} "$OUT/glc/" \;
     if [ -n "${OCCUPANCY_TRIM:-}" ]; then return; fi
     GRADFUSE_CORPUS_ONLY=net32 GRADFUSE_X_REDUCE_GROUPS=396 GRADFUSE_CORPUS_SIZES="20 24" timeout 100 \
-        .bench/corpus_x --bench > "$OUT/w1_396.md" 2> "$OUT/w1_396.err" || echo "bench exit $?"
-    grep -E "^\| net" "$OUT/w1_396.md" || tail -5 "$OUT/w1_396.err"
+        .bench/corpus_x --bench > "$OUT/patched_396.md" 2> "$OUT/patched_396.err" || echo "bench exit $?"
+    grep -E "^\| net" "$OUT/patched_396.md" || tail -5 "$OUT/patched_396.err"
     find /tmp/glc -name "*.bin" -exec cp {} "$OUT/glc/" \;
 }
 
