@@ -60,7 +60,8 @@ prepare() {
     local patches="$V/w1_workgroup.patch $V/x_buffers.patch $V/w2_storage.patch $V/reduce_groups_switch.patch"
     git apply $patches
     bin=$(cargo bench --bench corpus --no-run 2>&1 | grep -oE "target/release/deps/corpus-[0-9a-f]+" | head -1) || true
-    git apply -R $patches
+    # Undone last first: each patch is stacked on the one before.
+    for p in $(echo $patches | tr ' ' '\n' | tac); do git apply -R "$p"; done
     cp "$bin" .bench/corpus_x && strip .bench/corpus_x
     if [ ! -d .gl ]; then
         mkdir -p .gl /tmp/amd64/partial
