@@ -470,6 +470,14 @@ impl NetworkPlan {
         self.layers.len() as u32
     }
 
+    /// `W_l[j][k]` (WGSL `u32` expressions) from the shared words: zero in the padding,
+    /// its rows `l`'s and its columns the layer below's (the inputs, for the first).
+    fn weight(&self, l: u32, (j, k): (&str, &str)) -> String {
+        let columns = (l > 1).then(|| self.layer(l - 1).rows);
+        let written = [Some(self.layer(l).rows), columns];
+        self.load(self.layer(l).weights, (j, k), written)
+    }
+
     /// The load of shared word `w` at row `j` and column `k` (WGSL `u32` expressions), where
     /// `written[0]` and `written[1]` are the rows and columns as written, `None` where the
     /// index does not range over the kernel's rows: zero past them (the padding), read at

@@ -36,8 +36,6 @@ pub(super) fn weight_copies(plan: &NetworkPlan, sh: &Shape, layers: &[u32], pad:
 /// The `vec4` of `W_l[j][4 k4 ..]` read from the shared words (`j` and `k4` in scope),
 /// zero in the padding.
 pub(super) fn weight_words(plan: &NetworkPlan, l: u32) -> String {
-    let (weights, rows) = (plan.layer(l).weights, plan.layer(l).rows);
-    let written = [Some(rows), Some(plan.layer(l - 1).rows)];
     let words: Vec<String> = (0..4)
         .map(|c| {
             let k = if c == 0 {
@@ -45,7 +43,7 @@ pub(super) fn weight_words(plan: &NetworkPlan, l: u32) -> String {
             } else {
                 format!("4u * k4 + {c}u")
             };
-            plan.load(weights, ("j", &k), written)
+            plan.weight(l, ("j", &k))
         })
         .collect();
     format!("vec4<f32>({})", words.join(", "))

@@ -87,11 +87,7 @@ fn lane_registers(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
                 s,
                 "    var w1_{r}: array<f32, {i}>;\n    \
                  for (var k = 0u; k < {i}u; k++) {{ w1_{r}[k] = {}; }}",
-                plan.load(
-                    plan.layer(1).weights,
-                    (&row, "k"),
-                    [Some(plan.layer(1).rows), None]
-                ),
+                plan.weight(1, (&row, "k")),
             );
         }
         for (l, layer) in (1..).zip(&plan.layers) {
@@ -181,12 +177,10 @@ fn chunk_loop_head(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
 
 /// The statement that copies `W_l[j][k]` into its `f32` matrix (`j` and `k` in scope).
 fn weight_copy(plan: &NetworkPlan, sh: &Shape, l: u32) -> String {
-    let weights = plan.layer(l).weights;
-    let written = [Some(plan.layer(l).rows), Some(plan.layer(l - 1).rows)];
     format!(
         "w{l}s[{}] = {};\n",
         sh.weight_word("j", "k"),
-        plan.load(weights, ("j", "k"), written)
+        plan.weight(l, ("j", "k"))
     )
 }
 
