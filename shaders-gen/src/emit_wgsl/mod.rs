@@ -30,10 +30,11 @@ mod tape;
 pub use crate::names::{REDUCE_LEVELS_FN, REDUCE_RUN_FN, REDUCE_STAGE_FN};
 pub use kernel::{emit_gathered_kernel, emit_kernel, emit_kernel_with_elements};
 pub use network::{
-    FIRST_LAYER_REGISTER_INPUTS, FIRST_LAYER_ROW_INPUTS, HiddenLayer, MIN_PADDED_ROWS, NetworkPlan,
-    OutputRow, SHARED_UNIFORM as NETWORK_SHARED_UNIFORM,
-    WORKGROUP_BYTES as NETWORK_WORKGROUP_BYTES, WordIndex, emit_network_adjoint,
-    emit_network_value, max_outputs, network_workgroup_size, padded_width,
+    FIRST_LAYER_REGISTER_INPUTS, FIRST_LAYER_ROW_INPUTS, HiddenLayer, MIN_PADDED_ROWS,
+    MULTIPROCESSOR_WORKGROUP_BYTES, NetworkPlan, OutputRow,
+    SHARED_UNIFORM as NETWORK_SHARED_UNIFORM, WORKGROUP_BYTES as NETWORK_WORKGROUP_BYTES,
+    WordIndex, emit_network_adjoint, emit_network_value, max_outputs, network_workgroup_size,
+    padded_width, workgroups_sharing,
 };
 pub use reduce::emit_reduce_kernel;
 pub use shared_sums::{elements_per_thread, outer_summed_loops, streams_shared_gradient};

@@ -14,6 +14,14 @@
 //! same with every address a base and a constant. The inputs, the output's partial
 //! sums and `d_y` borrow the rows of whichever matrix is free.
 //!
+//! Workgroup memory also sets how many workgroups a multiprocessor runs at once: NVIDIA's
+//! Vulkan driver holds 48 KiB a multiprocessor in all ([`MULTIPROCESSOR_WORKGROUP_BYTES`]),
+//! so the 8-32-32-1 adjoint's 22 KiB run two workgroups of four warps each, and the same
+//! kernel padded past 24 KiB ran 1.75x slower with one. Its warps wait on barriers and
+//! shared loads, and the other workgroup's warps are what fills those waits; so a layout
+//! that saves registers or barriers at the price of a workgroup loses
+//! ([`workgroups_sharing`]; BENCHMARKS.md, "Workgroups a multiprocessor").
+//!
 //! - Forward products and `d_h1 = W2^T d_s2`: the threads form column groups of `H / 2`
 //!   lanes, group `g` owning the chunk's elements `(64 / groups) g ..` and its lane `lr`
 //!   the rows `lr` and `lr + H / 2`; a thread's tile is those two rows by those elements,
@@ -242,6 +250,26 @@ pub const fn max_outputs(hidden: u32) -> u32 {
 /// is on NVIDIA's Vulkan driver, and that three matrices of 64 rows fill.
 pub const WORKGROUP_BYTES: u32 = 48 * 1024;
 
+/// Bytes of workgroup memory that a multiprocessor holds for all the workgroups it runs at
+/// once, on NVIDIA's Vulkan driver (580.159, H100): not the 228 KiB the hardware can give
+/// shared memory, but the 48 KiB one workgroup may declare. The generated 8-32-32-1
+/// adjoint (22,288 bytes, 176 registers: two workgroups of 128 threads) ran 0.321 ms at
+/// 2^20 with its workgroup memory padded to 24,064 bytes and 0.561 with 25,088: one
+/// workgroup, four warps, with nothing to hide its barriers' and loads' waits
+/// (BENCHMARKS.md, "Workgroups a multiprocessor").
+pub const MULTIPROCESSOR_WORKGROUP_BYTES: u32 = 48 * 1024;
+
+/// Workgroups of `bytes` of workgroup memory each that a multiprocessor holds at once, as
+/// far as workgroup memory goes ([`MULTIPROCESSOR_WORKGROUP_BYTES`]; registers may allow
+/// fewer).
+pub const fn workgroups_sharing(bytes: u32) -> u32 {
+    if bytes == 0 {
+        u32::MAX
+    } else {
+        MULTIPROCESSOR_WORKGROUP_BYTES / bytes
+    }
+}
+
 /// Words a padded row of a later layer's weights has past the layer's `H`
 /// ([`NetworkPlan::pads_rows`]): a row of 36 words puts `W[j][4m ..]` in bank group
 /// `(j + m) % 8`, as the XOR swizzle put it in `(j ^ m) % 8`.
@@ -395,9 +423,16 @@ impl NetworkPlan {
     /// row's residue is a register or an instruction a row: the H200 driver kept 178
     /// registers for the 8-32-32-1 adjoint, and with the rows padded 166 (its SASS, read
     /// off the driver's shader cache; BENCHMARKS.md, "Padded rows"). At 32 rows, where the
-    /// padded matrices fit; at 64 the three matrices fill [`WORKGROUP_BYTES`] already.
+    /// padded matrices fit, and where the padding leaves a multiprocessor as many
+    /// workgroups ([`workgroups_sharing`]): three outputs' `d_s` rows take the swizzled
+    /// 8-32-32-3 kernel to 24,576 bytes (two workgroups) and the padded one to 26,368
+    /// (one); at 64 rows the three matrices fill [`WORKGROUP_BYTES`] already.
     pub fn pads_rows(&self) -> bool {
-        self.hidden == 32 && !self.blocks_weights() && self.stored_bytes(true) <= WORKGROUP_BYTES
+        let (padded, swizzled) = (self.stored_bytes(true), self.stored_bytes(false));
+        self.hidden == 32
+            && !self.blocks_weights()
+            && padded <= WORKGROUP_BYTES
+            && workgroups_sharing(padded) >= workgroups_sharing(swizzled)
     }
 
     /// Whether `d_W1 += d_s1 x^T` is a product of the workgroup, each thread summing a tile
