@@ -263,10 +263,9 @@ pub const MULTIPROCESSOR_WORKGROUP_BYTES: u32 = 48 * 1024;
 /// far as workgroup memory goes ([`MULTIPROCESSOR_WORKGROUP_BYTES`]; registers may allow
 /// fewer).
 pub const fn workgroups_sharing(bytes: u32) -> u32 {
-    if bytes == 0 {
-        u32::MAX
-    } else {
-        MULTIPROCESSOR_WORKGROUP_BYTES / bytes
+    match MULTIPROCESSOR_WORKGROUP_BYTES.checked_div(bytes) {
+        Some(workgroups) => workgroups,
+        None => u32::MAX,
     }
 }
 
