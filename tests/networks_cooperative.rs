@@ -383,9 +383,9 @@ fn random_network_shapes_match_the_interpreter() {
 
 /// Networks of three and four hidden layers, each layer's weights after the first in
 /// workgroup memory and each layer's activations but the last's: tanh, relu and the
-/// sigmoid mixed, one width or several (padded to 32 rows), one output or three (four
-/// layers and three outputs fill the 48 KiB exactly; layers of 16 rows alone stay one
-/// element a thread).
+/// sigmoid mixed, one width or several (padded to 32 rows), one output to four (four
+/// outputs' parts summed a pair at a time, so that four layers and four outputs fit the
+/// 48 KiB; layers of 16 rows alone stay one element a thread).
 #[test]
 fn networks_of_three_and_four_layers_match_the_interpreter() {
     use gradfuse_shaders_gen::samples::deep_network;
@@ -400,8 +400,9 @@ fn networks_of_three_and_four_layers_match_the_interpreter() {
         &'static [&'static str],
         usize,
     );
-    let cases: [Case; 5] = [
+    let cases: [Case; 6] = [
         (5, &[32, 32, 32], 1, &[TANH, TANH, TANH], 150),
+        (7, &[32, 32, 32, 32], 4, &[TANH, RELU, SIGMOID, TANH], 110),
         (3, &[24, 20, 30], 2, &[RELU, TANH, SIGMOID], 140),
         (6, &[32, 32, 32, 32], 1, &[TANH, SIGMOID, RELU, TANH], 130),
         (4, &[20, 20, 20, 20], 3, &[RELU, RELU, RELU, RELU], 120),

@@ -35,8 +35,9 @@
 //! - `d_W1`, `d_b1`, `d_b2`, `d_w3`: each thread's sums over its elements, then summed over
 //!   the column groups in turn. Every sum is in a fixed order: bit-identical over runs.
 //! - The output rows `y_o = b3_o + w3_o . h2` (up to [`max_outputs`]: each lane's part of
-//!   each row goes into rows of `d_s2`'s matrix before the products write it) and the loss
-//!   after them run one thread an element.
+//!   each row goes into rows of `d_s2`'s matrix before the products write it, two rows of
+//!   outputs at a time, so that the 8-32-32-4 adjoint keeps two workgroups a
+//!   multiprocessor) and the loss after them run one thread an element.
 //! - Each layer's activation derivative is read off its stored output, where the chunk's
 //!   matrices have no room for the sums: `1 - h^2` for `tanh`, `h (1 - h)` for the
 //!   sigmoid; for relu 1 above zero, 0
@@ -240,8 +241,9 @@ pub const MIN_PADDED_ROWS: u32 = 16;
 
 /// The most output rows the kernel computes at width `hidden`: their lanes' parts take
 /// `H / 2` rows of `d_s2`'s matrix each, which has `H` rows where the three matrices fill
-/// 48 KiB (`H = 64`) and may have 64 at `H = 32`; at `H = 128` the third and fourth
-/// outputs' parts take `wblk`'s rows (`network/blocked.rs`).
+/// 48 KiB (`H = 64`); at `H = 32` the third and fourth outputs' parts take the first two's
+/// rows once those are summed (`Shape::pairs_outputs`), and at `H = 128` `wblk`'s rows
+/// (`network/blocked.rs`).
 pub const fn max_outputs(hidden: u32) -> u32 {
     if hidden == 64 { 2 } else { 4 }
 }
@@ -289,13 +291,10 @@ fn row_lengths(hidden: u32, rv: u32, padded: bool) -> (u32, u32) {
 
 /// Rows of the `d_s` matrix of a kernel of width `hidden` with `outputs` output rows: `H`,
 /// or more for the lanes' parts of the outputs (`H / 2` rows each) and each output's `d_y`
-/// (rows `32 ..`); at `H = 128` the parts of two outputs at most, the others' in `wblk`.
+/// (rows `32 ..`); the parts of two outputs at most, the others' in `wblk` at `H = 128` and
+/// after the first two's in their rows below ([`Shape::pairs_outputs`]).
 const fn ds_rows(hidden: u32, outputs: u32) -> u32 {
-    let in_ds = if blocks_at(hidden) && outputs > 2 {
-        2
-    } else {
-        outputs
-    };
+    let in_ds = if outputs > 2 { 2 } else { outputs };
     let parts = in_ds * (hidden / 2);
     let rows = if hidden > 32 + outputs {
         hidden

@@ -3,6 +3,7 @@
 
 use super::{NetworkPlan, Shape, derivative, line};
 use std::fmt::Write;
+use std::ops::Range;
 
 /// The name of output `o`'s bias gradient, a thread's sum over its elements (`gb3` after
 /// two hidden layers).
@@ -18,13 +19,44 @@ pub(super) fn output_bias_grad(sh: &Shape, o: u32) -> String {
 /// Where output `o`'s parts go, of a kernel that writes them into `matrix`: that matrix
 /// and its rows from `row_lanes o`; but for the third and fourth outputs of a kernel that
 /// streams `W2` in blocks, whose `wblk` (of `ds2s`'s shape) is free from the forward
-/// product's end to the reverse's first block.
+/// product's end to the reverse's first block, or of an adjoint that sums its outputs a
+/// pair at a time ([`Shape::pairs_outputs`]), the first pair's rows.
 fn part_place(sh: &Shape, matrix: &str, o: u32) -> (String, u32) {
     if sh.blocked && o >= 2 {
         ("wblk".into(), sh.row_lanes * (o - 2))
+    } else if sh.pairs_outputs() {
+        (matrix.into(), sh.row_lanes * (o % 2))
     } else {
         (matrix.into(), sh.row_lanes * o)
     }
+}
+
+/// The lanes' parts of the first two outputs into `matrix`, their rows `y0` and `y1` summed
+/// by a thread an element (kept to the loss), then the other outputs' parts into the same
+/// rows: so that four outputs' parts take 32 rows of `d_s`'s matrix, not 64, and the
+/// 8-32-32-4 adjoint's workgroup memory leaves a multiprocessor two workgroups
+/// ([`Shape::pairs_outputs`]).
+pub(super) fn paired_output_parts(plan: &NetworkPlan, sh: &Shape, matrix: &str, s: &mut String) {
+    output_parts(sh, matrix, 0..2, s);
+    line(s, "        workgroupBarrier();");
+    line(s, "        var y0 = 0.0f;\n        var y1 = 0.0f;");
+    let _ = writeln!(
+        s,
+        "        if (lid < {}u) {{\n            let e = lid;",
+        sh.chunk
+    );
+    for o in 0..2 {
+        let _ = writeln!(
+            s,
+            "            y{o} = sw({}u);",
+            plan.outputs[o as usize].bias
+        );
+    }
+    part_sums(sh, matrix, 0..2, s);
+    line(s, "            }\n        }");
+    // The other outputs' parts overwrite the rows the first pair's sums have read.
+    line(s, "        workgroupBarrier();");
+    output_parts(sh, matrix, 2..sh.outputs, s);
 }
 
 /// The lane's row of its part of a row of outputs that starts at `first`.
@@ -119,24 +151,36 @@ fn one_output_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     );
 }
 
-/// The opening of the block of the first threads, one an element of the chunk: each output row `y{o}`
-/// from its bias and the lanes' parts in `matrix` (output `o`'s in rows `row_lanes o ..`),
-/// up to the end of their loop.
-pub(super) fn sum_output_parts(plan: &NetworkPlan, sh: &Shape, matrix: &str, s: &mut String) {
+/// The opening of the block of the first threads, one an element of the chunk: each output
+/// row `y{o}` of `outputs` from its bias and the lanes' parts in `matrix` (output `o`'s in
+/// rows `row_lanes o ..`, [`part_place`]), up to the end of their loop.
+pub(super) fn sum_output_parts(
+    plan: &NetworkPlan,
+    sh: &Shape,
+    matrix: &str,
+    outputs: Range<u32>,
+    s: &mut String,
+) {
     let _ = writeln!(
         s,
         "        if (lid < {}u) {{\n            let e = lid;",
         sh.chunk
     );
-    for (o, out) in (0..).zip(&plan.outputs) {
-        let _ = writeln!(s, "            var y{o} = sw({}u);", out.bias);
+    for o in outputs.clone() {
+        let bias = plan.outputs[o as usize].bias;
+        let _ = writeln!(s, "            var y{o} = sw({bias}u);");
     }
+    part_sums(sh, matrix, outputs, s);
+}
+
+/// The loop of an element's thread over the lanes' parts of `outputs`, open at its end.
+fn part_sums(sh: &Shape, matrix: &str, outputs: Range<u32>, s: &mut String) {
     let _ = writeln!(
         s,
         "            for (var r = 0u; r < {}u; r++) {{",
         sh.row_lanes
     );
-    for o in 0..sh.outputs {
+    for o in outputs {
         let (matrix, first) = part_place(sh, matrix, o);
         let at = sh.cell(&format!("(r + {first}u)"), "(r % 8u)", "e / 4u");
         let _ = writeln!(s, "                y{o} += {matrix}[{at}][e % 4u];");
@@ -150,7 +194,8 @@ pub(super) fn sum_output_parts(plan: &NetworkPlan, sh: &Shape, matrix: &str, s: 
 /// element's thread had read it).
 fn outputs_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let ds = sh.ds_matrix(sh.depth);
-    sum_output_parts(plan, sh, &ds, s);
+    let first = if sh.pairs_outputs() { 2 } else { 0 };
+    sum_output_parts(plan, sh, &ds, first..sh.outputs, s);
     let ys: Vec<String> = (0..sh.outputs).map(|o| format!("y{o}")).collect();
     let _ = writeln!(
         s,
@@ -176,11 +221,11 @@ fn outputs_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     line(s, "        }\n        workgroupBarrier();");
 }
 
-/// Each lane's part of each output row, `w_o . t` over its rows of the last layer's
-/// activations `t{r}_{c}`, into rows `row_lanes o ..` of `matrix`.
-pub(super) fn output_parts(sh: &Shape, matrix: &str, s: &mut String) {
+/// Each lane's part of each of `outputs`, `w_o . t` over its rows of the last layer's
+/// activations `t{r}_{c}`, into rows `row_lanes o ..` of `matrix` ([`part_place`]).
+pub(super) fn output_parts(sh: &Shape, matrix: &str, outputs: Range<u32>, s: &mut String) {
     let (rows, cols) = (0..sh.lane_rows, 0..sh.columns);
-    for o in 0..sh.outputs {
+    for o in outputs {
         for c in cols.clone() {
             let terms: Vec<String> = (rows.clone())
                 .map(|r| format!("w{}_{}{r} * t{r}_{c}", sh.depth + 1, sh.out(o)))

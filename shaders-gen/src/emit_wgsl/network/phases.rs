@@ -2,7 +2,7 @@
 //! after its prologue (`prologue.rs`) and up to its row of partial sums (`partials.rs`);
 //! the value kernel's layers are these too (`value.rs`).
 
-use super::outputs::output_parts;
+use super::outputs::{output_parts, paired_output_parts};
 use super::{
     GradTile, NetworkPlan, Shape, activate, blocked, derivative, keeps_ties, line, record_ties,
 };
@@ -168,7 +168,11 @@ pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     if sh.blocked && sh.outputs > 2 {
         line(s, "        workgroupBarrier();");
     }
-    output_parts(sh, &sh.ds_matrix(last), s);
+    if sh.pairs_outputs() {
+        paired_output_parts(plan, sh, &sh.ds_matrix(last), s);
+    } else {
+        output_parts(sh, &sh.ds_matrix(last), 0..sh.outputs, s);
+    }
     line(s, "        workgroupBarrier();");
 }
 

@@ -264,6 +264,15 @@ impl Shape {
         }
     }
 
+    /// Whether the adjoint sums its output rows two at a time, the third and fourth
+    /// outputs' parts in the first two's rows of `d_s`'s matrix after those are summed
+    /// ([`ds_rows`]): where it has more than two and does not stream `W2` in blocks (whose
+    /// `wblk` holds them). Two barriers more a chunk, for 32 rows less: the 8-32-32-4
+    /// adjoint's 28,672 bytes of workgroup memory held one workgroup a multiprocessor.
+    pub(super) fn pairs_outputs(&self) -> bool {
+        !self.value && !self.blocked && self.outputs > 2
+    }
+
     /// Index in `ds2s` of `vec4` column `col` of output `o`'s `d_y` row, row `32 + o`,
     /// swizzled as the output parts that row holds before (so that each element's thread
     /// writes the word of its own part, which it has read).

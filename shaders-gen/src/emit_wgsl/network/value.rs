@@ -46,7 +46,7 @@ pub(super) fn layers(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     }
     // The parts overwrite the last layer's input once every thread has read it.
     line(s, "        workgroupBarrier();");
-    output_parts(sh, &sh.h_matrix(last), s);
+    output_parts(sh, &sh.h_matrix(last), 0..sh.outputs, s);
     line(s, "        workgroupBarrier();");
 }
 
@@ -54,7 +54,7 @@ pub(super) fn layers(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
 /// loss's value into `values`; the chunk loop's end and the entry point's. The next
 /// chunk's inputs wait for these reads at the loop's first barrier.
 pub(super) fn outputs_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
-    sum_output_parts(plan, sh, &sh.h_matrix(sh.depth), s);
+    sum_output_parts(plan, sh, &sh.h_matrix(sh.depth), 0..sh.outputs, s);
     let ys: Vec<String> = (0..sh.outputs).map(|o| format!("y{o}")).collect();
     let (y, value) = if sh.outputs == 1 {
         ("y0".to_string(), "loss.x")
