@@ -2,6 +2,8 @@
 # Issue 11: does the NVIDIA Vulkan driver hold fewer network workgroups a multiprocessor
 # past 32 KiB of workgroup memory, and do the networks' adjoints gain from W2 read from
 # storage instead (BENCHMARKS.md, "Four rows a lane" and the section after it)?
+# Measured on the H100 on 2026-12-07 (BENCHMARKS.md, "Workgroups a multiprocessor: 48 KiB
+# in all"): the limit is 48 KiB a multiprocessor, not 32 or 64, and no variant won.
 #
 #   bash benches/networks/variants/occupancy.sh prepare   # here: bench, variants, lavapipe check
 #   bash benches/networks/variants/occupancy.sh device    # there, carrying [".gl", ".bench"]
