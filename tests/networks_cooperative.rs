@@ -452,8 +452,9 @@ fn three_layers_of_64_rows_reload_their_weights_and_match_the_interpreter() {
 }
 
 /// Deep networks of shapes drawn at random (fixed seeds): three or four hidden layers of
-/// 17 to 32 rows each, inputs 1 to 32, 1 to the most outputs that fit beside them (four
-/// after three layers, three after four), each layer tanh, relu or the sigmoid, batches of
+/// 17 to 32 rows each, inputs 1 to 32, 1 to 4 outputs after three layers and 1 to 3 after
+/// four (four after four: `networks_of_three_and_four_layers_match_the_interpreter`), each
+/// layer tanh, relu or the sigmoid, batches of
 /// 1 to 300 elements. The three drawn are 31-17-28-23-17-1, 17-24-27-26-2 and 6-20-29-21-1.
 #[test]
 fn random_deep_network_shapes_match_the_interpreter() {

@@ -35,9 +35,9 @@
 //! - `d_W1`, `d_b1`, `d_b2`, `d_w3`: each thread's sums over its elements, then summed over
 //!   the column groups in turn. Every sum is in a fixed order: bit-identical over runs.
 //! - The output rows `y_o = b3_o + w3_o . h2` (up to [`max_outputs`]: each lane's part of
-//!   each row goes into rows of `d_s2`'s matrix before the products write it, two rows of
-//!   outputs at a time, so that the 8-32-32-4 adjoint keeps two workgroups a
-//!   multiprocessor) and the loss after them run one thread an element.
+//!   each row goes into rows of `d_s2`'s matrix before the products write it; two rows
+//!   of outputs at a time where that keeps a multiprocessor's workgroups,
+//!   [`NetworkPlan::pairs_outputs`]) and the loss after them run one thread an element.
 //! - Each layer's activation derivative is read off its stored output, where the chunk's
 //!   matrices have no room for the sums: `1 - h^2` for `tanh`, `h (1 - h)` for the
 //!   sigmoid; for relu 1 above zero, 0
@@ -241,8 +241,9 @@ pub const MIN_PADDED_ROWS: u32 = 16;
 
 /// The most output rows the kernel computes at width `hidden`: their lanes' parts take
 /// `H / 2` rows of `d_s2`'s matrix each, which has `H` rows where the three matrices fill
-/// 48 KiB (`H = 64`); at `H = 32` the third and fourth outputs' parts take the first two's
-/// rows once those are summed (`Shape::pairs_outputs`), and at `H = 128` `wblk`'s rows
+/// 48 KiB (`H = 64`); at `H = 32` the third and fourth outputs' parts may take the first
+/// two's rows once those are summed ([`NetworkPlan::pairs_outputs`]), and at `H = 128`
+/// `wblk`'s rows
 /// (`network/blocked.rs`).
 pub const fn max_outputs(hidden: u32) -> u32 {
     if hidden == 64 { 2 } else { 4 }
@@ -289,12 +290,12 @@ fn row_lengths(hidden: u32, rv: u32, padded: bool) -> (u32, u32) {
     }
 }
 
-/// Rows of the `d_s` matrix of a kernel of width `hidden` with `outputs` output rows: `H`,
-/// or more for the lanes' parts of the outputs (`H / 2` rows each) and each output's `d_y`
-/// (rows `32 ..`); the parts of two outputs at most, the others' in `wblk` at `H = 128` and
-/// after the first two's in their rows below ([`Shape::pairs_outputs`]).
-const fn ds_rows(hidden: u32, outputs: u32) -> u32 {
-    let in_ds = if outputs > 2 { 2 } else { outputs };
+/// Rows of the `d_s` matrix of a kernel of width `hidden` with `outputs` output rows, the
+/// parts of `in_ds` of them at once: `H`, or more for the lanes' parts of the outputs
+/// (`H / 2` rows each) and each output's `d_y` (rows `32 ..`); the others' parts in `wblk`
+/// at `H = 128` ([`NetworkPlan::outputs_in_ds`]), or after the first two's in their rows
+/// ([`NetworkPlan::pairs_outputs`]).
+const fn ds_rows(hidden: u32, outputs: u32, in_ds: u32) -> u32 {
     let parts = in_ds * (hidden / 2);
     let rows = if hidden > 32 + outputs {
         hidden
@@ -384,7 +385,11 @@ impl NetworkPlan {
         }
         if self.blocks_weights() {
             let chunk = chunk_elements(self.hidden);
-            let ds = ds_rows(self.hidden, self.outputs.len() as u32);
+            let ds = ds_rows(
+                self.hidden,
+                self.outputs.len() as u32,
+                self.outputs_in_ds(false),
+            );
             return 4 * (self.hidden * blocked::BLOCK + (self.hidden + ds) * chunk);
         }
         self.stored_workgroup_bytes()
@@ -400,17 +405,54 @@ impl NetworkPlan {
     /// [`NetworkPlan::workgroup_bytes`] of a kernel that keeps every matrix the reverse
     /// reads.
     fn stored_workgroup_bytes(&self) -> u32 {
-        self.stored_bytes(self.pads_rows())
+        let (padded, paired) = self.layout();
+        self.stored_bytes(padded, paired)
     }
 
     /// [`NetworkPlan::stored_workgroup_bytes`] with rows padded ([`NetworkPlan::pads_rows`])
-    /// or swizzled.
-    fn stored_bytes(&self, padded: bool) -> u32 {
+    /// or swizzled, the outputs' parts a pair at a time ([`NetworkPlan::pairs_outputs`]) or
+    /// all at once.
+    fn stored_bytes(&self, padded: bool, paired: bool) -> u32 {
         let (h, later) = (self.hidden, self.layers.len().saturating_sub(1) as u32);
-        let ds = ds_rows(h, self.outputs.len() as u32);
+        let ds = ds_rows(h, self.outputs.len() as u32, self.outputs_in_ds(paired));
         let rv = chunk_elements(h) / 4;
         let (weight_row, matrix_row) = row_lengths(h, rv, padded);
         4 * (later * h * weight_row + (later * h + ds) * 4 * matrix_row)
+    }
+
+    /// Outputs whose lanes' parts `d_s`'s matrix holds at once: two at most where the kernel
+    /// streams `W2` in blocks (the others' in `wblk`) or sums them a pair at a time.
+    fn outputs_in_ds(&self, paired: bool) -> u32 {
+        let outputs = self.outputs.len() as u32;
+        if (paired || self.blocks_weights()) && outputs > 2 {
+            2
+        } else {
+            outputs
+        }
+    }
+
+    /// How the kernel lays out its stored matrices, `(padded, paired)`: of the layouts that
+    /// fit [`WORKGROUP_BYTES`], the one a multiprocessor holds the most workgroups of
+    /// ([`workgroups_sharing`]), then padded rows ([`NetworkPlan::pads_rows`]), then the
+    /// outputs' parts all at once. On the H100 a layout that cost the 8-32-32-3 and -4
+    /// adjoints their second workgroup ran 1.7x slower; with the workgroups equal, padding
+    /// saves registers, and the outputs in pairs cost their two barriers (0.7-1.4% for
+    /// networks of three and four layers, which hold one workgroup either way;
+    /// BENCHMARKS.md, "Workgroups a multiprocessor").
+    fn layout(&self) -> (bool, bool) {
+        let pads = self.hidden == 32 && !self.blocks_weights();
+        let pairs = self.outputs.len() > 2 && !self.blocks_weights();
+        let mut best = ((false, false), None);
+        for padded in [false, true].into_iter().filter(|&p| pads || !p) {
+            for paired in [false, true].into_iter().filter(|&p| pairs || !p) {
+                let bytes = self.stored_bytes(padded, paired);
+                let rank = (workgroups_sharing(bytes), padded, !paired);
+                if bytes <= WORKGROUP_BYTES && best.1.is_none_or(|b| rank > b) {
+                    best = ((padded, paired), Some(rank));
+                }
+            }
+        }
+        best.0
     }
 
     /// Whether the kernel's matrices are padded rather than swizzled: each row of the
@@ -421,16 +463,22 @@ impl NetworkPlan {
     /// row's residue is a register or an instruction a row: the H200 driver kept 178
     /// registers for the 8-32-32-1 adjoint, and with the rows padded 166 (its SASS, read
     /// off the driver's shader cache; BENCHMARKS.md, "Padded rows"). At 32 rows, where the
-    /// padded matrices fit, and where the padding leaves a multiprocessor as many
-    /// workgroups ([`workgroups_sharing`]): three outputs' `d_s` rows take the swizzled
-    /// 8-32-32-3 kernel to 24,576 bytes (two workgroups) and the padded one to 26,368
-    /// (one); at 64 rows the three matrices fill [`WORKGROUP_BYTES`] already.
+    /// padded matrices fit and leave a multiprocessor as many workgroups
+    /// (the plan's `layout`); at 64 rows the three matrices fill [`WORKGROUP_BYTES`]
+    /// already.
     pub fn pads_rows(&self) -> bool {
-        let (padded, swizzled) = (self.stored_bytes(true), self.stored_bytes(false));
-        self.hidden == 32
-            && !self.blocks_weights()
-            && padded <= WORKGROUP_BYTES
-            && workgroups_sharing(padded) >= workgroups_sharing(swizzled)
+        self.layout().0
+    }
+
+    /// Whether the adjoint sums its output rows two at a time, the third and fourth
+    /// outputs' lanes' parts written into the first two's rows of `d_s`'s matrix once those
+    /// are summed, two barriers more a chunk for 32 rows less (the plan's `layout`):
+    /// where that buys a multiprocessor a workgroup (the 8-32-32-3 and -4 adjoints: 0.599
+    /// and 0.619 ms at 2^20 on the H100 with one, 0.346 and 0.355 with two) or fits a
+    /// network the 48 KiB would not hold otherwise (four layers of 32 rows and four
+    /// outputs: 2.76 ms one element a thread, 0.98 the matrices' way).
+    pub fn pairs_outputs(&self) -> bool {
+        self.layout().1
     }
 
     /// Whether `d_W1 += d_s1 x^T` is a product of the workgroup, each thread summing a tile
@@ -470,7 +518,11 @@ impl NetworkPlan {
         self.hidden == 64
             && self.depth() == 3
             && self.stored_workgroup_bytes() > WORKGROUP_BYTES
-            && ds_rows(self.hidden, self.outputs.len() as u32) <= self.hidden
+            && ds_rows(
+                self.hidden,
+                self.outputs.len() as u32,
+                self.outputs_in_ds(false),
+            ) <= self.hidden
     }
 
     /// Bytes of the value kernel's workgroup memory: the weights of each hidden layer after

@@ -65,6 +65,9 @@ pub(super) struct Shape {
     pub(super) padded: bool,
     pub(super) stride: u32,
     pub(super) weight_row: u32,
+    /// Whether the adjoint sums its outputs a pair at a time
+    /// ([`NetworkPlan::pairs_outputs`]).
+    pub(super) paired_outputs: bool,
 }
 
 impl Shape {
@@ -150,7 +153,7 @@ impl Shape {
         let groups = hidden / 4;
         let chunk = chunk_elements(hidden);
         let rv = chunk / 4;
-        let padded = plan.pads_rows();
+        let (padded, paired) = (plan.pads_rows(), plan.pairs_outputs());
         let (weight_row, stride) = row_lengths(hidden, rv, padded);
         // The lane's rows share its swizzle (`W2`'s by `groups` or by 8 in blocks, the
         // matrices' by 8).
@@ -179,7 +182,12 @@ impl Shape {
             ja: hidden / nj,
             kb: hidden / nk,
             outputs: plan.outputs.len() as u32,
-            ds2_rows: ds_rows(hidden, plan.outputs.len() as u32),
+            ds2_rows: ds_rows(
+                hidden,
+                plan.outputs.len() as u32,
+                plan.outputs_in_ds(paired),
+            ),
+            paired_outputs: paired,
             depth: plan.depth(),
             prefetch: (chunk * plan.inputs).div_ceil(threads),
             chunk,
@@ -264,13 +272,10 @@ impl Shape {
         }
     }
 
-    /// Whether the adjoint sums its output rows two at a time, the third and fourth
-    /// outputs' parts in the first two's rows of `d_s`'s matrix after those are summed
-    /// ([`ds_rows`]): where it has more than two and does not stream `W2` in blocks (whose
-    /// `wblk` holds them). Two barriers more a chunk, for 32 rows less: the 8-32-32-4
-    /// adjoint's 28,672 bytes of workgroup memory held one workgroup a multiprocessor.
+    /// Whether the adjoint sums its output rows two at a time
+    /// ([`NetworkPlan::pairs_outputs`]; the value kernel has the rows to sum them at once).
     pub(super) fn pairs_outputs(&self) -> bool {
-        !self.value && !self.blocked && self.outputs > 2
+        self.paired_outputs && !self.value
     }
 
     /// Index in `ds2s` of `vec4` column `col` of output `o`'s `d_y` row, row `32 + o`,

@@ -297,33 +297,39 @@ fn rows_are_padded_at_32_rows_where_the_padded_matrices_fit() {
 }
 
 /// A multiprocessor holds 48 KiB of workgroup memory in all: two workgroups of 24,064
-/// bytes and one of 25,088, as the H100 ran them. Padding a 32-row kernel's rows keeps its
-/// two workgroups at one to four outputs (the third and fourth outputs' parts summed in
-/// the first two's rows, [`Shape::pairs_outputs`]); where it would not, as for the
-/// 8-32-32-3 adjoint before the outputs went in pairs (26,368 bytes padded, 24,576
-/// swizzled: 0.599 ms at 2^20 on the H100 against 0.355), the rows stay swizzled.
+/// bytes and one of 25,088, as the H100 ran them. The layout keeps the most workgroups,
+/// then pads, then sums the outputs at once: each case's bytes padded or swizzled, outputs
+/// in pairs or at once, as the H100 measured the choices (BENCHMARKS.md, "Workgroups a
+/// multiprocessor").
 #[test]
-fn rows_are_padded_only_where_a_multiprocessor_keeps_its_workgroups() {
+fn the_layout_keeps_the_most_workgroups_then_pads_then_sums_outputs_at_once() {
     assert_eq!(workgroups_sharing(24_064), 2);
     assert_eq!(workgroups_sharing(25_088), 1);
     let loss = squared_error(8);
     let mut p = plan(8, 32, &loss);
-    let row = p.outputs[0];
-    for outputs in 1..=4 {
+    let (row, layer) = (p.outputs[0], p.layers[1]);
+    // Hidden layers, outputs, (padded, paired), bytes.
+    let cases = [
+        (2, 1, (true, false), 22_288),
+        (2, 2, (true, false), 22_560),
+        // Padded at once 26,368 bytes (one workgroup), swizzled at once 24,576 (two, and
+        // 0.354 ms at 2^20 against the padded pairs' 0.346).
+        (2, 3, (true, true), 22_832),
+        // At once 28,672 swizzled: one workgroup (0.619 ms against 0.355).
+        (2, 4, (true, true), 23_104),
+        // One workgroup whatever the layout: padded, at once (the pairs' barriers cost 1%).
+        (3, 4, (true, false), 44_032),
+        // Padded past 48 KiB.
+        (4, 3, (false, false), 49_152),
+        // Only in pairs within 48 KiB.
+        (4, 4, (false, true), 46_080),
+    ];
+    for (depth, outputs, layout, bytes) in cases {
+        p.layers.truncate(1);
+        p.layers.resize(depth, layer);
         p.outputs = vec![row; outputs];
-        let (padded, swizzled) = (p.stored_bytes(true), p.stored_bytes(false));
-        assert!(p.pads_rows(), "{outputs} outputs");
-        assert_eq!(p.workgroup_bytes(), padded);
-        assert_eq!(
-            workgroups_sharing(padded),
-            2,
-            "{outputs} outputs, {padded} bytes"
-        );
-        assert_eq!(workgroups_sharing(swizzled), 2, "{outputs} outputs");
+        let name = format!("{depth} layers, {outputs} outputs");
+        assert_eq!((p.pads_rows(), p.pairs_outputs()), layout, "{name}");
+        assert_eq!(p.workgroup_bytes(), bytes, "{name}");
     }
-    // Three layers: one workgroup either way, padded.
-    p.outputs = vec![row];
-    p.layers.push(p.layers[1]);
-    assert!(p.pads_rows());
-    assert_eq!(workgroups_sharing(p.stored_bytes(false)), 1);
 }
