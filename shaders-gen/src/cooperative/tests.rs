@@ -366,9 +366,9 @@ fn deeper_networks_get_the_kernel_where_their_matrices_fit() {
     use crate::emit_wgsl::NETWORK_WORKGROUP_BYTES as WORKGROUP_BYTES;
     // (hidden layers, outputs, whether the kernel takes them): at 32 rows up to four
     // layers, whose three later matrices and three stored activations leave 16 KiB for
-    // `d_s`, which holds four outputs' rows as two pairs (`Shape::pairs_outputs`); at 64
-    // rows two layers, or three whose
-    // weight matrices the kernel lends (`reload.rs`) with up to two outputs, no more.
+    // `d_s`, which holds four outputs' rows as two pairs (`NetworkPlan::pairs_outputs`);
+    // at 64 rows two layers, or three whose weight matrices the kernel lends (`reload.rs`)
+    // with up to two outputs, no more.
     for (hidden, outputs, cooperative) in [
         (vec![32usize, 32, 32], 1usize, true),
         (vec![32, 32, 32, 32], 1, true),

@@ -243,8 +243,7 @@ pub const MIN_PADDED_ROWS: u32 = 16;
 /// `H / 2` rows of `d_s2`'s matrix each, which has `H` rows where the three matrices fill
 /// 48 KiB (`H = 64`); at `H = 32` the third and fourth outputs' parts may take the first
 /// two's rows once those are summed ([`NetworkPlan::pairs_outputs`]), and at `H = 128`
-/// `wblk`'s rows
-/// (`network/blocked.rs`).
+/// `wblk`'s rows (`network/blocked.rs`).
 pub const fn max_outputs(hidden: u32) -> u32 {
     if hidden == 64 { 2 } else { 4 }
 }
@@ -293,7 +292,7 @@ fn row_lengths(hidden: u32, rv: u32, padded: bool) -> (u32, u32) {
 /// Rows of the `d_s` matrix of a kernel of width `hidden` with `outputs` output rows, the
 /// parts of `in_ds` of them at once: `H`, or more for the lanes' parts of the outputs
 /// (`H / 2` rows each) and each output's `d_y` (rows `32 ..`); the others' parts in `wblk`
-/// at `H = 128` ([`NetworkPlan::outputs_in_ds`]), or after the first two's in their rows
+/// at `H = 128`, or after the first two's in their rows
 /// ([`NetworkPlan::pairs_outputs`]).
 const fn ds_rows(hidden: u32, outputs: u32, in_ds: u32) -> u32 {
     let parts = in_ds * (hidden / 2);
@@ -385,11 +384,7 @@ impl NetworkPlan {
         }
         if self.blocks_weights() {
             let chunk = chunk_elements(self.hidden);
-            let ds = ds_rows(
-                self.hidden,
-                self.outputs.len() as u32,
-                self.outputs_in_ds(false),
-            );
+            let ds = self.ds_rows(false);
             return 4 * (self.hidden * blocked::BLOCK + (self.hidden + ds) * chunk);
         }
         self.stored_workgroup_bytes()
@@ -414,21 +409,23 @@ impl NetworkPlan {
     /// all at once.
     fn stored_bytes(&self, padded: bool, paired: bool) -> u32 {
         let (h, later) = (self.hidden, self.layers.len().saturating_sub(1) as u32);
-        let ds = ds_rows(h, self.outputs.len() as u32, self.outputs_in_ds(paired));
+        let ds = self.ds_rows(paired);
         let rv = chunk_elements(h) / 4;
         let (weight_row, matrix_row) = row_lengths(h, rv, padded);
         4 * (later * h * weight_row + (later * h + ds) * 4 * matrix_row)
     }
 
-    /// Outputs whose lanes' parts `d_s`'s matrix holds at once: two at most where the kernel
-    /// streams `W2` in blocks (the others' in `wblk`) or sums them a pair at a time.
-    fn outputs_in_ds(&self, paired: bool) -> u32 {
+    /// Rows of the kernel's `d_s` matrix ([`ds_rows`]), its outputs' parts a pair at a time
+    /// or all at once: two outputs' at most where the kernel streams `W2` in blocks (the
+    /// others' in `wblk`) or pairs them.
+    fn ds_rows(&self, paired: bool) -> u32 {
         let outputs = self.outputs.len() as u32;
-        if (paired || self.blocks_weights()) && outputs > 2 {
+        let in_ds = if (paired || self.blocks_weights()) && outputs > 2 {
             2
         } else {
             outputs
-        }
+        };
+        ds_rows(self.hidden, outputs, in_ds)
     }
 
     /// How the kernel lays out its stored matrices, `(padded, paired)`: of the layouts that
@@ -518,11 +515,7 @@ impl NetworkPlan {
         self.hidden == 64
             && self.depth() == 3
             && self.stored_workgroup_bytes() > WORKGROUP_BYTES
-            && ds_rows(
-                self.hidden,
-                self.outputs.len() as u32,
-                self.outputs_in_ds(false),
-            ) <= self.hidden
+            && self.ds_rows(false) <= self.hidden
     }
 
     /// Bytes of the value kernel's workgroup memory: the weights of each hidden layer after

@@ -24,7 +24,7 @@ pub(super) fn output_bias_grad(sh: &Shape, o: u32) -> String {
 fn part_place(sh: &Shape, matrix: &str, o: u32) -> (String, u32) {
     if sh.blocked && o >= 2 {
         ("wblk".into(), sh.row_lanes * (o - 2))
-    } else if sh.pairs_outputs() {
+    } else if sh.pairs_outputs {
         (matrix.into(), sh.row_lanes * (o % 2))
     } else {
         (matrix.into(), sh.row_lanes * o)
@@ -194,7 +194,7 @@ fn part_sums(sh: &Shape, matrix: &str, outputs: Range<u32>, s: &mut String) {
 /// element's thread had read it).
 fn outputs_and_loss(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let ds = sh.ds_matrix(sh.depth);
-    let first = if sh.pairs_outputs() { 2 } else { 0 };
+    let first = if sh.pairs_outputs { 2 } else { 0 };
     sum_output_parts(plan, sh, &ds, first..sh.outputs, s);
     let ys: Vec<String> = (0..sh.outputs).map(|o| format!("y{o}")).collect();
     let _ = writeln!(

@@ -168,7 +168,7 @@ pub(super) fn forward(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     if sh.blocked && sh.outputs > 2 {
         line(s, "        workgroupBarrier();");
     }
-    if sh.pairs_outputs() {
+    if sh.pairs_outputs {
         paired_output_parts(plan, sh, &sh.ds_matrix(last), s);
     } else {
         output_parts(sh, &sh.ds_matrix(last), 0..sh.outputs, s);

@@ -2,7 +2,7 @@
 //! groups, the chunk's matrices in workgroup memory and where a cell of each sits
 //! (swizzled by 16-byte groups or padded), derived once from the [`NetworkPlan`].
 
-use super::{NetworkPlan, W1_TILE_INPUT_LANES, blocked, chunk_elements, ds_rows, row_lengths};
+use super::{NetworkPlan, W1_TILE_INPUT_LANES, blocked, chunk_elements, row_lengths};
 
 /// The kernel's shapes, derived once from the plan.
 pub(super) struct Shape {
@@ -66,8 +66,9 @@ pub(super) struct Shape {
     pub(super) stride: u32,
     pub(super) weight_row: u32,
     /// Whether the adjoint sums its outputs a pair at a time
-    /// ([`NetworkPlan::pairs_outputs`]).
-    pub(super) paired_outputs: bool,
+    /// ([`NetworkPlan::pairs_outputs`]; never the value kernel, which has the rows to sum
+    /// them at once).
+    pub(super) pairs_outputs: bool,
 }
 
 impl Shape {
@@ -77,6 +78,7 @@ impl Shape {
         Shape {
             value: true,
             reloads: false,
+            pairs_outputs: false,
             padded: false,
             stride: sh.rv,
             weight_row: sh.hidden,
@@ -153,7 +155,7 @@ impl Shape {
         let groups = hidden / 4;
         let chunk = chunk_elements(hidden);
         let rv = chunk / 4;
-        let (padded, paired) = (plan.pads_rows(), plan.pairs_outputs());
+        let (padded, paired) = plan.layout();
         let (weight_row, stride) = row_lengths(hidden, rv, padded);
         // The lane's rows share its swizzle (`W2`'s by `groups` or by 8 in blocks, the
         // matrices' by 8).
@@ -182,12 +184,8 @@ impl Shape {
             ja: hidden / nj,
             kb: hidden / nk,
             outputs: plan.outputs.len() as u32,
-            ds2_rows: ds_rows(
-                hidden,
-                plan.outputs.len() as u32,
-                plan.outputs_in_ds(paired),
-            ),
-            paired_outputs: paired,
+            ds2_rows: plan.ds_rows(paired),
+            pairs_outputs: paired,
             depth: plan.depth(),
             prefetch: (chunk * plan.inputs).div_ceil(threads),
             chunk,
@@ -270,12 +268,6 @@ impl Shape {
         } else {
             format!("{base}{}u + (({col}) ^ {}u)", self.rv * row, row % 8)
         }
-    }
-
-    /// Whether the adjoint sums its output rows two at a time
-    /// ([`NetworkPlan::pairs_outputs`]; the value kernel has the rows to sum them at once).
-    pub(super) fn pairs_outputs(&self) -> bool {
-        self.paired_outputs && !self.value
     }
 
     /// Index in `ds2s` of `vec4` column `col` of output `o`'s `d_y` row, row `32 + o`,
