@@ -203,6 +203,32 @@ impl Device {
         let _ = bytes;
     }
 
+    /// Takes this GPU to have `count` multiprocessors (0: unknown) in place of what its
+    /// driver reports, when a launch that reduces shared gradients of a kernel that declares
+    /// its workgroup memory is cut into one wave of workgroups (`gpu/waves.rs`): for tests,
+    /// on drivers that report none. Set it before the first launch: launch sets keep the
+    /// partial sums their count made. No effect on the CPU device.
+    #[doc(hidden)]
+    pub fn set_multiprocessors(&self, count: u32) {
+        #[cfg(feature = "gpu")]
+        if let Backend::Gpu(g) = &self.backend {
+            g.set_multiprocessors(count);
+        }
+        let _ = count;
+    }
+
+    /// The workgroups a launch of `spec` over `n` elements dispatches on this device (of
+    /// the kernel it runs, [`Device::kernel_for`]); 0 on the CPU device. For tests and
+    /// benchmarks.
+    #[doc(hidden)]
+    pub fn launch_workgroups(&self, spec: &'static KernelSpec, n: usize) -> u32 {
+        match &self.backend {
+            Backend::Cpu => 0,
+            #[cfg(feature = "gpu")]
+            Backend::Gpu(g) => g.launch_workgroups(spec, n),
+        }
+    }
+
     /// Whether large uploads (`Device::write`, `Device::buffer` of 128 MiB or more) stage
     /// through host memory where the device has it (on by default), or through the
     /// buffers wgpu maps, for a bench and tests that compare the two. No effect on the CPU

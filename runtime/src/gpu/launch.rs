@@ -6,10 +6,7 @@ use super::pinned::{Route, Routes};
 use super::pipelines::Pipelines;
 use super::sets::{DeviceBuffers, LaunchSet};
 use super::transfer::{MapReceiver, copy_parallel, write_mapped};
-use super::{
-    Gpu, MAX_BINDING_BYTES, MAX_CHUNK_BYTES, MAX_PINNED_CHUNK_BYTES, PARAMS_BYTES, REDUCE_GROUPS,
-    lock,
-};
+use super::{Gpu, MAX_BINDING_BYTES, MAX_CHUNK_BYTES, MAX_PINNED_CHUNK_BYTES, PARAMS_BYTES, lock};
 use crate::error::Error;
 use crate::spec::KernelSpec;
 
@@ -187,7 +184,7 @@ impl Gpu {
         let set = self.take_set(spec, pipelines, m, routes.all())?;
         let pinned = routes.input.is_some();
         let layout = &set.layout;
-        let shape = Self::launch_shape(spec, m);
+        let shape = self.launch_shape(spec, m);
         write_mapped(&set.upload, 0, bytemuck::cast_slice(&shape.params(m)))?;
         if spec.shared.is_some() {
             // The second pass sums one partial per dispatched workgroup.
@@ -214,7 +211,7 @@ impl Gpu {
         (start, m): (usize, usize),
         routes: &Routes,
     ) -> InFlight {
-        let shape = Self::launch_shape(spec, m);
+        let shape = self.launch_shape(spec, m);
         set.upload.unmap();
         let mut encoder = self
             .device
@@ -450,18 +447,24 @@ impl Gpu {
         (groups.div_ceil(y), y)
     }
 
+    /// Workgroups in x and y for `m` elements ([`Gpu::shape_within`], a reducing launch cut
+    /// into at most [`Gpu::reduce_groups`] workgroups).
+    pub(super) fn launch_shape(&self, spec: &KernelSpec, m: usize) -> LaunchShape {
+        Self::shape_within(spec, m, self.reduce_groups(spec))
+    }
+
     /// Workgroups in x and y for `m` elements: as few rows as the per-dimension limit
     /// allows, of equal length, so that at most `y - 1` workgroups lie past the end (with
     /// full rows, 2^24 elements took 65,535 x 2 workgroups: twice the work for an adjoint,
     /// whose threads past the end compute for the reduction's barriers).
     ///
-    /// A kernel that reduces shared gradients gets at most [`REDUCE_GROUPS`] workgroups,
-    /// each taking `per_thread` runs of consecutive elements.
-    pub(super) fn launch_shape(spec: &KernelSpec, m: usize) -> LaunchShape {
+    /// A kernel that reduces shared gradients gets at most `most` workgroups, each taking
+    /// `per_thread` runs of consecutive elements.
+    pub(super) fn shape_within(spec: &KernelSpec, m: usize, most: u64) -> LaunchShape {
         let runs = Self::runs(spec, m);
         let per_thread = match spec.shared.and_then(|s| s.reduction.as_ref()) {
             Some(r) if spec.shared_grad_words() > 0 => runs
-                .div_ceil(REDUCE_GROUPS)
+                .div_ceil(most)
                 .next_multiple_of(r.elements_per_thread.max(1) as u64),
             _ => 1,
         };
@@ -475,13 +478,19 @@ impl Gpu {
     }
 
     /// The most workgroups of any launch of up to `capacity` elements (the partial sums a
-    /// launch set must hold): not always the full capacity's, since a reducing launch
-    /// just past [`REDUCE_GROUPS`] runs halves its workgroups.
-    pub(super) fn max_groups(spec: &KernelSpec, capacity: usize) -> u32 {
+    /// launch set must hold; [`Gpu::most_groups_within`]).
+    pub(super) fn max_groups(&self, spec: &KernelSpec, capacity: usize) -> u32 {
+        Self::most_groups_within(spec, capacity, self.reduce_groups(spec))
+    }
+
+    /// The most workgroups of any launch of up to `capacity` elements with reducing launches
+    /// cut into at most `most`: not always the full capacity's, since a reducing launch
+    /// just past `most` runs halves its workgroups.
+    pub(super) fn most_groups_within(spec: &KernelSpec, capacity: usize, most: u64) -> u32 {
         if spec.shared_grad_words() > 0 {
-            Self::runs(spec, capacity).min(REDUCE_GROUPS) as u32
+            Self::runs(spec, capacity).min(most) as u32
         } else {
-            Self::launch_shape(spec, capacity).groups()
+            Self::shape_within(spec, capacity, most).groups()
         }
     }
 
@@ -509,6 +518,7 @@ impl Gpu {
 
 #[cfg(test)]
 mod tests {
+    use super::super::REDUCE_GROUPS;
     use super::*;
     use crate::spec::{ReductionSpec, SharedSpec};
 
@@ -552,7 +562,7 @@ mod tests {
             1 << 26,
             3 << 25,
         ] {
-            let shape = Gpu::launch_shape(&spec, m);
+            let shape = Gpu::shape_within(&spec, m, REDUCE_GROUPS);
             let (x, y) = (shape.x, shape.y);
             assert_eq!(shape.per_thread, 1);
             let groups = (m as u64).div_ceil(256);
@@ -562,13 +572,16 @@ mod tests {
                 dispatched >= groups && dispatched - groups < y as u64,
                 "{m}: {x} x {y}"
             );
-            assert_eq!(Gpu::max_groups(&spec, m), shape.groups());
+            assert_eq!(
+                Gpu::most_groups_within(&spec, m, REDUCE_GROUPS),
+                shape.groups()
+            );
             // A launch set's partials are sized by its capacity's dispatch.
             assert!(dispatched >= last, "{m}: not monotone");
             last = dispatched;
         }
         // 2^24 elements: two rows of 32,768, not 65,535 and 65,535 (one past the end).
-        let shape = Gpu::launch_shape(&spec, 1 << 24);
+        let shape = Gpu::shape_within(&spec, 1 << 24, REDUCE_GROUPS);
         assert_eq!((shape.x, shape.y), (32768, 2));
     }
 
@@ -591,7 +604,7 @@ mod tests {
             1 << 26,
         ];
         for m in sizes {
-            let shape = Gpu::launch_shape(&spec, m);
+            let shape = Gpu::shape_within(&spec, m, REDUCE_GROUPS);
             let groups = shape.groups() as u64;
             let per_group = shape.per_thread as u64 * 256;
             assert!(groups <= REDUCE_GROUPS, "{m}: {shape:?}");
@@ -604,14 +617,17 @@ mod tests {
             }
             assert_eq!(shape.params(m), [m as u32, shape.per_thread, 0, 0]);
         }
-        assert_eq!(Gpu::launch_shape(&spec, 1 << 24).per_thread, 128);
+        assert_eq!(
+            Gpu::shape_within(&spec, 1 << 24, REDUCE_GROUPS).per_thread,
+            128
+        );
         // A launch set's partials hold any smaller launch's (not monotone in m: 513 runs
         // take 257 workgroups of 2, 512 runs 512 of 1).
         for capacity in [1024usize, 1 << 18, (1 << 18) + 256, 1 << 20, 1 << 22] {
-            let most = Gpu::max_groups(&spec, capacity);
+            let most = Gpu::most_groups_within(&spec, capacity, REDUCE_GROUPS);
             for m in (1..=capacity).step_by(97).chain([capacity, 512 * 256]) {
                 if m <= capacity {
-                    let g = Gpu::launch_shape(&spec, m).groups();
+                    let g = Gpu::shape_within(&spec, m, REDUCE_GROUPS).groups();
                     assert!(g <= most, "{m} in {capacity}: {g} > {most}");
                 }
             }

@@ -25,6 +25,7 @@ pub(crate) use sizes::sized_by_runtime;
 mod timing;
 mod transfer;
 mod vectors;
+mod waves;
 
 pub(crate) use bind_cache::OwnedBuffer;
 pub(crate) use passes::GpuWork;
@@ -63,7 +64,7 @@ pub(super) const SETS_PER_KEY: usize = 2;
 pub(super) const PARAMS_BYTES: u64 = 16;
 
 /// Workgroups a launch of a kernel that reduces `#[shared]` gradients is cut into, at
-/// most: past 512 x 256 elements each thread takes several, and adds their shared
+/// most, where one wave of the device's multiprocessors is not known (`waves.rs`): past 512 x 256 elements each thread takes several, and adds their shared
 /// gradients up in registers before its workgroup sums them (with one element per thread,
 /// the workgroup sum of 161 words was 84% of the 8-16-1 network's adjoint). Enough
 /// workgroups to keep every SM of a large GPU busy (132 on the H100), few enough that the
@@ -128,6 +129,8 @@ pub(crate) struct Gpu {
     /// The workgroup memory launches take the device to have: its limit, unless a test
     /// set another ([`crate::Device::set_workgroup_bytes`]).
     workgroup_bytes: std::sync::atomic::AtomicU32,
+    /// The device's multiprocessors where its driver reports them, else 0 (`waves.rs`).
+    multiprocessors: std::sync::atomic::AtomicU32,
 }
 
 /// How long a wait for the GPU lasts before it is an [`Error::Timeout`], unless the user
@@ -235,8 +238,10 @@ impl Gpu {
             }
         }));
         let workgroup_bytes = limits.max_compute_workgroup_storage_size.into();
+        let multiprocessors = waves::multiprocessors(&device).unwrap_or(0).into();
         Ok(Gpu {
             workgroup_bytes,
+            multiprocessors,
             instance,
             device,
             queue,
@@ -271,8 +276,15 @@ impl Gpu {
 
     /// The adapter, for [`crate::Device::describe`].
     pub(crate) fn describe(&self) -> String {
+        let multiprocessors = match self
+            .multiprocessors
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            0 => String::new(),
+            n => format!(", {n} multiprocessors"),
+        };
         format!(
-            "{} ({:?}, {:?}, driver {} {})",
+            "{} ({:?}, {:?}, driver {} {}{multiprocessors})",
             self.info.name,
             self.info.backend,
             self.info.device_type,

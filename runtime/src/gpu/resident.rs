@@ -233,14 +233,14 @@ impl Gpu {
         let chunk = self.resident_chunk(spec);
         let words = spec.shared_grad_words() as u64;
         let partials = reduce.as_ref().map(|_| {
-            let groups = Self::max_groups(spec, chunk.min(n)) as u64;
+            let groups = self.max_groups(spec, chunk.min(n)) as u64;
             self.scratch(spec, groups * words * 4)
         });
         let mut start = 0;
         while start < n {
             let m = chunk.min(n - start);
             let pass = work.pass(spec.label);
-            let shape = Self::launch_shape(spec, m);
+            let shape = self.launch_shape(spec, m);
             let mut params = [0u32; 8];
             params[..4].copy_from_slice(&shape.params(m));
             params[2] = d.args.gathered_mask();

@@ -255,7 +255,7 @@ impl Gpu {
             .shared
             .and_then(|sh| Some((sh.reduction.as_ref()?, sh)))
             .map(|(r, sh)| {
-                let groups = Self::max_groups(spec, capacity) as u64;
+                let groups = self.max_groups(spec, capacity) as u64;
                 let buf = self.buffer(spec.label, U::STORAGE, groups * sh.words as u64 * 4);
                 (r, buf)
             });

@@ -63,7 +63,7 @@ impl Gpu {
         }
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let shape = Self::launch_shape(spec, n);
+        let shape = self.launch_shape(spec, n);
         let (set, copies) = self.take_set_exact(spec, &pipelines, n.max(1));
         self.queue
             .write_buffer(&copies.input, 0, bytemuck::cast_slice(input));
