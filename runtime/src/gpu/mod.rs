@@ -64,9 +64,10 @@ pub(super) const SETS_PER_KEY: usize = 2;
 pub(super) const PARAMS_BYTES: u64 = 16;
 
 /// Workgroups a launch of a kernel that reduces `#[shared]` gradients is cut into, at
-/// most, where one wave of the device's multiprocessors is not known (`waves.rs`): past 512 x 256 elements each thread takes several, and adds their shared
-/// gradients up in registers before its workgroup sums them (with one element per thread,
-/// the workgroup sum of 161 words was 84% of the 8-16-1 network's adjoint). Enough
+/// most, where one wave of the device's multiprocessors is not known (`waves.rs`): past
+/// 512 x 256 elements each thread takes several, and adds their shared gradients up in
+/// registers before its workgroup sums them (with one element per thread, the workgroup
+/// sum of 161 words was 84% of the 8-16-1 network's adjoint). Enough
 /// workgroups to keep every SM of a large GPU busy (132 on the H100), few enough that the
 /// sum is paid once per many elements: on the H100, the network's adjoint at 2^24 took
 /// 1.45, 1.34, 1.42, 1.75 and 2.07 ms with at most 256, 512, 1,024, 2,048 and 4,096.
