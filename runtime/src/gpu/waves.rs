@@ -6,8 +6,9 @@
 //! (its weights into workgroup memory), the partial sums and a cold first chunk once a
 //! workgroup. Its 512 workgroups are 3.9 waves of the H100's 132 multiprocessors for the
 //! 8-64-64-1 network's adjoint (one workgroup each: its matrices fill the 48 KiB), the last
-//! one 12% empty; at 132 workgroups it ran 0.998 ms at 2^20 and 14.81 at 2^24 against
-//! 1.017 and 15.23 (BENCHMARKS.md, "One wave of workgroups"). wgpu does not report the
+//! one 12% empty; in one wave it ran 0.997 ms at 2^20 and 14.80 at 2^24 against 1.017 and
+//! 15.23, every cooperative network adjoint measured 1-7% faster (BENCHMARKS.md, "More
+//! warps, the output sums, and one wave"). wgpu does not report the
 //! multiprocessors; NVIDIA's Vulkan driver does, through `VK_NV_shader_sm_builtins`.
 
 use super::{Gpu, REDUCE_GROUPS};
