@@ -730,21 +730,24 @@ fn a_gpu_of_less_workgroup_memory_runs_the_adjoint_of_one_element_a_thread() {
 
 /// Where the driver reports its multiprocessors (NVIDIA's), a launch that reduces shared
 /// gradients of a kernel that declares its workgroup memory is cut into one wave of
-/// workgroups: the multiprocessors times the workgroups their 48 KiB hold (`gpu/waves.rs`).
-/// Lavapipe reports none; here the count is set, and the launch's fewer, longer workgroups
-/// still give the batch sum.
+/// workgroups: the multiprocessors times the workgroups their 48 KiB hold (`gpu/waves.rs`),
+/// among which the kernel divides the batch's chunks itself. Lavapipe reports none; here
+/// the count is set, and the launch's fewer, longer workgroups still give the batch sum,
+/// where the chunks divide evenly and where some workgroups take one more.
 #[test]
 fn a_known_count_of_multiprocessors_cuts_the_adjoint_into_one_wave() {
     let Some(d) = common::own_gpu() else { return };
     d.set_timeout(std::time::Duration::from_secs(600));
     d.set_workgroup_bytes(48 * 1024);
     let spec = &net32::ADJOINT_KERNEL;
-    let n = 3001;
     // 24 runs of 128 elements: a workgroup each, as many as the default allows.
-    assert_eq!(d.launch_workgroups(spec, n), 24);
-    // Three multiprocessors, two workgroups of 22,288 bytes each: six workgroups of four runs.
+    assert_eq!(d.launch_workgroups(spec, 3001), 24);
+    // Three multiprocessors, two workgroups of 22,288 bytes each: six workgroups, which
+    // divide 3,001 elements' 47 chunks of 64 as 8, 8, 8, 8, 8 and 7, and 837's 14 as 3, 3,
+    // 2, 2, 2 and 2 (in runs of two chunks, four workgroups would have taken them).
     d.set_multiprocessors(3);
-    assert_eq!(d.launch_workgroups(spec, n), 6);
+    assert_eq!(d.launch_workgroups(spec, 3001), 6);
+    assert_eq!(d.launch_workgroups(spec, 837), 6);
     assert_eq!(d.launch_workgroups(spec, 300), 3);
     let mut rng = Rng(93);
     let shared = net32::Shared {
@@ -752,24 +755,26 @@ fn a_known_count_of_multiprocessors_cuts_the_adjoint_into_one_wave() {
         w2: uniform_array(&mut rng, 0.2),
         w3: uniform_array(&mut rng, 0.3),
     };
-    let batch: Vec<net32::Args> = (0..n)
-        .map(|_| net32::Args {
-            x: uniform_array(&mut rng, 1.0),
-            t: rng.uniform(-0.5, 0.5),
-        })
-        .collect();
     let kernel = net32::kernel(&d);
-    let launch = || {
-        let (v, _, g) = kernel.value_and_grad(&batch, &shared).expect("launch");
-        (v, words(&g))
-    };
-    check(
-        "8-32-32-1 in one wave of six workgroups",
-        &batch,
-        launch,
-        |a| {
-            let (v, _, g) = net32::value_and_grad(a, &shared);
+    for n in [3001, 837] {
+        let batch: Vec<net32::Args> = (0..n)
+            .map(|_| net32::Args {
+                x: uniform_array(&mut rng, 1.0),
+                t: rng.uniform(-0.5, 0.5),
+            })
+            .collect();
+        let launch = || {
+            let (v, _, g) = kernel.value_and_grad(&batch, &shared).expect("launch");
             (v, words(&g))
-        },
-    );
+        };
+        check(
+            &format!("8-32-32-1 over {n} elements in one wave of six workgroups"),
+            &batch,
+            launch,
+            |a| {
+                let (v, _, g) = net32::value_and_grad(a, &shared);
+                (v, words(&g))
+            },
+        );
+    }
 }

@@ -159,6 +159,12 @@ pub struct ReductionSpec {
     /// workgroup's elements, one per element): a launch gives each workgroup a multiple of
     /// this many runs, so that no thread computes an element it then discards.
     pub elements_per_thread: u32,
+    /// Whether the main kernel divides a launch's elements among the workgroups dispatched
+    /// itself (from `n` and `num_workgroups`; the cooperative network adjoints, in chunks
+    /// of their workgroup's size or less): a launch then dispatches as many workgroups as
+    /// it may, not a whole number of runs each, so that no multiprocessor of a launch in
+    /// one wave takes a run more than the rest.
+    pub divides_chunks: bool,
 }
 
 /// A compiled kernel: its WGSL, its buffers, and its CPU version.

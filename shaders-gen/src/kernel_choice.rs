@@ -106,6 +106,7 @@ fn network_form(plan: &emit_wgsl::NetworkPlan, workgroup_bytes: u32) -> KernelFo
         bounds_checks: false,
         shared_uniform: emit_wgsl::NETWORK_SHARED_UNIFORM,
         workgroup_bytes,
+        divides_chunks: true,
     }
 }
 

@@ -55,6 +55,10 @@ pub struct KernelForm {
     /// Where a device has less, the runtime launches the function's kernel of one element
     /// a thread instead ([`crate::Compiled::adjoint_fallback`]).
     pub workgroup_bytes: u32,
+    /// Whether the kernel divides a launch's elements among the workgroups dispatched
+    /// itself (the cooperative network kernels, in chunks), so that a reducing launch may
+    /// dispatch as many workgroups as it has runs for ([`SharedLaunch::divides_chunks`]).
+    pub divides_chunks: bool,
 }
 
 impl KernelForm {
@@ -64,6 +68,7 @@ impl KernelForm {
         bounds_checks: true,
         shared_uniform: true,
         workgroup_bytes: 0,
+        divides_chunks: false,
     };
 }
 
@@ -81,6 +86,10 @@ pub struct SharedLaunch {
     /// Batch elements each thread of the kernel computes side by side
     /// ([`crate::Compiled::adjoint_elements`] for the adjoint, else 1).
     pub elements_per_thread: u32,
+    /// Whether the adjoint divides a launch's elements among the dispatched workgroups
+    /// itself ([`KernelForm::divides_chunks`]): the runtime then dispatches a reducing
+    /// launch's full count of workgroups rather than whole multiples of runs.
+    pub divides_chunks: bool,
 }
 
 /// The launch of kernel `kind` of `c`. A Hessian kind for a function without a Hessian
@@ -124,6 +133,7 @@ fn launch_of(c: &Compiled, kind: KernelKind, form: KernelForm) -> KernelLaunch {
         } else {
             1
         },
+        divides_chunks: form.divides_chunks && kind == KernelKind::Adjoint,
     });
     KernelLaunch {
         kind,

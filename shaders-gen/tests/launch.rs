@@ -36,6 +36,7 @@ fn launches_count_every_buffer_in_four_byte_words() {
                 uniform: true,
                 reduced,
                 elements_per_thread: if reduced { elements } else { 1 },
+                divides_chunks: false,
             })
         };
         assert_eq!(forward.shared, shared(false));

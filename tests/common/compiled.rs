@@ -38,6 +38,7 @@ fn spec_of(
     let shared = launch.shared.map(|s| {
         let reduction = (s.reduced).then(|| ReductionSpec {
             elements_per_thread: s.elements_per_thread,
+            divides_chunks: s.divides_chunks,
             partials_binding: abi::PARTIALS_BINDING,
             label: leak(format!("{name}::reduce")),
             wgsl: leak(c.wgsl_reduce.clone().unwrap_or_default()),

@@ -459,16 +459,24 @@ impl Gpu {
     /// whose threads past the end compute for the reduction's barriers).
     ///
     /// A kernel that reduces shared gradients gets at most `most` workgroups, each taking
-    /// `per_thread` runs of consecutive elements.
+    /// `per_thread` runs of consecutive elements; one that divides the elements itself
+    /// ([`crate::ReductionSpec::divides_chunks`]) gets `most` wherever it has the runs.
     pub(super) fn shape_within(spec: &KernelSpec, m: usize, most: u64) -> LaunchShape {
         let runs = Self::runs(spec, m);
-        let per_thread = match spec.shared.and_then(|s| s.reduction.as_ref()) {
-            Some(r) if spec.shared_grad_words() > 0 => runs
-                .div_ceil(most)
-                .next_multiple_of(r.elements_per_thread.max(1) as u64),
-            _ => 1,
+        let (per_thread, groups) = match spec.shared.and_then(|s| s.reduction.as_ref()) {
+            // The kernel divides the elements among what it is given.
+            Some(r) if spec.shared_grad_words() > 0 && r.divides_chunks => {
+                let groups = runs.min(most.max(1));
+                (runs.div_ceil(groups), groups)
+            }
+            Some(r) if spec.shared_grad_words() > 0 => {
+                let per_thread = runs
+                    .div_ceil(most)
+                    .next_multiple_of(r.elements_per_thread.max(1) as u64);
+                (per_thread, runs.div_ceil(per_thread))
+            }
+            _ => (1, runs),
         };
-        let groups = runs.div_ceil(per_thread);
         let y = groups.div_ceil(spec.max_workgroups_per_dim as u64);
         LaunchShape {
             x: groups.div_ceil(y) as u32,
@@ -537,6 +545,7 @@ mod tests {
         uniform: true,
         reduction: Some(ReductionSpec {
             elements_per_thread: 1,
+            divides_chunks: false,
             partials_binding: 5,
             label: "reduce",
             wgsl: "",
@@ -632,5 +641,47 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn kernels_that_divide_their_chunks_get_the_whole_wave_wherever_they_have_the_runs() {
+        static DIVIDING: SharedSpec = SharedSpec {
+            binding: 4,
+            words: 3,
+            uniform: true,
+            reduction: Some(ReductionSpec {
+                elements_per_thread: 1,
+                divides_chunks: true,
+                partials_binding: 5,
+                label: "reduce",
+                wgsl: "",
+                entry_point: "reduce",
+                params_binding: 0,
+                input_binding: 1,
+                output_binding: 2,
+                words_per_workgroup: 8,
+            }),
+        };
+        let dividing = spec(Some(&DIVIDING));
+        // The H100's one wave of the 8-32-32-1's adjoint: 264. In whole runs a workgroup,
+        // 2^20 elements (4,096 runs of 256) took 256 workgroups of 16 runs.
+        let cases = [
+            (1usize, 1u32),
+            (256, 1),
+            (257, 2),
+            (264 * 256, 264),
+            (264 * 256 + 1, 264),
+            (1 << 20, 264),
+            (1 << 24, 264),
+        ];
+        for (m, groups) in cases {
+            let shape = Gpu::shape_within(&dividing, m, 264);
+            assert_eq!(shape.groups(), groups, "{m}");
+            assert_eq!(Gpu::most_groups_within(&dividing, m, 264), groups, "{m}");
+            // A launch set's partials of any capacity hold a smaller launch's.
+            assert!(Gpu::shape_within(&dividing, m / 2 + 1, 264).groups() <= groups);
+        }
+        let whole_runs = Gpu::shape_within(&spec(Some(&REDUCING)), 1 << 20, 264);
+        assert_eq!(whole_runs.groups(), 256);
     }
 }

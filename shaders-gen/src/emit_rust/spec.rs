@@ -155,7 +155,7 @@ fn spec_of(
     let shared = match launch.shared {
         Some(shared) => {
             let (sb, sw, uniform) = (abi::SHARED_BINDING, shared.words, shared.uniform);
-            let elements = shared.elements_per_thread;
+            let (elements, divides) = (shared.elements_per_thread, shared.divides_chunks);
             let reduction = if shared.reduced {
                 let (partials, rp, ri, ro) = (
                     abi::PARTIALS_BINDING,
@@ -175,6 +175,7 @@ fn spec_of(
                     output_binding: #ro,
                     words_per_workgroup: #per_group,
                     elements_per_thread: #elements,
+                    divides_chunks: #divides,
                 }))
             } else {
                 quote!(None)

@@ -63,7 +63,6 @@ fn entry_head(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
          fn {entry}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: \
          vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n    \
          let group = wid.x + wid.y * groups.x;\n    \
-         let per_thread = params.per_thread;\n    \
          let n = params.n;\n    \
          let lr = lid % {rl}u;\n    \
          let l8 = lr % 8u;\n    \
@@ -145,10 +144,21 @@ fn gradient_tiles(sh: &Shape, s: &mut String) {
 /// streams them), then the chunk loop's opening: the next chunk's inputs loaded while
 /// this one's are stored into their matrix.
 fn chunk_loop_head(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
-    let t = sh.threads;
+    let chunk = sh.chunk;
+    // The launch's chunks divided among the dispatched workgroups, `each` apiece and one
+    // more for the first `extra`: a launch in one wave gives no multiprocessor a run more than the
+    // rest (`ReductionSpec::divides_chunks`; runs of a fixed count left the 8-64-64-1's
+    // 2^20 elements on 128 of the H100's 132).
     let _ = writeln!(
         s,
-        "    let base = group * per_thread * {t}u;\n    var xr: array<f32, {}>;",
+        "    let chunks = n / {chunk}u + select(0u, 1u, n % {chunk}u != 0u);\n    \
+         let total = groups.x * groups.y;\n    \
+         let each = chunks / total;\n    \
+         let extra = chunks % total;\n    \
+         let lo = group * each + min(group, extra);\n    \
+         let hi = lo + each + select(0u, 1u, group < extra);\n    \
+         let base = lo * {chunk}u;\n    \
+         var xr: array<f32, {}>;",
         sh.prefetch
     );
     if sh.blocked {
@@ -159,15 +169,12 @@ fn chunk_loop_head(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     line(s, "    if (base < n) {");
     prefetch(plan, sh, "base", "        ", s);
     line(s, "    }");
-    let chunk = sh.chunk;
     let _ = writeln!(
         s,
-        "    for (var idx = 0u; idx < per_thread * {}u; idx++) {{\n        \
-         let first = base + idx * {chunk}u;\n        \
-         if (first >= n) {{\n            break;\n        }}\n        \
+        "    for (var idx = lo; idx < hi; idx++) {{\n        \
+         let first = idx * {chunk}u;\n        \
          workgroupBarrier();\n        \
-         let xc = xr;",
-        t / chunk
+         let xc = xr;"
     );
     prefetch(plan, sh, &format!("first + {chunk}u"), "        ", s);
     store_x(sh, &sh.x_matrix(), s);

@@ -124,7 +124,7 @@ fn layers_of_128_rows_validate_with_w2_in_blocks() {
         assert!(wgsl.contains("var<workgroup> h1s: array<vec4<f32>, 1024>;"));
         assert!(wgsl.contains("var<workgroup> ds2s: array<vec4<f32>, 1024>;"));
         assert!(!wgsl.contains("w2s"));
-        assert!(wgsl.contains("let first = base + idx * 32u;"));
+        assert!(wgsl.contains("let first = idx * 32u;"));
         assert!(wgsl.contains("@workgroup_size(256)"));
         let tiled = inputs > FIRST_LAYER_ROW_INPUTS;
         assert_eq!(p.tiles_first_layer(), tiled);
