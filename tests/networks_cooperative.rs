@@ -108,15 +108,20 @@ fn the_cooperative_kernels_are_valid_and_snapshotted() {
 #[test]
 fn an_8_32_32_1_network_is_the_batch_sum() {
     assert_cooperative("net32", &net32::ADJOINT_KERNEL, 128);
-    let mut rng = Rng(71);
+    // Within one chunk; past one workgroup's run, cut mid-chunk.
+    check_net32_batches(&net32::kernel(device()), 71, &[37, 3001], "8-32-32-1");
+}
+
+/// The 8-32-32-1's values and shared gradients through `kernel` over a random batch of
+/// each of `sizes` elements (random weights from `seed`), against the CPU's reverse mode.
+fn check_net32_batches(kernel: &net32::Kernel<'_>, seed: u64, sizes: &[usize], what: &str) {
+    let mut rng = Rng(seed);
     let shared = net32::Shared {
         w1: uniform_array(&mut rng, 0.4),
         w2: uniform_array(&mut rng, 0.2),
         w3: uniform_array(&mut rng, 0.3),
     };
-    let kernel = net32::kernel(device());
-    // Within one chunk; past one workgroup's run, cut mid-chunk.
-    for n in [37usize, 3001] {
+    for &n in sizes {
         let batch: Vec<net32::Args> = (0..n)
             .map(|_| net32::Args {
                 x: uniform_array(&mut rng, 1.0),
@@ -127,7 +132,7 @@ fn an_8_32_32_1_network_is_the_batch_sum() {
             let (v, _, g) = kernel.value_and_grad(&batch, &shared).expect("launch");
             (v, words(&g))
         };
-        check(&format!("8-32-32-1, {n}"), &batch, launch, |a| {
+        check(&format!("{what}, {n} elements"), &batch, launch, |a| {
             let (v, _, g) = net32::value_and_grad(a, &shared);
             (v, words(&g))
         });
@@ -749,32 +754,11 @@ fn a_known_count_of_multiprocessors_cuts_the_adjoint_into_one_wave() {
     assert_eq!(d.launch_workgroups(spec, 3001), 6);
     assert_eq!(d.launch_workgroups(spec, 837), 6);
     assert_eq!(d.launch_workgroups(spec, 300), 3);
-    let mut rng = Rng(93);
-    let shared = net32::Shared {
-        w1: uniform_array(&mut rng, 0.4),
-        w2: uniform_array(&mut rng, 0.2),
-        w3: uniform_array(&mut rng, 0.3),
-    };
     let kernel = net32::kernel(&d);
-    for n in [3001, 837] {
-        let batch: Vec<net32::Args> = (0..n)
-            .map(|_| net32::Args {
-                x: uniform_array(&mut rng, 1.0),
-                t: rng.uniform(-0.5, 0.5),
-            })
-            .collect();
-        let launch = || {
-            let (v, _, g) = kernel.value_and_grad(&batch, &shared).expect("launch");
-            (v, words(&g))
-        };
-        check(
-            &format!("8-32-32-1 over {n} elements in one wave of six workgroups"),
-            &batch,
-            launch,
-            |a| {
-                let (v, _, g) = net32::value_and_grad(a, &shared);
-                (v, words(&g))
-            },
-        );
-    }
+    check_net32_batches(
+        &kernel,
+        93,
+        &[3001, 837],
+        "8-32-32-1 in one wave of six workgroups",
+    );
 }

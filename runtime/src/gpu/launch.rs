@@ -539,23 +539,28 @@ mod tests {
         }
     }
 
-    static REDUCING: SharedSpec = SharedSpec {
-        binding: 4,
-        words: 3,
-        uniform: true,
-        reduction: Some(ReductionSpec {
-            elements_per_thread: 1,
-            divides_chunks: false,
-            partials_binding: 5,
-            label: "reduce",
-            wgsl: "",
-            entry_point: "reduce",
-            params_binding: 0,
-            input_binding: 1,
-            output_binding: 2,
-            words_per_workgroup: 8,
-        }),
-    };
+    /// A shared spec of 3 words whose adjoint reduces them, dividing its chunks itself or not.
+    const fn reducing(divides_chunks: bool) -> SharedSpec {
+        SharedSpec {
+            binding: 4,
+            words: 3,
+            uniform: true,
+            reduction: Some(ReductionSpec {
+                elements_per_thread: 1,
+                divides_chunks,
+                partials_binding: 5,
+                label: "reduce",
+                wgsl: "",
+                entry_point: "reduce",
+                params_binding: 0,
+                input_binding: 1,
+                output_binding: 2,
+                words_per_workgroup: 8,
+            }),
+        }
+    }
+
+    static REDUCING: SharedSpec = reducing(false);
 
     #[test]
     fn dispatches_cover_the_batch_with_fewer_than_a_row_of_spare_workgroups() {
@@ -645,23 +650,7 @@ mod tests {
 
     #[test]
     fn kernels_that_divide_their_chunks_get_the_whole_wave_wherever_they_have_the_runs() {
-        static DIVIDING: SharedSpec = SharedSpec {
-            binding: 4,
-            words: 3,
-            uniform: true,
-            reduction: Some(ReductionSpec {
-                elements_per_thread: 1,
-                divides_chunks: true,
-                partials_binding: 5,
-                label: "reduce",
-                wgsl: "",
-                entry_point: "reduce",
-                params_binding: 0,
-                input_binding: 1,
-                output_binding: 2,
-                words_per_workgroup: 8,
-            }),
-        };
+        static DIVIDING: SharedSpec = reducing(true);
         let dividing = spec(Some(&DIVIDING));
         // The H100's one wave of the 8-32-32-1's adjoint: 264. In whole runs a workgroup,
         // 2^20 elements (4,096 runs of 256) took 256 workgroups of 16 runs.
