@@ -146,9 +146,9 @@ fn gradient_tiles(sh: &Shape, s: &mut String) {
 fn chunk_loop_head(plan: &NetworkPlan, sh: &Shape, s: &mut String) {
     let chunk = sh.chunk;
     // The launch's chunks divided among the dispatched workgroups, `each` apiece and one
-    // more for the first `extra`: a launch in one wave gives no multiprocessor a run more than the
-    // rest (`ReductionSpec::divides_chunks`; runs of a fixed count left the 8-64-64-1's
-    // 2^20 elements on 128 of the H100's 132).
+    // more for the first `extra`: a launch in one wave gives no multiprocessor a run more
+    // than the rest (`ReductionSpec::divides_chunks`; whole runs a workgroup left the
+    // 8-64-64-1's 2^20 elements on 128 of the H100's 132 multiprocessors).
     let _ = writeln!(
         s,
         "    let chunks = n / {chunk}u + select(0u, 1u, n % {chunk}u != 0u);\n    \
