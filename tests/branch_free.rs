@@ -65,13 +65,13 @@ fn gpu_only(label: &'static str, wgsl: String, outputs: u32) -> &'static KernelS
 }
 
 /// The cooperative network adjoint's `tanh` (`ops::WGSL_TANH_BRANCH_FREE`) against the
-/// branching one every other kernel writes, on either side of 0.625 and 9 (where its
-/// formula changes), NaN and infinities.
+/// branching one every other kernel writes, on either side of 0.625 (where its formula
+/// changes) and of 9.01 (where it reaches 1), NaN and infinities.
 #[test]
 fn branch_free_tanh_computes_the_branching_forms_bits() {
     let mut rng = Rng(8);
     let mut xs: Vec<f32> = (0..4000).map(|_| rng.uniform(-12.0, 12.0)).collect();
-    for edge in [0.625f32, 9.0] {
+    for edge in [0.625f32, 9.0, 9.01] {
         for x in [edge.next_down(), edge, edge.next_up()] {
             xs.extend([x, -x]);
         }
@@ -93,6 +93,39 @@ fn branch_free_tanh_computes_the_branching_forms_bits() {
             assert!((b - x.tanh()).abs() <= 4e-7, "x = {x}: tanh {b}");
         }
     }
+}
+
+/// Past 9 neither form selects 1: `1 - 2 / (exp(2|x|) + 1)` rounds to the f64 tanh's nearest
+/// float (0.99999994 up to 9.01, where the select at 9 they had gave 1, an ulp off), and to
+/// 1 from there to infinity, never over it.
+#[test]
+fn tanh_past_9_is_the_nearest_float_and_reaches_1() {
+    let mut xs: Vec<f32> = (0..=400).map(|k| 8.9 + k as f32 * 0.0005).collect();
+    xs.extend([12.0, 20.0, 44.0, 45.0, 88.0, 1e30, f32::MAX, f32::INFINITY]);
+    let negated: Vec<f32> = xs.iter().map(|x| -x).collect();
+    xs.extend(negated);
+    let mut branching = vec![0.0f32; xs.len()];
+    let mut free = vec![0.0f32; xs.len()];
+    device()
+        .launch(tanh_both_ways(), &xs, &mut [&mut branching, &mut free])
+        .expect("launch");
+    for ((&x, &a), &b) in xs.iter().zip(&free).zip(&branching) {
+        let nearest = (x as f64).tanh() as f32;
+        for (form, t) in [("without branches", a), ("with branches", b)] {
+            // Up to 9.008 the nearest float is 2% of an ulp clear of the halfway point, which
+            // no device's `exp` error reaches; nearer 9.01, an ulp either way.
+            let ulps = if x.abs() <= 9.008 { 0.0 } else { 1.0 };
+            assert!(
+                t.abs() <= 1.0 && (t - nearest).abs() <= ulps * f32::EPSILON / 2.0,
+                "x = {x}: {t} {form}, the nearest float to tanh {nearest}"
+            );
+        }
+        if x.abs() >= 9.02 {
+            assert_eq!(a, x.signum(), "x = {x}");
+        }
+    }
+    // The select at 9 gave 1 here: the nearest float is an ulp under.
+    assert_eq!((9.005f64).tanh() as f32, 1.0 - f32::EPSILON / 2.0);
 }
 
 #[test]

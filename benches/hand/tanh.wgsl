@@ -3,9 +3,6 @@
 fn tanh_accurate(x: f32) -> f32 {
     let ax = abs(x);
     if (ax >= 0.625) {
-        if (!(ax < 9.0)) {
-            return select(1.0, -1.0, x < 0.0);
-        }
         let t = 1.0 - 2.0 / (exp(2.0 * ax) + 1.0);
         return select(t, -t, x < 0.0);
     }

@@ -6,6 +6,9 @@ W2 into workgroup memory with every load first (`loadsfirst`: the copy loop wait
 load in turn otherwise).
 
     python3 divided_variants.py GENERATED_DIR OUT_DIR
+
+(For kernels generated before `tanh9` landed, 2026-12-07's fourth session: since then the
+generated `tanh` has no select at 9 to take out.)
 """
 import sys
 
