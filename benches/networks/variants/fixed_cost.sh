@@ -9,6 +9,7 @@
 #
 #   bash benches/networks/variants/tanh_landed.sh prepare      # here: the benches into .bench/t9
 #   bash benches/networks/variants/fixed_cost.sh device        # there, carrying [".gl", ".bench/t9"]
+#   (ROUNDS=1 for one round)
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 V=benches/networks/variants
@@ -21,7 +22,7 @@ device() {
     nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu \
         --format=csv,noheader -lms 50 > "$OUT/clocks.csv" &
     local smi=$!
-    for round in 1 2; do
+    for round in $(seq "${ROUNDS:-2}"); do
         echo "== round $round"
         date +%T.%N
         GRADFUSE_CORPUS_KINDS=adjoint GRADFUSE_CORPUS_EXTRA=$V/networks.rs GRADFUSE_CORPUS_ONLY="net32 net64" \
