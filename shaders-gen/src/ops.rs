@@ -315,7 +315,7 @@ pub const WGSL_HELPERS: &[(&str, &[&str], &str)] = &[
         &[],
         "// tanh to about 2 ulp (Cephes' tanhf): a polynomial below 0.625, where\n\
          // 1 - 2 / (exp(2|x|) + 1) would cancel; drivers may use a 2^-11 approximation.\n\
-         // From 9.01 on 2 / (exp(2|x|) + 1) is under half an ulp of 1, and 1 is what it gives.\n\
+         // From 9.011 (13 ln 2) on 2 / (exp(2|x|) + 1) is under half an ulp of 1, and 1 is what it gives.\n\
          fn gf_tanh(x: f32) -> f32 {\n    let ax = abs(x);\n    if (ax >= 0.625) {\n        let t = 1.0 - 2.0 / (exp(2.0 * ax) + 1.0);\n        return select(t, -t, x < 0.0);\n    }\n    let z = x * x;\n    return ((((-5.70498872745e-3 * z + 2.06390887954e-2) * z - 5.37397155531e-2) * z + 1.33314422036e-1) * z - 3.33332819422e-1) * z * x + x;\n}",
     ),
     (
@@ -436,7 +436,7 @@ pub fn wgsl_helper_source(name: &str, src: &'static str, branch_free: bool) -> &
 /// 8-32-32-1's value ran 0.113 -> 0.721 ms at 2^20 with it (BENCHMARKS.md, "Without bounds
 /// checks"), random programs 1-7% slower (BENCHMARKS.md, "Rows mapped through `tanh`").
 /// Neither form selects 1 past 9 any more: the formula gives the nearest float there (an ulp
-/// under 1 up to 9.01, where the select gave 1), and the select's two instructions a `tanh`
+/// under 1 up to 9.011, where the select gave 1), and the select's two instructions a `tanh`
 /// were 2% of the 8-32-32-1 adjoint at 2^20 on the H100 (BENCHMARKS.md, "Chunks divided").
 pub const WGSL_TANH_BRANCH_FREE: &str = "// tanh to about 2 ulp (Cephes' tanhf), without branches: the polynomial below 0.625\n// and 1 - 2 / (exp(2|x|) + 1) above both computed, one selected.\nfn gf_tanh(x: f32) -> f32 {\n    let ax = abs(x);\n    let t = 1.0 - 2.0 / (exp(2.0 * ax) + 1.0);\n    let z = x * x;\n    let p = ((((-5.70498872745e-3 * z + 2.06390887954e-2) * z - 5.37397155531e-2) * z + 1.33314422036e-1) * z - 3.33332819422e-1) * z * x + x;\n    return select(p, select(t, -t, x < 0.0), ax >= 0.625);\n}";
 

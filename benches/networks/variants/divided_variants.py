@@ -1,6 +1,6 @@
 """Variants of the generated 8-32-32-1 and 8-64-64-1 adjoints for divided.sh: `tanh`
 without its select at 9 (`tanh9`: exp(2|x|) is past 6.6e7 there, and 2 / (e + 1) rounds
-1 - it to the correctly rounded tanh, 1 from 9.01 on), its sign copied by bits
+1 - it to the correctly rounded tanh, 1 from 9.011 on), its sign copied by bits
 (`tanhbits`: t >= 0 wherever it is selected), both (`tanh9bits`), and the prologue's copy of
 W2 into workgroup memory with every load first (`loadsfirst`: the copy loop waits on each
 load in turn otherwise).
