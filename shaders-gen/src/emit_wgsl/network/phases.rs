@@ -99,7 +99,7 @@ pub(super) fn rank_one_step(
     s: &mut String,
 ) {
     for c in 0..sh.columns {
-        let at = sh.row_cell(base, row, &format!("cw + {c}u"));
+        let at = sh.column_cell(base, row, c);
         let _ = writeln!(s, "            let {name}{c} = {matrix}[{at}];");
         for r in 0..sh.lane_rows {
             let _ = writeln!(s, "            {acc}{r}_{c} += {} * {name}{c};", weight(r));

@@ -270,6 +270,24 @@ impl Shape {
         }
     }
 
+    /// [`Shape::row_cell`] of the lane's `vec4` column `cw + c`. Where a lane's columns are
+    /// a power of two, `cw` is a multiple of it and `(cw + c) ^ m` is `cw ^ (c ^ m)`: the
+    /// lane's columns then read at `cw` XORed with one of eight constants, where `cw + c`
+    /// XORed took eight for each column. The driver derives each such index again every
+    /// chunk (the 8-64-64-1 adjoint holds 236 registers): an XOR and a shift apiece, 72 and
+    /// 97 of its chunk loop's 5,187 instructions with two columns' sixteen (BENCHMARKS.md,
+    /// "The division measured").
+    pub(super) fn column_cell(&self, base: &str, row: u32, c: u32) -> String {
+        if self.padded || !self.columns.is_power_of_two() {
+            return self.row_cell(base, row, &format!("cw + {c}u"));
+        }
+        debug_assert!(c < self.columns);
+        match c ^ (row % 8) {
+            0 => format!("{base}{}u + cw", self.rv * row),
+            m => format!("{base}{}u + (cw ^ {m}u)", self.rv * row),
+        }
+    }
+
     /// Index in `ds2s` of `vec4` column `col` of output `o`'s `d_y` row, row `32 + o`,
     /// swizzled as the output parts that row holds before (so that each element's thread
     /// writes the word of its own part, which it has read).
