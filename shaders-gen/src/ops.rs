@@ -437,7 +437,8 @@ pub fn wgsl_helper_source(name: &str, src: &'static str, branch_free: bool) -> &
 /// checks"), random programs 1-7% slower (BENCHMARKS.md, "Rows mapped through `tanh`").
 /// Neither form selects 1 past 9 any more: the formula gives the nearest float there (an ulp
 /// under 1 up to 9.011, where the select gave 1), and the select's two instructions a `tanh`
-/// were 2% of the 8-32-32-1 adjoint at 2^20 on the H100 (BENCHMARKS.md, "Chunks divided").
+/// were 2% of the 8-32-32-1 adjoint at 2^20 on the H100 (BENCHMARKS.md, "The division
+/// measured").
 pub const WGSL_TANH_BRANCH_FREE: &str = "// tanh to about 2 ulp (Cephes' tanhf), without branches: the polynomial below 0.625\n// and 1 - 2 / (exp(2|x|) + 1) above both computed, one selected.\nfn gf_tanh(x: f32) -> f32 {\n    let ax = abs(x);\n    let t = 1.0 - 2.0 / (exp(2.0 * ax) + 1.0);\n    let z = x * x;\n    let p = ((((-5.70498872745e-3 * z + 2.06390887954e-2) * z - 5.37397155531e-2) * z + 1.33314422036e-1) * z - 3.33332819422e-1) * z * x + x;\n    return select(p, select(t, -t, x < 0.0), ax >= 0.625);\n}";
 
 /// The source of the WGSL helper `name` of `precision`.
