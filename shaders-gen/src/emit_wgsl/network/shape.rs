@@ -261,25 +261,17 @@ impl Shape {
 
     /// [`Shape::cell`] of the lane's `vec4` column `cw + c` of a row known here, `row`,
     /// counted from the row a WGSL index `base` (empty or ending in ` + `; a multiple of 8
-    /// rows) names. Where a lane's columns are a power of two, `cw` is a multiple of it and
-    /// the swizzled `(cw + c) ^ m` is `cw ^ (c ^ m)`: the lane's columns then read at `cw`
-    /// XORed with one of eight constants, where `cw + c` XORed took eight for each column.
-    /// The driver derives each such index again every chunk (the 8-64-64-1 adjoint holds
-    /// 236 registers): an XOR and a shift apiece, 72 and 97 of its chunk loop's 5,187
-    /// instructions with two columns' sixteen (BENCHMARKS.md, "The division measured").
+    /// rows) names. The swizzled index stays `(cw + c) ^ m`: written `cw ^ (c ^ m)` (one set
+    /// of eight XOR constants for both of a lane's columns instead of sixteen) it ran the
+    /// 8-64-64-1 adjoint 0.8% slower on the H100 (BENCHMARKS.md, "The columns' indices
+    /// folded, measured").
     pub(super) fn column_cell(&self, base: &str, row: u32, c: u32) -> String {
         debug_assert!(c < self.columns);
-        let (at, m) = (self.rv * row, row % 8);
         if self.padded {
             debug_assert!(base.is_empty());
             format!("{}u + (cw + {c}u)", self.stride * row)
-        } else if !self.columns.is_power_of_two() {
-            format!("{base}{at}u + ((cw + {c}u) ^ {m}u)")
         } else {
-            match c ^ m {
-                0 => format!("{base}{at}u + cw"),
-                k => format!("{base}{at}u + (cw ^ {k}u)"),
-            }
+            format!("{base}{}u + ((cw + {c}u) ^ {}u)", self.rv * row, row % 8)
         }
     }
 

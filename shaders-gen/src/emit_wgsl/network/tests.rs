@@ -96,38 +96,6 @@ fn the_kernel_validates_at_both_widths_and_any_inputs() {
     }
 }
 
-/// At 64 rows (swizzled) a lane's two `vec4` columns of a row are read at `cw` or at `cw`
-/// XORed with one of 1 to 7, `(cw + c) ^ m` written `cw ^ (c ^ m)`: the same words, since
-/// `cw` is even (`tests/networks_cooperative.rs` runs such kernels against the CPU).
-#[test]
-fn a_lanes_columns_read_at_one_set_of_xored_indices() {
-    let loss = squared_error(8);
-    let wgsl = emit_network_adjoint("fn net(..) -> f32", &plan(8, 64, &loss));
-    assert!(wgsl.contains("let cw = cg * 2u;"));
-    // `(cw + c) ^ l8` (a store's lane-varying swizzle) stays; no XOR of it with a constant.
-    for after in wgsl.split("(cw + ").skip(1) {
-        let (_, rest) = after.split_once(')').expect("a closing parenthesis");
-        let xored = rest.strip_prefix(" ^ ");
-        assert!(
-            !xored.is_some_and(|x| x.starts_with(|c: char| c.is_ascii_digit())),
-            "{after:.40}"
-        );
-    }
-    let constants: std::collections::BTreeSet<u32> = (wgsl.split("(cw ^ ").skip(1))
-        .map(|after| {
-            after[..after.find('u').expect("a constant")]
-                .parse()
-                .expect("a number")
-        })
-        .collect();
-    assert_eq!(constants, (1..8).collect());
-    for cw in (0..32u32).step_by(2) {
-        for (c, m) in (0..2).flat_map(|c| (0..8).map(move |m| (c, m))) {
-            assert_eq!((cw + c) ^ m, cw ^ (c ^ m));
-        }
-    }
-}
-
 /// Two layers of 128 rows stream `W2` in blocks through 48 KiB, in chunks of 32 elements;
 /// past [`FIRST_LAYER_ROW_INPUTS`] inputs `d_W1` is a tile of the workgroup's product, past
 /// [`FIRST_LAYER_REGISTER_INPUTS`] `W1` is streamed in blocks too (its last block padded
