@@ -21,6 +21,11 @@ barriers: past 2^19 elements (37.7 MB of arguments at 2^20, where the H100's L2 
 both networks' launches take 13-17 µs more than their chunks would (BENCHMARKS.md, "The
 columns' indices folded, measured"), as if from a read that went to DRAM.
 
+With `ahead2` (on `tpre`) the inputs and the target are loaded two chunks ahead, not one:
+the driver sinks the generated kernel's next-chunk loads from the top of the chunk loop to
+its last phases (the 8-32-32-1's SASS: some 450 instructions and two barriers before the
+chunk that uses them), which is short of a DRAM read.
+
 GENERATED_DIR holds `net32.adjoint.wgsl` and `net64.adjoint.wgsl` from
 `GRADFUSE_CORPUS_WRITE_ONLY=1 GRADFUSE_CORPUS_VARIANTS=dir` with
 `GRADFUSE_CORPUS_EXTRA=benches/networks/variants/networks.rs`; OUT_DIR gets
@@ -136,11 +141,36 @@ def prefetch_target(g):
     return g
 
 
+def ahead2(g):
+    """`tpre`'s kernel with the inputs and the target two chunks ahead."""
+    loop = g.index("    for (var idx = lo; idx < hi; idx++) {\n")
+    head, body = g[:loop], g[loop:]
+    decl = re.search(r"    var xr: array<f32, (\d+)>;\n", head)
+    i = head.index("    if (base < n) {\n", decl.end())
+    j = head.index("\n    }\n", i) + len("\n    }\n")
+    second = (head[i:j].replace("xr[", "xr2[").replace("min(base + q / 8u", "min(base + 64u + q / 8u"))
+    head = head[:j] + second + head[j:]
+    head = head.replace(decl.group(0), decl.group(0) + f"    var xr2: array<f32, {decl.group(1)}>;\n")
+    head = head.replace("    var tr = 0.0f;\n", "    var tr = 0.0f;\n    var tr2 = 0.0f;\n")
+    head = head.replace("        tr = args[min(base + lid, n - 1u) * 9u + 8u];\n",
+                        "        tr = args[min(base + lid, n - 1u) * 9u + 8u];\n"
+                        "        tr2 = args[min(base + 64u + lid, n - 1u) * 9u + 8u];\n")
+    body = body.replace("        let xc = xr;\n", "        let xc = xr;\n        xr = xr2;\n", 1)
+    body = body.replace("            xr[", "            xr2[").replace("min(first + 64u + q / 8u", "min(first + 128u + q / 8u")
+    body = body.replace("        let tc = tr;\n        if (lid < 64u) {\n            tr = args[min(first + 64u + lid",
+                        "        let tc = tr;\n        tr = tr2;\n        if (lid < 64u) {\n            tr2 = args[min(first + 128u + lid")
+    g = head + body
+    for want in ("xr = xr2;", "tr = tr2;", "tr2 = args[min(first + 128u", "xr2[0] = args[min(first + 128u", "min(base + 64u + q"):
+        assert want in g, want
+    return g
+
+
 def main(gen, out):
     for h in (32, 64):
         net = Net(h)
         g = open(f"{gen}/net{h}.adjoint.wgsl").read()
         open(f"{out}/net{h}.adjoint~tpre.wgsl", "w").write(prefetch_target(g))
+        open(f"{out}/net{h}.adjoint~ahead2.wgsl", "w").write(ahead2(prefetch_target(g)))
         # The lane's rows: four consecutive ones.
         i, j = between(g, "    var w1_0: array<f32, 8>;\n", "    var gb3 = 0.0f;\n")
         g = g[:i] + rows_decl(net, g) + g[j:]
