@@ -15,7 +15,7 @@ What the bench's `d_h1` cut measured (its two weight loads replaced by registers
 
     python3 quad_rows.py GENERATED_DIR OUT_DIR
 
-With `tpre` (and `quad_tpre`, both) the loss's target word `t` is loaded a chunk ahead with
+With `tpre` (and `quad_tpre`, `quad_ahead2`) the loss's target word `t` is loaded a chunk ahead with
 the inputs, where the generated kernel reads it from `args` in the loss, between two
 barriers: past 2^19 elements (37.7 MB of arguments at 2^20, where the H100's L2 holds 50)
 both networks' launches take 13-17 µs more than their chunks would (BENCHMARKS.md, "The
@@ -29,7 +29,7 @@ chunk that uses them), which is short of a DRAM read.
 GENERATED_DIR holds `net32.adjoint.wgsl` and `net64.adjoint.wgsl` from
 `GRADFUSE_CORPUS_WRITE_ONLY=1 GRADFUSE_CORPUS_VARIANTS=dir` with
 `GRADFUSE_CORPUS_EXTRA=benches/networks/variants/networks.rs`; OUT_DIR gets
-`net{32,64}.adjoint~quad.wgsl` for `GRADFUSE_CORPUS_VARIANTS`, which checks each against
+`net{32,64}.adjoint~<variant>.wgsl` for `GRADFUSE_CORPUS_VARIANTS`, which checks each against
 the generated kernel before timing it.
 """
 import re
@@ -126,17 +126,19 @@ def backward_rows(net):
 
 
 def prefetch_target(g):
-    """The loss's `t` read a chunk ahead by the element's thread (`lid < 64`)."""
+    """The loss's `t` read a chunk ahead with the inputs, as the element's thread uses it."""
     one = lambda old, new: (g.count(old) == 1 or sys.exit(f"not once: {old}")) and g.replace(old, new)
     g = one("fn gf_loss(gf_y: f32, gf_row: u32) -> vec2<f32> {", "fn gf_loss(gf_y: f32, gf_t: f32) -> vec2<f32> {")
     g = one("    let t = args[gf_row + 8u];\n", "    let t = gf_t;\n")
+    # Every thread loads (those past the chunk's elements its last one's): a branch around
+    # loads in the chunk loop once cost the 8-64-64-1 5%. As loss_words_ahead.patch writes it.
     g = one("    for (var idx = lo; idx < hi; idx++) {\n",
-            "    var tr = 0.0f;\n    if (base < n && lid < 64u) {\n"
-            "        tr = args[min(base + lid, n - 1u) * 9u + 8u];\n    }\n"
+            "    var tr = 0.0f;\n    if (base < n) {\n"
+            "        tr = args[min(base + min(lid, 63u), n - 1u) * 9u + 8u];\n    }\n"
             "    for (var idx = lo; idx < hi; idx++) {\n")
     g = one("        let xc = xr;\n",
-            "        let xc = xr;\n        let tc = tr;\n        if (lid < 64u) {\n"
-            "            tr = args[min(first + 64u + lid, n - 1u) * 9u + 8u];\n        }\n")
+            "        let xc = xr;\n        let tc = tr;\n"
+            "        tr = args[min(first + 64u + min(lid, 63u), n - 1u) * 9u + 8u];\n")
     g = one("gf_loss(y, min(first + e, n - 1u) * 9u)", "gf_loss(y, tc)")
     return g
 
@@ -152,13 +154,13 @@ def ahead2(g):
     head = head[:j] + second + head[j:]
     head = head.replace(decl.group(0), decl.group(0) + f"    var xr2: array<f32, {decl.group(1)}>;\n")
     head = head.replace("    var tr = 0.0f;\n", "    var tr = 0.0f;\n    var tr2 = 0.0f;\n")
-    head = head.replace("        tr = args[min(base + lid, n - 1u) * 9u + 8u];\n",
-                        "        tr = args[min(base + lid, n - 1u) * 9u + 8u];\n"
-                        "        tr2 = args[min(base + 64u + lid, n - 1u) * 9u + 8u];\n")
+    head = head.replace("        tr = args[min(base + min(lid, 63u), n - 1u) * 9u + 8u];\n",
+                        "        tr = args[min(base + min(lid, 63u), n - 1u) * 9u + 8u];\n"
+                        "        tr2 = args[min(base + 64u + min(lid, 63u), n - 1u) * 9u + 8u];\n")
     body = body.replace("        let xc = xr;\n", "        let xc = xr;\n        xr = xr2;\n", 1)
     body = body.replace("            xr[", "            xr2[").replace("min(first + 64u + q / 8u", "min(first + 128u + q / 8u")
-    body = body.replace("        let tc = tr;\n        if (lid < 64u) {\n            tr = args[min(first + 64u + lid",
-                        "        let tc = tr;\n        tr = tr2;\n        if (lid < 64u) {\n            tr2 = args[min(first + 128u + lid")
+    body = body.replace("        let tc = tr;\n        tr = args[min(first + 64u + min(lid",
+                        "        let tc = tr;\n        tr = tr2;\n        tr2 = args[min(first + 128u + min(lid")
     g = head + body
     for want in ("xr = xr2;", "tr = tr2;", "tr2 = args[min(first + 128u", "xr2[0] = args[min(first + 128u", "min(base + 64u + q"):
         assert want in g, want
@@ -215,6 +217,7 @@ def main(gen, out):
             assert gone not in g, gone
         open(f"{out}/net{h}.adjoint~quad.wgsl", "w").write(g)
         open(f"{out}/net{h}.adjoint~quad_tpre.wgsl", "w").write(prefetch_target(g))
+        open(f"{out}/net{h}.adjoint~quad_ahead2.wgsl", "w").write(ahead2(prefetch_target(g)))
 
 
 if __name__ == "__main__":
