@@ -26,6 +26,11 @@ the driver sinks the generated kernel's next-chunk loads from the top of the chu
 its last phases (the 8-32-32-1's SASS: some 450 instructions and two barriers before the
 chunk that uses them), which is short of a DRAM read.
 
+`quad_w1g` (the 8-64-64-1 only) is `quad` with the lane's rows of `W1` read from storage
+each chunk instead of held in 32 registers: the generated 8-64-64-1 holds 236 of the 255 a
+thread may have, and `quad` adds 32 for `W1` and 32 for `d_W1`; if `quad` spills, this
+shows it.
+
 GENERATED_DIR holds `net32.adjoint.wgsl` and `net64.adjoint.wgsl` from
 `GRADFUSE_CORPUS_WRITE_ONLY=1 GRADFUSE_CORPUS_VARIANTS=dir` with
 `GRADFUSE_CORPUS_EXTRA=benches/networks/variants/networks.rs`; OUT_DIR gets
@@ -167,6 +172,24 @@ def ahead2(g):
     return g
 
 
+def w1_from_storage(g):
+    """`quad`'s first layer with `W1` read from storage in the chunk loop, not registers."""
+    i, j = between(g, "    var w1_0: array<f32, 8>;\n", "    var gb1_0 = 0.0f;\n")
+    decl = g[i:j]
+    for r in range(4):
+        load = f"    for (var k = 0u; k < 8u; k++) {{ w1_{r}[k] = sw(8u * (4u * a + {r}u) + k); }}\n"
+        assert load in g, load
+        g = g.replace(f"    var w1_{r}: array<f32, 8>;\n", "").replace(load, "")
+    # idx is never u32's largest: the driver cannot hoist the loads out of the loop.
+    g = g.replace("        for (var k = 0u; k < 8u; k++) {\n            let x = ds2s[",
+                  "        let w1_at = 32u * a + select(0u, 1u, idx == 0xffffffffu);\n"
+                  "        for (var k = 0u; k < 8u; k++) {\n            let x = ds2s[", 1)
+    for r in range(4):
+        g = g.replace(f"            s{r} += w1_{r}[k] * x;\n", f"            s{r} += sw(w1_at + {8 * r}u + k) * x;\n", 1)
+    assert "+= w1_0[k]" not in g and "w1_0[k] = sw" not in g and decl
+    return g
+
+
 def main(gen, out):
     for h in (32, 64):
         net = Net(h)
@@ -218,6 +241,8 @@ def main(gen, out):
         open(f"{out}/net{h}.adjoint~quad.wgsl", "w").write(g)
         open(f"{out}/net{h}.adjoint~quad_tpre.wgsl", "w").write(prefetch_target(g))
         open(f"{out}/net{h}.adjoint~quad_ahead2.wgsl", "w").write(ahead2(prefetch_target(g)))
+        if h == 64:
+            open(f"{out}/net{h}.adjoint~quad_w1g.wgsl", "w").write(w1_from_storage(g))
 
 
 if __name__ == "__main__":
