@@ -31,6 +31,13 @@ each chunk instead of held in 32 registers: the generated 8-64-64-1 holds 236 of
 thread may have, and `quad` adds 32 for `W1` and 32 for `d_W1`; if `quad` spills, this
 shows it.
 
+`xkeep` (the 8-32-32-1 only; `xkeep_tpre` with `tpre`) keeps the chunk's inputs in a
+matrix of their own (`xs`, 8 rows of 16 `vec4`s swizzled, 2 KiB) from the first layer to
+`d_W1`, where the generated kernel stores them again into `h1s` after `d_h1` (four stores
+and two barriers a chunk: eight barriers become six). Its 2 KiB fit the 24,064 bytes of two
+workgroups a multiprocessor only with the `d_y` row of `ds2s` (272 bytes) moved into
+`W2`'s padding (`w2s[36 j + 32 ..]`, which no product reads): 24,064 bytes exactly.
+
 GENERATED_DIR holds `net32.adjoint.wgsl` and `net64.adjoint.wgsl` from
 `GRADFUSE_CORPUS_WRITE_ONLY=1 GRADFUSE_CORPUS_VARIANTS=dir` with
 `GRADFUSE_CORPUS_EXTRA=benches/networks/variants/networks.rs`; OUT_DIR gets
@@ -190,6 +197,41 @@ def w1_from_storage(g):
     return g
 
 
+def keep_inputs(g):
+    """The 8-32-32-1 with its inputs in `xs` through the chunk and `d_y` in `W2`'s padding."""
+    def one(old, new, count=1):
+        nonlocal g
+        assert g.count(old) == count, (old, g.count(old))
+        g = g.replace(old, new)
+    one("var<workgroup> ds2s: array<vec4<f32>, 561>;\n",
+        "var<workgroup> ds2s: array<vec4<f32>, 544>;\n"
+        "// The chunk's inputs, column c of row f at f * 16 + (c ^ f); d_y of element e at\n"
+        "// w2s[(e / 4) * 36 + 32 + e % 4], in W2's padding.\n"
+        "var<workgroup> xs: array<vec4<f32>, 128>;\n")
+    for r in range(4):
+        one(f"                ds2s[f * 17u + (e / 4u)][e % 4u] = xc[{r}];\n",
+            f"                xs[f * 16u + ((e / 4u) ^ f)][e % 4u] = xc[{r}];\n")
+    for c in range(2):
+        one(f"            let x{c} = ds2s[k * 17u + (cw + {c}u)];\n",
+            f"            let x{c} = xs[k * 16u + ((cw + {c}u) ^ k)];\n")
+    one("            ds2s[544u + e / 4u][e % 4u] = dy;\n",
+        "            w2s[(e / 4u) * 36u + 32u + e % 4u] = dy;\n")
+    for c in range(2):
+        one(f"        let dy{c} = ds2s[544u + cw + {c}u];\n",
+            f"        let dy{c} = vec4<f32>(w2s[(cw + {c}u) * 36u + 32u], w2s[(cw + {c}u) * 36u + 33u], "
+            f"w2s[(cw + {c}u) * 36u + 34u], w2s[(cw + {c}u) * 36u + 35u]);\n")
+    # The inputs stored again into h1s for d_W1, and its two barriers: gone.
+    i = g.index("        workgroupBarrier();\n        {\n            let q = lid + 0u;\n            let e = q / 8u;",
+                g.index("let e1_1 = "))
+    j = g.index("        for (var k = 0u; k < 8u; k++) {\n            let x0 = h1s[", i)
+    g = g[:i] + g[j:]
+    for c in range(2):
+        one(f"            let x{c} = h1s[k * 17u + (cw + {c}u)];\n",
+            f"            let x{c} = xs[k * 16u + ((cw + {c}u) ^ k)];\n")
+    assert "ds2s[544u" not in g
+    return g
+
+
 def main(gen, out):
     for h in (32, 64):
         net = Net(h)
@@ -243,6 +285,9 @@ def main(gen, out):
         open(f"{out}/net{h}.adjoint~quad_ahead2.wgsl", "w").write(ahead2(prefetch_target(g)))
         if h == 64:
             open(f"{out}/net{h}.adjoint~quad_w1g.wgsl", "w").write(w1_from_storage(g))
+    g = open(f"{gen}/net32.adjoint.wgsl").read()
+    open(f"{out}/net32.adjoint~xkeep.wgsl", "w").write(keep_inputs(g))
+    open(f"{out}/net32.adjoint~xkeep_tpre.wgsl", "w").write(prefetch_target(keep_inputs(g)))
 
 
 if __name__ == "__main__":
