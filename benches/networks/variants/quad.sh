@@ -2,7 +2,7 @@
 # Issue 11: the networks' adjoints with four consecutive rows a lane (`quad`), the loss's
 # target loaded a chunk ahead (`tpre`, `quad_tpre`) and the inputs and the target two
 # chunks ahead (`ahead2`), against the generated kernels, in one call (quad_rows.py says
-# what each is and why).
+# what each is and why). Fifteen kernels at 2^20 and 2^24, two rounds: some 4-6 minutes.
 #
 #   bash benches/networks/variants/quad.sh prepare   # here: the corpus bench into .bench/cur, the variants into .bench/quadv
 #   bash benches/networks/variants/quad.sh device    # there, carrying [".gl", ".bench/cur", ".bench/quadv"]
@@ -36,7 +36,7 @@ device() {
     for round in 1 2; do
         echo "== round $round"
         GRADFUSE_CORPUS_VARIANTS=.bench/quadv GRADFUSE_CORPUS_SIZES="20 24" \
-            timeout 150 .bench/cur/corpus --bench > "$OUT/quad_$round.md" 2>&1 || echo "exit $?"
+            timeout 240 .bench/cur/corpus --bench > "$OUT/quad_$round.md" 2>&1 || echo "exit $?"
         grep -E "^\| net|disagree|rejected" "$OUT/quad_$round.md"
     done
     # The driver's SASS of every kernel timed (one file: a call returns only so many).
