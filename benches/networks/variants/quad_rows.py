@@ -18,7 +18,7 @@ What the bench's `d_h1` cut measured (its two weight loads replaced by registers
 With `tpre` (and `quad_tpre`, `quad_ahead2`) the loss's target word `t` is loaded a chunk ahead with
 the inputs, where the generated kernel reads it from `args` in the loss, between two
 barriers: past 2^19 elements (37.7 MB of arguments at 2^20, where the H100's L2 holds 50)
-both networks' launches take 13-17 µs more than their chunks would (BENCHMARKS.md, "The
+both networks' launches take 13-20 µs more than their chunks would (BENCHMARKS.md, "The
 columns' indices folded, measured"), as if from a read that went to DRAM.
 
 With `ahead2` (on `tpre`) the inputs and the target are loaded two chunks ahead, not one:
