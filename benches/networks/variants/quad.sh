@@ -17,9 +17,7 @@ V=benches/networks/variants
 export GRADFUSE_CORPUS_KINDS=adjoint GRADFUSE_CORPUS_EXTRA=$V/networks.rs GRADFUSE_CORPUS_ONLY="net32 net64"
 
 prepare() {
-    local corpus
-    corpus=$(cargo bench --bench corpus --no-run 2>&1 | grep -oE "target/release/deps/corpus-[0-9a-f]+" | head -1)
-    mkdir -p .bench/cur && cp "$corpus" .bench/cur/corpus && strip .bench/cur/corpus
+    bash $V/fixed_cost.sh prepare cur
     rm -rf .bench/gen .bench/quadv && mkdir -p .bench/gen .bench/quadv
     GRADFUSE_CORPUS_WRITE_ONLY=1 GRADFUSE_CORPUS_VARIANTS=.bench/gen .bench/cur/corpus --bench > /dev/null
     python3 $V/quad_rows.py .bench/gen .bench/quadv

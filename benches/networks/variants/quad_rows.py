@@ -48,6 +48,13 @@ import re
 import sys
 
 
+def once(g, old, new):
+    """`g` with `old`, which must occur exactly once, replaced by `new`: a generator change
+    that moves the text fails here instead of writing a kernel that is not the variant."""
+    assert g.count(old) == 1, (old, g.count(old))
+    return g.replace(old, new)
+
+
 def between(g, start, end, from_pos=0):
     i = g.index(start, from_pos)
     j = g.index(end, i)
@@ -139,19 +146,18 @@ def backward_rows(net):
 
 def prefetch_target(g):
     """The loss's `t` read a chunk ahead with the inputs, as the element's thread uses it."""
-    one = lambda old, new: (g.count(old) == 1 or sys.exit(f"not once: {old}")) and g.replace(old, new)
-    g = one("fn gf_loss(gf_y: f32, gf_row: u32) -> vec2<f32> {", "fn gf_loss(gf_y: f32, gf_t: f32) -> vec2<f32> {")
-    g = one("    let t = args[gf_row + 8u];\n", "    let t = gf_t;\n")
+    g = once(g, "fn gf_loss(gf_y: f32, gf_row: u32) -> vec2<f32> {", "fn gf_loss(gf_y: f32, gf_t: f32) -> vec2<f32> {")
+    g = once(g, "    let t = args[gf_row + 8u];\n", "    let t = gf_t;\n")
     # Every thread loads (those past the chunk's elements its last one's): a branch around
     # loads in the chunk loop once cost the 8-64-64-1 5%. As loss_words_ahead.patch writes it.
-    g = one("    for (var idx = lo; idx < hi; idx++) {\n",
+    g = once(g, "    for (var idx = lo; idx < hi; idx++) {\n",
             "    var tr = 0.0f;\n    if (base < n) {\n"
             "        tr = args[min(base + min(lid, 63u), n - 1u) * 9u + 8u];\n    }\n"
             "    for (var idx = lo; idx < hi; idx++) {\n")
-    g = one("        let xc = xr;\n",
+    g = once(g, "        let xc = xr;\n",
             "        let xc = xr;\n        let tc = tr;\n"
             "        tr = args[min(first + 64u + min(lid, 63u), n - 1u) * 9u + 8u];\n")
-    g = one("gf_loss(y, min(first + e, n - 1u) * 9u)", "gf_loss(y, tc)")
+    g = once(g, "gf_loss(y, min(first + e, n - 1u) * 9u)", "gf_loss(y, tc)")
     return g
 
 
@@ -181,28 +187,21 @@ def ahead2(g):
 
 def w1_from_storage(g):
     """`quad`'s first layer with `W1` read from storage in the chunk loop, not registers."""
-    i, j = between(g, "    var w1_0: array<f32, 8>;\n", "    var gb1_0 = 0.0f;\n")
-    decl = g[i:j]
     for r in range(4):
-        load = f"    for (var k = 0u; k < 8u; k++) {{ w1_{r}[k] = sw(8u * (4u * a + {r}u) + k); }}\n"
-        assert load in g, load
-        g = g.replace(f"    var w1_{r}: array<f32, 8>;\n", "").replace(load, "")
+        g = once(g, f"    var w1_{r}: array<f32, 8>;\n", "")
+        g = once(g, f"    for (var k = 0u; k < 8u; k++) {{ w1_{r}[k] = sw(8u * (4u * a + {r}u) + k); }}\n", "")
+        g = once(g, f"            s{r} += w1_{r}[k] * x;\n", f"            s{r} += sw(w1_at + {8 * r}u + k) * x;\n")
     # idx is never u32's largest: the driver cannot hoist the loads out of the loop.
-    g = g.replace("        for (var k = 0u; k < 8u; k++) {\n            let x = ds2s[",
-                  "        let w1_at = 32u * a + select(0u, 1u, idx == 0xffffffffu);\n"
-                  "        for (var k = 0u; k < 8u; k++) {\n            let x = ds2s[", 1)
-    for r in range(4):
-        g = g.replace(f"            s{r} += w1_{r}[k] * x;\n", f"            s{r} += sw(w1_at + {8 * r}u + k) * x;\n", 1)
-    assert "+= w1_0[k]" not in g and "w1_0[k] = sw" not in g and decl
-    return g
+    return once(g, "        for (var k = 0u; k < 8u; k++) {\n            let x = ds2s[",
+                "        let w1_at = 32u * a + select(0u, 1u, idx == 0xffffffffu);\n"
+                "        for (var k = 0u; k < 8u; k++) {\n            let x = ds2s[")
 
 
 def keep_inputs(g):
     """The 8-32-32-1 with its inputs in `xs` through the chunk and `d_y` in `W2`'s padding."""
-    def one(old, new, count=1):
+    def one(old, new):
         nonlocal g
-        assert g.count(old) == count, (old, g.count(old))
-        g = g.replace(old, new)
+        g = once(g, old, new)
     one("var<workgroup> ds2s: array<vec4<f32>, 561>;\n",
         "var<workgroup> ds2s: array<vec4<f32>, 544>;\n"
         "// The chunk's inputs, column c of row f at f * 16 + (c ^ f); d_y of element e at\n"
